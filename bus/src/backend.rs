@@ -1,0 +1,196 @@
+//! The transport-neutral bus API every backend implements, and what a consumer receives.
+
+use crate::envelope::{Envelope, Kind, RequestId};
+use crate::error::BusError;
+use crate::task::{Admission, Outcome, TaskRecord};
+use crate::topic::Topic;
+use async_trait::async_trait;
+use futures::StreamExt as _;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+/// A message bus: fire-and-forget events, durable deduplicated tasks, request/reply.
+///
+/// The same conformance suite (`bus/tests/conformance`) runs against every implementation.
+#[async_trait]
+pub trait Bus: Send + Sync + 'static {
+    /// Publishes an event (or a result) to every current subscriber whose pattern matches.
+    /// Not journaled: a subscriber that is not there misses it.
+    async fn publish(&self, env: Envelope) -> Result<(), BusError>;
+
+    /// Submits a task: first sight of its request id journals it durably (before this returns) and
+    /// delivers it to exactly one consumer; a known request id answers the existing record,
+    /// `duplicate: true`, and starts nothing.
+    async fn submit(&self, env: Envelope) -> Result<Admission, BusError>;
+
+    /// Subscribes to events and results on topics matching `pattern`.
+    async fn subscribe(&self, pattern: Topic) -> Result<Subscription, BusError>;
+
+    /// Consumes tasks on topics matching `pattern`, competing with the other consumers of it.
+    async fn consume(&self, pattern: Topic) -> Result<Subscription, BusError>;
+
+    /// The record of a task by request id, inside the dedup window.
+    async fn lookup(&self, request_id: &RequestId) -> Result<Option<TaskRecord>, BusError>;
+
+    /// The record of a task by task id.
+    async fn task(&self, task_id: Uuid) -> Result<Option<TaskRecord>, BusError>;
+
+    /// Waits until the task is terminal, or `timeout` passes ([`BusError::TimedOut`]).
+    async fn wait(&self, request_id: &RequestId, timeout: Duration)
+    -> Result<TaskRecord, BusError>;
+
+    /// Request/reply: submits the task and waits for its terminal record.
+    /// Returns the record and whether the request id was a duplicate.
+    async fn request(
+        &self,
+        env: Envelope,
+        timeout: Duration,
+    ) -> Result<(TaskRecord, bool), BusError> {
+        let request_id = env.request_id.clone();
+        let admission = self.submit(env).await?;
+        if admission.task.state.is_terminal() {
+            return Ok((admission.task, admission.duplicate));
+        }
+        let record = self.wait(&request_id, timeout).await?;
+        Ok((record, admission.duplicate))
+    }
+}
+
+/// How a consumer settles a delivery.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Settle {
+    /// Done with it (events; a task should use `Complete`).
+    Ack,
+    /// Could not handle it now: deliver it again after `delay`, as a new attempt.
+    Nack {
+        /// How long to wait before redelivery.
+        delay: Duration,
+    },
+    /// The task reached its terminal outcome.
+    Complete(Outcome),
+}
+
+/// The backend side of a delivery: records progress and settles it.
+#[async_trait]
+pub trait Acker: Send + Sync {
+    /// Marks the attempt as running. `false` means the task is already terminal: skip it.
+    async fn start(&self, env: &Envelope) -> Result<bool, BusError>;
+    /// Settles the delivery.
+    async fn settle(&self, env: &Envelope, how: Settle) -> Result<(), BusError>;
+    /// Called when a task delivery is dropped unsettled (its consumer died): redeliver it.
+    fn abandon(&self, env: &Envelope);
+}
+
+/// One message handed to a subscriber or consumer.
+pub struct Delivery {
+    envelope: Envelope,
+    acker: Option<Arc<dyn Acker>>,
+    settled: bool,
+}
+
+impl Delivery {
+    /// A delivery settled through `acker` (tasks), or needing no settlement (`None`, events).
+    pub fn new(envelope: Envelope, acker: Option<Arc<dyn Acker>>) -> Self {
+        Self {
+            envelope,
+            acker,
+            settled: false,
+        }
+    }
+
+    /// The message.
+    pub fn envelope(&self) -> &Envelope {
+        &self.envelope
+    }
+
+    /// Marks a task attempt as running; `false` means it already ended and must be skipped.
+    pub async fn start(&mut self) -> Result<bool, BusError> {
+        match &self.acker {
+            Some(a) => {
+                let go = a.start(&self.envelope).await?;
+                if !go {
+                    self.settled = true;
+                }
+                Ok(go)
+            }
+            None => Ok(true),
+        }
+    }
+
+    /// Takes the envelope back, unsettled and without redelivery (the broker could not hand it over).
+    pub(crate) fn into_envelope(mut self) -> Envelope {
+        self.settled = true;
+        self.envelope.clone()
+    }
+
+    /// Acknowledges an event.
+    pub async fn ack(self) -> Result<(), BusError> {
+        self.settle(Settle::Ack).await
+    }
+
+    /// Asks for redelivery after `delay` (a new attempt of the same request id).
+    pub async fn nack(self, delay: Duration) -> Result<(), BusError> {
+        self.settle(Settle::Nack { delay }).await
+    }
+
+    /// Records the task's terminal outcome, answered to every caller of its request id.
+    pub async fn complete(self, outcome: Outcome) -> Result<(), BusError> {
+        self.settle(Settle::Complete(outcome)).await
+    }
+
+    async fn settle(mut self, how: Settle) -> Result<(), BusError> {
+        self.settled = true;
+        match &self.acker {
+            Some(a) => a.settle(&self.envelope, how).await,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Delivery {
+    fn drop(&mut self) {
+        if !self.settled && self.envelope.kind == Kind::Task {
+            if let Some(a) = &self.acker {
+                a.abandon(&self.envelope);
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Delivery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Delivery")
+            .field("envelope", &self.envelope)
+            .field("settled", &self.settled)
+            .finish()
+    }
+}
+
+/// A stream of deliveries; dropping it ends the subscription.
+pub struct Subscription {
+    rx: mpsc::Receiver<Delivery>,
+    _guard: Box<dyn Send + Sync>,
+}
+
+impl Subscription {
+    /// Wraps a receiver; `guard` is dropped with the subscription (it unsubscribes).
+    pub fn new(rx: mpsc::Receiver<Delivery>, guard: Box<dyn Send + Sync>) -> Self {
+        Self { rx, _guard: guard }
+    }
+
+    /// The next delivery; `None` when the bus has closed.
+    pub async fn next(&mut self) -> Option<Delivery> {
+        self.rx.recv().await
+    }
+
+    /// Turns the subscription into a `Stream` (for `ctx.add_stream`).
+    pub fn into_stream(self) -> futures::stream::BoxStream<'static, Delivery> {
+        let Subscription { rx, _guard } = self;
+        futures::stream::unfold((rx, _guard), |(mut rx, g)| async move {
+            rx.recv().await.map(|d| (d, (rx, g)))
+        })
+        .boxed()
+    }
+}

@@ -1,0 +1,74 @@
+//! Group commit: one thread owns `sled::Db::flush`, batching every waiting writer behind one flush.
+//!
+//! Concurrent `flush_async` calls can deadlock in sled 0.34, and a blocking flush inside an actor
+//! stalls its arbiter; so writers insert on their own thread and then wait here for durability.
+
+use crate::error::BusError;
+use std::sync::mpsc;
+use tokio::sync::oneshot;
+
+type Waiter = oneshot::Sender<Result<(), String>>;
+
+/// Handle to the flushing thread; dropping it stops the thread and waits for it, so the database
+/// is released (and can be reopened) once the handle is gone.
+pub struct Committer {
+    tx: Option<mpsc::Sender<Waiter>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Committer {
+    /// Starts the flushing thread for `db`.
+    pub fn start(db: sled::Db) -> Result<Self, BusError> {
+        let (tx, rx) = mpsc::channel::<Waiter>();
+        let thread = std::thread::Builder::new()
+            .name("clawbus-commit".into())
+            .spawn(move || {
+                while let Ok(first) = rx.recv() {
+                    let mut batch = vec![first];
+                    batch.extend(rx.try_iter());
+                    let res = db.flush().map(|_| ()).map_err(|e| e.to_string());
+                    if let Err(e) = &res {
+                        tracing::error!(error = %e, waiters = batch.len(), "Flush to disk failed.");
+                    }
+                    for w in batch {
+                        // A waiter that gave up is fine to skip.
+                        let _ = w.send(res.clone());
+                    }
+                }
+            })
+            .map_err(|e| BusError::storage("start commit thread", e))?;
+        Ok(Self {
+            tx: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// Returns once every write made before the call is on disk.
+    pub async fn commit(&self) -> Result<(), BusError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .as_ref()
+            .ok_or_else(|| BusError::Closed("commit thread stopped".into()))?
+            .send(tx)
+            .map_err(|_| BusError::Closed("commit thread stopped".into()))?;
+        match rx.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(BusError::Storage {
+                what: "flush".into(),
+                cause: e,
+            }),
+            Err(_) => Err(BusError::Closed("commit thread stopped".into())),
+        }
+    }
+}
+
+impl Drop for Committer {
+    fn drop(&mut self) {
+        self.tx.take();
+        if let Some(t) = self.thread.take() {
+            if t.join().is_err() {
+                tracing::error!("Commit thread panicked.");
+            }
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! The envelope every message travels in, and its request id.
+
+use crate::topic::Topic;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use uuid::Uuid;
+
+/// The envelope format version written by this build.
+pub const ENVELOPE_VERSION: u32 = 1;
+
+/// The caller's idempotency key: one request id is processed at most once inside the dedup window.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RequestId(String);
+
+impl RequestId {
+    /// The longest request id accepted, in bytes.
+    pub const MAX_LEN: usize = 256;
+
+    /// A fresh, time-ordered request id (UUIDv7).
+    pub fn random() -> Self {
+        Self(Uuid::now_v7().to_string())
+    }
+
+    /// Checks a caller-supplied id: 1–256 bytes of printable ASCII without spaces.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        if s.is_empty() || s.len() > Self::MAX_LEN {
+            return Err(format!(
+                "request id must be 1-{} bytes long, got {}",
+                Self::MAX_LEN,
+                s.len()
+            ));
+        }
+        if let Some(c) = s.chars().find(|c| !c.is_ascii_graphic()) {
+            return Err(format!(
+                "request id {s:?} contains {c:?} (expected printable ASCII without spaces)"
+            ));
+        }
+        Ok(Self(s.to_string()))
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What an envelope carries, which decides how the bus treats it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Kind {
+    /// Work for exactly one consumer: deduplicated, journaled, acknowledged.
+    Task,
+    /// A notification for every current subscriber; not journaled.
+    Event,
+    /// The terminal outcome of a task, sent to its `reply_to`.
+    Result,
+}
+
+/// A message on the bus. Serde-only data: it crosses process and machine boundaries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    /// Format version ([`ENVELOPE_VERSION`]); readers accept older versions.
+    pub v: u32,
+    /// This message's own id (UUIDv7); a redelivery keeps it.
+    pub id: Uuid,
+    /// The idempotency key: duplicates of it are never processed twice.
+    pub request_id: RequestId,
+    /// Where it is published.
+    pub topic: Topic,
+    /// How the bus treats it.
+    pub kind: Kind,
+    /// Who sent it (`cli`, `http`, `agent:<id>` …), for logs and routing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// Where the outcome of a task is published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<Topic>,
+    /// Unix milliseconds after which the work is no longer wanted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<u64>,
+    /// Delivery attempt, starting at 1; raised by each redelivery.
+    #[serde(default = "first_attempt")]
+    pub attempt: u32,
+    /// Free-form metadata (trace ids, channel names, session names).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// The body.
+    #[serde(default)]
+    pub payload: serde_json::Value,
+}
+
+fn first_attempt() -> u32 {
+    1
+}
+
+impl Envelope {
+    /// A task for `topic` with a fresh message id.
+    pub fn task(topic: Topic, request_id: RequestId, payload: serde_json::Value) -> Self {
+        Self::new(Kind::Task, topic, request_id, payload)
+    }
+
+    /// An event for `topic` with a fresh message id and request id.
+    pub fn event(topic: Topic, payload: serde_json::Value) -> Self {
+        Self::new(Kind::Event, topic, RequestId::random(), payload)
+    }
+
+    fn new(kind: Kind, topic: Topic, request_id: RequestId, payload: serde_json::Value) -> Self {
+        Self {
+            v: ENVELOPE_VERSION,
+            id: Uuid::now_v7(),
+            request_id,
+            topic,
+            kind,
+            from: None,
+            reply_to: None,
+            deadline: None,
+            attempt: 1,
+            headers: BTreeMap::new(),
+            payload,
+        }
+    }
+
+    /// Sets the sender.
+    pub fn from(mut self, from: impl Into<String>) -> Self {
+        self.from = Some(from.into());
+        self
+    }
+
+    /// Sets a header.
+    pub fn header(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.insert(key.into(), value.into());
+        self
+    }
+}

@@ -1,0 +1,210 @@
+//! The broker actor: routes events to subscribers and tasks to one consumer each.
+
+use crate::backend::{Acker, Delivery};
+use crate::envelope::Envelope;
+use crate::topic::Topic;
+use actix::{Actor, AsyncContext, Context, Handler, Message};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TrySendError;
+
+/// How often parked tasks are offered to consumers again.
+const PARKED_RETRY: Duration = Duration::from_millis(50);
+
+pub(super) enum Mode {
+    Broadcast,
+    Consume,
+}
+
+struct Sub {
+    id: u64,
+    pattern: Topic,
+    mode: Mode,
+    tx: mpsc::Sender<Delivery>,
+}
+
+pub(super) struct Broker {
+    acker: Arc<dyn Acker>,
+    subs: Vec<Sub>,
+    next_id: u64,
+    /// Round-robin cursor over consumers.
+    turn: usize,
+    /// Tasks with no consumer able to take them yet.
+    parked: VecDeque<Envelope>,
+    /// Events dropped because a subscriber's queue was full.
+    lagged: u64,
+}
+
+impl Broker {
+    pub(super) fn new(acker: Arc<dyn Acker>) -> Self {
+        Self {
+            acker,
+            subs: Vec::new(),
+            next_id: 0,
+            turn: 0,
+            parked: VecDeque::new(),
+            lagged: 0,
+        }
+    }
+
+    /// Hands a task to one matching consumer; returns it when none could take it.
+    fn offer(&mut self, env: Envelope) -> Option<Envelope> {
+        let candidates: Vec<usize> = (0..self.subs.len())
+            .filter(|&i| {
+                matches!(self.subs[i].mode, Mode::Consume)
+                    && self.subs[i].pattern.matches(&env.topic)
+            })
+            .collect();
+        if candidates.is_empty() {
+            return Some(env);
+        }
+        let mut delivery = Delivery::new(env, Some(self.acker.clone()));
+        let mut closed = Vec::new();
+        for k in 0..candidates.len() {
+            let i = candidates[(self.turn + k) % candidates.len()];
+            match self.subs[i].tx.try_send(delivery) {
+                Ok(()) => {
+                    self.turn = self.turn.wrapping_add(k + 1);
+                    self.prune(closed);
+                    return None;
+                }
+                Err(TrySendError::Full(d)) => delivery = d,
+                Err(TrySendError::Closed(d)) => {
+                    closed.push(self.subs[i].id);
+                    delivery = d;
+                }
+            }
+        }
+        self.prune(closed);
+        Some(take_envelope(delivery))
+    }
+
+    fn prune(&mut self, closed: Vec<u64>) {
+        if !closed.is_empty() {
+            self.subs.retain(|s| !closed.contains(&s.id));
+        }
+    }
+
+    fn offer_parked(&mut self) {
+        let parked = std::mem::take(&mut self.parked);
+        for env in parked {
+            if let Some(env) = self.offer(env) {
+                self.parked.push_back(env);
+            }
+        }
+    }
+}
+
+/// Takes the envelope back out of an undelivered delivery without triggering its redelivery.
+fn take_envelope(delivery: Delivery) -> Envelope {
+    delivery.into_envelope()
+}
+
+impl Actor for Broker {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(4096);
+        ctx.run_interval(PARKED_RETRY, |this, _| {
+            if !this.parked.is_empty() {
+                this.offer_parked();
+            }
+        });
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "u64")]
+pub(super) struct Subscribe {
+    pub pattern: Topic,
+    pub mode: Mode,
+    pub tx: mpsc::Sender<Delivery>,
+}
+
+impl Handler<Subscribe> for Broker {
+    type Result = u64;
+    fn handle(&mut self, msg: Subscribe, _: &mut Context<Self>) -> u64 {
+        self.next_id += 1;
+        let consume = matches!(msg.mode, Mode::Consume);
+        self.subs.push(Sub {
+            id: self.next_id,
+            pattern: msg.pattern,
+            mode: msg.mode,
+            tx: msg.tx,
+        });
+        if consume {
+            self.offer_parked();
+        }
+        self.next_id
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct Unsubscribe(pub u64);
+
+impl Handler<Unsubscribe> for Broker {
+    type Result = ();
+    fn handle(&mut self, msg: Unsubscribe, _: &mut Context<Self>) {
+        self.subs.retain(|s| s.id != msg.0);
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct Publish(pub Envelope);
+
+impl Handler<Publish> for Broker {
+    type Result = ();
+    fn handle(&mut self, msg: Publish, _: &mut Context<Self>) {
+        let mut closed = Vec::new();
+        for s in &self.subs {
+            if !matches!(s.mode, Mode::Broadcast) || !s.pattern.matches(&msg.0.topic) {
+                continue;
+            }
+            match s.tx.try_send(Delivery::new(msg.0.clone(), None)) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) => {
+                    self.lagged += 1;
+                    tracing::warn!(topic = %msg.0.topic, pattern = %s.pattern, lagged_total = self.lagged, "Subscriber lagging; event dropped for it.");
+                }
+                Err(TrySendError::Closed(_)) => closed.push(s.id),
+            }
+        }
+        self.prune(closed);
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct Dispatch(pub Envelope);
+
+impl Handler<Dispatch> for Broker {
+    type Result = ();
+    fn handle(&mut self, msg: Dispatch, _: &mut Context<Self>) {
+        if let Some(env) = self.offer(msg.0) {
+            tracing::debug!(topic = %env.topic, parked = self.parked.len() + 1, "No consumer ready; task parked.");
+            self.parked.push_back(env);
+        }
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct Redeliver {
+    pub env: Envelope,
+    pub delay: Duration,
+}
+
+impl Handler<Redeliver> for Broker {
+    type Result = ();
+    fn handle(&mut self, msg: Redeliver, ctx: &mut Context<Self>) {
+        if msg.delay.is_zero() {
+            ctx.notify(Dispatch(msg.env));
+        } else {
+            ctx.notify_later(Dispatch(msg.env), msg.delay);
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! Task records: what the ledger keeps per request id.
+
+use crate::envelope::{Envelope, RequestId};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// Where a task is in its life. Every task ends in exactly one terminal state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum TaskState {
+    /// Journaled, waiting for a consumer.
+    Queued,
+    /// A consumer has it.
+    Running,
+    /// Finished with a result.
+    Succeeded,
+    /// Finished with an error.
+    Failed,
+    /// Stopped on request.
+    Cancelled,
+    /// Its deadline passed first.
+    TimedOut,
+}
+
+impl TaskState {
+    /// True for the states a task never leaves.
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, Self::Queued | Self::Running)
+    }
+
+    /// The state's wire name (`queued`, `running`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Running => "running",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+            Self::TimedOut => "timed_out",
+        }
+    }
+}
+
+/// How a consumer finished a task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Outcome {
+    /// Done; `result` is answered to every caller of this request id.
+    Succeeded {
+        /// The result value.
+        result: serde_json::Value,
+    },
+    /// Gave up; `error` is answered to every caller of this request id.
+    Failed {
+        /// What went wrong, for people.
+        error: String,
+    },
+    /// Stopped on request.
+    Cancelled {
+        /// Why.
+        reason: String,
+    },
+    /// Ran out of time.
+    TimedOut {
+        /// What timed out.
+        error: String,
+    },
+}
+
+impl Outcome {
+    /// The terminal state this outcome leads to.
+    pub fn state(&self) -> TaskState {
+        match self {
+            Self::Succeeded { .. } => TaskState::Succeeded,
+            Self::Failed { .. } => TaskState::Failed,
+            Self::Cancelled { .. } => TaskState::Cancelled,
+            Self::TimedOut { .. } => TaskState::TimedOut,
+        }
+    }
+}
+
+/// The durable record of one task, keyed by its request id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    /// The task's id (the id of the envelope that first carried the request).
+    pub task_id: Uuid,
+    /// The idempotency key.
+    pub request_id: RequestId,
+    /// Where it stands.
+    pub state: TaskState,
+    /// Deliveries so far.
+    pub attempts: u32,
+    /// The envelope as first admitted (redeliveries raise `attempt`).
+    pub envelope: Envelope,
+    /// The terminal outcome, once there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<Outcome>,
+    /// Unix ms when admitted.
+    pub created_ms: u64,
+    /// Unix ms of the last change.
+    pub updated_ms: u64,
+}
+
+impl TaskRecord {
+    /// The result value, when the task succeeded.
+    pub fn result(&self) -> Option<&serde_json::Value> {
+        match &self.outcome {
+            Some(Outcome::Succeeded { result }) => Some(result),
+            _ => None,
+        }
+    }
+
+    /// The error text, when the task ended in any other terminal state.
+    pub fn error(&self) -> Option<&str> {
+        match &self.outcome {
+            Some(Outcome::Failed { error }) | Some(Outcome::TimedOut { error }) => Some(error),
+            Some(Outcome::Cancelled { reason }) => Some(reason),
+            _ => None,
+        }
+    }
+}
+
+/// The answer to a submission.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Admission {
+    /// The task as it stands now.
+    pub task: TaskRecord,
+    /// True when this request id was already known: nothing new was started.
+    pub duplicate: bool,
+}

@@ -1,0 +1,406 @@
+//! The bus conformance suite, generic over the backend. Every backend runs all of it.
+
+use bus::{Bus, Envelope, Kind, ManualClock, Outcome, RequestId, TaskState, Topic};
+use serde_json::json;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// How a backend under test is opened.
+pub trait Backend: 'static {
+    /// The bus type.
+    type Bus: Bus + Clone;
+    /// Opens the bus over the state in `dir`, inside the current actix System.
+    fn open(dir: &Path, clock: Arc<ManualClock>, window: Duration) -> Self::Bus;
+}
+
+/// A safety net for awaits that must not hang a failing test; never a synchronisation device.
+pub const NET: Duration = Duration::from_secs(10);
+/// Start of the manual clock (2026-01-01).
+pub const T0: u64 = 1_767_225_600_000;
+
+fn topic(s: &str) -> Topic {
+    Topic::parse(s).unwrap()
+}
+
+fn task(t: &str, rid: &str, text: &str) -> Envelope {
+    Envelope::task(
+        topic(t),
+        RequestId::parse(rid).unwrap(),
+        json!({ "text": text }),
+    )
+}
+
+/// Runs `f` on a thread with its own actix System and drops everything it made before returning,
+/// like a process that ends (or is killed) between two runs over the same state directory.
+pub fn in_fresh_system<F, Fut, T>(f: F) -> T
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = T> + 'static,
+    T: Send + 'static,
+{
+    std::thread::spawn(move || actix_rt::System::new().block_on(f()))
+        .join()
+        .expect("the isolated system must not panic")
+}
+
+/// Spawns a consumer that completes every task with `{"echo": text, "attempt": n}` and counts runs.
+pub async fn echo_consumer<B: Bus>(bus: &B, pattern: &str) -> Arc<AtomicUsize> {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut sub = bus.consume(topic(pattern)).await.unwrap();
+    let counter = runs.clone();
+    actix_rt::spawn(async move {
+        while let Some(mut d) = sub.next().await {
+            if !d.start().await.unwrap() {
+                continue;
+            }
+            counter.fetch_add(1, Ordering::SeqCst);
+            let env = d.envelope().clone();
+            // Yield so concurrent duplicates really overlap with the run.
+            tokio::task::yield_now().await;
+            let result = json!({ "echo": env.payload["text"], "attempt": env.attempt });
+            d.complete(Outcome::Succeeded { result }).await.unwrap();
+        }
+    });
+    runs
+}
+
+pub async fn wildcard_subscriptions_match_like_nats<B: Backend>() {
+    let dir = tempfile::tempdir().unwrap();
+    let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
+    let mut star = bus.subscribe(topic("agent.*")).await.unwrap();
+    let mut tail = bus.subscribe(topic("agent.>")).await.unwrap();
+    bus.publish(Envelope::event(topic("agent.a.events"), json!(1)))
+        .await
+        .unwrap();
+    bus.publish(Envelope::event(topic("agent.a"), json!(2)))
+        .await
+        .unwrap();
+    let first_star = tokio::time::timeout(NET, star.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        first_star.envelope().payload,
+        json!(2),
+        "agent.* must skip agent.a.events"
+    );
+    let t1 = tokio::time::timeout(NET, tail.next())
+        .await
+        .unwrap()
+        .unwrap();
+    let t2 = tokio::time::timeout(NET, tail.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (t1.envelope().payload.clone(), t2.envelope().payload.clone()),
+        (json!(1), json!(2))
+    );
+}
+
+pub async fn request_reply_returns_the_consumers_result<B: Backend>() {
+    let dir = tempfile::tempdir().unwrap();
+    let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
+    echo_consumer(&bus, "agent.*").await;
+    let (record, duplicate) = bus
+        .request(task("agent.a", "r-1", "hi"), NET)
+        .await
+        .unwrap();
+    assert!(!duplicate);
+    assert_eq!(record.state, TaskState::Succeeded);
+    assert_eq!(record.result().unwrap()["echo"], "hi");
+    let by_id = bus.task(record.task_id).await.unwrap().unwrap();
+    assert_eq!(
+        by_id.request_id.as_str(),
+        "r-1",
+        "a task is found by its task id too"
+    );
+}
+
+pub async fn result_is_published_to_reply_to<B: Backend>() {
+    let dir = tempfile::tempdir().unwrap();
+    let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
+    echo_consumer(&bus, "agent.a").await;
+    let inbox = Topic::inbox();
+    let mut replies = bus.subscribe(inbox.clone()).await.unwrap();
+    let mut env = task("agent.a", "r-reply", "ping");
+    env.reply_to = Some(inbox);
+    bus.submit(env).await.unwrap();
+    let reply = tokio::time::timeout(NET, replies.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(reply.envelope().kind, Kind::Result);
+    assert_eq!(reply.envelope().request_id.as_str(), "r-reply");
+    assert_eq!(reply.envelope().payload["state"], "succeeded");
+}
+
+pub async fn nacked_task_is_redelivered_as_next_attempt<B: Backend>() {
+    let dir = tempfile::tempdir().unwrap();
+    let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
+    let mut sub = bus.consume(topic("agent.a")).await.unwrap();
+    bus.submit(task("agent.a", "r-nack", "x")).await.unwrap();
+    let mut first = tokio::time::timeout(NET, sub.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(first.start().await.unwrap());
+    assert_eq!(first.envelope().attempt, 1);
+    first.nack(Duration::from_millis(1)).await.unwrap();
+    let mut second = tokio::time::timeout(NET, sub.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(second.start().await.unwrap());
+    assert_eq!(
+        second.envelope().attempt,
+        2,
+        "a redelivery is the next attempt of the same task"
+    );
+    assert_eq!(
+        second.envelope().request_id.as_str(),
+        "r-nack",
+        "a retry keeps its request id"
+    );
+    second
+        .complete(Outcome::Succeeded {
+            result: json!("ok"),
+        })
+        .await
+        .unwrap();
+    let rec = bus
+        .wait(&RequestId::parse("r-nack").unwrap(), NET)
+        .await
+        .unwrap();
+    assert_eq!((rec.state, rec.attempts), (TaskState::Succeeded, 2));
+}
+
+pub async fn dropped_delivery_is_redelivered<B: Backend>() {
+    let dir = tempfile::tempdir().unwrap();
+    let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
+    let mut sub = bus.consume(topic("agent.a")).await.unwrap();
+    bus.submit(task("agent.a", "r-drop", "x")).await.unwrap();
+    let first = tokio::time::timeout(NET, sub.next())
+        .await
+        .unwrap()
+        .unwrap();
+    drop(first);
+    let again = tokio::time::timeout(NET, sub.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.envelope().request_id.as_str(), "r-drop");
+    assert_eq!(again.envelope().attempt, 2);
+    again
+        .complete(Outcome::Failed { error: "no".into() })
+        .await
+        .unwrap();
+}
+
+pub async fn same_request_id_three_times_concurrently_runs_once<B: Backend>() {
+    let dir = tempfile::tempdir().unwrap();
+    let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
+    let runs = echo_consumer(&bus, "agent.a").await;
+    let calls = (0..3).map(|_| bus.request(task("agent.a", "r-same", "once"), NET));
+    let answers = futures::future::join_all(calls).await;
+    let answers: Vec<_> = answers.into_iter().map(|a| a.unwrap()).collect();
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        1,
+        "the handler must run exactly once"
+    );
+    let duplicates = answers.iter().filter(|(_, dup)| *dup).count();
+    assert_eq!(duplicates, 2, "two of the three callers are duplicates");
+    for (rec, _) in &answers {
+        assert_eq!(
+            rec.result(),
+            answers[0].0.result(),
+            "every caller gets the same result"
+        );
+        assert_eq!(rec.task_id, answers[0].0.task_id);
+    }
+}
+
+pub async fn failed_task_is_answered_again_not_rerun<B: Backend>() {
+    let dir = tempfile::tempdir().unwrap();
+    let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
+    let mut sub = bus.consume(topic("agent.a")).await.unwrap();
+    bus.submit(task("agent.a", "r-fail", "x")).await.unwrap();
+    let mut d = tokio::time::timeout(NET, sub.next())
+        .await
+        .unwrap()
+        .unwrap();
+    d.start().await.unwrap();
+    d.complete(Outcome::Failed {
+        error: "model down".into(),
+    })
+    .await
+    .unwrap();
+    let again = bus.submit(task("agent.a", "r-fail", "x")).await.unwrap();
+    assert!(
+        again.duplicate,
+        "a failed request id is never re-admitted as new"
+    );
+    assert_eq!(again.task.error(), Some("model down"));
+}
+
+pub async fn nack_past_max_attempts_fails_the_task<B: Backend>() {
+    let dir = tempfile::tempdir().unwrap();
+    let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
+    let mut sub = bus.consume(topic("agent.a")).await.unwrap();
+    let rid = RequestId::parse("r-max").unwrap();
+    bus.submit(task("agent.a", "r-max", "x")).await.unwrap();
+    loop {
+        let mut d = tokio::time::timeout(NET, sub.next())
+            .await
+            .unwrap()
+            .unwrap();
+        d.start().await.unwrap();
+        d.nack(Duration::ZERO).await.unwrap();
+        let rec = bus.lookup(&rid).await.unwrap().unwrap();
+        if rec.state.is_terminal() {
+            assert_eq!(rec.state, TaskState::Failed);
+            assert!(
+                rec.error().unwrap().contains("gave up after"),
+                "{:?}",
+                rec.error()
+            );
+            break;
+        }
+    }
+}
+
+pub async fn finished_request_id_expires_after_the_window<B: Backend>() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let bus = B::open(dir.path(), clock.clone(), Duration::from_secs(60));
+    let runs = echo_consumer(&bus, "agent.a").await;
+    bus.request(task("agent.a", "r-ttl", "x"), NET)
+        .await
+        .unwrap();
+    clock.advance(Duration::from_secs(30));
+    let (_, dup) = bus
+        .request(task("agent.a", "r-ttl", "x"), NET)
+        .await
+        .unwrap();
+    assert!(dup, "inside the window the stored result is answered");
+    clock.advance(Duration::from_secs(31));
+    let (_, dup) = bus
+        .request(task("agent.a", "r-ttl", "x"), NET)
+        .await
+        .unwrap();
+    assert!(!dup, "after the window the request id is new again");
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+pub fn duplicate_is_answered_from_the_ledger_after_restart<B: Backend>() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    let first = in_fresh_system(move || async move {
+        let bus = B::open(&path, ManualClock::new(T0), Duration::from_secs(60));
+        echo_consumer(&bus, "agent.a").await;
+        bus.request(task("agent.a", "r-restart", "x"), NET)
+            .await
+            .unwrap()
+            .0
+    });
+    let path = dir.path().to_path_buf();
+    let (again, runs) = in_fresh_system(move || async move {
+        let bus = B::open(&path, ManualClock::new(T0), Duration::from_secs(60));
+        let runs = echo_consumer(&bus, "agent.a").await;
+        let a = bus
+            .request(task("agent.a", "r-restart", "x"), NET)
+            .await
+            .unwrap();
+        (a, runs.load(Ordering::SeqCst))
+    });
+    assert!(
+        again.1,
+        "after a restart the request id is still a duplicate"
+    );
+    assert_eq!(again.0.result(), first.result());
+    assert_eq!(runs, 0, "the handler must not run again after the restart");
+}
+
+pub fn acknowledged_task_runs_after_a_crash<B: Backend>() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    let admitted = in_fresh_system(move || async move {
+        let bus = B::open(&path, ManualClock::new(T0), Duration::from_secs(60));
+        // Acknowledged to the poster, then the process ends before any consumer ran it.
+        bus.submit(task("agent.a", "r-crash", "survive"))
+            .await
+            .unwrap()
+    });
+    assert!(!admitted.duplicate);
+    let path = dir.path().to_path_buf();
+    let (record, runs) = in_fresh_system(move || async move {
+        let bus = B::open(&path, ManualClock::new(T0), Duration::from_secs(60));
+        let runs = echo_consumer(&bus, "agent.a").await;
+        let rec = bus
+            .wait(&RequestId::parse("r-crash").unwrap(), NET)
+            .await
+            .unwrap();
+        (rec, runs.load(Ordering::SeqCst))
+    });
+    assert_eq!(
+        record.state,
+        TaskState::Succeeded,
+        "the journaled task runs after restart"
+    );
+    assert_eq!(record.result().unwrap()["echo"], "survive");
+    assert_eq!(runs, 1);
+}
+
+/// Instantiates every conformance test for a backend.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($backend:ty) => {
+        #[actix_rt::test]
+        async fn wildcard_subscriptions_match_like_nats() {
+            conformance::wildcard_subscriptions_match_like_nats::<$backend>().await
+        }
+        #[actix_rt::test]
+        async fn request_reply_returns_the_consumers_result() {
+            conformance::request_reply_returns_the_consumers_result::<$backend>().await
+        }
+        #[actix_rt::test]
+        async fn result_is_published_to_reply_to() {
+            conformance::result_is_published_to_reply_to::<$backend>().await
+        }
+        #[actix_rt::test]
+        async fn nacked_task_is_redelivered_as_next_attempt() {
+            conformance::nacked_task_is_redelivered_as_next_attempt::<$backend>().await
+        }
+        #[actix_rt::test]
+        async fn dropped_delivery_is_redelivered() {
+            conformance::dropped_delivery_is_redelivered::<$backend>().await
+        }
+        #[actix_rt::test]
+        async fn same_request_id_three_times_concurrently_runs_once() {
+            conformance::same_request_id_three_times_concurrently_runs_once::<$backend>().await
+        }
+        #[actix_rt::test]
+        async fn failed_task_is_answered_again_not_rerun() {
+            conformance::failed_task_is_answered_again_not_rerun::<$backend>().await
+        }
+        #[actix_rt::test]
+        async fn nack_past_max_attempts_fails_the_task() {
+            conformance::nack_past_max_attempts_fails_the_task::<$backend>().await
+        }
+        #[actix_rt::test]
+        async fn finished_request_id_expires_after_the_window() {
+            conformance::finished_request_id_expires_after_the_window::<$backend>().await
+        }
+        #[test]
+        fn duplicate_is_answered_from_the_ledger_after_restart() {
+            conformance::duplicate_is_answered_from_the_ledger_after_restart::<$backend>()
+        }
+        #[test]
+        fn acknowledged_task_runs_after_a_crash() {
+            conformance::acknowledged_task_runs_after_a_crash::<$backend>()
+        }
+    };
+}
