@@ -1,0 +1,162 @@
+//! One turn of an agent: prompt → model → tools → model … until a final answer or a limit.
+
+use crate::config::Limits;
+use crate::model::{ChatMessage, ChatModel, ChatRequest, ModelError, ToolCall, ToolSchema};
+use crate::tools::{ToolContext, ToolSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How many identical tool calls in a row stop the loop.
+const IDENTICAL_CALL_LIMIT: usize = 3;
+
+/// What a turn needs besides its input: the agent's model, tools and limits.
+#[derive(Clone)]
+pub struct TurnDeps {
+    /// The model client.
+    pub model: Arc<dyn ChatModel>,
+    /// The model name sent in requests (the part after `provider/`).
+    pub model_name: String,
+    /// The tools this agent may call (already filtered by policy).
+    pub tools: ToolSet,
+    /// Iteration, time and size limits.
+    pub limits: Limits,
+}
+
+/// The input of one turn.
+#[derive(Debug, Clone)]
+pub struct TurnInput {
+    /// The assembled system prompt.
+    pub system: String,
+    /// Earlier messages of this conversation.
+    pub history: Vec<ChatMessage>,
+    /// The new message.
+    pub message: String,
+    /// Where tools run.
+    pub tool_context: ToolContext,
+}
+
+/// A finished turn.
+#[derive(Debug, Clone)]
+pub struct TurnOutput {
+    /// The final answer.
+    pub text: String,
+    /// Model calls made.
+    pub iterations: u32,
+    /// Every message the turn added (user, assistant, tool), for the transcript.
+    pub added: Vec<ChatMessage>,
+}
+
+/// Why a turn ended without a final answer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TurnError {
+    /// The model call failed after its retries.
+    #[error("model call failed: {0}")]
+    Model(#[from] ModelError),
+    /// The loop hit `max_iterations` without a final answer.
+    #[error("stopped after {0} model calls without a final answer (limits.max_iterations)")]
+    TooManyIterations(u32),
+    /// The same tool call came back too often.
+    #[error(
+        "stopped: the model repeated the same call to tool \"{0}\" {IDENTICAL_CALL_LIMIT} times"
+    )]
+    Repeating(String),
+    /// The whole turn ran past `turn_timeout`.
+    #[error("turn timed out after {0:?} (limits.turn_timeout)")]
+    TimedOut(Duration),
+}
+
+/// Runs one turn under the turn timeout.
+pub async fn run_turn(deps: &TurnDeps, input: TurnInput) -> Result<TurnOutput, TurnError> {
+    let limit = deps.limits.turn_timeout;
+    match tokio::time::timeout(limit, tool_loop(deps, input)).await {
+        Ok(r) => r,
+        Err(_) => Err(TurnError::TimedOut(limit)),
+    }
+}
+
+async fn tool_loop(deps: &TurnDeps, input: TurnInput) -> Result<TurnOutput, TurnError> {
+    let schemas: Vec<ToolSchema> = deps
+        .tools
+        .schemas()
+        .into_iter()
+        .map(|(name, description, parameters)| ToolSchema {
+            name,
+            description,
+            parameters,
+        })
+        .collect();
+    let mut added = vec![ChatMessage::user(input.message)];
+    let mut last_call: Option<(String, String)> = None;
+    let mut repeats = 0;
+    for iteration in 1..=deps.limits.max_iterations {
+        // Reassembled before every call: system, history, then what this turn added.
+        let mut messages = Vec::with_capacity(1 + input.history.len() + added.len());
+        messages.push(ChatMessage::system(input.system.clone()));
+        messages.extend(input.history.iter().cloned());
+        messages.extend(added.iter().cloned());
+        let request = ChatRequest {
+            model: deps.model_name.clone(),
+            messages,
+            tools: schemas.clone(),
+        };
+        let started = Instant::now();
+        let reply = deps.model.complete(&request).await?;
+        tracing::debug!(
+            iteration,
+            calls = reply.tool_calls.len(),
+            model_ms = started.elapsed().as_millis() as u64,
+            "Model answered."
+        );
+        if reply.tool_calls.is_empty() {
+            let text = reply.text.unwrap_or_default();
+            added.push(ChatMessage::assistant(Some(text.clone()), Vec::new()));
+            return Ok(TurnOutput {
+                text,
+                iterations: iteration,
+                added,
+            });
+        }
+        added.push(ChatMessage::assistant(
+            reply.text.clone(),
+            reply.tool_calls.clone(),
+        ));
+        for call in &reply.tool_calls {
+            let key = (call.name.clone(), call.arguments.clone());
+            if last_call.as_ref() == Some(&key) {
+                repeats += 1;
+                if repeats + 1 >= IDENTICAL_CALL_LIMIT {
+                    return Err(TurnError::Repeating(call.name.clone()));
+                }
+            } else {
+                repeats = 0;
+                last_call = Some(key);
+            }
+            let result = run_tool(deps, &input.tool_context, call).await;
+            added.push(ChatMessage::tool(call.id.clone(), result));
+        }
+    }
+    Err(TurnError::TooManyIterations(deps.limits.max_iterations))
+}
+
+async fn run_tool(deps: &TurnDeps, ctx: &ToolContext, call: &ToolCall) -> String {
+    let started = Instant::now();
+    let out = deps
+        .tools
+        .invoke(
+            ctx,
+            &call.name,
+            &call.arguments,
+            deps.limits.tool_result_max_chars,
+        )
+        .await;
+    tracing::info!(
+        agent = %ctx.agent,
+        session = %ctx.session,
+        tool = %call.name,
+        error = out.is_error,
+        duration_ms = started.elapsed().as_millis() as u64,
+        "Tool ran."
+    );
+    out.text
+}

@@ -1,0 +1,122 @@
+//! The `clawbus` command line: `up`, `check`, `post`.
+//!
+//! Exit codes: 0 success; 1 a failed task or a failed check; 2 usage, config or connection
+//! errors; 3 a wait that timed out.
+
+mod post;
+mod up;
+
+use crate::config::{self, Config, LoadOptions};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Exit code: a task failed, or a check found problems.
+pub const EXIT_FAILED: u8 = 1;
+/// Exit code: bad usage, bad config, or the gateway could not be reached.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code: the wait ran out before the task finished.
+pub const EXIT_TIMEOUT: u8 = 3;
+
+/// clawbus: cooperating AI agents as actors on a message bus.
+#[derive(Debug, Parser)]
+#[command(name = "clawbus", version, about)]
+pub struct Cli {
+    /// Options every subcommand takes.
+    #[command(flatten)]
+    pub global: Global,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options shared by every subcommand.
+#[derive(Debug, Args)]
+pub struct Global {
+    /// Gateway-wide settings file.
+    #[arg(
+        long,
+        global = true,
+        env = "CLAWBUS_CONFIG",
+        default_value = "clawbus.toml"
+    )]
+    pub config: PathBuf,
+    /// Folder of agent definitions.
+    #[arg(
+        long,
+        global = true,
+        env = "CLAWBUS_AGENTS",
+        default_value = "agents.d"
+    )]
+    pub agents: PathBuf,
+    /// Where state lives (token, database, workspaces); overrides `state_dir` in the config.
+    #[arg(long, global = true, env = "CLAWBUS_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// The gateway's URL, for subcommands that talk to a running gateway.
+    #[arg(long, global = true, env = "CLAWBUS_URL")]
+    pub url: Option<String>,
+    /// Model for every agent, as `provider/model` (overrides the files).
+    #[arg(long, global = true, env = "CLAWBUS_MODEL")]
+    pub model: Option<String>,
+}
+
+impl Global {
+    fn load_options(&self) -> LoadOptions {
+        LoadOptions {
+            config: self.config.clone(),
+            agents_dir: self.agents.clone(),
+            state_dir: self.state_dir.clone(),
+            model_override: self.model.clone(),
+        }
+    }
+
+    /// Loads and validates the configuration, printing every problem on failure.
+    fn load(&self) -> Result<Config, ExitCode> {
+        config::load(&self.load_options()).map_err(|report| {
+            eprint!("{}", report.render());
+            ExitCode::from(EXIT_USAGE)
+        })
+    }
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check the configuration, then run the gateway, the bus and every agent.
+    Up(up::UpArgs),
+    /// Check `clawbus.toml` and `agents.d/`; print ✓/✗ per file and every problem.
+    Check,
+    /// Post a task to an agent topic (`agent.<id>`), optionally waiting for the reply.
+    Post(post::PostArgs),
+}
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> ExitCode {
+    match cli.command {
+        Command::Up(args) => up::run(&cli.global, args),
+        Command::Check => check(&cli.global),
+        Command::Post(args) => post::run(&cli.global, args),
+    }
+}
+
+fn check(global: &Global) -> ExitCode {
+    let (report, _) = config::check(&global.load_options());
+    print!("{}", report.render());
+    if report.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_FAILED)
+    }
+}
+
+/// A tokio runtime for the CLI's own HTTP calls.
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("error: cannot start the async runtime: {e}");
+            ExitCode::from(EXIT_USAGE)
+        })
+}

@@ -1,0 +1,70 @@
+//! `clawbus up`: check, then run the daemon until SIGINT/SIGTERM.
+
+use super::{EXIT_USAGE, Global};
+use crate::gateway::{Daemon, StartOptions};
+use clap::Args;
+use std::io::Write;
+use std::process::ExitCode;
+
+/// Flags of `clawbus up`.
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Port to listen on (overrides `gateway.port`).
+    #[arg(long, env = "CLAWBUS_PORT")]
+    pub port: Option<u16>,
+    /// Allow binding a non-loopback address.
+    #[arg(long)]
+    pub allow_public: bool,
+}
+
+/// Runs the daemon in the foreground.
+pub fn run(global: &Global, args: UpArgs) -> ExitCode {
+    let config = match global.load() {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let rt = match super::runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    // Actors live on the System's thread; HTTP and model calls run on the tokio workers.
+    let system = actix_rt::System::with_tokio_rt(move || rt);
+    system.block_on(async move {
+        let opts = StartOptions {
+            port: args.port,
+            allow_public: args.allow_public,
+        };
+        let daemon = match Daemon::start(config, opts).await {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(EXIT_USAGE);
+            }
+        };
+        println!("listening on {}", daemon.url());
+        let _ = std::io::stdout().flush();
+        wait_for_signal().await;
+        tracing::info!("Shutting down.");
+        daemon.shutdown().await;
+        ExitCode::SUCCESS
+    })
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(mut int), Ok(mut term)) => {
+            tokio::select! {
+                _ = int.recv() => {},
+                _ = term.recv() => {},
+            }
+        }
+        _ => {
+            tracing::warn!("Signal handlers unavailable; waiting for Ctrl-C only.");
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

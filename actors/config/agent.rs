@@ -1,0 +1,145 @@
+//! Phase two for `agents.d/`: list the agent files and turn each into an [`AgentDef`].
+
+use super::file::{self, AgentFile};
+use super::span::{Source, positionless};
+use super::validate::{Known, duration, resolve_model, unreadable};
+use super::{AgentDef, KNOWN_TOOLS, Limits, ModelRef, Problem, ToolsDef};
+use crate::ids::AgentId;
+use std::path::{Path, PathBuf};
+use toml::Spanned;
+
+/// Every `*.toml` directly in `dir`, by file name; folders and other files are left alone.
+pub(super) fn agent_files(dir: &Path) -> Result<Vec<PathBuf>, Problem> {
+    let entries = std::fs::read_dir(dir).map_err(|e| {
+        let why = if e.kind() == std::io::ErrorKind::NotFound {
+            "agents folder not found".to_string()
+        } else {
+            format!("cannot read the agents folder: {e}")
+        };
+        positionless(
+            dir,
+            "",
+            format!("{why} (expected a folder of <id>.toml agent files)"),
+        )
+    })?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+pub(super) fn agent_file(
+    path: &Path,
+    agents_dir: &Path,
+    default_model: &ModelRef,
+    known: &Known,
+) -> (Option<AgentDef>, Vec<Problem>) {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut problems = Vec::new();
+    let id =
+        AgentId::parse(&stem).map_err(|message| problems.push(positionless(path, "", message)));
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) => {
+            problems.push(unreadable(path, &e));
+            return (None, problems);
+        }
+    };
+    let src = Source { path, text: &text };
+    let mut parsed = file::parse::<AgentFile>(&src);
+    let Some(f) = parsed.value.take() else {
+        return (None, parsed.merge(problems));
+    };
+    let model = match &f.model {
+        None => default_model.clone(),
+        Some(m) => resolve_model(m.get_ref(), known).unwrap_or_else(|message| {
+            problems.push(src.at(Some(m.span()), "model", message));
+            default_model.clone()
+        }),
+    };
+    let limits = limits(&src, &f, &mut problems);
+    let tools = ToolsDef {
+        allow: f
+            .tools
+            .allow
+            .as_ref()
+            .map(|a| tool_names(&src, a, "tools.allow", &mut problems)),
+        deny: tool_names(
+            &src,
+            f.tools.deny.as_deref().unwrap_or_default(),
+            "tools.deny",
+            &mut problems,
+        ),
+    };
+    let problems = parsed.merge(problems);
+    let Ok(id) = id else { return (None, problems) };
+    let seed = agents_dir.join(id.as_str());
+    let def = AgentDef {
+        seed_dir: seed.is_dir().then_some(seed),
+        id,
+        file: path.to_path_buf(),
+        description: f.description,
+        model,
+        limits,
+        tools,
+    };
+    (Some(def), problems)
+}
+
+fn limits(src: &Source, f: &AgentFile, problems: &mut Vec<Problem>) -> Limits {
+    let mut limits = Limits::default();
+    let l = &f.limits;
+    if let Some(n) = &l.max_iterations {
+        if (1..=200).contains(n.get_ref()) {
+            limits.max_iterations = *n.get_ref();
+        } else {
+            let message = format!("{} is out of range (expected 1 to 200)", n.get_ref());
+            problems.push(src.at(Some(n.span()), "limits.max_iterations", message));
+        }
+    }
+    limits.turn_timeout = duration(
+        src,
+        &l.turn_timeout,
+        "limits.turn_timeout",
+        limits.turn_timeout,
+        problems,
+    );
+    if let Some(n) = &l.tool_result_max_chars {
+        if *n.get_ref() > 0 {
+            limits.tool_result_max_chars = *n.get_ref();
+        } else {
+            let message = "0 is out of range (expected at least 1)";
+            problems.push(src.at(Some(n.span()), "limits.tool_result_max_chars", message));
+        }
+    }
+    limits
+}
+
+fn tool_names(
+    src: &Source,
+    names: &[Spanned<String>],
+    field: &str,
+    problems: &mut Vec<Problem>,
+) -> Vec<String> {
+    for name in names
+        .iter()
+        .filter(|n| !KNOWN_TOOLS.contains(&n.get_ref().as_str()))
+    {
+        problems.push(src.at(
+            Some(name.span()),
+            field,
+            format!(
+                "unknown tool {:?} (expected one of: {})",
+                name.get_ref(),
+                KNOWN_TOOLS.join(", ")
+            ),
+        ));
+    }
+    names.iter().map(|n| n.get_ref().clone()).collect()
+}

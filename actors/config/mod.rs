@@ -1,0 +1,330 @@
+//! `clawbus.toml` and `agents.d/`: parse, validate, and report every problem with `file:line:col`.
+//!
+//! Loading has two phases. `file` deserializes each file into a serde shape with
+//! `deny_unknown_fields`, keeping `toml::Spanned` on values a later check points at; a bad entry is
+//! reported and dropped so the rest of the file is still examined. `validate` then turns the
+//! shapes into the `*Def` types that the rest of the crate uses. Every problem in every file is
+//! collected before [`load`] fails, each rendered as
+//! `agents.d/researcher.toml:7:9: field "model": unknown provider "opnai" (expected one of: local, scripted)`.
+//!
+//! Module map: `file` (serde shapes, span repair), `validate` (the whole check, `clawbus.toml` →
+//! defs), `agent` (agent files → [`AgentDef`]), `span` (byte offset → line:col, message wording),
+//! `duration` ([`parse_duration`]), `report` ([`Problem`], [`CheckReport`]).
+
+mod agent;
+mod duration;
+mod file;
+mod report;
+mod span;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+use crate::ids::AgentId;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+use std::time::Duration;
+
+pub use duration::parse_duration;
+pub use report::{CheckReport, FileReport, Problem};
+
+/// The built-in tools an agent may be given. `tools.allow`/`tools.deny` may only name these.
+pub const KNOWN_TOOLS: &[&str] = &["read", "write"];
+
+/// The reserved name of the built-in scripted provider, usable without declaring it.
+pub const SCRIPTED_PROVIDER: &str = "scripted";
+
+/// Default bind address of the gateway.
+pub const DEFAULT_BIND: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+/// Default port of the gateway.
+pub const DEFAULT_PORT: u16 = 18789;
+/// Default bus dedup window.
+pub const DEFAULT_DEDUP_WINDOW: Duration = Duration::from_secs(24 * 3600);
+/// Default per-call model timeout of a provider.
+pub const DEFAULT_PROVIDER_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default number of retries of a failed model call.
+pub const DEFAULT_MAX_RETRIES: u32 = 3;
+/// Default model of agents that name none.
+pub const DEFAULT_MODEL: &str = "scripted/echo";
+/// Default name of the state folder, next to `clawbus.toml`.
+pub const DEFAULT_STATE_DIR: &str = ".clawbus";
+
+/// The whole validated configuration: the gateway file plus every agent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The `clawbus.toml` that was read, `None` when it was absent (all defaults).
+    pub path: Option<PathBuf>,
+    /// Where sessions, transcripts and the bus journal live (flag, else file, else `.clawbus`).
+    pub state_dir: PathBuf,
+    /// The HTTP gateway settings.
+    pub gateway: GatewayDef,
+    /// The bus settings.
+    pub bus: BusDef,
+    /// Declared providers by name (the built-in `scripted` is not listed unless declared).
+    pub providers: BTreeMap<String, ProviderDef>,
+    /// The model of agents that name none (the `--model` override when given).
+    pub default_model: ModelRef,
+    /// Every agent, in file name order.
+    pub agents: Vec<AgentDef>,
+    /// The `agents.d/` folder the agents were read from.
+    pub agents_dir: PathBuf,
+}
+
+/// The `[gateway]` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayDef {
+    /// Address the HTTP server binds.
+    pub bind: IpAddr,
+    /// Port the HTTP server binds (0 = any free port).
+    pub port: u16,
+    /// Name of an environment variable whose value overrides the token file.
+    pub token_env: Option<String>,
+}
+
+/// The `[bus]` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BusDef {
+    /// How long a request id is remembered for deduplication.
+    pub dedup_window: Duration,
+}
+
+/// What protocol a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+pub enum ProviderKind {
+    /// An OpenAI-compatible `/chat/completions` endpoint.
+    #[serde(rename = "openai")]
+    OpenAi,
+    /// The built-in scripted model (rules file or echo); no network.
+    #[serde(rename = "scripted")]
+    Scripted,
+}
+
+impl fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::OpenAi => "openai",
+            Self::Scripted => "scripted",
+        })
+    }
+}
+
+/// One `[providers.<name>]` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderDef {
+    /// The section name, used as the `<provider>` part of model refs.
+    pub name: String,
+    /// The protocol.
+    pub kind: ProviderKind,
+    /// Base URL of an OpenAI-compatible API (`…/v1`); required for `openai`.
+    pub base_url: Option<String>,
+    /// NAME of the environment variable holding the API key (never the key itself).
+    pub api_key_env: Option<String>,
+    /// Limit on one model call.
+    pub timeout: Duration,
+    /// Retries of a failed model call.
+    pub max_retries: u32,
+}
+
+impl ProviderDef {
+    /// The built-in `scripted` provider used when none is declared under that name.
+    pub fn builtin_scripted() -> Self {
+        Self {
+            name: SCRIPTED_PROVIDER.to_string(),
+            kind: ProviderKind::Scripted,
+            base_url: None,
+            api_key_env: None,
+            timeout: DEFAULT_PROVIDER_TIMEOUT,
+            max_retries: DEFAULT_MAX_RETRIES,
+        }
+    }
+}
+
+static BUILTIN_SCRIPTED: LazyLock<ProviderDef> = LazyLock::new(ProviderDef::builtin_scripted);
+
+/// A model reference `"<provider>/<model>"`, e.g. `local/qwen3:8b`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ModelRef {
+    /// The provider name (a `[providers.<name>]` section or `scripted`).
+    pub provider: String,
+    /// The model name passed to the provider; may itself contain `/` or `:`.
+    pub model: String,
+}
+
+impl ModelRef {
+    /// Splits `"<provider>/<model>"` at the first `/`; the provider must be `[a-z0-9_-]+`.
+    pub fn parse(s: &str) -> Result<ModelRef, String> {
+        let expected = "(expected \"<provider>/<model>\", e.g. \"scripted/echo\")";
+        let Some((provider, model)) = s.split_once('/') else {
+            return Err(format!("model {s:?} has no provider {expected}"));
+        };
+        if !is_name(provider) {
+            return Err(format!(
+                "invalid provider name {provider:?} in model {s:?} {expected}"
+            ));
+        }
+        if model.trim().is_empty() {
+            return Err(format!("model {s:?} has an empty model name {expected}"));
+        }
+        Ok(ModelRef {
+            provider: provider.to_string(),
+            model: model.to_string(),
+        })
+    }
+}
+
+impl fmt::Display for ModelRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.provider, self.model)
+    }
+}
+
+/// One validated agent definition (`agents.d/<id>.toml`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentDef {
+    /// The file stem.
+    pub id: AgentId,
+    /// The file it was read from.
+    pub file: PathBuf,
+    /// One line on what the agent is for.
+    pub description: Option<String>,
+    /// The resolved model: the `--model` override, else the agent's, else the default.
+    pub model: ModelRef,
+    /// `agents.d/<id>/` (workspace seed files) when that folder exists.
+    pub seed_dir: Option<PathBuf>,
+    /// Turn limits.
+    pub limits: Limits,
+    /// Which tools the agent may call.
+    pub tools: ToolsDef,
+}
+
+impl AgentDef {
+    /// `agents.d/<id>/<model>.rules.toml` when it exists: the script of a scripted model.
+    ///
+    /// Meaningful for scripted-kind providers; `None` when the model name is not a plain file stem.
+    pub fn rules_file(&self) -> Option<PathBuf> {
+        let name = &self.model.model;
+        if !is_file_stem(name) {
+            return None;
+        }
+        let path = self
+            .file
+            .with_file_name(self.id.as_str())
+            .join(format!("{name}.rules.toml"));
+        path.is_file().then_some(path)
+    }
+
+    /// Whether `name` passes the allow list (absent = every tool) and is not denied.
+    pub fn allows_tool(&self, name: &str) -> bool {
+        let allowed = self
+            .tools
+            .allow
+            .as_ref()
+            .is_none_or(|allow| allow.iter().any(|t| t == name));
+        allowed && !self.tools.deny.iter().any(|t| t == name)
+    }
+}
+
+/// The `[limits]` section of an agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Model calls per turn before the turn is stopped (1..=200, default 20).
+    pub max_iterations: u32,
+    /// Wall-clock limit on one turn (default 10m).
+    pub turn_timeout: Duration,
+    /// Tool output longer than this is truncated before the model sees it (default 16000).
+    pub tool_result_max_chars: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_iterations: 20,
+            turn_timeout: Duration::from_secs(600),
+            tool_result_max_chars: 16_000,
+        }
+    }
+}
+
+/// The `[tools]` section of an agent.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ToolsDef {
+    /// Only these tools; `None` = every built-in tool.
+    pub allow: Option<Vec<String>>,
+    /// Never these tools, even if allowed.
+    pub deny: Vec<String>,
+}
+
+/// Where to read the configuration from and what the command line overrides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Path of `clawbus.toml` (absent is fine: all defaults).
+    pub config: PathBuf,
+    /// Path of the `agents.d/` folder (must exist).
+    pub agents_dir: PathBuf,
+    /// `--state-dir`: overrides the file's `state_dir`.
+    pub state_dir: Option<PathBuf>,
+    /// `--model` / `CLAWBUS_MODEL`: replaces every agent's model and the default model.
+    pub model_override: Option<String>,
+}
+
+impl Config {
+    /// The agent with this id.
+    pub fn agent(&self, id: &str) -> Option<&AgentDef> {
+        self.agents.iter().find(|a| a.id.as_str() == id)
+    }
+
+    /// The provider a model ref names; `scripted` resolves to the built-in one if not declared.
+    pub fn provider_for(&self, m: &ModelRef) -> Option<&ProviderDef> {
+        match self.providers.get(&m.provider) {
+            Some(p) => Some(p),
+            None if m.provider == SCRIPTED_PROVIDER => Some(&BUILTIN_SCRIPTED),
+            None => None,
+        }
+    }
+}
+
+/// Loads and validates everything; `Err` carries every problem found in every file.
+pub fn load(opts: &LoadOptions) -> Result<Config, CheckReport> {
+    match check(opts) {
+        (_, Some(config)) => Ok(config),
+        (report, None) => Err(report),
+    }
+}
+
+/// Examines every file; the config is `Some` only when there is no problem at all.
+pub fn check(opts: &LoadOptions) -> (CheckReport, Option<Config>) {
+    validate::check(opts)
+}
+
+/// `[a-z0-9_-]+`: provider names, scripted model names.
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+}
+
+/// A name usable as a file stem inside the seed folder (no separators, not hidden).
+fn is_file_stem(s: &str) -> bool {
+    !s.is_empty()
+        && !s.starts_with('.')
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
+}
+
+/// `[A-Z_][A-Z0-9_]*`: environment variable names.
+fn is_env_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_uppercase() || c == '_')
+        && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// The folder a relative `state_dir` in `clawbus.toml` is resolved against.
+fn config_dir(config: &Path) -> PathBuf {
+    config.parent().map(Path::to_path_buf).unwrap_or_default()
+}

@@ -1,0 +1,335 @@
+//! Phase two: turn the file shapes into `*Def`s, checking every value a shape cannot.
+
+use super::agent;
+use super::file::{self, ConfigFile, ProviderFile};
+use super::span::{Source, positionless};
+use super::{
+    BusDef, CheckReport, Config, DEFAULT_BIND, DEFAULT_DEDUP_WINDOW, DEFAULT_MAX_RETRIES,
+    DEFAULT_MODEL, DEFAULT_PORT, DEFAULT_PROVIDER_TIMEOUT, DEFAULT_STATE_DIR, FileReport,
+    GatewayDef, LoadOptions, ModelRef, Problem, ProviderDef, ProviderKind, SCRIPTED_PROVIDER,
+    config_dir, is_env_name, is_name, parse_duration,
+};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use toml::Spanned;
+
+/// Provider names an agent may use, with their kind when it is known.
+pub(super) type Known = BTreeMap<String, Option<ProviderKind>>;
+
+/// What `clawbus.toml` contributes, defaults where it is absent or broken.
+struct Gateway {
+    state_dir: Option<String>,
+    gateway: GatewayDef,
+    bus: BusDef,
+    providers: BTreeMap<String, ProviderDef>,
+    default_model: ModelRef,
+    known: Known,
+}
+
+/// Examines every file and builds the [`Config`] when nothing is wrong.
+pub(super) fn check(opts: &LoadOptions) -> (CheckReport, Option<Config>) {
+    let mut report = CheckReport::default();
+    let (mut base, config_path) = match std::fs::read_to_string(&opts.config) {
+        Ok(text) => {
+            let (base, problems) = gateway_file(&Source {
+                path: &opts.config,
+                text: &text,
+            });
+            report.files.push(FileReport {
+                path: opts.config.clone(),
+                problems,
+            });
+            (base, Some(opts.config.clone()))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (gateway_defaults(), None),
+        Err(e) => {
+            let problem = unreadable(&opts.config, &e);
+            report.files.push(FileReport {
+                path: opts.config.clone(),
+                problems: vec![problem],
+            });
+            (gateway_defaults(), Some(opts.config.clone()))
+        }
+    };
+    let mut override_problems = Vec::new();
+    if let Some(text) = &opts.model_override {
+        match resolve_model(text, &base.known) {
+            Ok(model) => base.default_model = model,
+            Err(message) => {
+                override_problems.push(positionless(Path::new("<--model>"), "model", message))
+            }
+        }
+    }
+    let override_ok = override_problems.is_empty();
+    let mut agents = Vec::new();
+    match agent::agent_files(&opts.agents_dir) {
+        Ok(files) => {
+            for path in files {
+                let (agent, problems) =
+                    agent::agent_file(&path, &opts.agents_dir, &base.default_model, &base.known);
+                report.files.push(FileReport { path, problems });
+                agents.extend(agent);
+            }
+        }
+        Err(problem) => report.files.push(FileReport {
+            path: opts.agents_dir.clone(),
+            problems: vec![problem],
+        }),
+    }
+    if !override_ok {
+        report.files.push(FileReport {
+            path: PathBuf::from("<--model>"),
+            problems: override_problems,
+        });
+    }
+    if !report.is_ok() {
+        return (report, None);
+    }
+    if opts.model_override.is_some() {
+        for agent in &mut agents {
+            agent.model = base.default_model.clone();
+        }
+    }
+    let state_dir = match (&opts.state_dir, &base.state_dir) {
+        (Some(flag), _) => flag.clone(),
+        (None, Some(file)) => config_dir(&opts.config).join(file),
+        (None, None) => config_dir(&opts.config).join(DEFAULT_STATE_DIR),
+    };
+    tracing::debug!(agents = agents.len(), state_dir = %state_dir.display(), "Configuration loaded.");
+    let config = Config {
+        path: config_path,
+        state_dir,
+        gateway: base.gateway,
+        bus: base.bus,
+        providers: base.providers,
+        default_model: base.default_model,
+        agents,
+        agents_dir: opts.agents_dir.clone(),
+    };
+    (report, Some(config))
+}
+
+pub(super) fn unreadable(path: &Path, e: &std::io::Error) -> Problem {
+    positionless(
+        path,
+        "",
+        format!("cannot read the file: {e} (expected a readable UTF-8 TOML file)"),
+    )
+}
+
+fn gateway_defaults() -> Gateway {
+    Gateway {
+        state_dir: None,
+        gateway: GatewayDef {
+            bind: DEFAULT_BIND,
+            port: DEFAULT_PORT,
+            token_env: None,
+        },
+        bus: BusDef {
+            dedup_window: DEFAULT_DEDUP_WINDOW,
+        },
+        providers: BTreeMap::new(),
+        default_model: ModelRef {
+            provider: SCRIPTED_PROVIDER.to_string(),
+            model: "echo".to_string(),
+        },
+        known: BTreeMap::from([(SCRIPTED_PROVIDER.to_string(), Some(ProviderKind::Scripted))]),
+    }
+}
+
+fn gateway_file(src: &Source) -> (Gateway, Vec<Problem>) {
+    let parsed = file::parse::<ConfigFile>(src);
+    let mut base = gateway_defaults();
+    // Every declared name counts, even a broken one, so agents are not blamed for its faults.
+    for name in file::section_keys(src.text, "providers") {
+        base.known.entry(name).or_insert(None);
+    }
+    let mut problems = Vec::new();
+    let Some(f) = &parsed.value else {
+        return (base, parsed.merge(problems));
+    };
+    base.state_dir = f.state_dir.clone();
+    if let Some(bind) = &f.gateway.bind {
+        match bind.get_ref().parse() {
+            Ok(ip) => base.gateway.bind = ip,
+            Err(_) => problems.push(src.at(
+                Some(bind.span()),
+                "gateway.bind",
+                format!(
+                    "invalid IP address {:?} (expected an address such as 127.0.0.1 or ::1)",
+                    bind.get_ref()
+                ),
+            )),
+        }
+    }
+    base.gateway.port = f.gateway.port.unwrap_or(DEFAULT_PORT);
+    base.gateway.token_env = env_name(
+        src,
+        &f.gateway.token_env,
+        "gateway.token_env",
+        &mut problems,
+    );
+    base.bus.dedup_window = duration(
+        src,
+        &f.bus.dedup_window,
+        "bus.dedup_window",
+        DEFAULT_DEDUP_WINDOW,
+        &mut problems,
+    );
+    for (name, provider) in &f.providers {
+        if let Some(kind) = provider.get_ref().kind.as_ref() {
+            base.known
+                .insert(name.get_ref().clone(), Some(*kind.get_ref()));
+        }
+        if let Some(def) = provider_def(src, name, provider, &mut problems) {
+            base.providers.insert(def.name.clone(), def);
+        }
+    }
+    let model = f.defaults.model.as_ref();
+    let text = model.map_or(DEFAULT_MODEL, |m| m.get_ref().as_str());
+    match resolve_model(text, &base.known) {
+        Ok(m) => base.default_model = m,
+        Err(message) => problems.push(src.at(model.map(Spanned::span), "defaults.model", message)),
+    }
+    (base, parsed.merge(problems))
+}
+
+fn provider_def(
+    src: &Source,
+    name: &Spanned<String>,
+    provider: &Spanned<ProviderFile>,
+    problems: &mut Vec<Problem>,
+) -> Option<ProviderDef> {
+    let p = provider.get_ref();
+    let field = |f: &str| format!("providers.{}.{f}", name.get_ref());
+    if !is_name(name.get_ref()) {
+        problems.push(src.at(
+            Some(name.span()),
+            format!("providers.{}", name.get_ref()),
+            format!(
+                "invalid provider name {:?} (expected a-z, 0-9, '-' or '_')",
+                name.get_ref()
+            ),
+        ));
+    }
+    let Some(kind) = &p.kind else {
+        problems.push(src.at(
+            Some(provider.span()),
+            field("kind"),
+            "missing (expected one of: openai, scripted)",
+        ));
+        return None;
+    };
+    let kind_value = *kind.get_ref();
+    if name.get_ref() == SCRIPTED_PROVIDER && kind_value != ProviderKind::Scripted {
+        problems.push(src.at(
+            Some(kind.span()),
+            field("kind"),
+            format!(
+                "\"{SCRIPTED_PROVIDER}\" is the built-in scripted provider, it cannot be of kind \"{kind_value}\" (expected kind = \"scripted\" or another provider name)"
+            ),
+        ));
+    }
+    match (&p.base_url, kind_value) {
+        (Some(url), _) if !is_http_url(url.get_ref()) => problems.push(src.at(
+            Some(url.span()),
+            field("base_url"),
+            format!("{:?} is not an http(s) URL (expected e.g. \"http://127.0.0.1:11434/v1\")", url.get_ref()),
+        )),
+        (None, ProviderKind::OpenAi) => problems.push(src.at(
+            Some(provider.span()),
+            field("base_url"),
+            "missing (expected the http(s) URL of an OpenAI-compatible API, e.g. \"http://127.0.0.1:11434/v1\")",
+        )),
+        _ => {}
+    }
+    Some(ProviderDef {
+        name: name.get_ref().clone(),
+        kind: kind_value,
+        base_url: p.base_url.as_ref().map(|u| u.get_ref().clone()),
+        api_key_env: env_name(src, &p.api_key_env, &field("api_key_env"), problems),
+        timeout: duration(
+            src,
+            &p.timeout,
+            &field("timeout"),
+            DEFAULT_PROVIDER_TIMEOUT,
+            problems,
+        ),
+        max_retries: p.max_retries.unwrap_or(DEFAULT_MAX_RETRIES),
+    })
+}
+
+/// Parses a model ref and checks that its provider is declared (or built in).
+pub(super) fn resolve_model(text: &str, known: &Known) -> Result<ModelRef, String> {
+    let model = ModelRef::parse(text)?;
+    match known.get(&model.provider) {
+        None => {
+            let names: Vec<&str> = known.keys().map(String::as_str).collect();
+            Err(format!(
+                "unknown provider {:?} (expected one of: {})",
+                model.provider,
+                names.join(", ")
+            ))
+        }
+        Some(Some(ProviderKind::Scripted)) if !is_name(&model.model) => Err(format!(
+            "invalid scripted model name {:?} (expected a-z, 0-9, '-' or '_': it names the file agents.d/<id>/<name>.rules.toml)",
+            model.model
+        )),
+        Some(_) => Ok(model),
+    }
+}
+
+fn env_name(
+    src: &Source,
+    value: &Option<Spanned<String>>,
+    field: &str,
+    problems: &mut Vec<Problem>,
+) -> Option<String> {
+    let value = value.as_ref()?;
+    if is_env_name(value.get_ref()) {
+        return Some(value.get_ref().clone());
+    }
+    // The value is not echoed: a misplaced secret must not end up in a terminal or a log.
+    problems.push(src.at(
+        Some(value.span()),
+        field,
+        "not an environment variable name (expected the NAME of a variable, [A-Z_][A-Z0-9_]*, such as OPENAI_API_KEY, never a secret itself)",
+    ));
+    None
+}
+
+pub(super) fn duration(
+    src: &Source,
+    value: &Option<Spanned<String>>,
+    field: &str,
+    default: Duration,
+    problems: &mut Vec<Problem>,
+) -> Duration {
+    let Some(value) = value else { return default };
+    match parse_duration(value.get_ref()) {
+        Ok(d) if d.is_zero() => {
+            problems.push(src.at(
+                Some(value.span()),
+                field,
+                "zero duration (expected more than 0, e.g. \"30s\")",
+            ));
+            default
+        }
+        Ok(d) => d,
+        Err(message) => {
+            problems.push(src.at(Some(value.span()), field, message));
+            default
+        }
+    }
+}
+
+fn is_http_url(url: &str) -> bool {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"));
+    rest.is_some_and(|r| {
+        let host = r.split(['/', '?', '#']).next().unwrap_or_default();
+        !host.is_empty() && !r.contains(char::is_whitespace)
+    })
+}

@@ -1,0 +1,233 @@
+//! The HTTP API: tasks in, task records out.
+
+use super::token;
+use crate::config::Config;
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use bus::{Bus, BusError, Envelope, RequestId, TaskRecord, Topic};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The longest a caller may wait on one HTTP request.
+pub const MAX_WAIT: Duration = Duration::from_secs(3600);
+/// How long `wait: true` waits when the caller names no timeout.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(60);
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct ApiState {
+    /// The bus tasks are submitted to.
+    pub bus: Arc<dyn Bus>,
+    /// The loaded configuration.
+    pub config: Arc<Config>,
+    /// The bearer token callers must present.
+    pub token: Arc<String>,
+}
+
+/// Builds the router: `/healthz` open, everything under `/v1` behind the token.
+pub fn router(state: ApiState) -> Router {
+    let v1 = Router::new()
+        .route("/agents", get(list_agents))
+        .route("/agents/{id}/tasks", post(post_task))
+        .route("/tasks/{id}", get(get_task))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            require_token,
+        ));
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .nest("/v1", v1)
+        .with_state(state)
+}
+
+async fn require_token(State(state): State<ApiState>, req: Request, next: Next) -> Response {
+    let presented = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match presented {
+        Some(t) if token::matches(&state.token, t.trim()) => next.run(req).await,
+        Some(_) => error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "wrong bearer token",
+        ),
+        None => error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "missing header Authorization: Bearer <token> (see <state-dir>/gateway.token)",
+        ),
+    }
+}
+
+/// The body of `POST /v1/agents/{id}/tasks`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskRequest {
+    /// The message for the agent.
+    pub text: String,
+    /// Idempotency key; the `Idempotency-Key` header is used when this is absent.
+    #[serde(default)]
+    pub request_id: Option<String>,
+    /// Wait for the outcome before answering.
+    #[serde(default)]
+    pub wait: bool,
+    /// How long to wait, in milliseconds.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// A named session, for a multi-turn conversation.
+    #[serde(default)]
+    pub session: Option<String>,
+}
+
+/// A task as the API shows it.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct TaskView {
+    /// The task id.
+    pub task_id: String,
+    /// Its request id.
+    pub request_id: String,
+    /// `queued`, `running`, `succeeded`, `failed`, `cancelled` or `timed_out`.
+    pub state: String,
+    /// True when the request id was already known.
+    pub duplicate: bool,
+    /// The agent's answer, on success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
+    /// What went wrong, otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl TaskView {
+    fn of(rec: &TaskRecord, duplicate: bool) -> Self {
+        Self {
+            task_id: rec.task_id.to_string(),
+            request_id: rec.request_id.to_string(),
+            state: rec.state.as_str().to_string(),
+            duplicate,
+            result: rec
+                .result()
+                .map(|r| json!({ "text": r.get("text").cloned().unwrap_or(r.clone()) })),
+            error: rec.error().map(str::to_string),
+        }
+    }
+
+    fn response(rec: &TaskRecord, duplicate: bool) -> Response {
+        let status = if rec.state.is_terminal() {
+            StatusCode::OK
+        } else {
+            StatusCode::ACCEPTED
+        };
+        (status, Json(Self::of(rec, duplicate))).into_response()
+    }
+}
+
+fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+    (
+        status,
+        Json(json!({ "error": { "code": code, "message": message.into() } })),
+    )
+        .into_response()
+}
+
+fn bus_error(e: BusError) -> Response {
+    tracing::error!(error = %e, "Bus error in the API.");
+    error(StatusCode::SERVICE_UNAVAILABLE, "bus", e.to_string())
+}
+
+async fn list_agents(State(state): State<ApiState>) -> Response {
+    let agents: Vec<_> = state
+        .config
+        .agents
+        .iter()
+        .map(|a| json!({ "id": a.id.as_str(), "model": a.model.to_string(), "description": a.description }))
+        .collect();
+    Json(json!({ "agents": agents })).into_response()
+}
+
+async fn post_task(
+    State(state): State<ApiState>,
+    Path(agent): Path<String>,
+    headers: HeaderMap,
+    body: Result<Json<TaskRequest>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let Json(body) = match body {
+        Ok(b) => b,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_body", e.body_text()),
+    };
+    if state.config.agent(&agent).is_none() {
+        return error(
+            StatusCode::NOT_FOUND,
+            "unknown_agent",
+            format!("no agent \"{agent}\""),
+        );
+    }
+    let key = body.request_id.clone().or_else(|| {
+        headers
+            .get("idempotency-key")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    });
+    let request_id = match key.as_deref().map(RequestId::parse) {
+        None => RequestId::random(),
+        Some(Ok(id)) => id,
+        Some(Err(e)) => return error(StatusCode::BAD_REQUEST, "invalid_request_id", e),
+    };
+    let mut env = Envelope::task(
+        Topic::agent(&agent),
+        request_id.clone(),
+        json!({ "text": body.text }),
+    )
+    .from("http");
+    if let Some(session) = &body.session {
+        env = env.header("session", session.clone());
+    }
+    let admission = match state.bus.submit(env).await {
+        Ok(a) => a,
+        Err(e) => return bus_error(e),
+    };
+    if !body.wait || admission.task.state.is_terminal() {
+        return TaskView::response(&admission.task, admission.duplicate);
+    }
+    let wait = body
+        .timeout_ms
+        .map(Duration::from_millis)
+        .unwrap_or(DEFAULT_WAIT)
+        .min(MAX_WAIT);
+    match state.bus.wait(&request_id, wait).await {
+        Ok(rec) => TaskView::response(&rec, admission.duplicate),
+        Err(BusError::TimedOut { .. }) => match state.bus.lookup(&request_id).await {
+            Ok(Some(rec)) => TaskView::response(&rec, admission.duplicate),
+            Ok(None) => TaskView::response(&admission.task, admission.duplicate),
+            Err(e) => bus_error(e),
+        },
+        Err(e) => bus_error(e),
+    }
+}
+
+async fn get_task(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
+    let Ok(task_id) = uuid::Uuid::parse_str(&id) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_task_id",
+            format!("{id:?} is not a task id (a UUID)"),
+        );
+    };
+    match state.bus.task(task_id).await {
+        Ok(Some(rec)) => (StatusCode::OK, Json(TaskView::of(&rec, false))).into_response(),
+        Ok(None) => error(
+            StatusCode::NOT_FOUND,
+            "unknown_task",
+            format!("no task {id}"),
+        ),
+        Err(e) => bus_error(e),
+    }
+}

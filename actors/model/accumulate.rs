@@ -1,0 +1,201 @@
+//! Folds `chat.completion.chunk` deltas (or one whole `chat.completion`) into a [`ModelReply`].
+//!
+//! Works on `serde_json::Value` rather than strict structs: "OpenAI-compatible" servers omit
+//! fields, send `null` or `""` where OpenAI sends nothing, send usage-only chunks with
+//! `choices: []`, or forget the tool-call `index`.
+
+use serde_json::Value;
+
+use super::{ModelReply, ToolCall, Usage};
+
+/// How a streamed tool-call fragment finds the call it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum CallKey {
+    /// The `index` field (OpenAI).
+    Index(u64),
+    /// The `id` field, for servers that omit `index`.
+    Id(String),
+    /// Position in the delta's `tool_calls` array, when both are missing.
+    Position(usize),
+}
+
+#[derive(Debug)]
+struct PartialCall {
+    key: CallKey,
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+/// Accumulates one reply from successive chunks.
+#[derive(Debug, Default)]
+pub(crate) struct ReplyAccumulator {
+    text: String,
+    calls: Vec<PartialCall>,
+    finish_reason: Option<String>,
+    usage: Option<Usage>,
+    chunks: usize,
+}
+
+impl ReplyAccumulator {
+    /// Number of chunks applied so far.
+    pub(crate) fn chunks(&self) -> usize {
+        self.chunks
+    }
+
+    /// Applies one chunk (streamed) or one whole completion (`message` instead of `delta`).
+    /// An `error` object in the payload is returned as `Err` with its message.
+    pub(crate) fn apply(&mut self, payload: &Value) -> Result<(), String> {
+        if let Some(error) = payload.get("error").filter(|e| !e.is_null()) {
+            let message = error
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            return Err(message.unwrap_or_else(|| error.to_string()));
+        }
+        if !payload.is_object() {
+            return Err(format!(
+                "expected a JSON object, got {}",
+                short(&payload.to_string())
+            ));
+        }
+        self.chunks += 1;
+        if let Some(usage) = payload.get("usage").filter(|u| u.is_object()) {
+            self.usage = Some(Usage {
+                prompt_tokens: usage
+                    .get("prompt_tokens")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0),
+                completion_tokens: usage
+                    .get("completion_tokens")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0),
+            });
+        }
+        let Some(choice) = first_choice(payload) else {
+            return Ok(());
+        };
+        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            if !reason.is_empty() {
+                self.finish_reason = Some(reason.to_owned());
+            }
+        }
+        let delta = match choice.get("delta").filter(|d| d.is_object()) {
+            Some(delta) => delta,
+            None => match choice.get("message") {
+                Some(message) => message,
+                None => return Ok(()),
+            },
+        };
+        if let Some(text) = delta.get("content").and_then(Value::as_str) {
+            self.text.push_str(text);
+        }
+        if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
+            for (position, call) in calls.iter().enumerate() {
+                self.apply_call(position, call);
+            }
+        }
+        Ok(())
+    }
+
+    fn apply_call(&mut self, position: usize, call: &Value) {
+        let id = non_empty_str(call.get("id"));
+        let function = call.get("function");
+        let name = non_empty_str(function.and_then(|f| f.get("name")));
+        let key = match (call.get("index").and_then(Value::as_u64), id) {
+            (Some(index), _) => CallKey::Index(index),
+            (None, Some(id)) => CallKey::Id(id.to_owned()),
+            (None, None) => CallKey::Position(position),
+        };
+        // Search from the end: some servers reuse index 0 for parallel calls, each with its own id.
+        let found = self.calls.iter().rposition(|c| {
+            c.key == key
+                && !matches!((id, c.id.as_str()), (Some(new), old) if !old.is_empty() && new != old)
+        });
+        let slot = match found {
+            Some(i) => i,
+            None => {
+                self.calls.push(PartialCall {
+                    key,
+                    id: String::new(),
+                    name: String::new(),
+                    arguments: String::new(),
+                });
+                self.calls.len() - 1
+            }
+        };
+        let Some(partial) = self.calls.get_mut(slot) else {
+            return;
+        };
+        if let Some(id) = id {
+            if partial.id.is_empty() {
+                partial.id = id.to_owned();
+            }
+        }
+        if let Some(name) = name {
+            // OpenAI sends the name whole once; some servers repeat it, a few stream it in pieces.
+            if partial.name != name {
+                partial.name.push_str(name);
+            }
+        }
+        match function.and_then(|f| f.get("arguments")) {
+            Some(Value::String(fragment)) => partial.arguments.push_str(fragment),
+            Some(Value::Null) | None => {}
+            // A few servers send the arguments already parsed.
+            Some(other) => partial.arguments = other.to_string(),
+        }
+    }
+
+    /// The finished reply. Calls without an id get `call_<n>`; empty arguments become `{}`.
+    pub(crate) fn finish(self) -> ModelReply {
+        let tool_calls = self
+            .calls
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| ToolCall {
+                id: if c.id.is_empty() {
+                    format!("call_{}", i + 1)
+                } else {
+                    c.id
+                },
+                name: c.name,
+                arguments: if c.arguments.trim().is_empty() {
+                    "{}".to_owned()
+                } else {
+                    c.arguments
+                },
+            })
+            .collect();
+        ModelReply {
+            text: (!self.text.is_empty()).then_some(self.text),
+            tool_calls,
+            finish_reason: self.finish_reason,
+            usage: self.usage,
+        }
+    }
+}
+
+fn first_choice(payload: &Value) -> Option<&Value> {
+    let choices = payload.get("choices")?.as_array()?;
+    choices
+        .iter()
+        .find(|c| c.get("index").and_then(Value::as_u64) == Some(0))
+        .or_else(|| choices.first())
+}
+
+fn non_empty_str(v: Option<&Value>) -> Option<&str> {
+    v.and_then(Value::as_str).filter(|s| !s.is_empty())
+}
+
+/// The first 200 characters of `s`, for error messages.
+pub(crate) fn short(s: &str) -> String {
+    truncate_chars(s, 200)
+}
+
+/// `s` cut to at most `max` characters, with `…` when something was cut.
+pub(crate) fn truncate_chars(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &s[..cut]),
+        None => s.to_owned(),
+    }
+}

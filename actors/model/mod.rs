@@ -1,0 +1,206 @@
+//! Chat-completion clients.
+//!
+//! - [`ChatModel`]: the one trait the agent loop calls.
+//! - [`OpenAiClient`]: an OpenAI-compatible `/chat/completions` client that streams SSE, accumulates
+//!   tool-call deltas, tolerates "compatible" servers and retries with backoff.
+//! - [`ScriptedModel`]: the built-in `scripted/<name>` provider, driven by regex rules, so
+//!   everything runs with no key and no network.
+//! - [`sse`]: the incremental Server-Sent Events parser used by the client.
+
+mod accumulate;
+mod openai;
+mod scripted;
+pub mod sse;
+
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+pub use openai::{OpenAiClient, OpenAiConfig};
+pub use scripted::ScriptedModel;
+
+/// Who wrote a message of the conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions that frame the conversation.
+    System,
+    /// The human (or upstream agent) side.
+    User,
+    /// The model's own turns, text and/or tool calls.
+    Assistant,
+    /// The result of one tool call, paired by `tool_call_id`.
+    Tool,
+}
+
+/// One message of the conversation sent to the model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    /// Author of the message.
+    pub role: Role,
+    /// Text; `None` for an assistant turn that only calls tools.
+    #[serde(default)]
+    pub content: Option<String>,
+    /// Tool calls the assistant made in this turn.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// For a `Tool` message: the id of the call it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+impl ChatMessage {
+    /// A system message.
+    pub fn system(text: impl Into<String>) -> Self {
+        Self::plain(Role::System, text.into())
+    }
+
+    /// A user message.
+    pub fn user(text: impl Into<String>) -> Self {
+        Self::plain(Role::User, text.into())
+    }
+
+    /// An assistant turn: its text (if any) and the tool calls it made.
+    pub fn assistant(text: Option<String>, calls: Vec<ToolCall>) -> Self {
+        Self {
+            role: Role::Assistant,
+            content: text,
+            tool_calls: calls,
+            tool_call_id: None,
+        }
+    }
+
+    /// The result of tool call `call_id`.
+    pub fn tool(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Self {
+            role: Role::Tool,
+            content: Some(content.into()),
+            tool_calls: Vec::new(),
+            tool_call_id: Some(call_id.into()),
+        }
+    }
+
+    fn plain(role: Role, text: String) -> Self {
+        Self {
+            role,
+            content: Some(text),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+}
+
+/// One tool call requested by the model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// Id the tool result must quote back (`tool_call_id`).
+    pub id: String,
+    /// Name of the tool to run.
+    pub name: String,
+    /// Arguments as raw JSON text, exactly as the model sent it (it may be invalid JSON; the
+    /// agent loop reports that back to the model). `"{}"` when the model sent nothing.
+    pub arguments: String,
+}
+
+/// A tool offered to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSchema {
+    /// Tool name, as the model will call it.
+    pub name: String,
+    /// What the tool does, for the model.
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: serde_json::Value,
+}
+
+/// One chat-completion request.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ChatRequest {
+    /// Model name as the provider knows it (without the `provider/` prefix).
+    pub model: String,
+    /// The whole conversation, oldest first.
+    pub messages: Vec<ChatMessage>,
+    /// Tools the model may call; empty means none are offered.
+    pub tools: Vec<ToolSchema>,
+}
+
+/// Token counts reported by the provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens of the prompt.
+    pub prompt_tokens: u64,
+    /// Tokens the model generated.
+    pub completion_tokens: u64,
+}
+
+/// What the model answered.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ModelReply {
+    /// Assistant text, `None` when the model sent none.
+    pub text: Option<String>,
+    /// Tool calls, in the order the model made them.
+    pub tool_calls: Vec<ToolCall>,
+    /// `stop`, `tool_calls`, `length`, … when the provider said so.
+    pub finish_reason: Option<String>,
+    /// Token usage when the provider reported it.
+    pub usage: Option<Usage>,
+}
+
+/// Why a model call failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// One attempt took longer than the configured timeout (no retries left).
+    #[error("{target}: no complete answer within {after:?}")]
+    TimedOut {
+        /// The per-attempt timeout that fired.
+        after: Duration,
+        /// Which model at which URL, for the message.
+        target: String,
+    },
+    /// The server answered a non-success HTTP status.
+    #[error("{target}: HTTP {status}: {body}")]
+    Http {
+        /// HTTP status code.
+        status: u16,
+        /// Response body, truncated to 500 characters.
+        body: String,
+        /// Which model at which URL, for the message.
+        target: String,
+    },
+    /// The connection could not be made or broke before the answer was complete.
+    #[error("{0}")]
+    Connect(String),
+    /// The server answered something that is not a chat completion.
+    #[error("{0}")]
+    Protocol(String),
+    /// The scripted model could not produce a reply.
+    #[error("{0}")]
+    Script(String),
+    /// The client configuration is unusable (e.g. a malformed base URL).
+    #[error("{0}")]
+    Config(String),
+}
+
+impl ModelError {
+    /// Whether trying the same request again may succeed: HTTP 429 and 5xx, connection failures,
+    /// and the timeout of a single attempt.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::TimedOut { .. } | Self::Connect(_) => true,
+            Self::Http { status, .. } => *status == 429 || *status >= 500,
+            Self::Protocol(_) | Self::Script(_) | Self::Config(_) => false,
+        }
+    }
+}
+
+/// A chat-completion backend.
+#[async_trait]
+pub trait ChatModel: Send + Sync {
+    /// Sends the conversation and returns the model's whole reply.
+    async fn complete(&self, req: &ChatRequest) -> Result<ModelReply, ModelError>;
+}

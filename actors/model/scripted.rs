@@ -1,0 +1,292 @@
+//! The built-in scripted model: regex rules from a TOML file, no network.
+//!
+//! ```toml
+//! [[rule]]
+//! match = "read (?P<path>\\S+)"  # regex on the last user message
+//! tool = "read"                 # call this tool…
+//! args = { path = "$path" }     # …with these args ($name / ${name} = capture group)
+//! then = "Here is {{result}}"   # reply once the tool result is back
+//!
+//! [[rule]]
+//! match = "(?i)hello"
+//! reply = "Hello! I am a scripted agent."
+//! ```
+//! The first matching rule wins; with no match the model answers `echo: <last user message>`.
+
+use std::ops::Range;
+use std::path::Path;
+
+use async_trait::async_trait;
+use regex::Regex;
+use serde::Deserialize;
+use serde_json::Value;
+use toml::Spanned;
+
+use super::accumulate::truncate_chars;
+use super::{ChatModel, ChatRequest, ModelError, ModelReply, Role, ToolCall};
+
+/// How much of a tool result `{{result}}` carries.
+const RESULT_CHARS: usize = 2000;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RulesFile {
+    #[serde(default)]
+    rule: Vec<Spanned<RawRule>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    #[serde(rename = "match")]
+    pattern: Spanned<String>,
+    reply: Option<Spanned<String>>,
+    tool: Option<Spanned<String>>,
+    args: Option<Spanned<toml::Table>>,
+    then: Option<Spanned<String>>,
+}
+
+#[derive(Debug)]
+enum Action {
+    Reply(String),
+    Tool { name: String, args: Value },
+}
+
+#[derive(Debug)]
+struct Rule {
+    re: Regex,
+    action: Action,
+    then: Option<String>,
+}
+
+/// A model that answers from regex rules: deterministic, offline, for demos and tests.
+#[derive(Debug, Default)]
+pub struct ScriptedModel {
+    rules: Vec<Rule>,
+}
+
+impl ScriptedModel {
+    /// A model with no rules: it answers `echo: <last user message>`.
+    pub fn echo() -> Self {
+        Self::default()
+    }
+
+    /// Loads rules from a TOML file; errors read `path:line:col: …`, one per line, all of them.
+    pub fn from_rules_file(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("{}: cannot read rules file: {e}", path.display()))?;
+        parse(&text, &path.display().to_string())
+    }
+
+    /// Loads rules from TOML text; errors name the source as `<rules>`.
+    pub fn from_rules_str(s: &str) -> Result<Self, String> {
+        parse(s, "<rules>")
+    }
+
+    fn matching_rule(&self, text: &str) -> Option<&Rule> {
+        self.rules.iter().find(|r| r.re.is_match(text))
+    }
+}
+
+fn parse(text: &str, origin: &str) -> Result<ScriptedModel, String> {
+    let at = |span: Range<usize>| {
+        let (line, col) = line_col(text, span.start);
+        format!("{origin}:{line}:{col}")
+    };
+    let file: RulesFile = toml::from_str(text).map_err(|e| {
+        let place = e.span().map_or_else(|| origin.to_owned(), &at);
+        format!("{place}: {}", e.message().trim_end())
+    })?;
+    let mut rules = Vec::new();
+    let mut problems = Vec::new();
+    for spanned in file.rule {
+        let rule_at = at(spanned.span());
+        let raw = spanned.into_inner();
+        let re = match Regex::new(raw.pattern.get_ref()) {
+            Ok(re) => Some(re),
+            Err(e) => {
+                problems.push(format!(
+                    "{}: field \"match\": invalid regex: {}",
+                    at(raw.pattern.span()),
+                    one_line(&e.to_string())
+                ));
+                None
+            }
+        };
+        let action = match (raw.reply, raw.tool) {
+            (Some(reply), None) => {
+                for (field, span) in [
+                    ("args", raw.args.as_ref().map(Spanned::span)),
+                    ("then", raw.then.as_ref().map(Spanned::span)),
+                ] {
+                    if let Some(span) = span {
+                        problems.push(format!(
+                            "{}: field \"{field}\": only allowed with \"tool\", not \"reply\"",
+                            at(span)
+                        ));
+                    }
+                }
+                Some(Action::Reply(reply.into_inner()))
+            }
+            (None, Some(tool)) => {
+                let args = raw.args.map(Spanned::into_inner).unwrap_or_default();
+                if let Some(re) = &re {
+                    check_references(&args, re, &rule_at, &mut problems);
+                }
+                Some(Action::Tool {
+                    name: tool.into_inner(),
+                    args: serde_json::to_value(args).unwrap_or(Value::Null),
+                })
+            }
+            (Some(_), Some(tool)) => {
+                problems.push(format!(
+                    "{}: field \"tool\": a rule has either \"reply\" or \"tool\", not both",
+                    at(tool.span())
+                ));
+                None
+            }
+            (None, None) => {
+                problems.push(format!(
+                    "{rule_at}: rule needs one of \"reply\" or \"tool\", has neither"
+                ));
+                None
+            }
+        };
+        if let (Some(re), Some(action)) = (re, action) {
+            rules.push(Rule {
+                re,
+                action,
+                then: raw.then.map(Spanned::into_inner),
+            });
+        }
+    }
+    if problems.is_empty() {
+        Ok(ScriptedModel { rules })
+    } else {
+        Err(problems.join("\n"))
+    }
+}
+
+/// Every `$name` / `${name}` in the args must name a capture group of the rule's regex.
+fn check_references(args: &toml::Table, re: &Regex, rule_at: &str, problems: &mut Vec<String>) {
+    let Ok(reference) = Regex::new(r"\$(?:\{([^}]*)\}|([A-Za-z0-9_]+))") else {
+        return;
+    };
+    let mut strings = Vec::new();
+    collect_strings(&toml::Value::Table(args.clone()), &mut strings);
+    for s in strings {
+        for caps in reference.captures_iter(&s.replace("$$", "")) {
+            let Some(name) = caps.get(1).or_else(|| caps.get(2)).map(|m| m.as_str()) else {
+                continue;
+            };
+            let known = match name.parse::<usize>() {
+                Ok(n) => n < re.captures_len(),
+                Err(_) => re.capture_names().flatten().any(|n| n == name),
+            };
+            if !known {
+                problems.push(format!(
+                    "{rule_at}: field \"args\": \"${name}\" is not a capture group of \"match\""
+                ));
+            }
+        }
+    }
+}
+
+fn collect_strings(v: &toml::Value, out: &mut Vec<String>) {
+    match v {
+        toml::Value::String(s) => out.push(s.clone()),
+        toml::Value::Array(items) => items.iter().for_each(|i| collect_strings(i, out)),
+        toml::Value::Table(t) => t.values().for_each(|i| collect_strings(i, out)),
+        _ => {}
+    }
+}
+
+/// Replaces `$name` / `${name}` in every string of `v` with the capture.
+fn expand(v: &Value, caps: &regex::Captures<'_>) -> Value {
+    match v {
+        Value::String(s) => {
+            let mut out = String::new();
+            caps.expand(s, &mut out);
+            Value::String(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|i| expand(i, caps)).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, i)| (k.clone(), expand(i, caps)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+fn one_line(s: &str) -> String {
+    s.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn reply_text(text: String) -> ModelReply {
+    ModelReply {
+        text: Some(text),
+        finish_reason: Some("stop".to_owned()),
+        ..ModelReply::default()
+    }
+}
+
+#[async_trait]
+impl ChatModel for ScriptedModel {
+    async fn complete(&self, req: &ChatRequest) -> Result<ModelReply, ModelError> {
+        let last_user = req
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .and_then(|m| m.content.as_deref())
+            .unwrap_or("");
+        let rule = self.matching_rule(last_user);
+        if let Some(last) = req.messages.last().filter(|m| m.role == Role::Tool) {
+            let result = truncate_chars(last.content.as_deref().unwrap_or(""), RESULT_CHARS);
+            let template = rule.and_then(|r| r.then.as_deref()).unwrap_or("{{result}}");
+            return Ok(reply_text(template.replace("{{result}}", &result)));
+        }
+        let Some(rule) = rule else {
+            return Ok(reply_text(format!("echo: {last_user}")));
+        };
+        match &rule.action {
+            Action::Reply(text) => Ok(reply_text(text.clone())),
+            Action::Tool { name, args } => {
+                let Some(caps) = rule.re.captures(last_user) else {
+                    return Err(ModelError::Script(format!(
+                        "scripted model {:?}: rule /{}/ matched but gave no captures",
+                        req.model, rule.re
+                    )));
+                };
+                let assistants = req
+                    .messages
+                    .iter()
+                    .filter(|m| m.role == Role::Assistant)
+                    .count();
+                let call = ToolCall {
+                    id: format!("call_{}", assistants + 1),
+                    name: name.clone(),
+                    arguments: expand(args, &caps).to_string(),
+                };
+                Ok(ModelReply {
+                    text: None,
+                    tool_calls: vec![call],
+                    finish_reason: Some("tool_calls".to_owned()),
+                    usage: None,
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,367 @@
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::model::{
+    ChatMessage, ChatModel, ChatRequest, ModelError, OpenAiClient, OpenAiConfig, ToolCall,
+    ToolSchema,
+};
+use crate::testkit::{ScriptedServer, Turn};
+
+fn client_with(base_url: String, timeout: Duration, max_retries: u32) -> OpenAiClient {
+    OpenAiClient::new(OpenAiConfig {
+        base_url,
+        api_key: Some("sk-test".into()),
+        timeout,
+        max_retries,
+        backoff_base: Duration::from_millis(2),
+    })
+    .unwrap()
+}
+
+fn client(server: &ScriptedServer) -> OpenAiClient {
+    client_with(server.base_url(), Duration::from_secs(10), 0)
+}
+
+fn ask(text: &str) -> ChatRequest {
+    ChatRequest {
+        model: "test-model".into(),
+        messages: vec![ChatMessage::user(text)],
+        tools: vec![],
+    }
+}
+
+fn args(call: &ToolCall) -> Value {
+    serde_json::from_str(&call.arguments).unwrap()
+}
+
+#[tokio::test]
+async fn plain_text_reply_is_returned_with_usage() {
+    let server = ScriptedServer::start(vec![Turn::text("Hello there")]).await;
+    let reply = client(&server).complete(&ask("hi")).await.unwrap();
+    assert_eq!(reply.text.as_deref(), Some("Hello there"));
+    assert!(reply.tool_calls.is_empty());
+    assert_eq!(reply.finish_reason.as_deref(), Some("stop"));
+    assert!(
+        reply.usage.is_some_and(|u| u.completion_tokens > 0),
+        "usage chunk must be read"
+    );
+    let sent = &server.requests()[0];
+    assert_eq!(sent["stream"], json!(true));
+    assert_eq!(sent["stream_options"], json!({ "include_usage": true }));
+    assert_eq!(sent["model"], json!("test-model"));
+    assert!(
+        sent.get("tools").is_none() && sent.get("tool_choice").is_none(),
+        "no tools: {sent}"
+    );
+}
+
+#[tokio::test]
+async fn text_streamed_in_many_chunks_is_concatenated() {
+    let server =
+        ScriptedServer::start(vec![Turn::text_chunks(vec!["Hel", "lo, ", "wör", "ld"])]).await;
+    let reply = client(&server).complete(&ask("hi")).await.unwrap();
+    assert_eq!(reply.text.as_deref(), Some("Hello, wörld"));
+}
+
+#[tokio::test]
+async fn tool_call_arguments_split_across_chunks_are_reassembled() {
+    let call_args = json!({ "path": "notes/today.md", "limit": 40, "note": "ünïcode" });
+    let turn = Turn::tool_call("read", call_args.clone()).split_args(3);
+    let server = ScriptedServer::start(vec![turn]).await;
+    let reply = client(&server).complete(&ask("read it")).await.unwrap();
+    assert_eq!(reply.text, None);
+    assert_eq!(reply.finish_reason.as_deref(), Some("tool_calls"));
+    assert_eq!(reply.tool_calls.len(), 1);
+    assert_eq!(reply.tool_calls[0].name, "read");
+    assert_eq!(reply.tool_calls[0].id, "call_1_1");
+    assert_eq!(args(&reply.tool_calls[0]), call_args);
+}
+
+#[tokio::test]
+async fn parallel_tool_calls_keep_ids_and_arguments_apart() {
+    let turn = Turn::tool_calls(vec![
+        ("read", json!({ "path": "a.txt" })),
+        ("write", json!({ "path": "b.txt", "text": "hello" })),
+    ])
+    .split_args(2);
+    let server = ScriptedServer::start(vec![turn]).await;
+    let reply = client(&server).complete(&ask("both")).await.unwrap();
+    let calls = &reply.tool_calls;
+    assert_eq!(calls.len(), 2);
+    assert_eq!(
+        (calls[0].id.as_str(), calls[0].name.as_str()),
+        ("call_1_1", "read")
+    );
+    assert_eq!(
+        (calls[1].id.as_str(), calls[1].name.as_str()),
+        ("call_1_2", "write")
+    );
+    assert_eq!(args(&calls[0]), json!({ "path": "a.txt" }));
+    assert_eq!(args(&calls[1]), json!({ "path": "b.txt", "text": "hello" }));
+}
+
+#[tokio::test]
+async fn server_errors_are_retried_until_success() {
+    let turns = vec![
+        Turn::http_error(500),
+        Turn::http_error(503),
+        Turn::text("finally"),
+    ];
+    let server = ScriptedServer::start(turns).await;
+    let client = client_with(server.base_url(), Duration::from_secs(10), 3);
+    let reply = client.complete(&ask("hi")).await.unwrap();
+    assert_eq!(reply.text.as_deref(), Some("finally"));
+    assert_eq!(server.request_count(), 3);
+}
+
+#[tokio::test]
+async fn retries_stop_after_max_retries() {
+    let turns = vec![
+        Turn::http_error(500),
+        Turn::http_error(500),
+        Turn::text("never"),
+    ];
+    let server = ScriptedServer::start(turns).await;
+    let client = client_with(server.base_url(), Duration::from_secs(10), 1);
+    let err = client.complete(&ask("hi")).await.unwrap_err();
+    assert!(matches!(err, ModelError::Http { status: 500, .. }), "{err}");
+    assert_eq!(server.request_count(), 2, "one attempt plus one retry");
+}
+
+#[tokio::test]
+async fn rate_limit_is_retried_after_retry_after() {
+    let server = ScriptedServer::start(vec![Turn::rate_limited(0), Turn::text("ok")]).await;
+    let client = client_with(server.base_url(), Duration::from_secs(10), 2);
+    assert_eq!(
+        client.complete(&ask("hi")).await.unwrap().text.as_deref(),
+        Some("ok")
+    );
+    assert_eq!(server.request_count(), 2);
+}
+
+#[tokio::test]
+async fn bad_request_fails_at_once_with_the_body() {
+    let server = ScriptedServer::start(vec![Turn::http_error(400), Turn::text("unused")]).await;
+    let client = client_with(server.base_url(), Duration::from_secs(10), 3);
+    let err = client.complete(&ask("hi")).await.unwrap_err();
+    let ModelError::Http { status, body, .. } = &err else {
+        panic!("expected Http, got {err}")
+    };
+    assert_eq!(*status, 400);
+    assert!(body.contains("scripted HTTP 400"), "body kept: {body}");
+    assert!(!err.is_retryable());
+    let msg = err.to_string();
+    assert!(
+        msg.contains("test-model") && msg.contains(&server.base_url()),
+        "names model and url: {msg}"
+    );
+    assert_eq!(server.request_count(), 1, "a 400 is never retried");
+}
+
+#[tokio::test]
+async fn error_body_is_truncated_to_500_chars() {
+    let long = "x".repeat(2000);
+    let turn = Turn::HttpError {
+        status: 422,
+        body: long,
+        retry_after: None,
+    };
+    let server = ScriptedServer::start(vec![turn]).await;
+    let err = client(&server).complete(&ask("hi")).await.unwrap_err();
+    let ModelError::Http { body, .. } = err else {
+        panic!("expected Http")
+    };
+    assert_eq!(body.chars().count(), 501, "500 chars and an ellipsis");
+}
+
+#[tokio::test]
+async fn silent_server_times_out_after_the_attempt_timeout() {
+    let server = ScriptedServer::start(vec![Turn::hang()]).await;
+    let client = client_with(server.base_url(), Duration::from_millis(200), 0);
+    let err = client.complete(&ask("hi")).await.unwrap_err();
+    assert!(
+        matches!(err, ModelError::TimedOut { after, .. } if after == Duration::from_millis(200)),
+        "{err}"
+    );
+    assert!(err.is_retryable());
+}
+
+#[tokio::test]
+async fn timed_out_attempt_is_retried() {
+    let server = ScriptedServer::start(vec![Turn::hang(), Turn::text("second try")]).await;
+    let client = client_with(server.base_url(), Duration::from_millis(200), 1);
+    let reply = client.complete(&ask("hi")).await.unwrap();
+    assert_eq!(reply.text.as_deref(), Some("second try"));
+    assert_eq!(server.request_count(), 2);
+}
+
+#[tokio::test]
+async fn refused_connection_is_a_retryable_connect_error() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let client = client_with(format!("http://{addr}/v1"), Duration::from_secs(5), 0);
+    let err = client.complete(&ask("hi")).await.unwrap_err();
+    assert!(matches!(err, ModelError::Connect(_)), "{err}");
+    assert!(err.is_retryable());
+    assert!(
+        err.to_string().contains(&addr.to_string()),
+        "names the url: {err}"
+    );
+}
+
+#[tokio::test]
+async fn lenient_stream_with_empty_finish_reason_and_missing_fields_parses() {
+    let body = concat!(
+        ": opening comment\r\n\r\n",
+        "data:{\"choices\":[{\"delta\":{\"role\":\"assistant\"},\"finish_reason\":\"\"}]}\r\n\r\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"},\"finish_reason\":null}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":null}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":\"lo\"},\"finish_reason\":\"\"}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"finish_reason\":\"stop\"}],\"usage\":null}\n\n",
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7}}\n\n",
+    ); // and no [DONE]: the stream just ends
+    let server = ScriptedServer::start(vec![Turn::raw("text/event-stream", body)]).await;
+    let reply = client(&server).complete(&ask("hi")).await.unwrap();
+    assert_eq!(reply.text.as_deref(), Some("Hello"));
+    assert_eq!(reply.finish_reason.as_deref(), Some("stop"));
+    let usage = reply.usage.unwrap();
+    assert_eq!((usage.prompt_tokens, usage.completion_tokens), (7, 0));
+}
+
+#[tokio::test]
+async fn tool_calls_without_index_are_keyed_by_id_or_position() {
+    let body = concat!(
+        "data: {\"choices\":[{\"delta\":{\"tool_calls\":[",
+        "{\"id\":\"a\",\"function\":{\"name\":\"read\",\"arguments\":\"{\\\"p\\\":\"}},",
+        "{\"id\":\"b\",\"function\":{\"name\":\"list\",\"arguments\":\"\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"id\":\"a\",\"function\":{\"arguments\":\"1}\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"function\":{\"name\":\"x\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"function\":{\"arguments\":\"{}\"}}]}}]}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let server = ScriptedServer::start(vec![Turn::raw("text/event-stream", body)]).await;
+    let reply = client(&server).complete(&ask("hi")).await.unwrap();
+    let summary: Vec<_> = reply
+        .tool_calls
+        .iter()
+        .map(|c| (c.id.as_str(), c.name.as_str(), c.arguments.as_str()))
+        .collect();
+    // "b" sent no arguments: `{}`. The id-less call is keyed by position and gets `call_3`.
+    assert_eq!(
+        summary,
+        vec![
+            ("a", "read", "{\"p\":1}"),
+            ("b", "list", "{}"),
+            ("call_3", "x", "{}")
+        ]
+    );
+}
+
+#[tokio::test]
+async fn error_object_inside_the_stream_is_a_protocol_error() {
+    let body = "data: {\"error\":{\"message\":\"model overloaded\"}}\n\ndata: [DONE]\n\n";
+    let server = ScriptedServer::start(vec![Turn::raw("text/event-stream", body)]).await;
+    let err = client(&server).complete(&ask("hi")).await.unwrap_err();
+    assert!(
+        matches!(&err, ModelError::Protocol(m) if m.contains("model overloaded")),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn non_stream_json_answer_is_parsed() {
+    let body = json!({
+        "id": "x", "object": "chat.completion",
+        "choices": [{ "index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": "Let me look.",
+            "tool_calls": [{ "id": "call_9", "type": "function",
+                             "function": { "name": "read", "arguments": "{\"path\":\"x\"}" } }] } }],
+        "usage": { "prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15 },
+    });
+    let server = ScriptedServer::start(vec![Turn::raw("application/json", body.to_string())]).await;
+    let reply = client(&server).complete(&ask("hi")).await.unwrap();
+    assert_eq!(reply.text.as_deref(), Some("Let me look."));
+    assert_eq!(reply.tool_calls[0].id, "call_9");
+    assert_eq!(args(&reply.tool_calls[0]), json!({ "path": "x" }));
+    assert_eq!(reply.usage.map(|u| u.prompt_tokens), Some(12));
+}
+
+#[tokio::test]
+async fn request_carries_tools_and_tool_call_pairing() {
+    let server = ScriptedServer::start(vec![Turn::text("done")]).await;
+    let params = json!({ "type": "object", "properties": { "path": { "type": "string" } } });
+    let calls = vec![
+        ToolCall {
+            id: "call_a".into(),
+            name: "read".into(),
+            arguments: "{\"path\":\"a\"}".into(),
+        },
+        ToolCall {
+            id: "call_b".into(),
+            name: "list".into(),
+            arguments: "{}".into(),
+        },
+    ];
+    let req = ChatRequest {
+        model: "test-model".into(),
+        messages: vec![
+            ChatMessage::system("be brief"),
+            ChatMessage::user("look"),
+            ChatMessage::assistant(None, calls),
+            ChatMessage::tool("call_a", "contents of a"),
+            ChatMessage::tool("call_b", "a\nb"),
+        ],
+        tools: vec![ToolSchema {
+            name: "read".into(),
+            description: "Read a file.".into(),
+            parameters: params.clone(),
+        }],
+    };
+    client(&server).complete(&req).await.unwrap();
+    let sent = &server.requests()[0];
+    assert_eq!(
+        sent["tools"],
+        json!([{ "type": "function",
+                 "function": { "name": "read", "description": "Read a file.", "parameters": params } }])
+    );
+    assert_eq!(sent["tool_choice"], json!("auto"));
+    let m = &sent["messages"];
+    assert_eq!(m[0], json!({ "role": "system", "content": "be brief" }));
+    assert_eq!(m[2]["role"], json!("assistant"));
+    assert_eq!(m[2]["content"], Value::Null);
+    assert_eq!(
+        m[2]["tool_calls"][0],
+        json!({ "id": "call_a", "type": "function",
+                "function": { "name": "read", "arguments": "{\"path\":\"a\"}" } })
+    );
+    assert_eq!(m[2]["tool_calls"][1]["id"], json!("call_b"));
+    assert_eq!(
+        m[3],
+        json!({ "role": "tool", "content": "contents of a", "tool_call_id": "call_a" })
+    );
+    assert_eq!(m[4]["tool_call_id"], json!("call_b"));
+}
+
+#[test]
+fn malformed_base_url_is_a_config_error() {
+    let cfg = OpenAiConfig {
+        base_url: "not a url".into(),
+        ..OpenAiConfig::default()
+    };
+    let err = OpenAiClient::new(cfg).unwrap_err();
+    assert!(
+        matches!(&err, ModelError::Config(m) if m.contains("not a url")),
+        "{err}"
+    );
+}
+
+#[test]
+fn config_debug_hides_the_api_key() {
+    let cfg = OpenAiConfig {
+        api_key: Some("sk-secret".into()),
+        ..OpenAiConfig::default()
+    };
+    assert!(!format!("{cfg:?}").contains("sk-secret"));
+}

@@ -1,0 +1,181 @@
+//! Figures, printed, never asserted: `cargo bench --bench figures`.
+//!
+//! 1. Bus: tasks submitted → delivered → completed per second, dedup ledger on (sled, group commit).
+//! 2. Bus: events published → delivered per second (no journal).
+//! 3. One scripted turn over HTTP (`POST /v1/agents/echo/tasks` with `wait`): median and p99.
+//! 4. The same through the CLI (`clawbus post agent.echo … --wait`, a process per call): median.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use bus::{Bus, Envelope, LocalBus, LocalOptions, Outcome, RequestId, Topic};
+use clawbus::config::{self, LoadOptions};
+use clawbus::gateway::{Daemon, StartOptions};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+const TASKS: usize = 20_000;
+const IN_FLIGHT: usize = 256;
+const EVENTS: usize = 200_000;
+const HTTP_TURNS: usize = 2_000;
+const CLI_TURNS: usize = 30;
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    actix_rt::System::with_tokio_rt(move || rt).block_on(async {
+        bus_tasks().await;
+        bus_events().await;
+        turns().await;
+    });
+}
+
+async fn bus_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let bus = LocalBus::open(dir.path(), LocalOptions::default()).unwrap();
+    let mut sub = bus.consume(Topic::parse("bench.>").unwrap()).await.unwrap();
+    tokio::spawn(async move {
+        while let Some(mut d) = sub.next().await {
+            tokio::spawn(async move {
+                d.start().await.unwrap();
+                let result = d.envelope().payload.clone();
+                d.complete(Outcome::Succeeded { result }).await.unwrap();
+            });
+        }
+    });
+    let topic = Topic::parse("bench.tasks").unwrap();
+    let started = Instant::now();
+    let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
+    let mut joins = Vec::with_capacity(TASKS);
+    for i in 0..TASKS {
+        let permit = sem.clone().acquire_owned().await.unwrap();
+        let (bus, topic) = (bus.clone(), topic.clone());
+        joins.push(tokio::spawn(async move {
+            let env = Envelope::task(
+                topic,
+                RequestId::parse(&format!("bench-{i}")).unwrap(),
+                json!(i),
+            );
+            bus.request(env, Duration::from_secs(60)).await.unwrap();
+            drop(permit);
+        }));
+    }
+    for j in joins {
+        j.await.unwrap();
+    }
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "bus tasks (submit→deliver→complete, dedup+journal, {IN_FLIGHT} in flight): {TASKS} in {secs:.2}s = {:.0} tasks/s",
+        TASKS as f64 / secs
+    );
+}
+
+async fn bus_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let bus = LocalBus::open(dir.path(), LocalOptions::default()).unwrap();
+    let mut sub = bus
+        .subscribe(Topic::parse("bench.*").unwrap())
+        .await
+        .unwrap();
+    let topic = Topic::parse("bench.events").unwrap();
+    let reader = tokio::spawn(async move {
+        let mut n = 0;
+        while n < EVENTS {
+            if sub.next().await.is_none() {
+                break;
+            }
+            n += 1;
+        }
+        n
+    });
+    let started = Instant::now();
+    for i in 0..EVENTS {
+        bus.publish(Envelope::event(topic.clone(), json!(i)))
+            .await
+            .unwrap();
+    }
+    let got = reader.await.unwrap();
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "bus events (publish→deliver, one subscriber): {got} in {secs:.2}s = {:.0} events/s",
+        got as f64 / secs
+    );
+}
+
+async fn turns() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("agents.d")).unwrap();
+    std::fs::write(dir.path().join("agents.d/echo.toml"), "").unwrap();
+    let opts = LoadOptions {
+        config: dir.path().join("clawbus.toml"),
+        agents_dir: dir.path().join("agents.d"),
+        state_dir: Some(dir.path().join(".clawbus")),
+        model_override: None,
+    };
+    let cfg = config::load(&opts).unwrap_or_else(|r| panic!("{}", r.render()));
+    let daemon = Daemon::start(
+        cfg,
+        StartOptions {
+            port: Some(0),
+            allow_public: false,
+        },
+    )
+    .await
+    .unwrap();
+    let http = reqwest::Client::new();
+    let url = format!("{}/v1/agents/echo/tasks", daemon.url());
+    let mut samples = Vec::with_capacity(HTTP_TURNS);
+    for i in 0..HTTP_TURNS {
+        let t = Instant::now();
+        let resp: serde_json::Value = http
+            .post(&url)
+            .bearer_auth(daemon.token())
+            .json(&json!({ "text": format!("hello {i}"), "wait": true }))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(resp["state"], "succeeded");
+        samples.push(t.elapsed());
+    }
+    let (p50, p99) = percentiles(&mut samples);
+    println!(
+        "scripted turn over HTTP (wait=true, sequential, {HTTP_TURNS} turns): median {p50:?}, p99 {p99:?}"
+    );
+
+    let exe = env!("CARGO_BIN_EXE_clawbus");
+    let mut samples = Vec::with_capacity(CLI_TURNS);
+    for i in 0..CLI_TURNS {
+        let t = Instant::now();
+        let out = tokio::process::Command::new(exe)
+            .args([
+                "post",
+                "agent.echo",
+                &format!("hi {i}"),
+                "--wait",
+                "--url",
+                &daemon.url(),
+            ])
+            .env("CLAWBUS_TOKEN", daemon.token())
+            .env("RUST_LOG", "warn")
+            .output()
+            .await
+            .unwrap();
+        assert!(out.status.success());
+        samples.push(t.elapsed());
+    }
+    let (p50, p99) = percentiles(&mut samples);
+    println!(
+        "scripted turn from the CLI (`clawbus post … --wait`, process per call, {CLI_TURNS} runs): median {p50:?}, p99 {p99:?}"
+    );
+    daemon.shutdown().await;
+}
+
+fn percentiles(samples: &mut [Duration]) -> (Duration, Duration) {
+    samples.sort();
+    let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
+    (at(0.5), at(0.99))
+}

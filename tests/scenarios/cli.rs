@@ -1,0 +1,217 @@
+//! The `clawbus` binary as a script would use it.
+
+use crate::support::Project;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
+
+fn clawbus(project: &Project) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_clawbus"));
+    cmd.current_dir(project.path())
+        .env_remove("CLAWBUS_TOKEN")
+        .env_remove("CLAWBUS_URL")
+        .env_remove("CLAWBUS_MODEL")
+        .env_remove("CLAWBUS_CONFIG")
+        .env_remove("CLAWBUS_AGENTS")
+        .env_remove("CLAWBUS_STATE_DIR")
+        .env("RUST_LOG", "warn");
+    cmd
+}
+
+async fn run(mut cmd: Command) -> Output {
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap()
+}
+
+#[test]
+fn check_reports_every_problem_in_every_file_with_its_line() {
+    let project = Project::new();
+    project
+        .write("clawbus.toml", "[gateway]\nport = \"eighty\"\n")
+        .write("agents.d/good.toml", "description = \"fine\"\n")
+        .write(
+            "agents.d/typo.toml",
+            "description = \"x\"\nmodle = \"scripted/echo\"\n",
+        )
+        .write("agents.d/badprov.toml", "\n\nmodel = \"opnai/gpt\"\n");
+    let out = clawbus(&project).arg("check").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "any ✗ makes check fail:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("✓") && stdout.contains("good.toml"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("clawbus.toml:2:8: field \"gateway.port\""),
+        "bad type, with line and column:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("typo.toml:2:1: field \"modle\""),
+        "unknown field:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("badprov.toml:3:9: field \"model\": unknown provider \"opnai\""),
+        "unknown provider:\n{stdout}"
+    );
+}
+
+#[test]
+fn the_shipped_configuration_checks_clean() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(env!("CARGO_BIN_EXE_clawbus"))
+        .current_dir(root)
+        .env_remove("CLAWBUS_MODEL")
+        .args(["check", "--config", "clawbus.toml", "--agents", "agents.d"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[actix_rt::test]
+async fn post_wait_prints_the_reply_and_uses_exit_codes() {
+    let project = Project::new();
+    project.write("agents.d/echo.toml", "");
+    let daemon = project.start().await;
+    let mut cmd = clawbus(&project);
+    cmd.args([
+        "post",
+        "agent.echo",
+        "hello there",
+        "--wait",
+        "--url",
+        &daemon.url(),
+    ]);
+    let out = run(cmd).await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "echo: hello there"
+    );
+
+    let mut cmd = clawbus(&project);
+    cmd.args([
+        "post",
+        "agent.echo",
+        "again",
+        "--wait",
+        "--json",
+        "--request-id",
+        "r1",
+        "--url",
+        &daemon.url(),
+    ]);
+    let first: serde_json::Value = serde_json::from_slice(&run(cmd).await.stdout).unwrap();
+    let mut cmd = clawbus(&project);
+    cmd.args([
+        "post",
+        "agent.echo",
+        "again",
+        "--wait",
+        "--json",
+        "--request-id",
+        "r1",
+        "--url",
+        &daemon.url(),
+    ]);
+    let second: serde_json::Value = serde_json::from_slice(&run(cmd).await.stdout).unwrap();
+    assert_eq!(first["duplicate"], false);
+    assert_eq!(second["duplicate"], true);
+    assert_eq!(first["task_id"], second["task_id"]);
+
+    let mut cmd = clawbus(&project);
+    cmd.args(["post", "researcher", "x", "--url", &daemon.url()]);
+    assert_eq!(
+        run(cmd).await.status.code(),
+        Some(2),
+        "a topic that is not agent.<id> is a usage error"
+    );
+    let mut cmd = clawbus(&project);
+    cmd.args(["post", "agent.echo", "x", "--url", &daemon.url()])
+        .env("CLAWBUS_TOKEN", "wrong");
+    let out = run(cmd).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("401"));
+    daemon.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn post_wait_times_out_with_exit_code_3() {
+    let server =
+        clawbus::testkit::ScriptedServer::start(vec![clawbus::testkit::Turn::hang()]).await;
+    let project = Project::new();
+    project
+        .with_mock_provider(&server.base_url(), "60s", 0)
+        .write("agents.d/slow.toml", "");
+    let daemon = project.start().await;
+    let mut cmd = clawbus(&project);
+    cmd.args([
+        "post",
+        "agent.slow",
+        "x",
+        "--wait",
+        "--timeout",
+        "200ms",
+        "--url",
+        &daemon.url(),
+    ]);
+    let out = run(cmd).await;
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn up_serves_until_sigterm_and_post_reaches_it() {
+    let project = Project::new();
+    project.write("agents.d/echo.toml", "");
+    let mut child = clawbus(&project)
+        .args(["up", "--port", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("first line must announce the address: {line:?}"))
+        .to_string();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    let out = clawbus(&project)
+        .args(["post", "agent.echo", "hi", "--wait", "--url", &url])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "echo: hi",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // SAFETY-free signal delivery through the kill command.
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = child.wait().unwrap();
+    assert!(exit.success(), "SIGTERM is a clean shutdown, got {exit}");
+}

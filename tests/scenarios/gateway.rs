@@ -1,0 +1,117 @@
+//! Gateway auth, idempotency headers and task lookup.
+
+use crate::support::{NET, Project};
+use clawbus::gateway::token;
+use serde_json::json;
+
+#[actix_rt::test]
+async fn missing_or_wrong_token_is_refused_with_401() {
+    let project = Project::new();
+    project.write("agents.d/echo.toml", "");
+    let daemon = project.start().await;
+    let http = reqwest::Client::new();
+    let url = format!("{}/v1/agents/echo/tasks", daemon.url());
+    let none = http
+        .post(&url)
+        .json(&json!({ "text": "x" }))
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(none.status(), 401);
+    let wrong = http
+        .post(&url)
+        .bearer_auth("not-the-token")
+        .json(&json!({ "text": "x" }))
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    let list = http
+        .get(format!("{}/v1/agents", daemon.url()))
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(list.status(), 401, "every /v1 route needs the token");
+    let health = http
+        .get(format!("{}/healthz", daemon.url()))
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    daemon.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn token_file_is_private_and_stable_across_restarts() {
+    use std::os::unix::fs::PermissionsExt;
+    let project = Project::new();
+    project.write("agents.d/echo.toml", "");
+    let daemon = project.start().await;
+    let first = daemon.token().to_string();
+    daemon.shutdown().await;
+    let path = token::token_path(&project.state_dir());
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the token file is readable by its owner only");
+    assert_eq!(token::read(&path).unwrap(), first);
+    assert_eq!(first.len(), 64);
+}
+
+#[actix_rt::test]
+async fn idempotency_key_header_is_the_request_id_and_tasks_can_be_fetched() {
+    let project = Project::new();
+    project.write("agents.d/echo.toml", "");
+    let daemon = project.start().await;
+    let http = reqwest::Client::new();
+    let post = || {
+        http.post(format!("{}/v1/agents/echo/tasks", daemon.url()))
+            .bearer_auth(daemon.token())
+            .header("Idempotency-Key", "key-1")
+            .json(&json!({ "text": "hello", "wait": true }))
+            .timeout(NET)
+            .send()
+    };
+    let a: serde_json::Value = post().await.unwrap().json().await.unwrap();
+    let b: serde_json::Value = post().await.unwrap().json().await.unwrap();
+    assert_eq!(a["request_id"], "key-1");
+    assert_eq!(
+        a["result"]["text"], "echo: hello",
+        "the default scripted model echoes"
+    );
+    assert_eq!(b["duplicate"], true);
+    let got: serde_json::Value = http
+        .get(format!(
+            "{}/v1/tasks/{}",
+            daemon.url(),
+            a["task_id"].as_str().unwrap()
+        ))
+        .bearer_auth(daemon.token())
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(got["state"], "succeeded");
+    assert_eq!(got["result"]["text"], "echo: hello");
+    let (status, body) = crate::support::post_task(&daemon, "nobody", json!({ "text": "x" })).await;
+    assert_eq!(status, 404, "{body}");
+    daemon.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn non_loopback_bind_is_refused_without_allow_public() {
+    let project = Project::new();
+    project
+        .write("clawbus.toml", "[gateway]\nbind = \"0.0.0.0\"\n")
+        .write("agents.d/echo.toml", "");
+    let err = clawbus::gateway::Daemon::start(project.load(), Default::default())
+        .await
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("--allow-public"), "{err}");
+}

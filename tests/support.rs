@@ -1,0 +1,106 @@
+//! Shared fixtures: a config folder in a tempdir, a daemon on a free port, HTTP helpers.
+
+use clawbus::config::{self, Config, LoadOptions};
+use clawbus::gateway::{Daemon, StartOptions};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A safety net for awaits; never a synchronisation device.
+pub const NET: Duration = Duration::from_secs(20);
+
+/// A throwaway project folder: `clawbus.toml`, `agents.d/`, `.clawbus/`.
+pub struct Project {
+    pub dir: tempfile::TempDir,
+}
+
+impl Project {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("agents.d")).unwrap();
+        Self { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.path().join("clawbus.toml")
+    }
+
+    pub fn agents_dir(&self) -> PathBuf {
+        self.path().join("agents.d")
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.path().join(".clawbus")
+    }
+
+    /// Writes a file relative to the project folder, creating parents.
+    pub fn write(&self, rel: &str, content: &str) -> &Self {
+        let p = self.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+        self
+    }
+
+    /// A config with one OpenAI-compatible provider `mock` at `base_url`.
+    pub fn with_mock_provider(&self, base_url: &str, timeout: &str, max_retries: u32) -> &Self {
+        self.write(
+            "clawbus.toml",
+            &format!(
+                "[providers.mock]\nkind = \"openai\"\nbase_url = \"{base_url}\"\ntimeout = \"{timeout}\"\nmax_retries = {max_retries}\n\n[defaults]\nmodel = \"mock/test-model\"\n"
+            ),
+        )
+    }
+
+    pub fn options(&self) -> LoadOptions {
+        LoadOptions {
+            config: self.config_path(),
+            agents_dir: self.agents_dir(),
+            state_dir: Some(self.state_dir()),
+            model_override: None,
+        }
+    }
+
+    pub fn load(&self) -> Config {
+        match config::load(&self.options()) {
+            Ok(c) => c,
+            Err(report) => panic!("the test config must load:\n{}", report.render()),
+        }
+    }
+
+    /// Starts the daemon on a free loopback port.
+    pub async fn start(&self) -> Daemon {
+        let opts = StartOptions {
+            port: Some(0),
+            allow_public: false,
+        };
+        Daemon::start(self.load(), opts).await.unwrap()
+    }
+}
+
+/// POSTs a task with the daemon's token; returns status and JSON body.
+pub async fn post_task(daemon: &Daemon, agent: &str, body: Value) -> (u16, Value) {
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/agents/{agent}/tasks", daemon.url()))
+        .bearer_auth(daemon.token())
+        .json(&body)
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+/// The `messages[].role` list of a recorded model request.
+pub fn roles(request: &Value) -> Vec<String> {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap().to_string())
+        .collect()
+}
