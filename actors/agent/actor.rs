@@ -120,13 +120,17 @@ impl Job {
         self.event(env, json!({ "phase": "start", "session": session }))
             .await;
         let input = TurnInput {
-            system: workspace::system_prompt(&self.workspace, self.agent.as_str()),
+            prompt: Arc::new(workspace::system_prompt(
+                &self.workspace,
+                self.agent.as_str(),
+            )),
             history: Vec::new(),
             message: text.to_string(),
             tool_context: ToolContext {
                 workspace: self.workspace.clone(),
                 agent: self.agent.to_string(),
                 session: session.clone(),
+                channel: "api".into(),
             },
         };
         let started = Instant::now();

@@ -22,11 +22,25 @@ pub struct TurnDeps {
     pub limits: Limits,
 }
 
+/// Builds the system prompt; asked again before every model call of a turn, so what changed
+/// during the turn (a written memory note, a changed skill) is seen by the next call.
+pub trait PromptSource: Send + Sync {
+    /// The system prompt for the next model call.
+    fn system_prompt(&self) -> String;
+}
+
+/// A fixed system prompt.
+impl PromptSource for String {
+    fn system_prompt(&self) -> String {
+        self.clone()
+    }
+}
+
 /// The input of one turn.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct TurnInput {
-    /// The assembled system prompt.
-    pub system: String,
+    /// Assembles the system prompt before each model call.
+    pub prompt: Arc<dyn PromptSource>,
     /// Earlier messages of this conversation.
     pub history: Vec<ChatMessage>,
     /// The new message.
@@ -92,7 +106,7 @@ async fn tool_loop(deps: &TurnDeps, input: TurnInput) -> Result<TurnOutput, Turn
     for iteration in 1..=deps.limits.max_iterations {
         // Reassembled before every call: system, history, then what this turn added.
         let mut messages = Vec::with_capacity(1 + input.history.len() + added.len());
-        messages.push(ChatMessage::system(input.system.clone()));
+        messages.push(ChatMessage::system(input.prompt.system_prompt()));
         messages.extend(input.history.iter().cloned());
         messages.extend(added.iter().cloned());
         let request = ChatRequest {

@@ -40,6 +40,8 @@ pub struct ToolContext {
     pub agent: String,
     /// The session key of the run, for logs.
     pub session: String,
+    /// The channel the run came from (`api`, `cli`, `telegram` …), for per-channel policy.
+    pub channel: String,
 }
 
 /// What a tool answers: text for the model, and whether it is an error.

@@ -25,6 +25,7 @@ fn fixture() -> Fixture {
         workspace: ws,
         agent: "tester".into(),
         session: "agent:tester:test".into(),
+        channel: "api".into(),
     };
     Fixture {
         _dir: dir,
