@@ -36,7 +36,7 @@ async fn bus_tasks() {
     let bus = LocalBus::open(dir.path(), LocalOptions::default()).unwrap();
     let mut sub = bus.consume(Topic::parse("bench.>").unwrap()).await.unwrap();
     tokio::spawn(async move {
-        while let Some(mut d) = sub.next().await {
+        while let Some(d) = sub.next().await {
             tokio::spawn(async move {
                 d.start().await.unwrap();
                 let result = d.envelope().payload.clone();

@@ -7,6 +7,7 @@ use crate::topic::Topic;
 use async_trait::async_trait;
 use futures::StreamExt as _;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use uuid::Uuid;
@@ -40,6 +41,10 @@ pub trait Bus: Send + Sync + 'static {
     /// Waits until the task is terminal, or `timeout` passes ([`BusError::TimedOut`]).
     async fn wait(&self, request_id: &RequestId, timeout: Duration)
     -> Result<TaskRecord, BusError>;
+
+    /// Cancels a task: records `cancelled` as its outcome unless it already ended (the first
+    /// outcome wins), then announces it on [`Topic::cancellations`] so a consumer running it stops.
+    async fn cancel(&self, request_id: &RequestId, reason: &str) -> Result<TaskRecord, BusError>;
 
     /// Request/reply: submits the task and waits for its terminal record.
     /// Returns the record and whether the request id was a duplicate.
@@ -84,34 +89,50 @@ pub trait Acker: Send + Sync {
 }
 
 /// One message handed to a subscriber or consumer.
+///
+/// Cheap to clone: clones share one settlement, so a run can hold one clone to start and complete
+/// the task while its owner holds another to cancel it. The first settlement wins; a task delivery
+/// whose every clone is dropped unsettled is handed back for redelivery.
+#[derive(Clone)]
 pub struct Delivery {
+    inner: Arc<DeliveryInner>,
+}
+
+struct DeliveryInner {
     envelope: Envelope,
     acker: Option<Arc<dyn Acker>>,
-    settled: bool,
+    settled: AtomicBool,
 }
 
 impl Delivery {
     /// A delivery settled through `acker` (tasks), or needing no settlement (`None`, events).
     pub fn new(envelope: Envelope, acker: Option<Arc<dyn Acker>>) -> Self {
         Self {
-            envelope,
-            acker,
-            settled: false,
+            inner: Arc::new(DeliveryInner {
+                envelope,
+                acker,
+                settled: AtomicBool::new(false),
+            }),
         }
     }
 
     /// The message.
     pub fn envelope(&self) -> &Envelope {
-        &self.envelope
+        &self.inner.envelope
+    }
+
+    /// True once settled (or skipped because the task had already ended).
+    pub fn is_settled(&self) -> bool {
+        self.inner.settled.load(Ordering::SeqCst)
     }
 
     /// Marks a task attempt as running; `false` means it already ended and must be skipped.
-    pub async fn start(&mut self) -> Result<bool, BusError> {
-        match &self.acker {
+    pub async fn start(&self) -> Result<bool, BusError> {
+        match &self.inner.acker {
             Some(a) => {
-                let go = a.start(&self.envelope).await?;
+                let go = a.start(&self.inner.envelope).await?;
                 if !go {
-                    self.settled = true;
+                    self.inner.settled.store(true, Ordering::SeqCst);
                 }
                 Ok(go)
             }
@@ -120,38 +141,41 @@ impl Delivery {
     }
 
     /// Takes the envelope back, unsettled and without redelivery (the broker could not hand it over).
-    pub(crate) fn into_envelope(mut self) -> Envelope {
-        self.settled = true;
-        self.envelope.clone()
+    pub(crate) fn into_envelope(self) -> Envelope {
+        self.inner.settled.store(true, Ordering::SeqCst);
+        self.inner.envelope.clone()
     }
 
     /// Acknowledges an event.
-    pub async fn ack(self) -> Result<(), BusError> {
+    pub async fn ack(&self) -> Result<(), BusError> {
         self.settle(Settle::Ack).await
     }
 
     /// Asks for redelivery after `delay` (a new attempt of the same request id).
-    pub async fn nack(self, delay: Duration) -> Result<(), BusError> {
+    pub async fn nack(&self, delay: Duration) -> Result<(), BusError> {
         self.settle(Settle::Nack { delay }).await
     }
 
     /// Records the task's terminal outcome, answered to every caller of its request id.
-    pub async fn complete(self, outcome: Outcome) -> Result<(), BusError> {
+    /// Only the first settlement of a delivery counts; later ones are no-ops.
+    pub async fn complete(&self, outcome: Outcome) -> Result<(), BusError> {
         self.settle(Settle::Complete(outcome)).await
     }
 
-    async fn settle(mut self, how: Settle) -> Result<(), BusError> {
-        self.settled = true;
-        match &self.acker {
-            Some(a) => a.settle(&self.envelope, how).await,
+    async fn settle(&self, how: Settle) -> Result<(), BusError> {
+        if self.inner.settled.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        match &self.inner.acker {
+            Some(a) => a.settle(&self.inner.envelope, how).await,
             None => Ok(()),
         }
     }
 }
 
-impl Drop for Delivery {
+impl Drop for DeliveryInner {
     fn drop(&mut self) {
-        if !self.settled && self.envelope.kind == Kind::Task {
+        if !self.settled.load(Ordering::SeqCst) && self.envelope.kind == Kind::Task {
             if let Some(a) = &self.acker {
                 a.abandon(&self.envelope);
             }
@@ -162,8 +186,8 @@ impl Drop for Delivery {
 impl std::fmt::Debug for Delivery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Delivery")
-            .field("envelope", &self.envelope)
-            .field("settled", &self.settled)
+            .field("envelope", &self.inner.envelope)
+            .field("settled", &self.is_settled())
             .finish()
     }
 }

@@ -56,6 +56,11 @@ impl Topic {
         Self(format!("agent.{}.events", sanitize(agent_id)))
     }
 
+    /// Where cancellations are announced: `tasks.cancelled`.
+    pub fn cancellations() -> Self {
+        Self("tasks.cancelled".to_string())
+    }
+
     /// A private reply topic: `_inbox.<unique>`.
     pub fn inbox() -> Self {
         Self(format!("_inbox.{}", uuid::Uuid::now_v7().simple()))

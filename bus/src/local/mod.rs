@@ -181,6 +181,20 @@ impl Bus for LocalBus {
     ) -> Result<TaskRecord, BusError> {
         self.ledger.wait(request_id, timeout).await
     }
+
+    async fn cancel(&self, request_id: &RequestId, reason: &str) -> Result<TaskRecord, BusError> {
+        let outcome = Outcome::Cancelled {
+            reason: reason.to_string(),
+        };
+        let record = self.ledger.complete(request_id, outcome).await?;
+        let mut notice = Envelope::event(
+            Topic::cancellations(),
+            serde_json::json!({ "task_id": record.task_id, "request_id": record.request_id, "reason": reason }),
+        );
+        notice.request_id = record.request_id.clone();
+        self.broker.send(Publish(notice)).await.map_err(closed)?;
+        Ok(record)
+    }
 }
 
 /// Settles task deliveries against the ledger and asks the broker for redeliveries.

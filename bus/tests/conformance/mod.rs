@@ -51,7 +51,7 @@ pub async fn echo_consumer<B: Bus>(bus: &B, pattern: &str) -> Arc<AtomicUsize> {
     let mut sub = bus.consume(topic(pattern)).await.unwrap();
     let counter = runs.clone();
     actix_rt::spawn(async move {
-        while let Some(mut d) = sub.next().await {
+        while let Some(d) = sub.next().await {
             if !d.start().await.unwrap() {
                 continue;
             }
@@ -142,14 +142,14 @@ pub async fn nacked_task_is_redelivered_as_next_attempt<B: Backend>() {
     let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
     let mut sub = bus.consume(topic("agent.a")).await.unwrap();
     bus.submit(task("agent.a", "r-nack", "x")).await.unwrap();
-    let mut first = tokio::time::timeout(NET, sub.next())
+    let first = tokio::time::timeout(NET, sub.next())
         .await
         .unwrap()
         .unwrap();
     assert!(first.start().await.unwrap());
     assert_eq!(first.envelope().attempt, 1);
     first.nack(Duration::from_millis(1)).await.unwrap();
-    let mut second = tokio::time::timeout(NET, sub.next())
+    let second = tokio::time::timeout(NET, sub.next())
         .await
         .unwrap()
         .unwrap();
@@ -228,7 +228,7 @@ pub async fn failed_task_is_answered_again_not_rerun<B: Backend>() {
     let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
     let mut sub = bus.consume(topic("agent.a")).await.unwrap();
     bus.submit(task("agent.a", "r-fail", "x")).await.unwrap();
-    let mut d = tokio::time::timeout(NET, sub.next())
+    let d = tokio::time::timeout(NET, sub.next())
         .await
         .unwrap()
         .unwrap();
@@ -253,7 +253,7 @@ pub async fn nack_past_max_attempts_fails_the_task<B: Backend>() {
     let rid = RequestId::parse("r-max").unwrap();
     bus.submit(task("agent.a", "r-max", "x")).await.unwrap();
     loop {
-        let mut d = tokio::time::timeout(NET, sub.next())
+        let d = tokio::time::timeout(NET, sub.next())
             .await
             .unwrap()
             .unwrap();
@@ -293,6 +293,31 @@ pub async fn finished_request_id_expires_after_the_window<B: Backend>() {
         .unwrap();
     assert!(!dup, "after the window the request id is new again");
     assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+pub async fn cancelled_task_ends_cancelled_and_is_announced<B: Backend>() {
+    let dir = tempfile::tempdir().unwrap();
+    let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
+    let mut notices = bus.subscribe(Topic::cancellations()).await.unwrap();
+    let mut sub = bus.consume(topic("agent.a")).await.unwrap();
+    bus.submit(task("agent.a", "r-cancel-running", "x")).await.unwrap();
+    let d = tokio::time::timeout(NET, sub.next()).await.unwrap().unwrap();
+    assert!(d.start().await.unwrap());
+    let rec = bus.cancel(&RequestId::parse("r-cancel-running").unwrap(), "user asked").await.unwrap();
+    assert_eq!(rec.state, TaskState::Cancelled);
+    let notice = tokio::time::timeout(NET, notices.next()).await.unwrap().unwrap();
+    assert_eq!(notice.envelope().payload["request_id"], "r-cancel-running");
+    // The consumer finishing late does not overwrite the cancel: the first outcome wins.
+    d.complete(Outcome::Succeeded { result: json!("late") }).await.unwrap();
+    let rec = bus.lookup(&RequestId::parse("r-cancel-running").unwrap()).await.unwrap().unwrap();
+    assert_eq!((rec.state, rec.error()), (TaskState::Cancelled, Some("user asked")));
+
+    // Cancelled before any consumer started it: a later delivery is skipped.
+    bus.submit(task("agent.b", "r-cancel-queued", "x")).await.unwrap();
+    bus.cancel(&RequestId::parse("r-cancel-queued").unwrap(), "changed my mind").await.unwrap();
+    let mut late = bus.consume(topic("agent.b")).await.unwrap();
+    let d = tokio::time::timeout(NET, late.next()).await.unwrap().unwrap();
+    assert!(!d.start().await.unwrap(), "a cancelled task must not start");
 }
 
 pub fn duplicate_is_answered_from_the_ledger_after_restart<B: Backend>() {
@@ -393,6 +418,10 @@ macro_rules! conformance_suite {
         #[actix_rt::test]
         async fn finished_request_id_expires_after_the_window() {
             conformance::finished_request_id_expires_after_the_window::<$backend>().await
+        }
+        #[actix_rt::test]
+        async fn cancelled_task_ends_cancelled_and_is_announced() {
+            conformance::cancelled_task_ends_cancelled_and_is_announced::<$backend>().await
         }
         #[test]
         fn duplicate_is_answered_from_the_ledger_after_restart() {
