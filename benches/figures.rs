@@ -2,8 +2,11 @@
 //!
 //! 1. Bus: tasks submitted → delivered → completed per second, dedup ledger on (sled, group commit).
 //! 2. Bus: events published → delivered per second (no journal).
-//! 3. One scripted turn over HTTP (`POST /v1/agents/echo/tasks` with `wait`): median and p99.
-//! 4. The same through the CLI (`clawbus post agent.echo … --wait`, a process per call): median.
+//! 3. Per-turn overhead of the session + lane path (bus → agent → session actor → main lane →
+//!    scripted model answering at once → transcript synced → outcome): median and p99 over 10,000
+//!    turns; memory per idle live session.
+//! 4. One scripted turn over HTTP (`POST /v1/agents/echo/tasks` with `wait`): median and p99.
+//! 5. The same through the CLI (`clawbus post agent.echo … --wait`, a process per call): median.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use bus::{Bus, Envelope, LocalBus, LocalOptions, Outcome, RequestId, Topic};
@@ -17,6 +20,8 @@ const IN_FLIGHT: usize = 256;
 const EVENTS: usize = 200_000;
 const HTTP_TURNS: usize = 2_000;
 const CLI_TURNS: usize = 30;
+const SESSION_TURNS: usize = 10_000;
+const IDLE_SESSIONS: usize = 2_000;
 
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -27,6 +32,7 @@ fn main() {
     actix_rt::System::with_tokio_rt(move || rt).block_on(async {
         bus_tasks().await;
         bus_events().await;
+        session_turns().await;
         turns().await;
     });
 }
@@ -79,27 +85,33 @@ async fn bus_events() {
         .await
         .unwrap();
     let topic = Topic::parse("bench.events").unwrap();
-    let reader = tokio::spawn(async move {
-        let mut n = 0;
-        while n < EVENTS {
-            if sub.next().await.is_none() {
-                break;
-            }
-            n += 1;
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let caught_up = std::sync::Arc::new(tokio::sync::Notify::new());
+    let (s2, n2) = (seen.clone(), caught_up.clone());
+    tokio::spawn(async move {
+        while sub.next().await.is_some() {
+            s2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            n2.notify_one();
         }
-        n
     });
+    // Flow control: never more than half the subscriber's buffer in flight, so nothing is dropped.
+    const WINDOW: usize = bus::local::SUBSCRIBER_BUFFER / 2;
     let started = Instant::now();
     for i in 0..EVENTS {
+        while i - seen.load(std::sync::atomic::Ordering::SeqCst) >= WINDOW {
+            caught_up.notified().await;
+        }
         bus.publish(Envelope::event(topic.clone(), json!(i)))
             .await
             .unwrap();
     }
-    let got = reader.await.unwrap();
+    while seen.load(std::sync::atomic::Ordering::SeqCst) < EVENTS {
+        caught_up.notified().await;
+    }
     let secs = started.elapsed().as_secs_f64();
     println!(
-        "bus events (publish→deliver, one subscriber): {got} in {secs:.2}s = {:.0} events/s",
-        got as f64 / secs
+        "bus events (publish→deliver, one subscriber, {WINDOW} in flight): {EVENTS} in {secs:.2}s = {:.0} events/s",
+        EVENTS as f64 / secs
     );
 }
 
@@ -170,6 +182,89 @@ async fn turns() {
     let (p50, p99) = percentiles(&mut samples);
     println!(
         "scripted turn from the CLI (`clawbus post … --wait`, process per call, {CLI_TURNS} runs): median {p50:?}, p99 {p99:?}"
+    );
+    daemon.shutdown().await;
+}
+
+/// Starts a daemon with one scripted `echo` agent in a fresh folder.
+async fn echo_daemon(dir: &std::path::Path) -> Daemon {
+    std::fs::create_dir_all(dir.join("agents.d")).unwrap();
+    std::fs::write(dir.join("agents.d/echo.toml"), "").unwrap();
+    std::fs::write(dir.join("clawbus.toml"), "[sessions]\nmax_live = 5000\n").unwrap();
+    let opts = LoadOptions {
+        config: dir.join("clawbus.toml"),
+        agents_dir: dir.join("agents.d"),
+        state_dir: Some(dir.join(".clawbus")),
+        model_override: None,
+    };
+    let cfg = config::load(&opts).unwrap_or_else(|r| panic!("{}", r.render()));
+    Daemon::start(
+        cfg,
+        StartOptions {
+            port: Some(0),
+            allow_public: false,
+        },
+    )
+    .await
+    .unwrap()
+}
+
+fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
+}
+
+async fn session_turns() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = echo_daemon(dir.path()).await;
+    let topic = Topic::agent("echo");
+    let mut samples = Vec::with_capacity(SESSION_TURNS);
+    for i in 0..SESSION_TURNS {
+        // A thousand ongoing conversations, ten turns each, each on its own session lane.
+        let env = Envelope::task(
+            topic.clone(),
+            RequestId::parse(&format!("turn-{i}")).unwrap(),
+            json!({ "text": "hi" }),
+        )
+        .header("session", format!("s{}", i % 1000));
+        let t = Instant::now();
+        let (rec, _) = daemon
+            .bus()
+            .request(env, Duration::from_secs(60))
+            .await
+            .unwrap();
+        samples.push(t.elapsed());
+        assert_eq!(rec.state.as_str(), "succeeded");
+    }
+    let (p50, p99) = percentiles(&mut samples);
+    println!(
+        "per-turn overhead, session + lane path (scripted model, transcript fsync per turn, {SESSION_TURNS} turns): median {p50:?}, p99 {p99:?}"
+    );
+
+    let before = rss_bytes();
+    for i in 0..IDLE_SESSIONS {
+        let env = Envelope::task(
+            topic.clone(),
+            RequestId::parse(&format!("idle-{i}")).unwrap(),
+            json!({ "text": "hi" }),
+        );
+        daemon
+            .bus()
+            .request(env, Duration::from_secs(60))
+            .await
+            .unwrap();
+    }
+    let after = rss_bytes();
+    println!(
+        "memory per idle live session: {:.1} KiB ({IDLE_SESSIONS} sessions, RSS {:.1} → {:.1} MiB)",
+        (after.saturating_sub(before)) as f64 / IDLE_SESSIONS as f64 / 1024.0,
+        before as f64 / 1048576.0,
+        after as f64 / 1048576.0
     );
     daemon.shutdown().await;
 }

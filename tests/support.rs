@@ -104,3 +104,20 @@ pub fn roles(request: &Value) -> Vec<String> {
         .map(|m| m["role"].as_str().unwrap().to_string())
         .collect()
 }
+
+/// Runs `f` in its own actix System on its own thread, and drops everything it made before
+/// returning: a process life that ends. The caller's runtime keeps serving meanwhile.
+pub async fn in_fresh_system<F, Fut, T>(f: F) -> T
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = T> + 'static,
+    T: Send + 'static,
+{
+    tokio::task::spawn_blocking(move || {
+        std::thread::spawn(move || actix_rt::System::new().block_on(f()))
+            .join()
+            .expect("the isolated system must not panic")
+    })
+    .await
+    .unwrap()
+}

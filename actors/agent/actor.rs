@@ -1,46 +1,152 @@
-//! The agent actor's state and handlers.
+//! The agent actor: takes its tasks off the bus, routes each to a session actor, keeps the set of
+//! live sessions under its cap, and forwards cancellations.
 
-use super::turn::{TurnDeps, TurnError, TurnInput, run_turn};
-use super::workspace;
-use crate::ids::AgentId;
-use crate::tools::ToolContext;
-use actix::{Actor, ActorFutureExt, AsyncContext, Context, StreamHandler, WrapFuture};
-use bus::{Bus, Delivery, Envelope, Outcome, Topic};
-use serde_json::json;
+use super::runtime::AgentRuntime;
+use crate::router::{Inbound, Router, SessionKey};
+use crate::session::{LiveSessions, RunDone, SessionActor, SessionHandle};
+use actix::{Actor, ActorContext, AsyncContext, Context, Handler, StreamHandler};
+use bus::{Delivery, Kind, Outcome};
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
-use tokio::sync::Semaphore;
+use std::time::Duration;
+use tokio::time::Instant;
 use uuid::Uuid;
 
-/// Runs an agent's turns; each delivery's turn runs on the tokio pool, the actor tracks it.
+/// Limits on the agent's live session actors.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionLimits {
+    /// Live session actors at most (idle ones beyond it are stopped, least recently used first).
+    pub max_live: usize,
+    /// An idle session actor is stopped after this long.
+    pub idle_timeout: Duration,
+}
+
+struct Live {
+    handle: SessionHandle,
+    last_used: Instant,
+    /// Runs sent to the session that have not reported back.
+    pending: usize,
+}
+
+/// Routes an agent's tasks to its sessions.
 pub struct AgentActor {
-    id: AgentId,
-    deps: TurnDeps,
-    workspace: PathBuf,
-    bus: Arc<dyn Bus>,
-    slots: Arc<Semaphore>,
-    running: HashMap<Uuid, tokio::task::AbortHandle>,
+    rt: Arc<AgentRuntime>,
+    router: Arc<Router>,
+    limits: SessionLimits,
+    live: LiveSessions,
+    sessions: HashMap<SessionKey, Live>,
+    /// Which session each unfinished task went to, for cancellation.
+    tasks: HashMap<Uuid, SessionKey>,
 }
 
 impl AgentActor {
-    /// A new actor; start it with `AgentActor::create` and add its task stream.
+    /// A new agent actor; start it with `AgentActor::create` and add its task and cancel streams.
     pub fn new(
-        id: AgentId,
-        deps: TurnDeps,
-        workspace: PathBuf,
-        bus: Arc<dyn Bus>,
-        concurrency: usize,
+        rt: Arc<AgentRuntime>,
+        router: Arc<Router>,
+        limits: SessionLimits,
+        live: LiveSessions,
     ) -> Self {
         Self {
-            id,
-            deps,
-            workspace,
-            bus,
-            slots: Arc::new(Semaphore::new(concurrency.max(1))),
-            running: HashMap::new(),
+            rt,
+            router,
+            limits,
+            live,
+            sessions: HashMap::new(),
+            tasks: HashMap::new(),
         }
+    }
+
+    /// Routes a task to its session key.
+    fn route(&self, delivery: &Delivery) -> Result<(SessionKey, String), String> {
+        let env = delivery.envelope();
+        let channel = env
+            .headers
+            .get("channel")
+            .cloned()
+            .unwrap_or_else(|| "api".into());
+        let inbound = Inbound {
+            channel: channel.clone(),
+            chat_type: env
+                .headers
+                .get("chat_type")
+                .cloned()
+                .unwrap_or_else(|| "task".into()),
+            peer: env.headers.get("peer").cloned().unwrap_or_default(),
+            agent: Some(self.rt.id.clone()),
+            session_name: env.headers.get("session").cloned(),
+            request_id: env.request_id.to_string(),
+        };
+        self.router
+            .route(&inbound)
+            .map(|r| (r.session, channel))
+            .map_err(|e| e.to_string())
+    }
+
+    /// The live session for `key`, started (and loaded from disk) if needed.
+    fn session(&mut self, key: &SessionKey, ctx: &mut Context<Self>) -> Result<&mut Live, String> {
+        if !self.sessions.contains_key(key) {
+            self.make_room();
+            let actor = SessionActor::open(
+                key.clone(),
+                self.rt.clone(),
+                self.live.clone(),
+                ctx.address().recipient(),
+            )?;
+            let handle = SessionHandle::new(actor.start());
+            self.sessions.insert(
+                key.clone(),
+                Live {
+                    handle,
+                    last_used: Instant::now(),
+                    pending: 0,
+                },
+            );
+        }
+        self.sessions
+            .get_mut(key)
+            .ok_or_else(|| format!("session {key} vanished"))
+    }
+
+    /// Stops least recently used idle sessions until there is room for one more.
+    fn make_room(&mut self) {
+        while self.sessions.len() >= self.limits.max_live {
+            let victim = self
+                .sessions
+                .iter()
+                .filter(|(_, l)| l.pending == 0)
+                .min_by_key(|(_, l)| l.last_used)
+                .map(|(k, _)| k.clone());
+            let Some(key) = victim else {
+                tracing::warn!(agent = %self.rt.id, live = self.sessions.len(), "Every live session is busy; over the cap until one is idle.");
+                return;
+            };
+            if let Some(l) = self.sessions.remove(&key) {
+                tracing::debug!(agent = %self.rt.id, session = %key, "Idle session evicted to stay under the live cap.");
+                l.handle.stop();
+            }
+        }
+    }
+
+    fn evict_idle(&mut self) {
+        let cutoff = self.limits.idle_timeout;
+        let stale: Vec<SessionKey> = self
+            .sessions
+            .iter()
+            .filter(|(_, l)| l.pending == 0 && l.last_used.elapsed() >= cutoff)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in stale {
+            if let Some(l) = self.sessions.remove(&key) {
+                tracing::debug!(agent = %self.rt.id, session = %key, "Session idle too long; actor stopped.");
+                l.handle.stop();
+            }
+        }
+    }
+
+    /// The number of live session actors.
+    pub fn live_sessions(&self) -> usize {
+        self.sessions.len()
     }
 }
 
@@ -48,135 +154,88 @@ impl Actor for AgentActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        ctx.set_mailbox_capacity(1024);
+        ctx.set_mailbox_capacity(4096);
+        let every =
+            (self.limits.idle_timeout / 10).clamp(Duration::from_secs(1), Duration::from_secs(60));
+        ctx.run_interval(every, |act, _| act.evict_idle());
     }
 }
 
-impl StreamHandler<Delivery> for AgentActor {
-    fn handle(&mut self, delivery: Delivery, ctx: &mut Self::Context) {
+/// Tasks from the bus.
+pub(super) struct Task(pub Delivery);
+/// Cancellation notices from the bus.
+pub(super) struct Cancelled(pub Delivery);
+
+impl StreamHandler<Task> for AgentActor {
+    fn handle(&mut self, Task(delivery): Task, ctx: &mut Self::Context) {
+        if delivery.envelope().kind != Kind::Task {
+            return;
+        }
         let task_id = delivery.envelope().id;
-        let job = Job {
-            agent: self.id.clone(),
-            deps: self.deps.clone(),
-            workspace: self.workspace.clone(),
-            bus: self.bus.clone(),
-            slots: self.slots.clone(),
-        };
-        let handle = tokio::spawn(job.run(delivery));
-        self.running.insert(task_id, handle.abort_handle());
-        ctx.spawn(handle.into_actor(self).map(move |res, act, _| {
-            act.running.remove(&task_id);
-            if let Err(e) = res {
-                tracing::error!(task_id = %task_id, error = %e, "Turn task ended abnormally; it will be redelivered.");
+        let routed = self.route(&delivery).and_then(|(key, channel)| {
+            let live = self.session(&key, ctx)?;
+            live.pending += 1;
+            live.last_used = Instant::now();
+            live.handle.enqueue(delivery.clone(), channel);
+            Ok(key)
+        });
+        match routed {
+            Ok(key) => {
+                self.tasks.insert(task_id, key);
             }
+            Err(error) => {
+                tracing::error!(agent = %self.rt.id, task_id = %task_id, error = %error, "Task could not be routed to a session.");
+                actix::spawn(async move {
+                    if let Err(e) = delivery.complete(Outcome::Failed { error }).await {
+                        tracing::error!(error = %e, "Could not record the routing failure.");
+                    }
+                });
+            }
+        }
+    }
+
+    fn finished(&mut self, ctx: &mut Self::Context) {
+        tracing::info!(agent = %self.rt.id, "Task stream closed; agent stops.");
+        ctx.stop();
+    }
+}
+
+impl StreamHandler<Cancelled> for AgentActor {
+    fn handle(&mut self, Cancelled(notice): Cancelled, ctx: &mut Self::Context) {
+        let task_id = notice
+            .envelope()
+            .payload
+            .get("task_id")
+            .and_then(|v| v.as_str())
+            .and_then(|s| Uuid::parse_str(s).ok());
+        let Some(task_id) = task_id else { return };
+        let Some(key) = self.tasks.get(&task_id).cloned() else {
+            return;
+        };
+        let Some(live) = self.sessions.get(&key) else {
+            return;
+        };
+        let handle = live.handle.clone();
+        let reason = notice.envelope().payload["reason"]
+            .as_str()
+            .unwrap_or("cancelled")
+            .to_string();
+        ctx.spawn(actix::fut::wrap_future(async move {
+            handle.cancel(task_id, reason).await;
         }));
     }
 
-    fn finished(&mut self, _: &mut Self::Context) {
-        tracing::info!(agent = %self.id, "Task stream closed; agent stops taking work.");
-    }
+    fn finished(&mut self, _: &mut Self::Context) {}
 }
 
-/// Everything one run needs, moved onto the tokio pool.
-struct Job {
-    agent: AgentId,
-    deps: TurnDeps,
-    workspace: PathBuf,
-    bus: Arc<dyn Bus>,
-    slots: Arc<Semaphore>,
-}
-
-impl Job {
-    async fn run(self, mut delivery: Delivery) {
-        let env = delivery.envelope().clone();
-        let Ok(_permit) = self.slots.clone().acquire_owned().await else {
-            return; // closed semaphore: shutting down; the delivery is redelivered on restart
-        };
-        match delivery.start().await {
-            Ok(true) => {}
-            Ok(false) => return,
-            Err(e) => {
-                tracing::error!(agent = %self.agent, request_id = %env.request_id, error = %e, "Could not mark the task running.");
-                return;
+impl Handler<RunDone> for AgentActor {
+    type Result = ();
+    fn handle(&mut self, msg: RunDone, _: &mut Context<Self>) {
+        if let Some(key) = self.tasks.remove(&msg.task_id) {
+            if let Some(live) = self.sessions.get_mut(&key) {
+                live.pending = live.pending.saturating_sub(1);
+                live.last_used = Instant::now();
             }
-        }
-        let outcome = self.turn(&env).await;
-        let request_id = env.request_id.clone();
-        if let Err(e) = delivery.complete(outcome).await {
-            tracing::error!(agent = %self.agent, request_id = %request_id, error = %e, "Could not record the outcome; the task will be redelivered.");
-        }
-    }
-
-    async fn turn(&self, env: &Envelope) -> Outcome {
-        let Some(text) = env.payload.get("text").and_then(|t| t.as_str()) else {
-            return Outcome::Failed {
-                error: "task payload has no \"text\" string".into(),
-            };
-        };
-        let session = match env.headers.get("session") {
-            Some(name) => format!("agent:{}:api:direct:{name}", self.agent),
-            None => format!("agent:{}:api:task:{}", self.agent, env.request_id),
-        };
-        self.event(env, json!({ "phase": "start", "session": session }))
-            .await;
-        let input = TurnInput {
-            prompt: Arc::new(workspace::system_prompt(
-                &self.workspace,
-                self.agent.as_str(),
-            )),
-            history: Vec::new(),
-            message: text.to_string(),
-            tool_context: ToolContext {
-                workspace: self.workspace.clone(),
-                agent: self.agent.to_string(),
-                session: session.clone(),
-                channel: "api".into(),
-            },
-        };
-        let started = Instant::now();
-        let result = run_turn(&self.deps, input).await;
-        let duration_ms = started.elapsed().as_millis() as u64;
-        let (outcome, iterations) = match result {
-            Ok(out) => (
-                Outcome::Succeeded {
-                    result: json!({ "text": out.text, "iterations": out.iterations }),
-                },
-                out.iterations,
-            ),
-            Err(e @ TurnError::TimedOut(_)) => (
-                Outcome::TimedOut {
-                    error: e.to_string(),
-                },
-                0,
-            ),
-            Err(e) => (
-                Outcome::Failed {
-                    error: e.to_string(),
-                },
-                0,
-            ),
-        };
-        let state = outcome.state().as_str();
-        tracing::info!(
-            agent = %self.agent,
-            session = %session,
-            request_id = %env.request_id,
-            iterations,
-            duration_ms,
-            state,
-            "Turn finished."
-        );
-        self.event(env, json!({ "phase": "end", "session": session, "state": state, "duration_ms": duration_ms }))
-            .await;
-        outcome
-    }
-
-    /// Lifecycle events on `agent.<id>.events`; nobody listening is fine.
-    async fn event(&self, env: &Envelope, data: serde_json::Value) {
-        let mut ev = Envelope::event(Topic::agent_events(self.agent.as_str()), data);
-        ev.request_id = env.request_id.clone();
-        if let Err(e) = self.bus.publish(ev).await {
-            tracing::debug!(agent = %self.agent, error = %e, "Lifecycle event not published.");
         }
     }
 }

@@ -2,23 +2,26 @@
 
 mod actor;
 mod provider;
+pub mod runtime;
 pub mod turn;
 pub mod workspace;
 
-pub use actor::AgentActor;
+pub use actor::{AgentActor, SessionLimits};
 pub use provider::build_model;
 pub use turn::{TurnDeps, TurnError, TurnInput, TurnOutput, run_turn};
 
 use crate::config::{AgentDef, Config};
 use crate::ids::AgentId;
-use crate::tools::ToolSet;
+use crate::lane::Lanes;
+use crate::router::Router;
+use crate::session::LiveSessions;
+use crate::session::index::SessionIndex;
 use actix::{Actor, Addr, AsyncContext};
 use bus::{Bus, Topic};
+use futures::StreamExt;
+use runtime::AgentRuntime;
 use std::path::PathBuf;
 use std::sync::Arc;
-
-/// How many turns of one agent run at once until the lanes take over scheduling.
-pub const DEFAULT_AGENT_CONCURRENCY: usize = 4;
 
 /// Why an agent could not start.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +57,27 @@ pub enum AgentError {
     },
 }
 
+/// What every agent of the process shares.
+#[derive(Clone)]
+pub struct AgentContext {
+    /// The bus.
+    pub bus: Arc<dyn Bus>,
+    /// The session index.
+    pub index: SessionIndex,
+    /// Live sessions of every agent.
+    pub live: LiveSessions,
+    /// The routing table.
+    pub router: Arc<Router>,
+    /// Live-session cap and idle timeout, per agent.
+    pub limits: SessionLimits,
+    /// The global lanes.
+    pub lanes: Lanes,
+    /// The metrics registry.
+    pub metrics: crate::metrics::Metrics,
+    /// Approval requests (`exec` in `ask` mode); `None`: what needs asking is refused.
+    pub approvals: Option<crate::approvals::Approvals>,
+}
+
 /// The public handle of a running agent actor.
 #[derive(Clone)]
 pub struct AgentHandle {
@@ -64,12 +88,14 @@ pub struct AgentHandle {
 
 impl AgentHandle {
     /// Prepares the agent's workspace, builds its model client and starts consuming its topic.
-    /// Must be called inside a running actix `System`.
+    /// Each run takes a slot in the `main` lane of `shared.lanes` after it leaves its session
+    /// lane. Must be called inside a running actix `System`.
     pub async fn start(
         def: &AgentDef,
         config: &Config,
-        bus: Arc<dyn Bus>,
+        shared: &AgentContext,
     ) -> Result<Self, AgentError> {
+        let bus = shared.bus.clone();
         let agent = def.id.to_string();
         let workspace = workspace::prepare(&config.state_dir, &agent, def.seed_dir.as_deref())
             .map_err(|cause| AgentError::Workspace {
@@ -85,25 +111,51 @@ impl AgentHandle {
         let deps = TurnDeps {
             model,
             model_name: def.model.model.clone(),
-            tools: ToolSet::builtin().filtered(|name| def.allows_tool(name)),
+            tools: crate::tools::agent_tools(
+                def,
+                config,
+                &crate::tools::ToolServices {
+                    bus: Some(bus.clone()),
+                    approvals: shared.approvals.clone(),
+                },
+            )
+            .with_secrets(Arc::new(crate::secrets::Secrets::from_config(config))),
             limits: def.limits.clone(),
         };
-        let tasks = bus
-            .consume(Topic::agent(&agent))
+        let bus_err = |cause| AgentError::Bus {
+            agent: agent.clone(),
+            cause,
+        };
+        let tasks = bus.consume(Topic::agent(&agent)).await.map_err(bus_err)?;
+        let cancels = bus
+            .subscribe(Topic::cancellations())
             .await
-            .map_err(|cause| AgentError::Bus {
-                agent: agent.clone(),
-                cause,
-            })?;
-        let actor = AgentActor::new(
-            def.id.clone(),
+            .map_err(bus_err)?;
+        let rt = Arc::new(AgentRuntime {
+            id: def.id.clone(),
+            def: def.clone(),
             deps,
-            workspace.clone(),
+            workspace: workspace.clone(),
             bus,
-            DEFAULT_AGENT_CONCURRENCY,
+            state_dir: config.state_dir.clone(),
+            index: shared.index.clone(),
+            lanes: shared.lanes.clone(),
+            metrics: shared.metrics.clone(),
+            prompt: Arc::new(crate::prompt::PromptBuilder::for_agent(
+                def,
+                config,
+                workspace.clone(),
+            )),
+        });
+        let actor = AgentActor::new(
+            rt,
+            shared.router.clone(),
+            shared.limits,
+            shared.live.clone(),
         );
         let addr = AgentActor::create(move |ctx| {
-            ctx.add_stream(tasks.into_stream());
+            ctx.add_stream(tasks.into_stream().map(actor::Task));
+            ctx.add_stream(cancels.into_stream().map(actor::Cancelled));
             actor
         });
         tracing::info!(agent = %def.id, model = %def.model, workspace = %workspace.display(), "Agent started.");

@@ -58,6 +58,8 @@ pub struct TurnOutput {
     pub iterations: u32,
     /// Every message the turn added (user, assistant, tool), for the transcript.
     pub added: Vec<ChatMessage>,
+    /// Prompt and completion tokens the model reported, summed over the turn's calls.
+    pub usage: (u64, u64),
 }
 
 /// Why a turn ended without a final answer.
@@ -90,6 +92,11 @@ pub async fn run_turn(deps: &TurnDeps, input: TurnInput) -> Result<TurnOutput, T
 }
 
 async fn tool_loop(deps: &TurnDeps, input: TurnInput) -> Result<TurnOutput, TurnError> {
+    // The channel layer of the tool policy: what this run's channel may not use is not offered.
+    let deps = &TurnDeps {
+        tools: deps.tools.for_channel(&input.tool_context.channel),
+        ..deps.clone()
+    };
     let schemas: Vec<ToolSchema> = deps
         .tools
         .schemas()
@@ -103,6 +110,7 @@ async fn tool_loop(deps: &TurnDeps, input: TurnInput) -> Result<TurnOutput, Turn
     let mut added = vec![ChatMessage::user(input.message)];
     let mut last_call: Option<(String, String)> = None;
     let mut repeats = 0;
+    let mut usage = (0, 0);
     for iteration in 1..=deps.limits.max_iterations {
         // Reassembled before every call: system, history, then what this turn added.
         let mut messages = Vec::with_capacity(1 + input.history.len() + added.len());
@@ -116,6 +124,9 @@ async fn tool_loop(deps: &TurnDeps, input: TurnInput) -> Result<TurnOutput, Turn
         };
         let started = Instant::now();
         let reply = deps.model.complete(&request).await?;
+        if let Some(u) = &reply.usage {
+            usage = (usage.0 + u.prompt_tokens, usage.1 + u.completion_tokens);
+        }
         tracing::debug!(
             iteration,
             calls = reply.tool_calls.len(),
@@ -129,6 +140,7 @@ async fn tool_loop(deps: &TurnDeps, input: TurnInput) -> Result<TurnOutput, Turn
                 text,
                 iterations: iteration,
                 added,
+                usage,
             });
         }
         added.push(ChatMessage::assistant(

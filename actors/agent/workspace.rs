@@ -1,10 +1,8 @@
-//! The agent's workspace: seeded from `agents.d/<id>/` on first start, read for the prompt.
+//! The agent's workspace: seeded from `agents.d/<id>/` on first start. The prompt built from
+//! it is assembled by [`crate::prompt`].
 
 use std::io;
 use std::path::{Path, PathBuf};
-
-/// Workspace files that form the system prompt for now, in order.
-pub const PROMPT_FILES: &[&str] = &["SOUL.md", "AGENTS.md"];
 
 /// Creates `<state-dir>/workspaces/<agent>/` and copies the seed folder into it without
 /// overwriting anything already there (the agent's own edits win). Returns the canonical path.
@@ -30,23 +28,4 @@ fn copy_missing(from: &Path, to: &Path) -> io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// The system prompt: each prompt file present in the workspace, under its name.
-pub fn system_prompt(workspace: &Path, agent: &str) -> String {
-    let mut out =
-        format!("You are the agent \"{agent}\" of clawbus. Your workspace files follow.\n");
-    for name in PROMPT_FILES {
-        match std::fs::read_to_string(workspace.join(name)) {
-            Ok(text) if !text.trim().is_empty() => {
-                out.push_str(&format!("\n## {name}\n{}\n", text.trim_end()));
-            }
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => {
-                tracing::warn!(agent, file = name, error = %e, "Workspace file unreadable; left out of the prompt.")
-            }
-        }
-    }
-    out
 }

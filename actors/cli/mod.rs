@@ -1,9 +1,16 @@
-//! The `clawbus` command line: `up`, `check`, `post`.
+//! The `clawbus` command line: `up`, `check`, `post`, `prompt`, `skills`, `tools`, `approvals`.
 //!
 //! Exit codes: 0 success; 1 a failed task or a failed check; 2 usage, config or connection
 //! errors; 3 a wait that timed out.
 
+mod approvals;
+mod client;
 mod post;
+mod prompt;
+mod sessions;
+mod skills;
+mod tasks;
+mod tools;
 mod up;
 
 use crate::config::{self, Config, LoadOptions};
@@ -88,6 +95,19 @@ pub enum Command {
     Check,
     /// Post a task to an agent topic (`agent.<id>`), optionally waiting for the reply.
     Post(post::PostArgs),
+    /// Print the tools an agent is offered and, for each removed one, which policy layer removed it.
+    Tools(tools::ToolsArgs),
+    /// List pending approval requests, or answer one: `approvals allow|deny <id> [--always]`.
+    Approvals(approvals::ApprovalsArgs),
+    /// List sessions (key, id, state, turns, last activity), or show one's transcript.
+    Sessions(sessions::SessionsArgs),
+    /// Show or cancel a task.
+    #[command(subcommand)]
+    Tasks(tasks::TasksCommand),
+    /// Print the system prompt an agent would get and where its characters go (works offline).
+    Prompt(prompt::PromptArgs),
+    /// List every skill an agent could use: its source, and whether the model sees it or why not.
+    Skills(skills::SkillsArgs),
 }
 
 /// Runs the parsed command line.
@@ -96,6 +116,12 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Up(args) => up::run(&cli.global, args),
         Command::Check => check(&cli.global),
         Command::Post(args) => post::run(&cli.global, args),
+        Command::Tools(args) => tools::run(&cli.global, args),
+        Command::Approvals(args) => approvals::run(&cli.global, args),
+        Command::Sessions(args) => sessions::run(&cli.global, args),
+        Command::Tasks(cmd) => tasks::run(&cli.global, cmd),
+        Command::Prompt(args) => prompt::run(&cli.global, args),
+        Command::Skills(args) => skills::run(&cli.global, args),
     }
 }
 

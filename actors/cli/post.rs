@@ -1,11 +1,10 @@
 //! `clawbus post agent.<id> "text" [--wait]`: a task from a script, through the gateway.
 
-use super::{EXIT_FAILED, EXIT_TIMEOUT, EXIT_USAGE, Global};
-use crate::config::{DEFAULT_STATE_DIR, parse_duration};
+use super::client::{GatewayClient, usage};
+use super::{EXIT_FAILED, EXIT_TIMEOUT, Global};
+use crate::config::parse_duration;
 use crate::gateway::api::TaskView;
-use crate::gateway::token;
 use clap::Args;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -33,11 +32,6 @@ pub struct PostArgs {
     pub json: bool,
 }
 
-fn usage(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("error: {msg}");
-    ExitCode::from(EXIT_USAGE)
-}
-
 /// Posts the task and reports the outcome with the documented exit codes.
 pub fn run(global: &Global, args: PostArgs) -> ExitCode {
     let Some(agent) = args
@@ -51,27 +45,8 @@ pub fn run(global: &Global, args: PostArgs) -> ExitCode {
         Ok(t) => t,
         Err(e) => return usage(format!("--timeout {:?}: {e}", args.timeout)),
     };
-    let (url, state_dir) = match endpoint(global) {
-        Ok(v) => v,
-        Err(code) => return code,
-    };
-    let token = match std::env::var("CLAWBUS_TOKEN")
-        .ok()
-        .filter(|t| !t.trim().is_empty())
-    {
-        Some(t) => t.trim().to_string(),
-        None => match token::read(&token::token_path(&state_dir)) {
-            Ok(t) => t,
-            Err(e) => {
-                return usage(format!(
-                    "no token: CLAWBUS_TOKEN is unset and {} cannot be read ({e}); is `clawbus up` running with this --state-dir?",
-                    token::token_path(&state_dir).display()
-                ));
-            }
-        },
-    };
-    let rt = match super::runtime() {
-        Ok(rt) => rt,
+    let client = match GatewayClient::connect(global, timeout + Duration::from_secs(10)) {
+        Ok(c) => c,
         Err(code) => return code,
     };
     let body = serde_json::json!({
@@ -81,71 +56,14 @@ pub fn run(global: &Global, args: PostArgs) -> ExitCode {
         "timeout_ms": timeout.as_millis() as u64,
         "session": args.session,
     });
-    let endpoint = format!("{}/v1/agents/{agent}/tasks", url.trim_end_matches('/'));
-    let view = match rt.block_on(send(&endpoint, &token, body, timeout)) {
+    let answer = match client.post(&format!("/v1/agents/{agent}/tasks"), &body) {
         Ok(v) => v,
         Err(code) => return code,
     };
-    report(&view, &args)
-}
-
-/// The gateway URL and state dir: flags first, else from the config file.
-fn endpoint(global: &Global) -> Result<(String, PathBuf), ExitCode> {
-    if let (Some(url), Some(dir)) = (&global.url, &global.state_dir) {
-        return Ok((url.clone(), dir.clone()));
+    match serde_json::from_value::<TaskView>(answer) {
+        Ok(view) => report(&view, &args),
+        Err(e) => usage(format!("unexpected answer from the gateway: {e}")),
     }
-    if global.url.is_some() && std::env::var("CLAWBUS_TOKEN").is_ok() {
-        let dir = global
-            .state_dir
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR));
-        return Ok((global.url.clone().unwrap_or_default(), dir));
-    }
-    let cfg = global.load()?;
-    let url = global.url.clone().unwrap_or_else(|| {
-        format!(
-            "http://{}",
-            std::net::SocketAddr::new(cfg.gateway.bind, cfg.gateway.port)
-        )
-    });
-    Ok((url, cfg.state_dir))
-}
-
-async fn send(
-    endpoint: &str,
-    token: &str,
-    body: serde_json::Value,
-    timeout: Duration,
-) -> Result<TaskView, ExitCode> {
-    let client = reqwest::Client::builder()
-        .timeout(timeout + Duration::from_secs(10))
-        .build()
-        .map_err(|e| usage(format!("http client: {e}")))?;
-    let resp = client
-        .post(endpoint)
-        .bearer_auth(token)
-        .json(&body)
-        .send()
-        .await
-        .map_err(|e| {
-            usage(format!(
-                "cannot reach the gateway at {endpoint}: {e} (is `clawbus up` running?)"
-            ))
-        })?;
-    let status = resp.status();
-    let text = resp
-        .text()
-        .await
-        .map_err(|e| usage(format!("reading the gateway's answer: {e}")))?;
-    if !status.is_success() {
-        let message = serde_json::from_str::<serde_json::Value>(&text)
-            .ok()
-            .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
-            .unwrap_or(text);
-        return Err(usage(format!("gateway answered {status}: {message}")));
-    }
-    serde_json::from_str(&text)
-        .map_err(|e| usage(format!("unexpected answer from the gateway: {e}: {text}")))
 }
 
 fn report(view: &TaskView, args: &PostArgs) -> ExitCode {

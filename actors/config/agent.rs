@@ -3,10 +3,9 @@
 use super::file::{self, AgentFile};
 use super::span::{Source, positionless};
 use super::validate::{Known, duration, resolve_model, unreadable};
-use super::{AgentDef, KNOWN_TOOLS, Limits, ModelRef, Problem, ToolsDef};
+use super::{AgentDef, Limits, ModelRef, Problem};
 use crate::ids::AgentId;
 use std::path::{Path, PathBuf};
-use toml::Spanned;
 
 /// Every `*.toml` directly in `dir`, by file name; folders and other files are left alone.
 pub(super) fn agent_files(dir: &Path) -> Result<Vec<PathBuf>, Problem> {
@@ -64,19 +63,12 @@ pub(super) fn agent_file(
         }),
     };
     let limits = limits(&src, &f, &mut problems);
-    let tools = ToolsDef {
-        allow: f
-            .tools
-            .allow
-            .as_ref()
-            .map(|a| tool_names(&src, a, "tools.allow", &mut problems)),
-        deny: tool_names(
-            &src,
-            f.tools.deny.as_deref().unwrap_or_default(),
-            "tools.deny",
-            &mut problems,
-        ),
-    };
+    let tools = super::tools::tools_def(&src, &f.tools, &mut problems);
+    let exec = super::exec::exec_def(&src, &f.exec, &mut problems);
+    let prompt = super::prompt::prompt_def(&src, &f, &mut problems);
+    let session = super::session::session_def(&src, &f.session, &mut problems);
+    let bindings = super::session::bindings(&src, &f.bindings, &mut problems);
+    let skills = super::skills::agent_skills(&src, &f.skills, &mut problems);
     let problems = parsed.merge(problems);
     let Ok(id) = id else { return (None, problems) };
     let seed = agents_dir.join(id.as_str());
@@ -88,6 +80,11 @@ pub(super) fn agent_file(
         model,
         limits,
         tools,
+        exec,
+        prompt,
+        session,
+        bindings,
+        skills,
     };
     (Some(def), problems)
 }
@@ -119,27 +116,4 @@ fn limits(src: &Source, f: &AgentFile, problems: &mut Vec<Problem>) -> Limits {
         }
     }
     limits
-}
-
-fn tool_names(
-    src: &Source,
-    names: &[Spanned<String>],
-    field: &str,
-    problems: &mut Vec<Problem>,
-) -> Vec<String> {
-    for name in names
-        .iter()
-        .filter(|n| !KNOWN_TOOLS.contains(&n.get_ref().as_str()))
-    {
-        problems.push(src.at(
-            Some(name.span()),
-            field,
-            format!(
-                "unknown tool {:?} (expected one of: {})",
-                name.get_ref(),
-                KNOWN_TOOLS.join(", ")
-            ),
-        ));
-    }
-    names.iter().map(|n| n.get_ref().clone()).collect()
 }

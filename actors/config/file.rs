@@ -31,6 +31,16 @@ pub(super) struct ConfigFile {
     pub providers: BTreeMap<Spanned<String>, Spanned<ProviderFile>>,
     #[serde(default)]
     pub defaults: DefaultsFile,
+    #[serde(default)]
+    pub sessions: super::session::SessionsFile,
+    #[serde(default)]
+    pub lanes: super::lanes::LanesFile,
+    #[serde(default)]
+    pub skills: super::skills::SkillsFile,
+    #[serde(default)]
+    pub web: super::web::WebFile,
+    #[serde(default)]
+    pub channels: BTreeMap<Spanned<String>, super::tools::ChannelFile>,
 }
 
 /// `[gateway]`.
@@ -76,7 +86,19 @@ pub(super) struct AgentFile {
     #[serde(default)]
     pub limits: LimitsFile,
     #[serde(default)]
-    pub tools: ToolsFile,
+    pub tools: super::tools::ToolsFile,
+    #[serde(default)]
+    pub exec: super::exec::ExecFile,
+    /// The agent's IANA time zone (see `prompt.rs`).
+    pub timezone: Option<Spanned<String>>,
+    #[serde(default)]
+    pub prompt: super::prompt::PromptFile,
+    #[serde(default)]
+    pub session: super::session::SessionFile,
+    #[serde(default)]
+    pub bindings: Vec<super::session::BindingFile>,
+    #[serde(default)]
+    pub skills: super::skills::AgentSkillsFile,
 }
 
 /// `[limits]` of an agent.
@@ -86,14 +108,6 @@ pub(super) struct LimitsFile {
     pub max_iterations: Option<Spanned<u32>>,
     pub turn_timeout: Option<Spanned<String>>,
     pub tool_result_max_chars: Option<Spanned<usize>>,
-}
-
-/// `[tools]` of an agent.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct ToolsFile {
-    pub allow: Option<Vec<Spanned<String>>>,
-    pub deny: Option<Vec<Spanned<String>>>,
 }
 
 /// The outcome of phase one for one file.

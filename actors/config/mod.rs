@@ -9,14 +9,24 @@
 //!
 //! Module map: `file` (serde shapes, span repair), `validate` (the whole check, `clawbus.toml` →
 //! defs), `agent` (agent files → [`AgentDef`]), `span` (byte offset → line:col, message wording),
-//! `duration` ([`parse_duration`]), `report` ([`Problem`], [`CheckReport`]).
+//! `duration` ([`parse_duration`]), `report` ([`Problem`], [`CheckReport`]), `prompt` (time zone and
+//! system-prompt caps, [`PromptDef`]), `skills` (`[skills]`, [`SkillsDef`], [`AgentSkillsDef`]), `web`
+//! (`[web]`, [`WebDef`]), `lanes` (`[lanes]`, [`LanesDef`]), `tools` (`[tools]` profiles and groups,
+//! `[channels.<name>]`, [`ToolsDef`]), `exec` (`[exec]`, [`ExecDef`]).
 
 mod agent;
 mod duration;
+mod exec;
 mod file;
+mod lanes;
+mod prompt;
 mod report;
+mod session;
+mod skills;
 mod span;
+mod tools;
 mod validate;
+mod web;
 
 #[cfg(test)]
 mod tests;
@@ -30,10 +40,38 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 pub use duration::parse_duration;
+pub use exec::{
+    ArgsPattern, DEFAULT_APPROVAL_TIMEOUT, DEFAULT_EXEC_TIMEOUT, ExecDef, ExecRule, ExecSecurity,
+};
+pub use lanes::{CRON_LANE, DEFAULT_WARN_AFTER, LanesDef, MAIN_LANE, MAX_LANE_CAP, SUBAGENT_LANE};
+pub use prompt::{
+    DEFAULT_FILE_MAX_CHARS, DEFAULT_MEMORY_MAX_CHARS, DEFAULT_TOTAL_MAX_CHARS, PromptDef,
+};
 pub use report::{CheckReport, FileReport, Problem};
+pub use session::{BindingDef, SessionDef, SessionsDef};
+pub use skills::{AgentSkillsDef, DEFAULT_BUNDLED_DIR, SkillsDef, is_skill_name};
+pub use tools::{AgentRule, ChannelDef, Profile, TOOL_GROUPS, ToolsDef, entry_for, expand};
+pub use web::{DEFAULT_FETCH_MAX_BYTES, DEFAULT_FETCH_TIMEOUT, WebDef, WebSearchDef};
 
-/// The built-in tools an agent may be given. `tools.allow`/`tools.deny` may only name these.
-pub const KNOWN_TOOLS: &[&str] = &["read", "write"];
+/// The tool catalogue: every tool name `tools.allow`/`tools.deny`/`deny_tools` may use (besides
+/// groups, see [`TOOL_GROUPS`]). Not every one is implemented yet; `clawbus tools` says which.
+pub const KNOWN_TOOLS: &[&str] = &[
+    "read",
+    "write",
+    "edit",
+    "exec",
+    "web_fetch",
+    "web_search",
+    "memory_search",
+    "memory_get",
+    "sessions_list",
+    "sessions_history",
+    "sessions_send",
+    "sessions_spawn",
+    "agent_call",
+    "cron",
+    "message",
+];
 
 /// The reserved name of the built-in scripted provider, usable without declaring it.
 pub const SCRIPTED_PROVIDER: &str = "scripted";
@@ -72,6 +110,16 @@ pub struct Config {
     pub agents: Vec<AgentDef>,
     /// The `agents.d/` folder the agents were read from.
     pub agents_dir: PathBuf,
+    /// Live-session cap and idle timeout (`[sessions]`).
+    pub sessions: SessionsDef,
+    /// Global lanes and their caps (`[lanes]`).
+    pub lanes: LanesDef,
+    /// Where skills come from (`[skills]`).
+    pub skills: SkillsDef,
+    /// `web_fetch` limits and `web_search` endpoints (`[web]`).
+    pub web: WebDef,
+    /// Per-channel tool policy (`[channels.<name>]`), by channel name.
+    pub channels: BTreeMap<String, ChannelDef>,
 }
 
 /// The `[gateway]` section.
@@ -197,8 +245,18 @@ pub struct AgentDef {
     pub seed_dir: Option<PathBuf>,
     /// Turn limits.
     pub limits: Limits,
-    /// Which tools the agent may call.
+    /// Which tools the agent may call (`[tools]`).
     pub tools: ToolsDef,
+    /// How `exec` decides and runs commands (`[exec]`).
+    pub exec: ExecDef,
+    /// Time zone and system-prompt caps (`timezone`, `[prompt]`).
+    pub prompt: PromptDef,
+    /// Context window and compaction (`[session]`).
+    pub session: SessionDef,
+    /// Channels and peers this agent answers (`[[bindings]]`).
+    pub bindings: Vec<BindingDef>,
+    /// Which skills the agent may see (`[skills] allow`).
+    pub skills: AgentSkillsDef,
 }
 
 impl AgentDef {
@@ -217,14 +275,10 @@ impl AgentDef {
         path.is_file().then_some(path)
     }
 
-    /// Whether `name` passes the allow list (absent = every tool) and is not denied.
+    /// Whether the agent's profile and `tools.allow`/`tools.deny` let it have tool `name` (the
+    /// later policy layers, availability and channel, are in `crate::tools::policy`).
     pub fn allows_tool(&self, name: &str) -> bool {
-        let allowed = self
-            .tools
-            .allow
-            .as_ref()
-            .is_none_or(|allow| allow.iter().any(|t| t == name));
-        allowed && !self.tools.deny.iter().any(|t| t == name)
+        self.tools.rule(name) == AgentRule::Allowed
     }
 }
 
@@ -247,15 +301,6 @@ impl Default for Limits {
             tool_result_max_chars: 16_000,
         }
     }
-}
-
-/// The `[tools]` section of an agent.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ToolsDef {
-    /// Only these tools; `None` = every built-in tool.
-    pub allow: Option<Vec<String>>,
-    /// Never these tools, even if allowed.
-    pub deny: Vec<String>,
 }
 
 /// Where to read the configuration from and what the command line overrides.

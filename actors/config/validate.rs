@@ -25,6 +25,11 @@ struct Gateway {
     providers: BTreeMap<String, ProviderDef>,
     default_model: ModelRef,
     known: Known,
+    lanes: super::LanesDef,
+    sessions: super::SessionsDef,
+    skills: super::skills::SkillsPart,
+    web: super::WebDef,
+    channels: BTreeMap<String, super::ChannelDef>,
 }
 
 /// Examines every file and builds the [`Config`] when nothing is wrong.
@@ -106,6 +111,11 @@ pub(super) fn check(opts: &LoadOptions) -> (CheckReport, Option<Config>) {
         default_model: base.default_model,
         agents,
         agents_dir: opts.agents_dir.clone(),
+        lanes: base.lanes,
+        sessions: base.sessions,
+        skills: base.skills.resolve(&opts.config),
+        web: base.web,
+        channels: base.channels,
     };
     (report, Some(config))
 }
@@ -135,6 +145,11 @@ fn gateway_defaults() -> Gateway {
             model: "echo".to_string(),
         },
         known: BTreeMap::from([(SCRIPTED_PROVIDER.to_string(), Some(ProviderKind::Scripted))]),
+        lanes: Default::default(),
+        sessions: Default::default(),
+        skills: Default::default(),
+        web: Default::default(),
+        channels: BTreeMap::new(),
     }
 }
 
@@ -150,6 +165,11 @@ fn gateway_file(src: &Source) -> (Gateway, Vec<Problem>) {
         return (base, parsed.merge(problems));
     };
     base.state_dir = f.state_dir.clone();
+    base.sessions = super::session::sessions_def(src, &f.sessions, &mut problems);
+    base.lanes = super::lanes::lanes_def(src, &f.lanes, &mut problems);
+    base.skills = super::skills::skills_part(src, &f.skills, &mut problems);
+    base.web = super::web::web_def(src, &f.web, &mut problems);
+    base.channels = super::tools::channels(src, &f.channels, &mut problems);
     if let Some(bind) = &f.gateway.bind {
         match bind.get_ref().parse() {
             Ok(ip) => base.gateway.bind = ip,

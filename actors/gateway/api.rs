@@ -28,6 +28,14 @@ pub struct ApiState {
     pub config: Arc<Config>,
     /// The bearer token callers must present.
     pub token: Arc<String>,
+    /// The metrics registry served at `GET /metrics`.
+    pub metrics: crate::metrics::Metrics,
+    /// The session index.
+    pub sessions: crate::session::index::SessionIndex,
+    /// Live sessions and their state.
+    pub live: crate::session::LiveSessions,
+    /// Approval requests, listed and answered under `/v1/approvals`.
+    pub approvals: crate::approvals::Approvals,
 }
 
 /// Builds the router: `/healthz` open, everything under `/v1` behind the token.
@@ -36,6 +44,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/agents", get(list_agents))
         .route("/agents/{id}/tasks", post(post_task))
         .route("/tasks/{id}", get(get_task))
+        .merge(super::sessions::routes())
+        .merge(super::approvals::routes())
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             require_token,
@@ -43,6 +53,7 @@ pub fn router(state: ApiState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .nest("/v1", v1)
+        .merge(super::metrics::routes())
         .with_state(state)
 }
 
@@ -107,7 +118,7 @@ pub struct TaskView {
 }
 
 impl TaskView {
-    fn of(rec: &TaskRecord, duplicate: bool) -> Self {
+    pub(super) fn of(rec: &TaskRecord, duplicate: bool) -> Self {
         Self {
             task_id: rec.task_id.to_string(),
             request_id: rec.request_id.to_string(),
@@ -130,7 +141,7 @@ impl TaskView {
     }
 }
 
-fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+pub(super) fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
     (
         status,
         Json(json!({ "error": { "code": code, "message": message.into() } })),
@@ -138,7 +149,7 @@ fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response
         .into_response()
 }
 
-fn bus_error(e: BusError) -> Response {
+pub(super) fn bus_error(e: BusError) -> Response {
     tracing::error!(error = %e, "Bus error in the API.");
     error(StatusCode::SERVICE_UNAVAILABLE, "bus", e.to_string())
 }

@@ -1,10 +1,18 @@
 //! The gateway: the composition root. Opens the state, the bus and the agents, serves the HTTP API.
 
 pub mod api;
+pub mod approvals;
+pub mod metrics;
+pub mod sessions;
 pub mod token;
 
-use crate::agent::{AgentError, AgentHandle};
+use crate::agent::{AgentContext, AgentError, AgentHandle, SessionLimits};
 use crate::config::Config;
+use crate::lane::Lanes;
+use crate::metrics::Metrics;
+use crate::router::Router;
+use crate::session::LiveSessions;
+use crate::session::index::SessionIndex;
 use bus::{Bus, LocalBus, LocalOptions};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -58,6 +66,8 @@ pub struct Daemon {
     token: String,
     bus: LocalBus,
     agents: Vec<AgentHandle>,
+    lanes: Lanes,
+    metrics: Metrics,
     stop: Option<oneshot::Sender<()>>,
     server: tokio::task::JoinHandle<()>,
 }
@@ -87,16 +97,36 @@ impl Daemon {
         let db =
             sled::open(config.state_dir.join("db")).map_err(|e| state_err(format!("db: {e}")))?;
         let bus = LocalBus::with_db(
-            db,
+            db.clone(),
             LocalOptions {
                 dedup_window: config.bus.dedup_window,
                 ..LocalOptions::default()
             },
         )?;
         let shared: Arc<dyn Bus> = Arc::new(bus.clone());
+        let metrics = Metrics::new();
+        let lanes = Lanes::start(&config.lanes, metrics.clone());
+        let index = SessionIndex::open(&db).map_err(|e| state_err(e.to_string()))?;
+        let live: LiveSessions = Default::default();
+        let approvals =
+            crate::approvals::Approvals::open(&db, shared.clone(), Arc::new(bus::SystemClock))
+                .map_err(|e| state_err(format!("approvals: {e}")))?;
+        let agent_ctx = AgentContext {
+            bus: shared.clone(),
+            index: index.clone(),
+            live: live.clone(),
+            router: Arc::new(Router::new(&config)),
+            limits: SessionLimits {
+                max_live: config.sessions.max_live,
+                idle_timeout: config.sessions.idle_timeout,
+            },
+            lanes: lanes.clone(),
+            metrics: metrics.clone(),
+            approvals: Some(approvals.clone()),
+        };
         let mut agents = Vec::new();
         for def in &config.agents {
-            agents.push(AgentHandle::start(def, &config, shared.clone()).await?);
+            agents.push(AgentHandle::start(def, &config, &agent_ctx).await?);
         }
         let addr = SocketAddr::new(bind, opts.port.unwrap_or(config.gateway.port));
         let listener = tokio::net::TcpListener::bind(addr)
@@ -109,6 +139,10 @@ impl Daemon {
             bus: shared,
             config: Arc::new(config),
             token: Arc::new(token.clone()),
+            metrics: metrics.clone(),
+            sessions: index,
+            live,
+            approvals,
         });
         let (stop, stopped) = oneshot::channel::<()>();
         let server = tokio::spawn(async move {
@@ -125,6 +159,8 @@ impl Daemon {
             token,
             bus,
             agents,
+            lanes,
+            metrics,
             stop: Some(stop),
             server,
         })
@@ -153,6 +189,16 @@ impl Daemon {
     /// The running agents.
     pub fn agents(&self) -> &[AgentHandle] {
         &self.agents
+    }
+
+    /// The global lanes every run takes a slot in.
+    pub fn lanes(&self) -> &Lanes {
+        &self.lanes
+    }
+
+    /// The metrics registry served at `GET /metrics`.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// Stops accepting requests and waits for the HTTP server to finish the ones in flight.

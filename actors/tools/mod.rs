@@ -5,26 +5,43 @@
 //!   the model's arguments, runs the tool and caps the output. It never fails: every problem becomes
 //!   an error [`ToolOutput`] the model can read and recover from.
 //! - [`confine`]: the one function that turns a requested path into a real path inside the workspace.
-//! - Built-in tools: [`ReadTool`] (`read`), [`WriteTool`] (`write`).
+//! - [`policy`]: which tools an agent is offered — profile → allow/deny → availability → channel.
+//! - Built-in tools: [`ReadTool`] (`read`), [`WriteTool`] (`write`), [`EditTool`] (`edit`),
+//!   [`ExecTool`] (`exec`, see [`exec`]), [`MessageTool`] (`message`), and the web tools ([`web`]).
 //!
-//! Error outputs are JSON `{"error":{"type":…,"message":…}}`. Types used so far: `unknown_tool`,
+//! Error outputs are JSON `{"error":{"type":…,"message":…,"retry_after_ms"?:…,"suggestion"?:…}}`
+//! ([`ToolError`]). Types used so far: `unknown_tool`, `policy_denied`, `unavailable`,
 //! `invalid_arguments`, `path_refused`, `not_found`, `is_directory`, `not_a_file`, `binary_file`,
-//! `not_utf8`, `offset_out_of_range`, `io`, `internal`.
+//! `not_utf8`, `offset_out_of_range`, `no_match`, `ambiguous_match`, `command_refused`,
+//! `approval_denied`, `approval_timeout`, `timeout`, `io`, `internal`.
 
 mod confine;
+mod edit;
+pub mod exec;
+mod message;
+mod output;
+pub mod policy;
 mod read;
 mod schema;
+pub mod web;
 mod write;
 
 #[cfg(test)]
 mod tests;
 
 pub use confine::{ConfineError, confine};
+pub use edit::EditTool;
+pub use exec::ExecTool;
+pub use message::MessageTool;
+pub use output::{SPILL_DIR, ToolError, ToolOutput};
+pub use policy::{ToolServices, agent_tools};
 pub use read::ReadTool;
+pub use web::{WebFetchTool, WebSearchTool};
 pub use write::WriteTool;
 
 use async_trait::async_trait;
 use futures::FutureExt;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
@@ -44,57 +61,6 @@ pub struct ToolContext {
     pub channel: String,
 }
 
-/// What a tool answers: text for the model, and whether it is an error.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolOutput {
-    /// The text handed back to the model as the tool result.
-    pub text: String,
-    /// True when the call failed; `text` is then `{"error":{"type":…,"message":…}}`.
-    pub is_error: bool,
-}
-
-impl ToolOutput {
-    /// A successful result.
-    pub fn ok(text: impl Into<String>) -> Self {
-        Self {
-            text: text.into(),
-            is_error: false,
-        }
-    }
-
-    /// A failed result the model can act on: `{"error":{"type":kind,"message":message}}`.
-    /// The message must be short and hold no secrets; full causes go to the log.
-    pub fn error(kind: &str, message: impl fmt::Display) -> Self {
-        // Built by hand so the key order stays `type`, `message` whatever serde_json features are on.
-        let quote = |s: &str| serde_json::Value::from(s).to_string();
-        Self {
-            text: format!(
-                r#"{{"error":{{"type":{},"message":{}}}}}"#,
-                quote(kind),
-                quote(&message.to_string())
-            ),
-            is_error: true,
-        }
-    }
-
-    /// Cuts `text` to at most `max_bytes` bytes of UTF-8, at a char boundary, and appends
-    /// `\n[truncated: N of M bytes shown]`. Text that fits is left alone.
-    pub fn truncated(mut self, max_bytes: usize) -> Self {
-        let total = self.text.len();
-        if total <= max_bytes {
-            return self;
-        }
-        let mut cut = max_bytes;
-        while !self.text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        self.text.truncate(cut);
-        self.text
-            .push_str(&format!("\n[truncated: {cut} of {total} bytes shown]"));
-        self
-    }
-}
-
 /// One tool an agent can call.
 #[async_trait]
 pub trait Tool: Send + Sync {
@@ -109,13 +75,68 @@ pub trait Tool: Send + Sync {
     /// Runs the tool. Arguments have passed the schema. Must not panic; failures are
     /// [`ToolOutput::error`].
     async fn call(&self, ctx: &ToolContext, args: serde_json::Value) -> ToolOutput;
+    /// Whether the tool can work here: `Err(why)` when its backend is not configured (no search
+    /// provider, exec denied), so the policy leaves it out. Cheap and side-effect free.
+    fn available(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
-/// The ordered set of tools one agent may use.
+/// The policy layer that removed a tool (see [`policy`]), outermost first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layer {
+    /// Not in the agent's `tools.profile` (nor added by `tools.allow`).
+    Profile,
+    /// Removed by the agent's `tools.deny`.
+    Deny,
+    /// Its backend is not configured, or it is not built into this binary.
+    Availability,
+    /// Removed by `[channels.<name>] deny_tools` for the channel the run came from.
+    Channel,
+}
+
+impl Layer {
+    /// The name printed by `clawbus tools` (`profile`, `deny`, `availability`, `channel`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Profile => "profile",
+            Self::Deny => "deny",
+            Self::Availability => "availability",
+            Self::Channel => "channel",
+        }
+    }
+}
+
+impl fmt::Display for Layer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A tool the policy took away, with the layer that did it and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Removed {
+    /// The tool name.
+    pub tool: String,
+    /// The first layer that removed it.
+    pub layer: Layer,
+    /// Why, naming the setting (`tools.deny entry "group:runtime"`).
+    pub reason: String,
+}
+
+/// The ordered set of tools one agent may use, and what the policy removed.
 #[derive(Clone, Default)]
 pub struct ToolSet {
     /// In the order they are offered to the model; names are unique.
     tools: Vec<Arc<dyn Tool>>,
+    /// Tools the policy removed: a call to one is refused as `policy_denied`.
+    removed: Vec<Removed>,
+    /// `[channels.<name>] deny_tools`, applied per run by [`ToolSet::for_channel`] and
+    /// [`ToolSet::invoke`].
+    channels: Arc<BTreeMap<String, Vec<String>>>,
+    /// Secret values redacted from every output by [`ToolSet::invoke`] (see [`crate::secrets`]).
+    secrets: Arc<crate::secrets::Secrets>,
 }
 
 impl fmt::Debug for ToolSet {
@@ -125,19 +146,32 @@ impl fmt::Debug for ToolSet {
 }
 
 impl ToolSet {
-    /// Every built-in tool: `read`, `write`.
+    /// Every built-in tool with default settings: `read`, `write`, `edit`, `exec` (allowlist
+    /// mode, nothing allowed), `memory_search`, `memory_get`, `message` (no bus: it refuses).
+    /// Agents get theirs from [`policy::agent_tools`].
     pub fn builtin() -> Self {
-        Self::default().with(ReadTool).with(WriteTool)
+        Self::default()
+            .with(ReadTool)
+            .with(WriteTool)
+            .with(EditTool)
+            .with(ExecTool::new("", Default::default(), None))
+            .with(crate::memory::MemorySearchTool::default())
+            .with(crate::memory::MemoryGetTool)
+            .with(MessageTool::new(None))
     }
 
     /// Adds `tool` at the end, or replaces the tool of the same name in place.
     pub fn with(mut self, tool: impl Tool + 'static) -> Self {
-        let tool: Arc<dyn Tool> = Arc::new(tool);
+        self.insert(Arc::new(tool));
+        self
+    }
+
+    fn insert(&mut self, tool: Arc<dyn Tool>) {
+        self.removed.retain(|r| r.tool != tool.name());
         match self.tools.iter_mut().find(|t| t.name() == tool.name()) {
             Some(slot) => *slot = tool,
             None => self.tools.push(tool),
         }
-        self
     }
 
     /// The tools whose name `allowed` accepts, in the same order.
@@ -149,7 +183,57 @@ impl ToolSet {
                 .filter(|t| allowed(t.name()))
                 .cloned()
                 .collect(),
+            removed: self.removed.clone(),
+            channels: self.channels.clone(),
+            secrets: self.secrets.clone(),
         }
+    }
+
+    /// Sets the secret values [`ToolSet::invoke`] redacts from every output.
+    pub fn with_secrets(mut self, secrets: Arc<crate::secrets::Secrets>) -> Self {
+        self.secrets = secrets;
+        self
+    }
+
+    /// Takes tool `name` out of the set, recording which layer removed it and why; a later call
+    /// to it is refused as `policy_denied`. A name removed twice keeps its first reason.
+    pub fn remove(&mut self, name: &str, layer: Layer, reason: impl Into<String>) {
+        self.tools.retain(|t| t.name() != name);
+        if !self.removed.iter().any(|r| r.tool == name) {
+            self.removed.push(Removed {
+                tool: name.to_string(),
+                layer,
+                reason: reason.into(),
+            });
+        }
+    }
+
+    /// Sets the per-channel deny lists (tool names or groups, by channel name).
+    pub fn with_channel_policy(mut self, channels: BTreeMap<String, Vec<String>>) -> Self {
+        self.channels = Arc::new(channels);
+        self
+    }
+
+    /// The set offered to a run from `channel`: the channel's `deny_tools` removed.
+    pub fn for_channel(&self, channel: &str) -> Self {
+        let mut set = self.clone();
+        for name in self.names() {
+            if let Some(reason) = self.channel_denies(channel, name) {
+                set.remove(name, Layer::Channel, reason);
+            }
+        }
+        set
+    }
+
+    fn channel_denies(&self, channel: &str, tool: &str) -> Option<String> {
+        let entries = self.channels.get(channel)?;
+        crate::config::entry_for(entries, tool)
+            .map(|e| format!("[channels.{channel}] deny_tools has {e:?}"))
+    }
+
+    /// What the policy removed, in the order it was removed.
+    pub fn removed(&self) -> &[Removed] {
+        &self.removed
     }
 
     /// `(name, description, parameters schema)` of each tool, for the model request.
@@ -177,9 +261,11 @@ impl ToolSet {
     }
 
     /// Runs tool `name` with the model's raw argument text and caps the result at `max_chars`
-    /// bytes (see [`ToolOutput::truncated`]). Never panics and never fails: an unknown tool,
-    /// arguments that are not a JSON object (empty text counts as `{}`) or that fail the schema,
-    /// and a tool that panics all come back as error outputs.
+    /// bytes, saving the whole result under the workspace when it is longer (see
+    /// [`ToolOutput::capped`]). Never panics and never fails: a tool the policy removed (also
+    /// for `ctx.channel`), an unknown tool, arguments that are not a JSON object (empty text
+    /// counts as `{}`) or that fail the schema, and a tool that panics all come back as error
+    /// outputs.
     pub async fn invoke(
         &self,
         ctx: &ToolContext,
@@ -187,7 +273,12 @@ impl ToolSet {
         raw_args: &str,
         max_chars: usize,
     ) -> ToolOutput {
-        let out = self.run(ctx, name, raw_args).await;
+        let mut out = self.run(ctx, name, raw_args).await;
+        // Before the cap, so neither the model's part nor the saved full output holds a secret.
+        if let std::borrow::Cow::Owned(clean) = self.secrets.redact(&out.text) {
+            tracing::info!(tool = name, agent = %ctx.agent, "Secret values redacted from a tool output.");
+            out.text = clean;
+        }
         debug!(
             tool = name,
             agent = %ctx.agent,
@@ -196,49 +287,60 @@ impl ToolSet {
             bytes = out.text.len(),
             "Tool call finished."
         );
-        out.truncated(max_chars)
+        if out.is_error || out.text.len() <= max_chars {
+            return out;
+        }
+        let workspace = ctx.workspace.clone();
+        blocking(name_static(self, name), move || {
+            out.capped(max_chars, &workspace)
+        })
+        .await
     }
 
     async fn run(&self, ctx: &ToolContext, name: &str, raw_args: &str) -> ToolOutput {
+        if let Some(denied) = self.denied(ctx, name) {
+            tracing::info!(tool = name, agent = %ctx.agent, channel = %ctx.channel, layer = %denied.layer, reason = %denied.reason, "Tool call refused by policy.");
+            return ToolError::new(
+                "policy_denied",
+                format!(
+                    "tool {name:?} is not available here: removed by the {} layer ({})",
+                    denied.layer, denied.reason
+                ),
+            )
+            .suggest(format!("use one of: {}", self.available_names(ctx)))
+            .into();
+        }
         let Some(tool) = self.get(name) else {
-            let names = self.names();
-            let available = if names.is_empty() {
-                "(none)".to_string()
-            } else {
-                names.join(", ")
-            };
             return ToolOutput::error(
                 "unknown_tool",
-                format!("no tool {name:?}; available: {available}"),
+                format!("no tool {name:?}; available: {}", self.available_names(ctx)),
             );
         };
+        if let Err(why) = tool.available() {
+            return ToolOutput::error("unavailable", format!("tool {name:?}: {why}"));
+        }
         let args = if raw_args.trim().is_empty() {
             serde_json::Value::Object(serde_json::Map::new())
         } else {
             match serde_json::from_str::<serde_json::Value>(raw_args) {
                 Ok(v) => v,
                 Err(e) => {
-                    return ToolOutput::error(
-                        "invalid_arguments",
+                    return invalid(
+                        tool.as_ref(),
                         format!("arguments of {name:?} are not valid JSON: {e}"),
                     );
                 }
             }
         };
         if !args.is_object() {
-            return ToolOutput::error(
-                "invalid_arguments",
-                format!(
-                    "arguments of {name:?} must be a JSON object, got {}",
-                    schema::kind(&args)
-                ),
+            let got = schema::kind(&args);
+            return invalid(
+                tool.as_ref(),
+                format!("arguments of {name:?} must be a JSON object, got {got}"),
             );
         }
         if let Err(problem) = schema::validate(&tool.parameters(), &args) {
-            return ToolOutput::error(
-                "invalid_arguments",
-                format!("arguments of {name:?}: {problem}"),
-            );
+            return invalid(tool.as_ref(), format!("arguments of {name:?}: {problem}"));
         }
         match AssertUnwindSafe(tool.call(ctx, args)).catch_unwind().await {
             Ok(out) => out,
@@ -248,6 +350,74 @@ impl ToolSet {
             }
         }
     }
+
+    /// Why a call to `name` is refused by policy, if it is.
+    fn denied(&self, ctx: &ToolContext, name: &str) -> Option<Removed> {
+        if let Some(r) = self.removed.iter().find(|r| r.tool == name) {
+            return Some(r.clone());
+        }
+        self.get(name)?;
+        self.channel_denies(&ctx.channel, name)
+            .map(|reason| Removed {
+                tool: name.to_string(),
+                layer: Layer::Channel,
+                reason,
+            })
+    }
+
+    fn available_names(&self, ctx: &ToolContext) -> String {
+        let names: Vec<&str> = self
+            .names()
+            .into_iter()
+            .filter(|n| self.channel_denies(&ctx.channel, n).is_none())
+            .collect();
+        if names.is_empty() {
+            "(none)".to_string()
+        } else {
+            names.join(", ")
+        }
+    }
+}
+
+/// The `'static` name of tool `name` for log fields, or `"tool"`.
+fn name_static(set: &ToolSet, name: &str) -> &'static str {
+    set.get(name).map_or("tool", |t| t.name())
+}
+
+/// An `invalid_arguments` error that tells the model which fields the tool takes.
+fn invalid(tool: &dyn Tool, message: String) -> ToolOutput {
+    let params = tool.parameters();
+    let fields = |required: bool| -> Vec<String> {
+        let req: Vec<&str> = params["required"]
+            .as_array()
+            .map(|r| r.iter().filter_map(serde_json::Value::as_str).collect())
+            .unwrap_or_default();
+        params["properties"]
+            .as_object()
+            .map(|p| {
+                p.keys()
+                    .filter(|k| req.contains(&k.as_str()) == required)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (required, optional) = (fields(true), fields(false));
+    let mut suggestion = format!(
+        "call {:?} again with a JSON object; required: {}",
+        tool.name(),
+        if required.is_empty() {
+            "(none)".to_string()
+        } else {
+            required.join(", ")
+        }
+    );
+    if !optional.is_empty() {
+        suggestion.push_str(&format!("; optional: {}", optional.join(", ")));
+    }
+    ToolError::new("invalid_arguments", message)
+        .suggest(suggestion)
+        .into()
 }
 
 /// Deserialises schema-checked arguments into a tool's typed arguments, or an

@@ -134,7 +134,7 @@ fn read(workspace: &Path, args: &Args) -> ToolOutput {
 
 /// Opens without following a symlink in the final component (confine resolved it already; this
 /// closes the window where it is swapped for a link) and without blocking on a FIFO.
-fn open(path: &Path) -> io::Result<File> {
+pub(super) fn open(path: &Path) -> io::Result<File> {
     let mut options = OpenOptions::new();
     options.read(true);
     #[cfg(unix)]
@@ -145,7 +145,7 @@ fn open(path: &Path) -> io::Result<File> {
     options.open(path)
 }
 
-fn open_error(shown: &str, e: &io::Error) -> ToolOutput {
+pub(super) fn open_error(shown: &str, e: &io::Error) -> ToolOutput {
     if e.kind() == io::ErrorKind::NotFound {
         return ToolOutput::error("not_found", format!("file {shown:?} not found"));
     }

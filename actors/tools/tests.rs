@@ -5,6 +5,10 @@ use std::os::unix::fs::symlink;
 use std::path::Path;
 use tempfile::TempDir;
 
+mod edit;
+mod output;
+mod policy;
+
 /// A tempdir holding `ws/` (the workspace) and `outside/secret.txt` next to it.
 struct Fixture {
     _dir: TempDir,
@@ -303,14 +307,15 @@ fn confine_names_the_requested_path_in_each_refusal() {
 #[tokio::test]
 async fn unknown_tool_lists_the_available_ones() {
     let f = fixture();
-    let out = f.call("exec", json!({})).await;
+    let set = ToolSet::default().with(ReadTool).with(WriteTool);
+    let out = set.invoke(&f.ctx, "frob", "{}", 1000).await;
     assert_eq!(
         out,
-        ToolOutput::error("unknown_tool", r#"no tool "exec"; available: read, write"#)
+        ToolOutput::error("unknown_tool", r#"no tool "frob"; available: read, write"#)
     );
     assert_eq!(
         out.text,
-        r#"{"error":{"type":"unknown_tool","message":"no tool \"exec\"; available: read, write"}}"#
+        r#"{"error":{"type":"unknown_tool","message":"no tool \"frob\"; available: read, write"}}"#
     );
 }
 
@@ -400,7 +405,32 @@ async fn long_output_is_truncated_at_a_char_boundary_with_a_note() {
     let out = ToolSet::builtin()
         .invoke(&f.ctx, "read", r#"{"path":"big.txt"}"#, 5)
         .await;
-    assert_eq!(out, ToolOutput::ok("éé\n[truncated: 4 of 20 bytes shown]"));
+    assert!(!out.is_error);
+    let note = out
+        .text
+        .strip_prefix("éé\n[truncated: 4 of 20 bytes shown; full output at ")
+        .and_then(|rest| rest.strip_suffix(']'))
+        .unwrap_or_else(|| {
+            panic!(
+                "cut at a char boundary, with a note naming the file: {}",
+                out.text
+            )
+        });
+    assert!(
+        note.starts_with(".clawbus-tool-output/") && note.ends_with(".txt"),
+        "{note}"
+    );
+    assert_eq!(
+        fs::read_to_string(f.ws().join(note)).unwrap(),
+        "é".repeat(10),
+        "the whole output is saved in the workspace"
+    );
+    let paged = f.call("read", json!({"path": note, "limit": 1})).await;
+    assert_eq!(
+        paged.text,
+        "é".repeat(10),
+        "the agent can read the saved output"
+    );
     let whole = ToolSet::builtin()
         .invoke(&f.ctx, "read", r#"{"path":"big.txt"}"#, 20)
         .await;
@@ -435,7 +465,7 @@ async fn a_panicking_tool_becomes_an_error_output() {
 
 #[test]
 fn toolset_filters_and_describes_its_tools_in_order() {
-    let all = ToolSet::builtin();
+    let all = ToolSet::default().with(ReadTool).with(WriteTool);
     assert_eq!(all.names(), ["read", "write"]);
     let only_read = all.filtered(|name| name == "read");
     assert_eq!(only_read.names(), ["read"]);

@@ -48,12 +48,28 @@ impl Tool for WriteTool {
             Err(out) => return out,
         };
         let workspace = ctx.workspace.clone();
-        blocking("write", move || write(&workspace, &args)).await
+        blocking("write", move || {
+            match store(&workspace, &args.path, &args.content) {
+                Ok(()) => ToolOutput::ok(format!(
+                    "wrote {} bytes to {}",
+                    args.content.len(),
+                    args.path
+                )),
+                Err(out) => out,
+            }
+        })
+        .await
     }
 }
 
-fn write(workspace: &Path, args: &Args) -> ToolOutput {
-    let shown = &args.path;
+/// Replaces (or creates) the file at `shown` with `content`, atomically, refusing paths that leave
+/// the workspace. Blocking.
+pub(super) fn store(workspace: &Path, shown: &str, content: &str) -> Result<(), ToolOutput> {
+    let out = replace(workspace, shown, content);
+    if out.is_error { Err(out) } else { Ok(()) }
+}
+
+fn replace(workspace: &Path, shown: &str, content: &str) -> ToolOutput {
     let refused = |e: &dyn std::fmt::Display| {
         tracing::warn!(tool = "write", path = %shown, error = %e, "Path refused.");
         ToolOutput::error("path_refused", e)
@@ -102,7 +118,7 @@ fn write(workspace: &Path, args: &Args) -> ToolOutput {
         let mut tmp = tempfile::Builder::new()
             .prefix(".clawbus-write-")
             .tempfile_in(&parent)?;
-        tmp.write_all(args.content.as_bytes())?;
+        tmp.write_all(content.as_bytes())?;
         match permissions {
             Some(p) => tmp.as_file().set_permissions(p)?,
             None => set_new_file_mode(tmp.as_file())?,
@@ -117,7 +133,7 @@ fn write(workspace: &Path, args: &Args) -> ToolOutput {
     if let Err(e) = std::fs::File::open(&parent).and_then(|dir| dir.sync_all()) {
         tracing::debug!(tool = "write", path = %shown, error = %e, "Folder sync after rename failed.");
     }
-    ToolOutput::ok(format!("wrote {} bytes to {shown}", args.content.len()))
+    ToolOutput::ok(String::new())
 }
 
 /// Temporary files are created private (0600); a new file gets the usual 0644.

@@ -1,3 +1,9 @@
 mod cli;
 mod gateway;
+mod lanes;
+mod memory;
+mod prompt;
+mod sessions;
+mod skills;
 mod turn;
+mod web;

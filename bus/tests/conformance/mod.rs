@@ -300,23 +300,55 @@ pub async fn cancelled_task_ends_cancelled_and_is_announced<B: Backend>() {
     let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
     let mut notices = bus.subscribe(Topic::cancellations()).await.unwrap();
     let mut sub = bus.consume(topic("agent.a")).await.unwrap();
-    bus.submit(task("agent.a", "r-cancel-running", "x")).await.unwrap();
-    let d = tokio::time::timeout(NET, sub.next()).await.unwrap().unwrap();
+    bus.submit(task("agent.a", "r-cancel-running", "x"))
+        .await
+        .unwrap();
+    let d = tokio::time::timeout(NET, sub.next())
+        .await
+        .unwrap()
+        .unwrap();
     assert!(d.start().await.unwrap());
-    let rec = bus.cancel(&RequestId::parse("r-cancel-running").unwrap(), "user asked").await.unwrap();
+    let rec = bus
+        .cancel(&RequestId::parse("r-cancel-running").unwrap(), "user asked")
+        .await
+        .unwrap();
     assert_eq!(rec.state, TaskState::Cancelled);
-    let notice = tokio::time::timeout(NET, notices.next()).await.unwrap().unwrap();
+    let notice = tokio::time::timeout(NET, notices.next())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(notice.envelope().payload["request_id"], "r-cancel-running");
     // The consumer finishing late does not overwrite the cancel: the first outcome wins.
-    d.complete(Outcome::Succeeded { result: json!("late") }).await.unwrap();
-    let rec = bus.lookup(&RequestId::parse("r-cancel-running").unwrap()).await.unwrap().unwrap();
-    assert_eq!((rec.state, rec.error()), (TaskState::Cancelled, Some("user asked")));
+    d.complete(Outcome::Succeeded {
+        result: json!("late"),
+    })
+    .await
+    .unwrap();
+    let rec = bus
+        .lookup(&RequestId::parse("r-cancel-running").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (rec.state, rec.error()),
+        (TaskState::Cancelled, Some("user asked"))
+    );
 
     // Cancelled before any consumer started it: a later delivery is skipped.
-    bus.submit(task("agent.b", "r-cancel-queued", "x")).await.unwrap();
-    bus.cancel(&RequestId::parse("r-cancel-queued").unwrap(), "changed my mind").await.unwrap();
+    bus.submit(task("agent.b", "r-cancel-queued", "x"))
+        .await
+        .unwrap();
+    bus.cancel(
+        &RequestId::parse("r-cancel-queued").unwrap(),
+        "changed my mind",
+    )
+    .await
+    .unwrap();
     let mut late = bus.consume(topic("agent.b")).await.unwrap();
-    let d = tokio::time::timeout(NET, late.next()).await.unwrap().unwrap();
+    let d = tokio::time::timeout(NET, late.next())
+        .await
+        .unwrap()
+        .unwrap();
     assert!(!d.start().await.unwrap(), "a cancelled task must not start");
 }
 

@@ -1,0 +1,63 @@
+//! What every session of one agent shares: its definition, model, tools, workspace, stores.
+
+use super::turn::{PromptSource, TurnDeps};
+use crate::config::AgentDef;
+use crate::ids::AgentId;
+use crate::lane::{LanePermit, Lanes, Ticket};
+use crate::router::SessionKey;
+use crate::session::index::SessionIndex;
+use bus::{Bus, Envelope};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The shared, immutable part of an agent: handed to each of its session actors.
+pub struct AgentRuntime {
+    /// The agent's id.
+    pub id: AgentId,
+    /// Its validated definition.
+    pub def: AgentDef,
+    /// Model, tools and limits for turns.
+    pub deps: TurnDeps,
+    /// The agent's workspace folder (canonical).
+    pub workspace: PathBuf,
+    /// The bus.
+    pub bus: Arc<dyn Bus>,
+    /// The state folder (transcripts live under `sessions/`).
+    pub state_dir: PathBuf,
+    /// The session index.
+    pub index: SessionIndex,
+    /// The global lanes; a run takes a `main` slot after leaving its session lane.
+    pub lanes: Lanes,
+    /// The metrics registry (turns by outcome, live sessions).
+    pub metrics: crate::metrics::Metrics,
+    /// Assembles the system prompt (files cached by stamp, secrets redacted).
+    pub prompt: Arc<crate::prompt::PromptBuilder>,
+}
+
+/// The lane every agent run takes a slot in.
+pub const RUN_LANE: &str = "main";
+
+impl AgentRuntime {
+    /// The system prompt source for one run, asked again before every model call.
+    pub fn prompt(&self, session: &SessionKey, channel: &str) -> Arc<dyn PromptSource> {
+        self.prompt.turn(session.as_str(), channel)
+    }
+
+    /// Takes a slot in the `main` lane for a run that has left its session lane; waits at most
+    /// until the envelope's deadline. Dropping the future leaves the lane's queue at once.
+    pub async fn run_slot(&self, env: &Envelope) -> Result<LanePermit, String> {
+        let mut ticket = Ticket::new(env.id);
+        if let Some(deadline_ms) = env.deadline {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0);
+            let left = std::time::Duration::from_millis(deadline_ms.saturating_sub(now));
+            ticket = ticket.deadline(tokio::time::Instant::now() + left);
+        }
+        self.lanes
+            .acquire(RUN_LANE, ticket)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}

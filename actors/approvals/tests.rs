@@ -1,0 +1,229 @@
+use super::*;
+use crate::config::{ExecDef, ExecRule, ExecSecurity};
+use crate::tools::{ExecTool, ToolContext, ToolSet};
+use bus::{LocalBus, LocalOptions, Subscription, SystemClock};
+use serde_json::{Value, json};
+
+const NET: Duration = Duration::from_secs(20);
+
+struct Fx {
+    dir: tempfile::TempDir,
+    db: sled::Db,
+    bus: LocalBus,
+    approvals: Approvals,
+}
+
+async fn fx() -> Fx {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sled::open(dir.path().join("db")).unwrap();
+    let bus = LocalBus::with_db(db.clone(), LocalOptions::default()).unwrap();
+    let approvals = Approvals::open(&db, Arc::new(bus.clone()), Arc::new(SystemClock)).unwrap();
+    Fx {
+        dir,
+        db,
+        bus,
+        approvals,
+    }
+}
+
+fn request(timeout: Duration) -> ApprovalRequest {
+    ApprovalRequest {
+        agent: "coder".into(),
+        session: "s1".into(),
+        command: "touch made".into(),
+        rule: "touch made".into(),
+        timeout,
+    }
+}
+
+impl Fx {
+    async fn events(&self) -> Subscription {
+        self.bus
+            .subscribe(Topic::parse("approvals.>").unwrap())
+            .await
+            .unwrap()
+    }
+}
+
+/// The next approval event: (`event`, record).
+async fn next(sub: &mut Subscription) -> (String, ApprovalRecord) {
+    let d = tokio::time::timeout(NET, sub.next())
+        .await
+        .expect("an approval event")
+        .expect("the subscription is open");
+    let p = &d.envelope().payload;
+    assert_eq!(d.envelope().topic.as_str(), "approvals.coder");
+    (
+        p["event"].as_str().unwrap().to_string(),
+        serde_json::from_value(p["approval"].clone()).unwrap(),
+    )
+}
+
+#[actix_rt::test]
+async fn an_answer_reaches_the_waiter_and_is_recorded() {
+    let f = fx().await;
+    let mut sub = f.events().await;
+    let waiter = tokio::spawn({
+        let a = f.approvals.clone();
+        async move { a.ask(request(NET)).await }
+    });
+    let (event, rec) = next(&mut sub).await;
+    assert_eq!(
+        (event.as_str(), rec.state),
+        ("requested", ApprovalState::Pending)
+    );
+    assert_eq!(
+        f.approvals.list().unwrap(),
+        [rec.clone()],
+        "listed while pending"
+    );
+    let answered = f.approvals.resolve(&rec.id, true, false).await.unwrap();
+    assert_eq!(answered.state, ApprovalState::Allowed);
+    assert_eq!(
+        waiter.await.unwrap().unwrap(),
+        Answer::Allowed { always: false }
+    );
+    assert_eq!(next(&mut sub).await.0, "allowed");
+    let again = f.approvals.resolve(&rec.id, false, false).await;
+    assert!(
+        matches!(
+            again,
+            Err(ApprovalError::Settled {
+                state: ApprovalState::Allowed,
+                ..
+            })
+        ),
+        "{again:?}"
+    );
+    assert!(f.approvals.rules("coder").unwrap().is_empty(), "not always");
+    assert!(matches!(
+        f.approvals.resolve("nope", true, false).await,
+        Err(ApprovalError::NotFound(_))
+    ));
+}
+
+#[actix_rt::test]
+async fn no_answer_in_time_is_a_denial_and_the_request_expires() {
+    let f = fx().await;
+    let mut sub = f.events().await;
+    let answer = f
+        .approvals
+        .ask(request(Duration::from_millis(100)))
+        .await
+        .unwrap();
+    assert_eq!(answer, Answer::TimedOut);
+    let (_, rec) = next(&mut sub).await;
+    assert_eq!(next(&mut sub).await.0, "expired");
+    let stored = f.approvals.get(&rec.id).unwrap().unwrap();
+    assert_eq!(stored.state, ApprovalState::Expired);
+    assert!(matches!(
+        f.approvals.resolve(&rec.id, true, true).await,
+        Err(ApprovalError::Settled {
+            state: ApprovalState::Expired,
+            ..
+        })
+    ));
+    assert!(f.approvals.rules("coder").unwrap().is_empty());
+}
+
+#[actix_rt::test]
+async fn requests_left_pending_by_an_earlier_run_expire_on_open() {
+    let f = fx().await;
+    let mut sub = f.events().await;
+    let waiter = tokio::spawn({
+        let a = f.approvals.clone();
+        async move { a.ask(request(NET)).await }
+    });
+    let (_, rec) = next(&mut sub).await;
+    waiter.abort();
+    let reopened = Approvals::open(&f.db, Arc::new(f.bus.clone()), Arc::new(SystemClock)).unwrap();
+    assert_eq!(
+        reopened.get(&rec.id).unwrap().unwrap().state,
+        ApprovalState::Expired
+    );
+    drop(f.dir);
+}
+
+fn ask_tool(approvals: &Approvals, approval_timeout: Duration) -> ExecTool {
+    let def = ExecDef {
+        security: ExecSecurity::Ask,
+        allow: vec![ExecRule::Command {
+            pattern: "ls".into(),
+            shell: false,
+        }],
+        approval_timeout,
+        ..ExecDef::default()
+    };
+    ExecTool::new("coder", def, Some(approvals.clone()))
+}
+
+async fn exec(tool: &ExecTool, ws: &std::path::Path, command: &str) -> crate::tools::ToolOutput {
+    let ctx = ToolContext {
+        workspace: ws.to_path_buf(),
+        agent: "coder".into(),
+        session: "s1".into(),
+        channel: "api".into(),
+    };
+    ToolSet::default()
+        .with(tool.clone())
+        .invoke(
+            &ctx,
+            "exec",
+            &json!({ "command": command }).to_string(),
+            10_000,
+        )
+        .await
+}
+
+#[actix_rt::test]
+async fn exec_in_ask_mode_runs_once_approved_and_always_skips_the_next_ask() {
+    let f = fx().await;
+    let ws = tempfile::tempdir().unwrap();
+    let tool = ask_tool(&f.approvals, NET);
+    let mut sub = f.events().await;
+    let call = tokio::spawn({
+        let (tool, ws) = (tool.clone(), ws.path().to_path_buf());
+        async move { exec(&tool, &ws, "touch made").await }
+    });
+    let (_, rec) = next(&mut sub).await;
+    assert_eq!(rec.command, "touch made");
+    assert!(
+        !ws.path().join("made").exists(),
+        "nothing runs before the answer"
+    );
+    f.approvals.resolve(&rec.id, true, true).await.unwrap();
+    let out = call.await.unwrap();
+    assert_eq!(out.text, "exit code: 0\n");
+    assert!(ws.path().join("made").exists());
+    assert_eq!(f.approvals.rules("coder").unwrap(), ["touch made"]);
+    std::fs::remove_file(ws.path().join("made")).unwrap();
+    let out = exec(&tool, ws.path(), "touch made").await;
+    assert_eq!(
+        out.text, "exit code: 0\n",
+        "approved for good: no second ask"
+    );
+    assert_eq!(f.approvals.list().unwrap().len(), 1);
+}
+
+#[actix_rt::test]
+async fn exec_in_ask_mode_denied_or_unanswered_does_not_run() {
+    let f = fx().await;
+    let ws = tempfile::tempdir().unwrap();
+    let mut sub = f.events().await;
+    let tool = ask_tool(&f.approvals, NET);
+    let call = tokio::spawn({
+        let (tool, ws) = (tool.clone(), ws.path().to_path_buf());
+        async move { exec(&tool, &ws, "touch made").await }
+    });
+    let (_, rec) = next(&mut sub).await;
+    f.approvals.resolve(&rec.id, false, false).await.unwrap();
+    let out = call.await.unwrap();
+    let v: Value = serde_json::from_str(&out.text).unwrap();
+    assert_eq!(v["error"]["type"], "approval_denied", "{}", out.text);
+
+    let quick = ask_tool(&f.approvals, Duration::from_millis(150));
+    let out = exec(&quick, ws.path(), "touch made").await;
+    let v: Value = serde_json::from_str(&out.text).unwrap();
+    assert_eq!(v["error"]["type"], "approval_timeout", "{}", out.text);
+    assert!(!ws.path().join("made").exists());
+}

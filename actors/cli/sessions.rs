@@ -1,0 +1,155 @@
+//! `clawbus sessions [--agent ID] [--json]` and `clawbus sessions show <key>`.
+
+use super::Global;
+use super::client::{GatewayClient, usage};
+use crate::router::SessionKey;
+use clap::{Args, Subcommand};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Flags of `clawbus sessions`.
+#[derive(Debug, Args)]
+pub struct SessionsArgs {
+    /// Only this agent's sessions.
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Show one session instead of listing.
+    #[command(subcommand)]
+    pub command: Option<SessionsCommand>,
+}
+
+/// `clawbus sessions` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// Print a session's transcript, readable.
+    Show {
+        /// The session key (`agent:<id>:…`).
+        key: String,
+        /// Print the raw entries as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Lists sessions or shows one.
+pub fn run(global: &Global, args: SessionsArgs) -> ExitCode {
+    let client = match GatewayClient::connect(global, Duration::from_secs(30)) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match args.command {
+        Some(SessionsCommand::Show { key, json }) => show(&client, &key, json || args.json),
+        None => list(&client, args.agent.as_deref(), args.json),
+    }
+}
+
+fn list(client: &GatewayClient, agent: Option<&str>, json: bool) -> ExitCode {
+    let path = match agent {
+        Some(a) => format!("/v1/sessions?agent={a}"),
+        None => "/v1/sessions".to_string(),
+    };
+    let answer = match client.get(&path) {
+        Ok(v) => v,
+        Err(code) => return code,
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&answer["sessions"]).unwrap_or_default()
+        );
+        return ExitCode::SUCCESS;
+    }
+    let rows = answer["sessions"].as_array().cloned().unwrap_or_default();
+    println!(
+        "{:<48} {:<36} {:<10} {:>6}  LAST ACTIVITY",
+        "KEY", "ID", "STATE", "TURNS"
+    );
+    for r in rows {
+        println!(
+            "{:<48} {:<36} {:<10} {:>6}  {}",
+            r["key"].as_str().unwrap_or_default(),
+            r["session_id"].as_str().unwrap_or_default(),
+            r["state"].as_str().unwrap_or_default(),
+            r["turns"].as_u64().unwrap_or_default(),
+            when(r["updated_ms"].as_u64().unwrap_or_default()),
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+fn show(client: &GatewayClient, key: &str, json: bool) -> ExitCode {
+    if let Err(e) = SessionKey::parse(key) {
+        return usage(e);
+    }
+    let answer = match client.get(&format!("/v1/sessions/{key}")) {
+        Ok(v) => v,
+        Err(code) => return code,
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&answer).unwrap_or_default()
+        );
+        return ExitCode::SUCCESS;
+    }
+    let s = &answer["session"];
+    println!(
+        "session {key}  id {}  state {}  turns {}",
+        s["session_id"].as_str().unwrap_or_default(),
+        answer["state"].as_str().unwrap_or_default(),
+        s["turns"]
+    );
+    for e in answer["entries"].as_array().cloned().unwrap_or_default() {
+        println!("{}", render_entry(&e));
+    }
+    ExitCode::SUCCESS
+}
+
+/// One transcript entry as a line for people.
+pub fn render_entry(e: &serde_json::Value) -> String {
+    let at = when(e["ts"].as_u64().unwrap_or_default());
+    match e["type"].as_str().unwrap_or_default() {
+        "message" => {
+            let m = &e["message"];
+            let role = m["role"].as_str().unwrap_or("?");
+            let silent = if e["silent"].as_bool().unwrap_or(false) {
+                " (silent)"
+            } else {
+                ""
+            };
+            let mut line = format!(
+                "[{at}] {role}{silent}: {}",
+                m["content"].as_str().unwrap_or_default()
+            );
+            for call in m["tool_calls"].as_array().into_iter().flatten() {
+                line.push_str(&format!(
+                    "\n    → {}({})",
+                    call["name"].as_str().unwrap_or_default(),
+                    call["arguments"].as_str().unwrap_or_default()
+                ));
+            }
+            line
+        }
+        "compaction" => format!(
+            "[{at}] — compacted: {}",
+            e["summary"].as_str().unwrap_or_default()
+        ),
+        "run_ended" => format!(
+            "[{at}] — run {} {}: {}",
+            e["request_id"].as_str().unwrap_or_default(),
+            e["outcome"].as_str().unwrap_or_default(),
+            e["reason"].as_str().unwrap_or_default()
+        ),
+        "session" => format!("[{at}] — session started"),
+        other => format!("[{at}] ({other}) {e}"),
+    }
+}
+
+fn when(ms: u64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms as i64)
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
+        .unwrap_or_default()
+}

@@ -1,0 +1,78 @@
+//! `clawbus tools --agent ID [--channel C] [--json]`: the tools an agent is offered, and for each
+//! removed one the policy layer that removed it. Works offline, from the config files and this
+//! process's environment (which decides `web_search`'s availability, as the daemon's does).
+
+use super::Global;
+use super::client::usage;
+use crate::tools::{ToolServices, agent_tools};
+use clap::Args;
+use serde_json::json;
+use std::process::ExitCode;
+
+/// Flags of `clawbus tools`.
+#[derive(Debug, Args)]
+pub struct ToolsArgs {
+    /// The agent.
+    #[arg(long)]
+    pub agent: String,
+    /// Apply this channel's `deny_tools` too (runs from the HTTP API come from `api`).
+    #[arg(long)]
+    pub channel: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Prints the effective tool list.
+pub fn run(global: &Global, args: ToolsArgs) -> ExitCode {
+    let config = match global.load() {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let Some(def) = config.agent(&args.agent) else {
+        let known: Vec<&str> = config.agents.iter().map(|a| a.id.as_str()).collect();
+        return usage(format!(
+            "no agent {:?} (agents: {})",
+            args.agent,
+            known.join(", ")
+        ));
+    };
+    let mut set = agent_tools(def, &config, &ToolServices::default());
+    if let Some(channel) = &args.channel {
+        set = set.for_channel(channel);
+    }
+    let offered = set.names();
+    if args.json {
+        let out = json!({
+            "agent": def.id.as_str(),
+            "profile": def.tools.profile.as_str(),
+            "channel": args.channel,
+            "offered": offered,
+            "removed": set.removed(),
+        });
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        return ExitCode::SUCCESS;
+    }
+    let channel = args.channel.as_deref().map_or(
+        "none (pass --channel to apply its deny_tools)".to_string(),
+        |c| c.to_string(),
+    );
+    println!(
+        "agent {}: profile {}, channel {channel}",
+        def.id, def.tools.profile
+    );
+    println!("offered ({}): {}", offered.len(), offered.join(", "));
+    if !set.removed().is_empty() {
+        println!("removed:");
+        let width = set
+            .removed()
+            .iter()
+            .map(|r| r.tool.len())
+            .max()
+            .unwrap_or(0);
+        for r in set.removed() {
+            println!("  {:width$}  {:12}  {}", r.tool, r.layer.as_str(), r.reason);
+        }
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,100 @@
+//! Approval requests over HTTP: `GET /v1/approvals` lists them, `POST /v1/approvals/{id}`
+//! `{decision: "allow" | "deny", always?}` answers one.
+
+use super::api::{ApiState, error};
+use crate::approvals::{ApprovalError, ApprovalRecord, ApprovalState};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::json;
+
+/// The approval routes (mounted under `/v1`, behind the token).
+pub fn routes() -> Router<ApiState> {
+    Router::new()
+        .route("/approvals", get(list))
+        .route("/approvals/{id}", post(resolve).get(show))
+}
+
+/// Query of `GET /v1/approvals`.
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    /// Only requests in this state (`pending`, `allowed`, `denied`, `expired`).
+    #[serde(default)]
+    pub state: Option<ApprovalState>,
+}
+
+/// Body of `POST /v1/approvals/{id}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Decision {
+    /// `allow` or `deny`.
+    pub decision: DecisionKind,
+    /// With `allow`: add the command to the agent's allowlist for good.
+    #[serde(default)]
+    pub always: bool,
+}
+
+/// The answer to a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionKind {
+    /// Run it.
+    Allow,
+    /// Do not run it.
+    Deny,
+}
+
+fn store_error(e: ApprovalError) -> Response {
+    match e {
+        ApprovalError::NotFound(_) => {
+            error(StatusCode::NOT_FOUND, "unknown_approval", e.to_string())
+        }
+        ApprovalError::Settled { .. } => {
+            error(StatusCode::CONFLICT, "already_settled", e.to_string())
+        }
+        e => {
+            tracing::error!(error = %e, "Approvals store error in the API.");
+            error(StatusCode::SERVICE_UNAVAILABLE, "storage", e.to_string())
+        }
+    }
+}
+
+async fn list(State(state): State<ApiState>, Query(q): Query<ListQuery>) -> Response {
+    match state.approvals.list() {
+        Ok(all) => {
+            let approvals: Vec<ApprovalRecord> = all
+                .into_iter()
+                .filter(|r| q.state.is_none_or(|s| r.state == s))
+                .collect();
+            Json(json!({ "approvals": approvals })).into_response()
+        }
+        Err(e) => store_error(e),
+    }
+}
+
+async fn show(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
+    match state.approvals.get(&id) {
+        Ok(Some(rec)) => Json(rec).into_response(),
+        Ok(None) => store_error(ApprovalError::NotFound(id)),
+        Err(e) => store_error(e),
+    }
+}
+
+async fn resolve(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    body: Result<Json<Decision>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let Json(body) = match body {
+        Ok(b) => b,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_body", e.body_text()),
+    };
+    let allow = body.decision == DecisionKind::Allow;
+    match state.approvals.resolve(&id, allow, body.always).await {
+        Ok(rec) => Json(rec).into_response(),
+        Err(e) => store_error(e),
+    }
+}

@@ -1,0 +1,296 @@
+//! Global lanes: named concurrency caps shared by every agent and session.
+//!
+//! A run that left its session lane takes a slot in a global lane (`main` for inbound messages,
+//! `cron` for scheduled jobs, `subagent` for spawned work, or any lane named in `[lanes]` of
+//! `clawbus.toml`). Each lane lets at most `cap` runs hold a slot; the others wait in FIFO order.
+//!
+//! One actor (`actor::LaneActor`) owns every queue; [`Lanes`] is its whole public API:
+//! - [`Lanes::acquire`] waits for a slot and returns a [`LanePermit`]; dropping the permit frees
+//!   the slot. A waiting acquire ends early when its [`Ticket`]'s deadline passes
+//!   ([`LaneError::DeadlineExceeded`]), when its cancel signal fires ([`LaneError::Cancelled`]),
+//!   or when the caller drops the future; in every case its queue entry is removed at once, so the
+//!   next release goes to the next live waiter.
+//! - Re-entrancy: a run holding a slot passes [`LanePermit::token`] to the work it spawns
+//!   ([`Ticket::parent`]). That work, acquiring the SAME lane, shares the parent's slot: it runs at
+//!   once, takes no extra slot, and the slot is freed only when parent and nested permits are all
+//!   gone. On another lane it queues normally; the token carries the whole chain, so work that comes
+//!   back to an ancestor's lane shares that ancestor's slot. A run never waits on its own slot, so
+//!   `cron = 1` cannot self-deadlock.
+//!
+//! Every enqueue and dequeue is logged (debug) with `lane`, `queue_size` and `wait_ms`; a wait
+//! longer than `[lanes] warn_after` (2 s) is a warning. Metrics per lane: `clawbus_lane_active`,
+//! `clawbus_lane_queued`, `clawbus_lane_capacity` (gauges), `clawbus_lane_wait_seconds`
+//! (histogram) and `clawbus_lane_abandoned_total{reason}` (waits that ended without a slot).
+
+mod actor;
+mod permit;
+
+#[cfg(test)]
+mod tests;
+
+use crate::config::LanesDef;
+use crate::metrics::Metrics;
+use actix::{Actor, Addr, Message};
+use actor::LaneActor;
+use permit::Slot;
+pub use permit::{LanePermit, ParentToken, Ticket};
+use std::future::pending;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+pub use crate::config::{CRON_LANE, MAIN_LANE, SUBAGENT_LANE};
+
+/// Why an acquire ended without a slot.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaneError {
+    /// No lane has this name.
+    #[error("unknown lane \"{lane}\" (configured: {})", known.join(", "))]
+    UnknownLane {
+        /// The name asked for.
+        lane: String,
+        /// The configured lanes.
+        known: Vec<String>,
+    },
+    /// The ticket's deadline passed while waiting.
+    #[error("lane \"{lane}\": no free slot before the deadline (waited {} ms)", waited.as_millis())]
+    DeadlineExceeded {
+        /// The lane.
+        lane: String,
+        /// How long the run waited.
+        waited: Duration,
+    },
+    /// The ticket's cancel signal fired, or [`Lanes::cancel_waiting`] named the run.
+    #[error("lane \"{lane}\": the wait was cancelled")]
+    Cancelled {
+        /// The lane.
+        lane: String,
+    },
+    /// The lanes actor has stopped (the daemon is shutting down).
+    #[error("the lanes actor has stopped")]
+    Closed,
+}
+
+/// One lane as [`Lanes::status`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaneStatus {
+    /// The lane's name.
+    pub name: String,
+    /// Its concurrency cap.
+    pub cap: usize,
+    /// Runs holding a slot, oldest grant first (nested runs sharing a slot are not listed).
+    pub holding: Vec<Uuid>,
+    /// Runs waiting, in the order they will be served.
+    pub waiting: Vec<Uuid>,
+}
+
+/// Why a waiter left its queue without a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LeaveReason {
+    /// The caller dropped the acquire future.
+    Dropped,
+    /// The ticket's cancel signal fired.
+    Cancelled,
+    /// The ticket's deadline passed.
+    Deadline,
+}
+
+impl LeaveReason {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Dropped => "dropped",
+            Self::Cancelled => "cancelled",
+            Self::Deadline => "deadline",
+        }
+    }
+}
+
+/// Queue a run; the slot (or the error) comes back on `reply`.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Enqueue {
+    lane: String,
+    waiter: u64,
+    run_id: Uuid,
+    /// When the caller started waiting: the wait includes the trip through the mailbox.
+    since: Instant,
+    reply: oneshot::Sender<Result<Slot, LaneError>>,
+}
+
+/// A waiter gave up; remove it from its queue.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Leave {
+    lane: String,
+    waiter: u64,
+    reason: LeaveReason,
+}
+
+/// A slot is free again.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Release {
+    lane: Arc<str>,
+    grant: u64,
+}
+
+/// Cancel every wait of a run; answers how many there were.
+#[derive(Message)]
+#[rtype(result = "usize")]
+struct CancelRun {
+    run_id: Uuid,
+}
+
+/// Every lane's state.
+#[derive(Message)]
+#[rtype(result = "Vec<LaneStatus>")]
+struct Status;
+
+/// Sends [`Leave`] when a wait ends without a slot, including when the future is dropped.
+struct Queued {
+    actor: Addr<LaneActor>,
+    lane: String,
+    waiter: u64,
+    reason: Option<LeaveReason>,
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        if let Some(reason) = self.reason {
+            // do_send ignores capacity: lost only if the actor is gone, with the queue itself.
+            self.actor.do_send(Leave {
+                lane: std::mem::take(&mut self.lane),
+                waiter: self.waiter,
+                reason,
+            });
+        }
+    }
+}
+
+/// The handle of the lanes actor.
+#[derive(Clone)]
+pub struct Lanes {
+    actor: Addr<LaneActor>,
+    next_waiter: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for Lanes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lanes")
+            .field("running", &self.actor.connected())
+            .finish()
+    }
+}
+
+impl Lanes {
+    /// Starts the lanes actor with these lanes, reporting to `metrics`. Must be called inside a
+    /// running actix `System`.
+    pub fn start(def: &LanesDef, metrics: Metrics) -> Lanes {
+        let actor = LaneActor::new(def, &metrics).start();
+        Lanes {
+            actor,
+            next_waiter: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Waits for a slot in `lane` (FIFO), or shares the slot of the ticket's parent on that lane.
+    ///
+    /// Cancel-safe: dropping the future removes the queue entry, and a slot granted at that very
+    /// moment is released.
+    pub async fn acquire(&self, lane: &str, ticket: Ticket) -> Result<LanePermit, LaneError> {
+        let Ticket {
+            run_id,
+            deadline,
+            parent,
+            cancel,
+        } = ticket;
+        let parent = parent.unwrap_or_default();
+        if let Some(slot) = parent.slot_on(lane) {
+            tracing::debug!(lane, run_id = %run_id, "Nested run shares its parent's lane slot.");
+            return Ok(LanePermit::new(slot, &parent, run_id, Duration::ZERO, true));
+        }
+        let started = Instant::now();
+        if deadline.is_some_and(|d| d <= started) {
+            return Err(LaneError::DeadlineExceeded {
+                lane: lane.to_string(),
+                waited: Duration::ZERO,
+            });
+        }
+        let waiter = self.next_waiter.fetch_add(1, Ordering::Relaxed);
+        let (reply, granted) = oneshot::channel();
+        let mut queued = Queued {
+            actor: self.actor.clone(),
+            lane: lane.to_string(),
+            waiter,
+            reason: Some(LeaveReason::Dropped),
+        };
+        // `send` queues the message now (or when first polled if the mailbox is full).
+        let enqueue = self.actor.send(Enqueue {
+            lane: lane.to_string(),
+            waiter,
+            run_id,
+            since: started,
+            reply,
+        });
+        let wait = async move {
+            enqueue.await.map_err(|_| LaneError::Closed)?;
+            granted.await.map_err(|_| LaneError::Closed)?
+        };
+        let cancelled = async move {
+            match cancel {
+                Some(signal) => signal.await,
+                None => pending().await,
+            }
+        };
+        let expired = async move {
+            match deadline {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => pending().await,
+            }
+        };
+        let reason = tokio::select! {
+            biased;
+            result = wait => {
+                queued.reason = None;
+                let slot = result?;
+                let waited = started.elapsed();
+                return Ok(LanePermit::new(Arc::new(slot), &parent, run_id, waited, false));
+            }
+            () = cancelled => LeaveReason::Cancelled,
+            () = expired => LeaveReason::Deadline,
+        };
+        queued.reason = Some(reason);
+        Err(match reason {
+            LeaveReason::Deadline => LaneError::DeadlineExceeded {
+                lane: lane.to_string(),
+                waited: started.elapsed(),
+            },
+            _ => LaneError::Cancelled {
+                lane: lane.to_string(),
+            },
+        })
+    }
+
+    /// Cancels every queued wait of `run_id` (each ends with [`LaneError::Cancelled`]); answers
+    /// how many there were. A run already holding its slot is not affected.
+    pub async fn cancel_waiting(&self, run_id: Uuid) -> Result<usize, LaneError> {
+        self.actor
+            .send(CancelRun { run_id })
+            .await
+            .map_err(|_| LaneError::Closed)
+    }
+
+    /// Every lane's cap, holders and waiters, by lane name.
+    pub async fn status(&self) -> Result<Vec<LaneStatus>, LaneError> {
+        self.actor.send(Status).await.map_err(|_| LaneError::Closed)
+    }
+
+    /// Whether the lanes actor is still running.
+    pub fn is_running(&self) -> bool {
+        self.actor.connected()
+    }
+}

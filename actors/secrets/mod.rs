@@ -1,0 +1,179 @@
+//! Secret values that must never reach a model or a transcript.
+//!
+//! A [`Secrets`] set holds the VALUES of the environment variables that carry credentials: every
+//! provider's `api_key_env`, the web search keys ([`SEARCH_KEY_VARS`]) and any extra names (skills'
+//! `requires.env`, via [`Secrets::with_names`]). [`Secrets::redact`] replaces each value found in a
+//! text with `[REDACTED:<VAR_NAME>]`; [`crate::tools::ToolSet::invoke`] applies it to every tool
+//! output. Values shorter than [`MIN_SECRET_LEN`] are ignored: they would redact ordinary words.
+//! Each value is also matched in its Markdown-escaped spelling (`sk\_live\_…`), the form a secret
+//! takes in a web page that `web_fetch` rendered as Markdown.
+
+#[cfg(test)]
+mod tests;
+
+use crate::config::Config;
+use std::borrow::Cow;
+use std::fmt;
+
+/// Values shorter than this (in bytes) are not treated as secrets.
+pub const MIN_SECRET_LEN: usize = 8;
+
+/// The environment variables of the web search providers, always treated as secrets.
+pub const SEARCH_KEY_VARS: &[&str] = &["BRAVE_API_KEY", "TAVILY_API_KEY"];
+
+/// One secret: the variable it came from and its value.
+#[derive(Clone, PartialEq, Eq)]
+struct Secret {
+    name: String,
+    value: String,
+}
+
+/// A set of secret values and the names of the variables that hold them.
+///
+/// `Debug` shows the names only, never the values.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secrets {
+    /// Longest value first, so a secret that contains another is replaced whole.
+    entries: Vec<Secret>,
+}
+
+impl fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set()
+            .entries(self.entries.iter().map(|s| &s.name))
+            .finish()
+    }
+}
+
+impl Secrets {
+    /// The values, read from the process environment, of every provider's `api_key_env` and of
+    /// [`SEARCH_KEY_VARS`].
+    pub fn from_config(config: &Config) -> Self {
+        Self::default().with_names(config_names(config))
+    }
+
+    /// Same as [`Secrets::from_config`] with `lookup` in place of the process environment.
+    pub fn from_config_with(config: &Config, lookup: impl Fn(&str) -> Option<String>) -> Self {
+        Self::default().with_names_from(config_names(config), lookup)
+    }
+
+    /// Adds the values of the environment variables `names` (unset or short ones are skipped).
+    pub fn with_names<I, S>(self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.with_names_from(names, |name| std::env::var(name).ok())
+    }
+
+    /// Adds the values `lookup` gives for `names` (`None` or short ones are skipped).
+    pub fn with_names_from<I, S>(
+        mut self,
+        names: I,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        for name in names {
+            let name = name.as_ref();
+            if let Some(value) = lookup(name) {
+                self.insert(name, value);
+            }
+        }
+        self.sort();
+        self
+    }
+
+    /// Adds one secret value under `name` (ignored when shorter than [`MIN_SECRET_LEN`]).
+    pub fn with_value(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.insert(name, value.into());
+        self.sort();
+        self
+    }
+
+    /// How many variables contributed a secret value.
+    pub fn len(&self) -> usize {
+        let mut names: Vec<&str> = self.names().collect();
+        names.dedup();
+        names.len()
+    }
+
+    /// Whether the set holds no value.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The variable names, sorted, each once.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        let mut names: Vec<&str> = self.entries.iter().map(|s| s.name.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        names.into_iter()
+    }
+
+    /// `text` with every secret value replaced by `[REDACTED:<VAR_NAME>]`; borrowed when there is
+    /// nothing to replace.
+    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let mut out = Cow::Borrowed(text);
+        for secret in &self.entries {
+            if out.contains(secret.value.as_str()) {
+                let replaced = out.replace(
+                    secret.value.as_str(),
+                    &format!("[REDACTED:{}]", secret.name),
+                );
+                out = Cow::Owned(replaced);
+            }
+        }
+        out
+    }
+
+    fn insert(&mut self, name: &str, value: String) {
+        // Surrounding whitespace (a trailing newline from a file) is not part of what leaks.
+        let value = value.trim();
+        if value.len() < MIN_SECRET_LEN || self.entries.iter().any(|s| s.value == value) {
+            return;
+        }
+        let escaped = markdown_escaped(value);
+        if escaped != value {
+            self.entries.push(Secret {
+                name: name.to_string(),
+                value: escaped,
+            });
+        }
+        self.entries.push(Secret {
+            name: name.to_string(),
+            value: value.to_string(),
+        });
+    }
+
+    fn sort(&mut self) {
+        self.entries
+            .sort_by(|a, b| b.value.len().cmp(&a.value.len()).then(a.name.cmp(&b.name)));
+    }
+}
+
+/// `value` with the characters Markdown renderers escape in prose (backslash, `_`, `*`, `[`, `]`,
+/// backtick) escaped.
+fn markdown_escaped(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() + 8);
+    for c in value.chars() {
+        if matches!(c, '\\' | '_' | '*' | '[' | ']' | '`') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Every provider's `api_key_env` plus [`SEARCH_KEY_VARS`].
+fn config_names(config: &Config) -> Vec<String> {
+    let mut names: Vec<String> = config
+        .providers
+        .values()
+        .filter_map(|p| p.api_key_env.clone())
+        .collect();
+    names.extend(SEARCH_KEY_VARS.iter().map(|s| s.to_string()));
+    names
+}

@@ -1,0 +1,215 @@
+use super::*;
+use crate::config::{self, LoadOptions};
+use std::collections::HashMap;
+
+fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let map: HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    move |name| map.get(name).cloned()
+}
+
+#[test]
+fn a_secret_value_is_replaced_by_its_variable_name() {
+    let secrets = Secrets::default().with_names_from(
+        ["OPENAI_API_KEY"],
+        env(&[("OPENAI_API_KEY", "sk-live-1234567890")]),
+    );
+    let out = secrets.redact("key=sk-live-1234567890; again sk-live-1234567890.");
+    assert_eq!(
+        out,
+        "key=[REDACTED:OPENAI_API_KEY]; again [REDACTED:OPENAI_API_KEY]."
+    );
+}
+
+#[test]
+fn text_without_secrets_is_borrowed_unchanged() {
+    let secrets = Secrets::default().with_value("TOKEN", "abcdefgh12345");
+    let out = secrets.redact("nothing to see");
+    assert!(matches!(out, Cow::Borrowed("nothing to see")));
+}
+
+#[test]
+fn short_unset_and_blank_values_are_ignored() {
+    let secrets = Secrets::default().with_names_from(
+        ["SHORT", "UNSET", "BLANK", "PADDED"],
+        env(&[
+            ("SHORT", "1234567"),
+            ("BLANK", "        \n"),
+            ("PADDED", "  padded-secret\n"),
+        ]),
+    );
+    assert_eq!(secrets.names().collect::<Vec<_>>(), ["PADDED"]);
+    assert_eq!(
+        secrets.redact("1234567 padded-secret"),
+        "1234567 [REDACTED:PADDED]"
+    );
+}
+
+#[test]
+fn a_secret_containing_another_is_replaced_whole() {
+    let secrets = Secrets::default()
+        .with_value("INNER", "abcdefgh")
+        .with_value("OUTER", "xx-abcdefgh-yy");
+    assert_eq!(
+        secrets.redact("xx-abcdefgh-yy and abcdefgh"),
+        "[REDACTED:OUTER] and [REDACTED:INNER]"
+    );
+}
+
+#[test]
+fn the_markdown_escaped_spelling_is_redacted_too() {
+    let secrets = Secrets::default().with_value("STRIPE_KEY", "sk_live_abcdef123");
+    assert_eq!(
+        secrets.redact("raw sk_live_abcdef123, rendered sk\\_live\\_abcdef123"),
+        "raw [REDACTED:STRIPE_KEY], rendered [REDACTED:STRIPE_KEY]"
+    );
+    assert_eq!(secrets.len(), 1);
+}
+
+#[test]
+fn debug_shows_names_never_values() {
+    let secrets = Secrets::default().with_value("API_TOKEN", "very-secret-value");
+    let shown = format!("{secrets:?}");
+    assert!(shown.contains("API_TOKEN"), "{shown}");
+    assert!(!shown.contains("very-secret-value"), "{shown}");
+}
+
+#[test]
+fn from_config_reads_provider_keys_and_search_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("agents.d")).unwrap();
+    std::fs::write(
+        dir.path().join("clawbus.toml"),
+        "[providers.remote]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"REMOTE_KEY\"\n",
+    )
+    .unwrap();
+    let config = config::load(&LoadOptions {
+        config: dir.path().join("clawbus.toml"),
+        agents_dir: dir.path().join("agents.d"),
+        state_dir: None,
+        model_override: None,
+    })
+    .unwrap();
+    let secrets = Secrets::from_config_with(
+        &config,
+        env(&[
+            ("REMOTE_KEY", "remote-key-value-1"),
+            ("BRAVE_API_KEY", "brave-key-value-2"),
+            ("TAVILY_API_KEY", "tvly-key-value-3"),
+            ("UNRELATED", "unrelated-value-4"),
+        ]),
+    );
+    assert_eq!(secrets.len(), 3, "{secrets:?}");
+    let out =
+        secrets.redact("remote-key-value-1 brave-key-value-2 tvly-key-value-3 unrelated-value-4");
+    assert_eq!(
+        out,
+        "[REDACTED:REMOTE_KEY] [REDACTED:BRAVE_API_KEY] [REDACTED:TAVILY_API_KEY] unrelated-value-4"
+    );
+}
+
+mod through_the_tool_set {
+    use super::super::Secrets;
+    use crate::tools::{Tool, ToolContext, ToolOutput, ToolSet};
+    use async_trait::async_trait;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    /// Answers with its `text` argument, as an error when `fail` is set.
+    struct Echo;
+
+    #[async_trait]
+    impl Tool for Echo {
+        fn name(&self) -> &'static str {
+            "echo"
+        }
+        fn description(&self) -> &'static str {
+            "Echoes text."
+        }
+        fn parameters(&self) -> serde_json::Value {
+            json!({
+                "type": "object",
+                "properties": { "text": { "type": "string" }, "fail": { "type": "boolean" } },
+                "required": ["text"]
+            })
+        }
+        async fn call(&self, _: &ToolContext, args: serde_json::Value) -> ToolOutput {
+            let text = args["text"].as_str().unwrap_or_default();
+            if args["fail"].as_bool().unwrap_or(false) {
+                ToolOutput::error("io", format!("could not use {text}"))
+            } else {
+                ToolOutput::ok(text)
+            }
+        }
+    }
+
+    const SECRET: &str = "sk-planted-0123456789abcdef";
+
+    fn set() -> ToolSet {
+        ToolSet::default().with(Echo).with_secrets(Arc::new(
+            Secrets::default().with_value("PLANTED_KEY", SECRET),
+        ))
+    }
+
+    fn ctx(dir: &tempfile::TempDir) -> ToolContext {
+        ToolContext {
+            workspace: dir.path().canonicalize().unwrap(),
+            agent: "a".into(),
+            session: "s".into(),
+            channel: "api".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_secret_in_a_tool_output_never_reaches_the_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let args = json!({ "text": format!("token={SECRET}\n") }).to_string();
+        let out = set().invoke(&ctx(&dir), "echo", &args, 16_000).await;
+        assert!(!out.is_error, "{out:?}");
+        assert_eq!(out.text, "token=[REDACTED:PLANTED_KEY]\n");
+    }
+
+    #[tokio::test]
+    async fn error_outputs_are_redacted_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let args = json!({ "text": SECRET, "fail": true }).to_string();
+        let out = set().invoke(&ctx(&dir), "echo", &args, 16_000).await;
+        assert!(out.is_error);
+        assert!(!out.text.contains(SECRET), "{}", out.text);
+        assert!(out.text.contains("[REDACTED:PLANTED_KEY]"), "{}", out.text);
+    }
+
+    #[tokio::test]
+    async fn a_long_output_is_redacted_before_it_is_cut_and_saved() {
+        let dir = tempfile::tempdir().unwrap();
+        // The secret straddles the cap: cutting first would leave a prefix of it behind.
+        let text = format!("{}{SECRET}{}", "x".repeat(990), "y".repeat(5000));
+        let args = json!({ "text": text }).to_string();
+        let out = set().invoke(&ctx(&dir), "echo", &args, 1000).await;
+        assert!(!out.text.contains("sk-planted"), "{}", out.text);
+        // Whatever was saved for paging holds no secret either.
+        for entry in walk(dir.path()) {
+            let saved = std::fs::read_to_string(&entry).unwrap_or_default();
+            assert!(
+                !saved.contains(SECRET),
+                "{} holds the secret",
+                entry.display()
+            );
+        }
+    }
+
+    fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,278 @@
+//! The session actor: its queue is the session lane; one run at a time, in arrival order.
+
+use super::history::View;
+use super::run::{RunInput, RunReport, execute};
+use super::transcript::{Entry, EntryBody, Transcript};
+use super::{CancelRun, Enqueue, LiveInfo, LiveSessions, RunDone, SessionState, Stop};
+use crate::agent::runtime::AgentRuntime;
+use crate::router::SessionKey;
+use actix::{
+    Actor, ActorContext, ActorFutureExt, AsyncContext, Context, Handler, Recipient, WrapFuture,
+};
+use bus::{Delivery, Outcome};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use uuid::Uuid;
+
+/// One live session.
+pub struct SessionActor {
+    key: SessionKey,
+    rt: Arc<AgentRuntime>,
+    transcript: Arc<Transcript>,
+    view: View,
+    queue: VecDeque<(Delivery, String)>,
+    current: Option<Current>,
+    live: LiveSessions,
+    done: Recipient<RunDone>,
+    stopping: bool,
+}
+
+struct Current {
+    delivery: Delivery,
+    abort: tokio::task::AbortHandle,
+}
+
+impl SessionActor {
+    /// Opens the session's transcript (creating the session on first use) and rebuilds its view.
+    pub fn open(
+        key: SessionKey,
+        rt: Arc<AgentRuntime>,
+        live: LiveSessions,
+        done: Recipient<RunDone>,
+    ) -> Result<Self, String> {
+        let meta = rt
+            .index
+            .get_or_create(key.as_str(), rt.id.as_str(), super::run::now_ms())
+            .map_err(|e| e.to_string())?;
+        let path = Transcript::path_for(&rt.state_dir, rt.id.as_str(), &meta.session_id);
+        let (transcript, loaded) =
+            Transcript::open(&path).map_err(|e| format!("transcript {}: {e}", path.display()))?;
+        if loaded.entries.is_empty() {
+            let first = Entry::new(EntryBody::Session {
+                version: 1,
+                key: key.to_string(),
+                agent: rt.id.to_string(),
+            });
+            transcript
+                .append(std::slice::from_ref(&first))
+                .map_err(|e| format!("transcript {}: {e}", path.display()))?;
+        }
+        let view = View::from_entries(&loaded.entries);
+        tracing::debug!(session = %key, entries = loaded.entries.len(), torn_bytes = loaded.torn_bytes, "Session loaded.");
+        Ok(Self {
+            key,
+            rt,
+            transcript: Arc::new(transcript),
+            view,
+            queue: VecDeque::new(),
+            current: None,
+            live,
+            done,
+            stopping: false,
+        })
+    }
+
+    fn publish_state(&self) {
+        let state = if self.current.is_some() {
+            SessionState::Processing
+        } else {
+            SessionState::Idle
+        };
+        self.live.insert(
+            self.key.to_string(),
+            LiveInfo {
+                state,
+                queued: self.queue.len(),
+            },
+        );
+    }
+
+    fn live_gauge(&self) -> crate::metrics::Gauge {
+        self.rt.metrics.gauge(
+            "clawbus_live_sessions",
+            "Live session actors.",
+            &[("agent", self.rt.id.as_str())],
+        )
+    }
+
+    /// Starts the next queued run when none is running.
+    fn pump(&mut self, ctx: &mut Context<Self>) {
+        if self.current.is_some() {
+            return;
+        }
+        let Some((delivery, channel)) = self.queue.pop_front() else {
+            self.publish_state();
+            if self.stopping {
+                ctx.stop();
+            }
+            return;
+        };
+        let task_id = delivery.envelope().id;
+        let input = RunInput {
+            rt: self.rt.clone(),
+            key: self.key.clone(),
+            channel,
+            delivery: delivery.clone(),
+            view: self.view.clone(),
+            transcript: self.transcript.clone(),
+        };
+        let handle = tokio::spawn(execute(input));
+        self.current = Some(Current {
+            delivery,
+            abort: handle.abort_handle(),
+        });
+        tracing::info!(session = %self.key, task_id = %task_id, queued = self.queue.len(), reason = "run_started", "Session processing.");
+        self.publish_state();
+        ctx.spawn(handle.into_actor(self).map(move |res, act, ctx| {
+            act.run_ended(task_id, res, ctx);
+        }));
+    }
+
+    fn run_ended(
+        &mut self,
+        task_id: Uuid,
+        res: Result<RunReport, tokio::task::JoinError>,
+        ctx: &mut Context<Self>,
+    ) {
+        let is_current = self
+            .current
+            .as_ref()
+            .is_some_and(|c| c.delivery.envelope().id == task_id);
+        if !is_current {
+            return; // cancelled: already accounted for
+        }
+        self.current = None;
+        match res {
+            Ok(report) => {
+                for e in &report.entries {
+                    self.view.apply(e);
+                }
+                let reason = if report.state == "succeeded" {
+                    "run_completed"
+                } else {
+                    "run_failed"
+                };
+                tracing::info!(session = %self.key, task_id = %task_id, state = report.state, reason, "Session idle.");
+            }
+            Err(e) => {
+                tracing::error!(session = %self.key, task_id = %task_id, error = %e, reason = "run_failed", "Run task ended abnormally; it will be redelivered.");
+                self.reload_view();
+            }
+        }
+        self.done.do_send(RunDone {
+            key: self.key.to_string(),
+            task_id,
+        });
+        self.pump(ctx);
+    }
+
+    /// Re-reads the view from disk after a run that did not report its entries.
+    fn reload_view(&mut self) {
+        match Transcript::open(self.transcript.path()) {
+            Ok((_, loaded)) => self.view = View::from_entries(&loaded.entries),
+            Err(e) => {
+                tracing::error!(session = %self.key, error = %e, "Transcript reload failed; keeping the old view.")
+            }
+        }
+    }
+}
+
+impl Actor for SessionActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(256);
+        self.publish_state();
+        self.live_gauge().inc();
+    }
+
+    fn stopped(&mut self, _: &mut Self::Context) {
+        self.live.remove(self.key.as_str());
+        self.live_gauge().dec();
+        tracing::debug!(session = %self.key, "Session actor stopped; its state stays on disk.");
+    }
+}
+
+impl Handler<Enqueue> for SessionActor {
+    type Result = ();
+    fn handle(&mut self, msg: Enqueue, ctx: &mut Context<Self>) {
+        self.queue.push_back((msg.delivery, msg.channel));
+        self.stopping = false;
+        self.pump(ctx);
+        self.publish_state();
+    }
+}
+
+impl Handler<CancelRun> for SessionActor {
+    type Result = bool;
+    fn handle(&mut self, msg: CancelRun, ctx: &mut Context<Self>) -> bool {
+        let outcome = Outcome::Cancelled {
+            reason: msg.reason.clone(),
+        };
+        if let Some(pos) = self
+            .queue
+            .iter()
+            .position(|(d, _)| d.envelope().id == msg.task_id)
+        {
+            if let Some((delivery, _)) = self.queue.remove(pos) {
+                settle(delivery, outcome);
+            }
+            tracing::info!(session = %self.key, task_id = %msg.task_id, "Queued run cancelled; it left the session lane.");
+            self.done.do_send(RunDone {
+                key: self.key.to_string(),
+                task_id: msg.task_id,
+            });
+            self.publish_state();
+            return true;
+        }
+        let running = self
+            .current
+            .as_ref()
+            .is_some_and(|c| c.delivery.envelope().id == msg.task_id);
+        if !running {
+            return false;
+        }
+        if let Some(current) = self.current.take() {
+            current.abort.abort();
+            let request_id = current.delivery.envelope().request_id.to_string();
+            let ended = Entry::new(EntryBody::RunEnded {
+                request_id,
+                outcome: "cancelled".into(),
+                reason: msg.reason.clone(),
+            });
+            if let Err(e) = self.transcript.append(std::slice::from_ref(&ended)) {
+                tracing::error!(session = %self.key, error = %e, "Could not record the cancel in the transcript.");
+            }
+            settle(current.delivery, outcome);
+            tracing::info!(session = %self.key, task_id = %msg.task_id, reason = "run_cancelled", "Running turn cancelled.");
+            // The run may have written lines before it was stopped: rebuild the view from disk.
+            self.reload_view();
+            self.done.do_send(RunDone {
+                key: self.key.to_string(),
+                task_id: msg.task_id,
+            });
+        }
+        self.pump(ctx);
+        true
+    }
+}
+
+impl Handler<Stop> for SessionActor {
+    type Result = ();
+    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
+        if self.current.is_none() && self.queue.is_empty() {
+            ctx.stop();
+        } else {
+            self.stopping = true;
+        }
+    }
+}
+
+/// Completes a delivery in the background; the first outcome wins, so a late one is harmless.
+fn settle(delivery: Delivery, outcome: Outcome) {
+    actix::spawn(async move {
+        if let Err(e) = delivery.complete(outcome).await {
+            tracing::error!(error = %e, "Could not record a cancel outcome.");
+        }
+    });
+}

@@ -1,0 +1,130 @@
+//! Compaction near the context window: a silent memory-flush turn first, then older turns are
+//! summarised into a compaction record. The transcript is only appended to.
+
+use super::history::{View, message_tokens};
+use super::transcript::{Entry, EntryBody, Transcript};
+use crate::agent::turn::{PromptSource, TurnDeps, TurnInput, run_turn};
+use crate::config::SessionDef;
+use crate::model::{ChatMessage, ChatRequest, Role};
+use crate::tools::ToolContext;
+use std::sync::Arc;
+
+/// The message of the silent turn that runs before a compaction.
+pub const FLUSH_PROMPT: &str = "[memory flush] This conversation is about to be compacted: older turns will be replaced by a summary. \
+If anything in it is worth keeping, write it now to memory/YYYY-MM-DD.md (today's date) with the write tool. \
+If nothing needs saving, reply exactly NO_REPLY.";
+
+/// What the summariser is told.
+pub const SUMMARY_INSTRUCTIONS: &str = "Summarise the conversation below for your own later use. Keep facts, decisions, \
+open questions, names, numbers and file paths; drop chit-chat. Answer with the summary only.";
+
+/// Whether the next request (system prompt + history + message) passes the threshold.
+pub fn needs_compaction(def: &SessionDef, system_chars: usize, view: &View, message: &str) -> bool {
+    let next = system_chars as u64 / 4
+        + view.estimated_tokens()
+        + message_tokens(&ChatMessage::user(message));
+    next as f64 > def.compaction_threshold * def.context_window as f64
+}
+
+/// Where the kept tail of the view starts: the last `keep` messages, moved back so the tail
+/// starts at a user message (a tool result must not lose the call it answers).
+pub fn split_point(view: &View, keep: usize) -> usize {
+    let mut at = view.items.len().saturating_sub(keep);
+    while at > 0
+        && view
+            .items
+            .get(at)
+            .is_some_and(|(_, m)| m.role != Role::User)
+    {
+        at -= 1;
+    }
+    at
+}
+
+/// Runs the flush turn and the summary; returns the entries written (flush messages, compaction).
+pub async fn compact(
+    deps: &TurnDeps,
+    def: &SessionDef,
+    prompt: Arc<dyn PromptSource>,
+    tool_context: ToolContext,
+    view: &View,
+    transcript: &Transcript,
+) -> Result<Vec<Entry>, String> {
+    let tokens_before = view.estimated_tokens();
+    let mut written = Vec::new();
+    // 1. The silent flush turn: the agent may save notes; its reply is never delivered.
+    let flush = run_turn(
+        deps,
+        TurnInput {
+            prompt: prompt.clone(),
+            history: view.messages(),
+            message: FLUSH_PROMPT.to_string(),
+            tool_context,
+        },
+    )
+    .await
+    .map_err(|e| format!("memory flush turn failed: {e}"))?;
+    let flush_entries: Vec<Entry> = flush
+        .added
+        .into_iter()
+        .map(|m| Entry::message(m, None, true))
+        .collect();
+    transcript
+        .append(&flush_entries)
+        .map_err(|e| format!("transcript: {e}"))?;
+    written.extend(flush_entries);
+    // 2. Summarise everything before the kept tail.
+    let at = split_point(view, def.keep_recent_messages);
+    if at == 0 {
+        return Ok(written);
+    }
+    let older: Vec<ChatMessage> = View {
+        summary: view.summary.clone(),
+        items: view.items[..at].to_vec(),
+    }
+    .messages();
+    let request = ChatRequest {
+        model: deps.model_name.clone(),
+        messages: vec![
+            ChatMessage::system(SUMMARY_INSTRUCTIONS),
+            ChatMessage::user(render(&older)),
+        ],
+        tools: Vec::new(),
+    };
+    let reply = deps
+        .model
+        .complete(&request)
+        .await
+        .map_err(|e| format!("summary call failed: {e}"))?;
+    let summary = reply.text.unwrap_or_default();
+    let entry = Entry::new(EntryBody::Compaction {
+        summary,
+        first_kept: view.items.get(at).map(|(id, _)| *id),
+        tokens_before,
+    });
+    transcript
+        .append(std::slice::from_ref(&entry))
+        .map_err(|e| format!("transcript: {e}"))?;
+    written.push(entry);
+    Ok(written)
+}
+
+/// The conversation as plain text for the summariser.
+fn render(messages: &[ChatMessage]) -> String {
+    let mut out = String::new();
+    for m in messages {
+        let who = match m.role {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        };
+        if let Some(c) = &m.content {
+            out.push_str(&format!("{who}: {c}\n"));
+        }
+        for call in &m.tool_calls {
+            out.push_str(&format!("{who} called {}({})\n", call.name, call.arguments));
+        }
+    }
+    out
+}

@@ -1,0 +1,84 @@
+//! The model's view of a session: the transcript's messages after the latest compaction.
+
+use super::transcript::{Entry, EntryBody};
+use crate::model::ChatMessage;
+use uuid::Uuid;
+
+/// The conversation history a run sends to the model.
+#[derive(Debug, Clone, Default)]
+pub struct View {
+    /// The summary that replaced older turns, if a compaction happened.
+    pub summary: Option<String>,
+    /// Messages shown verbatim, with the id of their transcript entry.
+    pub items: Vec<(Uuid, ChatMessage)>,
+}
+
+/// How a compaction summary is introduced to the model.
+pub const SUMMARY_PREFIX: &str =
+    "[Summary of the earlier conversation, written when it was compacted]";
+
+impl View {
+    /// Rebuilds the view from transcript entries.
+    pub fn from_entries(entries: &[Entry]) -> Self {
+        let mut view = Self::default();
+        for e in entries {
+            view.apply(e);
+        }
+        view
+    }
+
+    /// Applies one new entry.
+    pub fn apply(&mut self, e: &Entry) {
+        match &e.body {
+            EntryBody::Message {
+                message,
+                silent: false,
+                ..
+            } => self.items.push((e.id, message.clone())),
+            EntryBody::Compaction {
+                summary,
+                first_kept,
+                ..
+            } => {
+                self.summary = Some(summary.clone());
+                let keep_from = first_kept
+                    .and_then(|id| self.items.iter().position(|(i, _)| *i == id))
+                    .unwrap_or(self.items.len());
+                self.items.drain(..keep_from);
+            }
+            _ => {}
+        }
+    }
+
+    /// The messages to send, summary first.
+    pub fn messages(&self) -> Vec<ChatMessage> {
+        let mut out = Vec::with_capacity(self.items.len() + 1);
+        if let Some(s) = &self.summary {
+            out.push(ChatMessage::user(format!("{SUMMARY_PREFIX}\n{s}")));
+        }
+        out.extend(self.items.iter().map(|(_, m)| m.clone()));
+        out
+    }
+
+    /// Rough token estimate of the view: four characters a token, plus a few per message.
+    pub fn estimated_tokens(&self) -> u64 {
+        let summary = self.summary.as_ref().map_or(0, |s| s.len() as u64 / 4 + 4);
+        summary
+            + self
+                .items
+                .iter()
+                .map(|(_, m)| message_tokens(m))
+                .sum::<u64>()
+    }
+}
+
+/// Rough token estimate of one message.
+pub fn message_tokens(m: &ChatMessage) -> u64 {
+    let text = m.content.as_ref().map_or(0, |c| c.len());
+    let calls: usize = m
+        .tool_calls
+        .iter()
+        .map(|c| c.name.len() + c.arguments.len() + 8)
+        .sum();
+    ((text + calls) / 4 + 4) as u64
+}

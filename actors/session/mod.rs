@@ -1,0 +1,108 @@
+//! Sessions: one actor per live conversation; its own queue is the session lane (one run at a
+//! time, in arrival order). Transcripts are append-only JSONL; the index lives in sled.
+
+mod actor;
+pub mod compaction;
+pub mod history;
+pub mod index;
+pub mod run;
+#[cfg(test)]
+mod tests;
+pub mod transcript;
+
+pub use actor::SessionActor;
+
+use actix::{Addr, Message};
+use bus::Delivery;
+use dashmap::DashMap;
+use serde::Serialize;
+use std::sync::Arc;
+use uuid::Uuid;
+
+/// Where a live session stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionState {
+    /// Waiting for work.
+    Idle,
+    /// A run is in progress.
+    Processing,
+}
+
+/// What the process knows of a live session, readable without asking the actor.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct LiveInfo {
+    /// Idle or processing.
+    pub state: SessionState,
+    /// Runs waiting behind the current one.
+    pub queued: usize,
+}
+
+/// Live sessions of every agent, by session key.
+pub type LiveSessions = Arc<DashMap<String, LiveInfo>>;
+
+/// Adds a run to the session lane.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Enqueue {
+    /// The task.
+    pub delivery: Delivery,
+    /// The channel it came from.
+    pub channel: String,
+}
+
+/// Cancels a queued or running task of this session. Answers whether it was found.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct CancelRun {
+    /// The task.
+    pub task_id: Uuid,
+    /// Why, for the transcript.
+    pub reason: String,
+}
+
+/// Stops the session actor (it is idle; its state stays on disk).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Stop;
+
+/// Sent by a session to its agent when a run has left the session.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct RunDone {
+    /// The session key.
+    pub key: String,
+    /// The task.
+    pub task_id: Uuid,
+}
+
+/// The typed handle of a session actor.
+#[derive(Clone)]
+pub struct SessionHandle {
+    addr: Addr<SessionActor>,
+}
+
+impl SessionHandle {
+    /// Wraps a started actor.
+    pub fn new(addr: Addr<SessionActor>) -> Self {
+        Self { addr }
+    }
+
+    /// Queues a run. If the actor is gone the delivery is dropped unsettled and redelivered.
+    pub fn enqueue(&self, delivery: Delivery, channel: String) {
+        self.addr.do_send(Enqueue { delivery, channel });
+    }
+
+    /// Cancels a task of this session.
+    pub async fn cancel(&self, task_id: Uuid, reason: String) -> bool {
+        self.addr
+            .send(CancelRun { task_id, reason })
+            .await
+            .unwrap_or(false)
+    }
+
+    /// Stops the actor.
+    pub fn stop(&self) {
+        self.addr.do_send(Stop);
+    }
+}

@@ -1,0 +1,120 @@
+use super::compaction::split_point;
+use super::history::View;
+use super::transcript::{Entry, EntryBody, Transcript};
+use crate::model::{ChatMessage, ToolCall};
+use std::io::Write;
+
+fn msg(text: &str) -> Entry {
+    Entry::message(ChatMessage::user(text), Some("r"), false)
+}
+
+#[test]
+fn appended_entries_load_back_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let (t, loaded) = Transcript::open(&path).unwrap();
+    assert!(loaded.entries.is_empty());
+    t.append(&[msg("one"), msg("two")]).unwrap();
+    t.append(&[msg("three")]).unwrap();
+    let (_, loaded) = Transcript::open(&path).unwrap();
+    let texts: Vec<_> = View::from_entries(&loaded.entries)
+        .messages()
+        .into_iter()
+        .map(|m| m.content.unwrap())
+        .collect();
+    assert_eq!(texts, ["one", "two", "three"]);
+}
+
+#[test]
+fn torn_last_line_is_set_aside_and_the_rest_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let (t, _) = Transcript::open(&path).unwrap();
+    t.append(&[msg("kept 1"), msg("kept 2")]).unwrap();
+    drop(t);
+    let intact = std::fs::read(&path).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    f.write_all(br#"{"id":"0192","ts":1,"type":"mess"#).unwrap();
+    drop(f);
+
+    let (t, loaded) = Transcript::open(&path).unwrap();
+    assert_eq!(loaded.entries.len(), 2, "every intact entry survives");
+    assert!(loaded.torn_bytes > 0);
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        intact,
+        "only the torn tail is cut"
+    );
+    let corrupt = std::fs::read_to_string(dir.path().join("s.jsonl.corrupt")).unwrap();
+    assert!(
+        corrupt.contains(r#""type":"mess"#),
+        "the torn bytes are kept aside: {corrupt}"
+    );
+    t.append(&[msg("after")]).unwrap();
+    let (_, loaded) = Transcript::open(&path).unwrap();
+    assert_eq!(
+        loaded.entries.len(),
+        3,
+        "the session continues after the repair"
+    );
+}
+
+#[test]
+fn a_complete_last_line_without_newline_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let line = serde_json::to_string(&msg("no newline")).unwrap();
+    std::fs::write(&path, line).unwrap();
+    let (t, loaded) = Transcript::open(&path).unwrap();
+    assert_eq!(loaded.entries.len(), 1);
+    t.append(&[msg("next")]).unwrap();
+    let (_, loaded) = Transcript::open(&path).unwrap();
+    assert_eq!(loaded.entries.len(), 2);
+}
+
+#[test]
+fn compaction_record_replaces_older_messages_in_the_view_only() {
+    let entries: Vec<Entry> = (0..6).map(|i| msg(&format!("m{i}"))).collect();
+    let mut view = View::from_entries(&entries);
+    let compaction = Entry::new(EntryBody::Compaction {
+        summary: "earlier: m0..m3".into(),
+        first_kept: Some(entries[4].id),
+        tokens_before: 100,
+    });
+    view.apply(&compaction);
+    let texts: Vec<_> = view
+        .messages()
+        .into_iter()
+        .map(|m| m.content.unwrap())
+        .collect();
+    assert_eq!(texts.len(), 3);
+    assert!(texts[0].contains("earlier: m0..m3"));
+    assert_eq!(&texts[1..], ["m4", "m5"]);
+}
+
+#[test]
+fn kept_tail_never_starts_with_a_tool_result() {
+    let call = ToolCall {
+        id: "c1".into(),
+        name: "read".into(),
+        arguments: "{}".into(),
+    };
+    let entries = vec![
+        msg("q1"),
+        Entry::message(ChatMessage::assistant(None, vec![call]), None, false),
+        Entry::message(ChatMessage::tool("c1", "data"), None, false),
+        Entry::message(
+            ChatMessage::assistant(Some("a1".into()), vec![]),
+            None,
+            false,
+        ),
+        msg("q2"),
+    ];
+    let view = View::from_entries(&entries);
+    // Keeping the last 3 would start at the tool result; the split moves back to "q1".
+    assert_eq!(split_point(&view, 3), 0);
+    assert_eq!(split_point(&view, 1), 4);
+}

@@ -1,0 +1,228 @@
+//! Append-only JSONL transcripts: `<state-dir>/sessions/<agentId>/<sessionId>.jsonl`.
+//!
+//! One JSON entry per line. Lines are written and synced to disk before the run's reply is
+//! acknowledged. The file is never rewritten: compaction appends a record, and the only change to
+//! existing bytes is cutting a torn last line (a crash mid-write), which is first kept aside in
+//! `<sessionId>.jsonl.corrupt`.
+
+use crate::model::ChatMessage;
+use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use uuid::Uuid;
+
+/// One line of a transcript.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Unique id of the entry (UUIDv7, so ids sort by time).
+    pub id: Uuid,
+    /// Unix milliseconds.
+    pub ts: u64,
+    /// What the line records.
+    #[serde(flatten)]
+    pub body: EntryBody,
+}
+
+/// What a transcript line records.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum EntryBody {
+    /// The session's first line.
+    Session {
+        /// Format version.
+        version: u32,
+        /// The session key.
+        key: String,
+        /// The agent.
+        agent: String,
+    },
+    /// A message of the conversation (user, assistant with tool calls, tool result).
+    Message {
+        /// The message as the model saw it.
+        message: ChatMessage,
+        /// The request that produced it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+        /// True for silent turns (memory flush) that stay out of the model's view.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        silent: bool,
+    },
+    /// Older turns replaced in the model's view by a summary.
+    Compaction {
+        /// The summary the model sees instead.
+        summary: String,
+        /// The first message entry still shown verbatim.
+        first_kept: Option<Uuid>,
+        /// Estimated tokens before compaction.
+        tokens_before: u64,
+    },
+    /// A run ended without a normal answer.
+    RunEnded {
+        /// The request.
+        request_id: String,
+        /// `cancelled`, `failed`, `timed_out`.
+        outcome: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl Entry {
+    /// A new entry stamped now.
+    pub fn new(body: EntryBody) -> Self {
+        Self {
+            id: Uuid::now_v7(),
+            ts: now_ms(),
+            body,
+        }
+    }
+
+    /// A message entry.
+    pub fn message(message: ChatMessage, request_id: Option<&str>, silent: bool) -> Self {
+        Self::new(EntryBody::Message {
+            message,
+            request_id: request_id.map(str::to_string),
+            silent,
+        })
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// What loading a transcript found.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    /// Every intact entry, in order.
+    pub entries: Vec<Entry>,
+    /// Bytes of a torn last line that were moved to the `.corrupt` file.
+    pub torn_bytes: usize,
+}
+
+/// The writer of one transcript file.
+pub struct Transcript {
+    path: PathBuf,
+    file: Mutex<File>,
+}
+
+impl Transcript {
+    /// The file for a session.
+    pub fn path_for(state_dir: &Path, agent: &str, session_id: &Uuid) -> PathBuf {
+        state_dir
+            .join("sessions")
+            .join(agent)
+            .join(format!("{session_id}.jsonl"))
+    }
+
+    /// Opens (creating) the transcript and loads its entries, setting a torn last line aside.
+    pub fn open(path: &Path) -> io::Result<(Self, Loaded)> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let loaded = repair_and_load(path)?;
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        Ok((
+            Self {
+                path: path.to_path_buf(),
+                file: Mutex::new(file),
+            },
+            loaded,
+        ))
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends entries and syncs them to disk; returns once they are durable.
+    pub fn append(&self, entries: &[Entry]) -> io::Result<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let mut buf = Vec::with_capacity(entries.len() * 256);
+        for e in entries {
+            serde_json::to_writer(&mut buf, e).map_err(io::Error::other)?;
+            buf.push(b'\n');
+        }
+        let mut file = self
+            .file
+            .lock()
+            .map_err(|_| io::Error::other("transcript lock poisoned"))?;
+        file.write_all(&buf)?;
+        file.sync_data()
+    }
+}
+
+/// Reads every line; a last line that is cut short or unparsable is moved to `.corrupt` and cut.
+/// A bad line in the middle is kept in place, skipped, and reported: it was not torn by a crash.
+fn repair_and_load(path: &Path) -> io::Result<Loaded> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Loaded::default()),
+        Err(e) => return Err(e),
+    };
+    let mut loaded = Loaded::default();
+    let mut offset = 0;
+    while offset < bytes.len() {
+        let end = bytes[offset..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map(|i| offset + i);
+        let line = &bytes[offset..end.unwrap_or(bytes.len())];
+        let parsed = serde_json::from_slice::<Entry>(line);
+        match (end, parsed) {
+            (Some(end), Ok(entry)) => {
+                loaded.entries.push(entry);
+                offset = end + 1;
+            }
+            (Some(end), Err(e)) if end + 1 < bytes.len() => {
+                tracing::error!(file = %path.display(), offset, error = %e, "Transcript line unreadable; skipped.");
+                offset = end + 1;
+            }
+            (None, Ok(entry)) => {
+                // Complete JSON whose newline never made it: keep it, terminate the line.
+                loaded.entries.push(entry);
+                let mut f = OpenOptions::new().append(true).open(path)?;
+                f.write_all(b"\n")?;
+                f.sync_all()?;
+                break;
+            }
+            (_, Err(_)) => {
+                // The last line: torn by a crash mid-write (no newline, or cut JSON).
+                set_aside(path, &bytes[offset..])?;
+                let file = OpenOptions::new().write(true).open(path)?;
+                file.set_len(offset as u64)?;
+                file.sync_all()?;
+                loaded.torn_bytes = bytes.len() - offset;
+                tracing::warn!(
+                    file = %path.display(),
+                    torn_bytes = loaded.torn_bytes,
+                    kept_entries = loaded.entries.len(),
+                    "Torn last transcript line set aside in .corrupt; the session continues."
+                );
+                break;
+            }
+        }
+    }
+    Ok(loaded)
+}
+
+fn set_aside(path: &Path, torn: &[u8]) -> io::Result<()> {
+    let mut corrupt = path.as_os_str().to_owned();
+    corrupt.push(".corrupt");
+    let mut f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(PathBuf::from(corrupt))?;
+    f.write_all(torn)?;
+    f.write_all(b"\n")?;
+    f.sync_all()
+}

@@ -1,0 +1,182 @@
+//! [`SkillSnapshot`]: the skills one session lists, fixed until a `SKILL.md` changes, and the
+//! compact XML the prompt shows.
+
+use super::{MAX_DESCRIPTION_CHARS, ScanResult, Skill, SkillCatalog, materialise, sources};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// One line for the system prompt, to put before the XML list.
+pub const PROMPT_HINT: &str = "Skills: each <skill> below is a set of instructions for one kind of task. \
+When a task matches a skill's description, first read its SKILL.md at <location> with the `read` tool, \
+then follow it. Read only the skill you need.";
+
+const OPEN: &str = "<available_skills>\n";
+const CLOSE: &str = "</available_skills>";
+/// Characters of the list around its entries.
+pub(super) const XML_FRAME_CHARS: usize = OPEN.len() + CLOSE.len();
+
+/// The skills a session shows the model, with the fingerprint of the files they came from.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SkillSnapshot {
+    /// The listed skills, in list order (source precedence, then name), caps applied.
+    pub skills: Vec<Skill>,
+    /// [`SkillCatalog::fingerprint`] when this snapshot was taken.
+    pub fingerprint: u64,
+    /// Skills skipped (bad frontmatter, too big) and copy problems, as `file:line: message`.
+    pub warnings: Vec<String>,
+    /// `requires.env` of every skill found, listed or not.
+    env_names: Vec<String>,
+}
+
+impl SkillSnapshot {
+    /// Scans the catalog and copies the listed outside skills into `<workspace>/.skills/`, so
+    /// every location can be read. Warnings are logged once here.
+    pub fn build(catalog: &SkillCatalog) -> Self {
+        // Taken before the scan: a change during the scan makes the snapshot stale, never lost.
+        let sources = catalog.sources_fingerprint();
+        let scan = catalog.scan();
+        Self::from_scan(catalog, scan, sources)
+    }
+
+    fn from_scan(catalog: &SkillCatalog, scan: ScanResult, sources: u64) -> Self {
+        let mut warnings = scan.warnings.clone();
+        warnings.extend(materialise::sync(&catalog.workspace, scan.visible()));
+        let fingerprint = sources::combine(sources, catalog.materialised_fingerprint());
+        for warning in &warnings {
+            tracing::warn!(workspace = %catalog.workspace.display(), warning = %warning, "Skill left out.");
+        }
+        tracing::debug!(
+            workspace = %catalog.workspace.display(),
+            found = scan.skills.len(),
+            listed = scan.visible().count(),
+            "Skill snapshot taken."
+        );
+        Self {
+            env_names: scan.required_env_names(),
+            skills: scan.visible().cloned().collect(),
+            fingerprint,
+            warnings,
+        }
+    }
+
+    /// `<available_skills>…</available_skills>` (one `<skill>` per line), or `""` when there is no
+    /// skill, so an agent without skills gets no list at all.
+    pub fn render_xml(&self) -> String {
+        render_xml(&self.skills)
+    }
+
+    /// Whether a skill file changed since this snapshot was taken.
+    pub fn is_stale(&self, catalog: &SkillCatalog) -> bool {
+        catalog.fingerprint() != self.fingerprint
+    }
+
+    /// Rebuilds the snapshot when a skill file changed; true when it did.
+    pub fn refresh_if_changed(&mut self, catalog: &SkillCatalog) -> bool {
+        if !self.is_stale(catalog) {
+            return false;
+        }
+        *self = Self::build(catalog);
+        true
+    }
+
+    /// Names of the environment variables any skill requires (`requires.env`), listed or not:
+    /// their values must be kept out of prompts and transcripts.
+    pub fn required_env_names(&self) -> Vec<String> {
+        self.env_names.clone()
+    }
+}
+
+/// The compact XML list of `skills`; `""` when there is none.
+pub fn render_xml(skills: &[Skill]) -> String {
+    if skills.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(OPEN);
+    for skill in skills {
+        out.push_str(&skill_xml(skill));
+    }
+    out.push_str(CLOSE);
+    out
+}
+
+/// One `<skill>` line, newline included; the description on one line, cut at
+/// [`MAX_DESCRIPTION_CHARS`].
+pub(super) fn skill_xml(skill: &Skill) -> String {
+    let words: Vec<&str> = skill.description.split_whitespace().collect();
+    let mut description = words.join(" ");
+    if description.chars().count() > MAX_DESCRIPTION_CHARS {
+        description = description
+            .chars()
+            .take(MAX_DESCRIPTION_CHARS - 1)
+            .collect();
+        description.push('…');
+    }
+    format!(
+        "<skill><name>{}</name><description>{}</description><location>{}</location></skill>\n",
+        escape(&skill.name),
+        escape(&description),
+        escape(&skill.location)
+    )
+}
+
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// One session's skills, shareable across threads: the catalog and its current snapshot.
+///
+/// Call [`SkillSession::refresh_if_changed`] at the start of each turn (or before each model
+/// call) and render [`SkillSession::snapshot`].
+#[derive(Debug)]
+pub struct SkillSession {
+    catalog: SkillCatalog,
+    current: Mutex<Arc<SkillSnapshot>>,
+}
+
+impl SkillSession {
+    /// Takes the session's first snapshot.
+    pub fn start(catalog: SkillCatalog) -> Self {
+        let snapshot = Arc::new(SkillSnapshot::build(&catalog));
+        Self {
+            catalog,
+            current: Mutex::new(snapshot),
+        }
+    }
+
+    /// The catalog the snapshots come from.
+    pub fn catalog(&self) -> &SkillCatalog {
+        &self.catalog
+    }
+
+    /// The current snapshot (cheap: shared).
+    pub fn snapshot(&self) -> Arc<SkillSnapshot> {
+        Arc::clone(&self.lock())
+    }
+
+    /// Rebuilds the snapshot when a skill file changed since it was taken; true when it did.
+    pub fn refresh_if_changed(&self) -> bool {
+        let mut current = self.lock();
+        if !current.is_stale(&self.catalog) {
+            return false;
+        }
+        *current = Arc::new(SkillSnapshot::build(&self.catalog));
+        true
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Arc<SkillSnapshot>> {
+        // A panic elsewhere cannot leave a half-written Arc: the data is still good.
+        self.current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}

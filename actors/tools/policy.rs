@@ -1,0 +1,85 @@
+//! Which tools an agent is offered, outermost layer first:
+//!
+//! 1. **profile** — `tools.profile` (`minimal`, `coding` (default), `messaging`, `full`), plus
+//!    what `tools.allow` adds (names or `group:…`);
+//! 2. **deny** — `tools.deny` removes names or groups, whatever added them;
+//! 3. **availability** — a tool whose backend is not configured ([`Tool::available`](super::Tool::available): no search
+//!    provider, exec denied or with an empty allowlist) or that this binary does not implement;
+//! 4. **channel** — `[channels.<name>] deny_tools` for the channel a run came from, applied per
+//!    run by [`ToolSet::for_channel`].
+//!
+//! The model is sent only the schemas of what is left, and [`ToolSet::invoke`] refuses a call to
+//! anything removed with a `policy_denied` error naming the layer. Tools are offered in
+//! catalogue order ([`KNOWN_TOOLS`]).
+
+use super::{ExecTool, Layer, MessageTool, ToolSet, WebFetchTool, WebSearchTool};
+use crate::approvals::Approvals;
+use crate::config::{AgentDef, AgentRule, Config, KNOWN_TOOLS};
+use bus::Bus;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What tools need from the running process.
+#[derive(Clone, Default)]
+pub struct ToolServices {
+    /// The bus (`message`); `None` leaves `message` refusing.
+    pub bus: Option<Arc<dyn Bus>>,
+    /// Approval requests (`exec` in `ask` mode); `None` refuses what needs asking.
+    pub approvals: Option<Approvals>,
+}
+
+/// Every implemented tool, built for this agent (no policy applied).
+pub fn registry(def: &AgentDef, config: &Config, services: &ToolServices) -> ToolSet {
+    ToolSet::builtin()
+        .with(ExecTool::new(
+            def.id.as_str(),
+            def.exec.clone(),
+            services.approvals.clone(),
+        ))
+        .with(MessageTool::new(services.bus.clone()))
+        .with(WebFetchTool::new(&config.web))
+        .with(WebSearchTool::from_env(&config.web.search))
+}
+
+/// The agent's tools: [`registry`] with the profile, deny and availability layers applied and
+/// the channel layer attached (see [`ToolSet::for_channel`]).
+pub fn agent_tools(def: &AgentDef, config: &Config, services: &ToolServices) -> ToolSet {
+    apply(&registry(def, config, services), def, config)
+}
+
+/// Applies layers 1–3 to `registry` for `def`, and attaches `config`'s channel deny lists.
+pub fn apply(registry: &ToolSet, def: &AgentDef, config: &Config) -> ToolSet {
+    let mut out = ToolSet::default();
+    let extra = registry
+        .names()
+        .into_iter()
+        .filter(|n| !KNOWN_TOOLS.contains(n));
+    for name in KNOWN_TOOLS.iter().copied().chain(extra) {
+        match def.tools.rule(name) {
+            AgentRule::NotInProfile => out.remove(
+                name,
+                Layer::Profile,
+                format!(
+                    "not in profile \"{}\" nor in tools.allow",
+                    def.tools.profile
+                ),
+            ),
+            AgentRule::Denied(entry) => {
+                out.remove(name, Layer::Deny, format!("tools.deny has {entry:?}"));
+            }
+            AgentRule::Allowed => match registry.get(name) {
+                None => out.remove(name, Layer::Availability, "not implemented in this build"),
+                Some(tool) => match tool.available() {
+                    Ok(()) => out.insert(tool.clone()),
+                    Err(why) => out.remove(name, Layer::Availability, why),
+                },
+            },
+        }
+    }
+    let channels: BTreeMap<String, Vec<String>> = config
+        .channels
+        .iter()
+        .map(|(name, c)| (name.clone(), c.deny_tools.clone()))
+        .collect();
+    out.with_channel_policy(channels)
+}

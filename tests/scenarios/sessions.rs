@@ -1,0 +1,389 @@
+//! Sessions, the session lane, transcripts, cancellation, eviction and compaction, end to end.
+
+use crate::support::{NET, Project, in_fresh_system, post_task};
+use bus::Bus as _;
+use clawbus::testkit::{ScriptedServer, Turn};
+use serde_json::{Value, json};
+
+/// The text of the last user message of a model request.
+fn last_user(req: &Value) -> String {
+    req["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Answers every request with `re: <last user message>`.
+async fn echo_server() -> ScriptedServer {
+    ScriptedServer::with_responder(|req| Turn::text(format!("re: {}", last_user(req)))).await
+}
+
+fn project_on(server: &ScriptedServer) -> Project {
+    let p = Project::new();
+    p.with_mock_provider(&server.base_url(), "10s", 0)
+        .write("agents.d/chat.toml", "");
+    p
+}
+
+async fn get(daemon: &clawbus::gateway::Daemon, path: &str) -> Value {
+    reqwest::Client::new()
+        .get(format!("{}{path}", daemon.url()))
+        .bearer_auth(daemon.token())
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn wait_task(daemon: &clawbus::gateway::Daemon, task_id: &str, state: &str) -> Value {
+    let rid = daemon
+        .bus()
+        .task(task_id.parse().unwrap())
+        .await
+        .unwrap()
+        .unwrap()
+        .request_id;
+    let rec = daemon.bus().wait(&rid, NET).await.unwrap();
+    assert_eq!(rec.state.as_str(), state, "{rec:?}");
+    get(daemon, &format!("/v1/tasks/{task_id}")).await
+}
+
+#[actix_rt::test]
+async fn hundred_tasks_on_one_session_run_one_at_a_time_in_arrival_order() {
+    let server = echo_server().await;
+    let project = project_on(&server);
+    let daemon = project.start().await;
+    let mut ids = Vec::new();
+    for i in 0..100 {
+        // Each post is journaled and acknowledged before the next: that is the arrival order.
+        let (status, body) = post_task(
+            &daemon,
+            "chat",
+            json!({ "text": format!("msg {i}"), "session": "one" }),
+        )
+        .await;
+        assert_eq!(status, 202, "{body}");
+        ids.push(body["task_id"].as_str().unwrap().to_string());
+    }
+    for id in &ids {
+        wait_task(&daemon, id, "succeeded").await;
+    }
+    assert_eq!(
+        server.max_concurrency(),
+        1,
+        "one session runs one turn at a time"
+    );
+    let order: Vec<String> = server.requests().iter().map(last_user).collect();
+    let expected: Vec<String> = (0..100).map(|i| format!("msg {i}")).collect();
+    assert_eq!(order, expected, "runs happen in arrival order");
+    let last = server.requests().pop().unwrap();
+    assert_eq!(
+        last["messages"].as_array().unwrap().len(),
+        1 + 99 * 2 + 1,
+        "the session's history is sent"
+    );
+    let sessions = get(&daemon, "/v1/sessions?agent=chat").await;
+    let row = &sessions["sessions"][0];
+    assert_eq!(row["key"], "agent:chat:api:direct:one");
+    assert_eq!(row["turns"], 100);
+    daemon.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn cancel_removes_a_queued_run_at_once_and_stops_a_running_one() {
+    // The first request hangs (a model that never answers); later ones echo.
+    let server = ScriptedServer::with_responder(|req| {
+        if last_user(req) == "slow" {
+            Turn::hang()
+        } else {
+            Turn::text(format!("re: {}", last_user(req)))
+        }
+    })
+    .await;
+    let project = project_on(&server);
+    let daemon = project.start().await;
+    let post =
+        |text: &'static str| post_task(&daemon, "chat", json!({ "text": text, "session": "c" }));
+    let (_, slow) = post("slow").await;
+    let (_, queued) = post("queued").await;
+    let (_, after) = post("after").await;
+    // Wait until the slow turn is really at the model.
+    while server.request_count() < 1 {
+        tokio::task::yield_now().await;
+    }
+    let http = reqwest::Client::new();
+    let cancel = |id: &str| {
+        http.post(format!("{}/v1/tasks/{id}/cancel", daemon.url()))
+            .bearer_auth(daemon.token())
+            .timeout(NET)
+            .send()
+    };
+    let r: Value = cancel(queued["task_id"].as_str().unwrap())
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        r["state"], "cancelled",
+        "a queued run is cancelled at once: {r}"
+    );
+    let r: Value = cancel(slow["task_id"].as_str().unwrap())
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["state"], "cancelled", "{r}");
+    let done = wait_task(&daemon, after["task_id"].as_str().unwrap(), "succeeded").await;
+    assert_eq!(
+        done["result"]["text"], "re: after",
+        "the run behind them proceeds"
+    );
+    let users: Vec<String> = server.requests().iter().map(last_user).collect();
+    assert!(
+        !users.contains(&"queued".to_string()),
+        "the cancelled queued run never reached the model: {users:?}"
+    );
+    let r = cancel(slow["task_id"].as_str().unwrap()).await.unwrap();
+    assert_eq!(r.status(), 409, "cancelling an ended task is a conflict");
+    let shown = get(&daemon, "/v1/sessions/agent:chat:api:direct:c").await;
+    let ended: Vec<&Value> = shown["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "run_ended")
+        .collect();
+    assert_eq!(
+        ended.len(),
+        1,
+        "the transcript records the cancelled running turn: {shown}"
+    );
+    assert_eq!(ended[0]["outcome"], "cancelled");
+    daemon.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn a_torn_transcript_line_is_set_aside_and_the_session_continues() {
+    let server = echo_server().await;
+    let project = project_on(&server);
+    // The first life of the process runs in its own actix System, which is gone (and the state
+    // dir released) when it returns, like a process that ended.
+    let config = project.load();
+    let first = in_fresh_system(move || async move {
+        let daemon = clawbus::gateway::Daemon::start(
+            config,
+            clawbus::gateway::StartOptions {
+                port: Some(0),
+                allow_public: false,
+            },
+        )
+        .await
+        .unwrap();
+        let (_, first) = post_task(
+            &daemon,
+            "chat",
+            json!({ "text": "remember the tulips", "session": "t", "wait": true }),
+        )
+        .await;
+        daemon.shutdown().await;
+        first
+    })
+    .await;
+    assert_eq!(first["state"], "succeeded", "{first}");
+
+    let dir = project.state_dir().join("sessions/chat");
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let lines_before = std::fs::read_to_string(&file).unwrap().lines().count();
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap();
+    f.write_all(br#"{"id":"01930000-0000-7000-8000-000000000000","ts":5,"type":"message","message":{"role":"assi"#).unwrap();
+    drop(f);
+
+    let daemon = project.start().await;
+    let (_, second) = post_task(
+        &daemon,
+        "chat",
+        json!({ "text": "what flowers?", "session": "t", "wait": true }),
+    )
+    .await;
+    assert_eq!(second["state"], "succeeded", "{second}");
+    let last = server.requests().pop().unwrap();
+    let contents: Vec<&str> = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert!(
+        contents.contains(&"remember the tulips"),
+        "history from before the crash is intact: {contents:?}"
+    );
+    let corrupt = file.with_extension("jsonl.corrupt");
+    assert!(std::fs::read_to_string(corrupt).unwrap().contains("assi"));
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.lines().count() > lines_before);
+    assert!(
+        text.lines()
+            .all(|l| serde_json::from_str::<Value>(l).is_ok()),
+        "no torn line is left behind"
+    );
+    daemon.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn evicted_sessions_reload_with_their_history() {
+    let server = echo_server().await;
+    let project = Project::new();
+    project
+        .write(
+            "clawbus.toml",
+            &format!(
+                "[sessions]\nmax_live = 10\n\n[providers.mock]\nkind = \"openai\"\nbase_url = \"{}\"\n\n[defaults]\nmodel = \"mock/m\"\n",
+                server.base_url()
+            ),
+        )
+        .write("agents.d/chat.toml", "");
+    let daemon = project.start().await;
+    for round in 0..2 {
+        for s in 0..30 {
+            let (_, r) = post_task(&daemon, "chat", json!({ "text": format!("round {round} in s{s}"), "session": format!("s{s}"), "wait": true })).await;
+            assert_eq!(r["state"], "succeeded", "{r}");
+            let live = get(&daemon, "/v1/sessions?agent=chat").await["sessions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| r["state"] != "stopped")
+                .count();
+            assert!(live <= 10, "at most 10 live sessions, saw {live}");
+        }
+    }
+    let reqs = server.requests();
+    for s in 0..30 {
+        let second = reqs
+            .iter()
+            .find(|r| last_user(r) == format!("round 1 in s{s}"))
+            .unwrap();
+        let contents: Vec<&str> = second["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m["content"].as_str())
+            .collect();
+        assert!(
+            contents.contains(&format!("round 0 in s{s}").as_str()),
+            "session s{s} came back with its history: {contents:?}"
+        );
+    }
+    daemon.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn compaction_runs_a_flush_turn_then_summarises_and_keeps_every_line() {
+    let server = ScriptedServer::with_responder(|req| {
+        let user = last_user(req);
+        if user.starts_with("[memory flush]") {
+            Turn::text("NO_REPLY")
+        } else if req["messages"][0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("Summarise the conversation")
+        {
+            Turn::text("SUMMARY: the user talked about numbers")
+        } else {
+            Turn::text(format!("re: {user} {}", "x".repeat(400)))
+        }
+    })
+    .await;
+    let project = Project::new();
+    project
+        .with_mock_provider(&server.base_url(), "10s", 0)
+        .write("agents.d/chat.toml", "[session]\ncontext_window = 1000\ncompaction_threshold = 0.75\nkeep_recent_messages = 2\n");
+    let daemon = project.start().await;
+    let mut turn = 0;
+    while !server
+        .requests()
+        .iter()
+        .any(|r| last_user(r).starts_with("[memory flush]"))
+    {
+        assert!(
+            turn < 20,
+            "compaction must trigger within 20 turns of ~100 tokens in a 1000-token window"
+        );
+        let (_, r) = post_task(
+            &daemon,
+            "chat",
+            json!({ "text": format!("number {turn}"), "session": "long", "wait": true }),
+        )
+        .await;
+        assert_eq!(r["state"], "succeeded", "{r}");
+        turn += 1;
+    }
+    let reqs = server.requests();
+    let flush_at = reqs
+        .iter()
+        .position(|r| last_user(r).starts_with("[memory flush]"))
+        .unwrap();
+    let summary_at = reqs
+        .iter()
+        .position(|r| {
+            r["messages"][0]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("Summarise")
+        })
+        .unwrap();
+    assert_eq!(
+        summary_at,
+        flush_at + 1,
+        "the flush turn runs first, then the summary"
+    );
+    let after = &reqs[summary_at + 1];
+    assert!(
+        after["messages"][1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("SUMMARY: the user talked about numbers"),
+        "the model now sees the summary"
+    );
+    assert!(
+        after["messages"].as_array().unwrap().len()
+            < reqs[flush_at]["messages"].as_array().unwrap().len()
+    );
+
+    let shown = get(&daemon, "/v1/sessions/agent:chat:api:direct:long").await;
+    let entries = shown["entries"].as_array().unwrap();
+    let users: Vec<&str> = entries
+        .iter()
+        .filter(|e| {
+            e["type"] == "message" && e["message"]["role"] == "user" && e["silent"].is_null()
+        })
+        .map(|e| e["message"]["content"].as_str().unwrap())
+        .collect();
+    let expected: Vec<String> = (0..turn).map(|i| format!("number {i}")).collect();
+    assert_eq!(
+        users, expected,
+        "the transcript still holds every original message"
+    );
+    assert_eq!(
+        entries.iter().filter(|e| e["type"] == "compaction").count(),
+        1
+    );
+    daemon.shutdown().await;
+}
