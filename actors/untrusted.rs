@@ -66,7 +66,13 @@ pub fn neutralize(text: &str) -> String {
         // Unreachable in practice (the pattern is constant); fail closed on the marker words.
         return text.replace(['<', '>'], "");
     };
-    // Folding maps each char to exactly one char, so folded char i is original char i.
+    if text.is_ascii() || !text.chars().any(|c| fold_char(c) != c) {
+        // Nothing to fold (the common case): match the text itself.
+        return re
+            .replace_all(text, regex::NoExpand(SANITIZED))
+            .into_owned();
+    }
+    // Folding maps each char to exactly one char; `offsets` maps folded bytes back.
     let (folded, offsets) = fold(text);
     if !re.is_match(&folded) {
         return text.to_string();

@@ -136,7 +136,7 @@ fn skills_xml() -> String {
     for i in 0..SKILLS {
         out.push_str(&format!(
             "<skill><name>skill-{i:03}</name><description>Handle task family {i}: gather the inputs, \
-             check them, run the steps in order and report.</description>\
+             check them, run the steps in order, report</description>\
              <location>.skills/skill-{i:03}/SKILL.md</location></skill>\n"
         ));
     }

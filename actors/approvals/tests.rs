@@ -74,7 +74,7 @@ async fn an_answer_reaches_the_waiter_and_is_recorded() {
     );
     assert_eq!(
         f.approvals.list().unwrap(),
-        [rec.clone()],
+        std::slice::from_ref(&rec),
         "listed while pending"
     );
     let answered = f.approvals.resolve(&rec.id, true, false).await.unwrap();

@@ -67,6 +67,7 @@ impl GatewayClient {
     /// GETs `path` (under the gateway URL) and decodes the JSON answer.
     pub fn get(&self, path: &str) -> Result<serde_json::Value, ExitCode> {
         self.call(self.http.get(format!("{}{path}", self.url)))
+            .map(|(_, v)| v)
     }
 
     /// POSTs `body` to `path` and decodes the JSON answer.
@@ -76,9 +77,19 @@ impl GatewayClient {
         body: &serde_json::Value,
     ) -> Result<serde_json::Value, ExitCode> {
         self.call(self.http.post(format!("{}{path}", self.url)).json(body))
+            .map(|(_, v)| v)
     }
 
-    fn call(&self, req: reqwest::RequestBuilder) -> Result<serde_json::Value, ExitCode> {
+    /// POSTs `body` to `path`; a `409 Conflict` answer is returned with its status, not an error.
+    pub fn post_with_status(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> Result<(u16, serde_json::Value), ExitCode> {
+        self.call(self.http.post(format!("{}{path}", self.url)).json(body))
+    }
+
+    fn call(&self, req: reqwest::RequestBuilder) -> Result<(u16, serde_json::Value), ExitCode> {
         let url = self.url.clone();
         self.rt.block_on(async move {
             let resp = req.bearer_auth(&self.token).send().await.map_err(|e| {
@@ -99,7 +110,8 @@ impl GatewayClient {
                     .unwrap_or(text);
                 return Err(usage(format!("gateway answered {status}: {message}")));
             }
-            json.ok_or_else(|| usage(format!("unexpected answer from the gateway: {text}")))
+            json.map(|j| (status.as_u16(), j))
+                .ok_or_else(|| usage(format!("unexpected answer from the gateway: {text}")))
         })
     }
 }

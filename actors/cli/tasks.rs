@@ -28,13 +28,13 @@ pub fn run(global: &Global, cmd: TasksCommand) -> ExitCode {
         Err(code) => return code,
     };
     let (id, answer) = match &cmd {
-        TasksCommand::Show { id } => (id, client.get(&format!("/v1/tasks/{id}"))),
+        TasksCommand::Show { id } => (id, client.get(&format!("/v1/tasks/{id}")).map(|v| (200, v))),
         TasksCommand::Cancel { id } => (
             id,
-            client.post(&format!("/v1/tasks/{id}/cancel"), &serde_json::json!({})),
+            client.post_with_status(&format!("/v1/tasks/{id}/cancel"), &serde_json::json!({})),
         ),
     };
-    let answer = match answer {
+    let (status, answer) = match answer {
         Ok(v) => v,
         Err(code) => return code,
     };
@@ -43,7 +43,7 @@ pub fn run(global: &Global, cmd: TasksCommand) -> ExitCode {
         serde_json::to_string_pretty(&answer).unwrap_or_default()
     );
     match (&cmd, answer["state"].as_str()) {
-        (TasksCommand::Cancel { .. }, Some("cancelled")) => ExitCode::SUCCESS,
+        (TasksCommand::Cancel { .. }, Some("cancelled")) if status != 409 => ExitCode::SUCCESS,
         (TasksCommand::Cancel { .. }, Some(state)) => {
             eprintln!("task {id} had already ended ({state}); nothing to cancel");
             ExitCode::from(EXIT_FAILED)

@@ -5,6 +5,7 @@
 
 use super::Requirements;
 use serde::Deserialize;
+use std::borrow::Cow;
 
 /// The fields of a frontmatter that matter here.
 #[derive(Debug, Default)]
@@ -93,7 +94,18 @@ pub(super) fn parse(text: &str) -> Result<Frontmatter, FrontmatterError> {
             "empty frontmatter (expected at least `description:`)",
         ));
     }
-    let head: Head = serde_yaml_ng::from_str(yaml).map_err(|e| yaml_error(&e, offset))?;
+    let (head, yaml) = match serde_yaml_ng::from_str::<Head>(yaml) {
+        Ok(head) => (head, Cow::Borrowed(yaml)),
+        Err(e) => {
+            // OpenClaw reads `description: Use when: …` line by line; quote such values and retry.
+            let quoted = quote_plain_values(yaml);
+            match serde_yaml_ng::from_str::<Head>(&quoted) {
+                Ok(head) if quoted != yaml => (head, Cow::Owned(quoted)),
+                _ => return Err(yaml_error(&e, offset)),
+            }
+        }
+    };
+    let yaml = yaml.as_ref();
     let metadata = match head.metadata {
         None => Metadata::default(),
         Some(serde_yaml_ng::Value::String(json)) => {
@@ -207,6 +219,37 @@ fn shift_lines(message: &str, offset: usize) -> String {
         rest = &after[digits..];
     }
     out.push_str(rest);
+    out
+}
+
+/// Top-level `key: plain value` lines whose value holds `": "` (invalid YAML, fine for OpenClaw's
+/// line reader) get the value double-quoted; every other line is kept, so line numbers hold.
+fn quote_plain_values(yaml: &str) -> String {
+    let mut out = String::with_capacity(yaml.len() + 16);
+    for line in yaml.split_inclusive('\n') {
+        let body = line.trim_end_matches(['\n', '\r']);
+        let end = &line[body.len()..];
+        let flat = body
+            .split_once(':')
+            .filter(|(key, _)| {
+                !key.is_empty()
+                    && key
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            })
+            .map(|(key, value)| (key, value.trim()))
+            .filter(|(_, value)| {
+                value.contains(": ")
+                    && !value.starts_with(['"', '\'', '{', '[', '|', '>', '&', '*', '!'])
+            });
+        match flat {
+            Some((key, value)) => {
+                let quoted = serde_json::Value::from(value).to_string();
+                out.push_str(&format!("{key}: {quoted}{end}"));
+            }
+            None => out.push_str(line),
+        }
+    }
     out
 }
 

@@ -57,8 +57,12 @@ fn hold_until(n: usize) -> impl Fn(&Value) -> Turn + Send + Sync + 'static {
         if *count >= n {
             all_in.notify_all();
         } else {
+            // block_in_place hands this worker's queued tasks (the next connection may sit in
+            // its LIFO slot, which no other worker steals) to another thread while it blocks.
             // The timeout is a safety net only; the test fails on max_concurrency if it fires.
-            let (_count, _) = all_in.wait_timeout_while(count, NET, |c| *c < n).unwrap();
+            tokio::task::block_in_place(|| {
+                let (_count, _) = all_in.wait_timeout_while(count, NET, |c| *c < n).unwrap();
+            });
         }
         Turn::text("done")
     }

@@ -5,5 +5,6 @@ mod memory;
 mod prompt;
 mod sessions;
 mod skills;
+mod tools;
 mod turn;
 mod web;

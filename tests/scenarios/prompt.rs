@@ -379,3 +379,25 @@ fn prompt_json_reports_chars_per_layer_file_skills_and_tools() {
     assert_eq!(unknown.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("no agent \"nobody\""));
 }
+
+#[test]
+fn a_bad_timezone_or_cap_is_reported_with_its_line() {
+    let project = Project::new();
+    project.write(
+        "agents.d/clock.toml",
+        "timezone = \"Europe/Berln\"\n\n[prompt]\ntotal_max_chars = 0\n",
+    );
+    let out = clawbus(&project).arg("check").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(
+            "clock.toml:1:12: field \"timezone\": unknown time zone \"Europe/Berln\" (expected an IANA name"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("clock.toml:4:19: field \"prompt.total_max_chars\": 0 is out of range"),
+        "{stdout}"
+    );
+}

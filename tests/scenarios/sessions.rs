@@ -387,3 +387,110 @@ async fn compaction_runs_a_flush_turn_then_summarises_and_keeps_every_line() {
     );
     daemon.shutdown().await;
 }
+
+#[actix_rt::test]
+async fn sessions_and_tasks_from_the_cli() {
+    let server = ScriptedServer::with_responder(|req| {
+        if last_user(req) == "hang" {
+            Turn::hang()
+        } else {
+            Turn::text(format!("re: {}", last_user(req)))
+        }
+    })
+    .await;
+    let project = project_on(&server);
+    let daemon = project.start().await;
+    let (_, r) = post_task(
+        &daemon,
+        "chat",
+        json!({ "text": "hello", "session": "cli", "wait": true }),
+    )
+    .await;
+    assert_eq!(r["state"], "succeeded");
+    let (_, hung) = post_task(
+        &daemon,
+        "chat",
+        json!({ "text": "hang", "session": "other" }),
+    )
+    .await;
+    while server.request_count() < 2 {
+        tokio::task::yield_now().await;
+    }
+    let url = daemon.url();
+    let token = daemon.token().to_string();
+    let run = move |args: Vec<String>| {
+        let (url, token) = (url.clone(), token.clone());
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_clawbus"))
+                .args(&args)
+                .args(["--url", &url])
+                .env("CLAWBUS_TOKEN", &token)
+                .env("RUST_LOG", "warn")
+                .output()
+                .unwrap()
+        })
+    };
+    let out = run(vec![
+        "sessions".into(),
+        "--agent".into(),
+        "chat".into(),
+        "--json".into(),
+    ])
+    .await
+    .unwrap();
+    let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let keys: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["key"].as_str().unwrap())
+        .collect();
+    assert!(
+        keys.contains(&"agent:chat:api:direct:cli")
+            && keys.contains(&"agent:chat:api:direct:other"),
+        "{keys:?}"
+    );
+    let other = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == "agent:chat:api:direct:other")
+        .unwrap();
+    assert_eq!(other["state"], "processing");
+
+    let out = run(vec![
+        "sessions".into(),
+        "show".into(),
+        "agent:chat:api:direct:cli".into(),
+    ])
+    .await
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("user: hello") && text.contains("assistant: re: hello"),
+        "readable transcript:\n{text}"
+    );
+
+    let out = run(vec![
+        "tasks".into(),
+        "cancel".into(),
+        hung["task_id"].as_str().unwrap().into(),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(vec![
+        "tasks".into(),
+        "cancel".into(),
+        hung["task_id"].as_str().unwrap().into(),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1), "cancelling an ended task fails");
+    daemon.shutdown().await;
+}

@@ -7,7 +7,10 @@ use serde_json::json;
 fn reader_project(server: &ScriptedServer, timeout: &str) -> Project {
     let p = Project::new();
     p.with_mock_provider(&server.base_url(), timeout, 0)
-        .write("agents.d/reader.toml", "description = \"Reads notes.\"\n")
+        .write(
+            "agents.d/reader.toml",
+            "description = \"Reads notes.\"\n[tools]\nprofile = \"minimal\"\nallow = [\"write\"]\n",
+        )
         .write("agents.d/reader/SOUL.md", "You are careful and brief.\n")
         .write(
             "agents.d/reader/AGENTS.md",

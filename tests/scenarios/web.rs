@@ -150,7 +150,7 @@ async fn web_fetch_refuses_loopback_unless_the_host_is_allowed() {
 
 /// The real binary with a planted secret in its environment and a SearXNG instance configured:
 /// search, fetch and exec output reach the model redacted and wrapped, and nothing written under
-/// the state folder holds the secret.
+/// the state folder (transcripts, journal, spilled outputs) holds the secret.
 #[actix_rt::test]
 async fn secrets_are_redacted_from_search_fetch_and_exec_output_end_to_end() {
     const SECRET: &str = "sk-e2e-planted-4f9c2a7b1d";
@@ -181,7 +181,7 @@ async fn secrets_are_redacted_from_search_fetch_and_exec_output_end_to_end() {
             "web_fetch",
             json!({ "url": format!("http://{addr}/secret") }),
         ),
-        Turn::tool_call("exec", json!({ "command": format!("echo token {SECRET}") })),
+        Turn::tool_call("exec", json!({ "command": "cat key.txt" })),
         Turn::text("done"),
     ])
     .await;
@@ -197,8 +197,10 @@ async fn secrets_are_redacted_from_search_fetch_and_exec_output_end_to_end() {
     );
     project.write(
         "agents.d/reader.toml",
-        "description = \"Reads the web.\"\n\n[exec]\nsecurity = \"allowlist\"\nallow = [\"echo *\"]\n",
+        "description = \"Reads the web.\"\n\n[exec]\nsecurity = \"allowlist\"\nallow = [\"cat *\"]\n",
     );
+    // A workspace file holding the secret: the model never writes the secret itself.
+    project.write("agents.d/reader/key.txt", &format!("token {SECRET}\n"));
     let bin = env!("CARGO_BIN_EXE_clawbus");
     let mut child = Command::new(bin)
         .current_dir(project.path())
@@ -295,7 +297,12 @@ async fn secrets_are_redacted_from_search_fetch_and_exec_output_end_to_end() {
             "model request {i} holds the secret"
         );
     }
+    // The workspace holds key.txt by design; everything else must be clean.
+    let workspaces = project.state_dir().join("workspaces");
     for file in files(&project.state_dir()) {
+        if file.starts_with(&workspaces) {
+            continue;
+        }
         let bytes = std::fs::read(&file).unwrap_or_default();
         let text = String::from_utf8_lossy(&bytes);
         assert!(

@@ -3,7 +3,6 @@
 
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -59,7 +58,8 @@ pub struct Finished {
 /// Runs `spec`; `Err` only when the child could not be started.
 pub async fn run(spec: Spec) -> io::Result<Finished> {
     let started = Instant::now();
-    let (reader, writer) = io::pipe()?;
+    // Close-on-exec, like std's own pipes: only the child's stdout/stderr copies survive exec.
+    let (reader, writer) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
     let mut cmd = tokio::process::Command::new(&spec.program);
     cmd.arg0(&spec.argv[0])
         .args(&spec.argv[1..])
@@ -75,7 +75,7 @@ pub async fn run(spec: Spec) -> io::Result<Finished> {
     // Our copies of the pipe's write end must go, or the output never ends.
     drop(cmd);
     let pgid = child.id().and_then(|id| i32::try_from(id).ok());
-    let reader = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))?;
+    let reader = tokio::net::unix::pipe::Receiver::from_owned_fd(reader)?;
     let buffer = Arc::new(Mutex::new((Vec::new(), 0u64)));
     let mut drain = tokio::spawn(collect(reader, buffer.clone(), spec.max_output));
 

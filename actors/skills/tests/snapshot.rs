@@ -1,0 +1,191 @@
+//! Snapshots: staleness, caps, the XML list, locations the model can read, the shipped skills.
+
+use super::*;
+use crate::tools::Tool;
+
+#[test]
+fn a_changed_skill_file_makes_the_snapshot_stale_and_is_picked_up() {
+    let fx = Fx::new();
+    let file = fx.skill("ws/skills", "notes", &desc("first version"));
+    fx.skill("bundled", "web", &desc("bundled"));
+    let catalog = fx.catalog(&[]);
+    let mut snapshot = SkillSnapshot::build(&catalog);
+    let old = snapshot.clone();
+    assert!(!snapshot.is_stale(&catalog), "nothing changed yet");
+    assert!(!snapshot.refresh_if_changed(&catalog));
+    fs::write(
+        &file,
+        "---\ndescription: second, longer version\n---\nbody\n",
+    )
+    .unwrap();
+    assert!(snapshot.is_stale(&catalog));
+    assert!(snapshot.refresh_if_changed(&catalog));
+    assert_ne!(snapshot, old);
+    assert!(snapshot.render_xml().contains("second, longer version"));
+    assert!(
+        !snapshot.is_stale(&catalog),
+        "a fresh snapshot is not stale"
+    );
+
+    fx.skill("managed", "added", &desc("a new skill"));
+    let session = SkillSession::start(catalog);
+    assert!(!session.refresh_if_changed());
+    fs::remove_dir_all(fx.path("managed/added")).unwrap();
+    assert!(session.refresh_if_changed(), "a removed skill is a change");
+    assert!(!session.snapshot().render_xml().contains("added"));
+}
+
+#[test]
+fn two_hundred_skills_list_at_most_150_within_30000_chars() {
+    let fx = Fx::new();
+    for i in 0..200 {
+        fx.skill("bundled", &format!("skill-{i:03}"), &desc("short"));
+    }
+    let snapshot = SkillSnapshot::build(&fx.catalog(&[]));
+    assert_eq!(snapshot.skills.len(), MAX_LISTED);
+    assert!(snapshot.render_xml().chars().count() <= MAX_LIST_CHARS);
+    assert_eq!(
+        snapshot.skills[0].name, "skill-000",
+        "name order within a source"
+    );
+
+    let fx = Fx::new();
+    let long = "word ".repeat(200);
+    for i in 0..200 {
+        fx.skill("bundled", &format!("skill-{i:03}"), &desc(&long));
+    }
+    let catalog = fx.catalog(&[]);
+    let xml = SkillSnapshot::build(&catalog).render_xml();
+    let chars = xml.chars().count();
+    assert!(chars <= MAX_LIST_CHARS, "{chars} chars");
+    assert!(chars > MAX_LIST_CHARS - 1200, "the budget is used: {chars}");
+    let scan = catalog.scan();
+    let cut = scan.skills.iter().filter(|f| !f.is_visible()).count();
+    assert!(cut > 50, "most skills are over the budget");
+    assert!(scan.skills.iter().all(|f| f.is_visible()
+        || f.reasons
+            == [format!(
+                "over the {MAX_LIST_CHARS}-character budget of the skills list"
+            )]));
+}
+
+#[test]
+fn the_list_is_compact_escaped_xml() {
+    let skill = Skill {
+        name: "a&b".to_string(),
+        description: "Use <this>\n  when \"x\" & 'y'".to_string(),
+        source: SkillSource::Workspace,
+        dir: PathBuf::new(),
+        file: PathBuf::new(),
+        location: "skills/a&b/SKILL.md".to_string(),
+        materialised: false,
+        requires: Requirements::default(),
+        os: Vec::new(),
+        always: false,
+    };
+    assert_eq!(
+        render_xml(&[skill]),
+        "<available_skills>\n<skill><name>a&amp;b</name><description>Use &lt;this&gt; when &quot;x&quot; &amp; &apos;y&apos;</description><location>skills/a&amp;b/SKILL.md</location></skill>\n</available_skills>"
+    );
+    assert_eq!(render_xml(&[]), "", "no skills, no list");
+}
+
+#[tokio::test]
+async fn the_model_can_read_every_location_it_is_given() {
+    let fx = Fx::new();
+    fx.skill("ws/skills", "local", &desc("in the workspace"));
+    fx.skill("bundled", "outside", &desc("outside the workspace"));
+    fs::create_dir_all(fx.path("bundled/outside/scripts")).unwrap();
+    fs::write(fx.path("bundled/outside/scripts/run.sh"), "echo hi\n").unwrap();
+    let snapshot = SkillSnapshot::build(&fx.catalog(&[]));
+    let outside = snapshot
+        .skills
+        .iter()
+        .find(|s| s.name == "outside")
+        .unwrap();
+    assert_eq!(outside.location, ".skills/outside/SKILL.md");
+    assert!(outside.materialised);
+    let ctx = crate::tools::ToolContext {
+        workspace: fx.path("ws"),
+        agent: "a".to_string(),
+        session: "s".to_string(),
+        channel: "test".to_string(),
+    };
+    for skill in &snapshot.skills {
+        let args = serde_json::json!({ "path": skill.location });
+        let out = crate::tools::ReadTool.call(&ctx, args).await;
+        assert!(!out.is_error, "{}: {}", skill.location, out.text);
+        assert!(
+            out.text.contains(&format!("Do the {} thing.", skill.name)),
+            "{}",
+            out.text
+        );
+    }
+    assert_eq!(
+        fs::read_to_string(fx.path("ws/.skills/outside/scripts/run.sh")).unwrap(),
+        "echo hi\n",
+        "the skill's other files are copied too"
+    );
+}
+
+#[test]
+fn skill_copies_follow_the_snapshot_and_never_a_planted_symlink() {
+    let fx = Fx::new();
+    fx.skill("bundled", "one", &desc("d"));
+    fx.skill("bundled", "two", &desc("d"));
+    let mut catalog = fx.catalog(&[]);
+    SkillSnapshot::build(&catalog);
+    assert!(fx.path("ws/.skills/two/SKILL.md").is_file());
+    catalog.allow = Some(vec!["one".to_string()]);
+    SkillSnapshot::build(&catalog);
+    assert!(
+        !fx.path("ws/.skills/two").exists(),
+        "a hidden skill's copy is removed"
+    );
+
+    #[cfg(unix)]
+    {
+        let target = fx.path("elsewhere");
+        fs::create_dir_all(&target).unwrap();
+        fs::remove_dir_all(fx.path("ws/.skills/one")).unwrap();
+        std::os::unix::fs::symlink(&target, fx.path("ws/.skills/one")).unwrap();
+        let snapshot = SkillSnapshot::build(&catalog);
+        assert!(snapshot.warnings.is_empty(), "{:?}", snapshot.warnings);
+        assert_eq!(
+            fs::read_dir(&target).unwrap().count(),
+            0,
+            "nothing written through the link"
+        );
+        assert!(fx.path("ws/.skills/one/SKILL.md").is_file());
+    }
+}
+
+#[test]
+fn the_shipped_skills_parse_and_are_visible_with_no_special_env() {
+    let bundled = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
+    let ws = tempfile::tempdir().unwrap();
+    let catalog = SkillCatalog {
+        workspace: ws.path().to_path_buf(),
+        managed_dir: None,
+        bundled_dir: Some(bundled),
+        extra_dirs: Vec::new(),
+        allow: None,
+        settings: toml::Table::new(),
+        env: SkillEnv::fixed(Vec::<(String, String)>::new(), current_os()),
+    };
+    let scan = catalog.scan();
+    assert!(scan.warnings.is_empty(), "{:#?}", scan.warnings);
+    let names: Vec<&str> = scan.visible().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["daily-log", "summarize-page", "task-triage"],
+        "{scan:#?}"
+    );
+    for skill in scan.visible() {
+        assert!(
+            skill.description.len() > 40,
+            "{} needs a real description",
+            skill.name
+        );
+    }
+}
