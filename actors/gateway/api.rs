@@ -96,6 +96,10 @@ pub struct TaskRequest {
     /// A named session, for a multi-turn conversation.
     #[serde(default)]
     pub session: Option<String>,
+    /// Milliseconds from now after which the task is no longer wanted: a run still waiting for a
+    /// lane slot then ends `timed_out` instead of starting.
+    #[serde(default)]
+    pub deadline_ms: Option<u64>,
 }
 
 /// A task as the API shows it.
@@ -198,7 +202,28 @@ async fn post_task(
         json!({ "text": body.text }),
     )
     .from("http");
+    if let Some(ms) = body.deadline_ms {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        env.deadline = Some(now.saturating_add(ms));
+    }
     if let Some(session) = &body.session {
+        let valid = !session.is_empty()
+            && session.len() <= 128
+            && session
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !valid {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_session",
+                format!(
+                    "session {session:?}: expected 1-128 characters of A-Z, a-z, 0-9, '-', '_' or '.'"
+                ),
+            );
+        }
         env = env.header("session", session.clone());
     }
     let admission = match state.bus.submit(env).await {

@@ -30,13 +30,15 @@
 //! `.skills/` belongs to clawbus: it is rewritten to match the snapshot and should not be edited.
 //!
 //! **Snapshots**: a session holds a [`SkillSnapshot`] (or a [`SkillSession`]) and calls
-//! `refresh_if_changed` at turn start; a fingerprint of (path, mtime, size) of every `SKILL.md`
-//! and of `.skills/` tells when to rebuild.
+//! `refresh_if_changed` at turn start; [`AgentSkills`] does that for every session key of an
+//! agent. A fingerprint of (path, mtime, size) of every `SKILL.md` and of `.skills/` tells when to
+//! rebuild (a change to a skill's other files alone is seen with its next `SKILL.md` change).
 
 mod catalog;
 mod frontmatter;
 mod gate;
 mod materialise;
+mod session;
 mod snapshot;
 mod sources;
 
@@ -44,7 +46,8 @@ mod sources;
 mod tests;
 
 pub use catalog::{EnvVars, SkillCatalog, SkillEnv, current_os};
-pub use snapshot::{PROMPT_HINT, SkillSession, SkillSnapshot, render_xml};
+pub use session::{AgentSkills, SkillSession};
+pub use snapshot::{PROMPT_HINT, SkillSnapshot, render_xml};
 
 use serde::Serialize;
 use std::fmt;

@@ -2,7 +2,6 @@
 //! compact XML the prompt shows.
 
 use super::{MAX_DESCRIPTION_CHARS, ScanResult, Skill, SkillCatalog, materialise, sources};
-use std::sync::{Arc, Mutex, MutexGuard};
 
 /// One line for the system prompt, to put before the XML list.
 pub const PROMPT_HINT: &str = "Skills: each <skill> below is a set of instructions for one kind of task. \
@@ -131,52 +130,4 @@ fn escape(text: &str) -> String {
         }
     }
     out
-}
-
-/// One session's skills, shareable across threads: the catalog and its current snapshot.
-///
-/// Call [`SkillSession::refresh_if_changed`] at the start of each turn (or before each model
-/// call) and render [`SkillSession::snapshot`].
-#[derive(Debug)]
-pub struct SkillSession {
-    catalog: SkillCatalog,
-    current: Mutex<Arc<SkillSnapshot>>,
-}
-
-impl SkillSession {
-    /// Takes the session's first snapshot.
-    pub fn start(catalog: SkillCatalog) -> Self {
-        let snapshot = Arc::new(SkillSnapshot::build(&catalog));
-        Self {
-            catalog,
-            current: Mutex::new(snapshot),
-        }
-    }
-
-    /// The catalog the snapshots come from.
-    pub fn catalog(&self) -> &SkillCatalog {
-        &self.catalog
-    }
-
-    /// The current snapshot (cheap: shared).
-    pub fn snapshot(&self) -> Arc<SkillSnapshot> {
-        Arc::clone(&self.lock())
-    }
-
-    /// Rebuilds the snapshot when a skill file changed since it was taken; true when it did.
-    pub fn refresh_if_changed(&self) -> bool {
-        let mut current = self.lock();
-        if !current.is_stale(&self.catalog) {
-            return false;
-        }
-        *current = Arc::new(SkillSnapshot::build(&self.catalog));
-        true
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Arc<SkillSnapshot>> {
-        // A panic elsewhere cannot leave a half-written Arc: the data is still good.
-        self.current
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
 }

@@ -494,3 +494,46 @@ async fn sessions_and_tasks_from_the_cli() {
     assert_eq!(out.status.code(), Some(1), "cancelling an ended task fails");
     daemon.shutdown().await;
 }
+
+#[actix_rt::test]
+async fn a_deadline_bounds_the_wait_for_a_lane_slot() {
+    let server = ScriptedServer::with_responder(|req| {
+        if last_user(req) == "hog" {
+            Turn::hang()
+        } else {
+            Turn::text("ok")
+        }
+    })
+    .await;
+    let project = Project::new();
+    project
+        .write(
+            "clawbus.toml",
+            &format!(
+                "[lanes]\nmain = 1\n\n[providers.mock]\nkind = \"openai\"\nbase_url = \"{}\"\n\n[defaults]\nmodel = \"mock/m\"\n",
+                server.base_url()
+            ),
+        )
+        .write("agents.d/chat.toml", "");
+    let daemon = project.start().await;
+    post_task(&daemon, "chat", json!({ "text": "hog", "session": "a" })).await;
+    while server.request_count() < 1 {
+        tokio::task::yield_now().await;
+    }
+    let (_, late) = post_task(
+        &daemon,
+        "chat",
+        json!({ "text": "late", "session": "b", "deadline_ms": 100, "wait": true }),
+    )
+    .await;
+    assert_eq!(
+        late["state"], "timed_out",
+        "the only main slot is held; the deadline ends the wait: {late}"
+    );
+    assert_eq!(
+        server.request_count(),
+        1,
+        "the late run never reached the model"
+    );
+    daemon.shutdown().await;
+}

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::tools::Tool;
+use std::sync::Arc;
 
 #[test]
 fn a_changed_skill_file_makes_the_snapshot_stale_and_is_picked_up() {
@@ -188,4 +189,31 @@ fn the_shipped_skills_parse_and_are_visible_with_no_special_env() {
             skill.name
         );
     }
+}
+
+#[test]
+fn each_session_keeps_its_snapshot_until_a_skill_changes() {
+    let fx = Fx::new();
+    let file = fx.skill("bundled", "notes", &desc("old text"));
+    let agent = AgentSkills::new(fx.catalog(&[]));
+    let a = agent.snapshot_for("a");
+    assert!(
+        Arc::ptr_eq(&a, &agent.snapshot_for("b")),
+        "unchanged: one shared snapshot"
+    );
+    assert!(Arc::ptr_eq(&a, &agent.snapshot_for("a")));
+    fs::write(&file, "---\ndescription: new, longer text\n---\nbody\n").unwrap();
+    let a2 = agent.snapshot_for("a");
+    assert_ne!(*a2, *a, "the next turn of an old session sees the change");
+    assert!(
+        agent.xml_for("c").contains("new, longer text"),
+        "a new session too"
+    );
+    assert!(
+        fs::read_to_string(fx.path("ws/.skills/notes/SKILL.md"))
+            .unwrap()
+            .contains("new, longer text"),
+        "the copy the model reads is refreshed"
+    );
+    agent.end_session("a");
 }
