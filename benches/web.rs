@@ -10,7 +10,8 @@
 use axum::Router;
 use axum::routing::get;
 use clawbus::tools::web::extract::Kind;
-use clawbus::tools::web::fetch::{FetchLimits, Fetched, fetch, render};
+use clawbus::tools::web::extract::render;
+use clawbus::tools::web::fetch::{FetchLimits, Fetched, fetch};
 use clawbus::tools::web::search::{Provider, WebSearchTool};
 use std::time::{Duration, Instant};
 

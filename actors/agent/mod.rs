@@ -108,6 +108,12 @@ impl AgentHandle {
             model: def.model.to_string(),
             cause,
         })?;
+        // Skills: one catalog per agent, a snapshot per session refreshed when a SKILL.md changes.
+        let skills = Arc::new(crate::skills::AgentSkills::new(
+            crate::skills::SkillCatalog::for_agent(config, def, &workspace),
+        ));
+        let secrets =
+            crate::secrets::Secrets::from_config(config).with_names(skills.required_env_names());
         let deps = TurnDeps {
             model,
             model_name: def.model.model.clone(),
@@ -119,7 +125,7 @@ impl AgentHandle {
                     approvals: shared.approvals.clone(),
                 },
             )
-            .with_secrets(Arc::new(crate::secrets::Secrets::from_config(config))),
+            .with_secrets(Arc::new(secrets.clone())),
             limits: def.limits.clone(),
         };
         let bus_err = |cause| AgentError::Bus {
@@ -141,11 +147,12 @@ impl AgentHandle {
             index: shared.index.clone(),
             lanes: shared.lanes.clone(),
             metrics: shared.metrics.clone(),
-            prompt: Arc::new(crate::prompt::PromptBuilder::for_agent(
-                def,
-                config,
-                workspace.clone(),
-            )),
+            prompt: Arc::new({
+                let skills = skills.clone();
+                crate::prompt::PromptBuilder::for_agent(def, config, workspace.clone())
+                    .with_skills(Arc::new(move |session: &str| skills.xml_for(session)))
+                    .with_secrets(secrets)
+            }),
         });
         let actor = AgentActor::new(
             rt,

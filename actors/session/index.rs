@@ -124,7 +124,7 @@ impl SessionIndex {
                 out.push(meta);
             }
         }
-        out.sort_by(|a, b| b.updated_ms.cmp(&a.updated_ms));
+        out.sort_by_key(|m| std::cmp::Reverse(m.updated_ms));
         Ok(out)
     }
 }

@@ -34,7 +34,7 @@ pub use edit::EditTool;
 pub use exec::ExecTool;
 pub use message::MessageTool;
 pub use output::{SPILL_DIR, ToolError, ToolOutput};
-pub use policy::{ToolServices, agent_tools};
+pub use policy::{Layer, Removed, ToolServices, agent_tools};
 pub use read::ReadTool;
 pub use web::{WebFetchTool, WebSearchTool};
 pub use write::WriteTool;
@@ -80,49 +80,6 @@ pub trait Tool: Send + Sync {
     fn available(&self) -> Result<(), String> {
         Ok(())
     }
-}
-
-/// The policy layer that removed a tool (see [`policy`]), outermost first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Layer {
-    /// Not in the agent's `tools.profile` (nor added by `tools.allow`).
-    Profile,
-    /// Removed by the agent's `tools.deny`.
-    Deny,
-    /// Its backend is not configured, or it is not built into this binary.
-    Availability,
-    /// Removed by `[channels.<name>] deny_tools` for the channel the run came from.
-    Channel,
-}
-
-impl Layer {
-    /// The name printed by `clawbus tools` (`profile`, `deny`, `availability`, `channel`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Profile => "profile",
-            Self::Deny => "deny",
-            Self::Availability => "availability",
-            Self::Channel => "channel",
-        }
-    }
-}
-
-impl fmt::Display for Layer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A tool the policy took away, with the layer that did it and why.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Removed {
-    /// The tool name.
-    pub tool: String,
-    /// The first layer that removed it.
-    pub layer: Layer,
-    /// Why, naming the setting (`tools.deny entry "group:runtime"`).
-    pub reason: String,
 }
 
 /// The ordered set of tools one agent may use, and what the policy removed.

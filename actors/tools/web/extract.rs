@@ -3,8 +3,10 @@
 //! HTML goes through `dom_smoothie`, a port of Mozilla's readability.js: it scores the DOM for
 //! the main content, drops scripts, styles, navigation, sidebars and footers, and renders what
 //! is left as Markdown (links kept). Text types pass through. Anything else is binary and refused
-//! before its body is read (see [`Kind::of`]).
+//! before its body is read (see [`Kind::of`]). [`render`] builds what the model gets.
 
+use super::fetch::Fetched;
+use crate::untrusted;
 use dom_smoothie::{Config, Readability, TextMode};
 
 /// What a response holds, judged from its `Content-Type` (and its first bytes when there is none).
@@ -122,6 +124,48 @@ pub fn readable(html: &str, url: &str) -> Readable {
             }
         }
     }
+}
+
+/// The text the model gets for a fetched page: title, URL and readable text, wrapped as
+/// untrusted content. HTML extraction is CPU-bound; call from a blocking thread.
+pub fn render(page: &Fetched, max_bytes: usize, max_chars: usize) -> String {
+    let raw = String::from_utf8_lossy(&page.body);
+    let url = page.url.as_str();
+    let (title, text) = match page.kind {
+        Kind::Html => {
+            let r = readable(&raw, url);
+            (r.title, r.text)
+        }
+        _ => (String::new(), raw.into_owned()),
+    };
+    let mut out = String::with_capacity(text.len().min(max_chars * 4) + 256);
+    if !title.is_empty() {
+        out.push_str(&format!("Title: {title}\n"));
+    }
+    out.push_str(&format!("URL: {url}\n"));
+    if let Some(ct) = &page.content_type {
+        out.push_str(&format!("Content-Type: {ct}\n"));
+    }
+    if page.cut {
+        out.push_str(&format!(
+            "[body truncated: only the first {max_bytes} bytes were read]\n"
+        ));
+    }
+    out.push('\n');
+    let total = text.chars().count();
+    if total > max_chars {
+        let end = text
+            .char_indices()
+            .nth(max_chars)
+            .map_or(text.len(), |(i, _)| i);
+        out.push_str(&text[..end]);
+        out.push_str(&format!(
+            "\n[text truncated: {max_chars} of {total} characters shown; call again with a larger max_chars to see more]"
+        ));
+    } else {
+        out.push_str(&text);
+    }
+    untrusted::wrap(url, &out)
 }
 
 /// Trims trailing spaces and collapses runs of blank lines to one.

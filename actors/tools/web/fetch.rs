@@ -6,11 +6,10 @@
 //! hop, checked the same way (an allowed host cannot redirect to a forbidden one). The body is read
 //! chunk by chunk up to `max_bytes`; binary types are refused from their headers alone.
 
-use super::extract::{self, Kind};
+use super::extract::{Kind, render};
 use super::guard::{self, GuardError};
 use crate::config::WebDef;
 use crate::tools::{Tool, ToolContext, ToolOutput};
-use crate::untrusted;
 use async_trait::async_trait;
 use reqwest::{Url, header, redirect};
 use serde::Deserialize;
@@ -294,48 +293,6 @@ fn chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     out
-}
-
-/// The text the model gets for a fetched page: title, URL and readable text, wrapped as
-/// untrusted content. HTML extraction is CPU-bound; call from a blocking thread.
-pub fn render(page: &Fetched, max_bytes: usize, max_chars: usize) -> String {
-    let raw = String::from_utf8_lossy(&page.body);
-    let url = page.url.as_str();
-    let (title, text) = match page.kind {
-        Kind::Html => {
-            let r = extract::readable(&raw, url);
-            (r.title, r.text)
-        }
-        _ => (String::new(), raw.into_owned()),
-    };
-    let mut out = String::with_capacity(text.len().min(max_chars * 4) + 256);
-    if !title.is_empty() {
-        out.push_str(&format!("Title: {title}\n"));
-    }
-    out.push_str(&format!("URL: {url}\n"));
-    if let Some(ct) = &page.content_type {
-        out.push_str(&format!("Content-Type: {ct}\n"));
-    }
-    if page.cut {
-        out.push_str(&format!(
-            "[body truncated: only the first {max_bytes} bytes were read]\n"
-        ));
-    }
-    out.push('\n');
-    let total = text.chars().count();
-    if total > max_chars {
-        let end = text
-            .char_indices()
-            .nth(max_chars)
-            .map_or(text.len(), |(i, _)| i);
-        out.push_str(&text[..end]);
-        out.push_str(&format!(
-            "\n[text truncated: {max_chars} of {total} characters shown; call again with a larger max_chars to see more]"
-        ));
-    } else {
-        out.push_str(&text);
-    }
-    untrusted::wrap(url, &out)
 }
 
 /// The `web_fetch` tool.

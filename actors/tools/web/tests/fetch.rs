@@ -1,7 +1,7 @@
 use super::extract::article_page;
 use super::fake::{Fake, redirect, reply};
-use crate::tools::web::extract::Kind;
-use crate::tools::web::fetch::{FetchError, FetchLimits, fetch, render};
+use crate::tools::web::extract::{Kind, render};
+use crate::tools::web::fetch::{FetchError, FetchLimits, fetch};
 use crate::tools::web::guard::GuardError;
 use crate::untrusted::END_MARKER;
 use axum::body::Body;
