@@ -121,3 +121,40 @@ where
     .await
     .unwrap()
 }
+
+impl Project {
+    /// The real `clawbus` binary, run in the project folder with no `CLAWBUS_*` settings inherited.
+    pub fn clawbus(&self) -> std::process::Command {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_clawbus"));
+        cmd.current_dir(self.path())
+            .env_remove("CLAWBUS_TOKEN")
+            .env_remove("CLAWBUS_URL")
+            .env_remove("CLAWBUS_MODEL")
+            .env_remove("CLAWBUS_CONFIG")
+            .env_remove("CLAWBUS_AGENTS")
+            .env_remove("CLAWBUS_STATE_DIR")
+            .env("RUST_LOG", "warn");
+        cmd
+    }
+}
+
+/// Runs a command to completion off the async threads, so the test's servers keep serving.
+pub async fn run_cmd(mut cmd: std::process::Command) -> std::process::Output {
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap()
+}
+
+/// GETs a gateway path with the daemon's token and decodes the JSON answer.
+pub async fn get_json(daemon: &Daemon, path: &str) -> Value {
+    reqwest::Client::new()
+        .get(format!("{}{path}", daemon.url()))
+        .bearer_auth(daemon.token())
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}

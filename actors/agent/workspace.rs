@@ -29,3 +29,27 @@ fn copy_missing(from: &Path, to: &Path) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// A version of a file, told without reading it: size, modification time and inode. `write`
+/// replaces files by rename, so a same-size rewrite within one timestamp tick still changes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStamp {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    ino: u64,
+}
+
+impl FileStamp {
+    /// The stamp of a file's metadata.
+    pub fn of(meta: &std::fs::Metadata) -> Self {
+        #[cfg(unix)]
+        let ino = std::os::unix::fs::MetadataExt::ino(meta);
+        #[cfg(not(unix))]
+        let ino = 0;
+        Self {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            ino,
+        }
+    }
+}

@@ -2,12 +2,12 @@
 
 use super::chunk::{self, Chunk};
 use super::{MEMORY_DIR, MEMORY_FILE, daily_log_date};
+use crate::agent::workspace::FileStamp;
 use crate::tools::confine;
 use chrono::{DateTime, NaiveDate, Utc};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
 use std::path::Path;
-use std::time::SystemTime;
 
 /// A memory file bigger than this is left out of the index (with a warning).
 pub const MAX_FILE_BYTES: u64 = 4 << 20;
@@ -16,33 +16,9 @@ pub const MAX_FILES: usize = 10_000;
 /// Half-life of the recency decay: a note this many days old counts half as much.
 pub const HALF_LIFE_DAYS: f64 = 30.0;
 
-/// What identifies a version of a file without reading it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
-    len: u64,
-    modified: Option<SystemTime>,
-    /// The inode: `write` replaces files by rename, so a same-size rewrite in the same
-    /// timestamp tick is still seen.
-    ino: u64,
-}
-
-impl Stamp {
-    fn of(meta: &std::fs::Metadata) -> Self {
-        #[cfg(unix)]
-        let ino = std::os::unix::fs::MetadataExt::ino(meta);
-        #[cfg(not(unix))]
-        let ino = 0;
-        Self {
-            len: meta.len(),
-            modified: meta.modified().ok(),
-            ino,
-        }
-    }
-}
-
 #[derive(Debug)]
 struct IndexedFile {
-    stamp: Stamp,
+    stamp: FileStamp,
     /// When the note was written, for the decay: the file name's date for a daily log, else
     /// the modification time.
     written: Written,
@@ -205,7 +181,7 @@ impl MemoryIndex {
                 }
                 continue;
             };
-            let stamp = Stamp::of(&meta);
+            let stamp = FileStamp::of(&meta);
             if self.files.get(&rel).is_some_and(|f| f.stamp == stamp) {
                 continue;
             }

@@ -3,6 +3,7 @@
 use super::index::{MAX_FILE_BYTES, MemoryIndex};
 use super::{MEMORY_DIR, MEMORY_FILE};
 use crate::tools::{Tool, ToolContext, ToolOutput, confine};
+use crate::tools::{blocking, parse_args};
 use async_trait::async_trait;
 use bus::{Clock, SystemClock};
 use chrono::{DateTime, Utc};
@@ -78,7 +79,7 @@ impl Tool for MemorySearchTool {
     }
 
     async fn call(&self, ctx: &ToolContext, args: serde_json::Value) -> ToolOutput {
-        let args: SearchArgs = match parse("memory_search", args) {
+        let args: SearchArgs = match parse_args("memory_search", args) {
             Ok(args) => args,
             Err(out) => return out,
         };
@@ -177,7 +178,7 @@ impl Tool for MemoryGetTool {
     }
 
     async fn call(&self, ctx: &ToolContext, args: serde_json::Value) -> ToolOutput {
-        let args: GetArgs = match parse("memory_get", args) {
+        let args: GetArgs = match parse_args("memory_get", args) {
             Ok(args) => args,
             Err(out) => return out,
         };
@@ -266,27 +267,4 @@ fn get(workspace: &Path, args: &GetArgs) -> ToolOutput {
         json!({ "path": shown, "from_line": from, "to_line": to, "total_lines": total, "text": shown_lines })
             .to_string(),
     )
-}
-
-/// Schema-checked arguments into typed ones, or an `invalid_arguments` output.
-fn parse<T: serde::de::DeserializeOwned>(
-    tool: &str,
-    args: serde_json::Value,
-) -> Result<T, ToolOutput> {
-    serde_json::from_value(args)
-        .map_err(|e| ToolOutput::error("invalid_arguments", format!("arguments of {tool:?}: {e}")))
-}
-
-/// Runs blocking file work off the async threads.
-async fn blocking(
-    tool: &'static str,
-    work: impl FnOnce() -> ToolOutput + Send + 'static,
-) -> ToolOutput {
-    match tokio::task::spawn_blocking(work).await {
-        Ok(out) => out,
-        Err(e) => {
-            tracing::error!(tool, error = %e, "Blocking tool work did not finish.");
-            ToolOutput::error("internal", format!("tool {tool:?} failed unexpectedly"))
-        }
-    }
 }

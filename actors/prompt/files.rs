@@ -1,43 +1,20 @@
 //! Workspace files as the prompt reads them: confined to the workspace and cached by stamp, so
 //! reassembling before every model call costs a `stat` per file, not a read.
 
+use crate::agent::workspace::FileStamp;
 use crate::tools::confine;
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
 
 /// Bytes of one file read at most; the per-file cap cuts far earlier.
 const MAX_READ_BYTES: u64 = 4 << 20;
 
-/// A version of a file, told without reading it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
-    len: u64,
-    modified: Option<SystemTime>,
-    /// `write` replaces files by rename: a new inode even within one timestamp tick.
-    ino: u64,
-}
-
-impl Stamp {
-    fn of(meta: &std::fs::Metadata) -> Self {
-        #[cfg(unix)]
-        let ino = std::os::unix::fs::MetadataExt::ino(meta);
-        #[cfg(not(unix))]
-        let ino = 0;
-        Self {
-            len: meta.len(),
-            modified: meta.modified().ok(),
-            ino,
-        }
-    }
-}
-
 /// File contents by workspace-relative path, re-read only when the stamp changes.
 #[derive(Debug, Default)]
 pub(super) struct FileCache {
-    entries: Mutex<HashMap<String, (Stamp, Arc<str>)>>,
+    entries: Mutex<HashMap<String, (FileStamp, Arc<str>)>>,
 }
 
 impl FileCache {
@@ -70,12 +47,12 @@ impl FileCache {
 }
 
 /// The real path and stamp of `rel` when it is a regular file inside the workspace.
-fn locate(workspace: &Path, rel: &str) -> Option<(PathBuf, Stamp)> {
+fn locate(workspace: &Path, rel: &str) -> Option<(PathBuf, FileStamp)> {
     let direct = workspace.join(rel);
     let path = match std::fs::symlink_metadata(&direct) {
         // A plain file directly under the canonical workspace needs no confinement walk.
         Ok(meta) if meta.is_file() && !rel.contains('/') => {
-            return Some((direct, Stamp::of(&meta)));
+            return Some((direct, FileStamp::of(&meta)));
         }
         Ok(_) => match confine(workspace, rel) {
             Ok(real) => real,
@@ -91,7 +68,7 @@ fn locate(workspace: &Path, rel: &str) -> Option<(PathBuf, Stamp)> {
         }
     };
     match std::fs::metadata(&path) {
-        Ok(meta) if meta.is_file() => Some((path, Stamp::of(&meta))),
+        Ok(meta) if meta.is_file() => Some((path, FileStamp::of(&meta))),
         _ => None,
     }
 }

@@ -44,247 +44,229 @@ pub async fn execute(input: RunInput) -> RunReport {
         key,
         channel,
         delivery,
-        mut view,
+        view,
         transcript,
     } = input;
-    let env = delivery.envelope().clone();
-    let request_id = env.request_id.to_string();
-    let waited = Instant::now();
-    let _slot = match rt.run_slot(&env).await {
-        Ok(s) => s,
-        Err(reason) => {
-            let outcome = Outcome::TimedOut { error: reason };
-            return finish(
-                &rt,
-                &delivery,
-                &transcript,
-                Vec::new(),
-                outcome,
-                &key,
-                &request_id,
-                (0, 0),
-            )
-            .await;
-        }
+    let run = Run {
+        request_id: delivery.envelope().request_id.to_string(),
+        rt,
+        key,
+        delivery,
+        transcript,
     };
-    let wait_ms = waited.elapsed().as_millis() as u64;
-    match delivery.start().await {
-        Ok(true) => {}
-        Ok(false) => {
-            return RunReport {
-                entries: Vec::new(),
-                state: "skipped",
-            };
-        }
-        Err(e) => {
-            tracing::error!(agent = %rt.id, session = %key, request_id, error = %e, "Could not mark the task running.");
-            return RunReport {
-                entries: Vec::new(),
-                state: "skipped",
-            };
-        }
-    }
-    let Some(text) = env
-        .payload
-        .get("text")
-        .and_then(|t| t.as_str())
-        .map(str::to_string)
-    else {
-        let outcome = Outcome::Failed {
-            error: "task payload has no \"text\" string".into(),
-        };
-        return finish(
-            &rt,
-            &delivery,
-            &transcript,
-            Vec::new(),
-            outcome,
-            &key,
-            &request_id,
-            (0, 0),
-        )
-        .await;
-    };
-    tracing::info!(agent = %rt.id, session = %key, request_id, wait_ms, "Run started.");
-    event(
-        &rt,
-        &env,
-        json!({ "phase": "start", "session": key.as_str() }),
-    )
-    .await;
-    let tool_context = ToolContext {
-        workspace: rt.workspace.clone(),
-        agent: rt.id.to_string(),
-        session: key.to_string(),
-        channel: channel.clone(),
-    };
-    let prompt = rt.prompt(&key, &channel);
-    let mut entries = Vec::new();
-
-    // The user's message is on disk before the model is called.
-    let user = Entry::message(ChatMessage::user(text.clone()), Some(&request_id), false);
-    if let Err(e) = transcript.append(std::slice::from_ref(&user)) {
-        let outcome = Outcome::Failed {
-            error: format!("transcript write failed: {e}"),
-        };
-        return finish(
-            &rt,
-            &delivery,
-            &transcript,
-            entries,
-            outcome,
-            &key,
-            &request_id,
-            (0, 0),
-        )
-        .await;
-    }
-    let system_chars = prompt.system_prompt().len();
-    if compaction::needs_compaction(&rt.def.session, system_chars, &view, &text) {
-        tracing::info!(agent = %rt.id, session = %key, tokens = view.estimated_tokens(), "Compacting the session.");
-        match compaction::compact(
-            &rt.deps,
-            &rt.def.session,
-            prompt.clone(),
-            tool_context.clone(),
-            &view,
-            &transcript,
-        )
-        .await
-        {
-            Ok(written) => {
-                for e in &written {
-                    view.apply(e);
-                }
-                entries.extend(written);
-            }
-            Err(e) => {
-                tracing::warn!(agent = %rt.id, session = %key, error = %e, "Compaction failed; running on the full history.")
-            }
-        }
-    }
-    entries.push(user);
-
-    let started = Instant::now();
-    let result = run_turn(
-        &rt.deps,
-        TurnInput {
-            prompt,
-            history: view.messages(),
-            message: text,
-            tool_context,
+    match run.body(&channel, view).await {
+        Step::Skipped => RunReport {
+            entries: Vec::new(),
+            state: "skipped",
         },
-    )
-    .await;
-    let duration_ms = started.elapsed().as_millis() as u64;
-    let (outcome, iterations, usage, added) = match result {
-        Ok(out) => (
-            Outcome::Succeeded {
-                result: json!({ "text": out.text, "iterations": out.iterations }),
-            },
-            out.iterations,
-            out.usage,
-            out.added,
-        ),
-        Err(e @ TurnError::TimedOut(_)) => (
-            Outcome::TimedOut {
-                error: e.to_string(),
-            },
-            0,
-            (0, 0),
-            Vec::new(),
-        ),
-        Err(e) => (
-            Outcome::Failed {
-                error: e.to_string(),
-            },
-            0,
-            (0, 0),
-            Vec::new(),
-        ),
-    };
-    // `added` starts with the user message, already written.
-    let new: Vec<Entry> = added
-        .into_iter()
-        .skip(1)
-        .map(|m| Entry::message(m, Some(&request_id), false))
-        .collect();
-    if let Err(e) = transcript.append(&new) {
-        let outcome = Outcome::Failed {
-            error: format!("transcript write failed: {e}"),
-        };
-        return finish(
-            &rt,
-            &delivery,
-            &transcript,
-            entries,
-            outcome,
-            &key,
-            &request_id,
-            usage,
-        )
-        .await;
+        Step::Ended(end) => run.finish(end).await,
     }
-    entries.extend(new);
-    let state = outcome.state().as_str();
-    tracing::info!(agent = %rt.id, session = %key, request_id, iterations, duration_ms, state, "Turn finished.");
-    event(&rt, &env, json!({ "phase": "end", "session": key.as_str(), "state": state, "duration_ms": duration_ms })).await;
-    finish(
-        &rt,
-        &delivery,
-        &transcript,
-        entries,
-        outcome,
-        &key,
-        &request_id,
-        usage,
-    )
-    .await
 }
 
-/// Records a failed run in the transcript, updates the index, and acknowledges the outcome.
-#[allow(clippy::too_many_arguments)]
-async fn finish(
-    rt: &AgentRuntime,
-    delivery: &Delivery,
-    transcript: &Transcript,
-    mut entries: Vec<Entry>,
+/// One run in progress.
+struct Run {
+    rt: Arc<AgentRuntime>,
+    key: SessionKey,
+    request_id: String,
+    delivery: Delivery,
+    transcript: Arc<Transcript>,
+}
+
+/// How the body of a run ended.
+enum Step {
+    /// The task had already ended (cancelled before it started): nothing to record.
+    Skipped,
+    /// The run reached an outcome to record.
+    Ended(End),
+}
+
+/// What a run leaves to record: the entries it wrote, its outcome, the tokens it used.
+struct End {
+    entries: Vec<Entry>,
     outcome: Outcome,
-    key: &SessionKey,
-    request_id: &str,
     usage: (u64, u64),
-) -> RunReport {
-    let state = outcome.state().as_str();
-    rt.metrics
-        .counter(
-            "clawbus_turns_total",
-            "Agent runs finished, by outcome.",
-            &[("agent", rt.id.as_str()), ("outcome", state)],
-        )
-        .inc();
-    if let Outcome::Failed { error } | Outcome::TimedOut { error } = &outcome {
-        let ended = Entry::new(EntryBody::RunEnded {
-            request_id: request_id.to_string(),
-            outcome: state.to_string(),
-            reason: error.clone(),
-        });
-        match transcript.append(std::slice::from_ref(&ended)) {
-            Ok(()) => entries.push(ended),
+}
+
+impl End {
+    fn failed(entries: Vec<Entry>, error: String) -> Step {
+        Step::Ended(Self {
+            entries,
+            outcome: Outcome::Failed { error },
+            usage: (0, 0),
+        })
+    }
+}
+
+impl Run {
+    async fn body(&self, channel: &str, mut view: View) -> Step {
+        let (rt, key, request_id) = (&self.rt, &self.key, self.request_id.as_str());
+        let env = self.delivery.envelope();
+        let waited = Instant::now();
+        let _slot = match rt.run_slot(env).await {
+            Ok(s) => s,
+            Err(error) => {
+                return Step::Ended(End {
+                    entries: Vec::new(),
+                    outcome: Outcome::TimedOut { error },
+                    usage: (0, 0),
+                });
+            }
+        };
+        let wait_ms = waited.elapsed().as_millis() as u64;
+        match self.delivery.start().await {
+            Ok(true) => {}
+            Ok(false) => return Step::Skipped,
             Err(e) => {
-                tracing::error!(session = %key, error = %e, "Could not record the failed run in the transcript.")
+                tracing::error!(agent = %rt.id, session = %key, request_id, error = %e, "Could not mark the task running.");
+                return Step::Skipped;
             }
         }
+        let Some(text) = env.payload.get("text").and_then(|t| t.as_str()) else {
+            return End::failed(Vec::new(), "task payload has no \"text\" string".into());
+        };
+        tracing::info!(agent = %rt.id, session = %key, request_id, wait_ms, "Run started.");
+        event(
+            rt,
+            env,
+            json!({ "phase": "start", "session": key.as_str() }),
+        )
+        .await;
+        let tool_context = ToolContext {
+            workspace: rt.workspace.clone(),
+            agent: rt.id.to_string(),
+            session: key.to_string(),
+            channel: channel.to_string(),
+        };
+        let prompt = rt.prompt(key, channel);
+        let mut entries = Vec::new();
+
+        // The user's message is on disk before the model is called.
+        let user = Entry::message(ChatMessage::user(text), Some(request_id), false);
+        if let Err(e) = self.transcript.append(std::slice::from_ref(&user)) {
+            return End::failed(entries, format!("transcript write failed: {e}"));
+        }
+        let system_chars = prompt.system_prompt().len();
+        if compaction::needs_compaction(&rt.def.session, system_chars, &view, text) {
+            tracing::info!(agent = %rt.id, session = %key, tokens = view.estimated_tokens(), "Compacting the session.");
+            let compacted = compaction::compact(
+                &rt.deps,
+                &rt.def.session,
+                prompt.clone(),
+                tool_context.clone(),
+                &view,
+                &self.transcript,
+            )
+            .await;
+            match compacted {
+                Ok(written) => {
+                    for e in &written {
+                        view.apply(e);
+                    }
+                    entries.extend(written);
+                }
+                Err(e) => {
+                    tracing::warn!(agent = %rt.id, session = %key, error = %e, "Compaction failed; running on the full history.")
+                }
+            }
+        }
+        entries.push(user);
+
+        let started = Instant::now();
+        let input = TurnInput {
+            prompt,
+            history: view.messages(),
+            message: text.to_string(),
+            tool_context,
+        };
+        let (outcome, iterations, usage, added) = match run_turn(&rt.deps, input).await {
+            Ok(out) => (
+                Outcome::Succeeded {
+                    result: json!({ "text": out.text, "iterations": out.iterations }),
+                },
+                out.iterations,
+                out.usage,
+                out.added,
+            ),
+            Err(e @ TurnError::TimedOut(_)) => (
+                Outcome::TimedOut {
+                    error: e.to_string(),
+                },
+                0,
+                (0, 0),
+                Vec::new(),
+            ),
+            Err(e) => (
+                Outcome::Failed {
+                    error: e.to_string(),
+                },
+                0,
+                (0, 0),
+                Vec::new(),
+            ),
+        };
+        let duration_ms = started.elapsed().as_millis() as u64;
+        // `added` starts with the user message, already written.
+        let new: Vec<Entry> = added
+            .into_iter()
+            .skip(1)
+            .map(|m| Entry::message(m, Some(request_id), false))
+            .collect();
+        if let Err(e) = self.transcript.append(&new) {
+            return End::failed(entries, format!("transcript write failed: {e}"));
+        }
+        entries.extend(new);
+        let state = outcome.state().as_str();
+        tracing::info!(agent = %rt.id, session = %key, request_id, iterations, duration_ms, state, "Turn finished.");
+        let end = json!({ "phase": "end", "session": key.as_str(), "state": state, "duration_ms": duration_ms });
+        event(rt, env, end).await;
+        Step::Ended(End {
+            entries,
+            outcome,
+            usage,
+        })
     }
-    if let Err(e) = rt
-        .index
-        .record_run(key.as_str(), now_ms(), usage.0, usage.1)
-    {
-        tracing::error!(session = %key, error = %e, "Session index not updated.");
+
+    /// Records a failed run in the transcript, counts it, updates the index, and acknowledges the
+    /// outcome: last, so the transcript is on disk before anyone is answered.
+    async fn finish(&self, end: End) -> RunReport {
+        let End {
+            mut entries,
+            outcome,
+            usage,
+        } = end;
+        let (rt, key, request_id) = (&self.rt, &self.key, self.request_id.as_str());
+        let state = outcome.state().as_str();
+        rt.metrics
+            .counter(
+                "clawbus_turns_total",
+                "Agent runs finished, by outcome.",
+                &[("agent", rt.id.as_str()), ("outcome", state)],
+            )
+            .inc();
+        if let Outcome::Failed { error } | Outcome::TimedOut { error } = &outcome {
+            let ended = Entry::new(EntryBody::RunEnded {
+                request_id: request_id.to_string(),
+                outcome: state.to_string(),
+                reason: error.clone(),
+            });
+            match self.transcript.append(std::slice::from_ref(&ended)) {
+                Ok(()) => entries.push(ended),
+                Err(e) => {
+                    tracing::error!(session = %key, error = %e, "Could not record the failed run in the transcript.")
+                }
+            }
+        }
+        if let Err(e) = rt
+            .index
+            .record_run(key.as_str(), now_ms(), usage.0, usage.1)
+        {
+            tracing::error!(session = %key, error = %e, "Session index not updated.");
+        }
+        if let Err(e) = self.delivery.complete(outcome).await {
+            tracing::error!(session = %key, request_id, error = %e, "Could not record the outcome; the task will be redelivered.");
+        }
+        RunReport { entries, state }
     }
-    if let Err(e) = delivery.complete(outcome).await {
-        tracing::error!(session = %key, request_id, error = %e, "Could not record the outcome; the task will be redelivered.");
-    }
-    RunReport { entries, state }
 }
 
 /// Lifecycle events on `agent.<id>.events`; nobody listening is fine.

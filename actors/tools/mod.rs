@@ -379,7 +379,7 @@ fn invalid(tool: &dyn Tool, message: String) -> ToolOutput {
 
 /// Deserialises schema-checked arguments into a tool's typed arguments, or an
 /// `invalid_arguments` output.
-fn parse_args<T: serde::de::DeserializeOwned>(
+pub(crate) fn parse_args<T: serde::de::DeserializeOwned>(
     tool: &str,
     args: serde_json::Value,
 ) -> Result<T, ToolOutput> {
@@ -388,7 +388,7 @@ fn parse_args<T: serde::de::DeserializeOwned>(
 }
 
 /// Runs blocking file work off the async threads; a panic or cancellation becomes an error output.
-async fn blocking(
+pub(crate) async fn blocking(
     tool: &'static str,
     work: impl FnOnce() -> ToolOutput + Send + 'static,
 ) -> ToolOutput {

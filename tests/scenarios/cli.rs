@@ -1,27 +1,9 @@
 //! The `clawbus` binary as a script would use it.
 
 use crate::support::Project;
+use crate::support::run_cmd;
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Output, Stdio};
-
-fn clawbus(project: &Project) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_clawbus"));
-    cmd.current_dir(project.path())
-        .env_remove("CLAWBUS_TOKEN")
-        .env_remove("CLAWBUS_URL")
-        .env_remove("CLAWBUS_MODEL")
-        .env_remove("CLAWBUS_CONFIG")
-        .env_remove("CLAWBUS_AGENTS")
-        .env_remove("CLAWBUS_STATE_DIR")
-        .env("RUST_LOG", "warn");
-    cmd
-}
-
-async fn run(mut cmd: Command) -> Output {
-    tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap()
-}
+use std::process::{Command, Stdio};
 
 #[test]
 fn check_reports_every_problem_in_every_file_with_its_line() {
@@ -34,7 +16,7 @@ fn check_reports_every_problem_in_every_file_with_its_line() {
             "description = \"x\"\nmodle = \"scripted/echo\"\n",
         )
         .write("agents.d/badprov.toml", "\n\nmodel = \"opnai/gpt\"\n");
-    let out = clawbus(&project).arg("check").output().unwrap();
+    let out = project.clawbus().arg("check").output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         out.status.code(),
@@ -80,7 +62,7 @@ async fn post_wait_prints_the_reply_and_uses_exit_codes() {
     let project = Project::new();
     project.write("agents.d/echo.toml", "");
     let daemon = project.start().await;
-    let mut cmd = clawbus(&project);
+    let mut cmd = project.clawbus();
     cmd.args([
         "post",
         "agent.echo",
@@ -89,7 +71,7 @@ async fn post_wait_prints_the_reply_and_uses_exit_codes() {
         "--url",
         &daemon.url(),
     ]);
-    let out = run(cmd).await;
+    let out = run_cmd(cmd).await;
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -101,7 +83,7 @@ async fn post_wait_prints_the_reply_and_uses_exit_codes() {
         "echo: hello there"
     );
 
-    let mut cmd = clawbus(&project);
+    let mut cmd = project.clawbus();
     cmd.args([
         "post",
         "agent.echo",
@@ -113,8 +95,8 @@ async fn post_wait_prints_the_reply_and_uses_exit_codes() {
         "--url",
         &daemon.url(),
     ]);
-    let first: serde_json::Value = serde_json::from_slice(&run(cmd).await.stdout).unwrap();
-    let mut cmd = clawbus(&project);
+    let first: serde_json::Value = serde_json::from_slice(&run_cmd(cmd).await.stdout).unwrap();
+    let mut cmd = project.clawbus();
     cmd.args([
         "post",
         "agent.echo",
@@ -126,22 +108,22 @@ async fn post_wait_prints_the_reply_and_uses_exit_codes() {
         "--url",
         &daemon.url(),
     ]);
-    let second: serde_json::Value = serde_json::from_slice(&run(cmd).await.stdout).unwrap();
+    let second: serde_json::Value = serde_json::from_slice(&run_cmd(cmd).await.stdout).unwrap();
     assert_eq!(first["duplicate"], false);
     assert_eq!(second["duplicate"], true);
     assert_eq!(first["task_id"], second["task_id"]);
 
-    let mut cmd = clawbus(&project);
+    let mut cmd = project.clawbus();
     cmd.args(["post", "researcher", "x", "--url", &daemon.url()]);
     assert_eq!(
-        run(cmd).await.status.code(),
+        run_cmd(cmd).await.status.code(),
         Some(2),
         "a topic that is not agent.<id> is a usage error"
     );
-    let mut cmd = clawbus(&project);
+    let mut cmd = project.clawbus();
     cmd.args(["post", "agent.echo", "x", "--url", &daemon.url()])
         .env("CLAWBUS_TOKEN", "wrong");
-    let out = run(cmd).await;
+    let out = run_cmd(cmd).await;
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("401"));
     daemon.shutdown().await;
@@ -156,7 +138,7 @@ async fn post_wait_times_out_with_exit_code_3() {
         .with_mock_provider(&server.base_url(), "60s", 0)
         .write("agents.d/slow.toml", "");
     let daemon = project.start().await;
-    let mut cmd = clawbus(&project);
+    let mut cmd = project.clawbus();
     cmd.args([
         "post",
         "agent.slow",
@@ -167,7 +149,7 @@ async fn post_wait_times_out_with_exit_code_3() {
         "--url",
         &daemon.url(),
     ]);
-    let out = run(cmd).await;
+    let out = run_cmd(cmd).await;
     assert_eq!(
         out.status.code(),
         Some(3),
@@ -180,7 +162,8 @@ async fn post_wait_times_out_with_exit_code_3() {
 fn up_serves_until_sigterm_and_post_reaches_it() {
     let project = Project::new();
     project.write("agents.d/echo.toml", "");
-    let mut child = clawbus(&project)
+    let mut child = project
+        .clawbus()
         .args(["up", "--port", "0"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -196,7 +179,8 @@ fn up_serves_until_sigterm_and_post_reaches_it() {
         .unwrap_or_else(|| panic!("first line must announce the address: {line:?}"))
         .to_string();
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
-    let out = clawbus(&project)
+    let out = project
+        .clawbus()
         .args(["post", "agent.echo", "hi", "--wait", "--url", &url])
         .output()
         .unwrap();

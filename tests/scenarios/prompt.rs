@@ -8,19 +8,6 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-fn clawbus(project: &Project) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_clawbus"));
-    cmd.current_dir(project.path())
-        .env_remove("CLAWBUS_TOKEN")
-        .env_remove("CLAWBUS_URL")
-        .env_remove("CLAWBUS_MODEL")
-        .env_remove("CLAWBUS_CONFIG")
-        .env_remove("CLAWBUS_AGENTS")
-        .env_remove("CLAWBUS_STATE_DIR")
-        .env("RUST_LOG", "warn");
-    cmd
-}
-
 fn system_of(request: &Value) -> String {
     assert_eq!(request["messages"][0]["role"], "system");
     request["messages"][0]["content"]
@@ -166,7 +153,8 @@ async fn a_planted_secret_never_reaches_a_model_request_or_the_state_files() {
             &format!("- deploy key: {secret}\n"),
         );
     // The daemon runs as a child: the test cannot set its own environment without `unsafe`.
-    let mut child = clawbus(&project)
+    let mut child = project
+        .clawbus()
         .env(&var, &secret)
         .args(["up", "--port", "0"])
         .stdout(Stdio::piped())
@@ -186,7 +174,7 @@ async fn a_planted_secret_never_reaches_a_model_request_or_the_state_files() {
         .strip_prefix("listening on ")
         .unwrap_or_else(|| panic!("the daemon announces its address: {line:?}"))
         .to_string();
-    let mut post = clawbus(&project);
+    let mut post = project.clawbus();
     post.args([
         "post",
         "agent.keeper",
@@ -272,7 +260,8 @@ fn prompt_json_reports_chars_per_layer_file_skills_and_tools() {
             "agents.d/writer/skills/haiku/SKILL.md",
             "---\nname: haiku\ndescription: Write a haiku about anything.\n---\nCount syllables: 5, 7, 5.\n",
         );
-    let out = clawbus(&project)
+    let out = project
+        .clawbus()
         .args(["prompt", "--agent", "writer", "--json"])
         .output()
         .unwrap();
@@ -351,7 +340,8 @@ fn prompt_json_reports_chars_per_layer_file_skills_and_tools() {
     assert!(system.contains("<name>haiku</name>"));
     assert!(layer("skills").0 > report["skills"]["chars"].as_u64().unwrap());
 
-    let text = clawbus(&project)
+    let text = project
+        .clawbus()
         .args([
             "prompt",
             "--agent",
@@ -372,7 +362,8 @@ fn prompt_json_reports_chars_per_layer_file_skills_and_tools() {
         "{stdout}"
     );
 
-    let unknown = clawbus(&project)
+    let unknown = project
+        .clawbus()
         .args(["prompt", "--agent", "nobody"])
         .output()
         .unwrap();
@@ -387,7 +378,7 @@ fn a_bad_timezone_or_cap_is_reported_with_its_line() {
         "agents.d/clock.toml",
         "timezone = \"Europe/Berln\"\n\n[prompt]\ntotal_max_chars = 0\n",
     );
-    let out = clawbus(&project).arg("check").output().unwrap();
+    let out = project.clawbus().arg("check").output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(

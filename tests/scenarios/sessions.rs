@@ -1,6 +1,6 @@
 //! Sessions, the session lane, transcripts, cancellation, eviction and compaction, end to end.
 
-use crate::support::{NET, Project, in_fresh_system, post_task};
+use crate::support::{NET, Project, get_json, in_fresh_system, post_task};
 use bus::Bus as _;
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::{Value, json};
@@ -30,19 +30,6 @@ fn project_on(server: &ScriptedServer) -> Project {
     p
 }
 
-async fn get(daemon: &clawbus::gateway::Daemon, path: &str) -> Value {
-    reqwest::Client::new()
-        .get(format!("{}{path}", daemon.url()))
-        .bearer_auth(daemon.token())
-        .timeout(NET)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
 async fn wait_task(daemon: &clawbus::gateway::Daemon, task_id: &str, state: &str) -> Value {
     let rid = daemon
         .bus()
@@ -53,7 +40,7 @@ async fn wait_task(daemon: &clawbus::gateway::Daemon, task_id: &str, state: &str
         .request_id;
     let rec = daemon.bus().wait(&rid, NET).await.unwrap();
     assert_eq!(rec.state.as_str(), state, "{rec:?}");
-    get(daemon, &format!("/v1/tasks/{task_id}")).await
+    get_json(daemon, &format!("/v1/tasks/{task_id}")).await
 }
 
 #[actix_rt::test]
@@ -90,7 +77,7 @@ async fn hundred_tasks_on_one_session_run_one_at_a_time_in_arrival_order() {
         1 + 99 * 2 + 1,
         "the session's history is sent"
     );
-    let sessions = get(&daemon, "/v1/sessions?agent=chat").await;
+    let sessions = get_json(&daemon, "/v1/sessions?agent=chat").await;
     let row = &sessions["sessions"][0];
     assert_eq!(row["key"], "agent:chat:api:direct:one");
     assert_eq!(row["turns"], 100);
@@ -155,7 +142,7 @@ async fn cancel_removes_a_queued_run_at_once_and_stops_a_running_one() {
     );
     let r = cancel(slow["task_id"].as_str().unwrap()).await.unwrap();
     assert_eq!(r.status(), 409, "cancelling an ended task is a conflict");
-    let shown = get(&daemon, "/v1/sessions/agent:chat:api:direct:c").await;
+    let shown = get_json(&daemon, "/v1/sessions/agent:chat:api:direct:c").await;
     let ended: Vec<&Value> = shown["entries"]
         .as_array()
         .unwrap()
@@ -265,7 +252,7 @@ async fn evicted_sessions_reload_with_their_history() {
         for s in 0..30 {
             let (_, r) = post_task(&daemon, "chat", json!({ "text": format!("round {round} in s{s}"), "session": format!("s{s}"), "wait": true })).await;
             assert_eq!(r["state"], "succeeded", "{r}");
-            let live = get(&daemon, "/v1/sessions?agent=chat").await["sessions"]
+            let live = get_json(&daemon, "/v1/sessions?agent=chat").await["sessions"]
                 .as_array()
                 .unwrap()
                 .iter()
@@ -367,7 +354,7 @@ async fn compaction_runs_a_flush_turn_then_summarises_and_keeps_every_line() {
             < reqs[flush_at]["messages"].as_array().unwrap().len()
     );
 
-    let shown = get(&daemon, "/v1/sessions/agent:chat:api:direct:long").await;
+    let shown = get_json(&daemon, "/v1/sessions/agent:chat:api:direct:long").await;
     let entries = shown["entries"].as_array().unwrap();
     let users: Vec<&str> = entries
         .iter()

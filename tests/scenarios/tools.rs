@@ -1,31 +1,13 @@
 //! Tools through the gateway: argument errors the model recovers from, the policy layers, exec
 //! approvals answered from the CLI, and what a command's environment holds.
 
+use crate::support::run_cmd;
 use crate::support::{NET, Project, post_task, roles};
 use bus::Bus;
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Output, Stdio};
-
-fn clawbus(project: &Project) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_clawbus"));
-    cmd.current_dir(project.path())
-        .env_remove("CLAWBUS_TOKEN")
-        .env_remove("CLAWBUS_URL")
-        .env_remove("CLAWBUS_MODEL")
-        .env_remove("CLAWBUS_CONFIG")
-        .env_remove("CLAWBUS_AGENTS")
-        .env_remove("CLAWBUS_STATE_DIR")
-        .env("RUST_LOG", "warn");
-    cmd
-}
-
-async fn run(mut cmd: Command) -> Output {
-    tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap()
-}
+use std::process::{Command, Stdio};
 
 /// The names of the tools offered in a recorded model request.
 fn offered(request: &Value) -> Vec<String> {
@@ -178,7 +160,8 @@ fn clawbus_tools_names_the_layer_that_removed_each_tool() {
         "clawbus.toml",
         &format!("{config}\n[channels.api]\ndeny_tools = [\"edit\"]\n"),
     );
-    let out = clawbus(&p)
+    let out = p
+        .clawbus()
         .args(["tools", "--agent", "coder"])
         .output()
         .unwrap();
@@ -205,7 +188,8 @@ fn clawbus_tools_names_the_layer_that_removed_each_tool() {
     assert_eq!(line("web_fetch"), "profile");
     assert_eq!(line("write"), "deny");
     assert_eq!(line("exec"), "availability");
-    let out = clawbus(&p)
+    let out = p
+        .clawbus()
         .args(["tools", "--agent", "coder", "--channel", "api", "--json"])
         .output()
         .unwrap();
@@ -218,7 +202,8 @@ fn clawbus_tools_names_the_layer_that_removed_each_tool() {
         .find(|r| r["tool"] == "edit")
         .unwrap();
     assert_eq!(edit["layer"], "channel", "{edit}");
-    let unknown = clawbus(&p)
+    let unknown = p
+        .clawbus()
         .args(["tools", "--agent", "nobody"])
         .output()
         .unwrap();
@@ -265,18 +250,18 @@ async fn ask_mode_runs_the_command_once_a_person_allows_it_from_the_cli() {
     let id = payload["approval"]["id"].as_str().unwrap().to_string();
     assert_eq!(payload["approval"]["command"], "touch approved.txt");
 
-    let mut list = clawbus(&p);
+    let mut list = p.clawbus();
     list.args(["approvals", "--url", &daemon.url()]);
-    let listed = run(list).await;
+    let listed = run_cmd(list).await;
     let stdout = String::from_utf8_lossy(&listed.stdout);
     assert!(
         stdout.contains(&id) && stdout.contains("touch approved.txt"),
         "{stdout}"
     );
 
-    let mut allow = clawbus(&p);
+    let mut allow = p.clawbus();
     allow.args(["approvals", "allow", &id, "--url", &daemon.url()]);
-    let allowed = run(allow).await;
+    let allowed = run_cmd(allow).await;
     assert!(
         allowed.status.success(),
         "{}",
@@ -287,10 +272,10 @@ async fn ask_mode_runs_the_command_once_a_person_allows_it_from_the_cli() {
     assert!(p.state_dir().join("workspaces/coder/approved.txt").exists());
     assert!(tool_results(&server.requests()[1])[0].starts_with("exit code: 0"));
 
-    let mut again = clawbus(&p);
+    let mut again = p.clawbus();
     again.args(["approvals", "deny", &id, "--url", &daemon.url()]);
     assert_eq!(
-        run(again).await.status.code(),
+        run_cmd(again).await.status.code(),
         Some(1),
         "an answered request stays answered"
     );
@@ -339,7 +324,8 @@ async fn a_command_run_by_a_real_daemon_cannot_see_its_secrets() {
         &server,
         "[exec]\nallow = [\"env\"]\nenv = [\"SHARED_SETTING\"]\n",
     );
-    let mut child = clawbus(&p)
+    let mut child = p
+        .clawbus()
         .args(["up", "--port", "0"])
         .env("CLAWBUS_PLANTED_SECRET", "s3cr3t-planted-value")
         .env("SHARED_SETTING", "visible-value")
