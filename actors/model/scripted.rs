@@ -5,7 +5,7 @@
 //! match = "read (?P<path>\\S+)"  # regex on the last user message
 //! tool = "read"                 # call this tool…
 //! args = { path = "$path" }     # …with these args ($name / ${name} = capture group)
-//! then = "Here is {{result}}"   # reply once the tool result is back
+//! then = "Here is {{result}}"   # reply once the tool result is back ($name: a capture)
 //!
 //! [[rule]]
 //! match = "(?i)hello"
@@ -256,7 +256,14 @@ impl ChatModel for ScriptedModel {
         if let Some(last) = req.messages.last().filter(|m| m.role == Role::Tool) {
             let result = truncate_chars(last.content.as_deref().unwrap_or(""), RESULT_CHARS);
             let template = rule.and_then(|r| r.then.as_deref()).unwrap_or("{{result}}");
-            return Ok(reply_text(template.replace("{{result}}", &result)));
+            // Captures first (`$name`, `${name}`; `$$` is a literal `$`), then the result, whose
+            // own `$` signs must stay as they are.
+            let mut expanded = String::new();
+            match rule.and_then(|r| r.re.captures(last_user)) {
+                Some(caps) => caps.expand(template, &mut expanded),
+                None => expanded.push_str(template),
+            }
+            return Ok(reply_text(expanded.replace("{{result}}", &result)));
         }
         let Some(rule) = rule else {
             return Ok(reply_text(format!("echo: {last_user}")));

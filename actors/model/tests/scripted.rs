@@ -7,7 +7,7 @@ const RULES: &str = r#"
 match = "read (?P<path>\\S+)"
 tool = "read"
 args = { path = "$path", note = "from ${path}", limit = 10 }
-then = "Here is {{result}}"
+then = "Here is ${path}: {{result}}"
 
 [[rule]]
 match = "(?i)hello"
@@ -48,10 +48,14 @@ async fn tool_rule_calls_the_tool_then_replies_with_the_result() {
     let req = request(vec![
         ChatMessage::user("please read notes/today.md now"),
         ChatMessage::assistant(None, first.tool_calls.clone()),
-        ChatMessage::tool("call_1", "the file body"),
+        ChatMessage::tool("call_1", "the file body costs $5"),
     ]);
     let second = model.complete(&req).await.unwrap();
-    assert_eq!(second.text.as_deref(), Some("Here is the file body"));
+    assert_eq!(
+        second.text.as_deref(),
+        Some("Here is notes/today.md: the file body costs $5"),
+        "captures expand in `then`; the result's own `$` stays"
+    );
     assert!(second.tool_calls.is_empty());
 }
 
