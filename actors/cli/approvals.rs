@@ -1,7 +1,7 @@
 //! `clawbus approvals [--all] [--json]` lists approval requests; `clawbus approvals allow <id>
 //! [--always]` and `clawbus approvals deny <id>` answer one. Through the running gateway.
 
-use super::client::{GatewayClient, usage};
+use super::client::{GatewayClient, segment, usage};
 use super::{EXIT_FAILED, Global};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
@@ -53,7 +53,7 @@ pub fn run(global: &Global, args: ApprovalsArgs) -> ExitCode {
         }
         Some(ApprovalAction::Deny { id }) => (id, json!({ "decision": "deny" })),
     };
-    let answer = match client.post(&format!("/v1/approvals/{id}"), &body) {
+    let answer = match client.post(&format!("/v1/approvals/{}", segment(id)), &body) {
         Ok(v) => v,
         Err(code) => return code,
     };

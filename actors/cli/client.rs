@@ -28,9 +28,12 @@ impl GatewayClient {
         let env_token = std::env::var("CLAWBUS_TOKEN")
             .ok()
             .filter(|t| !t.trim().is_empty());
-        let (url, state_dir) = match (&global.url, &global.state_dir, &env_token) {
-            (Some(url), Some(dir), _) => (url.clone(), dir.clone()),
-            (Some(url), None, Some(_)) => (url.clone(), PathBuf::from(DEFAULT_STATE_DIR)),
+        if let Some(url) = &global.url {
+            check_url(url)?;
+        }
+        let (url, state_dir, config_token) = match (&global.url, &global.state_dir, &env_token) {
+            (Some(url), Some(dir), _) => (url.clone(), dir.clone(), None),
+            (Some(url), None, Some(_)) => (url.clone(), PathBuf::from(DEFAULT_STATE_DIR), None),
             _ => {
                 let cfg = global.load()?;
                 let url = global.url.clone().unwrap_or_else(|| {
@@ -39,10 +42,17 @@ impl GatewayClient {
                         std::net::SocketAddr::new(cfg.gateway.bind, cfg.gateway.port)
                     )
                 });
-                (url, cfg.state_dir)
+                // The daemon takes its token from `gateway.token_env` when that variable is set.
+                let config_token = cfg
+                    .gateway
+                    .token_env
+                    .as_deref()
+                    .and_then(|name| std::env::var(name).ok())
+                    .filter(|t| !t.trim().is_empty());
+                (url, cfg.state_dir, config_token)
             }
         };
-        let token = match env_token {
+        let token = match env_token.or(config_token) {
             Some(t) => t.trim().to_string(),
             None => token::read(&token::token_path(&state_dir)).map_err(|e| {
                 usage(format!(
@@ -94,7 +104,8 @@ impl GatewayClient {
         self.rt.block_on(async move {
             let resp = req.bearer_auth(&self.token).send().await.map_err(|e| {
                 usage(format!(
-                    "cannot reach the gateway at {url}: {e} (is `clawbus up` running?)"
+                    "cannot reach the gateway at {url}: {} (is `clawbus up` running?)",
+                    causes(&e)
                 ))
             })?;
             let status = resp.status();
@@ -107,11 +118,55 @@ impl GatewayClient {
                 let message = json
                     .as_ref()
                     .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
-                    .unwrap_or(text);
+                    .filter(|m| !m.is_empty())
+                    .unwrap_or(if text.trim().is_empty() {
+                        "(no details)".to_string()
+                    } else {
+                        text
+                    });
                 return Err(usage(format!("gateway answered {status}: {message}")));
             }
             json.map(|j| (status.as_u16(), j))
                 .ok_or_else(|| usage(format!("unexpected answer from the gateway: {text}")))
         })
     }
+}
+
+/// `--url` must be an http(s) URL with a host.
+fn check_url(url: &str) -> Result<(), ExitCode> {
+    match reqwest::Url::parse(url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => Ok(()),
+        _ => Err(usage(format!(
+            "--url {url:?}: not an http(s) URL (expected e.g. http://127.0.0.1:18789)"
+        ))),
+    }
+}
+
+/// An error and its causes, `outer: inner: …` (reqwest's own text leaves out why it failed).
+fn causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// One path segment (an id, a session key) percent-encoded, so `/`, `?` or `#` in it stay part
+/// of it.
+pub fn segment(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    for b in raw.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b':') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }

@@ -1,7 +1,10 @@
-//! The `clawbus` command line: `up`, `check`, `post`, `prompt`, `skills`, `tools`, `approvals`.
+//! The `clawbus` command line: `up`, `check`, `post`, `tasks`, `sessions`, `approvals`, `prompt`,
+//! `skills`, `tools`.
 //!
-//! Exit codes: 0 success; 1 a failed task or a failed check; 2 usage, config or connection
-//! errors; 3 a wait that timed out.
+//! Exit codes, the same for every subcommand: 0 success; 1 a failed task, a check that found
+//! problems, or a cancel or approval answer that came after the task or request had ended; 2 bad
+//! usage, a config problem, an unknown agent/task/session/request, or no gateway; 3 a `--wait`
+//! that ran out.
 
 mod approvals;
 mod client;
@@ -40,14 +43,10 @@ pub struct Cli {
 /// Options shared by every subcommand.
 #[derive(Debug, Args)]
 pub struct Global {
-    /// Gateway-wide settings file.
-    #[arg(
-        long,
-        global = true,
-        env = "CLAWBUS_CONFIG",
-        default_value = "clawbus.toml"
-    )]
-    pub config: PathBuf,
+    /// Gateway-wide settings file [default: clawbus.toml, all defaults when it is absent]. A
+    /// file named here or in CLAWBUS_CONFIG must exist.
+    #[arg(long, global = true, env = "CLAWBUS_CONFIG")]
+    pub config: Option<PathBuf>,
     /// Folder of agent definitions.
     #[arg(
         long,
@@ -67,18 +66,36 @@ pub struct Global {
     pub model: Option<String>,
 }
 
+/// The settings file read when `--config` is not given.
+pub const DEFAULT_CONFIG: &str = "clawbus.toml";
+
 impl Global {
     fn load_options(&self) -> LoadOptions {
         LoadOptions {
-            config: self.config.clone(),
+            config: self
+                .config
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG)),
             agents_dir: self.agents.clone(),
             state_dir: self.state_dir.clone(),
             model_override: self.model.clone(),
         }
     }
 
+    /// A `--config` that names no file: only the default file may be absent.
+    fn missing_config(&self) -> Result<(), ExitCode> {
+        match &self.config {
+            Some(path) if !path.exists() => Err(client::usage(format!(
+                "--config {}: file not found (expected an existing clawbus.toml; leave --config and CLAWBUS_CONFIG unset to use {DEFAULT_CONFIG} or all defaults)",
+                path.display()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// Loads and validates the configuration, printing every problem on failure.
     fn load(&self) -> Result<Config, ExitCode> {
+        self.missing_config()?;
         config::load(&self.load_options()).map_err(|report| {
             eprint!("{}", report.render());
             ExitCode::from(EXIT_USAGE)
@@ -126,13 +143,41 @@ pub fn run(cli: Cli) -> ExitCode {
 }
 
 fn check(global: &Global) -> ExitCode {
-    let (report, _) = config::check(&global.load_options());
+    if let Err(code) = global.missing_config() {
+        return code;
+    }
+    let (report, config) = config::check(&global.load_options());
     print!("{}", report.render());
-    if report.is_ok() {
+    let rules_ok = config.as_ref().is_none_or(check_rules);
+    if report.is_ok() && rules_ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_FAILED)
     }
+}
+
+/// The rules files of scripted agents, which `up` would refuse to load: ✓/✗ like the config files.
+fn check_rules(config: &Config) -> bool {
+    let mut ok = true;
+    for agent in &config.agents {
+        let scripted = config
+            .provider_for(&agent.model)
+            .is_some_and(|p| p.kind == config::ProviderKind::Scripted);
+        let Some(path) = agent.rules_file().filter(|_| scripted) else {
+            continue;
+        };
+        match crate::model::ScriptedModel::from_rules_file(&path) {
+            Ok(_) => println!("✓ {}", path.display()),
+            Err(problems) => {
+                ok = false;
+                println!("✗ {}", path.display());
+                for line in problems.lines() {
+                    println!("  {line}");
+                }
+            }
+        }
+    }
+    ok
 }
 
 /// A tokio runtime for the CLI's own HTTP calls.

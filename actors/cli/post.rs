@@ -1,9 +1,9 @@
 //! `clawbus post agent.<id> "text" [--wait]`: a task from a script, through the gateway.
 
-use super::client::{GatewayClient, usage};
+use super::client::{GatewayClient, segment, usage};
 use super::{EXIT_FAILED, EXIT_TIMEOUT, Global};
 use crate::config::parse_duration;
-use crate::gateway::api::TaskView;
+use crate::gateway::api::{MAX_WAIT, TaskView};
 use clap::Args;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -42,6 +42,12 @@ pub fn run(global: &Global, args: PostArgs) -> ExitCode {
         return usage(format!("topic {:?}: expected agent.<id>", args.topic));
     };
     let timeout = match parse_duration(&args.timeout) {
+        Ok(t) if t.is_zero() || t > MAX_WAIT => {
+            return usage(format!(
+                "--timeout {:?}: out of range (expected more than 0 and at most 1h, e.g. \"60s\")",
+                args.timeout
+            ));
+        }
         Ok(t) => t,
         Err(e) => return usage(format!("--timeout {:?}: {e}", args.timeout)),
     };
@@ -56,7 +62,7 @@ pub fn run(global: &Global, args: PostArgs) -> ExitCode {
         "timeout_ms": timeout.as_millis() as u64,
         "session": args.session,
     });
-    let answer = match client.post(&format!("/v1/agents/{agent}/tasks"), &body) {
+    let answer = match client.post(&format!("/v1/agents/{}/tasks", segment(agent)), &body) {
         Ok(v) => v,
         Err(code) => return code,
     };

@@ -1,7 +1,7 @@
 //! `clawbus sessions [--agent ID] [--json]` and `clawbus sessions show <key>`.
 
 use super::Global;
-use super::client::{GatewayClient, usage};
+use super::client::{GatewayClient, segment, usage};
 use crate::router::SessionKey;
 use clap::{Args, Subcommand};
 use std::process::ExitCode;
@@ -48,7 +48,7 @@ pub fn run(global: &Global, args: SessionsArgs) -> ExitCode {
 
 fn list(client: &GatewayClient, agent: Option<&str>, json: bool) -> ExitCode {
     let path = match agent {
-        Some(a) => format!("/v1/sessions?agent={a}"),
+        Some(a) => format!("/v1/sessions?agent={}", segment(a)),
         None => "/v1/sessions".to_string(),
     };
     let answer = match client.get(&path) {
@@ -84,7 +84,7 @@ fn show(client: &GatewayClient, key: &str, json: bool) -> ExitCode {
     if let Err(e) = SessionKey::parse(key) {
         return usage(e);
     }
-    let answer = match client.get(&format!("/v1/sessions/{key}")) {
+    let answer = match client.get(&format!("/v1/sessions/{}", segment(key))) {
         Ok(v) => v,
         Err(code) => return code,
     };

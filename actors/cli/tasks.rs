@@ -1,6 +1,6 @@
 //! `clawbus tasks show <id>` and `clawbus tasks cancel <id>`.
 
-use super::client::{GatewayClient, usage};
+use super::client::{GatewayClient, segment, usage};
 use super::{EXIT_FAILED, Global};
 use clap::Subcommand;
 use std::process::ExitCode;
@@ -28,10 +28,18 @@ pub fn run(global: &Global, cmd: TasksCommand) -> ExitCode {
         Err(code) => return code,
     };
     let (id, answer) = match &cmd {
-        TasksCommand::Show { id } => (id, client.get(&format!("/v1/tasks/{id}")).map(|v| (200, v))),
+        TasksCommand::Show { id } => (
+            id,
+            client
+                .get(&format!("/v1/tasks/{}", segment(id)))
+                .map(|v| (200, v)),
+        ),
         TasksCommand::Cancel { id } => (
             id,
-            client.post_with_status(&format!("/v1/tasks/{id}/cancel"), &serde_json::json!({})),
+            client.post_with_status(
+                &format!("/v1/tasks/{}/cancel", segment(id)),
+                &serde_json::json!({}),
+            ),
         ),
     };
     let (status, answer) = match answer {

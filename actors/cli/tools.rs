@@ -32,8 +32,9 @@ pub fn run(global: &Global, args: ToolsArgs) -> ExitCode {
     let Some(def) = config.agent(&args.agent) else {
         let known: Vec<&str> = config.agents.iter().map(|a| a.id.as_str()).collect();
         return usage(format!(
-            "no agent {:?} (agents: {})",
+            "no agent {:?} in {} (expected one of: {})",
             args.agent,
+            config.agents_dir.display(),
             known.join(", ")
         ));
     };

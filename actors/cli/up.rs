@@ -27,9 +27,10 @@ pub fn run(global: &Global, args: UpArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(code) => return code,
     };
+    let handle = rt.handle().clone();
     // Actors live on the System's thread; HTTP and model calls run on the tokio workers.
     let system = actix_rt::System::with_tokio_rt(move || rt);
-    system.block_on(async move {
+    let code = system.block_on(async move {
         let opts = StartOptions {
             port: args.port,
             allow_public: args.allow_public,
@@ -47,7 +48,12 @@ pub fn run(global: &Global, args: UpArgs) -> ExitCode {
         tracing::info!("Shutting down.");
         daemon.shutdown().await;
         ExitCode::SUCCESS
-    })
+    });
+    // Actors that a failed start left unpolled run their `started` when dropped, which needs the
+    // tokio runtime: without it the process panicked after printing the real error.
+    let _entered = handle.enter();
+    drop(system);
+    code
 }
 
 async fn wait_for_signal() {

@@ -1,5 +1,6 @@
 //! Human durations in config files: `"500ms"`, `"30s"`, `"2m"`, `"24h"`, `"1d"`, `"1h30m"`.
 
+use std::fmt;
 use std::time::Duration;
 
 const EXPECTED: &str =
@@ -49,4 +50,25 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             .ok_or_else(|| bad("too large"))?;
     }
     Ok(total)
+}
+
+/// A duration as written in a file (`"30s"`), checked later with [`parse_duration`]. It reads like
+/// a string; only its type error differs: `timeout = 30` asks for a duration, not "a string".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct DurationText(pub String);
+
+impl<'de> serde::Deserialize<'de> for DurationText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Text;
+        impl serde::de::Visitor<'_> for Text {
+            type Value = DurationText;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a duration string such as \"30s\", \"500ms\" or \"1h30m\"")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<DurationText, E> {
+                Ok(DurationText(v.to_string()))
+            }
+        }
+        d.deserialize_str(Text)
+    }
 }

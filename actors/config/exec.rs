@@ -18,7 +18,8 @@
 //! an entry is the only way a shell, or a command line with shell operators, gets past the
 //! allowlist.
 
-use super::span::Source;
+use super::duration::DurationText;
+use super::span::{Source, describe};
 use super::validate::duration;
 use super::{Problem, is_env_name};
 use serde::Deserialize;
@@ -176,7 +177,7 @@ pub(super) struct ExecFile {
     pub allow: Option<Vec<Spanned<toml::Value>>>,
     pub timeout_s: Option<Spanned<u64>>,
     pub env: Option<Vec<Spanned<String>>>,
-    pub approval_timeout: Option<Spanned<String>>,
+    pub approval_timeout: Option<Spanned<DurationText>>,
     pub shell: Option<bool>,
 }
 
@@ -264,12 +265,10 @@ fn rule(value: &toml::Value) -> Result<ExecRule, String> {
                 shell: false,
             });
         }
-        toml::Value::Table(_) => value.clone().try_into::<RuleTable>().map_err(|e| {
-            format!(
-                "{} (expected keys: program or command, args, deny_args, shell)",
-                e.message().trim()
-            )
-        })?,
+        toml::Value::Table(_) => value
+            .clone()
+            .try_into::<RuleTable>()
+            .map_err(|e| describe(e.message().trim()))?,
         other => {
             return Err(format!(
                 "invalid entry of type {} (expected a glob string or a table such as {{ program = \"git\", args = \"^status\" }})",
@@ -283,7 +282,10 @@ fn rule(value: &toml::Value) -> Result<ExecRule, String> {
                 regex::Regex::new(t).map(ArgsPattern).map_err(|e| {
                     let e = e.to_string();
                     let why = e.lines().last().unwrap_or_default().trim();
-                    format!("{field}: invalid regex {t:?}: {why}")
+                    let why = why.strip_prefix("error: ").unwrap_or(why);
+                    format!(
+                        "{field}: invalid regex {t:?}: {why} (expected a regular expression matched against the arguments joined by spaces, e.g. \"^status( |$)\")"
+                    )
                 })
             })
             .transpose()

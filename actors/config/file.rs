@@ -7,13 +7,14 @@
 
 use super::Problem;
 use super::ProviderKind;
+use super::duration::DurationText;
 use super::span::{Source, describe, missing_field, syntax_field};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 use std::ops::Range;
 use toml::Spanned;
-use toml::de::{DeTable, DeValue, Deserializer};
+use toml::de::{DeArray, DeTable, DeValue, Deserializer};
 
 /// More bad entries than this in one file and the rest are not looked for.
 const MAX_REPAIRS: usize = 64;
@@ -56,7 +57,7 @@ pub(super) struct GatewayFile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct BusFile {
-    pub dedup_window: Option<Spanned<String>>,
+    pub dedup_window: Option<Spanned<DurationText>>,
 }
 
 /// `[providers.<name>]`.
@@ -66,7 +67,7 @@ pub(super) struct ProviderFile {
     pub kind: Option<Spanned<ProviderKind>>,
     pub base_url: Option<Spanned<String>>,
     pub api_key_env: Option<Spanned<String>>,
-    pub timeout: Option<Spanned<String>>,
+    pub timeout: Option<Spanned<DurationText>>,
     pub max_retries: Option<u32>,
 }
 
@@ -106,7 +107,7 @@ pub(super) struct AgentFile {
 #[serde(deny_unknown_fields)]
 pub(super) struct LimitsFile {
     pub max_iterations: Option<Spanned<u32>>,
-    pub turn_timeout: Option<Spanned<String>>,
+    pub turn_timeout: Option<Spanned<DurationText>>,
     pub tool_result_max_chars: Option<Spanned<usize>>,
 }
 
@@ -118,6 +119,9 @@ pub(super) struct Parsed<T> {
     pub problems: Vec<Problem>,
     /// Dotted paths of the entries dropped, whose later problems are not reported twice.
     pub removed: Vec<String>,
+    /// Array elements dropped, as (dotted path of the array, index in the file): validation sees
+    /// the later elements shifted down, and its `[i]` are mapped back to the file's.
+    pub dropped_elements: Vec<(String, usize)>,
 }
 
 impl<T> Parsed<T> {
@@ -128,10 +132,17 @@ impl<T> Parsed<T> {
                 field == r
                     || field
                         .strip_prefix(r.as_str())
-                        .is_some_and(|t| t.starts_with('.'))
+                        .is_some_and(|t| t.starts_with(['.', '[']))
             })
         };
-        let kept: Vec<Problem> = more.into_iter().filter(|p| !already(&p.field)).collect();
+        let kept: Vec<Problem> = more
+            .into_iter()
+            .map(|mut p| {
+                p.field = file_index(&p.field, &self.dropped_elements);
+                p
+            })
+            .filter(|p| !already(&p.field))
+            .collect();
         self.problems.extend(kept);
         self.problems.sort_by_key(|p| (p.line, p.col));
         self.problems
@@ -162,9 +173,13 @@ pub(super) fn parse<T: DeserializeOwned>(src: &Source) -> Parsed<T> {
             value: None,
             problems,
             removed: Vec::new(),
+            dropped_elements: Vec::new(),
         };
     }
+    // Paths are named from the file as written: removing an array element shifts the later ones.
+    let original = table.clone();
     let mut removed = Vec::new();
+    let mut dropped_elements = Vec::new();
     for _ in 0..MAX_REPAIRS {
         let error = match T::deserialize(Deserializer::from(table.clone())) {
             Ok(value) => {
@@ -172,23 +187,31 @@ pub(super) fn parse<T: DeserializeOwned>(src: &Source) -> Parsed<T> {
                     value: Some(value),
                     problems,
                     removed,
+                    dropped_elements,
                 };
             }
             Err(error) => error,
         };
         let span = error.span();
         let entry = span.as_ref().and_then(|s| entry_at(table.get_ref(), s));
-        let mut field = entry.as_deref().unwrap_or_default().join(".");
-        if let Some(name) = missing_field(error.message()) {
-            field = if field.is_empty() {
-                name.to_string()
-            } else {
-                format!("{field}.{name}")
-            };
-        }
+        let in_file = span
+            .as_ref()
+            .and_then(|s| entry_at(original.get_ref(), s))
+            .unwrap_or_default();
+        let label = dotted(&in_file);
+        let field = match missing_field(error.message()) {
+            Some(name) if label.is_empty() => name.to_string(),
+            Some(name) => format!("{label}.{name}"),
+            None => label.clone(),
+        };
         problems.push(src.at(span, field, describe(error.message())));
         match entry {
-            Some(path) if remove(table.get_mut(), &path) => removed.push(path.join(".")),
+            Some(path) if remove(table.get_mut(), &path) => {
+                if let [array @ .., Step::Index(i)] = in_file.as_slice() {
+                    dropped_elements.push((dotted(array), *i));
+                }
+                removed.push(label);
+            }
             _ => break,
         }
     }
@@ -196,7 +219,38 @@ pub(super) fn parse<T: DeserializeOwned>(src: &Source) -> Parsed<T> {
         value: None,
         problems,
         removed,
+        dropped_elements,
     }
+}
+
+/// `bindings[1].channel` as counted after dropping `bindings[1]` is `bindings[2].channel` in the
+/// file.
+fn file_index(field: &str, dropped: &[(String, usize)]) -> String {
+    for (array, _) in dropped {
+        let Some(rest) = field
+            .strip_prefix(array.as_str())
+            .and_then(|r| r.strip_prefix('['))
+        else {
+            continue;
+        };
+        let Some((index, tail)) = rest.split_once(']') else {
+            continue;
+        };
+        let Ok(shifted) = index.parse::<usize>() else {
+            continue;
+        };
+        let gone: Vec<usize> = dropped
+            .iter()
+            .filter(|(a, _)| a == array)
+            .map(|(_, i)| *i)
+            .collect();
+        let original = (0..)
+            .filter(|i| !gone.contains(i))
+            .nth(shifted)
+            .unwrap_or(shifted);
+        return format!("{array}[{original}]{tail}");
+    }
+    field.to_string()
 }
 
 /// The keys of the table `section` (e.g. the names under `[providers]`), however bad the file.
@@ -208,32 +262,74 @@ pub(super) fn section_keys(text: &str, section: &str) -> Vec<String> {
     }
 }
 
+/// One step of a path into a TOML tree: a key of a table or an index into an array.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+/// `exec.allow[2].args`, the way problems name fields.
+fn dotted(path: &[Step]) -> String {
+    let mut out = String::new();
+    for step in path {
+        match step {
+            Step::Key(k) if out.is_empty() => out.push_str(k),
+            Step::Key(k) => {
+                out.push('.');
+                out.push_str(k);
+            }
+            Step::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
 /// The path of the deepest entry whose key or value span contains `span`.
 ///
-/// A `[table]`'s own span is its header, its entries lie elsewhere, so every table is searched.
-fn entry_at(table: &DeTable<'_>, span: &Range<usize>) -> Option<Vec<String>> {
-    let mut best: Option<Vec<String>> = None;
+/// A `[table]`'s own span is its header, its entries lie elsewhere, so every table is searched,
+/// and so is every array (`[[bindings]]` entries, elements of `allow = [...]`).
+fn entry_at(table: &DeTable<'_>, span: &Range<usize>) -> Option<Vec<Step>> {
+    let mut best: Option<Vec<Step>> = None;
     for (key, value) in table.iter() {
-        let inner = match value.get_ref() {
-            DeValue::Table(t) => entry_at(t, span),
-            _ => None,
-        };
-        let found = match inner {
+        let found = match value_at(value, span) {
             Some(mut path) => {
-                path.insert(0, key.get_ref().to_string());
+                path.insert(0, Step::Key(key.get_ref().to_string()));
                 Some(path)
             }
-            None if contains(&key.span(), span) || contains(&value.span(), span) => {
-                Some(vec![key.get_ref().to_string()])
-            }
+            None if contains(&key.span(), span) => Some(vec![Step::Key(key.get_ref().to_string())]),
             None => None,
         };
-        let deeper = |path: &Vec<String>| best.as_ref().is_none_or(|b| path.len() > b.len());
-        if found.as_ref().is_some_and(deeper) {
+        if found.as_ref().is_some_and(|p| deeper(p, &best)) {
             best = found;
         }
     }
     best
+}
+
+/// The path inside `value` (empty = the value itself) of the deepest part containing `span`.
+fn value_at(value: &Spanned<DeValue<'_>>, span: &Range<usize>) -> Option<Vec<Step>> {
+    let inner = match value.get_ref() {
+        DeValue::Table(t) => entry_at(t, span),
+        DeValue::Array(items) => {
+            let mut best: Option<Vec<Step>> = None;
+            for (i, item) in items.iter().enumerate() {
+                if let Some(mut path) = value_at(item, span) {
+                    path.insert(0, Step::Index(i));
+                    if deeper(&path, &best) {
+                        best = Some(path);
+                    }
+                }
+            }
+            best
+        }
+        _ => None,
+    };
+    inner.or_else(|| contains(&value.span(), span).then(Vec::new))
+}
+
+fn deeper(path: &[Step], best: &Option<Vec<Step>>) -> bool {
+    best.as_ref().is_none_or(|b| path.len() > b.len())
 }
 
 fn contains(outer: &Range<usize>, inner: &Range<usize>) -> bool {
@@ -241,13 +337,37 @@ fn contains(outer: &Range<usize>, inner: &Range<usize>) -> bool {
 }
 
 /// Removes the entry at `path`; false when there is none.
-fn remove(table: &mut DeTable<'_>, path: &[String]) -> bool {
-    match path {
-        [] => false,
-        [last] => table.remove(last.as_str()).is_some(),
-        [first, rest @ ..] => match table.get_mut(first.as_str()).map(|v| v.get_mut()) {
-            Some(DeValue::Table(t)) => remove(t, rest),
-            _ => false,
-        },
+fn remove(table: &mut DeTable<'_>, path: &[Step]) -> bool {
+    let [Step::Key(first), rest @ ..] = path else {
+        return false;
+    };
+    if rest.is_empty() {
+        return table.remove(first.as_str()).is_some();
+    }
+    match table.get_mut(first.as_str()) {
+        Some(value) => remove_in(value.get_mut(), rest),
+        None => false,
+    }
+}
+
+/// Removes the part of `value` at the non-empty `path`.
+fn remove_in(value: &mut DeValue<'_>, path: &[Step]) -> bool {
+    match (value, path) {
+        (DeValue::Table(t), _) => remove(t, path),
+        (DeValue::Array(items), [Step::Index(i), rest @ ..]) if *i < items.len() => {
+            if rest.is_empty() {
+                let kept: DeArray<'_> = items
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| j != i)
+                    .map(|(_, item)| item.clone())
+                    .collect();
+                *items = kept;
+                true
+            } else {
+                remove_in(items.as_mut()[*i].get_mut(), rest)
+            }
+        }
+        _ => false,
     }
 }

@@ -13,6 +13,7 @@
 //! 1..=1024.
 
 use super::Problem;
+use super::duration::DurationText;
 use super::span::Source;
 use super::validate::duration;
 use std::collections::BTreeMap;
@@ -67,7 +68,7 @@ pub(super) fn lanes_def(src: &Source, file: &LanesFile, problems: &mut Vec<Probl
         let field = format!("lanes.{key}");
         if key == WARN_AFTER_KEY {
             let text = match value.get_ref() {
-                toml::Value::String(s) => Some(Spanned::new(value.span(), s.clone())),
+                toml::Value::String(s) => Some(Spanned::new(value.span(), DurationText(s.clone()))),
                 _ => {
                     problems.push(src.at(
                         Some(value.span()),

@@ -20,6 +20,7 @@
 //! ```
 
 use super::Problem;
+use super::duration::DurationText;
 use super::span::Source;
 use super::validate::duration;
 use serde::Deserialize;
@@ -36,7 +37,7 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 #[serde(deny_unknown_fields)]
 pub(super) struct SessionsFile {
     pub max_live: Option<Spanned<usize>>,
-    pub idle_timeout: Option<Spanned<String>>,
+    pub idle_timeout: Option<Spanned<DurationText>>,
 }
 
 /// `[session]` of an agent file.
@@ -173,13 +174,14 @@ pub(super) fn bindings(
     problems: &mut Vec<Problem>,
 ) -> Vec<BindingDef> {
     let mut out = Vec::new();
-    for b in f {
+    for (i, b) in f.iter().enumerate() {
         let channel = b.channel.get_ref();
         if !super::is_name(channel) {
             let message = format!(
                 "invalid channel name {channel:?} (expected lowercase letters, digits, '-' or '_')"
             );
-            problems.push(src.at(Some(b.channel.span()), "bindings.channel", message));
+            let field = format!("bindings[{i}].channel");
+            problems.push(src.at(Some(b.channel.span()), field, message));
             continue;
         }
         out.push(BindingDef {

@@ -92,18 +92,39 @@ impl SkillsPart {
 }
 
 /// Checks `[skills]` of `clawbus.toml`; `src` is the whole file.
+///
+/// A folder named here must exist (a typo would otherwise silently hide every skill in it); the
+/// default bundled folder may be absent.
 pub(super) fn skills_part(src: &Source, f: &SkillsFile, problems: &mut Vec<Problem>) -> SkillsPart {
+    let base = config_dir(src.path);
     let mut folder = |value: &Spanned<String>, field: &str| {
-        if value.get_ref().trim().is_empty() {
+        let text = value.get_ref();
+        if text.trim().is_empty() {
             problems.push(src.at(
                 Some(value.span()),
                 field,
                 "empty folder name (expected a path such as \"skills\" or \"~/my-skills\")",
             ));
-            None
-        } else {
-            Some(value.get_ref().clone())
+            return None;
         }
+        let path = match text.strip_prefix("~/") {
+            Some(rest) => match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+                Some(home) => PathBuf::from(home).join(rest),
+                None => return Some(text.clone()),
+            },
+            None => base.join(text),
+        };
+        if !path.is_dir() {
+            problems.push(src.at(
+                Some(value.span()),
+                field,
+                format!(
+                    "folder {} not found (expected an existing folder of <name>/SKILL.md skills)",
+                    path.display()
+                ),
+            ));
+        }
+        Some(text.clone())
     };
     let bundled_dir = f
         .bundled_dir
@@ -113,7 +134,8 @@ pub(super) fn skills_part(src: &Source, f: &SkillsFile, problems: &mut Vec<Probl
         .extra_dirs
         .iter()
         .flatten()
-        .filter_map(|d| folder(d, "skills.extra_dirs"))
+        .enumerate()
+        .filter_map(|(i, d)| folder(d, &format!("skills.extra_dirs[{i}]")))
         .collect();
     SkillsPart {
         bundled_dir,

@@ -2,6 +2,8 @@ use super::*;
 use std::fs;
 use tempfile::TempDir;
 
+mod user_input;
+
 /// A folder holding `clawbus.toml` (optional) and `agents.d/`.
 struct Fixture {
     dir: TempDir,

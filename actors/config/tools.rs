@@ -203,6 +203,16 @@ pub(super) fn channels(
     channels
         .iter()
         .map(|(name, c)| {
+            if !super::is_name(name.get_ref()) {
+                problems.push(src.at(
+                    Some(name.span()),
+                    format!("channels.{}", name.get_ref()),
+                    format!(
+                        "invalid channel name {:?} (expected lowercase letters, digits, '-' or '_', as in [[bindings]] channel)",
+                        name.get_ref()
+                    ),
+                ));
+            }
             let field = format!("channels.{}.deny_tools", name.get_ref());
             let deny_tools = tool_names(src, c.deny_tools.as_deref(), &field, problems);
             (name.get_ref().clone(), ChannelDef { deny_tools })

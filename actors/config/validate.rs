@@ -1,6 +1,7 @@
 //! Phase two: turn the file shapes into `*Def`s, checking every value a shape cannot.
 
 use super::agent;
+use super::duration::DurationText;
 use super::file::{self, ConfigFile, ProviderFile};
 use super::span::{Source, positionless};
 use super::{
@@ -321,13 +322,13 @@ fn env_name(
 
 pub(super) fn duration(
     src: &Source,
-    value: &Option<Spanned<String>>,
+    value: &Option<Spanned<DurationText>>,
     field: &str,
     default: Duration,
     problems: &mut Vec<Problem>,
 ) -> Duration {
     let Some(value) = value else { return default };
-    match parse_duration(value.get_ref()) {
+    match parse_duration(&value.get_ref().0) {
         Ok(d) if d.is_zero() => {
             problems.push(src.at(
                 Some(value.span()),

@@ -15,6 +15,7 @@
 //! `SEARXNG_URL`), never on this file: keys do not belong in files.
 
 use super::Problem;
+use super::duration::DurationText;
 use super::span::Source;
 use super::validate::duration;
 use serde::Deserialize;
@@ -33,7 +34,7 @@ const MAX_FETCH_BYTES: usize = 100_000_000;
 #[serde(deny_unknown_fields)]
 pub(super) struct WebFile {
     pub allow_private_hosts: Option<Vec<Spanned<String>>>,
-    pub timeout: Option<Spanned<String>>,
+    pub timeout: Option<Spanned<DurationText>>,
     pub max_bytes: Option<Spanned<usize>>,
     #[serde(default)]
     pub search: WebSearchFile,
@@ -152,6 +153,11 @@ pub(super) fn web_def(src: &Source, f: &WebFile, problems: &mut Vec<Problem>) ->
 pub(super) fn normalize_host(host: &str) -> Option<String> {
     let host = host.trim();
     if host.is_empty() || host.contains(['/', '?', '#', '@', ' ']) {
+        return None;
+    }
+    // A port, even the default one the URL parser would drop (`wiki.internal:80`).
+    let after_brackets = host.rsplit_once(']').map_or(host, |(_, rest)| rest);
+    if after_brackets.contains(':') {
         return None;
     }
     let url = reqwest::Url::parse(&format!("http://{host}/")).ok()?;

@@ -54,7 +54,29 @@ pub fn router(state: ApiState) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .nest("/v1", v1)
         .merge(super::metrics::routes())
+        .fallback(no_route)
+        .method_not_allowed_fallback(wrong_method)
         .with_state(state)
+}
+
+/// Unknown paths get the usual error shape rather than an empty 404.
+async fn no_route(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        "no_route",
+        format!(
+            "no route {method} {} (see the HTTP API in README.md)",
+            uri.path()
+        ),
+    )
+}
+
+async fn wrong_method(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{} does not take {method}", uri.path()),
+    )
 }
 
 async fn require_token(State(state): State<ApiState>, req: Request, next: Next) -> Response {
@@ -178,6 +200,13 @@ async fn post_task(
         Ok(b) => b,
         Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_body", e.body_text()),
     };
+    if body.text.trim().is_empty() {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+            "text: empty (expected the message for the agent)",
+        );
+    }
     if state.config.agent(&agent).is_none() {
         return error(
             StatusCode::NOT_FOUND,

@@ -20,6 +20,7 @@ pub fn routes() -> Router<ApiState> {
 
 /// Query of `GET /v1/approvals`.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// Only requests in this state (`pending`, `allowed`, `denied`, `expired`).
     #[serde(default)]
@@ -62,7 +63,14 @@ fn store_error(e: ApprovalError) -> Response {
     }
 }
 
-async fn list(State(state): State<ApiState>, Query(q): Query<ListQuery>) -> Response {
+async fn list(
+    State(state): State<ApiState>,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Query(q) = match query {
+        Ok(q) => q,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_query", e.body_text()),
+    };
     match state.approvals.list() {
         Ok(all) => {
             let approvals: Vec<ApprovalRecord> = all

@@ -94,8 +94,15 @@ impl Daemon {
             _ => token::load_or_create(&config.state_dir)
                 .map_err(|e| state_err(format!("token: {e}")))?,
         };
-        let db =
-            sled::open(config.state_dir.join("db")).map_err(|e| state_err(format!("db: {e}")))?;
+        let db = sled::open(config.state_dir.join("db")).map_err(|e| {
+            // sled reports the file lock of another process as an I/O error with this text.
+            let locked = e.to_string().contains("could not acquire lock");
+            if locked {
+                state_err("in use by another clawbus process (its database is locked); stop it or pass another --state-dir".into())
+            } else {
+                state_err(format!("db: {e}"))
+            }
+        })?;
         let bus = LocalBus::with_db(
             db.clone(),
             LocalOptions {

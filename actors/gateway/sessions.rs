@@ -46,6 +46,7 @@ pub struct SessionRow {
 
 /// Query of `GET /v1/sessions`.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// Only this agent's sessions.
     pub agent: Option<String>,
@@ -62,7 +63,14 @@ fn state_of(live: Option<LiveInfo>) -> (String, usize) {
     }
 }
 
-async fn list(State(state): State<ApiState>, Query(q): Query<ListQuery>) -> Response {
+async fn list(
+    State(state): State<ApiState>,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Query(q) = match query {
+        Ok(q) => q,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_query", e.body_text()),
+    };
     let metas = match state.sessions.list(q.agent.as_deref()) {
         Ok(m) => m,
         Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, "store", e.to_string()),
@@ -107,10 +115,12 @@ async fn show(State(state): State<ApiState>, Path(key): Path<String>) -> Respons
     let entries = match read_entries(&path) {
         Ok(e) => e,
         Err(e) => {
+            // The path stays in the log: the client learns nothing of the host's folders.
+            tracing::error!(session = %key, path = %path.display(), error = %e, "Transcript unreadable.");
             return error(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "transcript",
-                format!("{}: {e}", path.display()),
+                format!("the transcript of session {key} cannot be read"),
             );
         }
     };

@@ -1,8 +1,9 @@
 //! Secret values that must never reach a model or a transcript.
 //!
 //! A [`Secrets`] set holds the VALUES of the environment variables that carry credentials: every
-//! provider's `api_key_env`, the web search keys ([`SEARCH_KEY_VARS`]) and any extra names (skills'
-//! `requires.env`, via [`Secrets::with_names`]). [`Secrets::redact`] replaces each value found in a
+//! provider's `api_key_env`, the gateway's `token_env`, the web search keys ([`SEARCH_KEY_VARS`])
+//! and any extra names (skills' `requires.env`, via [`Secrets::with_names`]), plus the gateway
+//! token file's content. [`Secrets::redact`] replaces each value found in a
 //! text with `[REDACTED:<VAR_NAME>]`; [`crate::tools::ToolSet::invoke`] applies it to every tool
 //! output. Values shorter than [`MIN_SECRET_LEN`] are ignored: they would redact ordinary words.
 //! Each value is also matched in its Markdown-escaped spelling (`sk\_live\_…`), the form a secret
@@ -20,6 +21,8 @@ pub const MIN_SECRET_LEN: usize = 8;
 
 /// The environment variables of the web search providers, always treated as secrets.
 pub const SEARCH_KEY_VARS: &[&str] = &["BRAVE_API_KEY", "TAVILY_API_KEY"];
+/// The name the gateway token (from its file) is redacted under.
+pub const GATEWAY_TOKEN: &str = "gateway.token";
 
 /// One secret: the variable it came from and its value.
 #[derive(Clone, PartialEq, Eq)]
@@ -46,15 +49,34 @@ impl fmt::Debug for Secrets {
 }
 
 impl Secrets {
-    /// The values, read from the process environment, of every provider's `api_key_env` and of
-    /// [`SEARCH_KEY_VARS`].
+    /// The values, read from the process environment, of the variables [`Secrets::names_in`]
+    /// lists, plus the gateway token from `<state-dir>/gateway.token` when that file exists
+    /// (a command run by an agent can read the file; its output must not carry the token).
     pub fn from_config(config: &Config) -> Self {
-        Self::default().with_names(config_names(config))
+        Self::from_config_with(config, |name| std::env::var(name).ok())
     }
 
     /// Same as [`Secrets::from_config`] with `lookup` in place of the process environment.
     pub fn from_config_with(config: &Config, lookup: impl Fn(&str) -> Option<String>) -> Self {
-        Self::default().with_names_from(config_names(config), lookup)
+        let secrets = Self::default().with_names_from(Self::names_in(config), lookup);
+        let path = crate::gateway::token::token_path(&config.state_dir);
+        match std::fs::read_to_string(&path) {
+            Ok(token) => secrets.with_value(GATEWAY_TOKEN, token),
+            Err(_) => secrets,
+        }
+    }
+
+    /// The variables `config` makes secret: every provider's `api_key_env`, the gateway's
+    /// `token_env` and [`SEARCH_KEY_VARS`]. None of them is ever passed to a command.
+    pub fn names_in(config: &Config) -> Vec<String> {
+        let mut names: Vec<String> = config
+            .providers
+            .values()
+            .filter_map(|p| p.api_key_env.clone())
+            .collect();
+        names.extend(config.gateway.token_env.clone());
+        names.extend(SEARCH_KEY_VARS.iter().map(|s| s.to_string()));
+        names
     }
 
     /// Adds the values of the environment variables `names` (unset or short ones are skipped).
@@ -165,15 +187,4 @@ fn markdown_escaped(value: &str) -> String {
         out.push(c);
     }
     out
-}
-
-/// Every provider's `api_key_env` plus [`SEARCH_KEY_VARS`].
-fn config_names(config: &Config) -> Vec<String> {
-    let mut names: Vec<String> = config
-        .providers
-        .values()
-        .filter_map(|p| p.api_key_env.clone())
-        .collect();
-    names.extend(SEARCH_KEY_VARS.iter().map(|s| s.to_string()));
-    names
 }

@@ -213,3 +213,39 @@ mod through_the_tool_set {
         out
     }
 }
+
+#[test]
+fn the_gateway_token_is_a_secret_from_its_file_and_its_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("agents.d")).unwrap();
+    std::fs::create_dir_all(dir.path().join("state")).unwrap();
+    std::fs::write(
+        dir.path().join("clawbus.toml"),
+        "[gateway]\ntoken_env = \"MY_GW_TOKEN\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path()
+            .join("state")
+            .join(crate::gateway::token::TOKEN_FILE),
+        "file-token-0123456789abcdef\n",
+    )
+    .unwrap();
+    let config = config::load(&LoadOptions {
+        config: dir.path().join("clawbus.toml"),
+        agents_dir: dir.path().join("agents.d"),
+        state_dir: Some(dir.path().join("state")),
+        model_override: None,
+    })
+    .unwrap();
+    assert!(
+        Secrets::names_in(&config).contains(&"MY_GW_TOKEN".to_string()),
+        "{:?}",
+        Secrets::names_in(&config)
+    );
+    let secrets = Secrets::from_config_with(&config, env(&[("MY_GW_TOKEN", "env-token-98765")]));
+    assert_eq!(
+        secrets.redact("cat said file-token-0123456789abcdef and env-token-98765"),
+        "cat said [REDACTED:gateway.token] and [REDACTED:MY_GW_TOKEN]"
+    );
+}

@@ -30,6 +30,9 @@ pub struct SessionActor {
 struct Current {
     delivery: Delivery,
     abort: tokio::task::AbortHandle,
+    /// Set when the run was cancelled: why. The run counts as running until its task has
+    /// really stopped (it may be between two awaits on another thread, writing lines).
+    cancelled: Option<String>,
 }
 
 impl SessionActor {
@@ -120,6 +123,7 @@ impl SessionActor {
         self.current = Some(Current {
             delivery,
             abort: handle.abort_handle(),
+            cancelled: None,
         });
         tracing::info!(session = %self.key, task_id = %task_id, queued = self.queue.len(), reason = "run_started", "Session processing.");
         self.publish_state();
@@ -134,16 +138,29 @@ impl SessionActor {
         res: Result<RunReport, tokio::task::JoinError>,
         ctx: &mut Context<Self>,
     ) {
-        let is_current = self
+        let Some(current) = self
             .current
-            .as_ref()
-            .is_some_and(|c| c.delivery.envelope().id == task_id);
-        if !is_current {
-            return; // cancelled: already accounted for
-        }
-        self.current = None;
-        match res {
-            Ok(report) => {
+            .take_if(|c| c.delivery.envelope().id == task_id)
+        else {
+            return;
+        };
+        match (res, current.cancelled) {
+            (_, Some(reason)) => {
+                // Nothing writes to the transcript any more: record the cancel after the run's
+                // own lines, and rebuild the view from disk (the run may have written some).
+                let request_id = current.delivery.envelope().request_id.to_string();
+                let ended = Entry::new(EntryBody::RunEnded {
+                    request_id,
+                    outcome: "cancelled".into(),
+                    reason,
+                });
+                if let Err(e) = self.transcript.append(std::slice::from_ref(&ended)) {
+                    tracing::error!(session = %self.key, error = %e, "Could not record the cancel in the transcript.");
+                }
+                tracing::info!(session = %self.key, task_id = %task_id, reason = "run_cancelled", "Running turn cancelled.");
+                self.reload_view();
+            }
+            (Ok(report), None) => {
                 for e in &report.entries {
                     self.view.apply(e);
                 }
@@ -154,11 +171,12 @@ impl SessionActor {
                 };
                 tracing::info!(session = %self.key, task_id = %task_id, state = report.state, reason, "Session idle.");
             }
-            Err(e) => {
+            (Err(e), None) => {
                 tracing::error!(session = %self.key, task_id = %task_id, error = %e, reason = "run_failed", "Run task ended abnormally; it will be redelivered.");
                 self.reload_view();
             }
         }
+        drop(current.delivery);
         self.done.do_send(RunDone {
             key: self.key.to_string(),
             task_id,
@@ -205,7 +223,7 @@ impl Handler<Enqueue> for SessionActor {
 
 impl Handler<CancelRun> for SessionActor {
     type Result = bool;
-    fn handle(&mut self, msg: CancelRun, ctx: &mut Context<Self>) -> bool {
+    fn handle(&mut self, msg: CancelRun, _: &mut Context<Self>) -> bool {
         let outcome = Outcome::Cancelled {
             reason: msg.reason.clone(),
         };
@@ -225,34 +243,20 @@ impl Handler<CancelRun> for SessionActor {
             self.publish_state();
             return true;
         }
-        let running = self
+        let Some(current) = self
             .current
-            .as_ref()
-            .is_some_and(|c| c.delivery.envelope().id == msg.task_id);
-        if !running {
+            .as_mut()
+            .filter(|c| c.delivery.envelope().id == msg.task_id)
+        else {
             return false;
-        }
-        if let Some(current) = self.current.take() {
+        };
+        if current.cancelled.is_none() {
+            // The outcome is recorded now; the session moves on once the run has stopped
+            // (`run_ended`), so no two runs of the session ever overlap.
+            current.cancelled = Some(msg.reason);
             current.abort.abort();
-            let request_id = current.delivery.envelope().request_id.to_string();
-            let ended = Entry::new(EntryBody::RunEnded {
-                request_id,
-                outcome: "cancelled".into(),
-                reason: msg.reason.clone(),
-            });
-            if let Err(e) = self.transcript.append(std::slice::from_ref(&ended)) {
-                tracing::error!(session = %self.key, error = %e, "Could not record the cancel in the transcript.");
-            }
-            settle(current.delivery, outcome);
-            tracing::info!(session = %self.key, task_id = %msg.task_id, reason = "run_cancelled", "Running turn cancelled.");
-            // The run may have written lines before it was stopped: rebuild the view from disk.
-            self.reload_view();
-            self.done.do_send(RunDone {
-                key: self.key.to_string(),
-                task_id: msg.task_id,
-            });
+            settle(current.delivery.clone(), outcome);
         }
-        self.pump(ctx);
         true
     }
 }

@@ -42,6 +42,10 @@ pub fn split_point(view: &View, keep: usize) -> usize {
 }
 
 /// Runs the flush turn and the summary; returns the entries written (flush messages, compaction).
+///
+/// `pending` is the id of the run's user message, already on disk but not yet in `view`: when
+/// nothing of the view is kept, it is the first entry the compaction keeps.
+#[allow(clippy::too_many_arguments)]
 pub async fn compact(
     deps: &TurnDeps,
     def: &SessionDef,
@@ -49,6 +53,7 @@ pub async fn compact(
     tool_context: ToolContext,
     view: &View,
     transcript: &Transcript,
+    pending: uuid::Uuid,
 ) -> Result<Vec<Entry>, String> {
     let tokens_before = view.estimated_tokens();
     let mut written = Vec::new();
@@ -97,9 +102,12 @@ pub async fn compact(
         .await
         .map_err(|e| format!("summary call failed: {e}"))?;
     let summary = reply.text.unwrap_or_default();
+    if summary.trim().is_empty() {
+        return Err("the summary call answered no text; older turns stay in view".into());
+    }
     let entry = Entry::new(EntryBody::Compaction {
         summary,
-        first_kept: view.items.get(at).map(|(id, _)| *id),
+        first_kept: Some(view.items.get(at).map_or(pending, |(id, _)| *id)),
         tokens_before,
     });
     transcript

@@ -100,17 +100,34 @@ impl SessionIndex {
         tokens_in: u64,
         tokens_out: u64,
     ) -> Result<(), IndexError> {
+        let mut unreadable = None;
         self.tree
             .update_and_fetch(key.as_bytes(), |old| {
-                let mut meta: SessionMeta = serde_json::from_slice(old?).ok()?;
-                meta.updated_ms = now_ms;
-                meta.turns += 1;
-                meta.tokens_in += tokens_in;
-                meta.tokens_out += tokens_out;
-                serde_json::to_vec(&meta).ok()
+                let old = old?;
+                // Returning `None` would delete the entry (and the session's link to its
+                // transcript): an entry that cannot be read or rewritten is left as it is.
+                let updated = serde_json::from_slice::<SessionMeta>(old).and_then(|mut meta| {
+                    meta.updated_ms = now_ms;
+                    meta.turns += 1;
+                    meta.tokens_in += tokens_in;
+                    meta.tokens_out += tokens_out;
+                    serde_json::to_vec(&meta)
+                });
+                match updated {
+                    Ok(bytes) => Some(bytes),
+                    Err(e) => {
+                        unreadable = Some(e);
+                        Some(old.to_vec())
+                    }
+                }
             })
             .map_err(|e| IndexError(e.to_string()))?;
-        Ok(())
+        match unreadable {
+            Some(e) => Err(IndexError(format!(
+                "entry of session {key} unreadable: {e}"
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// Every session, optionally of one agent, most recently active first.

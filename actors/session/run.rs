@@ -101,6 +101,15 @@ impl Run {
     async fn body(&self, channel: &str, mut view: View) -> Step {
         let (rt, key, request_id) = (&self.rt, &self.key, self.request_id.as_str());
         let env = self.delivery.envelope();
+        // A task cancelled before it reached this session (its notice was missed) must not
+        // wait for a lane slot only to be skipped then.
+        match rt.bus.lookup(&env.request_id).await {
+            Ok(Some(record)) if record.state.is_terminal() => return Step::Skipped,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(agent = %rt.id, session = %key, request_id, error = %e, "Could not look the task up before its lane wait.")
+            }
+        }
         let waited = Instant::now();
         let _slot = match rt.run_slot(env).await {
             Ok(s) => s,
@@ -155,6 +164,7 @@ impl Run {
                 tool_context.clone(),
                 &view,
                 &self.transcript,
+                user.id,
             )
             .await;
             match compacted {

@@ -118,3 +118,65 @@ fn kept_tail_never_starts_with_a_tool_result() {
     assert_eq!(split_point(&view, 3), 0);
     assert_eq!(split_point(&view, 1), 4);
 }
+
+#[test]
+fn an_unreadable_index_entry_is_kept_not_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sled::open(dir.path()).unwrap();
+    let index = super::index::SessionIndex::open(&db).unwrap();
+    let key = "agent:a:api:direct:x";
+    // An entry written by another version of the index: not a `SessionMeta` this build reads.
+    let tree = db.open_tree("sessions").unwrap();
+    tree.insert(key, br#"{"key":"agent:a:api:direct:x"}"#.to_vec())
+        .unwrap();
+    assert!(
+        index.record_run(key, 1, 2, 3).is_err(),
+        "the problem is reported"
+    );
+    assert_eq!(
+        tree.get(key).unwrap().as_deref(),
+        Some(&br#"{"key":"agent:a:api:direct:x"}"#[..]),
+        "the entry (the session's link to its transcript) is not deleted"
+    );
+}
+
+#[test]
+fn a_transcript_in_new_folders_is_created_and_reopened() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = Transcript::path_for(dir.path(), "agent", &uuid::Uuid::now_v7());
+    let (t, loaded) = Transcript::open(&path).unwrap();
+    assert!(loaded.entries.is_empty());
+    t.append(&[msg("one")]).unwrap();
+    drop(t);
+    let (_, loaded) = Transcript::open(&path).unwrap();
+    assert_eq!(loaded.entries.len(), 1);
+}
+
+#[test]
+fn a_compaction_that_keeps_nothing_still_keeps_the_pending_message_on_reload() {
+    // On disk: older turns, then the run's user message, then the compaction that kept none of
+    // the older turns and names the pending message as the first kept entry.
+    let older: Vec<Entry> = (0..3).map(|i| msg(&format!("old {i}"))).collect();
+    let pending = msg("the question being answered");
+    let compaction = Entry::new(EntryBody::Compaction {
+        summary: "old stuff".into(),
+        first_kept: Some(pending.id),
+        tokens_before: 10,
+    });
+    let mut on_disk = older.clone();
+    on_disk.push(pending.clone());
+    on_disk.push(compaction.clone());
+    let texts: Vec<_> = View::from_entries(&on_disk)
+        .messages()
+        .into_iter()
+        .map(|m| m.content.unwrap())
+        .collect();
+    assert_eq!(texts.len(), 2);
+    assert!(texts[0].contains("old stuff"));
+    assert_eq!(texts[1], "the question being answered");
+
+    // Live: the view does not hold the pending message yet; everything older goes.
+    let mut live = View::from_entries(&older);
+    live.apply(&compaction);
+    assert!(live.items.is_empty());
+}

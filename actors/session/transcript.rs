@@ -122,12 +122,18 @@ impl Transcript {
     }
 
     /// Opens (creating) the transcript and loads its entries, setting a torn last line aside.
+    /// A new file (and any folder made for it) is synced into its folder, so a transcript whose
+    /// lines were synced does not vanish with its directory entry in a power loss.
     pub fn open(path: &Path) -> io::Result<(Self, Loaded)> {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
+            create_dirs(dir)?;
         }
+        let created = !path.try_exists()?;
         let loaded = repair_and_load(path)?;
         let file = OpenOptions::new().create(true).append(true).open(path)?;
+        if created {
+            sync_parent(path)?;
+        }
         Ok((
             Self {
                 path: path.to_path_buf(),
@@ -156,8 +162,18 @@ impl Transcript {
             .file
             .lock()
             .map_err(|_| io::Error::other("transcript lock poisoned"))?;
-        file.write_all(&buf)?;
-        file.sync_data()
+        let len = file.metadata()?.len();
+        let written = file.write_all(&buf).and_then(|()| file.sync_data());
+        if let Err(e) = written {
+            // A part of a line (disk full) would glue the next append onto it and lose that
+            // entry too: cut the file back to where this append started.
+            let cut = file.set_len(len).and_then(|()| file.sync_data());
+            if let Err(cut) = cut {
+                tracing::error!(file = %self.path.display(), error = %cut, "Could not cut a failed transcript append back.");
+            }
+            return Err(e);
+        }
+        Ok(())
     }
 }
 
@@ -218,11 +234,47 @@ fn repair_and_load(path: &Path) -> io::Result<Loaded> {
 fn set_aside(path: &Path, torn: &[u8]) -> io::Result<()> {
     let mut corrupt = path.as_os_str().to_owned();
     corrupt.push(".corrupt");
+    let corrupt = PathBuf::from(corrupt);
+    let created = !corrupt.try_exists()?;
     let mut f = OpenOptions::new()
         .create(true)
         .append(true)
-        .open(PathBuf::from(corrupt))?;
+        .open(&corrupt)?;
     f.write_all(torn)?;
     f.write_all(b"\n")?;
-    f.sync_all()
+    f.sync_all()?;
+    if created {
+        sync_parent(&corrupt)?;
+    }
+    Ok(())
+}
+
+/// Creates `dir` and its missing parents, syncing each new folder into its parent.
+fn create_dirs(dir: &Path) -> io::Result<()> {
+    let mut missing = Vec::new();
+    let mut at = Some(dir);
+    while let Some(d) = at.filter(|d| !d.as_os_str().is_empty()) {
+        if d.try_exists()? {
+            break;
+        }
+        missing.push(d);
+        at = d.parent();
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir)?;
+    for d in missing.iter().rev() {
+        sync_parent(d)?;
+    }
+    Ok(())
+}
+
+/// Syncs the folder holding `path`, making a new entry in it durable.
+fn sync_parent(path: &Path) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    File::open(dir)?.sync_all()
 }

@@ -158,11 +158,25 @@ impl ToolOutput {
 }
 
 /// Writes `text` to a new file under the spill folder; returns its workspace-relative path.
+/// The folder must really be inside the workspace: a symlink planted in its place (by a command
+/// or an unpacked archive) would have outputs written, and old files pruned, elsewhere.
 fn spill(workspace: &Path, text: &str) -> std::io::Result<String> {
-    let dir = workspace.join(SPILL_DIR);
+    use std::io::Write;
+    let outside =
+        |e: super::ConfineError| std::io::Error::new(std::io::ErrorKind::PermissionDenied, e);
+    let dir = super::confine(workspace, SPILL_DIR).map_err(outside)?;
     std::fs::create_dir_all(&dir)?;
+    // Checked again once it exists: nothing may have turned it into a way out meanwhile.
+    let dir = super::confine(workspace, SPILL_DIR).map_err(outside)?;
     let name = format!("{}.txt", uuid::Uuid::now_v7());
-    std::fs::write(dir.join(&name), text)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW);
+    }
+    options.open(dir.join(&name))?.write_all(text.as_bytes())?;
     prune(&dir);
     Ok(format!("{SPILL_DIR}/{name}"))
 }

@@ -14,7 +14,7 @@
 
 use super::{ExecTool, MessageTool, ToolSet, WebFetchTool, WebSearchTool};
 use crate::approvals::Approvals;
-use crate::config::{AgentDef, AgentRule, Config, KNOWN_TOOLS};
+use crate::config::{AgentDef, AgentRule, Config, ExecDef, KNOWN_TOOLS};
 use bus::Bus;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -77,12 +77,29 @@ pub fn registry(def: &AgentDef, config: &Config, services: &ToolServices) -> Too
     ToolSet::builtin()
         .with(ExecTool::new(
             def.id.as_str(),
-            def.exec.clone(),
+            exec_def(def, config),
             services.approvals.clone(),
         ))
         .with(MessageTool::new(services.bus.clone()))
         .with(WebFetchTool::new(&config.web))
         .with(WebSearchTool::from_env(&config.web.search))
+}
+
+/// The agent's `[exec]` without the secret variables ([`Secrets::names_in`]) in `exec.env`:
+/// a provider key or the gateway token never reaches a command, whatever the file lists.
+///
+/// [`Secrets::names_in`]: crate::secrets::Secrets::names_in
+pub fn exec_def(def: &AgentDef, config: &Config) -> ExecDef {
+    let secret = crate::secrets::Secrets::names_in(config);
+    let mut exec = def.exec.clone();
+    exec.env.retain(|name| {
+        let keep = !secret.contains(name);
+        if !keep {
+            tracing::warn!(agent = %def.id, variable = %name, "exec.env names a secret variable; it is not passed to commands.");
+        }
+        keep
+    });
+    exec
 }
 
 /// The agent's tools: [`registry`] with the profile, deny and availability layers applied and

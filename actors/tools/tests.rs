@@ -8,6 +8,7 @@ use tempfile::TempDir;
 mod edit;
 mod output;
 mod policy;
+mod write;
 
 /// A tempdir holding `ws/` (the workspace) and `outside/secret.txt` next to it.
 struct Fixture {

@@ -82,6 +82,13 @@ fn replace(workspace: &Path, shown: &str, content: &str) -> ToolOutput {
         Ok(root) => root,
         Err(e) => return io_error(shown, "resolve the workspace for", &e),
     };
+    // Git runs commands its own files name (core.fsmonitor, hooks, aliases): an agent that may
+    // run `git status` must not be able to write them.
+    if inside_git(&root, &target) {
+        return refused(&format!(
+            "path {shown:?} is inside a .git folder; git metadata is changed with git itself"
+        ));
+    }
     let (Some(parent), Some(file_name)) = (target.parent(), target.file_name()) else {
         return is_directory(shown);
     };
@@ -106,7 +113,7 @@ fn replace(workspace: &Path, shown: &str, content: &str) -> ToolOutput {
     }
     // Check again once the folders exist: nothing may have turned the path into a way out.
     let parent = match parent.canonicalize() {
-        Ok(real) if real.starts_with(&root) => real,
+        Ok(real) if real.starts_with(&root) && !inside_git(&root, &real) => real,
         Ok(_) => {
             return refused(&format!(
                 "path {shown:?} resolves through a symlink to outside the workspace"
@@ -136,6 +143,14 @@ fn replace(workspace: &Path, shown: &str, content: &str) -> ToolOutput {
     ToolOutput::ok(String::new())
 }
 
+/// Whether `path` (real, inside `root`) lies in a `.git` folder.
+fn inside_git(root: &Path, path: &Path) -> bool {
+    path.strip_prefix(root).is_ok_and(|rel| {
+        rel.components()
+            .any(|c| c.as_os_str().eq_ignore_ascii_case(".git"))
+    })
+}
+
 /// Temporary files are created private (0600); a new file gets the usual 0644.
 fn set_new_file_mode(file: &std::fs::File) -> io::Result<()> {
     #[cfg(unix)]
@@ -155,7 +170,13 @@ fn is_directory(shown: &str) -> ToolOutput {
     )
 }
 
-fn io_error(shown: &str, action: &str, e: &io::Error) -> ToolOutput {
+/// The model gets the path it asked for and the kind of failure; the log gets the whole error,
+/// whose text may name real host paths (`tempfile` adds them).
+pub(super) fn io_error(shown: &str, action: &str, e: &io::Error) -> ToolOutput {
     tracing::warn!(tool = "write", path = %shown, error = %e, "Write failed.");
-    ToolOutput::error("io", format!("cannot {action} {shown:?}: {e}"))
+    let cause = match e.raw_os_error() {
+        Some(code) => io::Error::from_raw_os_error(code).to_string(),
+        None => e.kind().to_string(),
+    };
+    ToolOutput::error("io", format!("cannot {action} {shown:?}: {cause}"))
 }

@@ -157,7 +157,8 @@ impl Delivery {
     }
 
     /// Records the task's terminal outcome, answered to every caller of its request id.
-    /// Only the first settlement of a delivery counts; later ones are no-ops.
+    /// Only the first settlement of a delivery counts; later ones are no-ops. A settlement that
+    /// failed does not count.
     pub async fn complete(&self, outcome: Outcome) -> Result<(), BusError> {
         self.settle(Settle::Complete(outcome)).await
     }
@@ -166,10 +167,15 @@ impl Delivery {
         if self.inner.settled.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        match &self.inner.acker {
+        let settled = match &self.inner.acker {
             Some(a) => a.settle(&self.inner.envelope, how).await,
             None => Ok(()),
+        };
+        if settled.is_err() {
+            // Not recorded: the delivery can be settled again, and is redelivered if dropped.
+            self.inner.settled.store(false, Ordering::SeqCst);
         }
+        settled
     }
 }
 

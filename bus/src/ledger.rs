@@ -12,6 +12,7 @@ use crate::task::{Admission, Outcome, TaskRecord, TaskState};
 use dashmap::DashMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::watch;
 use uuid::Uuid;
@@ -19,14 +20,20 @@ use uuid::Uuid;
 /// The default dedup window for tasks: 24 hours.
 pub const DEFAULT_WINDOW: Duration = Duration::from_secs(24 * 3600);
 
+/// How often expired records are purged at most (less often when the window is shorter).
+const PURGE_EVERY: Duration = Duration::from_secs(3600);
+
 /// Durable task records keyed by request id, with waiters for their terminal outcome.
 pub struct Ledger {
+    db: sled::Db,
     tasks: sled::Tree,
     task_ids: sled::Tree,
     committer: Committer,
     clock: Arc<dyn Clock>,
     window: Duration,
     watchers: DashMap<RequestId, watch::Sender<TaskState>>,
+    /// Clock time (Unix ms) after which the next admission purges expired records first.
+    next_purge_ms: AtomicU64,
 }
 
 impl Ledger {
@@ -50,18 +57,53 @@ impl Ledger {
             .open_tree("bus.task_ids")
             .map_err(|e| BusError::storage("open tree bus.task_ids", e))?;
         let ledger = Self {
+            db: db.clone(),
             tasks,
             task_ids,
             committer: Committer::start(db)?,
             clock,
             window,
             watchers: DashMap::new(),
+            next_purge_ms: AtomicU64::new(0),
         };
+        ledger.next_purge_ms.store(
+            ledger.clock.now_ms() + ledger.purge_every_ms(),
+            Ordering::SeqCst,
+        );
         let purged = ledger.purge_expired()?;
         if purged > 0 {
             tracing::info!(purged, "Expired ledger records removed.");
         }
         Ok(ledger)
+    }
+
+    fn purge_every_ms(&self) -> u64 {
+        self.window.min(PURGE_EVERY).as_millis().max(1000) as u64
+    }
+
+    /// Purges expired records when the last purge is older than the purge interval, so a
+    /// long-running process does not keep every record it ever admitted.
+    fn purge_if_due(&self) {
+        let now = self.clock.now_ms();
+        let due = self.next_purge_ms.load(Ordering::SeqCst);
+        if now < due {
+            return;
+        }
+        let next = now + self.purge_every_ms();
+        if self
+            .next_purge_ms
+            .compare_exchange(due, next, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            return; // another admission is purging
+        }
+        match self.purge_expired() {
+            Ok(0) => {}
+            Ok(purged) => tracing::info!(purged, "Expired ledger records removed."),
+            Err(e) => {
+                tracing::warn!(error = %e, "Purge of expired ledger records failed; retried later.")
+            }
+        }
     }
 
     /// The dedup window.
@@ -73,12 +115,14 @@ impl Ledger {
     ///
     /// Returns only after the record is durable, so an acknowledged task survives a crash.
     pub async fn admit(&self, env: Envelope) -> Result<Admission, BusError> {
+        self.purge_if_due();
         let key = env.request_id.as_str().as_bytes().to_vec();
         loop {
             let old = self
                 .tasks
                 .get(&key)
                 .map_err(|e| BusError::storage("read task", e))?;
+            let mut replaced = None;
             if let Some(bytes) = &old {
                 let existing = decode(bytes)?;
                 if !self.expired(&existing) {
@@ -88,7 +132,12 @@ impl Ledger {
                         duplicate: true,
                     });
                 }
+                replaced = Some(existing.task_id);
             }
+            let seq = self
+                .db
+                .generate_id()
+                .map_err(|e| BusError::storage("generate task sequence number", e))?;
             let now = self.clock.now_ms();
             let record = TaskRecord {
                 task_id: env.id,
@@ -99,20 +148,42 @@ impl Ledger {
                 outcome: None,
                 created_ms: now,
                 updated_ms: now,
+                seq,
             };
+            // The task id first: a crash between the two writes can leave a task id with no
+            // record (which `by_task_id` ignores), never a record its task id cannot find.
+            let task_id = record.task_id;
+            self.task_ids
+                .insert(task_id.as_bytes(), key.as_slice())
+                .map_err(|e| BusError::storage("write task id", e))?;
             let swapped = self
                 .tasks
                 .compare_and_swap(&key, old, Some(encode(&record)?))
                 .map_err(|e| BusError::storage("write task", e))?;
-            if swapped.is_ok() {
-                self.task_ids
-                    .insert(record.task_id.as_bytes(), key.as_slice())
-                    .map_err(|e| BusError::storage("write task id", e))?;
-                self.committer.commit().await?;
-                return Ok(Admission {
-                    task: record,
-                    duplicate: false,
-                });
+            match swapped {
+                Ok(()) => {
+                    // The expired record this one replaced no longer answers for its task id.
+                    if let Some(old_id) = replaced.filter(|id| *id != task_id) {
+                        self.task_ids
+                            .remove(old_id.as_bytes())
+                            .map_err(|e| BusError::storage("remove replaced task id", e))?;
+                    }
+                    self.committer.commit().await?;
+                    return Ok(Admission {
+                        task: record,
+                        duplicate: false,
+                    });
+                }
+                Err(lost) => {
+                    // Another admission of this request id won; unless it is this very task,
+                    // our task id entry goes.
+                    let winner = lost.current.as_deref().map(decode).transpose()?;
+                    if winner.is_none_or(|w| w.task_id != task_id) {
+                        self.task_ids
+                            .remove(task_id.as_bytes())
+                            .map_err(|e| BusError::storage("remove task id", e))?;
+                    }
+                }
             }
         }
     }
@@ -235,7 +306,14 @@ impl Ledger {
         let Some(key) = key else { return Ok(None) };
         let request_id =
             RequestId::parse(&String::from_utf8_lossy(&key)).map_err(BusError::Corrupt)?;
-        self.lookup(&request_id)
+        // The request id may have been admitted again since (a new task), or the record may
+        // never have been written (a crash between the two writes of `admit`).
+        Ok(self.lookup(&request_id)?.filter(|r| r.task_id == task_id))
+    }
+
+    /// How many request ids have a caller waiting on them right now.
+    pub fn watched(&self) -> usize {
+        self.watchers.len()
     }
 
     /// Waits until the task for `request_id` is terminal, or `timeout` passes.
@@ -245,12 +323,18 @@ impl Ledger {
         timeout: Duration,
     ) -> Result<TaskRecord, BusError> {
         let deadline = tokio::time::Instant::now() + timeout;
+        let mut watch = Watch {
+            ledger: self,
+            request_id,
+            rx: None,
+        };
         loop {
-            let mut rx = self
-                .watchers
-                .entry(request_id.clone())
-                .or_insert_with(|| watch::channel(TaskState::Queued).0)
-                .subscribe();
+            let rx = watch.rx.insert(
+                self.watchers
+                    .entry(request_id.clone())
+                    .or_insert_with(|| watch::channel(TaskState::Queued).0)
+                    .subscribe(),
+            );
             let record = self
                 .lookup(request_id)?
                 .ok_or_else(|| BusError::UnknownTask(request_id.to_string()))?;
@@ -268,7 +352,7 @@ impl Ledger {
         }
     }
 
-    /// Every task not yet terminal, oldest first: the work to re-queue after a restart.
+    /// Every task not yet terminal, in admission order: the work to re-queue after a restart.
     pub fn unfinished(&self) -> Result<Vec<TaskRecord>, BusError> {
         let mut out = Vec::new();
         for item in self.tasks.iter() {
@@ -278,7 +362,7 @@ impl Ledger {
                 out.push(r);
             }
         }
-        out.sort_by_key(|r| r.created_ms);
+        out.sort_by_key(|r| (r.seq, r.created_ms));
         Ok(out)
     }
 
@@ -308,6 +392,23 @@ impl Ledger {
     fn expired(&self, r: &TaskRecord) -> bool {
         r.state.is_terminal()
             && self.clock.now_ms() > r.updated_ms.saturating_add(self.window.as_millis() as u64)
+    }
+}
+
+/// A caller's subscription to a request id's state; when it ends (answered, timed out, or the
+/// wait dropped) the request id's watcher goes too, unless someone else still waits on it.
+struct Watch<'a> {
+    ledger: &'a Ledger,
+    request_id: &'a RequestId,
+    rx: Option<watch::Receiver<TaskState>>,
+}
+
+impl Drop for Watch<'_> {
+    fn drop(&mut self) {
+        self.rx.take();
+        self.ledger
+            .watchers
+            .remove_if(self.request_id, |_, tx| tx.receiver_count() == 0);
     }
 }
 

@@ -101,6 +101,10 @@ pub struct TaskRecord {
     pub created_ms: u64,
     /// Unix ms of the last change.
     pub updated_ms: u64,
+    /// Admission order: grows with every task admitted, across restarts (0 in records written
+    /// before it existed).
+    #[serde(default)]
+    pub seq: u64,
 }
 
 impl TaskRecord {

@@ -23,3 +23,112 @@ impl conformance::Backend for Local {
 }
 
 conformance_suite!(Local);
+
+fn rid(s: &str) -> bus::RequestId {
+    bus::RequestId::parse(s).unwrap()
+}
+
+fn task(topic: &str, request_id: &str) -> bus::Envelope {
+    bus::Envelope::task(
+        bus::Topic::parse(topic).unwrap(),
+        rid(request_id),
+        serde_json::json!({ "text": request_id }),
+    )
+}
+
+fn options(clock: Arc<ManualClock>) -> LocalOptions {
+    LocalOptions {
+        dedup_window: Duration::from_secs(60),
+        max_attempts: 3,
+        clock,
+    }
+}
+
+#[actix_rt::test]
+async fn waits_leave_no_watcher_behind() {
+    use bus::Bus as _;
+    let dir = tempfile::tempdir().unwrap();
+    let bus = LocalBus::open(dir.path(), options(ManualClock::new(conformance::T0))).unwrap();
+    conformance::echo_consumer(&bus, "agent.a").await;
+    for i in 0..5 {
+        let r = format!("r-w{i}");
+        bus.request(task("agent.a", &r), conformance::NET)
+            .await
+            .unwrap();
+        // Waiting again on the finished task answers at once.
+        bus.wait(&rid(&r), conformance::NET).await.unwrap();
+    }
+    assert!(bus.wait(&rid("r-unknown"), conformance::NET).await.is_err());
+    bus.submit(task("agent.nobody", "r-stuck")).await.unwrap();
+    let waited = bus.wait(&rid("r-stuck"), Duration::from_millis(1)).await;
+    assert!(matches!(waited, Err(bus::BusError::TimedOut { .. })));
+    assert_eq!(
+        bus.ledger().watched(),
+        0,
+        "a finished, unknown or given-up wait must not leave its watcher in the map"
+    );
+}
+
+#[actix_rt::test]
+async fn expired_records_are_purged_while_the_bus_runs() {
+    use bus::Bus as _;
+    let dir = tempfile::tempdir().unwrap();
+    let db = sled::open(dir.path()).unwrap();
+    let clock = ManualClock::new(conformance::T0);
+    let bus = LocalBus::with_db(db.clone(), options(clock.clone())).unwrap();
+    conformance::echo_consumer(&bus, "agent.a").await;
+    bus.request(task("agent.a", "r-old"), conformance::NET)
+        .await
+        .unwrap();
+    clock.advance(Duration::from_secs(61));
+    bus.request(task("agent.a", "r-new"), conformance::NET)
+        .await
+        .unwrap();
+    assert_eq!(
+        db.open_tree("bus.tasks").unwrap().len(),
+        1,
+        "the expired record is purged without a restart"
+    );
+    assert_eq!(db.open_tree("bus.task_ids").unwrap().len(), 1);
+}
+
+#[actix_rt::test]
+async fn a_new_task_does_not_overtake_parked_ones() {
+    use bus::Bus as _;
+    let dir = tempfile::tempdir().unwrap();
+    let bus = LocalBus::open(dir.path(), options(ManualClock::new(conformance::T0))).unwrap();
+    let mut sub = bus
+        .consume(bus::Topic::parse("agent.a").unwrap())
+        .await
+        .unwrap();
+    // Fill the consumer's queue; the last one has to wait in the broker.
+    let n = bus::local::SUBSCRIBER_BUFFER + 1;
+    let names: Vec<String> = (0..n).map(|i| format!("r-p{i}")).collect();
+    for r in futures::future::join_all(names.iter().map(|r| bus.submit(task("agent.a", r)))).await {
+        r.unwrap();
+    }
+    let mut held = vec![sub.next().await.unwrap()];
+    // A slot is free again; a task posted now must still queue behind the parked one.
+    bus.submit(task("agent.a", "r-late")).await.unwrap();
+    for _ in 0..n {
+        held.push(
+            tokio::time::timeout(conformance::NET, sub.next())
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    assert_eq!(
+        held.last().unwrap().envelope().request_id.as_str(),
+        "r-late",
+        "the task posted last is delivered last"
+    );
+    let done = held.iter().map(|d| {
+        d.complete(bus::Outcome::Failed {
+            error: "test".into(),
+        })
+    });
+    for r in futures::future::join_all(done).await {
+        r.unwrap();
+    }
+}

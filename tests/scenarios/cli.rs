@@ -199,3 +199,195 @@ fn up_serves_until_sigterm_and_post_reaches_it() {
     let exit = child.wait().unwrap();
     assert!(exit.success(), "SIGTERM is a clean shutdown, got {exit}");
 }
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn check_refuses_a_named_config_that_is_missing_and_checks_rules_files() {
+    let project = Project::new();
+    project.write("agents.d/echo.toml", "");
+    let out = project
+        .clawbus()
+        .args(["check", "--config", "clawbsu.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a typo in --config is a usage error"
+    );
+    assert!(
+        stderr(&out).contains("--config clawbsu.toml: file not found"),
+        "{}",
+        stderr(&out)
+    );
+    let out = project.clawbus().arg("check").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "the default file may be absent");
+
+    project
+        .write("agents.d/bot.toml", "model = \"scripted/bot\"\n")
+        .write(
+            "agents.d/bot/bot.rules.toml",
+            "[[rule]]\nmatch = \"hi\"\nreply = \"hello\"\nthen = \"x\"\n",
+        );
+    let out = project.clawbus().arg("check").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(
+            "✗ agents.d/bot/bot.rules.toml\n  agents.d/bot/bot.rules.toml:4:8: field \"then\""
+        ),
+        "a rules file `up` would refuse is a check problem:\n{stdout}"
+    );
+}
+
+#[test]
+fn post_refuses_bad_flags_before_posting_and_says_why_the_gateway_is_unreachable() {
+    let project = Project::new();
+    project.write("agents.d/echo.toml", "");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let cases: [(&[&str], &str); 4] = [
+        (&["--timeout", "0s"], "--timeout \"0s\": out of range"),
+        (&["--timeout", "2h"], "--timeout \"2h\": out of range"),
+        (
+            &["--url", "localhost:18789"],
+            "--url \"localhost:18789\": not an http(s) URL",
+        ),
+        (&["--url", &url], "Connection refused"),
+    ];
+    for (flags, expected) in cases {
+        let out = project
+            .clawbus()
+            .args(["post", "agent.echo", "hi", "--wait"])
+            .args(flags)
+            .env("CLAWBUS_TOKEN", "t")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(expected),
+            "{flags:?}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[actix_rt::test]
+async fn ids_and_keys_reach_the_gateway_whole_and_its_errors_are_shown() {
+    let project = Project::new();
+    project.write("agents.d/echo.toml", "");
+    let daemon = project.start().await;
+    let cases: [(&[&str], i32, &str); 5] = [
+        (
+            &["sessions", "show", "agent:echo:api:task:a/b?c"],
+            2,
+            "no session agent:echo:api:task:a/b?c",
+        ),
+        (&["tasks", "show", "a/b"], 2, "\"a/b\" is not a task id"),
+        (
+            &["tasks", "cancel", "01a22a3a-86ac-7521-a653-79791b08c431"],
+            2,
+            "no task 01a22a3a-86ac-7521-a653-79791b08c431",
+        ),
+        (
+            &["approvals", "allow", "nope"],
+            2,
+            "no approval request \"nope\"",
+        ),
+        (&["post", "agent.a?b", "hi"], 2, "no agent \"a?b\""),
+    ];
+    for (args, code, expected) in cases {
+        let mut cmd = project.clawbus();
+        cmd.args(args).args(["--url", &daemon.url()]);
+        let out = run_cmd(cmd).await;
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(expected),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    let mut cmd = project.clawbus();
+    cmd.args(["approvals", "--url", &daemon.url()]);
+    let out = run_cmd(cmd).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "no pending approval requests\n"
+    );
+    daemon.shutdown().await;
+}
+
+#[test]
+fn up_that_cannot_start_exits_2_with_the_reason_and_no_panic() {
+    let project = Project::new();
+    project
+        .write("agents.d/bot.toml", "model = \"scripted/bot\"\n")
+        .write(
+            "agents.d/bot/bot.rules.toml",
+            "[[rule]]\nmatch = \"(\"\nreply = \"x\"\n",
+        );
+    let out = project
+        .clawbus()
+        .args(["up", "--port", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("bot.rules.toml:2:9: field \"match\""),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+}
+
+#[test]
+fn the_cli_presents_the_token_the_gateway_takes_from_token_env() {
+    let project = Project::new();
+    project
+        .write(
+            "clawbus.toml",
+            "[gateway]\ntoken_env = \"CLAWBUS_TEST_GATEWAY_TOKEN\"\n",
+        )
+        .write("agents.d/echo.toml", "");
+    let token = "token-from-the-environment-0123456789";
+    let mut child = project
+        .clawbus()
+        .args(["up", "--port", "0"])
+        .env("CLAWBUS_TEST_GATEWAY_TOKEN", token)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_default()
+        .to_string();
+    let out = project
+        .clawbus()
+        .args(["post", "agent.echo", "hi", "--wait", "--url", &url])
+        .env("CLAWBUS_TEST_GATEWAY_TOKEN", token)
+        .output()
+        .unwrap();
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    child.wait().unwrap();
+    assert!(!project.state_dir().join("gateway.token").exists());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "echo: hi",
+        "{}",
+        stderr(&out)
+    );
+}

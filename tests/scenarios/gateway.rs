@@ -115,3 +115,102 @@ async fn non_loopback_bind_is_refused_without_allow_public() {
         .unwrap();
     assert!(err.to_string().contains("--allow-public"), "{err}");
 }
+
+#[actix_rt::test]
+async fn a_token_of_another_length_or_case_is_refused_everywhere() {
+    let project = Project::new();
+    project.write("agents.d/echo.toml", "");
+    let daemon = project.start().await;
+    let http = reqwest::Client::new();
+    let token = daemon.token().to_string();
+    let attempts = [
+        token[..token.len() - 1].to_string(),
+        format!("{token}0"),
+        token.to_uppercase(),
+        String::new(),
+    ];
+    for path in ["/v1/agents", "/v1/approvals", "/v1/sessions", "/metrics"] {
+        for attempt in &attempts {
+            let r = http
+                .get(format!("{}{path}", daemon.url()))
+                .header("authorization", format!("Bearer {attempt}"))
+                .timeout(NET)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 401, "{path} with {attempt:?}");
+        }
+    }
+    daemon.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn an_error_answer_never_shows_the_state_dir() {
+    let project = Project::new();
+    project.write("agents.d/echo.toml", "");
+    let daemon = project.start().await;
+    let (status, body) = crate::support::post_task(
+        &daemon,
+        "echo",
+        json!({ "text": "hi", "session": "s", "wait": true }),
+    )
+    .await;
+    assert_eq!(
+        (status, body["state"].as_str()),
+        (200, Some("succeeded")),
+        "{body}"
+    );
+    // A transcript that cannot be read: a folder where the file was.
+    let dir = project.state_dir().join("sessions/echo");
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    std::fs::remove_file(&file).unwrap();
+    std::fs::create_dir(&file).unwrap();
+    let r = reqwest::Client::new()
+        .get(format!(
+            "{}/v1/sessions/agent:echo:api:direct:s",
+            daemon.url()
+        ))
+        .bearer_auth(daemon.token())
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 500);
+    let text = r.text().await.unwrap();
+    let state = project.state_dir().canonicalize().unwrap();
+    assert!(!text.contains(&*state.to_string_lossy()), "{text}");
+    assert!(!text.contains(&*project.path().to_string_lossy()), "{text}");
+    assert!(
+        text.contains("agent:echo:api:direct:s"),
+        "names the session: {text}"
+    );
+    daemon.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn a_second_daemon_on_the_same_state_dir_is_refused_clearly() {
+    let project = Project::new();
+    project.write("agents.d/echo.toml", "");
+    let first = project.start().await;
+    let err = clawbus::gateway::Daemon::start(
+        project.load(),
+        clawbus::gateway::StartOptions {
+            port: Some(0),
+            allow_public: false,
+        },
+    )
+    .await
+    .err()
+    .expect("the state dir is held by the first daemon");
+    let text = err.to_string();
+    assert!(
+        text.contains("in use by another clawbus process") && text.contains(".clawbus"),
+        "{text}"
+    );
+    first.shutdown().await;
+}

@@ -1,5 +1,6 @@
 mod cli;
 mod gateway;
+mod gateway_input;
 mod lanes;
 mod memory;
 mod prompt;

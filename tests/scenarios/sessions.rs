@@ -524,3 +524,104 @@ async fn a_deadline_bounds_the_wait_for_a_lane_slot() {
     );
     daemon.shutdown().await;
 }
+
+/// Polls the agent's session listing until `ok` holds for the row of `key`.
+async fn until_session(daemon: &clawbus::gateway::Daemon, key: &str, ok: impl Fn(&Value) -> bool) {
+    tokio::time::timeout(NET, async {
+        loop {
+            let rows = get_json(daemon, "/v1/sessions?agent=chat").await;
+            let row = rows["sessions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["key"] == key)
+                .cloned();
+            if row.as_ref().is_some_and(&ok) {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("session {key} never reached the expected state"));
+}
+
+#[actix_rt::test]
+async fn a_task_cancelled_before_its_turn_does_not_wait_for_a_lane_slot() {
+    let server = ScriptedServer::with_responder(|req| {
+        if last_user(req).starts_with("hang") {
+            Turn::hang()
+        } else {
+            Turn::text("ok")
+        }
+    })
+    .await;
+    let project = Project::new();
+    project
+        .write(
+            "clawbus.toml",
+            &format!(
+                "[lanes]\nmain = 1\n\n[providers.mock]\nkind = \"openai\"\nbase_url = \"{}\"\n\n[defaults]\nmodel = \"mock/m\"\n",
+                server.base_url()
+            ),
+        )
+        .write("agents.d/chat.toml", "");
+    let daemon = project.start().await;
+    let b = "agent:chat:api:direct:b";
+    let (_, first) = post_task(&daemon, "chat", json!({ "text": "hang 1", "session": "b" })).await;
+    while server.request_count() < 1 {
+        tokio::task::yield_now().await;
+    }
+    let (_, queued) = post_task(&daemon, "chat", json!({ "text": "x", "session": "b" })).await;
+    until_session(&daemon, b, |r| r["queued"] == 1).await;
+    // Cancelled in the ledger, but its notice never reaches the session (as when it came first).
+    let task_id: uuid::Uuid = queued["task_id"].as_str().unwrap().parse().unwrap();
+    let rid = daemon
+        .bus()
+        .task(task_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .request_id;
+    let reason = "cancelled, notice missed".to_string();
+    daemon
+        .bus()
+        .ledger()
+        .complete(&rid, bus::Outcome::Cancelled { reason })
+        .await
+        .unwrap();
+    // Another session queues for the only main slot, then takes it and holds it.
+    let (_, other) = post_task(&daemon, "chat", json!({ "text": "hang 2", "session": "c" })).await;
+    let other_id: uuid::Uuid = other["task_id"].as_str().unwrap().parse().unwrap();
+    while !daemon
+        .lanes()
+        .status()
+        .await
+        .unwrap()
+        .iter()
+        .any(|l| l.waiting.contains(&other_id))
+    {
+        tokio::task::yield_now().await;
+    }
+    let cancelled = reqwest::Client::new()
+        .post(format!(
+            "{}/v1/tasks/{}/cancel",
+            daemon.url(),
+            first["task_id"].as_str().unwrap()
+        ))
+        .bearer_auth(daemon.token())
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cancelled.status(), 200);
+    until_session(&daemon, b, |r| r["state"] == "idle" && r["queued"] == 0).await;
+    let lanes = daemon.lanes().status().await.unwrap();
+    let main = lanes.iter().find(|l| l.name == "main").unwrap();
+    assert!(
+        !main.waiting.contains(&task_id),
+        "the cancelled task must not queue for a slot: {main:?}"
+    );
+    assert_eq!(server.request_count(), 2, "it never reached the model");
+    daemon.shutdown().await;
+}

@@ -122,7 +122,9 @@ pub fn parse(line: &str) -> Result<Parsed, ParseError> {
 }
 
 /// `word` as a shell would need it written: unchanged when it holds only safe characters,
-/// otherwise in single quotes.
+/// otherwise in single quotes; a word with control or bidi-override characters is written
+/// `$'…'` with those escaped, so the result is one printable line that cannot redraw a terminal
+/// or hide part of the command from the person reading it.
 pub fn quote(word: &str) -> String {
     let safe = !word.is_empty()
         && word
@@ -130,9 +132,33 @@ pub fn quote(word: &str) -> String {
             .all(|c| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c));
     if safe {
         word.to_string()
+    } else if word.chars().any(hidden) {
+        let mut out = String::from("$'");
+        for c in word.chars() {
+            match c {
+                '\\' => out.push_str(r"\\"),
+                '\'' => out.push_str(r"\'"),
+                '\n' => out.push_str(r"\n"),
+                '\r' => out.push_str(r"\r"),
+                '\t' => out.push_str(r"\t"),
+                c if hidden(c) && (c as u32) < 0x80 => {
+                    out.push_str(&format!(r"\x{:02x}", c as u32))
+                }
+                c if hidden(c) => out.push_str(&format!(r"\u{:04X}", c as u32)),
+                c => out.push(c),
+            }
+        }
+        out.push('\'');
+        out
     } else {
         format!("'{}'", word.replace('\'', r"'\''"))
     }
+}
+
+/// Control characters and the bidi embeddings, overrides and isolates (U+202A–U+202E,
+/// U+2066–U+2069): they change how a line displays without showing themselves.
+fn hidden(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// The canonical command line of `argv`: each word [`quote`]d, joined by single spaces. This is

@@ -217,6 +217,13 @@ impl Walk<'_, '_> {
         if depth > MAX_DEPTH {
             return Err(refuse(program, "wrappers are nested too deeply", None));
         }
+        if program.split('/').any(|part| part == "..") {
+            return Err(refuse(
+                program,
+                format!("program path {program:?} has a \"..\" component"),
+                Some("name the program by its own path or by its name on PATH"),
+            ));
+        }
         if wrap::is_assignment(program) {
             return Err(refuse(
                 program,

@@ -55,8 +55,24 @@ pub struct Finished {
     pub elapsed: Duration,
 }
 
+/// Makes this process non-dumpable, once, before its first child: a command running as the same
+/// user can then neither read `/proc/<daemon>/environ` (where the provider keys are) nor
+/// `/proc/<daemon>/mem`, nor attach a debugger. Children are dumpable again after `exec`.
+pub fn protect_parent() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        #[cfg(target_os = "linux")]
+        if let Err(e) =
+            rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        {
+            tracing::warn!(error = %e, "Could not make the process non-dumpable; commands may read its environment.");
+        }
+    });
+}
+
 /// Runs `spec`; `Err` only when the child could not be started.
 pub async fn run(spec: Spec) -> io::Result<Finished> {
+    protect_parent();
     let started = Instant::now();
     // Close-on-exec, like std's own pipes: only the child's stdout/stderr copies survive exec.
     let (reader, writer) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;

@@ -1,5 +1,6 @@
 //! The exec tool: parsing, the decision, the child process.
 
+mod bypass;
 mod judging;
 mod parsing;
 

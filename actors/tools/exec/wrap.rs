@@ -118,10 +118,12 @@ const fn spec(name: &'static str) -> Spec {
 }
 
 const WRAPPERS: &[Spec] = &[
+    // No -C/--chdir: the program behind it would run (and be found) somewhere other than the
+    // workspace the judge looked in.
     Spec {
-        short_value: "uC",
+        short_value: "u",
         short_flags: "i0v",
-        long_value: &["--unset", "--chdir"],
+        long_value: &["--unset"],
         long_flags: &[
             "--ignore-environment",
             "--null",
@@ -154,12 +156,13 @@ const WRAPPERS: &[Spec] = &[
         long_value: &["--input", "--output", "--error"],
         ..spec("stdbuf")
     },
+    // No -a/--arg-file: arguments read from a file (one the agent can write) would reach the
+    // command unjudged.
     Spec {
-        short_value: "adEILnPs",
+        short_value: "dEILnPs",
         short_flags: "0oprtx",
         short_optional: "eil",
         long_value: &[
-            "--arg-file",
             "--delimiter",
             "--max-lines",
             "--max-args",
@@ -349,10 +352,22 @@ fn find_exec(argv: &[String]) -> Unwrapped<'_> {
     let mut i = 1;
     while i < argv.len() {
         if matches!(argv[i].as_str(), "-exec" | "-execdir" | "-ok" | "-okdir") {
+            let in_dir = argv[i].ends_with("dir");
             let start = i + 1;
             let end = (start..argv.len())
                 .find(|&j| argv[j] == ";" || argv[j] == "+")
                 .unwrap_or(argv.len());
+            // -execdir runs it from each match's folder: `./x` there is not the `./x` judged.
+            if in_dir
+                && argv
+                    .get(start)
+                    .is_some_and(|p| p.contains('/') && !p.starts_with('/'))
+            {
+                return Unwrapped::Unclear(format!(
+                    "find {} with a relative program path",
+                    argv[i]
+                ));
+            }
             if end > start {
                 inner.push(&argv[start..end]);
             }

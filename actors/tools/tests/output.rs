@@ -62,3 +62,26 @@ async fn error_outputs_are_never_cut_and_short_outputs_are_not_saved() {
         "nothing saved when nothing is cut"
     );
 }
+
+#[tokio::test]
+async fn a_spill_folder_that_is_a_symlink_out_of_the_workspace_is_not_written_through() {
+    let f = fixture();
+    // Enough old outputs out there that pruning would delete some of them.
+    for i in 0..105 {
+        fs::write(f.outside.join(format!("{i:03}.txt")), "keep").unwrap();
+    }
+    symlink(&f.outside, f.ws().join(SPILL_DIR)).unwrap();
+    fs::write(f.ws().join("big.txt"), "x".repeat(500)).unwrap();
+    let out = ToolSet::builtin()
+        .invoke(&f.ctx, "read", r#"{"path":"big.txt"}"#, 100)
+        .await;
+    assert!(
+        out.text.contains("[truncated: 100 of 500 bytes shown"),
+        "{}",
+        out.text
+    );
+    assert!(!out.text.contains("full output at"), "{}", out.text);
+    let names: Vec<_> = fs::read_dir(&f.outside).unwrap().collect();
+    assert_eq!(names.len(), 106, "nothing written or deleted outside");
+    assert!(f.outside.join("000.txt").exists());
+}

@@ -135,7 +135,7 @@ fn unknown_tool_names_and_groups_are_config_problems() {
         "a.toml:2:11: field \"tools.profile\": unknown profile \"coder\"",
         "a.toml:3:10: field \"tools.allow\": unknown tool \"group:nope\"",
         "a.toml:5:12: field \"exec.security\": unknown mode \"sometimes\"",
-        "a.toml:6:16: field \"exec.allow[1]\": args: invalid regex \"(\": error: unclosed group",
+        "a.toml:6:16: field \"exec.allow[1]\": args: invalid regex \"(\": unclosed group",
         "a.toml:6:49: field \"exec.allow[2]\": invalid entry of type integer",
         "a.toml:7:8: field \"exec.env\": \"lower\" is not an environment variable name",
     ] {
@@ -144,4 +144,15 @@ fn unknown_tool_names_and_groups_are_config_problems() {
             "missing {expected:?} in:\n{report}"
         );
     }
+}
+
+#[test]
+fn exec_never_passes_a_secret_variable_to_commands_even_when_listed() {
+    let (_dir, config) = load(
+        "[gateway]\ntoken_env = \"GW_TOKEN\"\n[providers.remote]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"REMOTE_KEY\"\n",
+        "[exec]\nsecurity = \"full\"\nenv = [\"GIT_AUTHOR_NAME\", \"REMOTE_KEY\", \"GW_TOKEN\", \"BRAVE_API_KEY\"]\n",
+    );
+    let def = crate::tools::policy::exec_def(&config.agents[0], &config);
+    assert_eq!(def.env, ["GIT_AUTHOR_NAME"]);
+    assert_eq!(def.security, config.agents[0].exec.security);
 }

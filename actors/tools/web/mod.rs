@@ -6,6 +6,7 @@
 //!   ([`guard::classify`]), and the connection pinned to the checked address.
 //! - [`extract`]: HTML → title + main content as Markdown (dom_smoothie, a readability.js port);
 //!   text passes through; binary is refused.
+//! - [`shape`]: a bounded first parse; pages too deep or too large to extract safely are not.
 //! - [`search`]: [`WebSearchTool`] over Brave, Tavily or SearXNG (first configured wins), cached
 //!   15 minutes.
 //!
@@ -17,6 +18,7 @@ pub mod extract;
 pub mod fetch;
 pub mod guard;
 pub mod search;
+pub mod shape;
 
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,8 @@
 //! The broker actor: routes events to subscribers and tasks to one consumer each.
 
-use crate::backend::{Acker, Delivery};
+use crate::backend::{Acker, Delivery, Settle};
 use crate::envelope::Envelope;
+use crate::task::Outcome;
 use crate::topic::Topic;
 use actix::{Actor, AsyncContext, Context, Handler, Message};
 use std::collections::VecDeque;
@@ -27,6 +28,8 @@ struct Sub {
 
 pub(super) struct Broker {
     acker: Arc<dyn Acker>,
+    /// Deliveries of one task before it fails for good.
+    max_attempts: u32,
     subs: Vec<Sub>,
     next_id: u64,
     /// Round-robin cursor over consumers.
@@ -38,9 +41,10 @@ pub(super) struct Broker {
 }
 
 impl Broker {
-    pub(super) fn new(acker: Arc<dyn Acker>) -> Self {
+    pub(super) fn new(acker: Arc<dyn Acker>, max_attempts: u32) -> Self {
         Self {
             acker,
+            max_attempts,
             subs: Vec::new(),
             next_id: 0,
             turn: 0,
@@ -184,7 +188,27 @@ pub(super) struct Dispatch(pub Envelope);
 impl Handler<Dispatch> for Broker {
     type Result = ();
     fn handle(&mut self, msg: Dispatch, _: &mut Context<Self>) {
-        if let Some(env) = self.offer(msg.0) {
+        let env = msg.0;
+        if env.attempt > self.max_attempts {
+            // Every attempt was dropped unsettled (its consumer died) or lost in a crash.
+            let error = format!("gave up after {} attempts", self.max_attempts);
+            tracing::warn!(request_id = %env.request_id, attempts = self.max_attempts, "Task failed for good.");
+            let acker = self.acker.clone();
+            actix::spawn(async move {
+                let outcome = Settle::Complete(Outcome::Failed { error });
+                if let Err(e) = acker.settle(&env, outcome).await {
+                    tracing::error!(request_id = %env.request_id, error = %e, "Could not record the failed task.");
+                }
+            });
+            return;
+        }
+        // Tasks parked for the same topic go first: a new one must not overtake them.
+        if self.parked.iter().any(|p| p.topic == env.topic) {
+            self.parked.push_back(env);
+            self.offer_parked();
+            return;
+        }
+        if let Some(env) = self.offer(env) {
             tracing::debug!(topic = %env.topic, parked = self.parked.len() + 1, "No consumer ready; task parked.");
             self.parked.push_back(env);
         }

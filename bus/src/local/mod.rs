@@ -7,7 +7,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::envelope::{Envelope, Kind, RequestId};
 use crate::error::BusError;
 use crate::ledger::{DEFAULT_WINDOW, Ledger};
-use crate::task::{Admission, Outcome, TaskRecord};
+use crate::task::{Admission, Outcome, TaskRecord, TaskState};
 use crate::topic::Topic;
 use actix::{Actor, Addr, AsyncContext};
 use async_trait::async_trait;
@@ -70,7 +70,7 @@ impl LocalBus {
                 broker: ctx.address(),
                 max_attempts,
             });
-            Broker::new(acker)
+            Broker::new(acker, max_attempts)
         });
         if !unfinished.is_empty() {
             tracing::info!(
@@ -187,6 +187,10 @@ impl Bus for LocalBus {
             reason: reason.to_string(),
         };
         let record = self.ledger.complete(request_id, outcome).await?;
+        if record.state != TaskState::Cancelled {
+            // The task ended first: its consumer must not be told to stop (and record a cancel).
+            return Ok(record);
+        }
         let mut notice = Envelope::event(
             Topic::cancellations(),
             serde_json::json!({ "task_id": record.task_id, "request_id": record.request_id, "reason": reason }),

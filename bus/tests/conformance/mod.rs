@@ -411,6 +411,164 @@ pub fn acknowledged_task_runs_after_a_crash<B: Backend>() {
     assert_eq!(runs, 1);
 }
 
+pub async fn abandoned_task_fails_after_max_attempts<B: Backend>() {
+    // The backends under test allow 3 attempts.
+    let dir = tempfile::tempdir().unwrap();
+    let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
+    let mut sub = bus.consume(topic("agent.a")).await.unwrap();
+    let rid = RequestId::parse("r-poison").unwrap();
+    bus.submit(task("agent.a", "r-poison", "x")).await.unwrap();
+    for attempt in 1..=3 {
+        let d = tokio::time::timeout(NET, sub.next())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(d.envelope().attempt, attempt);
+        assert!(d.start().await.unwrap());
+        drop(d); // the consumer dies with it
+    }
+    let rec = bus.wait(&rid, NET).await.unwrap();
+    assert_eq!(
+        (rec.state, rec.attempts),
+        (TaskState::Failed, 3),
+        "a task whose consumer keeps dying fails after max attempts"
+    );
+    assert!(rec.error().unwrap().contains("gave up after 3 attempts"));
+}
+
+pub async fn a_readmitted_request_id_does_not_answer_for_the_old_task_id<B: Backend>() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(T0);
+    let bus = B::open(dir.path(), clock.clone(), Duration::from_secs(60));
+    echo_consumer(&bus, "agent.a").await;
+    let (old, _) = bus
+        .request(task("agent.a", "r-reuse", "old"), NET)
+        .await
+        .unwrap();
+    clock.advance(Duration::from_secs(61));
+    let (new, dup) = bus
+        .request(task("agent.a", "r-reuse", "new"), NET)
+        .await
+        .unwrap();
+    assert!(!dup);
+    assert_ne!(old.task_id, new.task_id);
+    assert_eq!(
+        bus.task(new.task_id).await.unwrap().map(|r| r.task_id),
+        Some(new.task_id)
+    );
+    assert_eq!(
+        bus.task(old.task_id).await.unwrap(),
+        None,
+        "the old task id must not lead to the new task (a cancel by it would hit the new one)"
+    );
+}
+
+pub async fn cancelling_an_ended_task_announces_nothing<B: Backend>() {
+    let dir = tempfile::tempdir().unwrap();
+    let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
+    let mut notices = bus.subscribe(Topic::cancellations()).await.unwrap();
+    echo_consumer(&bus, "agent.a").await;
+    bus.request(task("agent.a", "r-ended", "x"), NET)
+        .await
+        .unwrap();
+    let rec = bus
+        .cancel(&RequestId::parse("r-ended").unwrap(), "too late")
+        .await
+        .unwrap();
+    assert_eq!(rec.state, TaskState::Succeeded, "the first outcome wins");
+    // A cancel that wins is announced; it must be the first notice seen.
+    let mut sub = bus.consume(topic("agent.b")).await.unwrap();
+    bus.submit(task("agent.b", "r-live", "x")).await.unwrap();
+    let d = tokio::time::timeout(NET, sub.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(d.start().await.unwrap());
+    bus.cancel(&RequestId::parse("r-live").unwrap(), "stop")
+        .await
+        .unwrap();
+    let notice = tokio::time::timeout(NET, notices.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        notice.envelope().payload["request_id"],
+        "r-live",
+        "a cancel that lost to a finished run must not tell its consumer to stop"
+    );
+}
+
+pub fn unfinished_tasks_come_back_in_admission_order<B: Backend>() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    // Admitted in the same millisecond, with request ids that sort the other way round.
+    let ids: Vec<String> = (0..10).rev().map(|i| format!("r-order-{i}")).collect();
+    let posted = ids.clone();
+    in_fresh_system(move || async move {
+        let bus = B::open(&path, ManualClock::new(T0), Duration::from_secs(60));
+        for rid in &posted {
+            bus.submit(task("agent.a", rid, rid)).await.unwrap();
+        }
+    });
+    let path = dir.path().to_path_buf();
+    let seen = in_fresh_system(move || async move {
+        let bus = B::open(&path, ManualClock::new(T0), Duration::from_secs(60));
+        let mut sub = bus.consume(topic("agent.a")).await.unwrap();
+        let mut seen = Vec::new();
+        for _ in 0..10 {
+            let d = tokio::time::timeout(NET, sub.next())
+                .await
+                .unwrap()
+                .unwrap();
+            seen.push(d.envelope().request_id.to_string());
+            d.complete(Outcome::Succeeded {
+                result: json!(null),
+            })
+            .await
+            .unwrap();
+        }
+        seen
+    });
+    assert_eq!(
+        seen, ids,
+        "after a restart tasks run in the order they were admitted"
+    );
+}
+
+pub fn a_task_that_keeps_crashing_the_process_fails_after_max_attempts<B: Backend>() {
+    let dir = tempfile::tempdir().unwrap();
+    // Three lives: each starts the task, then the process dies before it is settled.
+    for life in 1..=3u32 {
+        let path = dir.path().to_path_buf();
+        let attempt = in_fresh_system(move || async move {
+            let bus = B::open(&path, ManualClock::new(T0), Duration::from_secs(60));
+            let mut sub = bus.consume(topic("agent.a")).await.unwrap();
+            if life == 1 {
+                bus.submit(task("agent.a", "r-crashes", "x")).await.unwrap();
+            }
+            let d = tokio::time::timeout(NET, sub.next())
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(d.start().await.unwrap());
+            d.envelope().attempt
+        });
+        assert_eq!(attempt, life);
+    }
+    let path = dir.path().to_path_buf();
+    let rec = in_fresh_system(move || async move {
+        let bus = B::open(&path, ManualClock::new(T0), Duration::from_secs(60));
+        bus.wait(&RequestId::parse("r-crashes").unwrap(), NET)
+            .await
+            .unwrap()
+    });
+    assert_eq!(
+        rec.state,
+        TaskState::Failed,
+        "a task that took the process down max_attempts times is not run again"
+    );
+}
+
 /// Instantiates every conformance test for a backend.
 #[macro_export]
 macro_rules! conformance_suite {
@@ -454,6 +612,29 @@ macro_rules! conformance_suite {
         #[actix_rt::test]
         async fn cancelled_task_ends_cancelled_and_is_announced() {
             conformance::cancelled_task_ends_cancelled_and_is_announced::<$backend>().await
+        }
+        #[actix_rt::test]
+        async fn abandoned_task_fails_after_max_attempts() {
+            conformance::abandoned_task_fails_after_max_attempts::<$backend>().await
+        }
+        #[actix_rt::test]
+        async fn a_readmitted_request_id_does_not_answer_for_the_old_task_id() {
+            conformance::a_readmitted_request_id_does_not_answer_for_the_old_task_id::<$backend>()
+                .await
+        }
+        #[actix_rt::test]
+        async fn cancelling_an_ended_task_announces_nothing() {
+            conformance::cancelling_an_ended_task_announces_nothing::<$backend>().await
+        }
+        #[test]
+        fn unfinished_tasks_come_back_in_admission_order() {
+            conformance::unfinished_tasks_come_back_in_admission_order::<$backend>()
+        }
+        #[test]
+        fn a_task_that_keeps_crashing_the_process_fails_after_max_attempts() {
+            conformance::a_task_that_keeps_crashing_the_process_fails_after_max_attempts::<
+                $backend,
+            >()
         }
         #[test]
         fn duplicate_is_answered_from_the_ledger_after_restart() {

@@ -44,6 +44,8 @@ pub const DEFAULT_COUNT: usize = 5;
 pub const MAX_COUNT: usize = 10;
 /// Limit on one provider request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
+/// Bytes of one provider answer read at most; a real answer is a few tens of KB.
+pub const MAX_ANSWER_BYTES: usize = 4 << 20;
 
 /// A search API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -221,6 +223,9 @@ impl WebSearchTool {
     pub fn new(providers: Vec<Provider>, clock: Arc<dyn Clock>) -> Self {
         let client = reqwest::Client::builder()
             .timeout(REQUEST_TIMEOUT)
+            // An API answers where it was asked; a redirect would carry Brave's key header
+            // (reqwest strips only the standard credential headers) to whatever it names.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap_or_else(|e| {
                 tracing::error!(error = %e, "Cannot build the search HTTP client; using defaults.");

@@ -9,7 +9,7 @@
 //!   enable the JSON format); answer `{"results": [{"title", "url", "content"}]}`. It has no
 //!   result-count parameter: the first `count` results are kept.
 
-use super::{Hit, Provider, ProviderKind, SearchError};
+use super::{Hit, MAX_ANSWER_BYTES, Provider, ProviderKind, SearchError};
 use reqwest::header;
 use serde::Deserialize;
 use serde_json::json;
@@ -69,7 +69,7 @@ pub(super) async fn query(
         // Without the URL: it may carry a query the log should not repeat, never a key.
         cause: e.without_url().to_string(),
     };
-    let resp = request.send().await.map_err(network)?;
+    let mut resp = request.send().await.map_err(network)?;
     let status = resp.status();
     if !status.is_success() {
         return Err(SearchError::Status {
@@ -77,7 +77,16 @@ pub(super) async fn query(
             status: status.as_u16(),
         });
     }
-    let body = resp.bytes().await.map_err(network)?;
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(network)? {
+        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+            return Err(SearchError::Parse {
+                provider: kind,
+                cause: format!("the answer is larger than {MAX_ANSWER_BYTES} bytes"),
+            });
+        }
+        body.extend_from_slice(&chunk);
+    }
     let parse_error = |e: serde_json::Error| SearchError::Parse {
         provider: kind,
         cause: e.to_string(),

@@ -315,3 +315,41 @@ fn providers_follow_the_documented_order() {
             .is_err()
     );
 }
+
+#[tokio::test]
+async fn a_redirect_never_carries_the_key_elsewhere() {
+    let elsewhere = Fake::start("127.0.0.1", |_, _| {
+        reply(200, "application/json", brave_answer())
+    })
+    .await;
+    let target = elsewhere.url("/res/v1/web/search");
+    let brave = Fake::start("127.0.0.1", move |_, _| {
+        crate::tools::web::tests::fake::redirect(307, &target)
+    })
+    .await;
+    let (t, _) = tool(vec![Provider::brave(brave.url(""), "brave-test-key-1")]);
+    let errors = t.search("rust actors", 2).await.unwrap_err();
+    assert_eq!(
+        errors,
+        [SearchError::Status {
+            provider: ProviderKind::Brave,
+            status: 307
+        }]
+    );
+    assert_eq!(elsewhere.hits(), 0, "the redirect was not followed");
+}
+
+#[tokio::test]
+async fn an_endless_answer_is_cut_off() {
+    let huge = "x".repeat(MAX_ANSWER_BYTES + 1);
+    let fake = Fake::start("127.0.0.1", move |_, _| {
+        reply(200, "application/json", huge.clone())
+    })
+    .await;
+    let (t, _) = tool(vec![Provider::searxng(fake.url(""))]);
+    let errors = t.search("rust actors", 2).await.unwrap_err();
+    assert!(
+        matches!(&errors[..], [SearchError::Parse { cause, .. }] if cause.contains("larger than")),
+        "{errors:?}"
+    );
+}

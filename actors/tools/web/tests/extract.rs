@@ -126,3 +126,48 @@ fn an_untyped_body_is_sniffed() {
         Kind::Binary
     );
 }
+
+#[test]
+fn a_deeply_nested_page_is_not_handed_to_the_extractor() {
+    // html5ever and readability are quadratic in nesting depth: 64,000 levels took minutes.
+    let html = format!(
+        "<!DOCTYPE html><html><head><title>Deep</title></head><body>{}<p>hidden words</p></body></html>",
+        "<div>".repeat(3000)
+    );
+    let r = readable(&html, "https://deep.example/");
+    assert!(
+        r.text.contains("not extracted") && r.text.contains("nested more than"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn misnested_formatting_elements_cannot_multiply_the_page() {
+    // Each `</div>` leaves its `<b>` on the list of active formatting elements, and every later
+    // `<b>` re-creates all of them: 1,000 cycles (21 KB) would build half a million elements.
+    let mut body = String::new();
+    for i in 0..1000 {
+        body.push_str(&format!("<div><b id={i}></div>"));
+    }
+    let html = format!("<html><head><title>Fmt</title></head><body>{body}</body></html>");
+    let r = readable(&html, "https://fmt.example/");
+    assert!(
+        r.text.contains("not extracted") && r.text.contains("elements"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn the_shape_check_passes_real_pages_and_counts_what_it_sees() {
+    use crate::tools::web::shape::{self, TooComplex};
+    assert_eq!(shape::check(&article_page()), Ok(()));
+    let nested = format!("<body>{}", "<span>".repeat(shape::MAX_DEPTH + 10));
+    assert_eq!(shape::check(&nested), Err(TooComplex::Depth));
+    let flat = "<i></i>".repeat(shape::MAX_ELEMENTS + 1);
+    assert_eq!(shape::check(&flat), Err(TooComplex::Elements));
+    // Unclosed custom elements and <rt>s nest like divs.
+    for tag in ["<x-a>", "<rt>", "<optgroup>", "<svg><td>"] {
+        let html = format!("<body>{}", tag.repeat(shape::MAX_DEPTH + 10));
+        assert_eq!(shape::check(&html), Err(TooComplex::Depth), "{tag}");
+    }
+}
