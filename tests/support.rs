@@ -55,6 +55,16 @@ impl Project {
         )
     }
 
+    /// A config with the `mock` provider at `base_url` (10 s timeout, no retries) plus `extra` TOML.
+    pub fn with_mock_and(&self, base_url: &str, extra: &str) -> &Self {
+        self.write(
+            "clawbus.toml",
+            &format!(
+                "{extra}\n[providers.mock]\nkind = \"openai\"\nbase_url = \"{base_url}\"\ntimeout = \"10s\"\nmax_retries = 0\n\n[defaults]\nmodel = \"mock/m\"\n"
+            ),
+        )
+    }
+
     pub fn options(&self) -> LoadOptions {
         LoadOptions {
             config: self.config_path(),

@@ -167,6 +167,17 @@ impl TaskView {
     }
 }
 
+/// The query of a request, or the `invalid_query` answer naming what was wrong with it.
+// The error is the handler's whole answer, returned at once: boxing it would gain nothing.
+#[allow(clippy::result_large_err)]
+pub(super) fn query<T>(
+    query: Result<axum::extract::Query<T>, axum::extract::rejection::QueryRejection>,
+) -> Result<T, Response> {
+    query
+        .map(|axum::extract::Query(q)| q)
+        .map_err(|e| error(StatusCode::BAD_REQUEST, "invalid_query", e.body_text()))
+}
+
 pub(super) fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
     (
         status,

@@ -67,9 +67,9 @@ async fn list(
     State(state): State<ApiState>,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
-    let Query(q) = match query {
+    let q = match super::api::query(query) {
         Ok(q) => q,
-        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_query", e.body_text()),
+        Err(answer) => return answer,
     };
     match state.approvals.list() {
         Ok(all) => {

@@ -239,13 +239,7 @@ async fn evicted_sessions_reload_with_their_history() {
     let server = echo_server().await;
     let project = Project::new();
     project
-        .write(
-            "clawbus.toml",
-            &format!(
-                "[sessions]\nmax_live = 10\n\n[providers.mock]\nkind = \"openai\"\nbase_url = \"{}\"\n\n[defaults]\nmodel = \"mock/m\"\n",
-                server.base_url()
-            ),
-        )
+        .with_mock_and(&server.base_url(), "[sessions]\nmax_live = 10\n")
         .write("agents.d/chat.toml", "");
     let daemon = project.start().await;
     for round in 0..2 {
@@ -494,13 +488,7 @@ async fn a_deadline_bounds_the_wait_for_a_lane_slot() {
     .await;
     let project = Project::new();
     project
-        .write(
-            "clawbus.toml",
-            &format!(
-                "[lanes]\nmain = 1\n\n[providers.mock]\nkind = \"openai\"\nbase_url = \"{}\"\n\n[defaults]\nmodel = \"mock/m\"\n",
-                server.base_url()
-            ),
-        )
+        .with_mock_and(&server.base_url(), "[lanes]\nmain = 1\n")
         .write("agents.d/chat.toml", "");
     let daemon = project.start().await;
     post_task(&daemon, "chat", json!({ "text": "hog", "session": "a" })).await;
@@ -558,13 +546,7 @@ async fn a_task_cancelled_before_its_turn_does_not_wait_for_a_lane_slot() {
     .await;
     let project = Project::new();
     project
-        .write(
-            "clawbus.toml",
-            &format!(
-                "[lanes]\nmain = 1\n\n[providers.mock]\nkind = \"openai\"\nbase_url = \"{}\"\n\n[defaults]\nmodel = \"mock/m\"\n",
-                server.base_url()
-            ),
-        )
+        .with_mock_and(&server.base_url(), "[lanes]\nmain = 1\n")
         .write("agents.d/chat.toml", "");
     let daemon = project.start().await;
     let b = "agent:chat:api:direct:b";
