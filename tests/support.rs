@@ -105,6 +105,18 @@ pub async fn post_task(daemon: &Daemon, agent: &str, body: Value) -> (u16, Value
     (status, resp.json().await.unwrap_or(Value::Null))
 }
 
+/// The names of the tools offered in a recorded model request.
+pub fn offered_tools(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The `messages[].role` list of a recorded model request.
 pub fn roles(request: &Value) -> Vec<String> {
     request["messages"]

@@ -82,20 +82,11 @@ async fn idempotency_key_header_is_the_request_id_and_tasks_can_be_fetched() {
         "the default scripted model echoes"
     );
     assert_eq!(b["duplicate"], true);
-    let got: serde_json::Value = http
-        .get(format!(
-            "{}/v1/tasks/{}",
-            daemon.url(),
-            a["task_id"].as_str().unwrap()
-        ))
-        .bearer_auth(daemon.token())
-        .timeout(NET)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let got = crate::support::get_json(
+        &daemon,
+        &format!("/v1/tasks/{}", a["task_id"].as_str().unwrap()),
+    )
+    .await;
     assert_eq!(got["state"], "succeeded");
     assert_eq!(got["result"]["text"], "echo: hello");
     let (status, body) = crate::support::post_task(&daemon, "nobody", json!({ "text": "x" })).await;

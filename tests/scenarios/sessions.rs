@@ -18,6 +18,25 @@ fn last_user(req: &Value) -> String {
         .to_string()
 }
 
+/// A model that never answers the message `word` (or, with `prefix`, any message starting with
+/// it) and answers the rest with `re: <message>` (`echo`) or `ok`.
+async fn hang_on(word: &'static str, prefix: bool, echo: bool) -> ScriptedServer {
+    ScriptedServer::with_responder(move |req| {
+        let user = last_user(req);
+        let hang = if prefix {
+            user.starts_with(word)
+        } else {
+            user == word
+        };
+        match (hang, echo) {
+            (true, _) => Turn::hang(),
+            (false, true) => Turn::text(format!("re: {user}")),
+            (false, false) => Turn::text("ok"),
+        }
+    })
+    .await
+}
+
 /// Answers every request with `re: <last user message>`.
 async fn echo_server() -> ScriptedServer {
     ScriptedServer::with_responder(|req| Turn::text(format!("re: {}", last_user(req)))).await
@@ -87,14 +106,7 @@ async fn hundred_tasks_on_one_session_run_one_at_a_time_in_arrival_order() {
 #[actix_rt::test]
 async fn cancel_removes_a_queued_run_at_once_and_stops_a_running_one() {
     // The first request hangs (a model that never answers); later ones echo.
-    let server = ScriptedServer::with_responder(|req| {
-        if last_user(req) == "slow" {
-            Turn::hang()
-        } else {
-            Turn::text(format!("re: {}", last_user(req)))
-        }
-    })
-    .await;
+    let server = hang_on("slow", false, true).await;
     let project = project_on(&server);
     let daemon = project.start().await;
     let post =
@@ -371,14 +383,7 @@ async fn compaction_runs_a_flush_turn_then_summarises_and_keeps_every_line() {
 
 #[actix_rt::test]
 async fn sessions_and_tasks_from_the_cli() {
-    let server = ScriptedServer::with_responder(|req| {
-        if last_user(req) == "hang" {
-            Turn::hang()
-        } else {
-            Turn::text(format!("re: {}", last_user(req)))
-        }
-    })
-    .await;
+    let server = hang_on("hang", false, true).await;
     let project = project_on(&server);
     let daemon = project.start().await;
     let (_, r) = post_task(
@@ -478,14 +483,7 @@ async fn sessions_and_tasks_from_the_cli() {
 
 #[actix_rt::test]
 async fn a_deadline_bounds_the_wait_for_a_lane_slot() {
-    let server = ScriptedServer::with_responder(|req| {
-        if last_user(req) == "hog" {
-            Turn::hang()
-        } else {
-            Turn::text("ok")
-        }
-    })
-    .await;
+    let server = hang_on("hog", false, false).await;
     let project = Project::new();
     project
         .with_mock_and(&server.base_url(), "[lanes]\nmain = 1\n")
@@ -536,14 +534,7 @@ async fn until_session(daemon: &clawbus::gateway::Daemon, key: &str, ok: impl Fn
 
 #[actix_rt::test]
 async fn a_task_cancelled_before_its_turn_does_not_wait_for_a_lane_slot() {
-    let server = ScriptedServer::with_responder(|req| {
-        if last_user(req).starts_with("hang") {
-            Turn::hang()
-        } else {
-            Turn::text("ok")
-        }
-    })
-    .await;
+    let server = hang_on("hang", true, false).await;
     let project = Project::new();
     project
         .with_mock_and(&server.base_url(), "[lanes]\nmain = 1\n")

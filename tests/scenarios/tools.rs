@@ -1,25 +1,13 @@
 //! Tools through the gateway: argument errors the model recovers from, the policy layers, exec
 //! approvals answered from the CLI, and what a command's environment holds.
 
-use crate::support::run_cmd;
 use crate::support::{NET, Project, post_task, roles};
+use crate::support::{offered_tools, run_cmd};
 use bus::Bus;
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-
-/// The names of the tools offered in a recorded model request.
-fn offered(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .map(|t| {
-            t.iter()
-                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 /// The content of every `tool` message of a recorded request.
 fn tool_results(request: &Value) -> Vec<String> {
@@ -121,7 +109,7 @@ async fn a_tool_denied_at_each_layer_is_not_offered_and_is_refused_when_called()
     assert_eq!(body["state"], "succeeded", "{body}");
     let reqs = server.requests();
     assert_eq!(
-        offered(&reqs[0]),
+        offered_tools(&reqs[0]),
         ["read", "message"],
         "only what every layer lets through"
     );

@@ -54,17 +54,6 @@ fn tool_results(server: &ScriptedServer) -> Vec<String> {
         .collect()
 }
 
-fn tool_names(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .map(|t| {
-            t.iter()
-                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn project(server: &ScriptedServer, web: &str) -> Project {
     let p = Project::new();
     p.write(
@@ -102,7 +91,7 @@ async fn web_fetch_refuses_loopback_unless_the_host_is_allowed() {
         assert_eq!(status, 200, "{body}");
         assert_eq!(body["state"], "succeeded", "{body}");
         let first = &server.requests()[0];
-        let names = tool_names(first);
+        let names = crate::support::offered_tools(first);
         assert!(
             names.contains(&"web_fetch".to_string()),
             "web_fetch is offered: {names:?}"
@@ -259,7 +248,7 @@ async fn secrets_are_redacted_from_search_fetch_and_exec_output_end_to_end() {
     );
     assert!(exit.success(), "the daemon stops cleanly: {exit}");
 
-    let names = tool_names(&server.requests()[0]);
+    let names = crate::support::offered_tools(&server.requests()[0]);
     assert!(
         names.contains(&"web_search".to_string()),
         "SEARXNG_URL makes web_search available: {names:?}"
