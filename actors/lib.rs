@@ -15,9 +15,11 @@
 //! - [`approvals`]: requests for a person's approval (exec in `ask` mode), stored in sled, answered from the CLI or HTTP.
 //! - [`router`]: session keys and the routing of inbound messages to agents.
 //! - [`session`]: session actors (the session lane), JSONL transcripts, the session index, compaction.
-//! - [`gateway`]: the composition root and the HTTP API with token auth.
+//! - [`origin`]: the typed origin a channel sets on a task (channel, peer, session, lane, parent).
+//! - [`system`]: the composition root — stores, bus, lanes, agents — and the graceful drain.
+//! - [`gateway`]: the HTTP channel: the API with token auth, channel inbound, task event streams.
 //! - [`cli`]: the `clawbus` command line.
-//! - [`testkit`]: a scripted OpenAI-compatible server for tests and benchmarks.
+//! - `testkit`: a scripted OpenAI-compatible server for tests and benchmarks (cargo feature `testkit`).
 
 pub mod agent;
 pub mod approvals;
@@ -29,11 +31,14 @@ pub mod lane;
 pub mod memory;
 pub mod metrics;
 pub mod model;
+pub mod origin;
 pub mod prompt;
 pub mod router;
 pub mod secrets;
 pub mod session;
 pub mod skills;
+pub mod system;
+#[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 pub mod tools;
 pub mod untrusted;

@@ -9,6 +9,23 @@ use std::time::Duration;
 /// A safety net for awaits; never a synchronisation device.
 pub const NET: Duration = Duration::from_secs(20);
 
+/// How long [`eventually`] sleeps between two checks.
+const POLL: Duration = Duration::from_millis(5);
+
+/// Polls `check` until it holds, sleeping a little between checks; fails the test, naming `what`
+/// (written as the condition awaited), when it still does not hold after [`NET`].
+pub async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let polled = tokio::time::timeout(NET, async {
+        while !check().await {
+            tokio::time::sleep(POLL).await;
+        }
+    })
+    .await;
+    if polled.is_err() {
+        panic!("timed out after {NET:?} waiting until {what}");
+    }
+}
+
 /// A throwaway project folder: `clawbus.toml`, `agents.d/`, `.clawbus/`.
 pub struct Project {
     pub dir: tempfile::TempDir,

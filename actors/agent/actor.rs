@@ -2,8 +2,11 @@
 //! live sessions under its cap, and forwards cancellations.
 
 use super::runtime::AgentRuntime;
-use crate::router::{Inbound, Router, SessionKey};
-use crate::session::{LiveSessions, RunDone, SessionActor, SessionHandle};
+use crate::origin::{Origin, OriginError};
+use crate::router::{Inbound, RouteError, Router, SessionKey};
+use crate::session::{
+    LiveSessions, RunDone, SessionActor, SessionHandle, SessionOpenError, SessionShards,
+};
 use actix::{Actor, ActorContext, AsyncContext, Context, Handler, StreamHandler};
 use bus::{Delivery, Kind, Outcome};
 use std::collections::HashMap;
@@ -21,6 +24,32 @@ pub struct SessionLimits {
     pub idle_timeout: Duration,
 }
 
+/// Why a task could not reach a session.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TaskRouteError {
+    /// An origin header was malformed.
+    #[error(transparent)]
+    Origin(#[from] OriginError),
+    /// The router found no session for it.
+    #[error(transparent)]
+    Route(#[from] RouteError),
+    /// Ingress routed it to a session of another agent.
+    #[error("session {key} does not belong to agent \"{agent}\"")]
+    ForeignSession {
+        /// The key on the envelope.
+        key: SessionKey,
+        /// This agent.
+        agent: String,
+    },
+    /// The session could not be opened.
+    #[error(transparent)]
+    Session(#[from] SessionOpenError),
+    /// The session vanished between its start and its use (a bug).
+    #[error("session {0} vanished")]
+    Vanished(SessionKey),
+}
+
 struct Live {
     handle: SessionHandle,
     last_used: Instant,
@@ -34,6 +63,7 @@ pub struct AgentActor {
     router: Arc<Router>,
     limits: SessionLimits,
     live: LiveSessions,
+    shards: SessionShards,
     sessions: HashMap<SessionKey, Live>,
     /// Which session each unfinished task went to, for cancellation.
     tasks: HashMap<Uuid, SessionKey>,
@@ -46,45 +76,51 @@ impl AgentActor {
         router: Arc<Router>,
         limits: SessionLimits,
         live: LiveSessions,
+        shards: SessionShards,
     ) -> Self {
         Self {
             rt,
             router,
             limits,
             live,
+            shards,
             sessions: HashMap::new(),
             tasks: HashMap::new(),
         }
     }
 
-    /// Routes a task to its session key.
-    fn route(&self, delivery: &Delivery) -> Result<(SessionKey, String), String> {
+    /// Routes a task to its session key: the key chosen at ingress when the channel routed it,
+    /// else the router's answer for this agent.
+    fn route(&self, delivery: &Delivery) -> Result<(SessionKey, Origin), TaskRouteError> {
         let env = delivery.envelope();
-        let channel = env
-            .headers
-            .get("channel")
-            .cloned()
-            .unwrap_or_else(|| "api".into());
+        let origin = Origin::of(env)?;
+        if let Some(key) = &origin.session_key {
+            if key.agent() != self.rt.id.as_str() {
+                return Err(TaskRouteError::ForeignSession {
+                    key: key.clone(),
+                    agent: self.rt.id.to_string(),
+                });
+            }
+            return Ok((key.clone(), origin));
+        }
         let inbound = Inbound {
-            channel: channel.clone(),
-            chat_type: env
-                .headers
-                .get("chat_type")
-                .cloned()
-                .unwrap_or_else(|| "task".into()),
-            peer: env.headers.get("peer").cloned().unwrap_or_default(),
+            channel: origin.channel.clone(),
+            chat_type: origin.chat_type.clone(),
+            peer: origin.peer.clone(),
             agent: Some(self.rt.id.clone()),
-            session_name: env.headers.get("session").cloned(),
+            session_name: origin.session_name.clone(),
             request_id: env.request_id.to_string(),
         };
-        self.router
-            .route(&inbound)
-            .map(|r| (r.session, channel))
-            .map_err(|e| e.to_string())
+        let route = self.router.route(&inbound)?;
+        Ok((route.session, origin))
     }
 
     /// The live session for `key`, started (and loaded from disk) if needed.
-    fn session(&mut self, key: &SessionKey, ctx: &mut Context<Self>) -> Result<&mut Live, String> {
+    fn session(
+        &mut self,
+        key: &SessionKey,
+        ctx: &mut Context<Self>,
+    ) -> Result<&mut Live, TaskRouteError> {
         if !self.sessions.contains_key(key) {
             self.make_room();
             let actor = SessionActor::open(
@@ -93,7 +129,7 @@ impl AgentActor {
                 self.live.clone(),
                 ctx.address().recipient(),
             )?;
-            let handle = SessionHandle::new(actor.start());
+            let handle = SessionHandle::new(self.shards.start_session(actor));
             self.sessions.insert(
                 key.clone(),
                 Live {
@@ -105,7 +141,7 @@ impl AgentActor {
         }
         self.sessions
             .get_mut(key)
-            .ok_or_else(|| format!("session {key} vanished"))
+            .ok_or_else(|| TaskRouteError::Vanished(key.clone()))
     }
 
     /// Stops least recently used idle sessions until there is room for one more.
@@ -172,11 +208,11 @@ impl StreamHandler<Task> for AgentActor {
             return;
         }
         let task_id = delivery.envelope().id;
-        let routed = self.route(&delivery).and_then(|(key, channel)| {
+        let routed = self.route(&delivery).and_then(|(key, origin)| {
             let live = self.session(&key, ctx)?;
             live.pending += 1;
             live.last_used = Instant::now();
-            live.handle.enqueue(delivery.clone(), channel);
+            live.handle.enqueue(delivery.clone(), origin);
             Ok(key)
         });
         match routed {
@@ -185,6 +221,7 @@ impl StreamHandler<Task> for AgentActor {
             }
             Err(error) => {
                 tracing::error!(agent = %self.rt.id, task_id = %task_id, error = %error, "Task could not be routed to a session.");
+                let error = error.to_string();
                 actix::spawn(async move {
                     if let Err(e) = delivery.complete(Outcome::Failed { error }).await {
                         tracing::error!(error = %e, "Could not record the routing failure.");

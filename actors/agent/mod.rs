@@ -6,9 +6,14 @@ pub mod runtime;
 pub mod turn;
 pub mod workspace;
 
+#[cfg(test)]
+mod tests;
+
 pub use actor::{AgentActor, SessionLimits};
-pub use provider::build_model;
-pub use turn::{TurnDeps, TurnError, TurnInput, TurnOutput, run_turn};
+pub use provider::{ModelBuildError, build_model};
+pub use turn::{
+    TurnDeps, TurnError, TurnEvents, TurnInput, TurnOutput, run_turn, run_turn_observed,
+};
 
 use crate::config::{AgentDef, Config};
 use crate::ids::AgentId;
@@ -45,7 +50,8 @@ pub enum AgentError {
         /// `provider/model`.
         model: String,
         /// What is wrong.
-        cause: String,
+        #[source]
+        cause: Box<provider::ModelBuildError>,
     },
     /// The bus refused the subscription.
     #[error("agent \"{agent}\": {cause}")]
@@ -76,6 +82,12 @@ pub struct AgentContext {
     pub metrics: crate::metrics::Metrics,
     /// Approval requests (`exec` in `ask` mode); `None`: what needs asking is refused.
     pub approvals: Option<crate::approvals::Approvals>,
+    /// The one clock of the process.
+    pub clock: Arc<dyn bus::Clock>,
+    /// Runs in flight, and whether the daemon is shutting down.
+    pub drain: crate::system::Drain,
+    /// The arbiters session actors are spread over.
+    pub shards: crate::session::SessionShards,
 }
 
 /// The public handle of a running agent actor.
@@ -106,7 +118,7 @@ impl AgentHandle {
         let model = build_model(def, config).map_err(|cause| AgentError::Model {
             agent: agent.clone(),
             model: def.model.to_string(),
-            cause,
+            cause: Box::new(cause),
         })?;
         // Skills: one catalog per agent, a snapshot per session refreshed when a SKILL.md changes.
         let skills = Arc::new(crate::skills::AgentSkills::new(
@@ -153,12 +165,15 @@ impl AgentHandle {
                     .with_skills(Arc::new(move |session: &str| skills.xml_for(session)))
                     .with_secrets(secrets)
             }),
+            clock: shared.clock.clone(),
+            drain: shared.drain.clone(),
         });
         let actor = AgentActor::new(
             rt,
             shared.router.clone(),
             shared.limits,
             shared.live.clone(),
+            shared.shards.clone(),
         );
         let addr = AgentActor::create(move |ctx| {
             ctx.add_stream(tasks.into_stream().map(actor::Task));

@@ -8,16 +8,44 @@ use std::time::Duration;
 /// First retry delay of model calls; it doubles per retry.
 const BACKOFF_BASE: Duration = Duration::from_millis(500);
 
+/// Why a model client could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelBuildError {
+    /// The agent names a provider that is not configured.
+    #[error("unknown provider \"{0}\"")]
+    UnknownProvider(String),
+    /// The scripted rules file could not be read or parsed.
+    #[error("{0}")]
+    Rules(String),
+    /// An OpenAI-compatible provider without `base_url`.
+    #[error("provider \"{0}\" has no base_url")]
+    NoBaseUrl(String),
+    /// The provider's `api_key_env` names a variable that is not set.
+    #[error("environment variable {var} (api_key_env of provider \"{provider}\") is not set")]
+    MissingKey {
+        /// The variable.
+        var: String,
+        /// The provider.
+        provider: String,
+    },
+    /// The HTTP client could not be built.
+    #[error(transparent)]
+    Client(#[from] crate::model::ModelError),
+}
+
 /// The model client for `def`: an OpenAI-compatible client, or the built-in scripted rules.
 /// The API key is read from the environment variable the provider names, never from a file.
-pub fn build_model(def: &AgentDef, config: &Config) -> Result<Arc<dyn ChatModel>, String> {
+pub fn build_model(def: &AgentDef, config: &Config) -> Result<Arc<dyn ChatModel>, ModelBuildError> {
     let provider = config
         .provider_for(&def.model)
-        .ok_or_else(|| format!("unknown provider \"{}\"", def.model.provider))?;
+        .ok_or_else(|| ModelBuildError::UnknownProvider(def.model.provider.clone()))?;
     match provider.kind {
         ProviderKind::Scripted => {
             let model = match def.rules_file() {
-                Some(path) => ScriptedModel::from_rules_file(&path)?,
+                Some(path) => {
+                    ScriptedModel::from_rules_file(&path).map_err(ModelBuildError::Rules)?
+                }
                 None => ScriptedModel::echo(),
             };
             Ok(Arc::new(model))
@@ -26,15 +54,15 @@ pub fn build_model(def: &AgentDef, config: &Config) -> Result<Arc<dyn ChatModel>
             let base_url = provider
                 .base_url
                 .clone()
-                .ok_or_else(|| format!("provider \"{}\" has no base_url", provider.name))?;
+                .ok_or_else(|| ModelBuildError::NoBaseUrl(provider.name.clone()))?;
             let api_key = match &provider.api_key_env {
                 Some(var) => match std::env::var(var) {
                     Ok(v) if !v.is_empty() => Some(v),
                     _ => {
-                        return Err(format!(
-                            "environment variable {var} (api_key_env of provider \"{}\") is not set",
-                            provider.name
-                        ));
+                        return Err(ModelBuildError::MissingKey {
+                            var: var.clone(),
+                            provider: provider.name.clone(),
+                        });
                     }
                 },
                 None => None,
@@ -45,8 +73,7 @@ pub fn build_model(def: &AgentDef, config: &Config) -> Result<Arc<dyn ChatModel>
                 timeout: provider.timeout,
                 max_retries: provider.max_retries,
                 backoff_base: BACKOFF_BASE,
-            })
-            .map_err(|e| e.to_string())?;
+            })?;
             Ok(Arc::new(client))
         }
     }

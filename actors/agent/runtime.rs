@@ -3,12 +3,13 @@
 use super::turn::{PromptSource, TurnDeps};
 use crate::config::AgentDef;
 use crate::ids::AgentId;
-use crate::lane::{LanePermit, Lanes, Ticket};
+use crate::lane::{LaneError, LanePermit, Lanes, Ticket};
 use crate::router::SessionKey;
 use crate::session::index::SessionIndex;
-use bus::{Bus, Envelope};
+use bus::{Bus, Clock, Envelope};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The shared, immutable part of an agent: handed to each of its session actors.
 pub struct AgentRuntime {
@@ -32,10 +33,11 @@ pub struct AgentRuntime {
     pub metrics: crate::metrics::Metrics,
     /// Assembles the system prompt (files cached by stamp, secrets redacted).
     pub prompt: Arc<crate::prompt::PromptBuilder>,
+    /// The one clock of the process.
+    pub clock: Arc<dyn Clock>,
+    /// Runs in flight, and whether the daemon is shutting down.
+    pub drain: crate::system::Drain,
 }
-
-/// The lane every agent run takes a slot in.
-pub const RUN_LANE: &str = "main";
 
 impl AgentRuntime {
     /// The system prompt source for one run, asked again before every model call.
@@ -43,21 +45,15 @@ impl AgentRuntime {
         self.prompt.turn(session.as_str(), channel)
     }
 
-    /// Takes a slot in the `main` lane for a run that has left its session lane; waits at most
-    /// until the envelope's deadline. Dropping the future leaves the lane's queue at once.
-    pub async fn run_slot(&self, env: &Envelope) -> Result<LanePermit, String> {
+    /// Takes a slot in the run's lane (`lane`, from the envelope's origin) for a run that has
+    /// left its session lane; waits at most until the envelope's deadline. Dropping the future
+    /// leaves the lane's queue at once.
+    pub async fn run_slot(&self, env: &Envelope, lane: &str) -> Result<LanePermit, LaneError> {
         let mut ticket = Ticket::new(env.id);
         if let Some(deadline_ms) = env.deadline {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_millis() as u64)
-                .unwrap_or(0);
-            let left = std::time::Duration::from_millis(deadline_ms.saturating_sub(now));
+            let left = Duration::from_millis(deadline_ms.saturating_sub(self.clock.now_ms()));
             ticket = ticket.deadline(tokio::time::Instant::now() + left);
         }
-        self.lanes
-            .acquire(RUN_LANE, ticket)
-            .await
-            .map_err(|e| e.to_string())
+        self.lanes.acquire(lane, ticket).await
     }
 }

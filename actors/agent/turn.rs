@@ -1,7 +1,10 @@
 //! One turn of an agent: prompt → model → tools → model … until a final answer or a limit.
 
 use crate::config::Limits;
-use crate::model::{ChatMessage, ChatModel, ChatRequest, ModelError, ToolCall, ToolSchema};
+use crate::model::{
+    ChatMessage, ChatModel, ChatRequest, ModelError, ModelObserver, ToolCall, ToolSchema,
+    Unobserved,
+};
 use crate::tools::{ToolContext, ToolSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -82,16 +85,57 @@ pub enum TurnError {
     TimedOut(Duration),
 }
 
+/// Sees a turn as it happens: model calls, streamed text, retries, tool calls.
+pub trait TurnEvents: ModelObserver {
+    /// Model call number `iteration` (from 1) starts.
+    fn model_call(&self, iteration: u32);
+    /// A tool call starts.
+    fn tool_start(&self, call: &ToolCall);
+    /// A tool call ended; `ok` is false when it answered an error.
+    fn tool_end(&self, call: &ToolCall, ok: bool);
+}
+
+impl TurnEvents for Unobserved {
+    fn model_call(&self, _: u32) {}
+    fn tool_start(&self, _: &ToolCall) {}
+    fn tool_end(&self, _: &ToolCall, _: bool) {}
+}
+
+/// Hands a turn's observer to the model as a [`ModelObserver`].
+struct Forward<'a>(&'a dyn TurnEvents);
+
+impl ModelObserver for Forward<'_> {
+    fn text(&self, delta: &str) {
+        self.0.text(delta);
+    }
+    fn retry(&self, attempt: u32, delay: Duration, error: &ModelError) {
+        self.0.retry(attempt, delay, error);
+    }
+}
+
 /// Runs one turn under the turn timeout.
 pub async fn run_turn(deps: &TurnDeps, input: TurnInput) -> Result<TurnOutput, TurnError> {
+    run_turn_observed(deps, input, &Unobserved).await
+}
+
+/// Runs one turn under the turn timeout, telling `events` what happens.
+pub async fn run_turn_observed(
+    deps: &TurnDeps,
+    input: TurnInput,
+    events: &dyn TurnEvents,
+) -> Result<TurnOutput, TurnError> {
     let limit = deps.limits.turn_timeout;
-    match tokio::time::timeout(limit, tool_loop(deps, input)).await {
+    match tokio::time::timeout(limit, tool_loop(deps, input, events)).await {
         Ok(r) => r,
         Err(_) => Err(TurnError::TimedOut(limit)),
     }
 }
 
-async fn tool_loop(deps: &TurnDeps, input: TurnInput) -> Result<TurnOutput, TurnError> {
+async fn tool_loop(
+    deps: &TurnDeps,
+    input: TurnInput,
+    events: &dyn TurnEvents,
+) -> Result<TurnOutput, TurnError> {
     // The channel layer of the tool policy: what this run's channel may not use is not offered.
     let deps = &TurnDeps {
         tools: deps.tools.for_channel(&input.tool_context.channel),
@@ -123,7 +167,11 @@ async fn tool_loop(deps: &TurnDeps, input: TurnInput) -> Result<TurnOutput, Turn
             tools: schemas.clone(),
         };
         let started = Instant::now();
-        let reply = deps.model.complete(&request).await?;
+        events.model_call(iteration);
+        let reply = deps
+            .model
+            .complete_observed(&request, &Forward(events))
+            .await?;
         if let Some(u) = &reply.usage {
             usage = (usage.0 + u.prompt_tokens, usage.1 + u.completion_tokens);
         }
@@ -158,14 +206,17 @@ async fn tool_loop(deps: &TurnDeps, input: TurnInput) -> Result<TurnOutput, Turn
                 repeats = 0;
                 last_call = Some(key);
             }
-            let result = run_tool(deps, &input.tool_context, call).await;
+            events.tool_start(call);
+            let (result, ok) = run_tool(deps, &input.tool_context, call).await;
+            events.tool_end(call, ok);
             added.push(ChatMessage::tool(call.id.clone(), result));
         }
     }
     Err(TurnError::TooManyIterations(deps.limits.max_iterations))
 }
 
-async fn run_tool(deps: &TurnDeps, ctx: &ToolContext, call: &ToolCall) -> String {
+/// Runs one tool call: its result text, and whether it succeeded.
+async fn run_tool(deps: &TurnDeps, ctx: &ToolContext, call: &ToolCall) -> (String, bool) {
     let started = Instant::now();
     let out = deps
         .tools
@@ -184,5 +235,5 @@ async fn run_tool(deps: &TurnDeps, ctx: &ToolContext, call: &ToolCall) -> String
         duration_ms = started.elapsed().as_millis() as u64,
         "Tool ran."
     );
-    out.text
+    (out.text, !out.is_error)
 }

@@ -99,6 +99,53 @@ impl GatewayClient {
         self.call(self.http.post(format!("{}{path}", self.url)).json(body))
     }
 
+    /// Reads the server-sent events at `path` until the server ends the stream, handing each
+    /// event's data to `on_event`. No overall timeout: a task may run for long.
+    pub fn stream(&self, path: &str, mut on_event: impl FnMut(&str)) -> Result<(), ExitCode> {
+        use futures::StreamExt;
+        let url = format!("{}{path}", self.url);
+        self.rt.block_on(async move {
+            let http = reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(10))
+                .build()
+                .map_err(|e| usage(format!("http client: {e}")))?;
+            let resp = http
+                .get(&url)
+                .bearer_auth(&self.token)
+                .send()
+                .await
+                .map_err(|e| {
+                    usage(format!(
+                        "cannot reach the gateway at {}: {} (is `clawbus up` running?)",
+                        self.url,
+                        causes(&e)
+                    ))
+                })?;
+            let status = resp.status();
+            if !status.is_success() {
+                let text = resp.text().await.unwrap_or_default();
+                let message = serde_json::from_str::<serde_json::Value>(&text)
+                    .ok()
+                    .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+                    .unwrap_or(text);
+                return Err(usage(format!("gateway answered {status}: {message}")));
+            }
+            let mut parser = crate::model::sse::SseParser::new();
+            let mut body = resp.bytes_stream();
+            while let Some(chunk) = body.next().await {
+                let chunk = chunk
+                    .map_err(|e| usage(format!("the event stream broke off: {}", causes(&e))))?;
+                for event in parser.push(&chunk) {
+                    on_event(&event.data);
+                }
+            }
+            if let Some(event) = parser.finish() {
+                on_event(&event.data);
+            }
+            Ok(())
+        })
+    }
+
     fn call(&self, req: reqwest::RequestBuilder) -> Result<(u16, serde_json::Value), ExitCode> {
         let url = self.url.clone();
         self.rt.block_on(async move {

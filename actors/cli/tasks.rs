@@ -1,4 +1,4 @@
-//! `clawbus tasks show <id>` and `clawbus tasks cancel <id>`.
+//! `clawbus tasks show <id>`, `clawbus tasks watch <id>` and `clawbus tasks cancel <id>`.
 
 use super::client::{GatewayClient, segment, usage};
 use super::{EXIT_FAILED, Global};
@@ -11,6 +11,12 @@ use std::time::Duration;
 pub enum TasksCommand {
     /// Print a task as JSON.
     Show {
+        /// The task id.
+        id: String,
+    },
+    /// Print a task's events as they happen (what already happened first), one JSON object a
+    /// line, until its terminal event. Exits 0 when it succeeded, 1 otherwise.
+    Watch {
         /// The task id.
         id: String,
     },
@@ -27,8 +33,11 @@ pub fn run(global: &Global, cmd: TasksCommand) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
+    if let TasksCommand::Watch { id } = &cmd {
+        return watch(&client, id);
+    }
     let (id, answer) = match &cmd {
-        TasksCommand::Show { id } => (
+        TasksCommand::Show { id } | TasksCommand::Watch { id } => (
             id,
             client
                 .get(&format!("/v1/tasks/{}", segment(id)))
@@ -56,7 +65,43 @@ pub fn run(global: &Global, cmd: TasksCommand) -> ExitCode {
             eprintln!("task {id} had already ended ({state}); nothing to cancel");
             ExitCode::from(EXIT_FAILED)
         }
-        (TasksCommand::Show { .. }, Some(_)) => ExitCode::SUCCESS,
+        (TasksCommand::Show { .. } | TasksCommand::Watch { .. }, Some(_)) => ExitCode::SUCCESS,
         _ => usage("unexpected answer from the gateway"),
+    }
+}
+
+/// Streams the task's events to stdout; the exit code follows its terminal state.
+fn watch(client: &GatewayClient, id: &str) -> ExitCode {
+    use std::io::Write;
+    let mut terminal: Option<String> = None;
+    let mut stdout = std::io::stdout().lock();
+    let mut closed = false;
+    let streamed = client.stream(&format!("/v1/tasks/{}/events", segment(id)), |data| {
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(data) else {
+            return;
+        };
+        if event["event"]["type"] == "terminal" {
+            terminal = event["event"]["outcome"]["state"]
+                .as_str()
+                .map(str::to_string);
+        }
+        // A closed pipe (`| head`) ends the output quietly; the stream still runs to its end.
+        if !closed
+            && writeln!(stdout, "{event}")
+                .and_then(|()| stdout.flush())
+                .is_err()
+        {
+            closed = true;
+        }
+    });
+    if let Err(code) = streamed {
+        return code;
+    }
+    match terminal.as_deref() {
+        Some("succeeded") => ExitCode::SUCCESS,
+        Some(_) => ExitCode::from(EXIT_FAILED),
+        None => usage(format!(
+            "the event stream of task {id} ended before its outcome"
+        )),
     }
 }

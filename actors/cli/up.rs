@@ -45,8 +45,26 @@ pub fn run(global: &Global, args: UpArgs) -> ExitCode {
         println!("listening on {}", daemon.url());
         let _ = std::io::stdout().flush();
         wait_for_signal().await;
-        tracing::info!("Shutting down.");
-        daemon.shutdown().await;
+        let grace = daemon.system().config().gateway.shutdown_grace;
+        tracing::info!(
+            grace_ms = grace.as_millis() as u64,
+            "Shutting down: no new work; running turns may finish (a second signal exits at once)."
+        );
+        // A second signal during the drain exits at once; unfinished tasks stay in the store.
+        tokio::spawn(async {
+            wait_for_signal().await;
+            eprintln!("second signal: exiting now; unfinished tasks run on the next start");
+            std::process::exit(130);
+        });
+        let report = daemon.shutdown().await;
+        // Whoever started us may have stopped reading stdout: a closed pipe is no failure.
+        let mut out = std::io::stdout();
+        let _ = writeln!(
+            out,
+            "stopped: {} run(s) finished, {} left for the next start",
+            report.finished, report.stopped
+        )
+        .and_then(|()| out.flush());
         ExitCode::SUCCESS
     });
     // Actors that a failed start left unpolled run their `started` when dropped, which needs the

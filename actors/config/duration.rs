@@ -1,4 +1,8 @@
 //! Human durations in config files: `"500ms"`, `"30s"`, `"2m"`, `"24h"`, `"1d"`, `"1h30m"`.
+//!
+//! The `humantime` crate does the parsing, so its wider forms are accepted too (`"1h 30m"`,
+//! `"1.5s"`, `"2days"`, `"1w"`); this module only turns its errors into sentences that name the
+//! input and say what is expected.
 
 use std::fmt;
 use std::time::Duration;
@@ -6,7 +10,7 @@ use std::time::Duration;
 const EXPECTED: &str =
     "(expected a number followed by ms, s, m, h or d, e.g. \"30s\" or \"1h30m\")";
 
-/// Parses `"<n><unit>"` repeated (`ms`, `s`, `m`, `h`, `d`), e.g. `"1h30m"`.
+/// Parses a human duration such as `"30s"` or `"1h30m"` (see the module docs for every form).
 ///
 /// The error is a complete sentence naming the input, ready to show to a person.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -14,42 +18,29 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     if text.is_empty() {
         return Err(format!("empty duration {EXPECTED}"));
     }
-    let bad = |why: &str| format!("invalid duration {s:?}: {why} {EXPECTED}");
-    let mut total = Duration::ZERO;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        if digits == 0 {
-            return Err(bad("a number must come before each unit"));
-        }
-        let number: u64 = rest[..digits]
-            .parse()
-            .map_err(|_| bad("number too large"))?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let unit = &rest[..unit_len];
-        rest = &rest[unit_len..];
-        let millis_per: u64 = match unit {
-            "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "d" => 86_400_000,
-            "" => return Err(bad("missing unit")),
-            _ => return Err(bad(&format!("unknown unit {unit:?}"))),
+    humantime::parse_duration(text).map_err(|e| {
+        let why = match e {
+            humantime::DurationError::Empty => "empty".to_string(),
+            humantime::DurationError::UnknownUnit { unit, .. } if unit.is_empty() => {
+                "missing unit".to_string()
+            }
+            humantime::DurationError::UnknownUnit { unit, .. } => {
+                format!("unknown unit {unit:?}")
+            }
+            humantime::DurationError::NumberExpected(_) => {
+                "a number must come before each unit".to_string()
+            }
+            humantime::DurationError::InvalidCharacter(at) => match text.get(at..) {
+                Some(rest) => match rest.chars().next() {
+                    Some(c) => format!("unexpected character {c:?}"),
+                    None => "unexpected end".to_string(),
+                },
+                None => "unexpected character".to_string(),
+            },
+            humantime::DurationError::NumberOverflow => "too large or too precise".to_string(),
         };
-        let millis = number
-            .checked_mul(millis_per)
-            .ok_or_else(|| bad("too large"))?;
-        total = total
-            .checked_add(Duration::from_millis(millis))
-            .ok_or_else(|| bad("too large"))?;
-    }
-    Ok(total)
+        format!("invalid duration {s:?}: {why} {EXPECTED}")
+    })
 }
 
 /// A duration as written in a file (`"30s"`), checked later with [`parse_duration`]. It reads like

@@ -51,6 +51,7 @@ pub(super) struct GatewayFile {
     pub bind: Option<Spanned<String>>,
     pub port: Option<u16>,
     pub token_env: Option<Spanned<String>>,
+    pub shutdown_grace: Option<Spanned<DurationText>>,
 }
 
 /// `[bus]`.
@@ -58,6 +59,7 @@ pub(super) struct GatewayFile {
 #[serde(deny_unknown_fields)]
 pub(super) struct BusFile {
     pub dedup_window: Option<Spanned<DurationText>>,
+    pub backend: Option<Spanned<String>>,
 }
 
 /// `[providers.<name>]`.

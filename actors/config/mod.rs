@@ -82,6 +82,8 @@ pub const DEFAULT_BIND: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 pub const DEFAULT_PORT: u16 = 18789;
 /// Default bus dedup window.
 pub const DEFAULT_DEDUP_WINDOW: Duration = Duration::from_secs(24 * 3600);
+/// Default time a shutdown lets running turns finish.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// Default per-call model timeout of a provider.
 pub const DEFAULT_PROVIDER_TIMEOUT: Duration = Duration::from_secs(120);
 /// Default number of retries of a failed model call.
@@ -131,6 +133,9 @@ pub struct GatewayDef {
     pub port: u16,
     /// Name of an environment variable whose value overrides the token file.
     pub token_env: Option<String>,
+    /// How long a shutdown lets running turns finish before it stops them (they run again on
+    /// the next start).
+    pub shutdown_grace: Duration,
 }
 
 /// The `[bus]` section.
@@ -138,6 +143,29 @@ pub struct GatewayDef {
 pub struct BusDef {
     /// How long a request id is remembered for deduplication.
     pub dedup_window: Duration,
+    /// Which bus carries the messages.
+    pub backend: BusBackend,
+}
+
+/// `[bus] backend`: which implementation of the bus the daemon runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum BusBackend {
+    /// The embedded bus: an in-process broker, tasks journaled in sled. Needs no setup.
+    #[default]
+    Local,
+}
+
+impl BusBackend {
+    /// Parses the configured name.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "local" => Ok(Self::Local),
+            other => Err(format!(
+                "unknown bus backend {other:?} (expected \"local\")"
+            )),
+        }
+    }
 }
 
 /// What protocol a provider speaks.

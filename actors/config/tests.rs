@@ -64,7 +64,8 @@ fn missing_clawbus_toml_means_all_defaults() {
         GatewayDef {
             bind: DEFAULT_BIND,
             port: 18789,
-            token_env: None
+            token_env: None,
+            shutdown_grace: Duration::from_secs(10),
         }
     );
     assert_eq!(config.bus.dedup_window, Duration::from_secs(86_400));
@@ -183,7 +184,7 @@ fn unknown_field_points_at_its_key() {
     let report = fx.errors(&fx.opts());
     assert_eq!(
         fx.render(&report),
-        "✗ clawbus.toml\n  clawbus.toml:3:3: field \"gateway.prot\": unknown field \"prot\" (expected one of: bind, port, token_env)\n"
+        "✗ clawbus.toml\n  clawbus.toml:3:3: field \"gateway.prot\": unknown field \"prot\" (expected one of: bind, port, token_env, shutdown_grace)\n"
     );
 }
 
@@ -377,6 +378,10 @@ fn durations_parse() {
         ("24h", 86_400_000),
         ("1h30m", 5_400_000),
         ("1d", 86_400_000),
+        ("1h 30m", 5_400_000),
+        ("1.5s", 1_500),
+        ("3 s", 3_000),
+        ("2days", 172_800_000),
     ];
     for (text, ms) in ok {
         assert_eq!(
@@ -385,9 +390,36 @@ fn durations_parse() {
             "{text}"
         );
     }
-    for bad in ["", "30", "s", "3 s", "1.5s", "10x", "99999999999999999999s"] {
-        assert!(parse_duration(bad).is_err(), "{bad:?} must be rejected");
-    }
+    let why = |bad: &str| {
+        let Err(e) = parse_duration(bad) else {
+            panic!("{bad:?} must be rejected");
+        };
+        let (head, tail) = e
+            .split_once(" (expected a number followed by ms, s, m, h or d")
+            .unwrap_or_else(|| panic!("{bad:?}: {e} says what is expected"));
+        assert!(tail.ends_with("e.g. \"30s\" or \"1h30m\")"), "{e}");
+        head.to_string()
+    };
+    assert_eq!(why(""), "empty duration");
+    assert_eq!(why("  "), "empty duration");
+    assert_eq!(why("30"), "invalid duration \"30\": missing unit");
+    assert_eq!(
+        why("s"),
+        "invalid duration \"s\": a number must come before each unit"
+    );
+    assert_eq!(why("10x"), "invalid duration \"10x\": unknown unit \"x\"");
+    assert_eq!(
+        why("-1s"),
+        "invalid duration \"-1s\": a number must come before each unit"
+    );
+    assert_eq!(
+        why("1s!"),
+        "invalid duration \"1s!\": unexpected character '!'"
+    );
+    assert_eq!(
+        why("99999999999999999999s"),
+        "invalid duration \"99999999999999999999s\": too large or too precise"
+    );
 }
 
 #[test]

@@ -151,6 +151,9 @@ impl ToolsDef {
 pub struct ChannelDef {
     /// Tools (names or groups) never offered to runs that came from this channel.
     pub deny_tools: Vec<String>,
+    /// The agent that answers messages on this channel that no `[[bindings]]` entry claims;
+    /// without one such messages are refused (404 `unbound`).
+    pub agent: Option<crate::ids::AgentId>,
 }
 
 /// `[tools]` of an agent file.
@@ -167,6 +170,8 @@ pub(super) struct ToolsFile {
 #[serde(deny_unknown_fields)]
 pub(super) struct ChannelFile {
     pub deny_tools: Option<Vec<Spanned<String>>>,
+    /// The agent that answers messages no binding claims.
+    pub agent: Option<Spanned<String>>,
 }
 
 /// Validates `[tools]`.
@@ -215,7 +220,20 @@ pub(super) fn channels(
             }
             let field = format!("channels.{}.deny_tools", name.get_ref());
             let deny_tools = tool_names(src, c.deny_tools.as_deref(), &field, problems);
-            (name.get_ref().clone(), ChannelDef { deny_tools })
+            let agent = c.agent.as_ref().and_then(|a| {
+                match crate::ids::AgentId::parse(a.get_ref()) {
+                    Ok(id) => Some(id),
+                    Err(e) => {
+                        problems.push(src.at(
+                            Some(a.span()),
+                            format!("channels.{}.agent", name.get_ref()),
+                            e.to_string(),
+                        ));
+                        None
+                    }
+                }
+            });
+            (name.get_ref().clone(), ChannelDef { deny_tools, agent })
         })
         .collect()
 }

@@ -83,6 +83,31 @@ pub(super) fn check(opts: &LoadOptions) -> (CheckReport, Option<Config>) {
             problems: vec![problem],
         }),
     }
+    let unknown_channel_agents: Vec<Problem> = base
+        .channels
+        .iter()
+        .filter_map(|(name, c)| c.agent.as_ref().map(|a| (name, a)))
+        .filter(|(_, a)| !agents.iter().any(|d: &super::AgentDef| &d.id == *a))
+        .map(|(name, a)| {
+            positionless(
+                &opts.config,
+                &format!("channels.{name}.agent"),
+                format!(
+                    "no agent \"{a}\" (expected the id of a file in {})",
+                    opts.agents_dir.display()
+                ),
+            )
+        })
+        .collect();
+    if !unknown_channel_agents.is_empty() {
+        match report.files.iter_mut().find(|f| f.path == opts.config) {
+            Some(f) => f.problems.extend(unknown_channel_agents),
+            None => report.files.push(FileReport {
+                path: opts.config.clone(),
+                problems: unknown_channel_agents,
+            }),
+        }
+    }
     if !override_ok {
         report.files.push(FileReport {
             path: PathBuf::from("<--model>"),
@@ -136,9 +161,11 @@ fn gateway_defaults() -> Gateway {
             bind: DEFAULT_BIND,
             port: DEFAULT_PORT,
             token_env: None,
+            shutdown_grace: super::DEFAULT_SHUTDOWN_GRACE,
         },
         bus: BusDef {
             dedup_window: DEFAULT_DEDUP_WINDOW,
+            backend: super::BusBackend::Local,
         },
         providers: BTreeMap::new(),
         default_model: ModelRef {
@@ -191,6 +218,19 @@ fn gateway_file(src: &Source) -> (Gateway, Vec<Problem>) {
         "gateway.token_env",
         &mut problems,
     );
+    base.gateway.shutdown_grace = duration(
+        src,
+        &f.gateway.shutdown_grace,
+        "gateway.shutdown_grace",
+        super::DEFAULT_SHUTDOWN_GRACE,
+        &mut problems,
+    );
+    if let Some(backend) = &f.bus.backend {
+        match super::BusBackend::parse(backend.get_ref()) {
+            Ok(b) => base.bus.backend = b,
+            Err(message) => problems.push(src.at(Some(backend.span()), "bus.backend", message)),
+        }
+    }
     base.bus.dedup_window = duration(
         src,
         &f.bus.dedup_window,

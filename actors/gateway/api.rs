@@ -2,6 +2,7 @@
 
 use super::token;
 use crate::config::Config;
+use crate::origin::Origin;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
@@ -36,6 +37,10 @@ pub struct ApiState {
     pub live: crate::session::LiveSessions,
     /// Approval requests, listed and answered under `/v1/approvals`.
     pub approvals: crate::approvals::Approvals,
+    /// The routing table, consulted at ingress for channel messages.
+    pub router: Arc<crate::router::Router>,
+    /// The one clock (deadlines).
+    pub clock: Arc<dyn bus::Clock>,
 }
 
 /// Builds the router: `/healthz` open, everything under `/v1` behind the token.
@@ -44,6 +49,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/agents", get(list_agents))
         .route("/agents/{id}/tasks", post(post_task))
         .route("/tasks/{id}", get(get_task))
+        .route("/tasks/{id}/events", get(super::events::task_events))
+        .merge(super::channels::routes())
         .merge(super::sessions::routes())
         .merge(super::approvals::routes())
         .route_layer(axum::middleware::from_fn_with_state(
@@ -122,6 +129,10 @@ pub struct TaskRequest {
     /// lane slot then ends `timed_out` instead of starting.
     #[serde(default)]
     pub deadline_ms: Option<u64>,
+    /// The lane the run takes a slot in (`main` when absent; `cron`, `subagent` or any
+    /// `[lanes]` name).
+    #[serde(default)]
+    pub lane: Option<String>,
 }
 
 /// A task as the API shows it.
@@ -141,11 +152,32 @@ pub struct TaskView {
     /// What went wrong, otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The agent it was posted to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// The session routing chose at ingress (channel messages).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// The lane it runs on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
 }
 
 impl TaskView {
     pub(super) fn of(rec: &TaskRecord, duplicate: bool) -> Self {
+        let origin = Origin::of(&rec.envelope).ok();
         Self {
+            agent: rec
+                .envelope
+                .topic
+                .as_str()
+                .strip_prefix("agent.")
+                .map(str::to_string),
+            session: origin
+                .as_ref()
+                .and_then(|o| o.session_key.as_ref())
+                .map(ToString::to_string),
+            lane: origin.map(|o| o.lane),
             task_id: rec.task_id.to_string(),
             request_id: rec.request_id.to_string(),
             state: rec.state.as_str().to_string(),
@@ -187,8 +219,82 @@ pub(super) fn error(status: StatusCode, code: &str, message: impl Into<String>) 
 }
 
 pub(super) fn bus_error(e: BusError) -> Response {
-    tracing::error!(error = %e, "Bus error in the API.");
-    error(StatusCode::SERVICE_UNAVAILABLE, "bus", e.to_string())
+    match e {
+        BusError::Conflict { .. } => {
+            error(StatusCode::CONFLICT, "request_id_conflict", e.to_string())
+        }
+        BusError::Invalid(_) => error(StatusCode::BAD_REQUEST, "invalid_task", e.to_string()),
+        e => {
+            tracing::error!(error = %e, "Bus error in the API.");
+            error(StatusCode::SERVICE_UNAVAILABLE, "bus", e.to_string())
+        }
+    }
+}
+
+/// The lane a request names, checked against the configured lanes.
+// The error is the handler's whole answer, returned at once: boxing it would gain nothing.
+#[allow(clippy::result_large_err)]
+pub(super) fn lane(config: &Config, lane: Option<&str>) -> Result<String, Response> {
+    let lane = lane.unwrap_or(crate::config::MAIN_LANE);
+    if config.lanes.caps.contains_key(lane) {
+        return Ok(lane.to_string());
+    }
+    let known: Vec<&str> = config.lanes.caps.keys().map(String::as_str).collect();
+    Err(error(
+        StatusCode::BAD_REQUEST,
+        "unknown_lane",
+        format!(
+            "lane: unknown lane {lane:?} (configured: {})",
+            known.join(", ")
+        ),
+    ))
+}
+
+/// Submits a task and answers as the task API does: at once, or after waiting for its outcome.
+pub(super) async fn submit_and_answer(
+    state: &ApiState,
+    env: Envelope,
+    wait: bool,
+    timeout_ms: Option<u64>,
+) -> Response {
+    let request_id = env.request_id.clone();
+    let admission = match state.bus.submit(env).await {
+        Ok(a) => a,
+        Err(e) => return bus_error(e),
+    };
+    if !wait || admission.task.state.is_terminal() {
+        return TaskView::response(&admission.task, admission.duplicate);
+    }
+    let wait = timeout_ms
+        .map(Duration::from_millis)
+        .unwrap_or(DEFAULT_WAIT)
+        .min(MAX_WAIT);
+    match state.bus.wait(&request_id, wait).await {
+        Ok(rec) => TaskView::response(&rec, admission.duplicate),
+        Err(BusError::TimedOut { .. }) => match state.bus.lookup(&request_id).await {
+            Ok(Some(rec)) => TaskView::response(&rec, admission.duplicate),
+            Ok(None) => TaskView::response(&admission.task, admission.duplicate),
+            Err(e) => bus_error(e),
+        },
+        Err(e) => bus_error(e),
+    }
+}
+
+/// The request id a caller chose (body field, else the `Idempotency-Key` header), or a fresh one.
+// The error is the handler's whole answer, returned at once: boxing it would gain nothing.
+#[allow(clippy::result_large_err)]
+pub(super) fn request_id(body: Option<&str>, headers: &HeaderMap) -> Result<RequestId, Response> {
+    let key = body.map(str::to_string).or_else(|| {
+        headers
+            .get("idempotency-key")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    });
+    match key.as_deref().map(RequestId::parse) {
+        None => Ok(RequestId::random()),
+        Some(Ok(id)) => Ok(id),
+        Some(Err(e)) => Err(error(StatusCode::BAD_REQUEST, "invalid_request_id", e)),
+    }
 }
 
 async fn list_agents(State(state): State<ApiState>) -> Response {
@@ -225,30 +331,15 @@ async fn post_task(
             format!("no agent \"{agent}\""),
         );
     }
-    let key = body.request_id.clone().or_else(|| {
-        headers
-            .get("idempotency-key")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-    });
-    let request_id = match key.as_deref().map(RequestId::parse) {
-        None => RequestId::random(),
-        Some(Ok(id)) => id,
-        Some(Err(e)) => return error(StatusCode::BAD_REQUEST, "invalid_request_id", e),
+    let request_id = match request_id(body.request_id.as_deref(), &headers) {
+        Ok(id) => id,
+        Err(answer) => return answer,
     };
-    let mut env = Envelope::task(
-        Topic::agent(&agent),
-        request_id.clone(),
-        json!({ "text": body.text }),
-    )
-    .from("http");
-    if let Some(ms) = body.deadline_ms {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
-        env.deadline = Some(now.saturating_add(ms));
-    }
+    let mut origin = Origin::api();
+    origin.lane = match lane(&state.config, body.lane.as_deref()) {
+        Ok(l) => l,
+        Err(answer) => return answer,
+    };
     if let Some(session) = &body.session {
         let valid = !session.is_empty()
             && session.len() <= 128
@@ -264,29 +355,20 @@ async fn post_task(
                 ),
             );
         }
-        env = env.header("session", session.clone());
+        origin.session_name = Some(session.clone());
     }
-    let admission = match state.bus.submit(env).await {
-        Ok(a) => a,
-        Err(e) => return bus_error(e),
-    };
-    if !body.wait || admission.task.state.is_terminal() {
-        return TaskView::response(&admission.task, admission.duplicate);
+    let mut env = origin.apply(
+        Envelope::task(
+            Topic::agent(&agent),
+            request_id,
+            json!({ "text": body.text }),
+        )
+        .from("http"),
+    );
+    if let Some(ms) = body.deadline_ms {
+        env.deadline = Some(state.clock.now_ms().saturating_add(ms));
     }
-    let wait = body
-        .timeout_ms
-        .map(Duration::from_millis)
-        .unwrap_or(DEFAULT_WAIT)
-        .min(MAX_WAIT);
-    match state.bus.wait(&request_id, wait).await {
-        Ok(rec) => TaskView::response(&rec, admission.duplicate),
-        Err(BusError::TimedOut { .. }) => match state.bus.lookup(&request_id).await {
-            Ok(Some(rec)) => TaskView::response(&rec, admission.duplicate),
-            Ok(None) => TaskView::response(&admission.task, admission.duplicate),
-            Err(e) => bus_error(e),
-        },
-        Err(e) => bus_error(e),
-    }
+    submit_and_answer(&state, env, body.wait, body.timeout_ms).await
 }
 
 async fn get_task(State(state): State<ApiState>, Path(id): Path<String>) -> Response {

@@ -1,22 +1,23 @@
-//! The gateway: the composition root. Opens the state, the bus and the agents, serves the HTTP API.
+//! The gateway: the HTTP channel (the API, the generic channel inbound) over the system that
+//! [`crate::system`] builds.
 
 pub mod api;
 pub mod approvals;
+pub mod channels;
+mod events;
 pub mod metrics;
 pub mod sessions;
 pub mod token;
 
-use crate::agent::{AgentContext, AgentError, AgentHandle, SessionLimits};
+use crate::agent::AgentHandle;
 use crate::config::Config;
 use crate::lane::Lanes;
 use crate::metrics::Metrics;
-use crate::router::Router;
-use crate::session::LiveSessions;
-use crate::session::index::SessionIndex;
-use bus::{Bus, LocalBus, LocalOptions};
+use crate::system::{Clawbus, DrainReport, SystemError, SystemOptions};
+use bus::LocalBus;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use tokio::sync::oneshot;
+use std::time::Duration;
 
 /// How this process runs (flags), as opposed to what runs (files).
 #[derive(Debug, Clone, Default)]
@@ -36,20 +37,17 @@ pub enum StartError {
         "refusing to bind {0}: not a loopback address (pass --allow-public to expose the gateway)"
     )]
     PublicBind(std::net::IpAddr),
-    /// The state directory could not be used.
-    #[error("state dir {path}: {cause}")]
-    State {
-        /// The folder.
+    /// The system (stores, bus, agents) could not start.
+    #[error(transparent)]
+    System(#[from] SystemError),
+    /// The token file could not be read or written.
+    #[error("state dir {}: token: {cause}", path.display())]
+    Token {
+        /// The state folder.
         path: std::path::PathBuf,
         /// What failed.
         cause: String,
     },
-    /// The bus could not open.
-    #[error("bus: {0}")]
-    Bus(#[from] bus::BusError),
-    /// An agent could not start.
-    #[error(transparent)]
-    Agent(#[from] AgentError),
     /// The listening socket could not be bound.
     #[error("cannot listen on {addr}: {cause}")]
     Listen {
@@ -60,30 +58,21 @@ pub enum StartError {
     },
 }
 
-/// A running gateway with its bus and agents.
-pub struct Daemon {
+/// The HTTP channel: the API and the generic channel inbound, served on one port.
+pub struct HttpChannel {
     addr: SocketAddr,
     token: String,
-    bus: LocalBus,
-    agents: Vec<AgentHandle>,
-    lanes: Lanes,
-    metrics: Metrics,
-    stop: Option<oneshot::Sender<()>>,
     server: tokio::task::JoinHandle<()>,
 }
 
-impl Daemon {
-    /// Starts everything. Must run inside an actix `System`; the HTTP server runs on tokio.
-    pub async fn start(config: Config, opts: StartOptions) -> Result<Self, StartError> {
+impl HttpChannel {
+    /// Binds the listener and serves the API over `system` until the system shuts down.
+    pub async fn start(system: &Clawbus, opts: &StartOptions) -> Result<Self, StartError> {
+        let config = system.config().clone();
         let bind = config.gateway.bind;
         if !bind.is_loopback() && !opts.allow_public {
             return Err(StartError::PublicBind(bind));
         }
-        let state_err = |cause: String| StartError::State {
-            path: config.state_dir.clone(),
-            cause,
-        };
-        std::fs::create_dir_all(&config.state_dir).map_err(|e| state_err(e.to_string()))?;
         let token = match config
             .gateway
             .token_env
@@ -91,50 +80,11 @@ impl Daemon {
             .and_then(|v| std::env::var(v).ok())
         {
             Some(t) if !t.trim().is_empty() => t.trim().to_string(),
-            _ => token::load_or_create(&config.state_dir)
-                .map_err(|e| state_err(format!("token: {e}")))?,
+            _ => token::load_or_create(&config.state_dir).map_err(|e| StartError::Token {
+                path: config.state_dir.clone(),
+                cause: e.to_string(),
+            })?,
         };
-        let db = sled::open(config.state_dir.join("db")).map_err(|e| {
-            // sled reports the file lock of another process as an I/O error with this text.
-            let locked = e.to_string().contains("could not acquire lock");
-            if locked {
-                state_err("in use by another clawbus process (its database is locked); stop it or pass another --state-dir".into())
-            } else {
-                state_err(format!("db: {e}"))
-            }
-        })?;
-        let bus = LocalBus::with_db(
-            db.clone(),
-            LocalOptions {
-                dedup_window: config.bus.dedup_window,
-                ..LocalOptions::default()
-            },
-        )?;
-        let shared: Arc<dyn Bus> = Arc::new(bus.clone());
-        let metrics = Metrics::new();
-        let lanes = Lanes::start(&config.lanes, metrics.clone());
-        let index = SessionIndex::open(&db).map_err(|e| state_err(e.to_string()))?;
-        let live: LiveSessions = Default::default();
-        let approvals =
-            crate::approvals::Approvals::open(&db, shared.clone(), Arc::new(bus::SystemClock))
-                .map_err(|e| state_err(format!("approvals: {e}")))?;
-        let agent_ctx = AgentContext {
-            bus: shared.clone(),
-            index: index.clone(),
-            live: live.clone(),
-            router: Arc::new(Router::new(&config)),
-            limits: SessionLimits {
-                max_live: config.sessions.max_live,
-                idle_timeout: config.sessions.idle_timeout,
-            },
-            lanes: lanes.clone(),
-            metrics: metrics.clone(),
-            approvals: Some(approvals.clone()),
-        };
-        let mut agents = Vec::new();
-        for def in &config.agents {
-            agents.push(AgentHandle::start(def, &config, &agent_ctx).await?);
-        }
         let addr = SocketAddr::new(bind, opts.port.unwrap_or(config.gateway.port));
         let listener = tokio::net::TcpListener::bind(addr)
             .await
@@ -143,80 +93,125 @@ impl Daemon {
             .local_addr()
             .map_err(|cause| StartError::Listen { addr, cause })?;
         let app = api::router(api::ApiState {
-            bus: shared,
-            config: Arc::new(config),
+            bus: system.bus().clone(),
+            config,
             token: Arc::new(token.clone()),
-            metrics: metrics.clone(),
-            sessions: index,
-            live,
-            approvals,
+            metrics: system.metrics().clone(),
+            sessions: system.sessions().clone(),
+            live: system.live().clone(),
+            approvals: system.approvals().clone(),
+            router: system.router().clone(),
+            clock: system.clock().clone(),
         });
-        let (stop, stopped) = oneshot::channel::<()>();
+        let mut shutdown = system.shutdown_listener();
         let server = tokio::spawn(async move {
-            let serve = axum::serve(listener, app).with_graceful_shutdown(async {
-                let _ = stopped.await;
+            let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+                shutdown.recv().await;
             });
             if let Err(e) = serve.await {
                 tracing::error!(error = %e, "HTTP server failed.");
             }
         });
-        tracing::info!(%addr, agents = agents.len(), "Gateway listening.");
+        tracing::info!(%addr, "HTTP channel listening.");
         Ok(Self {
             addr,
             token,
-            bus,
-            agents,
-            lanes,
-            metrics,
-            stop: Some(stop),
             server,
         })
     }
 
+    /// Waits up to `within` for the requests in flight to be answered, then drops the rest.
+    pub async fn stopped(mut self, within: Duration) {
+        if tokio::time::timeout(within, &mut self.server)
+            .await
+            .is_err()
+        {
+            tracing::warn!("HTTP requests still open after the drain; closing them.");
+            self.server.abort();
+        }
+    }
+}
+
+/// A running gateway: the system plus its HTTP channel.
+pub struct Daemon {
+    system: Clawbus,
+    http: HttpChannel,
+}
+
+impl Daemon {
+    /// Starts the system and the HTTP channel. Must run inside an actix `System`.
+    pub async fn start(config: Config, opts: StartOptions) -> Result<Self, StartError> {
+        Self::start_with(config, opts, SystemOptions::default()).await
+    }
+
+    /// Starts with explicit system options (clock, shards).
+    pub async fn start_with(
+        config: Config,
+        opts: StartOptions,
+        system_opts: SystemOptions,
+    ) -> Result<Self, StartError> {
+        let bind = config.gateway.bind;
+        if !bind.is_loopback() && !opts.allow_public {
+            return Err(StartError::PublicBind(bind));
+        }
+        let system = Clawbus::start(config, system_opts).await?;
+        let http = HttpChannel::start(&system, &opts).await?;
+        Ok(Self { system, http })
+    }
+
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.http.addr
     }
 
     /// The gateway's base URL.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("http://{}", self.http.addr)
     }
 
     /// The bearer token.
     pub fn token(&self) -> &str {
-        &self.token
+        &self.http.token
+    }
+
+    /// The system behind the gateway.
+    pub fn system(&self) -> &Clawbus {
+        &self.system
     }
 
     /// The bus.
     pub fn bus(&self) -> &LocalBus {
-        &self.bus
+        self.system.local_bus()
     }
 
     /// The running agents.
     pub fn agents(&self) -> &[AgentHandle] {
-        &self.agents
+        self.system.agents()
     }
 
     /// The global lanes every run takes a slot in.
     pub fn lanes(&self) -> &Lanes {
-        &self.lanes
+        self.system.lanes()
     }
 
     /// The metrics registry served at `GET /metrics`.
     pub fn metrics(&self) -> &Metrics {
-        &self.metrics
+        self.system.metrics()
     }
 
-    /// Stops accepting requests and waits for the HTTP server to finish the ones in flight.
-    /// Unfinished tasks stay in the journal and run on the next start.
-    pub async fn shutdown(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Err(e) = (&mut self.server).await {
-            tracing::error!(error = %e, "HTTP server task ended abnormally.");
-        }
+    /// Shuts down with the configured grace period (`[gateway] shutdown_grace`).
+    pub async fn shutdown(self) -> DrainReport {
+        let grace = self.system.config().gateway.shutdown_grace;
+        self.shutdown_within(grace).await
+    }
+
+    /// Stops accepting, lets running turns finish for up to `grace`, stops the rest (they run
+    /// again on the next start), answers what finished, flushes the stores.
+    pub async fn shutdown_within(self, grace: Duration) -> DrainReport {
+        let Self { system, http } = self;
+        let report = system.shutdown(grace).await;
+        http.stopped(Duration::from_secs(1)).await;
         tracing::info!("Gateway stopped.");
+        report
     }
 }

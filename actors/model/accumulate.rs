@@ -38,6 +38,11 @@ pub(crate) struct ReplyAccumulator {
 }
 
 impl ReplyAccumulator {
+    /// The assistant text accumulated so far.
+    pub(crate) fn text(&self) -> &str {
+        &self.text
+    }
+
     /// Number of chunks applied so far.
     pub(crate) fn chunks(&self) -> usize {
         self.chunks

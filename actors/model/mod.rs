@@ -198,9 +198,40 @@ impl ModelError {
     }
 }
 
+/// Sees a model call as it happens: text as it streams, retries as they are decided.
+pub trait ModelObserver: Send + Sync {
+    /// A piece of the assistant's text, in order.
+    fn text(&self, delta: &str);
+    /// The call failed and will be tried again after `delay`.
+    fn retry(&self, attempt: u32, delay: Duration, error: &ModelError);
+}
+
+/// An observer that ignores everything.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Unobserved;
+
+impl ModelObserver for Unobserved {
+    fn text(&self, _: &str) {}
+    fn retry(&self, _: u32, _: Duration, _: &ModelError) {}
+}
+
 /// A chat-completion backend.
 #[async_trait]
 pub trait ChatModel: Send + Sync {
     /// Sends the conversation and returns the model's whole reply.
     async fn complete(&self, req: &ChatRequest) -> Result<ModelReply, ModelError>;
+
+    /// Like [`ChatModel::complete`], telling `observer` the text as it streams. Backends that do
+    /// not stream report the whole text at once.
+    async fn complete_observed(
+        &self,
+        req: &ChatRequest,
+        observer: &dyn ModelObserver,
+    ) -> Result<ModelReply, ModelError> {
+        let reply = self.complete(req).await?;
+        if let Some(text) = reply.text.as_deref().filter(|t| !t.is_empty()) {
+            observer.text(text);
+        }
+        Ok(reply)
+    }
 }

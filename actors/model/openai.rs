@@ -11,7 +11,9 @@ use tracing::{debug, warn};
 
 use super::accumulate::{ReplyAccumulator, short, truncate_chars};
 use super::sse::SseParser;
-use super::{ChatMessage, ChatModel, ChatRequest, ModelError, ModelReply, Role};
+use super::{
+    ChatMessage, ChatModel, ChatRequest, ModelError, ModelObserver, ModelReply, Role, Unobserved,
+};
 
 /// Longest wait between two attempts, whatever the backoff or `Retry-After` says.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -113,7 +115,12 @@ impl OpenAiClient {
         format!("model {model:?} at {}", self.url)
     }
 
-    async fn attempt(&self, body: &Value, target: &str) -> Result<ModelReply, Failure> {
+    async fn attempt(
+        &self,
+        body: &Value,
+        target: &str,
+        observer: &dyn ModelObserver,
+    ) -> Result<ModelReply, Failure> {
         let mut request = self.http.post(&self.url).json(body);
         if let Some(key) = &self.cfg.api_key {
             request = request.bearer_auth(key);
@@ -140,7 +147,9 @@ impl OpenAiClient {
             .unwrap_or("")
             .to_ascii_lowercase();
         if content_type.contains("event-stream") {
-            return read_stream(response, target).await.map_err(Failure::from);
+            return read_stream(response, target, observer)
+                .await
+                .map_err(Failure::from);
         }
         // Not announced as SSE: a server that ignored `stream: true` answers one JSON object.
         let bytes = response.bytes().await.map_err(|e| {
@@ -157,14 +166,18 @@ impl OpenAiClient {
             let mut acc = ReplyAccumulator::default();
             acc.apply(&payload)
                 .map_err(|e| ModelError::Protocol(format!("{target}: server error: {e}")))?;
-            return Ok(acc.finish());
+            let reply = acc.finish();
+            if let Some(text) = reply.text.as_deref().filter(|t| !t.is_empty()) {
+                observer.text(text);
+            }
+            return Ok(reply);
         }
         let mut parser = SseParser::new();
         let mut acc = ReplyAccumulator::default();
         let mut events = parser.push(&bytes);
         events.extend(parser.finish());
         for event in events {
-            if apply_event(&mut acc, &event.data, target)? {
+            if apply_event(&mut acc, &event.data, target, observer)? {
                 break;
             }
         }
@@ -173,7 +186,11 @@ impl OpenAiClient {
 }
 
 /// Reads an SSE body to `[DONE]` (or to its end) and folds it into a reply.
-async fn read_stream(response: reqwest::Response, target: &str) -> Result<ModelReply, ModelError> {
+async fn read_stream(
+    response: reqwest::Response,
+    target: &str,
+    observer: &dyn ModelObserver,
+) -> Result<ModelReply, ModelError> {
     let mut stream = response.bytes_stream();
     let mut parser = SseParser::new();
     let mut acc = ReplyAccumulator::default();
@@ -182,19 +199,24 @@ async fn read_stream(response: reqwest::Response, target: &str) -> Result<ModelR
             ModelError::Connect(format!("{target}: stream interrupted: {}", chain(&e)))
         })?;
         for event in parser.push(&chunk) {
-            if apply_event(&mut acc, &event.data, target)? {
+            if apply_event(&mut acc, &event.data, target, observer)? {
                 return Ok(acc.finish());
             }
         }
     }
     if let Some(event) = parser.finish() {
-        apply_event(&mut acc, &event.data, target)?;
+        apply_event(&mut acc, &event.data, target, observer)?;
     }
     finish(acc, target)
 }
 
 /// Applies one SSE data payload; `Ok(true)` on `[DONE]`.
-fn apply_event(acc: &mut ReplyAccumulator, data: &str, target: &str) -> Result<bool, ModelError> {
+fn apply_event(
+    acc: &mut ReplyAccumulator,
+    data: &str,
+    target: &str,
+    observer: &dyn ModelObserver,
+) -> Result<bool, ModelError> {
     let data = data.trim();
     if data == "[DONE]" {
         return Ok(true);
@@ -218,8 +240,12 @@ fn apply_event(acc: &mut ReplyAccumulator, data: &str, target: &str) -> Result<b
             })?,
     };
     for payload in &payloads {
+        let before = acc.text().len();
         acc.apply(payload)
             .map_err(|e| ModelError::Protocol(format!("{target}: server error in stream: {e}")))?;
+        if let Some(delta) = acc.text().get(before..).filter(|d| !d.is_empty()) {
+            observer.text(delta);
+        }
     }
     Ok(false)
 }
@@ -236,20 +262,32 @@ fn finish(acc: ReplyAccumulator, target: &str) -> Result<ModelReply, ModelError>
 #[async_trait]
 impl ChatModel for OpenAiClient {
     async fn complete(&self, req: &ChatRequest) -> Result<ModelReply, ModelError> {
+        self.complete_observed(req, &Unobserved).await
+    }
+
+    async fn complete_observed(
+        &self,
+        req: &ChatRequest,
+        observer: &dyn ModelObserver,
+    ) -> Result<ModelReply, ModelError> {
         let body = request_body(req);
         let target = self.target(&req.model);
         let mut attempt: u32 = 0;
         loop {
             debug!(model = %req.model, url = %self.url, attempt, "Model request started.");
-            let failure =
-                match tokio::time::timeout(self.cfg.timeout, self.attempt(&body, &target)).await {
-                    Ok(Ok(reply)) => return Ok(reply),
-                    Ok(Err(failure)) => failure,
-                    Err(_) => Failure::from(ModelError::TimedOut {
-                        after: self.cfg.timeout,
-                        target: target.clone(),
-                    }),
-                };
+            let failure = match tokio::time::timeout(
+                self.cfg.timeout,
+                self.attempt(&body, &target, observer),
+            )
+            .await
+            {
+                Ok(Ok(reply)) => return Ok(reply),
+                Ok(Err(failure)) => failure,
+                Err(_) => Failure::from(ModelError::TimedOut {
+                    after: self.cfg.timeout,
+                    target: target.clone(),
+                }),
+            };
             if !failure.error.is_retryable() || attempt >= self.cfg.max_retries {
                 return Err(failure.error);
             }
@@ -264,6 +302,7 @@ impl ChatModel for OpenAiClient {
                 _ => None,
             };
             attempt += 1;
+            observer.retry(attempt, delay, &failure.error);
             warn!(
                 model = %req.model, attempt, status, delay_ms = delay.as_millis() as u64,
                 error = %failure.error, "Model request failed; retrying."

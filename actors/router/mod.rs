@@ -118,7 +118,7 @@ pub enum RouteError {
     /// The named agent does not exist.
     #[error("no agent \"{0}\"")]
     UnknownAgent(String),
-    /// No binding matches and no agent was named.
+    /// No binding matches, the channel has no default agent, and no agent was named.
     #[error(
         "no agent is bound to channel \"{channel}\" (chat type \"{chat_type}\", peer \"{peer}\")"
     )]
@@ -138,6 +138,8 @@ pub struct Router {
     agents: Vec<AgentId>,
     /// (agent, channel, chat type, peer), most specific first.
     bindings: Vec<(AgentId, String, Option<String>, Option<String>)>,
+    /// A channel's default agent (`[channels.<name>] agent`), for messages no binding claims.
+    defaults: std::collections::BTreeMap<String, AgentId>,
 }
 
 impl Router {
@@ -159,6 +161,11 @@ impl Router {
         Self {
             agents: config.agents.iter().map(|a| a.id.clone()).collect(),
             bindings,
+            defaults: config
+                .channels
+                .iter()
+                .filter_map(|(name, c)| c.agent.clone().map(|a| (name.clone(), a)))
+                .collect(),
         }
     }
 
@@ -176,6 +183,7 @@ impl Router {
                         && peer.as_ref().is_none_or(|p| *p == m.peer)
                 })
                 .map(|(a, ..)| a.clone())
+                .or_else(|| self.defaults.get(&m.channel).cloned())
                 .ok_or_else(|| RouteError::Unbound {
                     channel: m.channel.clone(),
                     chat_type: m.chat_type.clone(),

@@ -1,18 +1,41 @@
 //! The session actor: its queue is the session lane; one run at a time, in arrival order.
 
 use super::history::View;
-use super::run::{RunInput, RunReport, execute};
+use super::run::{RunEnd, RunInput, RunReport, execute};
 use super::transcript::{Entry, EntryBody, Transcript};
 use super::{CancelRun, Enqueue, LiveInfo, LiveSessions, RunDone, SessionState, Stop};
 use crate::agent::runtime::AgentRuntime;
+use crate::origin::Origin;
 use crate::router::SessionKey;
 use actix::{
     Actor, ActorContext, ActorFutureExt, AsyncContext, Context, Handler, Recipient, WrapFuture,
 };
-use bus::{Delivery, Outcome};
+use bus::{Delivery, Outcome, TaskState};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use uuid::Uuid;
+
+/// Why a session could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionOpenError {
+    /// The session index could not be read or written.
+    #[error("session index, {key}: {cause}")]
+    Index {
+        /// The session.
+        key: SessionKey,
+        /// The store's error.
+        cause: String,
+    },
+    /// The transcript could not be opened or started.
+    #[error("transcript {}: {cause}", path.display())]
+    Transcript {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        cause: std::io::Error,
+    },
+}
 
 /// One live session.
 pub struct SessionActor {
@@ -20,7 +43,7 @@ pub struct SessionActor {
     rt: Arc<AgentRuntime>,
     transcript: Arc<Transcript>,
     view: View,
-    queue: VecDeque<(Delivery, String)>,
+    queue: VecDeque<(Delivery, Origin)>,
     current: Option<Current>,
     live: LiveSessions,
     done: Recipient<RunDone>,
@@ -42,14 +65,20 @@ impl SessionActor {
         rt: Arc<AgentRuntime>,
         live: LiveSessions,
         done: Recipient<RunDone>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, SessionOpenError> {
         let meta = rt
             .index
-            .get_or_create(key.as_str(), rt.id.as_str(), super::run::now_ms())
-            .map_err(|e| e.to_string())?;
+            .get_or_create(key.as_str(), rt.id.as_str(), rt.clock.now_ms())
+            .map_err(|e| SessionOpenError::Index {
+                key: key.clone(),
+                cause: e.to_string(),
+            })?;
         let path = Transcript::path_for(&rt.state_dir, rt.id.as_str(), &meta.session_id);
-        let (transcript, loaded) =
-            Transcript::open(&path).map_err(|e| format!("transcript {}: {e}", path.display()))?;
+        let transcript_err = |cause| SessionOpenError::Transcript {
+            path: path.clone(),
+            cause,
+        };
+        let (transcript, loaded) = Transcript::open(&path).map_err(transcript_err)?;
         if loaded.entries.is_empty() {
             let first = Entry::new(EntryBody::Session {
                 version: 1,
@@ -58,7 +87,7 @@ impl SessionActor {
             });
             transcript
                 .append(std::slice::from_ref(&first))
-                .map_err(|e| format!("transcript {}: {e}", path.display()))?;
+                .map_err(transcript_err)?;
         }
         let view = View::from_entries(&loaded.entries);
         tracing::debug!(session = %key, entries = loaded.entries.len(), torn_bytes = loaded.torn_bytes, "Session loaded.");
@@ -103,7 +132,7 @@ impl SessionActor {
         if self.current.is_some() {
             return;
         }
-        let Some((delivery, channel)) = self.queue.pop_front() else {
+        let Some((delivery, origin)) = self.queue.pop_front() else {
             self.publish_state();
             if self.stopping {
                 ctx.stop();
@@ -114,12 +143,13 @@ impl SessionActor {
         let input = RunInput {
             rt: self.rt.clone(),
             key: self.key.clone(),
-            channel,
+            origin,
             delivery: delivery.clone(),
             view: self.view.clone(),
             transcript: self.transcript.clone(),
         };
         let handle = tokio::spawn(execute(input));
+        self.rt.drain.track(&delivery, handle.abort_handle());
         self.current = Some(Current {
             delivery,
             abort: handle.abort_handle(),
@@ -138,6 +168,7 @@ impl SessionActor {
         res: Result<RunReport, tokio::task::JoinError>,
         ctx: &mut Context<Self>,
     ) {
+        self.rt.drain.untrack(task_id);
         let Some(current) = self
             .current
             .take_if(|c| c.delivery.envelope().id == task_id)
@@ -151,7 +182,7 @@ impl SessionActor {
                 let request_id = current.delivery.envelope().request_id.to_string();
                 let ended = Entry::new(EntryBody::RunEnded {
                     request_id,
-                    outcome: "cancelled".into(),
+                    outcome: TaskState::Cancelled,
                     reason,
                 });
                 if let Err(e) = self.transcript.append(std::slice::from_ref(&ended)) {
@@ -164,12 +195,13 @@ impl SessionActor {
                 for e in &report.entries {
                     self.view.apply(e);
                 }
-                let reason = if report.state == "succeeded" {
-                    "run_completed"
-                } else {
-                    "run_failed"
+                let reason = match report.end {
+                    RunEnd::Ended(TaskState::Succeeded) => "run_completed",
+                    RunEnd::Released => "run_released",
+                    RunEnd::Skipped => "run_skipped",
+                    RunEnd::Ended(_) => "run_failed",
                 };
-                tracing::info!(session = %self.key, task_id = %task_id, state = report.state, reason, "Session idle.");
+                tracing::info!(session = %self.key, task_id = %task_id, end = ?report.end, reason, "Session idle.");
             }
             (Err(e), None) => {
                 tracing::error!(session = %self.key, task_id = %task_id, error = %e, reason = "run_failed", "Run task ended abnormally; it will be redelivered.");
@@ -214,7 +246,7 @@ impl Actor for SessionActor {
 impl Handler<Enqueue> for SessionActor {
     type Result = ();
     fn handle(&mut self, msg: Enqueue, ctx: &mut Context<Self>) {
-        self.queue.push_back((msg.delivery, msg.channel));
+        self.queue.push_back((msg.delivery, msg.origin));
         self.stopping = false;
         self.pump(ctx);
         self.publish_state();

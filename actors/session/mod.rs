@@ -3,15 +3,19 @@
 
 mod actor;
 pub mod compaction;
+mod events;
 pub mod history;
 pub mod index;
 pub mod run;
+mod shards;
 #[cfg(test)]
 mod tests;
 pub mod transcript;
 
-pub use actor::SessionActor;
+pub use actor::{SessionActor, SessionOpenError};
+pub use shards::SessionShards;
 
+use crate::origin::Origin;
 use actix::{Addr, Message};
 use bus::Delivery;
 use dashmap::DashMap;
@@ -47,8 +51,8 @@ pub type LiveSessions = Arc<DashMap<String, LiveInfo>>;
 pub struct Enqueue {
     /// The task.
     pub delivery: Delivery,
-    /// The channel it came from.
-    pub channel: String,
+    /// Where it came from and which lane it runs on.
+    pub origin: Origin,
 }
 
 /// Cancels a queued or running task of this session. Answers whether it was found.
@@ -89,8 +93,8 @@ impl SessionHandle {
     }
 
     /// Queues a run. If the actor is gone the delivery is dropped unsettled and redelivered.
-    pub fn enqueue(&self, delivery: Delivery, channel: String) {
-        self.addr.do_send(Enqueue { delivery, channel });
+    pub fn enqueue(&self, delivery: Delivery, origin: Origin) {
+        self.addr.do_send(Enqueue { delivery, origin });
     }
 
     /// Cancels a task of this session.

@@ -1,14 +1,17 @@
 //! One run of a session, on the tokio pool: slot, transcript, compaction, the turn, the outcome.
 
 use super::compaction;
+use super::events::RunEvents;
 use super::history::View;
 use super::transcript::{Entry, EntryBody, Transcript};
 use crate::agent::runtime::AgentRuntime;
-use crate::agent::turn::{TurnError, TurnInput, run_turn};
+use crate::agent::turn::{TurnError, TurnInput, run_turn_observed};
+use crate::lane::LaneError;
 use crate::model::ChatMessage;
+use crate::origin::Origin;
 use crate::router::SessionKey;
 use crate::tools::ToolContext;
-use bus::{Delivery, Outcome};
+use bus::{Delivery, Outcome, TaskState};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,8 +22,8 @@ pub struct RunInput {
     pub rt: Arc<AgentRuntime>,
     /// The session.
     pub key: SessionKey,
-    /// The channel the message came from.
-    pub channel: String,
+    /// Where the message came from, and the lane the run takes a slot in.
+    pub origin: Origin,
     /// The task (a clone; the session actor keeps one to cancel with).
     pub delivery: Delivery,
     /// The model's view of the conversation so far.
@@ -29,12 +32,23 @@ pub struct RunInput {
     pub transcript: Arc<Transcript>,
 }
 
+/// How a run left its session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunEnd {
+    /// The task had already ended (cancelled before it started): nothing was recorded.
+    Skipped,
+    /// The daemon is shutting down: the task was left, unstarted, for the next start.
+    Released,
+    /// The task reached this terminal state.
+    Ended(TaskState),
+}
+
 /// What a run reports back to its session actor.
 pub struct RunReport {
     /// Transcript entries the run wrote, in order (to update the view).
     pub entries: Vec<Entry>,
-    /// The terminal state's name (`succeeded`, `failed`, …), or `skipped`.
-    pub state: &'static str,
+    /// How it ended.
+    pub end: RunEnd,
 }
 
 /// Runs one task of the session and completes its delivery after the transcript is on disk.
@@ -42,7 +56,7 @@ pub async fn execute(input: RunInput) -> RunReport {
     let RunInput {
         rt,
         key,
-        channel,
+        origin,
         delivery,
         view,
         transcript,
@@ -54,11 +68,18 @@ pub async fn execute(input: RunInput) -> RunReport {
         delivery,
         transcript,
     };
-    match run.body(&channel, view).await {
+    match run.body(&origin, view).await {
         Step::Skipped => RunReport {
             entries: Vec::new(),
-            state: "skipped",
+            end: RunEnd::Skipped,
         },
+        Step::Released => {
+            run.delivery.release();
+            RunReport {
+                entries: Vec::new(),
+                end: RunEnd::Released,
+            }
+        }
         Step::Ended(end) => run.finish(end).await,
     }
 }
@@ -76,6 +97,8 @@ struct Run {
 enum Step {
     /// The task had already ended (cancelled before it started): nothing to record.
     Skipped,
+    /// The daemon is draining: leave the task unstarted for the next start.
+    Released,
     /// The run reached an outcome to record.
     Ended(End),
 }
@@ -98,7 +121,8 @@ impl End {
 }
 
 impl Run {
-    async fn body(&self, channel: &str, mut view: View) -> Step {
+    async fn body(&self, origin: &Origin, mut view: View) -> Step {
+        let channel = origin.channel.as_str();
         let (rt, key, request_id) = (&self.rt, &self.key, self.request_id.as_str());
         let env = self.delivery.envelope();
         // A task cancelled before it reached this session (its notice was missed) must not
@@ -111,16 +135,26 @@ impl Run {
             }
         }
         let waited = Instant::now();
-        let _slot = match rt.run_slot(env).await {
+        let _slot = match rt.run_slot(env, &origin.lane).await {
             Ok(s) => s,
-            Err(error) => {
+            Err(LaneError::Closed) => return Step::Released,
+            Err(e) => {
+                let error = e.to_string();
+                let outcome = match e {
+                    LaneError::DeadlineExceeded { .. } => Outcome::TimedOut { error },
+                    LaneError::Cancelled { .. } => Outcome::Cancelled { reason: error },
+                    _ => Outcome::Failed { error },
+                };
                 return Step::Ended(End {
                     entries: Vec::new(),
-                    outcome: Outcome::TimedOut { error },
+                    outcome,
                     usage: (0, 0),
                 });
             }
         };
+        if rt.drain.is_draining() {
+            return Step::Released;
+        }
         let wait_ms = waited.elapsed().as_millis() as u64;
         match self.delivery.start().await {
             Ok(true) => {}
@@ -133,13 +167,7 @@ impl Run {
         let Some(text) = env.payload.get("text").and_then(|t| t.as_str()) else {
             return End::failed(Vec::new(), "task payload has no \"text\" string".into());
         };
-        tracing::info!(agent = %rt.id, session = %key, request_id, wait_ms, "Run started.");
-        event(
-            rt,
-            env,
-            json!({ "phase": "start", "session": key.as_str() }),
-        )
-        .await;
+        tracing::info!(agent = %rt.id, session = %key, request_id, lane = %origin.lane, wait_ms, "Run started.");
         let tool_context = ToolContext {
             workspace: rt.workspace.clone(),
             agent: rt.id.to_string(),
@@ -188,7 +216,11 @@ impl Run {
             message: text.to_string(),
             tool_context,
         };
-        let (outcome, iterations, usage, added) = match run_turn(&rt.deps, input).await {
+        let (events, forwarder) = RunEvents::start(rt.bus.clone(), env.id);
+        let turn = run_turn_observed(&rt.deps, input, &events).await;
+        // Every event of the turn is on the bus before its terminal one.
+        forwarder.finish(events).await;
+        let (outcome, iterations, usage, added) = match turn {
             Ok(out) => (
                 Outcome::Succeeded {
                     result: json!({ "text": out.text, "iterations": out.iterations }),
@@ -227,8 +259,6 @@ impl Run {
         entries.extend(new);
         let state = outcome.state().as_str();
         tracing::info!(agent = %rt.id, session = %key, request_id, iterations, duration_ms, state, "Turn finished.");
-        let end = json!({ "phase": "end", "session": key.as_str(), "state": state, "duration_ms": duration_ms });
-        event(rt, env, end).await;
         Step::Ended(End {
             entries,
             outcome,
@@ -245,18 +275,18 @@ impl Run {
             usage,
         } = end;
         let (rt, key, request_id) = (&self.rt, &self.key, self.request_id.as_str());
-        let state = outcome.state().as_str();
+        let state = outcome.state();
         rt.metrics
             .counter(
                 "clawbus_turns_total",
                 "Agent runs finished, by outcome.",
-                &[("agent", rt.id.as_str()), ("outcome", state)],
+                &[("agent", rt.id.as_str()), ("outcome", state.as_str())],
             )
             .inc();
         if let Outcome::Failed { error } | Outcome::TimedOut { error } = &outcome {
             let ended = Entry::new(EntryBody::RunEnded {
                 request_id: request_id.to_string(),
-                outcome: state.to_string(),
+                outcome: state,
                 reason: error.clone(),
             });
             match self.transcript.append(std::slice::from_ref(&ended)) {
@@ -268,30 +298,16 @@ impl Run {
         }
         if let Err(e) = rt
             .index
-            .record_run(key.as_str(), now_ms(), usage.0, usage.1)
+            .record_run(key.as_str(), rt.clock.now_ms(), usage.0, usage.1)
         {
             tracing::error!(session = %key, error = %e, "Session index not updated.");
         }
         if let Err(e) = self.delivery.complete(outcome).await {
             tracing::error!(session = %key, request_id, error = %e, "Could not record the outcome; the task will be redelivered.");
         }
-        RunReport { entries, state }
+        RunReport {
+            entries,
+            end: RunEnd::Ended(state),
+        }
     }
-}
-
-/// Lifecycle events on `agent.<id>.events`; nobody listening is fine.
-async fn event(rt: &AgentRuntime, env: &bus::Envelope, data: serde_json::Value) {
-    let mut ev = bus::Envelope::event(bus::Topic::agent_events(rt.id.as_str()), data);
-    ev.request_id = env.request_id.clone();
-    if let Err(e) = rt.bus.publish(ev).await {
-        tracing::debug!(agent = %rt.id, error = %e, "Lifecycle event not published.");
-    }
-}
-
-/// Unix milliseconds now.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }

@@ -64,7 +64,7 @@ pub enum EntryBody {
         /// The request.
         request_id: String,
         /// `cancelled`, `failed`, `timed_out`.
-        outcome: String,
+        outcome: bus::TaskState,
         /// Why.
         reason: String,
     },

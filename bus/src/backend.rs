@@ -2,6 +2,7 @@
 
 use crate::envelope::{Envelope, Kind, RequestId};
 use crate::error::BusError;
+use crate::events::{TaskEventKind, TaskEventStream};
 use crate::task::{Admission, Outcome, TaskRecord};
 use crate::topic::Topic;
 use async_trait::async_trait;
@@ -23,7 +24,8 @@ pub trait Bus: Send + Sync + 'static {
 
     /// Submits a task: first sight of its request id journals it durably (before this returns) and
     /// delivers it to exactly one consumer; a known request id answers the existing record,
-    /// `duplicate: true`, and starts nothing.
+    /// `duplicate: true`, and starts nothing. A known request id with another topic or payload is
+    /// [`BusError::Conflict`].
     async fn submit(&self, env: Envelope) -> Result<Admission, BusError>;
 
     /// Subscribes to events and results on topics matching `pattern`.
@@ -38,7 +40,18 @@ pub trait Bus: Send + Sync + 'static {
     /// The record of a task by task id.
     async fn task(&self, task_id: Uuid) -> Result<Option<TaskRecord>, BusError>;
 
-    /// Waits until the task is terminal, or `timeout` passes ([`BusError::TimedOut`]).
+    /// Emits an event of a running task (model calls, deltas, tool calls, progress) on
+    /// [`Topic::task_events`] and [`Topic::events_for`] its work topic; the bus assigns `seq` and
+    /// `ts_ms`. The terminal event is refused ([`BusError::Invalid`]): it comes from the outcome.
+    /// Events of a task that already ended are dropped.
+    async fn emit(&self, task_id: Uuid, kind: TaskEventKind) -> Result<(), BusError>;
+
+    /// The task's events: every one already emitted (replayed), then live ones, without gap or
+    /// duplicate; the stream ends after the terminal event.
+    async fn task_events(&self, task_id: Uuid) -> Result<TaskEventStream, BusError>;
+
+    /// Waits until the task is terminal (its terminal event), or `timeout` passes
+    /// ([`BusError::TimedOut`]).
     async fn wait(&self, request_id: &RequestId, timeout: Duration)
     -> Result<TaskRecord, BusError>;
 
@@ -82,6 +95,11 @@ pub enum Settle {
 pub trait Acker: Send + Sync {
     /// Marks the attempt as running. `false` means the task is already terminal: skip it.
     async fn start(&self, env: &Envelope) -> Result<bool, BusError>;
+    /// Records a progress mark on the running attempt; `false` when the task is not running.
+    async fn progress(&self, env: &Envelope, note: serde_json::Value) -> Result<bool, BusError> {
+        let _ = (env, note);
+        Ok(true)
+    }
     /// Settles the delivery.
     async fn settle(&self, env: &Envelope, how: Settle) -> Result<(), BusError>;
     /// Called when a task delivery is dropped unsettled (its consumer died): redeliver it.
@@ -138,6 +156,22 @@ impl Delivery {
             }
             None => Ok(true),
         }
+    }
+
+    /// Marks the running attempt as alive, with a progress `note` (recorded on the task and
+    /// emitted as a `progress` event). `false` when the task is no longer running.
+    pub async fn progress(&self, note: serde_json::Value) -> Result<bool, BusError> {
+        match &self.inner.acker {
+            Some(a) => a.progress(&self.inner.envelope, note).await,
+            None => Ok(false),
+        }
+    }
+
+    /// Lets the delivery go without settling it and without a redelivery in this process: the
+    /// store keeps the task as it stands (queued or running), so it runs again on the next
+    /// start. For a graceful shutdown that stops runs it did not let finish.
+    pub fn release(&self) {
+        self.inner.settled.store(true, Ordering::SeqCst);
     }
 
     /// Takes the envelope back, unsettled and without redelivery (the broker could not hand it over).

@@ -44,6 +44,28 @@ impl RequestId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The id as a store key: injective, and only `[-/_0-9A-Za-z]`, which every store accepts
+    /// (JetStream KV allows `[-/_=.a-zA-Z0-9]`; `.` is escaped too, as it separates subject tokens).
+    ///
+    /// `-`, `/`, digits and letters stay; every other byte becomes `_` and two upper-case hex digits.
+    pub fn store_key(&self) -> String {
+        let mut key = String::with_capacity(self.0.len());
+        for b in self.0.bytes() {
+            if b.is_ascii_alphanumeric() || b == b'-' || b == b'/' {
+                key.push(char::from(b));
+            } else {
+                key.push('_');
+                key.push(hex_digit(b >> 4));
+                key.push(hex_digit(b & 0xf));
+            }
+        }
+        key
+    }
+}
+
+fn hex_digit(n: u8) -> char {
+    char::from(b"0123456789ABCDEF"[usize::from(n & 0xf)])
 }
 
 impl fmt::Display for RequestId {

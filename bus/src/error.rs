@@ -1,6 +1,31 @@
 //! Bus errors.
 
+use crate::envelope::RequestId;
+use crate::topic::Topic;
 use std::time::Duration;
+use uuid::Uuid;
+
+/// Why a known request id cannot be answered as a duplicate of its task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConflictReason {
+    /// The request id was first used for work on another topic.
+    OtherTarget {
+        /// The topic the request id was first submitted to.
+        original: Topic,
+    },
+    /// The request id was first used on this topic with another payload.
+    OtherPayload,
+}
+
+impl std::fmt::Display for ConflictReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::OtherTarget { original } => write!(f, "it was first submitted to {original}"),
+            Self::OtherPayload => f.write_str("it was first submitted with another payload"),
+        }
+    }
+}
 
 /// What can go wrong on the bus. Callers that branch match on the variant.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +57,16 @@ pub enum BusError {
     /// The envelope cannot be accepted as it is.
     #[error("invalid envelope: {0}")]
     Invalid(String),
+    /// A request id inside its dedup window was reused for different work.
+    #[error("request id {request_id} is taken by task {task_id}: {reason}")]
+    Conflict {
+        /// The reused request id.
+        request_id: RequestId,
+        /// The task the request id belongs to.
+        task_id: Uuid,
+        /// How the new submission differs from the first.
+        reason: ConflictReason,
+    },
     /// The transport failed (network backends).
     #[error("transport: {0}")]
     Transport(String),

@@ -1,10 +1,12 @@
-//! The clawbus message bus: envelopes, topics, the dedup ledger and its backends.
+//! The clawbus message bus: envelopes, topics, the task store, task events and backends.
 //!
 //! It knows nothing of LLMs, agents or config files. Module map:
 //! - [`envelope`]: [`Envelope`] and [`RequestId`], the serde value every message travels in.
 //! - [`topic`]: dot-separated [`Topic`]s with NATS-style `*` / `>` wildcards.
 //! - [`backend`]: the [`Bus`] trait every backend implements, [`Delivery`], [`Subscription`].
-//! - [`ledger`]: the dedup ledger and task journal in sled; [`commit`]: group commit to disk.
+//! - [`store`]: the [`TaskStore`] trait (the task rules) and [`SledTaskStore`];
+//!   [`commit`]: group commit to disk.
+//! - [`events`]: [`TaskEvent`]s, what happens to a task, on `events.task.<id>` and `events.<topic>`.
 //! - [`local`]: the embedded backend (an actix broker actor in this process).
 //! - [`clock`]: injected time.
 
@@ -13,16 +15,20 @@ pub mod clock;
 pub mod commit;
 pub mod envelope;
 pub mod error;
-pub mod ledger;
+pub mod events;
 pub mod local;
+pub mod store;
 pub mod task;
 pub mod topic;
 
 pub use backend::{Bus, Delivery, Settle, Subscription};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use envelope::{Envelope, Kind, RequestId};
-pub use error::BusError;
-pub use ledger::Ledger;
+pub use error::{BusError, ConflictReason};
+pub use events::{TaskEvent, TaskEventKind, TaskEventStream};
 pub use local::{LocalBus, LocalOptions};
+pub use store::{Completion, SledTaskStore, TaskStore};
+/// The task store's name in earlier versions.
+pub type Ledger = SledTaskStore;
 pub use task::{Admission, Outcome, TaskRecord, TaskState};
 pub use topic::Topic;

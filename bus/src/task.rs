@@ -105,6 +105,13 @@ pub struct TaskRecord {
     /// before it existed).
     #[serde(default)]
     pub seq: u64,
+    /// The last progress note of the running attempt (see [`crate::store::TaskStore::progress`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<serde_json::Value>,
+    /// A fingerprint of the admitted payload ([`crate::store::fingerprint`]); `None` in records
+    /// written before it existed, which are compared by their stored payload instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
 }
 
 impl TaskRecord {

@@ -61,6 +61,17 @@ impl Topic {
         Self("tasks.cancelled".to_string())
     }
 
+    /// Where every event of one task is published: `events.task.<task_id>`.
+    pub fn task_events(task_id: uuid::Uuid) -> Self {
+        Self(format!("events.task.{task_id}"))
+    }
+
+    /// Where the events of every task submitted to `work` are published: `events.<work>`
+    /// (`events.agent.assistant`). The `events.` namespace holds no work topics.
+    pub fn events_for(work: &Topic) -> Self {
+        Self(format!("events.{}", work.0))
+    }
+
     /// A private reply topic: `_inbox.<unique>`.
     pub fn inbox() -> Self {
         Self(format!("_inbox.{}", uuid::Uuid::now_v7().simple()))

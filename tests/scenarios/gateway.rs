@@ -1,7 +1,8 @@
 //! Gateway auth, idempotency headers and task lookup.
 
-use crate::support::{NET, Project};
+use crate::support::{NET, Project, in_fresh_system};
 use clawbus::gateway::token;
+use clawbus::gateway::{Daemon, StartOptions};
 use serde_json::json;
 
 #[actix_rt::test]
@@ -50,14 +51,49 @@ async fn token_file_is_private_and_stable_across_restarts() {
     use std::os::unix::fs::PermissionsExt;
     let project = Project::new();
     project.write("agents.d/echo.toml", "");
-    let daemon = project.start().await;
-    let first = daemon.token().to_string();
-    daemon.shutdown().await;
+    // The first life runs in its own actix System, which is gone (and the state folder released)
+    // when it returns, like a process that ended.
+    let config = project.load();
+    let first = in_fresh_system(move || async move {
+        let daemon = Daemon::start(
+            config,
+            StartOptions {
+                port: Some(0),
+                allow_public: false,
+            },
+        )
+        .await
+        .unwrap();
+        let token = daemon.token().to_string();
+        daemon.shutdown().await;
+        token
+    })
+    .await;
     let path = token::token_path(&project.state_dir());
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "the token file is readable by its owner only");
     assert_eq!(token::read(&path).unwrap(), first);
     assert_eq!(first.len(), 64);
+
+    // A second daemon on the same state folder keeps the token, and takes it.
+    let second = project.start().await;
+    assert_eq!(second.token(), first, "the token survives a restart");
+    let listed = reqwest::Client::new()
+        .get(format!("{}/v1/agents", second.url()))
+        .bearer_auth(&first)
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.status(), 200, "the old token opens the new daemon");
+    second.shutdown().await;
+    assert_eq!(
+        token::read(&path).unwrap(),
+        first,
+        "the file was not rewritten"
+    );
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
 }
 
 #[actix_rt::test]

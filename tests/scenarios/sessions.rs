@@ -1,6 +1,6 @@
 //! Sessions, the session lane, transcripts, cancellation, eviction and compaction, end to end.
 
-use crate::support::{NET, Project, get_json, in_fresh_system, post_task};
+use crate::support::{NET, Project, eventually, get_json, in_fresh_system, post_task};
 use bus::Bus as _;
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::{Value, json};
@@ -115,9 +115,10 @@ async fn cancel_removes_a_queued_run_at_once_and_stops_a_running_one() {
     let (_, queued) = post("queued").await;
     let (_, after) = post("after").await;
     // Wait until the slow turn is really at the model.
-    while server.request_count() < 1 {
-        tokio::task::yield_now().await;
-    }
+    eventually("the model has 1 request", async || {
+        server.request_count() >= 1
+    })
+    .await;
     let http = reqwest::Client::new();
     let cancel = |id: &str| {
         http.post(format!("{}/v1/tasks/{id}/cancel", daemon.url()))
@@ -399,9 +400,10 @@ async fn sessions_and_tasks_from_the_cli() {
         json!({ "text": "hang", "session": "other" }),
     )
     .await;
-    while server.request_count() < 2 {
-        tokio::task::yield_now().await;
-    }
+    eventually("the model has 2 requests", async || {
+        server.request_count() >= 2
+    })
+    .await;
     let url = daemon.url();
     let token = daemon.token().to_string();
     let run = move |args: Vec<String>| {
@@ -490,9 +492,10 @@ async fn a_deadline_bounds_the_wait_for_a_lane_slot() {
         .write("agents.d/chat.toml", "");
     let daemon = project.start().await;
     post_task(&daemon, "chat", json!({ "text": "hog", "session": "a" })).await;
-    while server.request_count() < 1 {
-        tokio::task::yield_now().await;
-    }
+    eventually("the model has 1 request", async || {
+        server.request_count() >= 1
+    })
+    .await;
     let (_, late) = post_task(
         &daemon,
         "chat",
@@ -513,23 +516,17 @@ async fn a_deadline_bounds_the_wait_for_a_lane_slot() {
 
 /// Polls the agent's session listing until `ok` holds for the row of `key`.
 async fn until_session(daemon: &clawbus::gateway::Daemon, key: &str, ok: impl Fn(&Value) -> bool) {
-    tokio::time::timeout(NET, async {
-        loop {
-            let rows = get_json(daemon, "/v1/sessions?agent=chat").await;
-            let row = rows["sessions"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|r| r["key"] == key)
-                .cloned();
-            if row.as_ref().is_some_and(&ok) {
-                return;
-            }
-            tokio::task::yield_now().await;
-        }
+    let what = format!("session {key} reaches the expected state");
+    eventually(&what, async || {
+        let rows = get_json(daemon, "/v1/sessions?agent=chat").await;
+        rows["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["key"] == key)
+            .is_some_and(&ok)
     })
-    .await
-    .unwrap_or_else(|_| panic!("session {key} never reached the expected state"));
+    .await;
 }
 
 #[actix_rt::test]
@@ -542,9 +539,10 @@ async fn a_task_cancelled_before_its_turn_does_not_wait_for_a_lane_slot() {
     let daemon = project.start().await;
     let b = "agent:chat:api:direct:b";
     let (_, first) = post_task(&daemon, "chat", json!({ "text": "hang 1", "session": "b" })).await;
-    while server.request_count() < 1 {
-        tokio::task::yield_now().await;
-    }
+    eventually("the model has 1 request", async || {
+        server.request_count() >= 1
+    })
+    .await;
     let (_, queued) = post_task(&daemon, "chat", json!({ "text": "x", "session": "b" })).await;
     until_session(&daemon, b, |r| r["queued"] == 1).await;
     // Cancelled in the ledger, but its notice never reaches the session (as when it came first).
@@ -566,16 +564,16 @@ async fn a_task_cancelled_before_its_turn_does_not_wait_for_a_lane_slot() {
     // Another session queues for the only main slot, then takes it and holds it.
     let (_, other) = post_task(&daemon, "chat", json!({ "text": "hang 2", "session": "c" })).await;
     let other_id: uuid::Uuid = other["task_id"].as_str().unwrap().parse().unwrap();
-    while !daemon
-        .lanes()
-        .status()
-        .await
-        .unwrap()
-        .iter()
-        .any(|l| l.waiting.contains(&other_id))
-    {
-        tokio::task::yield_now().await;
-    }
+    eventually("the other session waits for the main lane", async || {
+        daemon
+            .lanes()
+            .status()
+            .await
+            .unwrap()
+            .iter()
+            .any(|l| l.waiting.contains(&other_id))
+    })
+    .await;
     let cancelled = reqwest::Client::new()
         .post(format!(
             "{}/v1/tasks/{}/cancel",
@@ -595,6 +593,11 @@ async fn a_task_cancelled_before_its_turn_does_not_wait_for_a_lane_slot() {
         !main.waiting.contains(&task_id),
         "the cancelled task must not queue for a slot: {main:?}"
     );
+    // The other session's run reaches the model once the first run's slot is free.
+    eventually("the other session reaches the model", async || {
+        server.request_count() >= 2
+    })
+    .await;
     assert_eq!(server.request_count(), 2, "it never reached the model");
     daemon.shutdown().await;
 }

@@ -2,9 +2,10 @@
 
 use crate::backend::{Acker, Delivery, Settle};
 use crate::envelope::Envelope;
+use crate::store::TaskStore;
 use crate::task::Outcome;
 use crate::topic::Topic;
-use actix::{Actor, AsyncContext, Context, Handler, Message};
+use actix::{Actor, ActorFutureExt as _, AsyncContext, Context, Handler, Message, WrapFuture as _};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,10 +39,17 @@ pub(super) struct Broker {
     parked: VecDeque<Envelope>,
     /// Events dropped because a subscriber's queue was full.
     lagged: u64,
+    /// The store whose unfinished tasks are dispatched on start, before any other message.
+    recover: Option<Arc<dyn TaskStore>>,
 }
 
 impl Broker {
-    pub(super) fn new(acker: Arc<dyn Acker>, max_attempts: u32) -> Self {
+    /// A broker; on start it first dispatches the unfinished tasks of `recover`.
+    pub(super) fn new(
+        acker: Arc<dyn Acker>,
+        max_attempts: u32,
+        recover: Option<Arc<dyn TaskStore>>,
+    ) -> Self {
         Self {
             acker,
             max_attempts,
@@ -50,6 +58,62 @@ impl Broker {
             turn: 0,
             parked: VecDeque::new(),
             lagged: 0,
+            recover,
+        }
+    }
+
+    /// Re-queues the unfinished tasks of the store, in admission order, before the broker
+    /// handles anything else (a task submitted now must not overtake them).
+    fn recover(&mut self, ctx: &mut Context<Self>) {
+        let Some(store) = self.recover.take() else {
+            return;
+        };
+        let unfinished = async move { store.unfinished().await };
+        ctx.wait(unfinished.into_actor(self).map(|found, this, _| {
+            let records = match found {
+                Ok(records) => records,
+                Err(e) => {
+                    tracing::error!(error = %e, "Unfinished tasks could not be read; not re-queued.");
+                    return;
+                }
+            };
+            if !records.is_empty() {
+                tracing::info!(
+                    tasks = records.len(),
+                    "Unfinished tasks re-queued from the journal."
+                );
+            }
+            for record in records {
+                let mut env = record.envelope;
+                env.attempt = record.attempts + 1;
+                this.dispatch(env);
+            }
+        }));
+    }
+
+    fn dispatch(&mut self, env: Envelope) {
+        if env.attempt > self.max_attempts {
+            // Every attempt was dropped unsettled (its consumer died) or lost in a crash.
+            let error = format!("gave up after {} attempts", self.max_attempts);
+            tracing::warn!(request_id = %env.request_id, attempts = self.max_attempts, "Task failed for good.");
+            let acker = self.acker.clone();
+            actix::spawn(async move {
+                let outcome = Settle::Complete(Outcome::Failed { error });
+                if let Err(e) = acker.settle(&env, outcome).await {
+                    tracing::error!(request_id = %env.request_id, error = %e, "Could not record the failed task.");
+                }
+            });
+            return;
+        }
+        // Tasks parked for the same topic go first: a new one must not overtake them.
+        if self.parked.iter().any(|p| p.topic == env.topic) {
+            self.parked.push_back(env);
+            self.offer_parked();
+            return;
+        }
+        if let Some(env) = self.offer(env) {
+            tracing::debug!(topic = %env.topic, parked = self.parked.len() + 1, "No consumer ready; task parked.");
+            self.parked.push_back(env);
         }
     }
 
@@ -111,6 +175,7 @@ impl Actor for Broker {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(4096);
+        self.recover(ctx);
         ctx.run_interval(PARKED_RETRY, |this, _| {
             if !this.parked.is_empty() {
                 this.offer_parked();
@@ -188,30 +253,7 @@ pub(super) struct Dispatch(pub Envelope);
 impl Handler<Dispatch> for Broker {
     type Result = ();
     fn handle(&mut self, msg: Dispatch, _: &mut Context<Self>) {
-        let env = msg.0;
-        if env.attempt > self.max_attempts {
-            // Every attempt was dropped unsettled (its consumer died) or lost in a crash.
-            let error = format!("gave up after {} attempts", self.max_attempts);
-            tracing::warn!(request_id = %env.request_id, attempts = self.max_attempts, "Task failed for good.");
-            let acker = self.acker.clone();
-            actix::spawn(async move {
-                let outcome = Settle::Complete(Outcome::Failed { error });
-                if let Err(e) = acker.settle(&env, outcome).await {
-                    tracing::error!(request_id = %env.request_id, error = %e, "Could not record the failed task.");
-                }
-            });
-            return;
-        }
-        // Tasks parked for the same topic go first: a new one must not overtake them.
-        if self.parked.iter().any(|p| p.topic == env.topic) {
-            self.parked.push_back(env);
-            self.offer_parked();
-            return;
-        }
-        if let Some(env) = self.offer(env) {
-            tracing::debug!(topic = %env.topic, parked = self.parked.len() + 1, "No consumer ready; task parked.");
-            self.parked.push_back(env);
-        }
+        self.dispatch(msg.0);
     }
 }
 

@@ -1,17 +1,27 @@
-//! The embedded backend: an actix broker actor in this process, tasks journaled in sled.
+//! The embedded backend: an actix broker actor in this process, tasks journaled in a task store.
 
+mod acker;
 mod broker;
+mod evented;
+mod log;
+mod stream;
 
-use crate::backend::{Acker, Bus, Settle, Subscription};
+pub use log::{MAX_EVENTS_PER_TASK, MAX_TASK_LOGS};
+
+use crate::backend::{Bus, Subscription};
 use crate::clock::{Clock, SystemClock};
 use crate::envelope::{Envelope, Kind, RequestId};
 use crate::error::BusError;
-use crate::ledger::{DEFAULT_WINDOW, Ledger};
-use crate::task::{Admission, Outcome, TaskRecord, TaskState};
+use crate::events::{TaskEventKind, TaskEventStream};
+use crate::store::{DEFAULT_WINDOW, SledTaskStore, TaskStore};
+use crate::task::{Admission, Outcome, TaskRecord};
 use crate::topic::Topic;
-use actix::{Actor, Addr, AsyncContext};
+use acker::LocalAcker;
+use actix::{Addr, AsyncContext as _, Context};
 use async_trait::async_trait;
-use broker::{Broker, Dispatch, Mode, Publish, Redeliver, Subscribe, Unsubscribe};
+use broker::{Broker, Dispatch, Mode, Publish, Subscribe, Unsubscribe};
+use evented::EventedStore;
+use log::{EventLog, Header};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,7 +56,8 @@ impl Default for LocalOptions {
 #[derive(Clone)]
 pub struct LocalBus {
     broker: Addr<Broker>,
-    ledger: Arc<Ledger>,
+    store: Arc<dyn TaskStore>,
+    log: Arc<EventLog>,
 }
 
 impl LocalBus {
@@ -60,35 +71,39 @@ impl LocalBus {
 
     /// Opens the bus over an already open sled database.
     pub fn with_db(db: sled::Db, opts: LocalOptions) -> Result<Self, BusError> {
-        let ledger = Arc::new(Ledger::with_db(db, opts.clock.clone(), opts.dedup_window)?);
-        let unfinished = ledger.unfinished()?;
-        let max_attempts = opts.max_attempts;
-        let ledger_for_broker = ledger.clone();
-        let broker = Broker::create(move |ctx| {
-            let acker = Arc::new(LocalAcker {
-                ledger: ledger_for_broker,
-                broker: ctx.address(),
-                max_attempts,
-            });
-            Broker::new(acker, max_attempts)
-        });
-        if !unfinished.is_empty() {
-            tracing::info!(
-                tasks = unfinished.len(),
-                "Unfinished tasks re-queued from the journal."
-            );
-        }
-        for record in unfinished {
-            let mut env = record.envelope;
-            env.attempt = record.attempts + 1;
-            broker.do_send(Dispatch(env));
-        }
-        Ok(Self { broker, ledger })
+        let store = SledTaskStore::with_db(db, opts.clock.clone(), opts.dedup_window)?;
+        Ok(Self::with_store(Arc::new(store), opts))
     }
 
-    /// The ledger behind this bus.
-    pub fn ledger(&self) -> &Arc<Ledger> {
-        &self.ledger
+    /// Opens the bus over `store` (its dedup window applies, not `opts.dedup_window`),
+    /// re-queueing its unfinished tasks before anything else is delivered.
+    /// Must be called inside a running actix `System`.
+    pub fn with_store(store: Arc<dyn TaskStore>, opts: LocalOptions) -> Self {
+        let ctx = Context::<Broker>::new();
+        let address = ctx.address();
+        let log = Arc::new(EventLog::new(opts.clock.clone(), address.clone()));
+        let store: Arc<dyn TaskStore> = Arc::new(EventedStore {
+            inner: store,
+            log: log.clone(),
+        });
+        let acker = Arc::new(LocalAcker {
+            store: store.clone(),
+            log: log.clone(),
+            broker: address,
+            max_attempts: opts.max_attempts,
+        });
+        let broker = ctx.run(Broker::new(acker, opts.max_attempts, Some(store.clone())));
+        Self { broker, store, log }
+    }
+
+    /// The task store behind this bus. Outcomes recorded through it emit their task events.
+    pub fn store(&self) -> &Arc<dyn TaskStore> {
+        &self.store
+    }
+
+    /// The task store behind this bus (the name of earlier versions; see [`LocalBus::store`]).
+    pub fn ledger(&self) -> &Arc<dyn TaskStore> {
+        &self.store
     }
 
     async fn subscribe_mode(&self, pattern: Topic, tasks: bool) -> Result<Subscription, BusError> {
@@ -111,7 +126,7 @@ impl LocalBus {
     }
 }
 
-fn closed(e: actix::MailboxError) -> BusError {
+pub(crate) fn closed(e: actix::MailboxError) -> BusError {
     BusError::Closed(format!("broker: {e}"))
 }
 
@@ -151,7 +166,7 @@ impl Bus for LocalBus {
                 env.topic
             )));
         }
-        let admission = self.ledger.admit(env.clone()).await?;
+        let admission = self.store.admit(env.clone()).await?;
         if !admission.duplicate {
             self.broker.send(Dispatch(env)).await.map_err(closed)?;
         }
@@ -167,11 +182,11 @@ impl Bus for LocalBus {
     }
 
     async fn lookup(&self, request_id: &RequestId) -> Result<Option<TaskRecord>, BusError> {
-        self.ledger.lookup(request_id)
+        self.store.lookup(request_id).await
     }
 
     async fn task(&self, task_id: Uuid) -> Result<Option<TaskRecord>, BusError> {
-        self.ledger.by_task_id(task_id)
+        self.store.by_task_id(task_id).await
     }
 
     async fn wait(
@@ -179,15 +194,68 @@ impl Bus for LocalBus {
         request_id: &RequestId,
         timeout: Duration,
     ) -> Result<TaskRecord, BusError> {
-        self.ledger.wait(request_id, timeout).await
+        let deadline = tokio::time::Instant::now() + timeout;
+        let timed_out = || BusError::TimedOut { after: timeout };
+        let unknown = || BusError::UnknownTask(request_id.to_string());
+        let record = self.store.lookup(request_id).await?.ok_or_else(unknown)?;
+        if record.state.is_terminal() {
+            return Ok(record);
+        }
+        // The stream subscribes before it reads what happened so far: no outcome slips between.
+        let mut events = tokio::time::timeout_at(deadline, self.task_events(record.task_id))
+            .await
+            .map_err(|_| timed_out())??;
+        loop {
+            match tokio::time::timeout_at(deadline, events.next()).await {
+                Err(_) => return Err(timed_out()),
+                Ok(None) => return Err(BusError::Closed("task events ended early".into())),
+                Ok(Some(ev)) if ev.is_terminal() => break,
+                Ok(Some(_)) => {}
+            }
+        }
+        match self.store.by_task_id(record.task_id).await? {
+            Some(done) => Ok(done),
+            None => self.store.lookup(request_id).await?.ok_or_else(unknown),
+        }
+    }
+
+    async fn emit(&self, task_id: Uuid, kind: TaskEventKind) -> Result<(), BusError> {
+        if kind.is_terminal() {
+            return Err(BusError::Invalid(
+                "a task's terminal event comes from recording its outcome, not from emit".into(),
+            ));
+        }
+        let header = match self.log.header(task_id) {
+            Some(header) => header,
+            None => {
+                let record = self
+                    .store
+                    .by_task_id(task_id)
+                    .await?
+                    .ok_or_else(|| BusError::UnknownTask(task_id.to_string()))?;
+                if record.state.is_terminal() {
+                    return Ok(()); // late news of an ended task
+                }
+                Header::of(&record)
+            }
+        };
+        self.log.append(&header, kind);
+        Ok(())
+    }
+
+    async fn task_events(&self, task_id: Uuid) -> Result<TaskEventStream, BusError> {
+        let sub = self.subscribe(Topic::task_events(task_id)).await?;
+        let replayed = stream::replay(&self.log, self.store.as_ref(), task_id).await?;
+        Ok(stream::stream(replayed, sub, self.log.clone(), task_id))
     }
 
     async fn cancel(&self, request_id: &RequestId, reason: &str) -> Result<TaskRecord, BusError> {
         let outcome = Outcome::Cancelled {
             reason: reason.to_string(),
         };
-        let record = self.ledger.complete(request_id, outcome).await?;
-        if record.state != TaskState::Cancelled {
+        let done = self.store.complete(request_id, outcome).await?;
+        let record = done.task;
+        if !done.recorded {
             // The task ended first: its consumer must not be told to stop (and record a cancel).
             return Ok(record);
         }
@@ -198,73 +266,5 @@ impl Bus for LocalBus {
         notice.request_id = record.request_id.clone();
         self.broker.send(Publish(notice)).await.map_err(closed)?;
         Ok(record)
-    }
-}
-
-/// Settles task deliveries against the ledger and asks the broker for redeliveries.
-struct LocalAcker {
-    ledger: Arc<Ledger>,
-    broker: Addr<Broker>,
-    max_attempts: u32,
-}
-
-impl LocalAcker {
-    async fn finish(&self, env: &Envelope, outcome: Outcome) -> Result<(), BusError> {
-        let record = self.ledger.complete(&env.request_id, outcome).await?;
-        if let Some(reply_to) = &env.reply_to {
-            let mut reply = Envelope::event(
-                reply_to.clone(),
-                serde_json::to_value(&record).unwrap_or_default(),
-            );
-            reply.kind = Kind::Result;
-            reply.request_id = env.request_id.clone();
-            self.broker.send(Publish(reply)).await.map_err(closed)?;
-        }
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl Acker for LocalAcker {
-    async fn start(&self, env: &Envelope) -> Result<bool, BusError> {
-        Ok(self
-            .ledger
-            .start_attempt(&env.request_id, env.attempt)
-            .await?
-            .is_some())
-    }
-
-    async fn settle(&self, env: &Envelope, how: Settle) -> Result<(), BusError> {
-        match how {
-            Settle::Ack => {
-                let result = serde_json::Value::Null;
-                self.finish(env, Outcome::Succeeded { result }).await
-            }
-            Settle::Complete(outcome) => self.finish(env, outcome).await,
-            Settle::Nack { delay } => {
-                if env.attempt >= self.max_attempts {
-                    let error = format!("gave up after {} attempts", env.attempt);
-                    tracing::warn!(request_id = %env.request_id, attempts = env.attempt, "Task failed for good.");
-                    return self.finish(env, Outcome::Failed { error }).await;
-                }
-                self.ledger.requeue(&env.request_id).await?;
-                let mut next = env.clone();
-                next.attempt += 1;
-                self.broker
-                    .send(Redeliver { env: next, delay })
-                    .await
-                    .map_err(closed)
-            }
-        }
-    }
-
-    fn abandon(&self, env: &Envelope) {
-        tracing::warn!(request_id = %env.request_id, attempt = env.attempt, "Task dropped unsettled; redelivering.");
-        let mut next = env.clone();
-        next.attempt += 1;
-        self.broker.do_send(Redeliver {
-            env: next,
-            delay: Duration::ZERO,
-        });
     }
 }

@@ -1,5 +1,7 @@
 //! The bus conformance suite, generic over the backend. Every backend runs all of it.
 
+pub mod events;
+
 use bus::{Bus, Envelope, Kind, ManualClock, Outcome, RequestId, TaskState, Topic};
 use serde_json::json;
 use std::path::Path;
@@ -20,11 +22,11 @@ pub const NET: Duration = Duration::from_secs(10);
 /// Start of the manual clock (2026-01-01).
 pub const T0: u64 = 1_767_225_600_000;
 
-fn topic(s: &str) -> Topic {
+pub fn topic(s: &str) -> Topic {
     Topic::parse(s).unwrap()
 }
 
-fn task(t: &str, rid: &str, text: &str) -> Envelope {
+pub fn task(t: &str, rid: &str, text: &str) -> Envelope {
     Envelope::task(
         topic(t),
         RequestId::parse(rid).unwrap(),
@@ -573,6 +575,14 @@ pub fn a_task_that_keeps_crashing_the_process_fails_after_max_attempts<B: Backen
 #[macro_export]
 macro_rules! conformance_suite {
     ($backend:ty) => {
+        $crate::conformance_suite!(@events $backend;
+            events_of_a_task_come_in_order,
+            a_late_subscriber_gets_the_replay,
+            emitted_events_come_between_start_and_end,
+            wait_is_answered_by_the_terminal_event,
+            cancel_emits_the_one_terminal_event,
+            reusing_a_request_id_for_other_work_is_a_conflict,
+        );
         #[actix_rt::test]
         async fn wildcard_subscriptions_match_like_nats() {
             conformance::wildcard_subscriptions_match_like_nats::<$backend>().await
@@ -641,8 +651,20 @@ macro_rules! conformance_suite {
             conformance::duplicate_is_answered_from_the_ledger_after_restart::<$backend>()
         }
         #[test]
+        fn replay_after_a_restart_comes_from_the_store() {
+            conformance::events::replay_after_a_restart_comes_from_the_store::<$backend>()
+        }
+        #[test]
         fn acknowledged_task_runs_after_a_crash() {
             conformance::acknowledged_task_runs_after_a_crash::<$backend>()
         }
+    };
+    (@events $backend:ty; $($name:ident),* $(,)?) => {
+        $(
+            #[actix_rt::test]
+            async fn $name() {
+                conformance::events::$name::<$backend>().await
+            }
+        )*
     };
 }

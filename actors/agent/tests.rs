@@ -1,0 +1,240 @@
+//! The turn loop's guards: `limits.max_iterations`, the identical-call limit and
+//! `limits.turn_timeout` each stop the loop with their own [`TurnError`], and no guard lets more
+//! tool calls run than it allows.
+
+use super::turn::{PromptSource, TurnDeps, TurnError, TurnInput, run_turn};
+use crate::config::Limits;
+use crate::model::{ChatModel, ChatRequest, ModelError, ModelReply, ToolCall};
+use crate::tools::{Tool, ToolContext, ToolOutput, ToolSet};
+use async_trait::async_trait;
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+/// A model that never answers: every reply asks for `calls_per_reply` calls to `count`, with
+/// arguments that change per reply (`{"n": <reply>}`) unless `same_args`.
+struct Looping {
+    replies: AtomicU32,
+    calls_per_reply: u32,
+    same_args: bool,
+}
+
+impl Looping {
+    fn new(calls_per_reply: u32, same_args: bool) -> Arc<Self> {
+        Arc::new(Self {
+            replies: AtomicU32::new(0),
+            calls_per_reply,
+            same_args,
+        })
+    }
+
+    fn replies(&self) -> u32 {
+        self.replies.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl ChatModel for Looping {
+    async fn complete(&self, _: &ChatRequest) -> Result<ModelReply, ModelError> {
+        let reply = self.replies.fetch_add(1, Ordering::SeqCst) + 1;
+        let n = if self.same_args { 1 } else { reply };
+        let tool_calls = (0..self.calls_per_reply)
+            .map(|i| ToolCall {
+                id: format!("call-{reply}-{i}"),
+                name: "count".to_string(),
+                arguments: json!({ "n": n }).to_string(),
+            })
+            .collect();
+        Ok(ModelReply {
+            text: None,
+            tool_calls,
+            finish_reason: Some("tool_calls".to_string()),
+            usage: None,
+        })
+    }
+}
+
+/// A tool that counts its calls as they start and as they finish, optionally taking `delay`.
+#[derive(Clone, Default)]
+struct Count {
+    started: Arc<AtomicU32>,
+    finished: Arc<AtomicU32>,
+    delay: Duration,
+}
+
+#[async_trait]
+impl Tool for Count {
+    fn name(&self) -> &'static str {
+        "count"
+    }
+    fn description(&self) -> &'static str {
+        "Counts."
+    }
+    fn parameters(&self) -> serde_json::Value {
+        json!({ "type": "object", "properties": { "n": { "type": "integer" } } })
+    }
+    async fn call(&self, _: &ToolContext, _: serde_json::Value) -> ToolOutput {
+        self.started.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(self.delay).await;
+        self.finished.fetch_add(1, Ordering::SeqCst);
+        ToolOutput::ok("counted")
+    }
+}
+
+impl Count {
+    fn started(&self) -> u32 {
+        self.started.load(Ordering::SeqCst)
+    }
+    fn finished(&self) -> u32 {
+        self.finished.load(Ordering::SeqCst)
+    }
+}
+
+fn deps(model: Arc<Looping>, tool: &Count, limits: Limits) -> TurnDeps {
+    TurnDeps {
+        model,
+        model_name: "m".to_string(),
+        tools: ToolSet::default().with(tool.clone()),
+        limits,
+    }
+}
+
+fn input(dir: &tempfile::TempDir) -> TurnInput {
+    let prompt: Arc<dyn PromptSource> = Arc::new("You count.".to_string());
+    TurnInput {
+        prompt,
+        history: Vec::new(),
+        message: "count forever".to_string(),
+        tool_context: ToolContext {
+            workspace: dir.path().canonicalize().unwrap(),
+            agent: "a".into(),
+            session: "s".into(),
+            channel: "api".into(),
+        },
+    }
+}
+
+/// A bound on each whole turn under real time; the guards end them long before.
+const NET: Duration = Duration::from_secs(20);
+
+#[tokio::test]
+async fn max_iterations_stops_the_loop_after_that_many_model_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Looping::new(1, false);
+    let tool = Count::default();
+    let limits = Limits {
+        max_iterations: 4,
+        ..Limits::default()
+    };
+    let result = tokio::time::timeout(
+        NET,
+        run_turn(&deps(model.clone(), &tool, limits), input(&dir)),
+    )
+    .await
+    .expect("the iteration limit ends the turn");
+    assert!(
+        matches!(result, Err(TurnError::TooManyIterations(4))),
+        "{result:?}"
+    );
+    assert_eq!(model.replies(), 4, "no model call past the limit");
+    assert_eq!(tool.started(), 4, "one tool call per model call, no more");
+    assert_eq!(tool.finished(), 4);
+}
+
+#[tokio::test]
+async fn the_same_call_three_times_in_a_row_stops_the_loop_before_the_third_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Looping::new(1, true);
+    let tool = Count::default();
+    let result = tokio::time::timeout(
+        NET,
+        run_turn(&deps(model.clone(), &tool, Limits::default()), input(&dir)),
+    )
+    .await
+    .expect("the identical-call limit ends the turn");
+    match &result {
+        Err(TurnError::Repeating(name)) => assert_eq!(name, "count"),
+        other => panic!("expected Repeating(\"count\"), got {other:?}"),
+    }
+    assert_eq!(
+        model.replies(),
+        3,
+        "the third identical request ends the turn"
+    );
+    assert_eq!(
+        tool.started(),
+        2,
+        "the repeated call is not run a third time"
+    );
+}
+
+#[tokio::test]
+async fn identical_calls_within_one_reply_count_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Looping::new(5, true);
+    let tool = Count::default();
+    let result = tokio::time::timeout(
+        NET,
+        run_turn(&deps(model.clone(), &tool, Limits::default()), input(&dir)),
+    )
+    .await
+    .expect("the identical-call limit ends the turn");
+    assert!(
+        matches!(&result, Err(TurnError::Repeating(name)) if name == "count"),
+        "{result:?}"
+    );
+    assert_eq!(model.replies(), 1);
+    assert_eq!(tool.started(), 2, "the rest of the reply's calls never run");
+}
+
+#[tokio::test]
+async fn different_calls_are_not_repeats() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Looping::new(1, false);
+    let tool = Count::default();
+    let limits = Limits {
+        max_iterations: 6,
+        ..Limits::default()
+    };
+    let result = tokio::time::timeout(
+        NET,
+        run_turn(&deps(model.clone(), &tool, limits), input(&dir)),
+    )
+    .await
+    .expect("the iteration limit ends the turn");
+    assert!(
+        matches!(result, Err(TurnError::TooManyIterations(6))),
+        "changing arguments is progress, not a repeat: {result:?}"
+    );
+    assert_eq!(tool.started(), 6);
+}
+
+#[tokio::test(start_paused = true)]
+async fn turn_timeout_stops_a_turn_stuck_in_a_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Looping::new(1, false);
+    let tool = Count {
+        delay: Duration::from_secs(3600),
+        ..Count::default()
+    };
+    let limits = Limits {
+        turn_timeout: Duration::from_secs(30),
+        ..Limits::default()
+    };
+    let begun = tokio::time::Instant::now();
+    // Paused time: the clock jumps to the turn's deadline as soon as everything waits.
+    let result = run_turn(&deps(model.clone(), &tool, limits), input(&dir)).await;
+    assert!(
+        matches!(result, Err(TurnError::TimedOut(d)) if d == Duration::from_secs(30)),
+        "{result:?}"
+    );
+    let took = begun.elapsed();
+    assert!(
+        took >= Duration::from_secs(30) && took < Duration::from_secs(31),
+        "stopped at the timeout, not at the tool's end: {took:?}"
+    );
+    assert_eq!(model.replies(), 1);
+    assert_eq!(tool.started(), 1, "no tool call after the first");
+    assert_eq!(tool.finished(), 0, "the stuck call was abandoned");
+}

@@ -1,0 +1,149 @@
+//! `POST /v1/channels/{name}/messages`: the generic inbound of a named channel. The router is
+//! consulted here, at ingress: the message goes to the agent and session its bindings choose.
+
+use super::api::{ApiState, error, lane, request_id, submit_and_answer};
+use crate::origin::Origin;
+use crate::router::{Inbound, RouteError};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use axum::routing::post;
+use axum::{Json, Router};
+use bus::{Envelope, Topic};
+use serde::Deserialize;
+use serde_json::json;
+
+/// The routes of channel inbound.
+pub fn routes() -> Router<ApiState> {
+    Router::new().route("/channels/{name}/messages", post(post_message))
+}
+
+/// The body of `POST /v1/channels/{name}/messages`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChannelMessage {
+    /// Who sent it on the channel.
+    pub peer: String,
+    /// `direct` (default), `group`, …
+    #[serde(default)]
+    pub chat_type: Option<String>,
+    /// The message.
+    pub text: String,
+    /// Idempotency key (a chat app's message id); the `Idempotency-Key` header otherwise.
+    #[serde(default)]
+    pub request_id: Option<String>,
+    /// Wait for the answer before responding.
+    #[serde(default)]
+    pub wait: bool,
+    /// How long to wait, in milliseconds.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// The lane the run takes a slot in (`main` when absent).
+    #[serde(default)]
+    pub lane: Option<String>,
+}
+
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 128
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@' | '+'))
+}
+
+async fn post_message(
+    State(state): State<ApiState>,
+    Path(channel): Path<String>,
+    headers: HeaderMap,
+    body: Result<Json<ChannelMessage>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let Json(body) = match body {
+        Ok(b) => b,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_body", e.body_text()),
+    };
+    let valid_channel = !channel.is_empty()
+        && channel.len() <= 64
+        && channel
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_'));
+    if !valid_channel || channel == "api" {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_channel",
+            format!(
+                "channel {channel:?}: expected lowercase letters, digits, '-' or '_' (\"api\" is reserved for scripts)"
+            ),
+        );
+    }
+    if !is_token(&body.peer) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+            format!(
+                "peer {:?}: expected 1-128 characters of A-Z, a-z, 0-9, '-', '_', '.', '@' or '+'",
+                body.peer
+            ),
+        );
+    }
+    let chat_type = body.chat_type.clone().unwrap_or_else(|| "direct".into());
+    if !is_token(&chat_type) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+            format!("chat_type {chat_type:?}: expected a word such as direct or group"),
+        );
+    }
+    if body.text.trim().is_empty() {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+            "text: empty (expected the message)",
+        );
+    }
+    let request_id = match request_id(body.request_id.as_deref(), &headers) {
+        Ok(id) => id,
+        Err(answer) => return answer,
+    };
+    let lane = match lane(&state.config, body.lane.as_deref()) {
+        Ok(l) => l,
+        Err(answer) => return answer,
+    };
+    let inbound = Inbound {
+        channel: channel.clone(),
+        chat_type: chat_type.clone(),
+        peer: body.peer.clone(),
+        agent: None,
+        session_name: None,
+        request_id: request_id.to_string(),
+    };
+    let route = match state.router.route(&inbound) {
+        Ok(r) => r,
+        Err(e @ RouteError::Unbound { .. }) => {
+            return error(
+                StatusCode::NOT_FOUND,
+                "unbound",
+                format!(
+                    "{e}; add a [[bindings]] entry to an agent, or [channels.{channel}] agent = \"<id>\" in clawbus.toml"
+                ),
+            );
+        }
+        Err(e) => return error(StatusCode::NOT_FOUND, "unknown_agent", e.to_string()),
+    };
+    let origin = Origin {
+        channel: channel.clone(),
+        chat_type,
+        peer: body.peer,
+        session_name: None,
+        session_key: Some(route.session),
+        lane,
+        parent_task: None,
+    };
+    let env = origin.apply(
+        Envelope::task(
+            Topic::agent(route.agent.as_str()),
+            request_id,
+            json!({ "text": body.text }),
+        )
+        .from(format!("channel:{channel}")),
+    );
+    submit_and_answer(&state, env, body.wait, body.timeout_ms).await
+}

@@ -1,0 +1,193 @@
+//! Where a task came from and where it runs: the typed origin a channel sets on an envelope.
+//!
+//! The bus carries it as headers (the bus knows nothing of channels or sessions); every read and
+//! write goes through [`Origin`] and [`Header`], so no part of the daemon spells a header key.
+
+use crate::config::MAIN_LANE;
+use crate::router::SessionKey;
+use bus::Envelope;
+use uuid::Uuid;
+
+/// The header keys clawbus sets on task envelopes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Header {
+    /// The channel the message came from (`api`, `demo`, `telegram` …).
+    Channel,
+    /// `direct`, `group`, `task` …
+    ChatType,
+    /// Who sent it on that channel.
+    Peer,
+    /// A session name given by a script (`--session NAME`).
+    SessionName,
+    /// The session key the channel's routing chose (set at ingress).
+    SessionKey,
+    /// The global lane the run takes a slot in.
+    Lane,
+    /// The task that started this one (an agent call, a subagent).
+    ParentTask,
+}
+
+impl Header {
+    /// The key on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Channel => "channel",
+            Self::ChatType => "chat_type",
+            Self::Peer => "peer",
+            Self::SessionName => "session",
+            Self::SessionKey => "session_key",
+            Self::Lane => "lane",
+            Self::ParentTask => "parent_task",
+        }
+    }
+}
+
+/// The origin of a task, as its channel set it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// The channel (`api` for scripts).
+    pub channel: String,
+    /// The chat type (`task` for scripts).
+    pub chat_type: String,
+    /// The sender on that channel (empty for scripts).
+    pub peer: String,
+    /// A session name given by a script.
+    pub session_name: Option<String>,
+    /// The session key chosen by routing at ingress; `None`: the agent routes by its own id.
+    pub session_key: Option<SessionKey>,
+    /// The lane the run takes a slot in.
+    pub lane: String,
+    /// The task that started this one.
+    pub parent_task: Option<Uuid>,
+}
+
+impl Default for Origin {
+    fn default() -> Self {
+        Self::api()
+    }
+}
+
+/// An origin header that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("header {key}: {message}")]
+pub struct OriginError {
+    /// The header key.
+    pub key: &'static str,
+    /// What is wrong with its value.
+    pub message: String,
+}
+
+impl Origin {
+    /// A script's task posted straight to an agent topic.
+    pub fn api() -> Self {
+        Self {
+            channel: "api".into(),
+            chat_type: "task".into(),
+            peer: String::new(),
+            session_name: None,
+            session_key: None,
+            lane: MAIN_LANE.into(),
+            parent_task: None,
+        }
+    }
+
+    /// Writes the origin onto an envelope's headers.
+    pub fn apply(&self, mut env: Envelope) -> Envelope {
+        let h = &mut env.headers;
+        h.insert(Header::Channel.as_str().into(), self.channel.clone());
+        h.insert(Header::ChatType.as_str().into(), self.chat_type.clone());
+        if !self.peer.is_empty() {
+            h.insert(Header::Peer.as_str().into(), self.peer.clone());
+        }
+        if let Some(name) = &self.session_name {
+            h.insert(Header::SessionName.as_str().into(), name.clone());
+        }
+        if let Some(key) = &self.session_key {
+            h.insert(Header::SessionKey.as_str().into(), key.to_string());
+        }
+        h.insert(Header::Lane.as_str().into(), self.lane.clone());
+        if let Some(parent) = self.parent_task {
+            h.insert(Header::ParentTask.as_str().into(), parent.to_string());
+        }
+        env
+    }
+
+    /// Reads the origin of an envelope; absent headers take the defaults of a script's task.
+    pub fn of(env: &Envelope) -> Result<Self, OriginError> {
+        let get = |h: Header| env.headers.get(h.as_str()).cloned();
+        let mut origin = Self::api();
+        if let Some(c) = get(Header::Channel) {
+            origin.channel = c;
+        }
+        if let Some(c) = get(Header::ChatType) {
+            origin.chat_type = c;
+        }
+        origin.peer = get(Header::Peer).unwrap_or_default();
+        origin.session_name = get(Header::SessionName);
+        if let Some(key) = get(Header::SessionKey) {
+            origin.session_key = Some(SessionKey::parse(&key).map_err(|message| OriginError {
+                key: Header::SessionKey.as_str(),
+                message,
+            })?);
+        }
+        if let Some(lane) = get(Header::Lane) {
+            origin.lane = lane;
+        }
+        if let Some(parent) = get(Header::ParentTask) {
+            origin.parent_task = Some(Uuid::parse_str(&parent).map_err(|e| OriginError {
+                key: Header::ParentTask.as_str(),
+                message: format!("{parent:?} is not a task id: {e}"),
+            })?);
+        }
+        Ok(origin)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bus::{RequestId, Topic};
+
+    #[test]
+    fn round_trips_through_headers() {
+        let origin = Origin {
+            channel: "demo".into(),
+            chat_type: "group".into(),
+            peer: "alice".into(),
+            session_name: None,
+            session_key: SessionKey::parse("agent:a:demo:group:alice").ok(),
+            lane: "cron".into(),
+            parent_task: Some(Uuid::now_v7()),
+        };
+        let env = Envelope::task(
+            Topic::agent("a"),
+            RequestId::random(),
+            serde_json::json!({}),
+        );
+        let env = origin.apply(env);
+        assert_eq!(Origin::of(&env), Ok(origin));
+    }
+
+    #[test]
+    fn missing_headers_mean_a_script_task_on_main() {
+        let env = Envelope::task(
+            Topic::agent("a"),
+            RequestId::random(),
+            serde_json::json!({}),
+        );
+        assert_eq!(Origin::of(&env), Ok(Origin::api()));
+    }
+
+    #[test]
+    fn a_bad_parent_names_its_header() {
+        let env = Envelope::task(
+            Topic::agent("a"),
+            RequestId::random(),
+            serde_json::json!({}),
+        )
+        .header("parent_task", "nope");
+        let err = Origin::of(&env).err().map(|e| e.key);
+        assert_eq!(err, Some("parent_task"));
+    }
+}

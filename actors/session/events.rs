@@ -1,0 +1,110 @@
+//! A run's own task events (model calls, streamed text, retries, tool calls) forwarded to the bus
+//! in order, off the turn's hot path.
+
+use crate::agent::TurnEvents;
+use crate::model::{ModelError, ModelObserver, ToolCall};
+use bus::Bus;
+use bus::events::TaskEventKind;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+/// The turn's observer: queues each event for the forwarder, which emits them on the bus in the
+/// order they happened. The queue holds at most one turn's events (bounded by its iterations and
+/// the model's response size); consecutive text deltas are merged before they are emitted.
+pub(super) struct RunEvents {
+    tx: mpsc::UnboundedSender<TaskEventKind>,
+}
+
+/// The forwarder of a run's events; [`Forwarder::finish`] returns once every event is on the bus.
+pub(super) struct Forwarder {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RunEvents {
+    /// Starts the forwarder for `task_id`.
+    pub(super) fn start(bus: Arc<dyn Bus>, task_id: Uuid) -> (Self, Forwarder) {
+        let (tx, mut rx) = mpsc::unbounded_channel::<TaskEventKind>();
+        let task = tokio::spawn(async move {
+            while let Some(first) = rx.recv().await {
+                let mut pending = Some(first);
+                while let Some(event) = pending.take() {
+                    let event = match event {
+                        TaskEventKind::Delta { mut text } => {
+                            // Merge the deltas already queued behind this one.
+                            loop {
+                                match rx.try_recv() {
+                                    Ok(TaskEventKind::Delta { text: more }) => text.push_str(&more),
+                                    Ok(other) => {
+                                        pending = Some(other);
+                                        break;
+                                    }
+                                    Err(_) => break,
+                                }
+                            }
+                            TaskEventKind::Delta { text }
+                        }
+                        other => other,
+                    };
+                    if let Err(e) = bus.emit(task_id, event).await {
+                        tracing::debug!(task_id = %task_id, error = %e, "Task event not published.");
+                    }
+                }
+            }
+        });
+        (Self { tx }, Forwarder { task })
+    }
+
+    fn send(&self, event: TaskEventKind) {
+        // The forwarder only stops when this sender is gone.
+        let _ = self.tx.send(event);
+    }
+}
+
+impl Forwarder {
+    /// Waits until every event sent before the observer was dropped is on the bus.
+    pub(super) async fn finish(self, events: RunEvents) {
+        drop(events);
+        if let Err(e) = self.task.await {
+            tracing::warn!(error = %e, "Task event forwarder ended abnormally.");
+        }
+    }
+}
+
+impl ModelObserver for RunEvents {
+    fn text(&self, delta: &str) {
+        self.send(TaskEventKind::Delta {
+            text: delta.to_string(),
+        });
+    }
+
+    fn retry(&self, attempt: u32, delay: Duration, error: &ModelError) {
+        self.send(TaskEventKind::Retry {
+            attempt,
+            delay_ms: delay.as_millis() as u64,
+            reason: error.to_string(),
+        });
+    }
+}
+
+impl TurnEvents for RunEvents {
+    fn model_call(&self, iteration: u32) {
+        self.send(TaskEventKind::ModelCall { iteration });
+    }
+
+    fn tool_start(&self, call: &ToolCall) {
+        self.send(TaskEventKind::ToolStart {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+        });
+    }
+
+    fn tool_end(&self, call: &ToolCall, ok: bool) {
+        self.send(TaskEventKind::ToolEnd {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            ok,
+        });
+    }
+}

@@ -1,0 +1,264 @@
+//! The composition root: builds the state folder, the stores, the bus, the lanes and the agents
+//! from the configuration, and hands back one [`Clawbus`] that channels attach to.
+//!
+//! A channel (HTTP today) only turns its input into envelopes and delivers what comes back; it
+//! does not build or own any of the parts here. `clawbus up` is this system plus its channels.
+
+mod drain;
+mod shutdown;
+
+pub use drain::{Drain, DrainReport};
+pub use shutdown::{Shutdown, ShutdownSignal};
+
+use crate::agent::{AgentContext, AgentError, AgentHandle, SessionLimits};
+use crate::approvals::Approvals;
+use crate::config::{BusBackend, Config};
+use crate::lane::Lanes;
+use crate::metrics::Metrics;
+use crate::router::Router;
+use crate::session::index::SessionIndex;
+use crate::session::{LiveSessions, SessionShards};
+use bus::{Bus, Clock, LocalBus, LocalOptions, SystemClock};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// How the system is built, beyond the configuration.
+#[derive(Clone)]
+pub struct SystemOptions {
+    /// The one clock of the process.
+    pub clock: Arc<dyn Clock>,
+    /// Arbiters session actors are spread over; `None`: one per core.
+    pub shards: Option<usize>,
+}
+
+impl Default for SystemOptions {
+    fn default() -> Self {
+        Self {
+            clock: Arc::new(SystemClock),
+            shards: None,
+        }
+    }
+}
+
+/// Why the system could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SystemError {
+    /// The state directory or a store in it could not be used.
+    #[error("state dir {}: {cause}", path.display())]
+    State {
+        /// The folder.
+        path: PathBuf,
+        /// What failed.
+        cause: String,
+    },
+    /// The bus could not open.
+    #[error("bus: {0}")]
+    Bus(#[from] bus::BusError),
+    /// An agent could not start.
+    #[error(transparent)]
+    Agent(#[from] AgentError),
+}
+
+/// How long a start waits for the database lock that a process (or a system in this process)
+/// which just stopped still holds while its last handles close.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Opens the sled database; the lock of a stopping holder is waited for briefly, a held one is
+/// reported as another clawbus using the state folder.
+async fn open_db(path: &std::path::Path) -> Result<sled::Db, String> {
+    let deadline = tokio::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match sled::open(path) {
+            Ok(db) => return Ok(db),
+            // sled reports the file lock of another holder as an I/O error with this text.
+            Err(e) if e.to_string().contains("could not acquire lock") => {
+                if tokio::time::Instant::now() >= deadline {
+                    return Err("in use by another clawbus process (its database is locked); stop it or pass another --state-dir".into());
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Err(e) => return Err(format!("db: {e}")),
+        }
+    }
+}
+
+/// The running system: stores, bus, lanes, agents.
+pub struct Clawbus {
+    config: Arc<Config>,
+    db: sled::Db,
+    local: LocalBus,
+    bus: Arc<dyn Bus>,
+    lanes: Lanes,
+    metrics: Metrics,
+    index: SessionIndex,
+    live: LiveSessions,
+    approvals: Approvals,
+    router: Arc<Router>,
+    agents: Vec<AgentHandle>,
+    drain: Drain,
+    shards: SessionShards,
+    clock: Arc<dyn Clock>,
+    shutdown: ShutdownSignal,
+}
+
+impl Clawbus {
+    /// Builds and starts everything the configuration describes. Must run inside an actix
+    /// `System`.
+    pub async fn start(config: Config, opts: SystemOptions) -> Result<Self, SystemError> {
+        let state_err = |cause: String| SystemError::State {
+            path: config.state_dir.clone(),
+            cause,
+        };
+        std::fs::create_dir_all(&config.state_dir).map_err(|e| state_err(e.to_string()))?;
+        let db = open_db(&config.state_dir.join("db"))
+            .await
+            .map_err(state_err)?;
+        let clock = opts.clock.clone();
+        let local = match config.bus.backend {
+            BusBackend::Local => LocalBus::with_db(
+                db.clone(),
+                LocalOptions {
+                    dedup_window: config.bus.dedup_window,
+                    clock: clock.clone(),
+                    ..LocalOptions::default()
+                },
+            )?,
+        };
+        let bus: Arc<dyn Bus> = Arc::new(local.clone());
+        let metrics = Metrics::new();
+        let lanes = Lanes::start(&config.lanes, metrics.clone());
+        let index = SessionIndex::open(&db).map_err(|e| state_err(e.to_string()))?;
+        let live: LiveSessions = Default::default();
+        let approvals = Approvals::open(&db, bus.clone(), clock.clone())
+            .map_err(|e| state_err(format!("approvals: {e}")))?;
+        let router = Arc::new(Router::new(&config));
+        let drain = Drain::default();
+        let shards = match opts.shards {
+            Some(n) => SessionShards::start(n),
+            None => SessionShards::per_core(),
+        };
+        let agent_ctx = AgentContext {
+            bus: bus.clone(),
+            index: index.clone(),
+            live: live.clone(),
+            router: router.clone(),
+            limits: SessionLimits {
+                max_live: config.sessions.max_live,
+                idle_timeout: config.sessions.idle_timeout,
+            },
+            lanes: lanes.clone(),
+            metrics: metrics.clone(),
+            approvals: Some(approvals.clone()),
+            clock: clock.clone(),
+            drain: drain.clone(),
+            shards: shards.clone(),
+        };
+        let mut agents = Vec::new();
+        for def in &config.agents {
+            agents.push(AgentHandle::start(def, &config, &agent_ctx).await?);
+        }
+        tracing::info!(agents = agents.len(), backend = ?config.bus.backend, "System started.");
+        Ok(Self {
+            config: Arc::new(config),
+            db,
+            local,
+            bus,
+            lanes,
+            metrics,
+            index,
+            live,
+            approvals,
+            router,
+            agents,
+            drain,
+            shards,
+            clock,
+            shutdown: ShutdownSignal::new(),
+        })
+    }
+
+    /// The configuration it was built from.
+    pub fn config(&self) -> &Arc<Config> {
+        &self.config
+    }
+
+    /// The bus every part talks over.
+    pub fn bus(&self) -> &Arc<dyn Bus> {
+        &self.bus
+    }
+
+    /// The embedded bus itself (its store, for tests and tools).
+    pub fn local_bus(&self) -> &LocalBus {
+        &self.local
+    }
+
+    /// The global lanes.
+    pub fn lanes(&self) -> &Lanes {
+        &self.lanes
+    }
+
+    /// The metrics registry.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// The session index.
+    pub fn sessions(&self) -> &SessionIndex {
+        &self.index
+    }
+
+    /// Live sessions and their state.
+    pub fn live(&self) -> &LiveSessions {
+        &self.live
+    }
+
+    /// Approval requests.
+    pub fn approvals(&self) -> &Approvals {
+        &self.approvals
+    }
+
+    /// The routing table channels consult at ingress.
+    pub fn router(&self) -> &Arc<Router> {
+        &self.router
+    }
+
+    /// The running agents.
+    pub fn agents(&self) -> &[AgentHandle] {
+        &self.agents
+    }
+
+    /// The one clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// Runs in flight.
+    pub fn drain(&self) -> &Drain {
+        &self.drain
+    }
+
+    /// A listener channels use to learn that the system is shutting down.
+    pub fn shutdown_listener(&self) -> Shutdown {
+        self.shutdown.listener()
+    }
+
+    /// Stops the system: channels are told to stop accepting, running turns get `grace` to
+    /// finish, the rest are stopped and left in the store for the next start, and the stores
+    /// are flushed.
+    pub async fn shutdown(self, grace: std::time::Duration) -> DrainReport {
+        self.shutdown.fire();
+        let report = self.drain.drain(grace).await;
+        tracing::info!(
+            finished = report.finished,
+            stopped = report.stopped,
+            "Runs drained; stopped ones run again on the next start."
+        );
+        // The session actors (and the stores they hold) go with their threads.
+        self.shards.stop().await;
+        if let Err(e) = self.db.flush_async().await {
+            tracing::error!(error = %e, "Final flush of the store failed.");
+        }
+        report
+    }
+}

@@ -1,0 +1,146 @@
+//! Task events: what happens to a task, in order, on `events.task.<task_id>` and `events.<topic>`.
+
+use crate::envelope::{Envelope, RequestId};
+use crate::error::BusError;
+use crate::task::Outcome;
+use crate::topic::Topic;
+use futures::stream::{BoxStream, Stream, StreamExt as _};
+use serde::{Deserialize, Serialize};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use uuid::Uuid;
+
+/// One event in a task's life. Serde-only data: it travels as the payload of an event envelope.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskEvent {
+    /// The task.
+    pub task_id: Uuid,
+    /// The task's request id.
+    pub request_id: RequestId,
+    /// The work topic the task was submitted to.
+    pub topic: Topic,
+    /// Position in the task's events: from 1, without gaps, in the order they happened.
+    pub seq: u64,
+    /// Unix ms when it happened.
+    pub ts_ms: u64,
+    /// What happened.
+    pub event: TaskEventKind,
+}
+
+/// What happened to a task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum TaskEventKind {
+    /// Admitted and journaled, waiting for a consumer.
+    Queued,
+    /// A consumer started delivery `attempt`.
+    Started {
+        /// The delivery attempt, from 1.
+        attempt: u32,
+    },
+    /// The runtime called the model.
+    ModelCall {
+        /// The agent loop's iteration, from 1.
+        iteration: u32,
+    },
+    /// Streamed output text.
+    Delta {
+        /// The text added.
+        text: String,
+    },
+    /// A tool call began.
+    ToolStart {
+        /// The model's id for the call.
+        call_id: String,
+        /// The tool.
+        name: String,
+    },
+    /// A tool call ended.
+    ToolEnd {
+        /// The model's id for the call.
+        call_id: String,
+        /// The tool.
+        name: String,
+        /// Whether it succeeded.
+        ok: bool,
+    },
+    /// The attempt ended without an outcome; the task is delivered again.
+    Retry {
+        /// The attempt that comes next.
+        attempt: u32,
+        /// How long until it is delivered.
+        delay_ms: u64,
+        /// Why the last attempt ended.
+        reason: String,
+    },
+    /// A liveness or progress mark of the running attempt.
+    Progress {
+        /// Free-form progress data.
+        note: serde_json::Value,
+    },
+    /// The task ended: always the last event of a task, and exactly once.
+    Terminal {
+        /// How it ended.
+        outcome: Outcome,
+    },
+}
+
+impl TaskEventKind {
+    /// True for the task's last event.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, Self::Terminal { .. })
+    }
+}
+
+impl TaskEvent {
+    /// True for the task's last event.
+    pub fn is_terminal(&self) -> bool {
+        self.event.is_terminal()
+    }
+
+    /// The event as an event envelope on `topic`, with the task's request id.
+    pub fn to_envelope(&self, topic: Topic) -> Result<Envelope, BusError> {
+        let payload = serde_json::to_value(self)
+            .map_err(|e| BusError::Invalid(format!("encode task event: {e}")))?;
+        let mut env = Envelope::event(topic, payload);
+        env.request_id = self.request_id.clone();
+        Ok(env)
+    }
+
+    /// Reads an event back from an envelope published by [`TaskEvent::to_envelope`].
+    pub fn from_envelope(env: &Envelope) -> Result<Self, BusError> {
+        serde_json::from_value(env.payload.clone())
+            .map_err(|e| BusError::Invalid(format!("not a task event on {}: {e}", env.topic)))
+    }
+}
+
+/// The events of one task: those already emitted, then live ones; it ends after the terminal one.
+pub struct TaskEventStream {
+    inner: BoxStream<'static, TaskEvent>,
+}
+
+impl TaskEventStream {
+    /// Wraps a stream of one task's events.
+    pub fn new(inner: BoxStream<'static, TaskEvent>) -> Self {
+        Self { inner }
+    }
+
+    /// The next event; `None` after the terminal event (or when the bus closed).
+    pub async fn next(&mut self) -> Option<TaskEvent> {
+        self.inner.next().await
+    }
+}
+
+impl Stream for TaskEventStream {
+    type Item = TaskEvent;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<TaskEvent>> {
+        self.inner.as_mut().poll_next(cx)
+    }
+}
+
+impl std::fmt::Debug for TaskEventStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TaskEventStream")
+    }
+}

@@ -1,0 +1,104 @@
+//! Settles the embedded backend's task deliveries against the store.
+
+use super::broker::{Broker, Publish, Redeliver};
+use super::closed;
+use super::log::{EventLog, Header};
+use crate::backend::{Acker, Settle};
+use crate::envelope::{Envelope, Kind};
+use crate::error::BusError;
+use crate::events::TaskEventKind;
+use crate::store::TaskStore;
+use crate::task::Outcome;
+use actix::Addr;
+use async_trait::async_trait;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Settles task deliveries against the (evented) store and asks the broker for redeliveries.
+pub(super) struct LocalAcker {
+    pub(super) store: Arc<dyn TaskStore>,
+    pub(super) log: Arc<EventLog>,
+    pub(super) broker: Addr<Broker>,
+    pub(super) max_attempts: u32,
+}
+
+impl LocalAcker {
+    async fn finish(&self, env: &Envelope, outcome: Outcome) -> Result<(), BusError> {
+        let record = self.store.complete(&env.request_id, outcome).await?.task;
+        if let Some(reply_to) = &env.reply_to {
+            let mut reply = Envelope::event(
+                reply_to.clone(),
+                serde_json::to_value(&record).unwrap_or_default(),
+            );
+            reply.kind = Kind::Result;
+            reply.request_id = env.request_id.clone();
+            self.broker.send(Publish(reply)).await.map_err(closed)?;
+        }
+        Ok(())
+    }
+
+    /// Announces the next attempt, unless there is none (the task fails instead).
+    fn retry(&self, next: &Envelope, delay: Duration, reason: &str) {
+        if next.attempt <= self.max_attempts {
+            let kind = TaskEventKind::Retry {
+                attempt: next.attempt,
+                delay_ms: delay.as_millis() as u64,
+                reason: reason.to_string(),
+            };
+            self.log.append(&Header::of_delivery(next), kind);
+        }
+    }
+}
+
+#[async_trait]
+impl Acker for LocalAcker {
+    async fn start(&self, env: &Envelope) -> Result<bool, BusError> {
+        Ok(self
+            .store
+            .start(&env.request_id, env.attempt)
+            .await?
+            .is_some())
+    }
+
+    async fn progress(&self, env: &Envelope, note: serde_json::Value) -> Result<bool, BusError> {
+        Ok(self.store.progress(&env.request_id, note).await?.is_some())
+    }
+
+    async fn settle(&self, env: &Envelope, how: Settle) -> Result<(), BusError> {
+        match how {
+            Settle::Ack => {
+                let result = serde_json::Value::Null;
+                self.finish(env, Outcome::Succeeded { result }).await
+            }
+            Settle::Complete(outcome) => self.finish(env, outcome).await,
+            Settle::Nack { delay } => {
+                if env.attempt >= self.max_attempts {
+                    let error = format!("gave up after {} attempts", env.attempt);
+                    tracing::warn!(request_id = %env.request_id, attempts = env.attempt, "Task failed for good.");
+                    return self.finish(env, Outcome::Failed { error }).await;
+                }
+                if self.store.requeue(&env.request_id).await?.is_none() {
+                    return Ok(()); // it ended meanwhile (cancelled): nothing to redeliver
+                }
+                let mut next = env.clone();
+                next.attempt += 1;
+                self.retry(&next, delay, "nacked");
+                self.broker
+                    .send(Redeliver { env: next, delay })
+                    .await
+                    .map_err(closed)
+            }
+        }
+    }
+
+    fn abandon(&self, env: &Envelope) {
+        tracing::warn!(request_id = %env.request_id, attempt = env.attempt, "Task dropped unsettled; redelivering.");
+        let mut next = env.clone();
+        next.attempt += 1;
+        self.retry(&next, Duration::ZERO, "delivery dropped unsettled");
+        self.broker.do_send(Redeliver {
+            env: next,
+            delay: Duration::ZERO,
+        });
+    }
+}

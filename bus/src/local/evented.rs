@@ -1,0 +1,100 @@
+//! A task store that announces what it records: the bus's own task events come from here.
+
+use super::log::{EventLog, Header};
+use crate::envelope::{Envelope, RequestId};
+use crate::error::BusError;
+use crate::events::TaskEventKind;
+use crate::store::{Completion, TaskStore};
+use crate::task::{Admission, Outcome, TaskRecord};
+use async_trait::async_trait;
+use std::sync::Arc;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// Wraps a store: a first admission emits `Queued`, a start `Started`, a progress mark
+/// `Progress`, and the recorded outcome the one `Terminal` event.
+pub(crate) struct EventedStore {
+    pub(crate) inner: Arc<dyn TaskStore>,
+    pub(crate) log: Arc<EventLog>,
+}
+
+#[async_trait]
+impl TaskStore for EventedStore {
+    fn window(&self) -> Duration {
+        self.inner.window()
+    }
+
+    async fn admit(&self, env: Envelope) -> Result<Admission, BusError> {
+        let admission = self.inner.admit(env).await?;
+        if !admission.duplicate {
+            self.log
+                .append(&Header::of(&admission.task), TaskEventKind::Queued);
+        }
+        Ok(admission)
+    }
+
+    async fn attach(&self, env: &Envelope) -> Result<Option<Admission>, BusError> {
+        self.inner.attach(env).await
+    }
+
+    async fn start(
+        &self,
+        request_id: &RequestId,
+        attempt: u32,
+    ) -> Result<Option<TaskRecord>, BusError> {
+        let started = self.inner.start(request_id, attempt).await?;
+        if let Some(record) = &started {
+            self.log
+                .append(&Header::of(record), TaskEventKind::Started { attempt });
+        }
+        Ok(started)
+    }
+
+    async fn progress(
+        &self,
+        request_id: &RequestId,
+        note: serde_json::Value,
+    ) -> Result<Option<TaskRecord>, BusError> {
+        let marked = self.inner.progress(request_id, note.clone()).await?;
+        if let Some(record) = &marked {
+            self.log
+                .append(&Header::of(record), TaskEventKind::Progress { note });
+        }
+        Ok(marked)
+    }
+
+    async fn complete(
+        &self,
+        request_id: &RequestId,
+        outcome: Outcome,
+    ) -> Result<Completion, BusError> {
+        let done = self.inner.complete(request_id, outcome).await?;
+        if done.recorded {
+            if let Some(outcome) = done.task.outcome.clone() {
+                self.log
+                    .append(&Header::of(&done.task), TaskEventKind::Terminal { outcome });
+            }
+        }
+        Ok(done)
+    }
+
+    async fn requeue(&self, request_id: &RequestId) -> Result<Option<TaskRecord>, BusError> {
+        self.inner.requeue(request_id).await
+    }
+
+    async fn lookup(&self, request_id: &RequestId) -> Result<Option<TaskRecord>, BusError> {
+        self.inner.lookup(request_id).await
+    }
+
+    async fn by_task_id(&self, task_id: Uuid) -> Result<Option<TaskRecord>, BusError> {
+        self.inner.by_task_id(task_id).await
+    }
+
+    async fn unfinished(&self) -> Result<Vec<TaskRecord>, BusError> {
+        self.inner.unfinished().await
+    }
+
+    async fn expire(&self) -> Result<usize, BusError> {
+        self.inner.expire().await
+    }
+}

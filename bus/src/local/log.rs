@@ -1,0 +1,260 @@
+//! The embedded backend's task event log: a bounded in-memory log per task, published on the bus.
+//!
+//! Appending assigns the next `seq` and publishes the event on `events.task.<task_id>` and
+//! `events.<work topic>` while the log is locked, so every subscriber sees a task's events in
+//! order. The log answers replays; after a restart (or eviction) replays are synthesised from the
+//! task store instead.
+
+use super::broker::{Broker, Publish};
+use crate::clock::Clock;
+use crate::envelope::{Envelope, RequestId};
+use crate::events::{TaskEvent, TaskEventKind};
+use crate::task::TaskRecord;
+use crate::topic::Topic;
+use actix::Addr;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use uuid::Uuid;
+
+/// Events kept per task; past it deltas are merged into the last kept delta and other
+/// non-terminal events are left out of the log (they are still published). The terminal event
+/// is always kept.
+pub const MAX_EVENTS_PER_TASK: usize = 4096;
+/// Task logs kept; past it the logs of ended tasks go first (oldest first), then the events of
+/// running ones (their sequence counters stay).
+pub const MAX_TASK_LOGS: usize = 10_000;
+
+/// Which task an event belongs to.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Header {
+    pub task_id: Uuid,
+    pub request_id: RequestId,
+    pub topic: Topic,
+}
+
+impl Header {
+    pub(crate) fn of(record: &TaskRecord) -> Self {
+        Self {
+            task_id: record.task_id,
+            request_id: record.request_id.clone(),
+            topic: record.envelope.topic.clone(),
+        }
+    }
+
+    /// The header of a task delivery (a delivered envelope keeps the task's id).
+    pub(crate) fn of_delivery(env: &Envelope) -> Self {
+        Self {
+            task_id: env.id,
+            request_id: env.request_id.clone(),
+            topic: env.topic.clone(),
+        }
+    }
+}
+
+struct TaskLog {
+    header: Header,
+    next_seq: u64,
+    events: Vec<TaskEvent>,
+    terminal: bool,
+    /// Creation order, for eviction.
+    born: u64,
+}
+
+#[derive(Default)]
+struct State {
+    logs: HashMap<Uuid, TaskLog>,
+    born: u64,
+}
+
+/// Every task's recent events.
+pub(crate) struct EventLog {
+    state: Mutex<State>,
+    clock: Arc<dyn Clock>,
+    broker: Addr<Broker>,
+    max_events: usize,
+    max_logs: usize,
+}
+
+/// What the log holds for a task.
+pub(crate) struct Snapshot {
+    pub header: Header,
+    pub events: Vec<TaskEvent>,
+    pub terminal: bool,
+}
+
+impl EventLog {
+    pub(crate) fn new(clock: Arc<dyn Clock>, broker: Addr<Broker>) -> Self {
+        Self::with_caps(clock, broker, MAX_EVENTS_PER_TASK, MAX_TASK_LOGS)
+    }
+
+    pub(crate) fn with_caps(
+        clock: Arc<dyn Clock>,
+        broker: Addr<Broker>,
+        max_events: usize,
+        max_logs: usize,
+    ) -> Self {
+        Self {
+            state: Mutex::new(State::default()),
+            clock,
+            broker,
+            max_events: max_events.max(2),
+            max_logs: max_logs.max(1),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the map half-changed in a harmful way.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Appends and publishes an event; `None` when the task already had its terminal event.
+    /// A task first seen with anything but `Queued` (after a restart) starts with a replayed
+    /// `Queued` as seq 1, which is not published again.
+    pub(crate) fn append(&self, header: &Header, kind: TaskEventKind) -> Option<TaskEvent> {
+        let now = self.clock.now_ms();
+        let mut state = self.lock();
+        if !state.logs.contains_key(&header.task_id) {
+            self.make_room(&mut state);
+            state.born += 1;
+            let mut log = TaskLog {
+                header: header.clone(),
+                next_seq: 1,
+                events: Vec::new(),
+                terminal: false,
+                born: state.born,
+            };
+            if kind != TaskEventKind::Queued {
+                log.events
+                    .push(event(header, 1, now, TaskEventKind::Queued));
+                log.next_seq = 2;
+            }
+            state.logs.insert(header.task_id, log);
+        }
+        let log = state.logs.get_mut(&header.task_id)?;
+        if log.terminal {
+            return None;
+        }
+        let ev = event(&log.header, log.next_seq, now, kind);
+        log.next_seq += 1;
+        log.terminal = ev.is_terminal();
+        keep(log, ev.clone(), self.max_events);
+        for topic in [Topic::task_events(ev.task_id), Topic::events_for(&ev.topic)] {
+            match ev.to_envelope(topic) {
+                Ok(env) => self.broker.do_send(Publish(env)),
+                Err(e) => tracing::warn!(error = %e, "Task event not published."),
+            }
+        }
+        Some(ev)
+    }
+
+    /// The task's header, when its log is kept.
+    pub(crate) fn header(&self, task_id: Uuid) -> Option<Header> {
+        self.lock().logs.get(&task_id).map(|l| l.header.clone())
+    }
+
+    /// The task's kept events.
+    pub(crate) fn snapshot(&self, task_id: Uuid) -> Option<Snapshot> {
+        self.lock().logs.get(&task_id).map(|l| Snapshot {
+            header: l.header.clone(),
+            events: l.events.clone(),
+            terminal: l.terminal,
+        })
+    }
+
+    /// The kept events with `from <= seq < to`.
+    pub(crate) fn range(&self, task_id: Uuid, from: u64, to: u64) -> Vec<TaskEvent> {
+        self.lock()
+            .logs
+            .get(&task_id)
+            .map(|l| {
+                l.events
+                    .iter()
+                    .filter(|e| e.seq >= from && e.seq < to)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Evicts before a new log is added: ended tasks first (oldest first) down to 90% of the
+    /// cap, then, if that is not enough, the events (not the counters) of the oldest running ones.
+    fn make_room(&self, state: &mut State) {
+        if state.logs.len() < self.max_logs {
+            return;
+        }
+        let target = self.max_logs - self.max_logs / 10 - 1;
+        let mut ended: Vec<(u64, Uuid)> = state
+            .logs
+            .values()
+            .filter(|l| l.terminal)
+            .map(|l| (l.born, l.header.task_id))
+            .collect();
+        ended.sort_unstable();
+        let excess = state.logs.len().saturating_sub(target);
+        for (_, id) in ended.into_iter().take(excess) {
+            state.logs.remove(&id);
+        }
+        if state.logs.len() >= self.max_logs {
+            let mut running: Vec<(u64, Uuid)> = state
+                .logs
+                .values()
+                .filter(|l| !l.events.is_empty())
+                .map(|l| (l.born, l.header.task_id))
+                .collect();
+            running.sort_unstable();
+            for (_, id) in running.into_iter().take(self.max_logs / 10 + 1) {
+                if let Some(l) = state.logs.get_mut(&id) {
+                    l.events = Vec::new();
+                }
+            }
+        }
+    }
+}
+
+fn event(header: &Header, seq: u64, ts_ms: u64, kind: TaskEventKind) -> TaskEvent {
+    TaskEvent {
+        task_id: header.task_id,
+        request_id: header.request_id.clone(),
+        topic: header.topic.clone(),
+        seq,
+        ts_ms,
+        event: kind,
+    }
+}
+
+/// Keeps `ev` in the log within `max` events (the terminal event always).
+fn keep(log: &mut TaskLog, ev: TaskEvent, max: usize) {
+    if log.events.len() < max || ev.is_terminal() {
+        log.events.push(ev);
+        return;
+    }
+    if let TaskEventKind::Delta { text } = &ev.event {
+        if let Some(last) = log.events.last_mut() {
+            if let TaskEventKind::Delta { text: kept } = &mut last.event {
+                kept.push_str(text);
+                last.seq = ev.seq;
+                last.ts_ms = ev.ts_ms;
+            }
+        }
+    }
+}
+
+/// Replays synthesised from a task record, when no log is kept for it: `Queued`, then the
+/// terminal event when the record has an outcome.
+pub(crate) fn synthesised(record: &TaskRecord) -> Vec<TaskEvent> {
+    let header = Header::of(record);
+    let mut out = vec![event(&header, 1, record.created_ms, TaskEventKind::Queued)];
+    if let Some(outcome) = record
+        .outcome
+        .clone()
+        .filter(|_| record.state.is_terminal())
+    {
+        out.push(event(
+            &header,
+            2,
+            record.updated_ms,
+            TaskEventKind::Terminal { outcome },
+        ));
+    }
+    out
+}

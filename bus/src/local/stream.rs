@@ -1,0 +1,103 @@
+//! One task's events for a reader: the replay, then live ones, deduplicated by `seq`.
+
+use super::log::{EventLog, synthesised};
+use crate::backend::Subscription;
+use crate::error::BusError;
+use crate::events::{TaskEvent, TaskEventKind, TaskEventStream};
+use crate::store::TaskStore;
+use futures::StreamExt as _;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use uuid::Uuid;
+
+/// The events kept or synthesised for a task, read after `sub` was subscribed to its live ones.
+/// A record that ended without the log hearing of it (an outcome recorded on the store directly)
+/// gets its terminal event now.
+pub(super) async fn replay(
+    log: &EventLog,
+    store: &dyn TaskStore,
+    task_id: Uuid,
+) -> Result<Vec<TaskEvent>, BusError> {
+    let Some(snapshot) = log.snapshot(task_id) else {
+        let record = store
+            .by_task_id(task_id)
+            .await?
+            .ok_or_else(|| BusError::UnknownTask(task_id.to_string()))?;
+        return Ok(synthesised(&record));
+    };
+    if snapshot.terminal {
+        return Ok(snapshot.events);
+    }
+    let ended = store
+        .by_task_id(task_id)
+        .await?
+        .filter(|r| r.state.is_terminal())
+        .and_then(|r| r.outcome);
+    let Some(outcome) = ended else {
+        return Ok(snapshot.events);
+    };
+    log.append(&snapshot.header, TaskEventKind::Terminal { outcome });
+    Ok(log
+        .snapshot(task_id)
+        .map(|s| s.events)
+        .unwrap_or(snapshot.events))
+}
+
+struct Reader {
+    pending: VecDeque<TaskEvent>,
+    sub: Subscription,
+    log: Arc<EventLog>,
+    task_id: Uuid,
+    next: u64,
+    done: bool,
+}
+
+/// The stream: `replayed` first, then what arrives on `sub`; an event already seen (by `seq`)
+/// is skipped, and a gap in the live events (a lagging reader) is filled from the log.
+pub(super) fn stream(
+    replayed: Vec<TaskEvent>,
+    sub: Subscription,
+    log: Arc<EventLog>,
+    task_id: Uuid,
+) -> TaskEventStream {
+    let reader = Reader {
+        pending: replayed.into(),
+        sub,
+        log,
+        task_id,
+        next: 1,
+        done: false,
+    };
+    let events = futures::stream::unfold(reader, |mut r| async move {
+        loop {
+            if r.done {
+                return None;
+            }
+            if let Some(ev) = r.pending.pop_front() {
+                if ev.seq < r.next {
+                    continue;
+                }
+                r.next = ev.seq + 1;
+                r.done = ev.is_terminal();
+                return Some((ev, r));
+            }
+            let delivery = r.sub.next().await?;
+            let ev = match TaskEvent::from_envelope(delivery.envelope()) {
+                Ok(ev) if ev.task_id == r.task_id => ev,
+                Ok(_) => continue,
+                Err(e) => {
+                    tracing::warn!(error = %e, "Unreadable task event skipped.");
+                    continue;
+                }
+            };
+            if ev.seq < r.next {
+                continue;
+            }
+            if ev.seq > r.next {
+                r.pending.extend(r.log.range(r.task_id, r.next, ev.seq));
+            }
+            r.pending.push_back(ev);
+        }
+    });
+    TaskEventStream::new(events.boxed())
+}

@@ -1,0 +1,101 @@
+//! The task rules every store applies: duplicate or conflict, and payload fingerprints.
+
+use crate::envelope::Envelope;
+use crate::error::{BusError, ConflictReason};
+use crate::task::{Admission, TaskRecord};
+
+/// A stable fingerprint of a payload: FNV-1a (64 bit) over its canonical JSON (object keys
+/// sorted, no white space), as `fnv1a64:<16 hex digits>`.
+pub fn fingerprint(payload: &serde_json::Value) -> String {
+    let mut hash = Fnv(0xcbf2_9ce4_8422_2325);
+    canonical(payload, &mut hash);
+    format!("fnv1a64:{:016x}", hash.0)
+}
+
+/// Answers a submission of `env` whose request id already has the unexpired record `existing`:
+/// a duplicate when it is the same work (same topic, same payload by value; headers do not count),
+/// else [`BusError::Conflict`].
+pub fn reuse(existing: &TaskRecord, env: &Envelope) -> Result<Admission, BusError> {
+    let conflict = |reason| BusError::Conflict {
+        request_id: existing.request_id.clone(),
+        task_id: existing.task_id,
+        reason,
+    };
+    if existing.envelope.topic != env.topic {
+        return Err(conflict(ConflictReason::OtherTarget {
+            original: existing.envelope.topic.clone(),
+        }));
+    }
+    let same_fingerprint = existing
+        .fingerprint
+        .as_ref()
+        .is_none_or(|f| *f == fingerprint(&env.payload));
+    // A matching fingerprint is confirmed by value: a 64-bit hash can collide.
+    if !same_fingerprint || existing.envelope.payload != env.payload {
+        return Err(conflict(ConflictReason::OtherPayload));
+    }
+    Ok(Admission {
+        task: existing.clone(),
+        duplicate: true,
+    })
+}
+
+struct Fnv(u64);
+
+impl Fnv {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 ^= u64::from(*b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}
+
+fn canonical(v: &serde_json::Value, out: &mut Fnv) {
+    use serde_json::Value;
+    match v {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.write(b"{");
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.write(b",");
+                }
+                out.write(Value::String(k.clone()).to_string().as_bytes());
+                out.write(b":");
+                if let Some(inner) = map.get(k) {
+                    canonical(inner, out);
+                }
+            }
+            out.write(b"}");
+        }
+        Value::Array(items) => {
+            out.write(b"[");
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.write(b",");
+                }
+                canonical(item, out);
+            }
+            out.write(b"]");
+        }
+        scalar => out.write(scalar.to_string().as_bytes()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fingerprint;
+    use serde_json::json;
+
+    #[test]
+    fn fingerprint_ignores_key_order_but_not_values() {
+        let a = json!({ "a": 1, "b": [1, { "x": "y", "z": null }] });
+        let b: serde_json::Value =
+            serde_json::from_str(r#"{"b":[1,{"z":null,"x":"y"}],"a":1}"#).unwrap_or_default();
+        assert_eq!(fingerprint(&a), fingerprint(&b));
+        assert_ne!(fingerprint(&a), fingerprint(&json!({ "a": 2, "b": [1] })));
+        assert_ne!(fingerprint(&json!("1")), fingerprint(&json!(1)));
+    }
+}

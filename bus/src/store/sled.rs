@@ -1,0 +1,423 @@
+//! The embedded task store: one sled record per request id, flushed by group commit.
+//!
+//! Records are keyed by [`RequestId::store_key`] in the tree `bus.task_records`; task ids map to
+//! request ids in `bus.task_ids`. Records of earlier versions, keyed by the raw request id in
+//! `bus.tasks`, are moved over when the store opens.
+
+use super::{Completion, TaskStore, fingerprint, reuse};
+use crate::clock::Clock;
+use crate::commit::Committer;
+use crate::envelope::{Envelope, RequestId};
+use crate::error::BusError;
+use crate::task::{Admission, Outcome, TaskRecord, TaskState};
+use async_trait::async_trait;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use uuid::Uuid;
+
+/// How often expired records are purged at most (less often when the window is shorter).
+const PURGE_EVERY: Duration = Duration::from_secs(3600);
+
+/// The tree of records keyed by the raw request id, written by earlier versions.
+const LEGACY_TREE: &str = "bus.tasks";
+/// The tree of records keyed by [`RequestId::store_key`].
+pub const RECORDS_TREE: &str = "bus.task_records";
+/// The tree mapping task ids to request ids.
+pub const TASK_IDS_TREE: &str = "bus.task_ids";
+
+/// Task records in sled.
+pub struct SledTaskStore {
+    db: sled::Db,
+    tasks: sled::Tree,
+    task_ids: sled::Tree,
+    committer: Committer,
+    clock: Arc<dyn Clock>,
+    window: Duration,
+    /// Clock time (Unix ms) after which the next admission purges expired records first.
+    next_purge_ms: AtomicU64,
+}
+
+impl SledTaskStore {
+    /// Opens (or creates) the store in the sled database at `dir`.
+    pub fn open(dir: &Path, clock: Arc<dyn Clock>, window: Duration) -> Result<Self, BusError> {
+        let db =
+            sled::open(dir).map_err(|e| BusError::storage(format!("open {}", dir.display()), e))?;
+        Self::with_db(db, clock, window)
+    }
+
+    /// Uses an already open sled database (shared with other stores of the process).
+    pub fn with_db(
+        db: sled::Db,
+        clock: Arc<dyn Clock>,
+        window: Duration,
+    ) -> Result<Self, BusError> {
+        let tasks = db
+            .open_tree(RECORDS_TREE)
+            .map_err(|e| BusError::storage("open tree of task records", e))?;
+        let task_ids = db
+            .open_tree(TASK_IDS_TREE)
+            .map_err(|e| BusError::storage("open tree of task ids", e))?;
+        let store = Self {
+            db: db.clone(),
+            tasks,
+            task_ids,
+            committer: Committer::start(db)?,
+            clock,
+            window,
+            next_purge_ms: AtomicU64::new(0),
+        };
+        store.migrate_legacy()?;
+        store.next_purge_ms.store(
+            store.clock.now_ms() + store.purge_every_ms(),
+            Ordering::SeqCst,
+        );
+        let purged = store.purge_expired()?;
+        if purged > 0 {
+            tracing::info!(purged, "Expired task records removed.");
+        }
+        Ok(store)
+    }
+
+    /// Moves records keyed by raw request id (earlier versions) to their store keys.
+    /// A crash half-way is fine: the next open finishes the move.
+    fn migrate_legacy(&self) -> Result<(), BusError> {
+        let legacy = self
+            .db
+            .open_tree(LEGACY_TREE)
+            .map_err(|e| BusError::storage("open legacy tree of tasks", e))?;
+        let mut moved = 0usize;
+        for item in legacy.iter() {
+            let (k, v) = item.map_err(|e| BusError::storage("scan legacy tasks", e))?;
+            let record = decode(&v)?;
+            let key = record.request_id.store_key();
+            // Present already when an earlier migration stopped before removing the old entry.
+            self.tasks
+                .compare_and_swap(key.as_bytes(), None as Option<&[u8]>, Some(v))
+                .map_err(|e| BusError::storage("migrate task", e))?
+                .ok();
+            legacy
+                .remove(k)
+                .map_err(|e| BusError::storage("remove migrated task", e))?;
+            moved += 1;
+        }
+        if moved > 0 {
+            self.db
+                .flush()
+                .map_err(|e| BusError::storage("flush migrated tasks", e))?;
+            tracing::info!(moved, "Task records moved to store keys.");
+        }
+        Ok(())
+    }
+
+    fn purge_every_ms(&self) -> u64 {
+        self.window.min(PURGE_EVERY).as_millis().max(1000) as u64
+    }
+
+    /// Purges expired records when the last purge is older than the purge interval, so a
+    /// long-running process does not keep every record it ever admitted.
+    fn purge_if_due(&self) {
+        let now = self.clock.now_ms();
+        let due = self.next_purge_ms.load(Ordering::SeqCst);
+        if now < due {
+            return;
+        }
+        let next = now + self.purge_every_ms();
+        if self
+            .next_purge_ms
+            .compare_exchange(due, next, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            return; // another admission is purging
+        }
+        match self.purge_expired() {
+            Ok(0) => {}
+            Ok(purged) => tracing::info!(purged, "Expired task records removed."),
+            Err(e) => {
+                tracing::warn!(error = %e, "Purge of expired task records failed; retried later.")
+            }
+        }
+    }
+
+    fn read(&self, request_id: &RequestId) -> Result<Option<TaskRecord>, BusError> {
+        let bytes = self
+            .tasks
+            .get(request_id.store_key().as_bytes())
+            .map_err(|e| BusError::storage("read task", e))?;
+        bytes.map(|b| decode(&b)).transpose()
+    }
+
+    /// Applies `change` atomically; returns the new record when `change` said it changed something.
+    async fn update(
+        &self,
+        request_id: &RequestId,
+        durable: bool,
+        change: impl Fn(&mut TaskRecord) -> bool,
+    ) -> Result<Option<TaskRecord>, BusError> {
+        let key = request_id.store_key();
+        loop {
+            let Some(old) = self
+                .tasks
+                .get(key.as_bytes())
+                .map_err(|e| BusError::storage("read task", e))?
+            else {
+                return Err(BusError::UnknownTask(request_id.to_string()));
+            };
+            let mut record = decode(&old)?;
+            if !change(&mut record) {
+                return Ok(None);
+            }
+            record.updated_ms = self.clock.now_ms();
+            let swapped = self
+                .tasks
+                .compare_and_swap(key.as_bytes(), Some(old), Some(encode(&record)?))
+                .map_err(|e| BusError::storage("write task", e))?;
+            if swapped.is_ok() {
+                if durable {
+                    self.committer.commit().await?;
+                }
+                return Ok(Some(record));
+            }
+        }
+    }
+
+    /// Removes terminal records older than the window. Returns how many went.
+    pub fn purge_expired(&self) -> Result<usize, BusError> {
+        let mut purged = 0;
+        for item in self.tasks.iter() {
+            let (k, v) = item.map_err(|e| BusError::storage("scan tasks", e))?;
+            let r = decode(&v)?;
+            if self.expired(&r) {
+                // Only remove the exact record we judged, in case it was re-admitted meanwhile.
+                let gone = self
+                    .tasks
+                    .compare_and_swap(&k, Some(v), None as Option<&[u8]>)
+                    .map_err(|e| BusError::storage("purge task", e))?;
+                if gone.is_ok() {
+                    self.task_ids
+                        .remove(r.task_id.as_bytes())
+                        .map_err(|e| BusError::storage("purge task id", e))?;
+                    purged += 1;
+                }
+            }
+        }
+        Ok(purged)
+    }
+
+    fn expired(&self, r: &TaskRecord) -> bool {
+        r.state.is_terminal()
+            && self.clock.now_ms() > r.updated_ms.saturating_add(self.window.as_millis() as u64)
+    }
+}
+
+#[async_trait]
+impl TaskStore for SledTaskStore {
+    fn window(&self) -> Duration {
+        self.window
+    }
+
+    async fn admit(&self, env: Envelope) -> Result<Admission, BusError> {
+        self.purge_if_due();
+        let key = env.request_id.store_key().into_bytes();
+        loop {
+            let old = self
+                .tasks
+                .get(&key)
+                .map_err(|e| BusError::storage("read task", e))?;
+            let mut replaced = None;
+            if let Some(bytes) = &old {
+                let existing = decode(bytes)?;
+                if !self.expired(&existing) {
+                    let answer = reuse(&existing, &env)?;
+                    // The record may be another admission's, not yet flushed.
+                    self.committer.commit().await?;
+                    return Ok(answer);
+                }
+                replaced = Some(existing.task_id);
+            }
+            let seq = self
+                .db
+                .generate_id()
+                .map_err(|e| BusError::storage("generate task sequence number", e))?;
+            let now = self.clock.now_ms();
+            let record = TaskRecord {
+                task_id: env.id,
+                request_id: env.request_id.clone(),
+                state: TaskState::Queued,
+                attempts: 0,
+                fingerprint: Some(fingerprint(&env.payload)),
+                envelope: env.clone(),
+                outcome: None,
+                created_ms: now,
+                updated_ms: now,
+                seq,
+                progress: None,
+            };
+            // The task id first: a crash between the two writes can leave a task id with no
+            // record (which `by_task_id` ignores), never a record its task id cannot find.
+            let task_id = record.task_id;
+            self.task_ids
+                .insert(task_id.as_bytes(), env.request_id.as_str().as_bytes())
+                .map_err(|e| BusError::storage("write task id", e))?;
+            let swapped = self
+                .tasks
+                .compare_and_swap(&key, old, Some(encode(&record)?))
+                .map_err(|e| BusError::storage("write task", e))?;
+            match swapped {
+                Ok(()) => {
+                    // The expired record this one replaced no longer answers for its task id.
+                    if let Some(old_id) = replaced.filter(|id| *id != task_id) {
+                        self.task_ids
+                            .remove(old_id.as_bytes())
+                            .map_err(|e| BusError::storage("remove replaced task id", e))?;
+                    }
+                    self.committer.commit().await?;
+                    return Ok(Admission {
+                        task: record,
+                        duplicate: false,
+                    });
+                }
+                Err(lost) => {
+                    // Another admission of this request id won; unless it is this very task,
+                    // our task id entry goes.
+                    let winner = lost.current.as_deref().map(decode).transpose()?;
+                    if winner.is_none_or(|w| w.task_id != task_id) {
+                        self.task_ids
+                            .remove(task_id.as_bytes())
+                            .map_err(|e| BusError::storage("remove task id", e))?;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn attach(&self, env: &Envelope) -> Result<Option<Admission>, BusError> {
+        let Some(existing) = self.lookup(&env.request_id).await? else {
+            return Ok(None);
+        };
+        let answer = reuse(&existing, env)?;
+        self.committer.commit().await?;
+        Ok(Some(answer))
+    }
+
+    async fn start(
+        &self,
+        request_id: &RequestId,
+        attempt: u32,
+    ) -> Result<Option<TaskRecord>, BusError> {
+        self.update(request_id, true, |r| {
+            if r.state.is_terminal() {
+                return false;
+            }
+            r.state = TaskState::Running;
+            r.attempts = r.attempts.max(attempt);
+            r.progress = None;
+            true
+        })
+        .await
+    }
+
+    async fn progress(
+        &self,
+        request_id: &RequestId,
+        note: serde_json::Value,
+    ) -> Result<Option<TaskRecord>, BusError> {
+        self.update(request_id, false, |r| {
+            if r.state != TaskState::Running {
+                return false;
+            }
+            r.progress = Some(note.clone());
+            true
+        })
+        .await
+    }
+
+    async fn complete(
+        &self,
+        request_id: &RequestId,
+        outcome: Outcome,
+    ) -> Result<Completion, BusError> {
+        let updated = self
+            .update(request_id, true, |r| {
+                if r.state.is_terminal() {
+                    return false;
+                }
+                r.state = outcome.state();
+                r.outcome = Some(outcome.clone());
+                true
+            })
+            .await?;
+        match updated {
+            Some(task) => Ok(Completion {
+                task,
+                recorded: true,
+            }),
+            None => {
+                let task = self
+                    .read(request_id)?
+                    .ok_or_else(|| BusError::UnknownTask(request_id.to_string()))?;
+                Ok(Completion {
+                    task,
+                    recorded: false,
+                })
+            }
+        }
+    }
+
+    async fn requeue(&self, request_id: &RequestId) -> Result<Option<TaskRecord>, BusError> {
+        self.update(request_id, true, |r| {
+            if r.state.is_terminal() {
+                return false;
+            }
+            r.state = TaskState::Queued;
+            true
+        })
+        .await
+    }
+
+    async fn lookup(&self, request_id: &RequestId) -> Result<Option<TaskRecord>, BusError> {
+        Ok(self.read(request_id)?.filter(|r| !self.expired(r)))
+    }
+
+    async fn by_task_id(&self, task_id: Uuid) -> Result<Option<TaskRecord>, BusError> {
+        let value = self
+            .task_ids
+            .get(task_id.as_bytes())
+            .map_err(|e| BusError::storage("read task id", e))?;
+        let Some(value) = value else { return Ok(None) };
+        let request_id =
+            RequestId::parse(&String::from_utf8_lossy(&value)).map_err(BusError::Corrupt)?;
+        // The request id may have been admitted again since (a new task), or the record may
+        // never have been written (a crash between the two writes of `admit`).
+        Ok(self
+            .lookup(&request_id)
+            .await?
+            .filter(|r| r.task_id == task_id))
+    }
+
+    async fn unfinished(&self) -> Result<Vec<TaskRecord>, BusError> {
+        let mut out = Vec::new();
+        for item in self.tasks.iter() {
+            let (_, v) = item.map_err(|e| BusError::storage("scan tasks", e))?;
+            let r = decode(&v)?;
+            if !r.state.is_terminal() {
+                out.push(r);
+            }
+        }
+        out.sort_by_key(|r| (r.seq, r.created_ms));
+        Ok(out)
+    }
+
+    async fn expire(&self) -> Result<usize, BusError> {
+        self.purge_expired()
+    }
+}
+
+fn encode(r: &TaskRecord) -> Result<Vec<u8>, BusError> {
+    serde_json::to_vec(r).map_err(|e| BusError::Corrupt(format!("encode task record: {e}")))
+}
+
+fn decode(bytes: &[u8]) -> Result<TaskRecord, BusError> {
+    serde_json::from_slice(bytes).map_err(|e| BusError::Corrupt(format!("decode task record: {e}")))
+}

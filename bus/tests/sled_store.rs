@@ -1,0 +1,115 @@
+//! The task store conformance suite against sled, and the upgrade from raw request-id keys.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+mod store;
+
+use bus::{
+    BusError, Envelope, ManualClock, RequestId, SledTaskStore, TaskRecord, TaskState, TaskStore,
+    Topic,
+};
+use serde_json::json;
+use std::path::Path;
+use std::sync::Arc;
+
+struct Sled;
+
+impl store::Opener for Sled {
+    fn open(dir: &Path, clock: Arc<ManualClock>) -> Arc<dyn TaskStore> {
+        Arc::new(SledTaskStore::open(dir, clock, store::WINDOW).unwrap())
+    }
+}
+
+store_suite!(Sled);
+
+/// A record as the previous version wrote it: keyed by the raw request id in `bus.tasks`, with
+/// no fingerprint.
+fn write_legacy(dir: &Path, request_id: &str, payload: serde_json::Value) -> TaskRecord {
+    let env = Envelope::task(
+        Topic::parse("agent.a").unwrap(),
+        RequestId::parse(request_id).unwrap(),
+        payload,
+    );
+    let record = TaskRecord {
+        task_id: env.id,
+        request_id: env.request_id.clone(),
+        state: TaskState::Succeeded,
+        attempts: 1,
+        envelope: env,
+        outcome: Some(bus::Outcome::Succeeded {
+            result: json!("old"),
+        }),
+        created_ms: store::T0,
+        updated_ms: store::T0,
+        seq: 7,
+        progress: None,
+        fingerprint: None,
+    };
+    let db = sled::open(dir).unwrap();
+    let mut value = serde_json::to_value(&record).unwrap();
+    value.as_object_mut().unwrap().remove("progress");
+    db.open_tree("bus.tasks")
+        .unwrap()
+        .insert(request_id.as_bytes(), serde_json::to_vec(&value).unwrap())
+        .unwrap();
+    db.open_tree("bus.task_ids")
+        .unwrap()
+        .insert(record.task_id.as_bytes(), request_id.as_bytes())
+        .unwrap();
+    db.flush().unwrap();
+    record
+}
+
+#[tokio::test]
+async fn a_record_written_by_the_previous_version_is_found_after_upgrade() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = write_legacy(dir.path(), "x/y:z*>+?#%", json!({ "text": "x" }));
+    let store =
+        SledTaskStore::open(dir.path(), ManualClock::new(store::T0), store::WINDOW).unwrap();
+    let found = store.lookup(&old.request_id).await.unwrap().unwrap();
+    assert_eq!(found, old);
+    assert_eq!(
+        store
+            .by_task_id(old.task_id)
+            .await
+            .unwrap()
+            .map(|r| r.task_id),
+        Some(old.task_id)
+    );
+    // Without a fingerprint the stored payload decides: same is a duplicate, other a conflict.
+    let same = store.admit(old.envelope.clone()).await.unwrap();
+    assert!(same.duplicate);
+    let mut other = old.envelope.clone();
+    other.payload = json!({ "text": "y" });
+    assert!(matches!(
+        store.admit(other).await,
+        Err(BusError::Conflict { .. })
+    ));
+    drop(store);
+    // Moved for good: the old tree is empty and a reopen still finds it.
+    let db = sled::open(dir.path()).unwrap();
+    assert_eq!(db.open_tree("bus.tasks").unwrap().len(), 0);
+    drop(db);
+    let store =
+        SledTaskStore::open(dir.path(), ManualClock::new(store::T0), store::WINDOW).unwrap();
+    assert!(store.lookup(&old.request_id).await.unwrap().is_some());
+}
+
+#[test]
+fn store_keys_use_only_the_restricted_alphabet_and_are_injective() {
+    let ids = ["x/y:z*>+?#%", "x_2Fy", "x.y", "x_2Ey", "A-z/09", "~", "_7E"];
+    let keys: Vec<String> = ids
+        .iter()
+        .map(|r| RequestId::parse(r).unwrap().store_key())
+        .collect();
+    for k in &keys {
+        assert!(
+            k.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-/_".contains(c)),
+            "{k:?}"
+        );
+    }
+    let unique: std::collections::HashSet<_> = keys.iter().collect();
+    assert_eq!(unique.len(), keys.len(), "{keys:?}");
+    assert_eq!(RequestId::parse("A-z/09").unwrap().store_key(), "A-z/09");
+    assert_eq!(RequestId::parse("x.y").unwrap().store_key(), "x_2Ey");
+}
