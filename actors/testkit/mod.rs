@@ -28,7 +28,7 @@ use tokio::sync::watch;
 use tracing::{debug, warn};
 
 use turn::Completion;
-pub use turn::Turn;
+pub use turn::{Gate, Turn};
 
 type Responder = dyn Fn(&Value) -> Turn + Send + Sync;
 
@@ -207,6 +207,16 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         let msg = format!("scripted server: no turn left for request #{request_no}");
         return (StatusCode::INTERNAL_SERVER_ERROR, msg).into_response();
     };
+    let turn = match turn {
+        Turn::Gated { gate, then } => {
+            let mut stop = shared.shutdown.clone();
+            tokio::select! {
+                () = gate.opened() => *then,
+                _ = stop.wait_for(|&s| s) => Turn::Hang,
+            }
+        }
+        other => other,
+    };
     debug!(request_no, "Scripted server answering.");
     match &turn {
         Turn::HttpError {
@@ -231,7 +241,7 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
             }
             response
         }
-        Turn::Hang => {
+        Turn::Hang | Turn::Gated { .. } => {
             let mut stop = shared.shutdown.clone();
             stop.wait_for(|&s| s).await.ok();
             (

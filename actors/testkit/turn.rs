@@ -28,6 +28,13 @@ pub enum Turn {
     },
     /// Accept the request and never answer (until the server is dropped).
     Hang,
+    /// Wait until the gate opens, then answer `then`.
+    Gated {
+        /// Opened by the test.
+        gate: Gate,
+        /// The answer once it is open.
+        then: Box<Turn>,
+    },
     /// A 200 answer with this content type and body, verbatim: for servers that bend the format.
     Raw {
         /// `Content-Type` header.
@@ -37,7 +44,55 @@ pub enum Turn {
     },
 }
 
+/// A gate a test opens to let gated answers through; clones share one gate.
+#[derive(Clone)]
+pub struct Gate(std::sync::Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Default for Gate {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Gate {
+    /// A closed gate.
+    pub fn new() -> Self {
+        Self(std::sync::Arc::new(tokio::sync::watch::channel(false).0))
+    }
+
+    /// Opens it: every gated answer waiting, and every later one, goes through.
+    pub fn open(&self) {
+        self.0.send_replace(true);
+    }
+
+    /// Waits until it is open.
+    pub async fn opened(&self) {
+        let mut rx = self.0.subscribe();
+        let _ = rx.wait_for(|open| *open).await;
+    }
+}
+
+impl PartialEq for Gate {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Gate").field(&*self.0.borrow()).finish()
+    }
+}
+
 impl Turn {
+    /// `then`, once `gate` is open.
+    pub fn gated(gate: &Gate, then: Turn) -> Self {
+        Self::Gated {
+            gate: gate.clone(),
+            then: Box::new(then),
+        }
+    }
+
     /// A text answer in one content chunk.
     pub fn text(s: impl Into<String>) -> Self {
         Self::Text {

@@ -6,6 +6,7 @@ mod memory;
 mod prompt;
 mod sessions;
 mod skills;
+mod system;
 mod tools;
 mod turn;
 mod web;

@@ -1,0 +1,493 @@
+//! One system: routing at ingress, lanes from the envelope, task events on the bus and their SSE
+//! replay, request-id conflicts, and the graceful drain of a real `clawbus up` process.
+
+use crate::support::{NET, Project, eventually, get_json, post_task};
+use bus::Bus as _;
+use clawbus::testkit::{Gate, ScriptedServer, Turn};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+fn last_user(req: &Value) -> String {
+    req["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Answers `re: <text>`, and never answers a text starting with `hold`.
+async fn holding_server() -> ScriptedServer {
+    ScriptedServer::with_responder(|req| {
+        let user = last_user(req);
+        if user.starts_with("hold") {
+            Turn::hang()
+        } else {
+            Turn::text(format!("re: {user}"))
+        }
+    })
+    .await
+}
+
+async fn post(daemon: &clawbus::gateway::Daemon, path: &str, body: Value) -> (u16, Value) {
+    let resp = reqwest::Client::new()
+        .post(format!("{}{path}", daemon.url()))
+        .bearer_auth(daemon.token())
+        .json(&body)
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+#[actix_rt::test]
+async fn a_channel_message_reaches_the_bound_agent_and_session() {
+    let server = holding_server().await;
+    let project = Project::new();
+    project
+        .with_mock_and(&server.base_url(), "[channels.demo]\nagent = \"helper\"\n")
+        .write(
+            "agents.d/alpha.toml",
+            "[[bindings]]\nchannel = \"demo\"\npeer = \"alice\"\n",
+        )
+        .write("agents.d/helper.toml", "");
+    let daemon = project.start().await;
+
+    let (status, answer) = post(
+        &daemon,
+        "/v1/channels/demo/messages",
+        json!({ "peer": "alice", "text": "hi", "wait": true }),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["agent"], "alpha", "the binding chose the agent: {answer}");
+    assert_eq!(answer["session"], "agent:alpha:demo:direct:alice");
+    assert_eq!(answer["result"]["text"], "re: hi");
+    let session = get_json(&daemon, "/v1/sessions/agent:alpha:demo:direct:alice").await;
+    assert_eq!(session["session"]["agent"], "alpha", "{session}");
+
+    // A group chat is its own session.
+    let (status, answer) = post(
+        &daemon,
+        "/v1/channels/demo/messages",
+        json!({ "peer": "alice", "chat_type": "group", "text": "yo", "wait": true }),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["session"], "agent:alpha:demo:group:alice");
+
+    // An unbound peer reaches the channel's default agent.
+    let (status, answer) = post(
+        &daemon,
+        "/v1/channels/demo/messages",
+        json!({ "peer": "bob", "text": "hey", "wait": true }),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["agent"], "helper");
+    assert_eq!(answer["session"], "agent:helper:demo:direct:bob");
+
+    // A channel with neither binding nor default agent: a clear 404, nothing enqueued.
+    let before = server.request_count();
+    let (status, answer) = post(
+        &daemon,
+        "/v1/channels/other/messages",
+        json!({ "peer": "bob", "text": "hey", "wait": true }),
+    )
+    .await;
+    assert_eq!(status, 404, "{answer}");
+    assert_eq!(answer["error"]["code"], "unbound");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("\"other\"") && message.contains("[[bindings]]"),
+        "{message}"
+    );
+    assert_eq!(server.request_count(), before);
+    daemon.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn cron_and_main_lanes_run_side_by_side_and_an_unknown_lane_is_refused() {
+    let server = holding_server().await;
+    let project = Project::new();
+    project
+        .with_mock_and(&server.base_url(), "[lanes]\nmain = 1\ncron = 1\n")
+        .write("agents.d/chat.toml", "");
+    let daemon = project.start().await;
+    let (status, main) = post_task(&daemon, "chat", json!({ "text": "hold main" })).await;
+    assert_eq!(status, 202, "{main}");
+    let (status, cron) =
+        post_task(&daemon, "chat", json!({ "text": "hold cron", "lane": "cron" })).await;
+    assert_eq!(status, 202, "{cron}");
+    assert_eq!(cron["lane"], "cron");
+    // With one slot each, both reach the model only if they hold slots of different lanes.
+    eventually("both turns are at the model at once", async || {
+        server.max_concurrency() >= 2
+    })
+    .await;
+    let lanes = daemon.lanes().status().await.unwrap();
+    for name in ["main", "cron"] {
+        let lane = lanes.iter().find(|l| l.name == name).unwrap();
+        assert_eq!(lane.holding.len(), 1, "{lane:?}");
+    }
+
+    let (status, answer) = post_task(&daemon, "chat", json!({ "text": "x", "lane": "nope" })).await;
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["error"]["code"], "unknown_lane");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("\"nope\"") && message.contains("cron, main, subagent"),
+        "{message}"
+    );
+    daemon.shutdown_within(Duration::ZERO).await;
+}
+
+/// Reads a whole SSE body into `(event name, data)` pairs.
+async fn sse(daemon: &clawbus::gateway::Daemon, path: &str) -> Vec<(String, Value)> {
+    let body = reqwest::Client::new()
+        .get(format!("{}{path}", daemon.url()))
+        .bearer_auth(daemon.token())
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for block in body.split("\n\n") {
+        let mut name = String::new();
+        let mut data = String::new();
+        for line in block.lines() {
+            if let Some(v) = line.strip_prefix("event:") {
+                name = v.trim().to_string();
+            } else if let Some(v) = line.strip_prefix("data:") {
+                data.push_str(v.trim_start());
+            }
+        }
+        if !data.is_empty() {
+            out.push((name, serde_json::from_str(&data).unwrap()));
+        }
+    }
+    out
+}
+
+#[actix_rt::test]
+async fn a_tool_turn_emits_its_events_in_order_and_a_late_subscriber_gets_them_replayed() {
+    let server = ScriptedServer::start(vec![
+        Turn::tool_call("read", json!({ "path": "notes.txt" })),
+        Turn::text_chunks(vec!["all ", "read ", "back"]),
+    ])
+    .await;
+    let project = Project::new();
+    project
+        .with_mock_provider(&server.base_url(), "10s", 0)
+        .write("agents.d/chat.toml", "");
+    let daemon = project.start().await;
+    let mut live = daemon
+        .bus()
+        .subscribe(bus::Topic::parse("events.agent.chat").unwrap())
+        .await
+        .unwrap();
+    let (status, answer) =
+        post_task(&daemon, "chat", json!({ "text": "read my notes", "wait": true })).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["result"]["text"], "all read back");
+    let task_id = answer["task_id"].as_str().unwrap().to_string();
+
+    let replayed = sse(&daemon, &format!("/v1/tasks/{task_id}/events")).await;
+    let names: Vec<&str> = replayed.iter().map(|(n, _)| n.as_str()).collect();
+    let deltas = names.iter().filter(|n| **n == "delta").count();
+    assert!(deltas >= 1, "{names:?}");
+    let mut expected = vec![
+        "queued",
+        "started",
+        "model_call",
+        "tool_start",
+        "tool_end",
+        "model_call",
+    ];
+    expected.extend(std::iter::repeat_n("delta", deltas));
+    expected.push("terminal");
+    assert_eq!(names, expected);
+    let seqs: Vec<u64> = replayed
+        .iter()
+        .map(|(_, e)| e["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "no gap");
+    let text: String = replayed
+        .iter()
+        .filter(|(n, _)| n == "delta")
+        .map(|(_, e)| e["event"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "all read back");
+    let (_, tool_start) = &replayed[3];
+    assert_eq!(tool_start["event"]["name"], "read");
+    let (_, terminal) = replayed.last().unwrap();
+    assert_eq!(terminal["event"]["outcome"]["state"], "succeeded");
+    assert_eq!(terminal["task_id"], task_id.as_str());
+
+    // The live subscriber of the agent's event topic saw the same events, in the same order,
+    // exactly one terminal among them.
+    let mut seen = Vec::new();
+    while seen.len() < replayed.len() {
+        let d = tokio::time::timeout(NET, live.next())
+            .await
+            .expect("a live event within the bound")
+            .expect("the subscription is open");
+        seen.push(d.envelope().payload.clone());
+    }
+    let live_seqs: Vec<u64> = seen.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(live_seqs, seqs);
+    let terminals = seen.iter().filter(|e| e["event"]["type"] == "terminal").count();
+    assert_eq!(terminals, 1);
+
+    // `clawbus tasks watch` prints the same stream and exits 0 for a success.
+    let out = crate::support::run_cmd({
+        let mut cmd = project.clawbus();
+        cmd.args(["tasks", "watch", &task_id, "--url", &daemon.url()])
+            .env("CLAWBUS_TOKEN", daemon.token());
+        cmd
+    })
+    .await;
+    assert!(out.status.success(), "{out:?}");
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), replayed.len());
+    assert_eq!(lines.last().unwrap()["event"]["type"], "terminal");
+    daemon.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn a_reused_request_id_with_another_target_or_text_is_a_conflict() {
+    let server = holding_server().await;
+    let project = Project::new();
+    project
+        .with_mock_provider(&server.base_url(), "10s", 0)
+        .write("agents.d/a.toml", "")
+        .write("agents.d/b.toml", "");
+    let daemon = project.start().await;
+    let (status, first) = post_task(
+        &daemon,
+        "a",
+        json!({ "text": "one", "request_id": "r-1", "wait": true }),
+    )
+    .await;
+    assert_eq!(status, 200, "{first}");
+    let task_id = first["task_id"].as_str().unwrap();
+
+    let (status, other_agent) = post_task(
+        &daemon,
+        "b",
+        json!({ "text": "one", "request_id": "r-1", "wait": true }),
+    )
+    .await;
+    assert_eq!(status, 409, "{other_agent}");
+    assert_eq!(other_agent["error"]["code"], "request_id_conflict");
+    let message = other_agent["error"]["message"].as_str().unwrap();
+    assert!(message.contains(task_id), "names the original task: {message}");
+    assert!(message.contains("agent.a"), "names the original target: {message}");
+
+    let (status, other_text) = post_task(
+        &daemon,
+        "a",
+        json!({ "text": "two", "request_id": "r-1", "wait": true }),
+    )
+    .await;
+    assert_eq!(status, 409, "{other_text}");
+    assert_eq!(other_text["error"]["code"], "request_id_conflict");
+
+    let (status, same) = post_task(
+        &daemon,
+        "a",
+        json!({ "text": "one", "request_id": "r-1", "wait": true }),
+    )
+    .await;
+    assert_eq!(status, 200, "{same}");
+    assert_eq!(same["duplicate"], true);
+    assert_eq!(same["task_id"], task_id);
+    assert_eq!(same["result"]["text"], "re: one");
+    assert_eq!(server.request_count(), 1, "one run for all four posts");
+    daemon.shutdown().await;
+}
+
+/// A `clawbus up` child process, its URL and token.
+struct Child {
+    child: std::process::Child,
+    url: String,
+    token: String,
+}
+
+async fn up(project: &Project) -> Child {
+    let mut child = project
+        .clawbus()
+        .args(["up", "--port", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let line = tokio::time::timeout(
+        NET,
+        tokio::task::spawn_blocking(move || {
+            let mut line = String::new();
+            BufReader::new(stdout).read_line(&mut line).unwrap();
+            line
+        }),
+    )
+    .await
+    .expect("the daemon announces its address in time")
+    .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("first line must announce the address: {line:?}"))
+        .to_string();
+    let token = std::fs::read_to_string(project.state_dir().join("gateway.token"))
+        .unwrap()
+        .trim()
+        .to_string();
+    Child { child, url, token }
+}
+
+async fn task(c: &Child, id: &str) -> Value {
+    reqwest::Client::new()
+        .get(format!("{}/v1/tasks/{id}", c.url))
+        .bearer_auth(&c.token)
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_running_turns_finish_within_the_grace_and_the_rest_run_on_the_next_start() {
+    let gate = Gate::new();
+    let second_life = Arc::new(AtomicBool::new(false));
+    let server = {
+        let (gate, second_life) = (gate.clone(), second_life.clone());
+        ScriptedServer::with_responder(move |req| {
+            let user = last_user(req);
+            let answer = Turn::text(format!("re: {user}"));
+            if user.starts_with("slow") {
+                Turn::gated(&gate, answer)
+            } else if user.starts_with("stuck") && !second_life.load(Ordering::SeqCst) {
+                Turn::hang()
+            } else {
+                answer
+            }
+        })
+        .await
+    };
+    let project = Project::new();
+    project
+        .with_mock_and(
+            &server.base_url(),
+            "[gateway]\nshutdown_grace = \"3s\"\n",
+        )
+        .write("agents.d/chat.toml", "");
+    let first = up(&project).await;
+    let mut waiters = Vec::new();
+    for text in ["slow 1", "stuck 2", "stuck 3"] {
+        let (url, token) = (first.url.clone(), first.token.clone());
+        waiters.push(tokio::spawn(async move {
+            let resp = reqwest::Client::new()
+                .post(format!("{url}/v1/agents/chat/tasks"))
+                .bearer_auth(token)
+                .json(&json!({ "text": text, "request_id": text.replace(' ', "-"), "wait": true }))
+                .timeout(NET)
+                .send()
+                .await;
+            match resp {
+                Ok(r) => (r.status().as_u16(), r.json::<Value>().await.unwrap_or(Value::Null)),
+                Err(_) => (0, Value::Null),
+            }
+        }));
+    }
+    eventually("three turns are at the model", async || {
+        server.request_count() >= 3
+    })
+    .await;
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &first.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // The slow turn finishes inside the grace period; its waiter gets the answer.
+    gate.open();
+    let (status, slow) = tokio::time::timeout(NET, waiters.remove(0))
+        .await
+        .expect("the slow turn is answered in time")
+        .unwrap();
+    assert_eq!(status, 200, "{slow}");
+    assert_eq!(slow["state"], "succeeded");
+    assert_eq!(slow["result"]["text"], "re: slow 1");
+    let mut child = first.child;
+    let exit = tokio::time::timeout(NET, tokio::task::spawn_blocking(move || child.wait()))
+        .await
+        .expect("the daemon exits after its grace period")
+        .unwrap()
+        .unwrap();
+    assert!(exit.success(), "a drained shutdown exits 0, got {exit}");
+    for waiter in waiters {
+        let (status, answer) = tokio::time::timeout(NET, waiter).await.unwrap().unwrap();
+        assert_ne!(answer["state"], "succeeded", "{status} {answer}");
+    }
+
+    // The next start runs the two stopped turns; the finished one is not run again.
+    second_life.store(true, Ordering::SeqCst);
+    let second = up(&project).await;
+    let slow_id = slow["task_id"].as_str().unwrap().to_string();
+    let mut stuck_ids = Vec::new();
+    for rid in ["stuck-2", "stuck-3"] {
+        // A duplicate post answers the stored task without running anything.
+        let resp = reqwest::Client::new()
+            .post(format!("{}/v1/agents/chat/tasks", second.url))
+            .bearer_auth(&second.token)
+            .json(&json!({ "text": rid.replace('-', " "), "request_id": rid, "wait": true }))
+            .timeout(NET)
+            .send()
+            .await
+            .unwrap();
+        let answer: Value = resp.json().await.unwrap();
+        assert_eq!(answer["duplicate"], true, "{answer}");
+        stuck_ids.push(answer["task_id"].as_str().unwrap().to_string());
+    }
+    for id in &stuck_ids {
+        let mut last = Value::Null;
+        eventually("the stopped turn ran on the next start", async || {
+            last = task(&second, id).await;
+            last["state"] == "succeeded"
+        })
+        .await;
+        assert!(last["result"]["text"].as_str().unwrap().starts_with("re: stuck"));
+    }
+    let slow_now = task(&second, &slow_id).await;
+    assert_eq!(slow_now["state"], "succeeded");
+    let texts: Vec<String> = server.requests().iter().map(last_user).collect();
+    let count = |t: &str| texts.iter().filter(|x| x.as_str() == t).count();
+    assert_eq!(count("slow 1"), 1, "the finished turn never ran again: {texts:?}");
+    assert_eq!(count("stuck 2"), 2, "stopped once, run once more: {texts:?}");
+    assert_eq!(count("stuck 3"), 2, "stopped once, run once more: {texts:?}");
+    let mut child = second.child;
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let exit = tokio::time::timeout(NET, tokio::task::spawn_blocking(move || child.wait()))
+        .await
+        .expect("the second daemon exits")
+        .unwrap()
+        .unwrap();
+    assert!(exit.success(), "{exit}");
+}
