@@ -128,7 +128,14 @@ fn main() {
     }
 }
 
-fn run_one(bin: &Path, set: &str, online: &[usize], sessions: usize, warmup: f64, secs: f64) -> Row {
+fn run_one(
+    bin: &Path,
+    set: &str,
+    online: &[usize],
+    sessions: usize,
+    warmup: f64,
+    secs: f64,
+) -> Row {
     let daemon_cpus = parse_cpus(set);
     let free: Vec<usize> = online
         .iter()
@@ -192,7 +199,12 @@ fn run_one(bin: &Path, set: &str, online: &[usize], sessions: usize, warmup: f64
 
     // Pin this process (every thread, including ones the runtime starts later, which inherit it).
     taskset_self(&gen_set);
-    let gen_threads = if free.is_empty() { online.len() } else { free.len() }.max(1);
+    let gen_threads = if free.is_empty() {
+        online.len()
+    } else {
+        free.len()
+    }
+    .max(1);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(gen_threads)
         .enable_all()
@@ -207,7 +219,15 @@ fn run_one(bin: &Path, set: &str, online: &[usize], sessions: usize, warmup: f64
             .unwrap();
         let endpoint = format!("{url}/v1/agents/echo/tasks");
         // Warm-up: open every session and connection.
-        drive(&http, &endpoint, &token, sessions, Duration::from_secs_f64(warmup), "w").await;
+        drive(
+            &http,
+            &endpoint,
+            &token,
+            sessions,
+            Duration::from_secs_f64(warmup),
+            "w",
+        )
+        .await;
 
         let t_daemon = proc_cpu_ticks(pid);
         let t_threads = thread_ticks(pid);
@@ -466,7 +486,10 @@ fn parse_cpus(s: &str) -> Vec<usize> {
 }
 
 fn join_cpus(c: &[usize]) -> String {
-    c.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
+    c.iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn clock_ticks() -> f64 {

@@ -79,6 +79,7 @@ impl SessionActor {
             cause,
         };
         let (transcript, loaded) = Transcript::open(&path).map_err(transcript_err)?;
+        let transcript = transcript.with_clock(rt.clock.clone());
         if loaded.entries.is_empty() {
             let first = Entry::new(EntryBody::Session {
                 version: 1,

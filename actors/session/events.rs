@@ -3,12 +3,11 @@
 
 use crate::agent::TurnEvents;
 use crate::model::{ModelError, ModelObserver, ToolCall};
-use bus::Bus;
 use bus::events::TaskEventKind;
+use bus::{Bus, Delivery};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
-use uuid::Uuid;
 
 /// The turn's observer: queues each event for the forwarder, which emits them on the bus in the
 /// order they happened. The queue holds at most one turn's events (bounded by its iterations and
@@ -23,8 +22,11 @@ pub(super) struct Forwarder {
 }
 
 impl RunEvents {
-    /// Starts the forwarder for `task_id`.
-    pub(super) fn start(bus: Arc<dyn Bus>, task_id: Uuid) -> (Self, Forwarder) {
+    /// Starts the forwarder for the task of `delivery`. After each tool call the task is marked
+    /// alive in the store ([`Delivery::progress`]), so a long turn shows progress between its
+    /// model calls.
+    pub(super) fn start(bus: Arc<dyn Bus>, delivery: Delivery) -> (Self, Forwarder) {
+        let task_id = delivery.envelope().id;
         let (tx, mut rx) = mpsc::unbounded_channel::<TaskEventKind>();
         let task = tokio::spawn(async move {
             while let Some(first) = rx.recv().await {
@@ -47,8 +49,19 @@ impl RunEvents {
                         }
                         other => other,
                     };
+                    let progress = match &event {
+                        TaskEventKind::ToolEnd { name, ok, .. } => {
+                            Some(serde_json::json!({ "tool": name, "ok": ok }))
+                        }
+                        _ => None,
+                    };
                     if let Err(e) = bus.emit(task_id, event).await {
                         tracing::debug!(task_id = %task_id, error = %e, "Task event not published.");
+                    }
+                    if let Some(note) = progress {
+                        if let Err(e) = delivery.progress(note).await {
+                            tracing::debug!(task_id = %task_id, error = %e, "Progress not recorded.");
+                        }
                     }
                 }
             }

@@ -216,7 +216,7 @@ impl Run {
             message: text.to_string(),
             tool_context,
         };
-        let (events, forwarder) = RunEvents::start(rt.bus.clone(), env.id);
+        let (events, forwarder) = RunEvents::start(rt.bus.clone(), self.delivery.clone());
         let turn = run_turn_observed(&rt.deps, input, &events).await;
         // Every event of the turn is on the bus before its terminal one.
         forwarder.finish(events).await;

@@ -6,11 +6,12 @@
 //! `<sessionId>.jsonl.corrupt`.
 
 use crate::model::ChatMessage;
+use bus::{Clock, SystemClock};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use uuid::Uuid;
 
 /// One line of a transcript.
@@ -71,11 +72,11 @@ pub enum EntryBody {
 }
 
 impl Entry {
-    /// A new entry stamped now.
+    /// A new entry; [`Transcript::append`] stamps it with its clock's time when it is written.
     pub fn new(body: EntryBody) -> Self {
         Self {
             id: Uuid::now_v7(),
-            ts: now_ms(),
+            ts: UNSTAMPED,
             body,
         }
     }
@@ -90,12 +91,8 @@ impl Entry {
     }
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+/// The `ts` of an entry not yet written.
+const UNSTAMPED: u64 = 0;
 
 /// What loading a transcript found.
 #[derive(Debug, Default)]
@@ -110,6 +107,7 @@ pub struct Loaded {
 pub struct Transcript {
     path: PathBuf,
     file: Mutex<File>,
+    clock: Arc<dyn Clock>,
 }
 
 impl Transcript {
@@ -138,9 +136,16 @@ impl Transcript {
             Self {
                 path: path.to_path_buf(),
                 file: Mutex::new(file),
+                clock: Arc::new(SystemClock),
             },
             loaded,
         ))
+    }
+
+    /// Stamps entries with `clock` (the process's one clock) rather than the system clock.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// The file's path.
@@ -154,8 +159,17 @@ impl Transcript {
             return Ok(());
         }
         let mut buf = Vec::with_capacity(entries.len() * 256);
+        let now = self.clock.now_ms();
         for e in entries {
-            serde_json::to_writer(&mut buf, e).map_err(io::Error::other)?;
+            if e.ts == UNSTAMPED {
+                let stamped = Entry {
+                    ts: now,
+                    ..e.clone()
+                };
+                serde_json::to_writer(&mut buf, &stamped).map_err(io::Error::other)?;
+            } else {
+                serde_json::to_writer(&mut buf, e).map_err(io::Error::other)?;
+            }
             buf.push(b'\n');
         }
         let mut file = self

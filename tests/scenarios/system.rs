@@ -66,7 +66,10 @@ async fn a_channel_message_reaches_the_bound_agent_and_session() {
     )
     .await;
     assert_eq!(status, 200, "{answer}");
-    assert_eq!(answer["agent"], "alpha", "the binding chose the agent: {answer}");
+    assert_eq!(
+        answer["agent"], "alpha",
+        "the binding chose the agent: {answer}"
+    );
     assert_eq!(answer["session"], "agent:alpha:demo:direct:alice");
     assert_eq!(answer["result"]["text"], "re: hi");
     let session = get_json(&daemon, "/v1/sessions/agent:alpha:demo:direct:alice").await;
@@ -122,8 +125,12 @@ async fn cron_and_main_lanes_run_side_by_side_and_an_unknown_lane_is_refused() {
     let daemon = project.start().await;
     let (status, main) = post_task(&daemon, "chat", json!({ "text": "hold main" })).await;
     assert_eq!(status, 202, "{main}");
-    let (status, cron) =
-        post_task(&daemon, "chat", json!({ "text": "hold cron", "lane": "cron" })).await;
+    let (status, cron) = post_task(
+        &daemon,
+        "chat",
+        json!({ "text": "hold cron", "lane": "cron" }),
+    )
+    .await;
     assert_eq!(status, 202, "{cron}");
     assert_eq!(cron["lane"], "cron");
     // With one slot each, both reach the model only if they hold slots of different lanes.
@@ -195,8 +202,12 @@ async fn a_tool_turn_emits_its_events_in_order_and_a_late_subscriber_gets_them_r
         .subscribe(bus::Topic::parse("events.agent.chat").unwrap())
         .await
         .unwrap();
-    let (status, answer) =
-        post_task(&daemon, "chat", json!({ "text": "read my notes", "wait": true })).await;
+    let (status, answer) = post_task(
+        &daemon,
+        "chat",
+        json!({ "text": "read my notes", "wait": true }),
+    )
+    .await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["result"]["text"], "all read back");
     let task_id = answer["task_id"].as_str().unwrap().to_string();
@@ -211,6 +222,7 @@ async fn a_tool_turn_emits_its_events_in_order_and_a_late_subscriber_gets_them_r
         "model_call",
         "tool_start",
         "tool_end",
+        "progress",
         "model_call",
     ];
     expected.extend(std::iter::repeat_n("delta", deltas));
@@ -229,6 +241,8 @@ async fn a_tool_turn_emits_its_events_in_order_and_a_late_subscriber_gets_them_r
     assert_eq!(text, "all read back");
     let (_, tool_start) = &replayed[3];
     assert_eq!(tool_start["event"]["name"], "read");
+    let (_, progress) = &replayed[5];
+    assert_eq!(progress["event"]["note"]["tool"], "read", "{progress}");
     let (_, terminal) = replayed.last().unwrap();
     assert_eq!(terminal["event"]["outcome"]["state"], "succeeded");
     assert_eq!(terminal["task_id"], task_id.as_str());
@@ -245,7 +259,10 @@ async fn a_tool_turn_emits_its_events_in_order_and_a_late_subscriber_gets_them_r
     }
     let live_seqs: Vec<u64> = seen.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert_eq!(live_seqs, seqs);
-    let terminals = seen.iter().filter(|e| e["event"]["type"] == "terminal").count();
+    let terminals = seen
+        .iter()
+        .filter(|e| e["event"]["type"] == "terminal")
+        .count();
     assert_eq!(terminals, 1);
 
     // `clawbus tasks watch` prints the same stream and exits 0 for a success.
@@ -293,8 +310,14 @@ async fn a_reused_request_id_with_another_target_or_text_is_a_conflict() {
     assert_eq!(status, 409, "{other_agent}");
     assert_eq!(other_agent["error"]["code"], "request_id_conflict");
     let message = other_agent["error"]["message"].as_str().unwrap();
-    assert!(message.contains(task_id), "names the original task: {message}");
-    assert!(message.contains("agent.a"), "names the original target: {message}");
+    assert!(
+        message.contains(task_id),
+        "names the original task: {message}"
+    );
+    assert!(
+        message.contains("agent.a"),
+        "names the original target: {message}"
+    );
 
     let (status, other_text) = post_task(
         &daemon,
@@ -392,10 +415,7 @@ async fn sigterm_lets_running_turns_finish_within_the_grace_and_the_rest_run_on_
     };
     let project = Project::new();
     project
-        .with_mock_and(
-            &server.base_url(),
-            "[gateway]\nshutdown_grace = \"3s\"\n",
-        )
+        .with_mock_and(&server.base_url(), "[gateway]\nshutdown_grace = \"3s\"\n")
         .write("agents.d/chat.toml", "");
     let first = up(&project).await;
     let mut waiters = Vec::new();
@@ -410,7 +430,10 @@ async fn sigterm_lets_running_turns_finish_within_the_grace_and_the_rest_run_on_
                 .send()
                 .await;
             match resp {
-                Ok(r) => (r.status().as_u16(), r.json::<Value>().await.unwrap_or(Value::Null)),
+                Ok(r) => (
+                    r.status().as_u16(),
+                    r.json::<Value>().await.unwrap_or(Value::Null),
+                ),
                 Err(_) => (0, Value::Null),
             }
         }));
@@ -471,15 +494,32 @@ async fn sigterm_lets_running_turns_finish_within_the_grace_and_the_rest_run_on_
             last["state"] == "succeeded"
         })
         .await;
-        assert!(last["result"]["text"].as_str().unwrap().starts_with("re: stuck"));
+        assert!(
+            last["result"]["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("re: stuck")
+        );
     }
     let slow_now = task(&second, &slow_id).await;
     assert_eq!(slow_now["state"], "succeeded");
     let texts: Vec<String> = server.requests().iter().map(last_user).collect();
     let count = |t: &str| texts.iter().filter(|x| x.as_str() == t).count();
-    assert_eq!(count("slow 1"), 1, "the finished turn never ran again: {texts:?}");
-    assert_eq!(count("stuck 2"), 2, "stopped once, run once more: {texts:?}");
-    assert_eq!(count("stuck 3"), 2, "stopped once, run once more: {texts:?}");
+    assert_eq!(
+        count("slow 1"),
+        1,
+        "the finished turn never ran again: {texts:?}"
+    );
+    assert_eq!(
+        count("stuck 2"),
+        2,
+        "stopped once, run once more: {texts:?}"
+    );
+    assert_eq!(
+        count("stuck 3"),
+        2,
+        "stopped once, run once more: {texts:?}"
+    );
     let mut child = second.child;
     let _ = std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
