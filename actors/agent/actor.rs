@@ -265,6 +265,21 @@ impl StreamHandler<Cancelled> for AgentActor {
     fn finished(&mut self, _: &mut Self::Context) {}
 }
 
+/// Stops the agent: its task and cancel streams close, and its sessions with it.
+#[derive(actix::Message)]
+#[rtype(result = "()")]
+pub struct StopAgent;
+
+impl Handler<StopAgent> for AgentActor {
+    type Result = ();
+    fn handle(&mut self, _: StopAgent, ctx: &mut Context<Self>) {
+        for (_, live) in self.sessions.drain() {
+            live.handle.stop();
+        }
+        ctx.stop();
+    }
+}
+
 impl Handler<RunDone> for AgentActor {
     type Result = ();
     fn handle(&mut self, msg: RunDone, _: &mut Context<Self>) {

@@ -198,6 +198,11 @@ impl AgentHandle {
         &self.workspace
     }
 
+    /// Stops the agent actor (it takes no more tasks; its sessions stop once idle).
+    pub fn stop(&self) {
+        self.addr.do_send(actor::StopAgent);
+    }
+
     /// Whether the actor is still alive.
     pub fn is_running(&self) -> bool {
         self.addr.connected()

@@ -254,7 +254,11 @@ impl Clawbus {
             stopped = report.stopped,
             "Runs drained; stopped ones run again on the next start."
         );
-        // The session actors (and the stores they hold) go with their threads.
+        // The agents take no more tasks; the session actors (and the stores they hold) go with
+        // their threads.
+        for agent in &self.agents {
+            agent.stop();
+        }
         self.shards.stop().await;
         if let Err(e) = self.db.flush_async().await {
             tracing::error!(error = %e, "Final flush of the store failed.");
