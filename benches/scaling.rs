@@ -14,7 +14,12 @@
 //! The load generator is pinned (all its threads, with `taskset -a -p`) to the online cores the
 //! daemon does not use; when there are none (the 2-core run on a 2-core machine) it runs on every
 //! core, sharing them with the daemon, and that row is a lower bound. Each row also shows the CPU
-//! the daemon and the generator used in the window, and the daemon's busiest threads by name.
+//! the daemon and the generator used in the window, and the daemon's busiest threads: CPU share,
+//! and the share of 2 ms samples in which each was runnable (R) or waiting on the disk (D). Thread
+//! names are the kernel's 15-character `comm`: `clawbus` is the main thread, which is the actix
+//! System thread (broker, agent and lane actors); `actix-rt|system` are the session-shard arbiters
+//! (`actix-rt|system:0|arbiter:N`, cut short); `tokio-rt-worker` the HTTP runtime;
+//! `clawbus-commit` the sled group commit; `sled-io-*` / `sled-flusher` sled's own.
 //!
 //! Environment: `CLAWBUS_BIN` (the binary; default the one this package built), `SCALING_CPUS`,
 //! `SCALING_SESSIONS` (256), `SCALING_SECS`, `SCALING_WARMUP`, `SCALING_PROFILE` (a shell command run
@@ -52,7 +57,9 @@ struct Row {
     p99: Duration,
     daemon_cpu: f64,
     gen_cpu: f64,
-    threads: Vec<(String, f64)>,
+    /// CPU used in the window by everything else on the machine (a noisy neighbour spoils a row).
+    other_cpu: f64,
+    threads: Vec<ThreadUse>,
     shards: usize,
 }
 
@@ -84,12 +91,12 @@ fn main() {
 
     println!();
     println!(
-        "| daemon cores | shards | generator on | turns | turns/s | median | p99 | errors | daemon CPU | generator CPU |"
+        "| daemon cores | shards | generator on | turns | turns/s | median | p99 | errors | daemon CPU | generator CPU | other CPU |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for r in &rows {
         println!(
-            "| {} | {} | {} | {} | {:.0} | {:.2} ms | {:.2} ms | {} | {:.0}% | {:.0}% |",
+            "| {} | {} | {} | {} | {:.0} | {:.2} ms | {:.2} ms | {} | {:.0}% | {:.0}% | {:.0}% |",
             r.cpus,
             r.shards,
             r.generator,
@@ -99,7 +106,8 @@ fn main() {
             r.p99.as_secs_f64() * 1e3,
             r.errors,
             r.daemon_cpu * 100.0,
-            r.gen_cpu * 100.0
+            r.gen_cpu * 100.0,
+            r.other_cpu * 100.0
         );
     }
     for r in &rows {
@@ -107,9 +115,17 @@ fn main() {
             .threads
             .iter()
             .take(8)
-            .map(|(n, c)| format!("{n} {:.0}%", c * 100.0))
+            .map(|t| {
+                format!(
+                    "{} cpu {:.0}% R {:.0}% D {:.0}%",
+                    t.name,
+                    t.cpu * 100.0,
+                    t.runnable * 100.0,
+                    t.disk_wait * 100.0
+                )
+            })
             .collect();
-        println!("daemon threads on {}: {}", r.cpus, top.join(", "));
+        println!("daemon threads on {}:\n  {}", r.cpus, top.join("\n  "));
     }
     if rows.len() >= 2 {
         let a = rows[0].turns as f64 / rows[0].secs;
@@ -211,7 +227,7 @@ fn run_one(
         .build()
         .unwrap();
     let profile = std::env::var("SCALING_PROFILE").ok();
-    let (turns, errors, mut lat, daemon_cpu, gen_cpu, threads, elapsed) = rt.block_on(async {
+    let (turns, errors, mut lat, daemon_cpu, gen_cpu, other_cpu, threads, elapsed) = rt.block_on(async {
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(sessions)
             .timeout(Duration::from_secs(60))
@@ -229,6 +245,8 @@ fn run_one(
         )
         .await;
 
+        let sampler = StateSampler::start(pid);
+        let t_busy = busy_ticks();
         let t_daemon = proc_cpu_ticks(pid);
         let t_threads = thread_ticks(pid);
         let t_self = proc_cpu_ticks(std::process::id());
@@ -258,18 +276,28 @@ fn run_one(
         let hz = clock_ticks();
         let daemon_cpu = (proc_cpu_ticks(pid) - t_daemon) as f64 / hz / window;
         let gen_cpu = (proc_cpu_ticks(std::process::id()) - t_self) as f64 / hz / window;
-        let mut threads: Vec<(String, f64)> = {
+        let busy = (busy_ticks() - t_busy) as f64 / hz / window;
+        let other_cpu = (busy - daemon_cpu - gen_cpu).max(0.0);
+        let states = sampler.stop();
+        let mut threads: Vec<ThreadUse> = {
             let now = thread_ticks(pid);
-            let mut by: BTreeMap<String, u64> = BTreeMap::new();
-            for (tid, (name, t)) in &now {
-                let before = t_threads.get(tid).map_or(0, |(_, b)| *b);
-                *by.entry(name.clone()).or_default() += t - before;
-            }
-            by.into_iter()
-                .map(|(n, t)| (n, t as f64 / hz / window))
+            let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+            now.iter()
+                .map(|(tid, (name, t))| {
+                    let before = t_threads.get(tid).map_or(0, |(_, b)| *b);
+                    let k = seen.entry(name.clone()).or_default();
+                    *k += 1;
+                    let (d, r, n) = states.get(tid).copied().unwrap_or((0, 0, 0));
+                    ThreadUse {
+                        name: format!("{name}#{k}"),
+                        cpu: t.saturating_sub(before) as f64 / hz / window,
+                        disk_wait: d as f64 / n.max(1) as f64,
+                        runnable: r as f64 / n.max(1) as f64,
+                    }
+                })
                 .collect()
         };
-        threads.sort_by(|a, b| b.1.total_cmp(&a.1));
+        threads.sort_by(|a, b| (b.cpu + b.disk_wait).total_cmp(&(a.cpu + a.disk_wait)));
         if let Some(p) = prof.as_mut() {
             let deadline = Instant::now() + Duration::from_secs(15);
             while p.try_wait().unwrap().is_none() && Instant::now() < deadline {
@@ -287,7 +315,7 @@ fn run_one(
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        (turns, errors, lat, daemon_cpu, gen_cpu, threads, elapsed)
+        (turns, errors, lat, daemon_cpu, gen_cpu, other_cpu, threads, elapsed)
     });
     drop(rt);
     taskset_self(&join_cpus(online));
@@ -320,6 +348,7 @@ fn run_one(
         p99,
         daemon_cpu,
         gen_cpu,
+        other_cpu,
         threads,
         shards,
     }
@@ -513,6 +542,21 @@ fn stat_ticks(path: &Path) -> Option<(String, u64)> {
     Some((name, ticks))
 }
 
+/// Ticks every core spent busy (not idle or waiting on I/O), machine-wide.
+fn busy_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let Some(line) = stat.lines().find(|l| l.starts_with("cpu ")) else {
+        return 0;
+    };
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal [guest guest_nice, already in user/nice]
+    v.iter().take(8).sum::<u64>() - v.get(3).copied().unwrap_or(0) - v.get(4).copied().unwrap_or(0)
+}
+
 fn proc_cpu_ticks(pid: u32) -> u64 {
     stat_ticks(Path::new(&format!("/proc/{pid}/stat"))).map_or(0, |(_, t)| t)
 }
@@ -531,6 +575,61 @@ fn thread_ticks(pid: u32) -> BTreeMap<u64, (String, u64)> {
         }
     }
     m
+}
+
+/// CPU time and sampled states of one daemon thread over the measured window.
+struct ThreadUse {
+    name: String,
+    cpu: f64,
+    /// Share of samples in state D (uninterruptible: waiting on the disk, e.g. in fsync).
+    disk_wait: f64,
+    /// Share of samples in state R (running or waiting for a core).
+    runnable: f64,
+}
+
+/// Samples every thread's state (`/proc/<pid>/task/<tid>/stat`) every 2 ms on its own thread.
+struct StateSampler {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<BTreeMap<u64, (u64, u64, u64)>>,
+}
+
+impl StateSampler {
+    fn start(pid: u32) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            // tid → (samples in D, samples in R, samples)
+            let mut m: BTreeMap<u64, (u64, u64, u64)> = BTreeMap::new();
+            while !flag.load(Ordering::Relaxed) {
+                if let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+                    for e in rd.flatten() {
+                        let Some(tid) = e.file_name().to_str().and_then(|t| t.parse().ok()) else {
+                            continue;
+                        };
+                        let Ok(s) = std::fs::read_to_string(e.path().join("stat")) else {
+                            continue;
+                        };
+                        let state = s.rfind(')').and_then(|i| s[i + 2..].chars().next());
+                        let c = m.entry(tid).or_default();
+                        c.2 += 1;
+                        match state {
+                            Some('D') => c.0 += 1,
+                            Some('R') => c.1 += 1,
+                            _ => {}
+                        }
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            m
+        });
+        Self { stop, thread }
+    }
+
+    fn stop(self) -> BTreeMap<u64, (u64, u64, u64)> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap_or_default()
+    }
 }
 
 fn percentiles(samples: &mut [Duration]) -> (Duration, Duration) {

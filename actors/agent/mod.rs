@@ -12,7 +12,8 @@ mod tests;
 pub use actor::{AgentActor, SessionLimits};
 pub use provider::{ModelBuildError, build_model};
 pub use turn::{
-    TurnDeps, TurnError, TurnEvents, TurnInput, TurnOutput, run_turn, run_turn_observed,
+    INTERRUPTED_RESULT, Resume, TurnDeps, TurnError, TurnEvents, TurnHooks, TurnInput, TurnJournal,
+    TurnOutput, run_turn, run_turn_observed,
 };
 
 use crate::config::{AgentDef, Config};

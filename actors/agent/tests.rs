@@ -106,6 +106,7 @@ fn input(dir: &tempfile::TempDir) -> TurnInput {
         prompt,
         history: Vec::new(),
         message: "count forever".to_string(),
+        resume: None,
         tool_context: ToolContext {
             workspace: dir.path().canonicalize().unwrap(),
             agent: "a".into(),

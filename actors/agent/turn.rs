@@ -2,10 +2,11 @@
 
 use crate::config::Limits;
 use crate::model::{
-    ChatMessage, ChatModel, ChatRequest, ModelError, ModelObserver, ToolCall, ToolSchema,
+    ChatMessage, ChatModel, ChatRequest, ModelError, ModelObserver, Role, ToolCall, ToolSchema,
     Unobserved,
 };
 use crate::tools::{ToolContext, ToolSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -50,7 +51,64 @@ pub struct TurnInput {
     pub message: String,
     /// Where tools run.
     pub tool_context: ToolContext,
+    /// What an interrupted attempt of this turn left on disk; `None` for a fresh turn.
+    pub resume: Option<Resume>,
 }
+
+/// Where an interrupted turn stood when its process stopped: what its journal holds.
+#[derive(Debug, Clone, Default)]
+pub struct Resume {
+    /// The turn's messages so far, its user message first.
+    pub messages: Vec<ChatMessage>,
+    /// Tool calls that had started and recorded no result.
+    pub started: HashSet<String>,
+}
+
+/// Records each step of a turn as it happens, so a turn interrupted by a crash resumes from
+/// its last durable step instead of starting over.
+pub trait TurnJournal: Send + Sync {
+    /// The model's reply, before any of its tool calls runs.
+    fn model_reply(&self, message: &ChatMessage) -> std::io::Result<()>;
+    /// A tool call is about to run; durable before the call has any effect.
+    fn tool_started(&self, call: &ToolCall) -> std::io::Result<()>;
+    /// A tool call's result.
+    fn tool_result(&self, message: &ChatMessage) -> std::io::Result<()>;
+}
+
+/// No journal: the turn's messages are only in its output (memory-flush turns, tests).
+impl TurnJournal for Unobserved {
+    fn model_reply(&self, _: &ChatMessage) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn tool_started(&self, _: &ToolCall) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn tool_result(&self, _: &ChatMessage) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// What a turn tells the outside world as it runs.
+#[derive(Clone, Copy)]
+pub struct TurnHooks<'a> {
+    /// Its events (model calls, text, tool calls).
+    pub events: &'a dyn TurnEvents,
+    /// Its journal.
+    pub journal: &'a dyn TurnJournal,
+}
+
+impl TurnHooks<'static> {
+    /// Nobody listens, nothing is journaled.
+    pub fn none() -> Self {
+        Self {
+            events: &Unobserved,
+            journal: &Unobserved,
+        }
+    }
+}
+
+/// The result the model gets for a call that was running when the process stopped.
+pub const INTERRUPTED_RESULT: &str = r#"{"error":{"type":"interrupted","message":"the process stopped while this call ran; its effects are unknown"}}"#;
 
 /// A finished turn.
 #[derive(Debug, Clone)]
@@ -83,6 +141,9 @@ pub enum TurnError {
     /// The whole turn ran past `turn_timeout`.
     #[error("turn timed out after {0:?} (limits.turn_timeout)")]
     TimedOut(Duration),
+    /// A step could not be journaled; the turn stops rather than act unrecorded.
+    #[error("transcript write failed: {0}")]
+    Journal(#[from] std::io::Error),
 }
 
 /// Sees a turn as it happens: model calls, streamed text, retries, tool calls.
@@ -115,27 +176,72 @@ impl ModelObserver for Forward<'_> {
 
 /// Runs one turn under the turn timeout.
 pub async fn run_turn(deps: &TurnDeps, input: TurnInput) -> Result<TurnOutput, TurnError> {
-    run_turn_observed(deps, input, &Unobserved).await
+    run_turn_observed(deps, input, TurnHooks::none()).await
 }
 
-/// Runs one turn under the turn timeout, telling `events` what happens.
+/// Runs one turn under the turn timeout, journaling each step and telling its events.
 pub async fn run_turn_observed(
     deps: &TurnDeps,
     input: TurnInput,
-    events: &dyn TurnEvents,
+    hooks: TurnHooks<'_>,
 ) -> Result<TurnOutput, TurnError> {
     let limit = deps.limits.turn_timeout;
-    match tokio::time::timeout(limit, tool_loop(deps, input, events)).await {
+    match tokio::time::timeout(limit, tool_loop(deps, input, hooks)).await {
         Ok(r) => r,
         Err(_) => Err(TurnError::TimedOut(limit)),
     }
 }
 
+/// Stops a turn whose model repeats the same call.
+#[derive(Default)]
+struct RepeatGuard {
+    last: Option<(String, String)>,
+    repeats: usize,
+}
+
+impl RepeatGuard {
+    fn check(&mut self, call: &ToolCall) -> Result<(), TurnError> {
+        let key = (call.name.clone(), call.arguments.clone());
+        if self.last.as_ref() == Some(&key) {
+            self.repeats += 1;
+            if self.repeats + 1 >= IDENTICAL_CALL_LIMIT {
+                return Err(TurnError::Repeating(call.name.clone()));
+            }
+        } else {
+            self.repeats = 0;
+            self.last = Some(key);
+        }
+        Ok(())
+    }
+}
+
+/// The calls of the turn's last reply that have no result yet: all of them right after the
+/// reply, the rest of them when an interrupted turn resumes.
+fn pending_calls(added: &[ChatMessage]) -> Vec<ToolCall> {
+    let Some(at) = added
+        .iter()
+        .rposition(|m| m.role == Role::Assistant && !m.tool_calls.is_empty())
+    else {
+        return Vec::new();
+    };
+    let answered: HashSet<&str> = added[at + 1..]
+        .iter()
+        .filter_map(|m| m.tool_call_id.as_deref())
+        .collect();
+    added[at]
+        .tool_calls
+        .iter()
+        .filter(|c| !answered.contains(c.id.as_str()))
+        .cloned()
+        .collect()
+}
+
 async fn tool_loop(
     deps: &TurnDeps,
     input: TurnInput,
-    events: &dyn TurnEvents,
+    hooks: TurnHooks<'_>,
 ) -> Result<TurnOutput, TurnError> {
+    let TurnHooks { events, journal } = hooks;
     // The channel layer of the tool policy: what this run's channel may not use is not offered.
     let deps = &TurnDeps {
         tools: deps.tools.for_channel(&input.tool_context.channel),
@@ -151,11 +257,45 @@ async fn tool_loop(
             parameters,
         })
         .collect();
-    let mut added = vec![ChatMessage::user(input.message)];
-    let mut last_call: Option<(String, String)> = None;
-    let mut repeats = 0;
+    let (mut added, started) = match input.resume {
+        Some(r) if !r.messages.is_empty() => (r.messages, r.started),
+        _ => (vec![ChatMessage::user(input.message)], HashSet::new()),
+    };
+    let mut iterations = added.iter().filter(|m| m.role == Role::Assistant).count() as u32;
+    let mut guard = RepeatGuard::default();
     let mut usage = (0, 0);
-    for iteration in 1..=deps.limits.max_iterations {
+    loop {
+        for call in pending_calls(&added) {
+            guard.check(&call)?;
+            let result = if started.contains(&call.id) && !deps.tools.is_idempotent(&call.name) {
+                tracing::warn!(tool = %call.name, call_id = %call.id, "Tool call interrupted by a stop; its effects are unknown, so it is not run again.");
+                INTERRUPTED_RESULT.to_string()
+            } else {
+                journal.tool_started(&call)?;
+                events.tool_start(&call);
+                let (result, ok) = run_tool(deps, &input.tool_context, &call).await;
+                events.tool_end(&call, ok);
+                result
+            };
+            let message = ChatMessage::tool(call.id.clone(), result);
+            journal.tool_result(&message)?;
+            added.push(message);
+        }
+        if let Some(last) = added.last() {
+            if last.role == Role::Assistant && last.tool_calls.is_empty() {
+                // Resumed after the final answer was journaled: that is the answer.
+                return Ok(TurnOutput {
+                    text: last.content.clone().unwrap_or_default(),
+                    iterations,
+                    added,
+                    usage,
+                });
+            }
+        }
+        if iterations >= deps.limits.max_iterations {
+            return Err(TurnError::TooManyIterations(deps.limits.max_iterations));
+        }
+        iterations += 1;
         // Reassembled before every call: system, history, then what this turn added.
         let mut messages = Vec::with_capacity(1 + input.history.len() + added.len());
         messages.push(ChatMessage::system(input.prompt.system_prompt()));
@@ -166,8 +306,8 @@ async fn tool_loop(
             messages,
             tools: schemas.clone(),
         };
-        let started = Instant::now();
-        events.model_call(iteration);
+        let started_at = Instant::now();
+        events.model_call(iterations);
         let reply = deps
             .model
             .complete_observed(&request, &Forward(events))
@@ -176,43 +316,19 @@ async fn tool_loop(
             usage = (usage.0 + u.prompt_tokens, usage.1 + u.completion_tokens);
         }
         tracing::debug!(
-            iteration,
+            iteration = iterations,
             calls = reply.tool_calls.len(),
-            model_ms = started.elapsed().as_millis() as u64,
+            model_ms = started_at.elapsed().as_millis() as u64,
             "Model answered."
         );
-        if reply.tool_calls.is_empty() {
-            let text = reply.text.unwrap_or_default();
-            added.push(ChatMessage::assistant(Some(text.clone()), Vec::new()));
-            return Ok(TurnOutput {
-                text,
-                iterations: iteration,
-                added,
-                usage,
-            });
-        }
-        added.push(ChatMessage::assistant(
-            reply.text.clone(),
-            reply.tool_calls.clone(),
-        ));
-        for call in &reply.tool_calls {
-            let key = (call.name.clone(), call.arguments.clone());
-            if last_call.as_ref() == Some(&key) {
-                repeats += 1;
-                if repeats + 1 >= IDENTICAL_CALL_LIMIT {
-                    return Err(TurnError::Repeating(call.name.clone()));
-                }
-            } else {
-                repeats = 0;
-                last_call = Some(key);
-            }
-            events.tool_start(call);
-            let (result, ok) = run_tool(deps, &input.tool_context, call).await;
-            events.tool_end(call, ok);
-            added.push(ChatMessage::tool(call.id.clone(), result));
-        }
+        let message = if reply.tool_calls.is_empty() {
+            ChatMessage::assistant(Some(reply.text.unwrap_or_default()), Vec::new())
+        } else {
+            ChatMessage::assistant(reply.text, reply.tool_calls)
+        };
+        journal.model_reply(&message)?;
+        added.push(message);
     }
-    Err(TurnError::TooManyIterations(deps.limits.max_iterations))
 }
 
 /// Runs one tool call: its result text, and whether it succeeded.

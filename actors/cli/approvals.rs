@@ -2,6 +2,7 @@
 //! [--always]` and `clawbus approvals deny <id>` answer one. Through the running gateway.
 
 use super::client::{GatewayClient, segment, usage};
+use super::out::outln;
 use super::{EXIT_FAILED, Global};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
@@ -62,7 +63,7 @@ pub fn run(global: &Global, args: ApprovalsArgs) -> ExitCode {
         return ExitCode::from(EXIT_FAILED);
     }
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&answer).unwrap_or_default()
         );
@@ -72,7 +73,7 @@ pub fn run(global: &Global, args: ApprovalsArgs) -> ExitCode {
         } else {
             ""
         };
-        println!(
+        outln!(
             "{} {}: {}{always}",
             answer["state"].as_str().unwrap_or("?"),
             id,
@@ -96,20 +97,20 @@ fn list(client: &GatewayClient, args: &ApprovalsArgs) -> ExitCode {
         return usage("unexpected answer from the gateway: no \"approvals\" list");
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(rows).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(rows).unwrap_or_default());
         return ExitCode::SUCCESS;
     }
     if rows.is_empty() {
-        println!(
+        outln!(
             "no {}approval requests",
             if args.all { "" } else { "pending " }
         );
         return ExitCode::SUCCESS;
     }
     let text = |r: &Value, k: &str| r[k].as_str().unwrap_or_default().to_string();
-    println!("{:<36}  {:<8}  {:<16}  COMMAND", "ID", "STATE", "AGENT");
+    outln!("{:<36}  {:<8}  {:<16}  COMMAND", "ID", "STATE", "AGENT");
     for r in rows {
-        println!(
+        outln!(
             "{:<36}  {:<8}  {:<16}  {}",
             text(r, "id"),
             text(r, "state"),

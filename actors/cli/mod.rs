@@ -8,6 +8,7 @@
 
 mod approvals;
 mod client;
+mod out;
 mod post;
 mod prompt;
 mod sessions;
@@ -18,6 +19,7 @@ mod up;
 
 use crate::config::{self, Config, LoadOptions};
 use clap::{Args, Parser, Subcommand};
+use out::{out, outln};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -147,7 +149,7 @@ fn check(global: &Global) -> ExitCode {
         return code;
     }
     let (report, config) = config::check(&global.load_options());
-    print!("{}", report.render());
+    out!("{}", report.render());
     let rules_ok = config.as_ref().is_none_or(check_rules);
     if report.is_ok() && rules_ok {
         ExitCode::SUCCESS
@@ -167,12 +169,12 @@ fn check_rules(config: &Config) -> bool {
             continue;
         };
         match crate::model::ScriptedModel::from_rules_file(&path) {
-            Ok(_) => println!("✓ {}", path.display()),
+            Ok(_) => outln!("✓ {}", path.display()),
             Err(problems) => {
                 ok = false;
-                println!("✗ {}", path.display());
+                outln!("✗ {}", path.display());
                 for line in problems.lines() {
-                    println!("  {line}");
+                    outln!("  {line}");
                 }
             }
         }

@@ -1,6 +1,7 @@
 //! `clawbus post agent.<id> "text" [--wait]`: a task from a script, through the gateway.
 
 use super::client::{GatewayClient, segment, usage};
+use super::out::outln;
 use super::{EXIT_FAILED, EXIT_TIMEOUT, Global};
 use crate::config::parse_duration;
 use crate::gateway::api::{MAX_WAIT, TaskView};
@@ -74,7 +75,13 @@ pub fn run(global: &Global, args: PostArgs) -> ExitCode {
 
 fn report(view: &TaskView, args: &PostArgs) -> ExitCode {
     if args.json {
-        println!("{}", serde_json::to_string_pretty(view).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(view).unwrap_or_default());
+    } else if view.duplicate {
+        // The request id was known: nothing ran again, and the answer says so.
+        eprintln!(
+            "(duplicate of task {}, answered from the store)",
+            view.task_id
+        );
     }
     let code = match view.state.as_str() {
         "succeeded" => ExitCode::SUCCESS,
@@ -100,14 +107,14 @@ fn report(view: &TaskView, args: &PostArgs) -> ExitCode {
     };
     if !args.json {
         match (&view.result, args.wait) {
-            (Some(r), _) => println!(
+            (Some(r), _) => outln!(
                 "{}",
                 r["text"]
                     .as_str()
                     .map(str::to_string)
                     .unwrap_or_else(|| r["text"].to_string())
             ),
-            (None, false) => println!("{}", view.task_id),
+            (None, false) => outln!("{}", view.task_id),
             (None, true) => {}
         }
     }

@@ -7,6 +7,7 @@
 //! policy for channel `cli`.
 //! `--json` prints `{"system_prompt": "…", "report": {…}}` (see [`crate::prompt::PromptReport`]).
 
+use super::out::{out, outln};
 use super::{EXIT_USAGE, Global};
 use crate::agent::workspace;
 use crate::prompt::{PromptBuilder, ToolsReport, TurnInfo};
@@ -82,16 +83,16 @@ pub fn run(global: &Global, args: PromptArgs) -> ExitCode {
             "report": assembled.report,
         });
         match serde_json::to_string_pretty(&value) {
-            Ok(text) => println!("{text}"),
+            Ok(text) => outln!("{text}"),
             Err(e) => {
                 eprintln!("error: cannot render JSON: {e}");
                 return ExitCode::from(EXIT_USAGE);
             }
         }
     } else {
-        println!("{}", assembled.text);
-        println!("────────────────────────────────────────");
-        print!("{}", assembled.report.render());
+        outln!("{}", assembled.text);
+        outln!("────────────────────────────────────────");
+        out!("{}", assembled.report.render());
     }
     ExitCode::SUCCESS
 }

@@ -2,6 +2,7 @@
 
 use super::Global;
 use super::client::{GatewayClient, segment, usage};
+use super::out::outln;
 use crate::router::SessionKey;
 use clap::{Args, Subcommand};
 use std::process::ExitCode;
@@ -56,19 +57,22 @@ fn list(client: &GatewayClient, agent: Option<&str>, json: bool) -> ExitCode {
         Err(code) => return code,
     };
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&answer["sessions"]).unwrap_or_default()
         );
         return ExitCode::SUCCESS;
     }
     let rows = answer["sessions"].as_array().cloned().unwrap_or_default();
-    println!(
+    outln!(
         "{:<48} {:<36} {:<10} {:>6}  LAST ACTIVITY",
-        "KEY", "ID", "STATE", "TURNS"
+        "KEY",
+        "ID",
+        "STATE",
+        "TURNS"
     );
     for r in rows {
-        println!(
+        outln!(
             "{:<48} {:<36} {:<10} {:>6}  {}",
             r["key"].as_str().unwrap_or_default(),
             r["session_id"].as_str().unwrap_or_default(),
@@ -89,21 +93,21 @@ fn show(client: &GatewayClient, key: &str, json: bool) -> ExitCode {
         Err(code) => return code,
     };
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&answer).unwrap_or_default()
         );
         return ExitCode::SUCCESS;
     }
     let s = &answer["session"];
-    println!(
+    outln!(
         "session {key}  id {}  state {}  turns {}",
         s["session_id"].as_str().unwrap_or_default(),
         answer["state"].as_str().unwrap_or_default(),
         s["turns"]
     );
     for e in answer["entries"].as_array().cloned().unwrap_or_default() {
-        println!("{}", render_entry(&e));
+        outln!("{}", render_entry(&e));
     }
     ExitCode::SUCCESS
 }

@@ -11,7 +11,6 @@ use super::{EXIT_USAGE, Global};
 use crate::config::{AgentDef, Config};
 use crate::skills::{FoundSkill, ScanResult, SkillCatalog};
 use clap::Args;
-use std::io::Write;
 use std::process::ExitCode;
 
 /// Arguments of `clawbus skills`.
@@ -79,15 +78,9 @@ pub fn run(global: &Global, args: SkillsArgs) -> ExitCode {
             .map(|(def, catalog, scan)| table(def, catalog, scan))
             .collect()
     };
-    // A closed pipe (`clawbus skills | head`) is not an error worth a panic.
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: cannot write to stdout: {e}");
-            ExitCode::from(EXIT_USAGE)
-        }
-    }
+    // A closed pipe (`clawbus skills | head`) ends the command quietly.
+    super::out::write(&text);
+    ExitCode::SUCCESS
 }
 
 fn catalog(config: &Config, def: &AgentDef) -> SkillCatalog {

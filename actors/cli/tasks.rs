@@ -1,6 +1,7 @@
 //! `clawbus tasks show <id>`, `clawbus tasks watch <id>` and `clawbus tasks cancel <id>`.
 
 use super::client::{GatewayClient, segment, usage};
+use super::out::outln;
 use super::{EXIT_FAILED, Global};
 use clap::Subcommand;
 use std::process::ExitCode;
@@ -55,7 +56,7 @@ pub fn run(global: &Global, cmd: TasksCommand) -> ExitCode {
         Ok(v) => v,
         Err(code) => return code,
     };
-    println!(
+    outln!(
         "{}",
         serde_json::to_string_pretty(&answer).unwrap_or_default()
     );
@@ -72,10 +73,7 @@ pub fn run(global: &Global, cmd: TasksCommand) -> ExitCode {
 
 /// Streams the task's events to stdout; the exit code follows its terminal state.
 fn watch(client: &GatewayClient, id: &str) -> ExitCode {
-    use std::io::Write;
     let mut terminal: Option<String> = None;
-    let mut stdout = std::io::stdout().lock();
-    let mut closed = false;
     let streamed = client.stream(&format!("/v1/tasks/{}/events", segment(id)), |data| {
         let Ok(event) = serde_json::from_str::<serde_json::Value>(data) else {
             return;
@@ -85,14 +83,8 @@ fn watch(client: &GatewayClient, id: &str) -> ExitCode {
                 .as_str()
                 .map(str::to_string);
         }
-        // A closed pipe (`| head`) ends the output quietly; the stream still runs to its end.
-        if !closed
-            && writeln!(stdout, "{event}")
-                .and_then(|()| stdout.flush())
-                .is_err()
-        {
-            closed = true;
-        }
+        // A closed pipe (`| head`) ends the command quietly, exit 0.
+        outln!("{event}");
     });
     if let Err(code) = streamed {
         return code;

@@ -4,6 +4,7 @@
 
 use super::Global;
 use super::client::usage;
+use super::out::outln;
 use crate::tools::{ToolServices, agent_tools};
 use clap::Args;
 use serde_json::json;
@@ -51,20 +52,21 @@ pub fn run(global: &Global, args: ToolsArgs) -> ExitCode {
             "offered": offered,
             "removed": set.removed(),
         });
-        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return ExitCode::SUCCESS;
     }
     let channel = args.channel.as_deref().map_or(
         "none (pass --channel to apply its deny_tools)".to_string(),
         |c| c.to_string(),
     );
-    println!(
+    outln!(
         "agent {}: profile {}, channel {channel}",
-        def.id, def.tools.profile
+        def.id,
+        def.tools.profile
     );
-    println!("offered ({}): {}", offered.len(), offered.join(", "));
+    outln!("offered ({}): {}", offered.len(), offered.join(", "));
     if !set.removed().is_empty() {
-        println!("removed:");
+        outln!("removed:");
         let width = set
             .removed()
             .iter()
@@ -72,7 +74,7 @@ pub fn run(global: &Global, args: ToolsArgs) -> ExitCode {
             .max()
             .unwrap_or(0);
         for r in set.removed() {
-            println!("  {:width$}  {:12}  {}", r.tool, r.layer.as_str(), r.reason);
+            outln!("  {:width$}  {:12}  {}", r.tool, r.layer.as_str(), r.reason);
         }
     }
     ExitCode::SUCCESS

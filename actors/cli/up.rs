@@ -23,6 +23,8 @@ pub fn run(global: &Global, args: UpArgs) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
+    // Before anything opens files: sessions, transcripts and sockets all take descriptors.
+    crate::system::raise_nofile();
     let rt = match super::runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
@@ -42,8 +44,9 @@ pub fn run(global: &Global, args: UpArgs) -> ExitCode {
                 return ExitCode::from(EXIT_USAGE);
             }
         };
-        println!("listening on {}", daemon.url());
-        let _ = std::io::stdout().flush();
+        // A closed stdout is no reason not to serve.
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, "listening on {}", daemon.url()).and_then(|()| out.flush());
         wait_for_signal().await;
         let grace = daemon.system().config().gateway.shutdown_grace;
         tracing::info!(

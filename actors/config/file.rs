@@ -52,6 +52,7 @@ pub(super) struct GatewayFile {
     pub port: Option<u16>,
     pub token_env: Option<Spanned<String>>,
     pub shutdown_grace: Option<Spanned<DurationText>>,
+    pub max_body: Option<Spanned<i64>>,
 }
 
 /// `[bus]`.
@@ -71,6 +72,7 @@ pub(super) struct ProviderFile {
     pub api_key_env: Option<Spanned<String>>,
     pub timeout: Option<Spanned<DurationText>>,
     pub max_retries: Option<u32>,
+    pub max_response_bytes: Option<Spanned<i64>>,
 }
 
 /// `[defaults]`.

@@ -84,6 +84,11 @@ pub const DEFAULT_PORT: u16 = 18789;
 pub const DEFAULT_DEDUP_WINDOW: Duration = Duration::from_secs(24 * 3600);
 /// Default time a shutdown lets running turns finish.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// Default cap on an HTTP request body, in bytes (`[gateway] max_body`).
+pub const DEFAULT_MAX_BODY: usize = 1024 * 1024;
+/// Default cap on what one model call may stream back (text plus tool-call arguments), in bytes
+/// (`[providers.<name>] max_response_bytes`).
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
 /// Default per-call model timeout of a provider.
 pub const DEFAULT_PROVIDER_TIMEOUT: Duration = Duration::from_secs(120);
 /// Default number of retries of a failed model call.
@@ -136,6 +141,8 @@ pub struct GatewayDef {
     /// How long a shutdown lets running turns finish before it stops them (they run again on
     /// the next start).
     pub shutdown_grace: Duration,
+    /// The largest request body accepted, in bytes; a larger one answers 413.
+    pub max_body: usize,
 }
 
 /// The `[bus]` section.
@@ -203,6 +210,8 @@ pub struct ProviderDef {
     pub timeout: Duration,
     /// Retries of a failed model call.
     pub max_retries: u32,
+    /// The most one call may stream back (text plus tool-call arguments), in bytes.
+    pub max_response_bytes: usize,
 }
 
 impl ProviderDef {
@@ -215,6 +224,7 @@ impl ProviderDef {
             api_key_env: None,
             timeout: DEFAULT_PROVIDER_TIMEOUT,
             max_retries: DEFAULT_MAX_RETRIES,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 }

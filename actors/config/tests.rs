@@ -66,6 +66,7 @@ fn missing_clawbus_toml_means_all_defaults() {
             port: 18789,
             token_env: None,
             shutdown_grace: Duration::from_secs(10),
+            max_body: 1024 * 1024,
         }
     );
     assert_eq!(config.bus.dedup_window, Duration::from_secs(86_400));
@@ -184,7 +185,7 @@ fn unknown_field_points_at_its_key() {
     let report = fx.errors(&fx.opts());
     assert_eq!(
         fx.render(&report),
-        "✗ clawbus.toml\n  clawbus.toml:3:3: field \"gateway.prot\": unknown field \"prot\" (expected one of: bind, port, token_env, shutdown_grace)\n"
+        "✗ clawbus.toml\n  clawbus.toml:3:3: field \"gateway.prot\": unknown field \"prot\" (expected one of: bind, port, token_env, shutdown_grace, max_body)\n"
     );
 }
 
@@ -427,4 +428,33 @@ fn columns_count_characters() {
     assert_eq!(span::line_col("a = \"é\"\nbb = 1", 0), (1, 1));
     assert_eq!(span::line_col("é = 1", 3), (1, 3));
     assert_eq!(span::line_col("a\nbc", 3), (2, 2));
+}
+
+#[test]
+fn byte_sizes_are_read_and_checked() {
+    let fx = Fixture::new();
+    fx.write(
+        "clawbus.toml",
+        "[gateway]\nmax_body = 2048\n\n[providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmax_response_bytes = 4096\n",
+    );
+    let config = load(&fx.opts()).unwrap();
+    assert_eq!(config.gateway.max_body, 2048);
+    assert_eq!(config.providers["local"].max_response_bytes, 4096);
+
+    fx.write(
+        "clawbus.toml",
+        "[gateway]\nmax_body = 0\n\n[providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmax_response_bytes = -1\n",
+    );
+    let report = fx.errors(&fx.opts());
+    let found: Vec<String> = report.problems().map(ToString::to_string).collect();
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(
+        found[0].ends_with(":2:12: field \"gateway.max_body\": 0 is out of range (expected a number of bytes from 1 to 1073741824, e.g. 1048576 for 1 MiB)"),
+        "{found:?}"
+    );
+    assert!(
+        found[1]
+            .contains(":7:22: field \"providers.local.max_response_bytes\": -1 is out of range"),
+        "{found:?}"
+    );
 }

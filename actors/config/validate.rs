@@ -162,6 +162,7 @@ fn gateway_defaults() -> Gateway {
             port: DEFAULT_PORT,
             token_env: None,
             shutdown_grace: super::DEFAULT_SHUTDOWN_GRACE,
+            max_body: super::DEFAULT_MAX_BODY,
         },
         bus: BusDef {
             dedup_window: DEFAULT_DEDUP_WINDOW,
@@ -223,6 +224,13 @@ fn gateway_file(src: &Source) -> (Gateway, Vec<Problem>) {
         &f.gateway.shutdown_grace,
         "gateway.shutdown_grace",
         super::DEFAULT_SHUTDOWN_GRACE,
+        &mut problems,
+    );
+    base.gateway.max_body = byte_size(
+        src,
+        &f.gateway.max_body,
+        "gateway.max_body",
+        super::DEFAULT_MAX_BODY,
         &mut problems,
     );
     if let Some(backend) = &f.bus.backend {
@@ -318,6 +326,13 @@ fn provider_def(
             problems,
         ),
         max_retries: p.max_retries.unwrap_or(DEFAULT_MAX_RETRIES),
+        max_response_bytes: byte_size(
+            src,
+            &p.max_response_bytes,
+            &field("max_response_bytes"),
+            super::DEFAULT_MAX_RESPONSE_BYTES,
+            problems,
+        ),
     })
 }
 
@@ -380,6 +395,32 @@ pub(super) fn duration(
         Ok(d) => d,
         Err(message) => {
             problems.push(src.at(Some(value.span()), field, message));
+            default
+        }
+    }
+}
+
+/// The largest byte size a `max_*` setting may name: 1 GiB.
+const MAX_BYTE_SIZE: i64 = 1 << 30;
+
+/// A size in bytes (a TOML integer), from 1 to [`MAX_BYTE_SIZE`].
+fn byte_size(
+    src: &Source,
+    value: &Option<Spanned<i64>>,
+    field: &str,
+    default: usize,
+    problems: &mut Vec<Problem>,
+) -> usize {
+    let Some(value) = value else { return default };
+    let v = *value.get_ref();
+    match usize::try_from(v) {
+        Ok(n) if (1..=MAX_BYTE_SIZE).contains(&v) => n,
+        _ => {
+            problems.push(src.at(
+                Some(value.span()),
+                field,
+                format!("{v} is out of range (expected a number of bytes from 1 to {MAX_BYTE_SIZE}, e.g. 1048576 for 1 MiB)"),
+            ));
             default
         }
     }

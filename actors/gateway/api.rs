@@ -41,6 +41,8 @@ pub struct ApiState {
     pub router: Arc<crate::router::Router>,
     /// The one clock (deadlines).
     pub clock: Arc<dyn bus::Clock>,
+    /// Fires when the system shuts down: `/healthz` then answers 503.
+    pub shutdown: crate::system::Shutdown,
 }
 
 /// Builds the router: `/healthz` open, everything under `/v1` behind the token.
@@ -57,13 +59,96 @@ pub fn router(state: ApiState) -> Router {
             state.clone(),
             require_token,
         ));
+    let max_body = state.config.gateway.max_body;
     Router::new()
-        .route("/healthz", get(|| async { "ok" }))
+        .route("/healthz", get(super::health::healthz))
         .nest("/v1", v1)
         .merge(super::metrics::routes())
+        .route_layer(axum::middleware::from_fn(refuse_unknown_query))
+        .layer(axum::extract::DefaultBodyLimit::max(max_body))
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .with_state(state)
+}
+
+/// The query parameters a route takes (by its route pattern); every other one is refused.
+fn query_params(route: &str) -> &'static [&'static str] {
+    match route {
+        "/v1/sessions" => &["agent"],
+        "/v1/approvals" => &["state"],
+        _ => &[],
+    }
+}
+
+/// Refuses, on every route, a query parameter the route does not take: 400 `invalid_query`
+/// naming it (a `wait=true` in the query is not the body's `wait`, and must not pass unnoticed).
+async fn refuse_unknown_query(
+    route: Option<axum::extract::MatchedPath>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let Some(raw) = req.uri().query().filter(|q| !q.is_empty()) else {
+        return next.run(req).await;
+    };
+    let known = route.as_ref().map_or(&[][..], |r| query_params(r.as_str()));
+    let pairs = match axum::extract::Query::<Vec<(String, String)>>::try_from_uri(req.uri()) {
+        Ok(axum::extract::Query(pairs)) => pairs,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_query", e.body_text()),
+    };
+    let mut unknown: Vec<&str> = pairs
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .filter(|k| !known.contains(k))
+        .collect();
+    unknown.dedup();
+    if unknown.is_empty() {
+        return next.run(req).await;
+    }
+    let expected = if known.is_empty() {
+        "no query parameters".to_string()
+    } else {
+        format!("only: {}", known.join(", "))
+    };
+    let names: Vec<String> = unknown.iter().map(|k| format!("{k:?}")).collect();
+    let path = req.uri().path();
+    error(
+        StatusCode::BAD_REQUEST,
+        "invalid_query",
+        format!(
+            "unknown query parameter {} on {path} (raw query {raw:?}; expected {expected})",
+            names.join(", ")
+        ),
+    )
+}
+
+/// The JSON body of a request, or the answer naming what was wrong with it: 413
+/// `payload_too_large` past `[gateway] max_body`, else 400 `invalid_body`.
+// The error is the handler's whole answer, returned at once: boxing it would gain nothing.
+#[allow(clippy::result_large_err)]
+pub(super) fn body<T>(
+    state: &ApiState,
+    body: Result<Json<T>, axum::extract::rejection::JsonRejection>,
+) -> Result<T, Response> {
+    match body {
+        Ok(Json(b)) => Ok(b),
+        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(too_large(state)),
+        Err(e) => Err(error(
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+            e.body_text(),
+        )),
+    }
+}
+
+fn too_large(state: &ApiState) -> Response {
+    let limit = state.config.gateway.max_body;
+    error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        format!(
+            "the request body is larger than {limit} bytes (expected at most [gateway] max_body = {limit})"
+        ),
+    )
 }
 
 /// Unknown paths get the usual error shape rather than an empty 404.
@@ -313,9 +398,9 @@ async fn post_task(
     headers: HeaderMap,
     body: Result<Json<TaskRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let Json(body) = match body {
+    let body = match self::body(&state, body) {
         Ok(b) => b,
-        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_body", e.body_text()),
+        Err(answer) => return answer,
     };
     if body.text.trim().is_empty() {
         return error(

@@ -96,9 +96,9 @@ async fn resolve(
     Path(id): Path<String>,
     body: Result<Json<Decision>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let Json(body) = match body {
+    let body = match super::api::body(&state, body) {
         Ok(b) => b,
-        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_body", e.body_text()),
+        Err(answer) => return answer,
     };
     let allow = body.decision == DecisionKind::Allow;
     match state.approvals.resolve(&id, allow, body.always).await {

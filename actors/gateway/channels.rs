@@ -56,9 +56,9 @@ async fn post_message(
     headers: HeaderMap,
     body: Result<Json<ChannelMessage>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let Json(body) = match body {
+    let body = match super::api::body(&state, body) {
         Ok(b) => b,
-        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_body", e.body_text()),
+        Err(answer) => return answer,
     };
     let valid_channel = !channel.is_empty()
         && channel.len() <= 64

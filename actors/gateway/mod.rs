@@ -5,6 +5,7 @@ pub mod api;
 pub mod approvals;
 pub mod channels;
 mod events;
+mod health;
 pub mod metrics;
 pub mod sessions;
 pub mod token;
@@ -102,6 +103,7 @@ impl HttpChannel {
             approvals: system.approvals().clone(),
             router: system.router().clone(),
             clock: system.clock().clone(),
+            shutdown: system.shutdown_listener(),
         });
         let mut shutdown = system.shutdown_listener();
         let server = tokio::spawn(async move {

@@ -71,6 +71,17 @@ async fn list(
         Ok(q) => q,
         Err(answer) => return answer,
     };
+    if let Some(agent) = q
+        .agent
+        .as_deref()
+        .filter(|a| state.config.agent(a).is_none())
+    {
+        return error(
+            StatusCode::NOT_FOUND,
+            "unknown_agent",
+            format!("no agent \"{agent}\""),
+        );
+    }
     let metas = match state.sessions.list(q.agent.as_deref()) {
         Ok(m) => m,
         Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, "store", e.to_string()),

@@ -36,7 +36,7 @@ use permit::Slot;
 pub use permit::{LanePermit, ParentToken, Ticket};
 use std::future::pending;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -56,13 +56,17 @@ pub enum LaneError {
         /// The configured lanes.
         known: Vec<String>,
     },
-    /// The ticket's deadline passed while waiting.
-    #[error("lane \"{lane}\": no free slot before the deadline (waited {} ms)", waited.as_millis())]
+    /// The ticket's deadline passed before the run got a slot: while it was queued behind
+    /// busy slots (`queued`), or before it reached the lane at all.
+    #[error("{}", deadline_text(lane, *waited, *queued))]
     DeadlineExceeded {
         /// The lane.
         lane: String,
         /// How long the run waited.
         waited: Duration,
+        /// True when the lane had queued the run (no slot was free when it asked); false when
+        /// the deadline passed before the lane answered, or had passed before the run asked.
+        queued: bool,
     },
     /// The ticket's cancel signal fired, or [`Lanes::cancel_waiting`] named the run.
     #[error("lane \"{lane}\": the wait was cancelled")]
@@ -73,6 +77,20 @@ pub enum LaneError {
     /// The lanes actor has stopped (the daemon is shutting down).
     #[error("the lanes actor has stopped")]
     Closed,
+}
+
+/// The message of [`LaneError::DeadlineExceeded`]: "no free slot" only when that was the case.
+fn deadline_text(lane: &str, waited: Duration, queued: bool) -> String {
+    if queued {
+        format!(
+            "lane \"{lane}\": no free slot before the task's deadline (waited {} ms)",
+            waited.as_millis()
+        )
+    } else {
+        format!(
+            "the task's deadline passed before its turn started (before lane \"{lane}\" gave it a slot)"
+        )
+    }
 }
 
 /// One lane as [`Lanes::status`] reports it.
@@ -218,6 +236,7 @@ impl Lanes {
             return Err(LaneError::DeadlineExceeded {
                 lane: lane.to_string(),
                 waited: Duration::ZERO,
+                queued: false,
             });
         }
         let waiter = self.next_waiter.fetch_add(1, Ordering::Relaxed);
@@ -236,8 +255,11 @@ impl Lanes {
             since: started,
             reply,
         });
-        let wait = async move {
+        // Set once the lanes actor has queued the run: it grants at once when a slot is free.
+        let queued_by_lane = AtomicBool::new(false);
+        let wait = async {
             enqueue.await.map_err(|_| LaneError::Closed)?;
+            queued_by_lane.store(true, Ordering::Relaxed);
             granted.await.map_err(|_| LaneError::Closed)?
         };
         let cancelled = async move {
@@ -268,6 +290,7 @@ impl Lanes {
             LeaveReason::Deadline => LaneError::DeadlineExceeded {
                 lane: lane.to_string(),
                 waited: started.elapsed(),
+                queued: queued_by_lane.load(Ordering::Relaxed),
             },
             _ => LaneError::Cancelled {
                 lane: lane.to_string(),

@@ -229,10 +229,17 @@ async fn a_deadline_bounds_the_wait_and_the_slot_accounting_stays_right() {
     let waited = lanes
         .acquire("main", Ticket::new(id(2)).deadline(deadline))
         .await;
+    let text = waited.as_ref().err().map(ToString::to_string);
     match waited {
-        Err(LaneError::DeadlineExceeded { lane, waited }) => {
+        Err(LaneError::DeadlineExceeded {
+            lane,
+            waited,
+            queued,
+        }) => {
             assert_eq!(lane, "main");
             assert!(waited >= Duration::from_secs(5), "{waited:?}");
+            assert!(queued, "the run was queued behind the busy slot");
+            assert!(text.is_some_and(|t| t.contains("no free slot")));
         }
         other => panic!("expected DeadlineExceeded, got {other:?}"),
     }
@@ -244,6 +251,22 @@ async fn a_deadline_bounds_the_wait_and_the_slot_accounting_stays_right() {
         .await;
     assert!(matches!(past, Err(LaneError::DeadlineExceeded { .. })));
     drop(holder);
+    // A deadline already gone when the run asks is no lack of slots, even with a slot free.
+    let free = Instant::now() - Duration::from_millis(1);
+    match lanes
+        .acquire("main", Ticket::new(id(5)).deadline(free))
+        .await
+    {
+        Err(e @ LaneError::DeadlineExceeded { queued: false, .. }) => {
+            let text = e.to_string();
+            assert!(!text.contains("no free slot"), "{text}");
+            assert!(
+                text.contains("deadline passed before its turn started"),
+                "{text}"
+            );
+        }
+        other => panic!("expected DeadlineExceeded before the lane, got {other:?}"),
+    }
     let next = lanes.acquire("main", Ticket::new(id(4))).await.unwrap();
     assert_eq!(status(&lanes, "main").await.holding, [id(4)]);
     drop(next);

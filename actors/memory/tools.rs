@@ -60,6 +60,10 @@ impl Tool for MemorySearchTool {
         "memory_search"
     }
 
+    fn idempotent(&self) -> bool {
+        true
+    }
+
     fn description(&self) -> &'static str {
         "Search your memory (MEMORY.md and every file under memory/, including older daily logs) \
          by keywords. Returns the best-matching passages, newer notes first among equals, each \
@@ -156,6 +160,10 @@ struct GetArgs {
 impl Tool for MemoryGetTool {
     fn name(&self) -> &'static str {
         "memory_get"
+    }
+
+    fn idempotent(&self) -> bool {
+        true
     }
 
     fn description(&self) -> &'static str {

@@ -65,6 +65,7 @@ pub async fn compact(
             history: view.messages(),
             message: FLUSH_PROMPT.to_string(),
             tool_context,
+            resume: None,
         },
     )
     .await

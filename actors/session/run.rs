@@ -5,14 +5,16 @@ use super::events::RunEvents;
 use super::history::View;
 use super::transcript::{Entry, EntryBody, Transcript};
 use crate::agent::runtime::AgentRuntime;
-use crate::agent::turn::{TurnError, TurnInput, run_turn_observed};
+use crate::agent::turn::{Resume, TurnError, TurnHooks, TurnInput, TurnJournal, run_turn_observed};
 use crate::lane::LaneError;
 use crate::model::ChatMessage;
+use crate::model::ToolCall;
 use crate::origin::Origin;
 use crate::router::SessionKey;
 use crate::tools::ToolContext;
 use bus::{Delivery, Outcome, TaskState};
 use serde_json::json;
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -84,6 +86,58 @@ pub async fn execute(input: RunInput) -> RunReport {
     }
 }
 
+/// The turn's journal in the session transcript: each model reply and tool result is appended
+/// as it happens, and each tool call is synced to disk before it runs.
+struct Journal<'a> {
+    transcript: &'a Transcript,
+    request_id: &'a str,
+    written: std::sync::Mutex<Vec<Entry>>,
+}
+
+impl Journal<'_> {
+    fn write(&self, entry: Entry, sync: bool) -> std::io::Result<()> {
+        let one = std::slice::from_ref(&entry);
+        if sync {
+            self.transcript.append(one)?;
+        } else {
+            self.transcript.append_unsynced(one)?;
+        }
+        if let Ok(mut w) = self.written.lock() {
+            w.push(entry);
+        }
+        Ok(())
+    }
+
+    fn into_written(self) -> Vec<Entry> {
+        self.written.into_inner().unwrap_or_default()
+    }
+}
+
+impl TurnJournal for Journal<'_> {
+    fn model_reply(&self, message: &ChatMessage) -> std::io::Result<()> {
+        self.write(
+            Entry::message(message.clone(), Some(self.request_id), false),
+            false,
+        )
+    }
+
+    fn tool_started(&self, call: &ToolCall) -> std::io::Result<()> {
+        let entry = Entry::new(EntryBody::ToolCallStarted {
+            request_id: self.request_id.to_string(),
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+        });
+        self.write(entry, true)
+    }
+
+    fn tool_result(&self, message: &ChatMessage) -> std::io::Result<()> {
+        self.write(
+            Entry::message(message.clone(), Some(self.request_id), false),
+            false,
+        )
+    }
+}
+
 /// One run in progress.
 struct Run {
     rt: Arc<AgentRuntime>,
@@ -121,6 +175,55 @@ impl End {
 }
 
 impl Run {
+    /// Where an earlier attempt of this task left its journal: its messages (user message
+    /// first), the calls that started without a result, the ids of its entries (to keep them out
+    /// of the history), and the `run_resumed` entry recorded now. `None` when no attempt wrote
+    /// its user message.
+    fn resume_point(
+        &self,
+        attempt: u32,
+    ) -> std::io::Result<Option<(Resume, HashSet<uuid::Uuid>, Entry)>> {
+        let mut resume = Resume::default();
+        let mut mine = HashSet::new();
+        let mut results = HashSet::new();
+        for e in self.transcript.entries()? {
+            match &e.body {
+                EntryBody::Message {
+                    message,
+                    request_id: Some(r),
+                    silent: false,
+                } if *r == self.request_id => {
+                    if let Some(id) = &message.tool_call_id {
+                        results.insert(id.clone());
+                    }
+                    resume.messages.push(message.clone());
+                    mine.insert(e.id);
+                }
+                EntryBody::ToolCallStarted {
+                    request_id,
+                    call_id,
+                    ..
+                } if *request_id == self.request_id => {
+                    resume.started.insert(call_id.clone());
+                }
+                _ => {}
+            }
+        }
+        if resume.messages.is_empty() {
+            return Ok(None);
+        }
+        resume.started.retain(|id| !results.contains(id));
+        let mut interrupted: Vec<String> = resume.started.iter().cloned().collect();
+        interrupted.sort();
+        let entry = Entry::new(EntryBody::RunResumed {
+            request_id: self.request_id.clone(),
+            attempt,
+            interrupted,
+        });
+        self.transcript.append(std::slice::from_ref(&entry))?;
+        Ok(Some((resume, mine, entry)))
+    }
+
     async fn body(&self, origin: &Origin, mut view: View) -> Step {
         let channel = origin.channel.as_str();
         let (rt, key, request_id) = (&self.rt, &self.key, self.request_id.as_str());
@@ -177,57 +280,100 @@ impl Run {
         let prompt = rt.prompt(key, channel);
         let mut entries = Vec::new();
 
-        // The user's message is on disk before the model is called.
-        let user = Entry::message(ChatMessage::user(text), Some(request_id), false);
-        if let Err(e) = self.transcript.append(std::slice::from_ref(&user)) {
-            return End::failed(entries, format!("transcript write failed: {e}"));
-        }
-        let system_chars = prompt.system_prompt().len();
-        if compaction::needs_compaction(&rt.def.session, system_chars, &view, text) {
-            tracing::info!(agent = %rt.id, session = %key, tokens = view.estimated_tokens(), "Compacting the session.");
-            let compacted = compaction::compact(
-                &rt.deps,
-                &rt.def.session,
-                prompt.clone(),
-                tool_context.clone(),
-                &view,
-                &self.transcript,
-                user.id,
-            )
-            .await;
-            match compacted {
-                Ok(written) => {
-                    for e in &written {
-                        view.apply(e);
-                    }
-                    entries.extend(written);
-                }
-                Err(e) => {
-                    tracing::warn!(agent = %rt.id, session = %key, error = %e, "Compaction failed; running on the full history.")
-                }
+        // A redelivered task may have run before: pick up its journal instead of starting over.
+        let resumed = if env.attempt > 1 {
+            match self.resume_point(env.attempt) {
+                Ok(r) => r,
+                Err(e) => return End::failed(entries, format!("transcript read failed: {e}")),
             }
-        }
-        entries.push(user);
+        } else {
+            None
+        };
+        let (history, resume) = match resumed {
+            Some((resume, mine, entry)) => {
+                tracing::info!(agent = %rt.id, session = %key, request_id, attempt = env.attempt, steps = resume.messages.len(), interrupted = resume.started.len(), "Run resumed from its journal.");
+                entries.push(entry);
+                let history: Vec<ChatMessage> = View {
+                    summary: view.summary.clone(),
+                    items: view
+                        .items
+                        .iter()
+                        .filter(|(id, _)| !mine.contains(id))
+                        .cloned()
+                        .collect(),
+                }
+                .messages();
+                (history, Some(resume))
+            }
+            None => {
+                // Written once per task: a retry finds it in the journal and does not repeat it.
+                let user = Entry::message(ChatMessage::user(text), Some(request_id), false);
+                if let Err(e) = self.transcript.append_unsynced(std::slice::from_ref(&user)) {
+                    return End::failed(entries, format!("transcript write failed: {e}"));
+                }
+                let system_chars = prompt.system_prompt().len();
+                if compaction::needs_compaction(&rt.def.session, system_chars, &view, text) {
+                    tracing::info!(agent = %rt.id, session = %key, tokens = view.estimated_tokens(), "Compacting the session.");
+                    let compacted = compaction::compact(
+                        &rt.deps,
+                        &rt.def.session,
+                        prompt.clone(),
+                        tool_context.clone(),
+                        &view,
+                        &self.transcript,
+                        user.id,
+                    )
+                    .await;
+                    match compacted {
+                        Ok(written) => {
+                            for e in &written {
+                                view.apply(e);
+                            }
+                            entries.extend(written);
+                        }
+                        Err(e) => {
+                            tracing::warn!(agent = %rt.id, session = %key, error = %e, "Compaction failed; running on the full history.")
+                        }
+                    }
+                }
+                entries.push(user);
+                (view.messages(), None)
+            }
+        };
 
         let started = Instant::now();
         let input = TurnInput {
             prompt,
-            history: view.messages(),
+            history,
             message: text.to_string(),
             tool_context,
+            resume,
+        };
+        let journal = Journal {
+            transcript: &self.transcript,
+            request_id,
+            written: std::sync::Mutex::new(Vec::new()),
         };
         let (events, forwarder) = RunEvents::start(rt.bus.clone(), self.delivery.clone());
-        let turn = run_turn_observed(&rt.deps, input, &events).await;
+        let hooks = TurnHooks {
+            events: &events,
+            journal: &journal,
+        };
+        let turn = run_turn_observed(&rt.deps, input, hooks).await;
         // Every event of the turn is on the bus before its terminal one.
         forwarder.finish(events).await;
-        let (outcome, iterations, usage, added) = match turn {
+        entries.extend(journal.into_written());
+        // The turn's lines are durable before its outcome is recorded and answered.
+        if let Err(e) = self.transcript.sync() {
+            return End::failed(entries, format!("transcript sync failed: {e}"));
+        }
+        let (outcome, iterations, usage) = match turn {
             Ok(out) => (
                 Outcome::Succeeded {
                     result: json!({ "text": out.text, "iterations": out.iterations }),
                 },
                 out.iterations,
                 out.usage,
-                out.added,
             ),
             Err(e @ TurnError::TimedOut(_)) => (
                 Outcome::TimedOut {
@@ -235,7 +381,6 @@ impl Run {
                 },
                 0,
                 (0, 0),
-                Vec::new(),
             ),
             Err(e) => (
                 Outcome::Failed {
@@ -243,20 +388,9 @@ impl Run {
                 },
                 0,
                 (0, 0),
-                Vec::new(),
             ),
         };
         let duration_ms = started.elapsed().as_millis() as u64;
-        // `added` starts with the user message, already written.
-        let new: Vec<Entry> = added
-            .into_iter()
-            .skip(1)
-            .map(|m| Entry::message(m, Some(request_id), false))
-            .collect();
-        if let Err(e) = self.transcript.append(&new) {
-            return End::failed(entries, format!("transcript write failed: {e}"));
-        }
-        entries.extend(new);
         let state = outcome.state().as_str();
         tracing::info!(agent = %rt.id, session = %key, request_id, iterations, duration_ms, state, "Turn finished.");
         Step::Ended(End {

@@ -60,6 +60,26 @@ pub enum EntryBody {
         /// Estimated tokens before compaction.
         tokens_before: u64,
     },
+    /// A tool call is about to run: written (and synced) before it has any effect, so a turn
+    /// interrupted by a crash knows which calls may have acted.
+    ToolCallStarted {
+        /// The request.
+        request_id: String,
+        /// The model's id of the call.
+        call_id: String,
+        /// The tool.
+        name: String,
+    },
+    /// An interrupted run picked up where its last durable step left it.
+    RunResumed {
+        /// The request.
+        request_id: String,
+        /// The delivery attempt that resumed it.
+        attempt: u32,
+        /// Calls that had started but recorded no result: their effects are unknown; they were
+        /// answered as interrupted unless their tool is idempotent (then they ran again).
+        interrupted: Vec<String>,
+    },
     /// A run ended without a normal answer.
     RunEnded {
         /// The request.
@@ -104,9 +124,13 @@ pub struct Loaded {
 }
 
 /// The writer of one transcript file.
+///
+/// The file is opened for each append and closed after it, so a live session holds no
+/// descriptor: thousands of live sessions stay far below the process's descriptor limit.
 pub struct Transcript {
     path: PathBuf,
-    file: Mutex<File>,
+    /// Serialises appends (and the cut-back of a failed one) within the process.
+    lock: Mutex<()>,
     clock: Arc<dyn Clock>,
 }
 
@@ -128,14 +152,14 @@ impl Transcript {
         }
         let created = !path.try_exists()?;
         let loaded = repair_and_load(path)?;
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
         if created {
+            OpenOptions::new().create(true).append(true).open(path)?;
             sync_parent(path)?;
         }
         Ok((
             Self {
                 path: path.to_path_buf(),
-                file: Mutex::new(file),
+                lock: Mutex::new(()),
                 clock: Arc::new(SystemClock),
             },
             loaded,
@@ -153,8 +177,44 @@ impl Transcript {
         &self.path
     }
 
+    /// Every intact entry on disk now (a torn last line is skipped, not repaired).
+    pub fn entries(&self) -> io::Result<Vec<Entry>> {
+        let _guard = self
+            .lock
+            .lock()
+            .map_err(|_| io::Error::other("transcript lock poisoned"))?;
+        let bytes = std::fs::read(&self.path)?;
+        Ok(bytes
+            .split(|&b| b == b'\n')
+            .filter_map(|line| serde_json::from_slice::<Entry>(line).ok())
+            .collect())
+    }
+
     /// Appends entries and syncs them to disk; returns once they are durable.
     pub fn append(&self, entries: &[Entry]) -> io::Result<()> {
+        self.write(entries, true)
+    }
+
+    /// Appends entries without waiting for the disk: they survive a crash of the process (the
+    /// kernel has them) but not a power loss until the next [`Transcript::sync`] or synced
+    /// append.
+    pub fn append_unsynced(&self, entries: &[Entry]) -> io::Result<()> {
+        self.write(entries, false)
+    }
+
+    /// Makes every line appended so far durable.
+    pub fn sync(&self) -> io::Result<()> {
+        let _guard = self
+            .lock
+            .lock()
+            .map_err(|_| io::Error::other("transcript lock poisoned"))?;
+        OpenOptions::new()
+            .append(true)
+            .open(&self.path)?
+            .sync_data()
+    }
+
+    fn write(&self, entries: &[Entry], sync: bool) -> io::Result<()> {
         if entries.is_empty() {
             return Ok(());
         }
@@ -172,12 +232,15 @@ impl Transcript {
             }
             buf.push(b'\n');
         }
-        let mut file = self
-            .file
+        let _guard = self
+            .lock
             .lock()
             .map_err(|_| io::Error::other("transcript lock poisoned"))?;
+        let mut file = OpenOptions::new().append(true).open(&self.path)?;
         let len = file.metadata()?.len();
-        let written = file.write_all(&buf).and_then(|()| file.sync_data());
+        let written = file
+            .write_all(&buf)
+            .and_then(|()| if sync { file.sync_data() } else { Ok(()) });
         if let Err(e) = written {
             // A part of a line (disk full) would glue the next append onto it and lose that
             // entry too: cut the file back to where this append started.

@@ -5,9 +5,11 @@
 //! does not build or own any of the parts here. `clawbus up` is this system plus its channels.
 
 mod drain;
+mod limits;
 mod shutdown;
 
 pub use drain::{Drain, DrainReport};
+pub use limits::raise_nofile;
 pub use shutdown::{Shutdown, ShutdownSignal};
 
 use crate::agent::{AgentContext, AgentError, AgentHandle, SessionLimits};

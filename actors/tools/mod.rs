@@ -80,6 +80,12 @@ pub trait Tool: Send + Sync {
     fn available(&self) -> Result<(), String> {
         Ok(())
     }
+    /// Whether running the same call twice has the effect of running it once (it only reads).
+    /// A call interrupted by a crash is run again on resume only when its tool is idempotent;
+    /// otherwise the model is told that its effects are unknown.
+    fn idempotent(&self) -> bool {
+        false
+    }
 }
 
 /// The ordered set of tools one agent may use, and what the policy removed.
@@ -215,6 +221,12 @@ impl ToolSet {
     /// The tool called `name`, if the set has it.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
         self.tools.iter().find(|t| t.name() == name)
+    }
+
+    /// Whether tool `name` may be run again after an interruption (see [`Tool::idempotent`]).
+    /// Unknown tools are not.
+    pub fn is_idempotent(&self, name: &str) -> bool {
+        self.get(name).is_some_and(|t| t.idempotent())
     }
 
     /// Runs tool `name` with the model's raw argument text and caps the result at `max_chars`

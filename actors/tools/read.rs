@@ -31,6 +31,10 @@ impl Tool for ReadTool {
         "read"
     }
 
+    fn idempotent(&self) -> bool {
+        true
+    }
+
     fn description(&self) -> &'static str {
         "Read a UTF-8 text file in your workspace. `path` is relative to the workspace. Returns the \
          file's text, at most 2000 lines unless `limit` says otherwise; `offset` is the 1-based line \

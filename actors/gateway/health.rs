@@ -1,0 +1,71 @@
+//! `GET /healthz`: 200 `ok` only while the daemon can accept work, else 503 with the reasons.
+//!
+//! Checked on every call: the system is not shutting down, the task store answers a read, a
+//! file can be created in the state folder (it is writable and the process has descriptors
+//! left), and the open descriptors leave some headroom under the soft limit.
+
+use super::api::{ApiState, error};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use bus::RequestId;
+use std::path::Path;
+
+/// Fewer free descriptors than this under the soft limit and the daemon is not ready: the next
+/// session, transcript or connection would fail to open.
+const MIN_FREE_DESCRIPTORS: u64 = 16;
+
+/// The readiness probe.
+pub(super) async fn healthz(State(state): State<ApiState>) -> Response {
+    let mut reasons = Vec::new();
+    if state.shutdown.is_shutdown() {
+        reasons.push("shutting down: no new work is accepted".to_string());
+    }
+    match RequestId::parse("healthz-probe") {
+        Ok(probe) => {
+            if let Err(e) = state.bus.lookup(&probe).await {
+                reasons.push(format!("task store: {e}"));
+            }
+        }
+        Err(e) => reasons.push(format!("task store: cannot build the probe: {e}")),
+    }
+    let dir = state.config.state_dir.clone();
+    match tokio::task::spawn_blocking(move || files(&dir)).await {
+        Ok(found) => reasons.extend(found),
+        Err(e) => reasons.push(format!("file probe did not finish: {e}")),
+    }
+    if reasons.is_empty() {
+        return (StatusCode::OK, "ok").into_response();
+    }
+    tracing::warn!(reasons = ?reasons, "Health check failed.");
+    error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "not_ready",
+        reasons.join("; "),
+    )
+}
+
+/// What keeps the process from opening files: the state folder, or too few descriptors left.
+fn files(state_dir: &Path) -> Vec<String> {
+    let mut reasons = Vec::new();
+    // The folder's name stays out of the answer (callers need no token for /healthz).
+    if let Err(e) = tempfile::tempfile_in(state_dir) {
+        tracing::warn!(dir = %state_dir.display(), error = %e, "Health probe cannot create a file in the state folder.");
+        reasons.push(format!("cannot create a file in the state folder: {e}"));
+    }
+    let short = descriptors().filter(|(open, limit)| limit.saturating_sub(*open) < MIN_FREE_DESCRIPTORS);
+    if let Some((open, limit)) = short {
+        reasons.push(format!(
+            "{open} of {limit} file descriptors in use (fewer than {MIN_FREE_DESCRIPTORS} left)"
+        ));
+    }
+    reasons
+}
+
+/// Open descriptors and the soft limit, where `/proc/self/fd` tells (`None` when unknown or
+/// unlimited).
+fn descriptors() -> Option<(u64, u64)> {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current?;
+    let open = std::fs::read_dir("/proc/self/fd").ok()?.count();
+    Some((u64::try_from(open).ok()?, limit))
+}
