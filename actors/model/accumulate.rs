@@ -43,6 +43,13 @@ impl ReplyAccumulator {
         &self.text
     }
 
+    /// Bytes of content accumulated so far: the text plus every tool call's arguments.
+    pub(crate) fn size(&self) -> usize {
+        self.calls
+            .iter()
+            .fold(self.text.len(), |n, c| n.saturating_add(c.arguments.len()))
+    }
+
     /// Number of chunks applied so far.
     pub(crate) fn chunks(&self) -> usize {
         self.chunks

@@ -66,6 +66,41 @@ pub struct OpenAiClient {
     cfg: OpenAiConfig,
     url: String,
     http: reqwest::Client,
+    cap: ResponseCap,
+}
+
+/// The most one call may stream back, and the provider it is configured on (for the message).
+#[derive(Debug, Clone)]
+struct ResponseCap {
+    max_bytes: usize,
+    provider: Option<String>,
+}
+
+impl ResponseCap {
+    /// Fails once `acc` holds more content than the cap: the call is refused, not retried.
+    fn check(&self, acc: &ReplyAccumulator, target: &str) -> Result<(), ModelError> {
+        if acc.size() <= self.max_bytes {
+            return Ok(());
+        }
+        Err(self.exceeded(target))
+    }
+
+    fn exceeded(&self, target: &str) -> ModelError {
+        let setting = match &self.provider {
+            Some(name) => format!("[providers.{name}] max_response_bytes"),
+            None => "max_response_bytes".to_owned(),
+        };
+        ModelError::Protocol(format!(
+            "{target}: the answer exceeded {} bytes of text and tool-call arguments ({setting} = {}); the call was stopped",
+            self.max_bytes, self.max_bytes
+        ))
+    }
+
+    /// The most raw body bytes read from an answer that is not an event stream: the content cap
+    /// plus room for the JSON around it.
+    fn raw_bytes(&self) -> usize {
+        self.max_bytes.saturating_mul(2).saturating_add(64 * 1024)
+    }
 }
 
 /// One failed attempt: the error, and how long the server asked us to wait.
@@ -103,7 +138,27 @@ impl OpenAiClient {
         let http = reqwest::Client::builder()
             .build()
             .map_err(|e| ModelError::Config(format!("cannot build HTTP client for {url}: {e}")))?;
-        Ok(Self { cfg, url, http })
+        let cap = ResponseCap {
+            max_bytes: crate::config::DEFAULT_MAX_RESPONSE_BYTES,
+            provider: None,
+        };
+        Ok(Self {
+            cfg,
+            url,
+            http,
+            cap,
+        })
+    }
+
+    /// Caps what one call may stream back (text plus tool-call arguments) at `max_bytes`, as
+    /// `[providers.<provider>] max_response_bytes` says (default 4 MiB). Past it the call fails
+    /// with an error naming the cap and the provider, and is not retried.
+    pub fn with_max_response_bytes(mut self, provider: &str, max_bytes: usize) -> Self {
+        self.cap = ResponseCap {
+            max_bytes,
+            provider: Some(provider.to_owned()),
+        };
+        self
     }
 
     /// The full endpoint URL this client posts to.
@@ -147,14 +202,12 @@ impl OpenAiClient {
             .unwrap_or("")
             .to_ascii_lowercase();
         if content_type.contains("event-stream") {
-            return read_stream(response, target, observer)
+            return read_stream(response, target, observer, &self.cap)
                 .await
                 .map_err(Failure::from);
         }
         // Not announced as SSE: a server that ignored `stream: true` answers one JSON object.
-        let bytes = response.bytes().await.map_err(|e| {
-            ModelError::Connect(format!("{target}: body interrupted: {}", chain(&e)))
-        })?;
+        let bytes = read_body(response, target, &self.cap).await?;
         let text = String::from_utf8_lossy(&bytes);
         if text.trim_start().starts_with('{') {
             let payload: Value = serde_json::from_str(&text).map_err(|e| {
@@ -166,6 +219,7 @@ impl OpenAiClient {
             let mut acc = ReplyAccumulator::default();
             acc.apply(&payload)
                 .map_err(|e| ModelError::Protocol(format!("{target}: server error: {e}")))?;
+            self.cap.check(&acc, target)?;
             let reply = acc.finish();
             if let Some(text) = reply.text.as_deref().filter(|t| !t.is_empty()) {
                 observer.text(text);
@@ -177,12 +231,44 @@ impl OpenAiClient {
         let mut events = parser.push(&bytes);
         events.extend(parser.finish());
         for event in events {
-            if apply_event(&mut acc, &event.data, target, observer)? {
+            if apply_event(&mut acc, &event.data, target, observer, &self.cap)? {
                 break;
             }
         }
+        if acc.chunks() == 0 {
+            // Neither an event stream nor a completion: say what came instead.
+            let shown = if content_type.is_empty() {
+                "no Content-Type".to_owned()
+            } else {
+                format!("Content-Type {content_type:?}")
+            };
+            return Err(Failure::from(ModelError::Protocol(format!(
+                "{target}: answered {status} with {shown}, not an event stream or a JSON completion; the body starts: {:?}",
+                short(text.trim_start())
+            ))));
+        }
         finish(acc, target).map_err(Failure::from)
     }
+}
+
+/// Reads a whole (non-streamed) body, refusing one larger than the cap allows.
+async fn read_body(
+    response: reqwest::Response,
+    target: &str,
+    cap: &ResponseCap,
+) -> Result<Vec<u8>, ModelError> {
+    let mut stream = response.bytes_stream();
+    let mut body = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| {
+            ModelError::Connect(format!("{target}: body interrupted: {}", chain(&e)))
+        })?;
+        if body.len().saturating_add(chunk.len()) > cap.raw_bytes() {
+            return Err(cap.exceeded(target));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// Reads an SSE body to `[DONE]` (or to its end) and folds it into a reply.
@@ -190,6 +276,7 @@ async fn read_stream(
     response: reqwest::Response,
     target: &str,
     observer: &dyn ModelObserver,
+    cap: &ResponseCap,
 ) -> Result<ModelReply, ModelError> {
     let mut stream = response.bytes_stream();
     let mut parser = SseParser::new();
@@ -199,13 +286,13 @@ async fn read_stream(
             ModelError::Connect(format!("{target}: stream interrupted: {}", chain(&e)))
         })?;
         for event in parser.push(&chunk) {
-            if apply_event(&mut acc, &event.data, target, observer)? {
+            if apply_event(&mut acc, &event.data, target, observer, cap)? {
                 return Ok(acc.finish());
             }
         }
     }
     if let Some(event) = parser.finish() {
-        apply_event(&mut acc, &event.data, target, observer)?;
+        apply_event(&mut acc, &event.data, target, observer, cap)?;
     }
     finish(acc, target)
 }
@@ -216,6 +303,7 @@ fn apply_event(
     data: &str,
     target: &str,
     observer: &dyn ModelObserver,
+    cap: &ResponseCap,
 ) -> Result<bool, ModelError> {
     let data = data.trim();
     if data == "[DONE]" {
@@ -243,6 +331,7 @@ fn apply_event(
         let before = acc.text().len();
         acc.apply(payload)
             .map_err(|e| ModelError::Protocol(format!("{target}: server error in stream: {e}")))?;
+        cap.check(acc, target)?;
         if let Some(delta) = acc.text().get(before..).filter(|d| !d.is_empty()) {
             observer.text(delta);
         }

@@ -1,4 +1,5 @@
 mod cli;
+mod durable;
 mod gateway;
 mod gateway_input;
 mod lanes;

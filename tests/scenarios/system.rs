@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-fn last_user(req: &Value) -> String {
+/// The last user message of a recorded model request.
+pub fn last_user(req: &Value) -> String {
     req["messages"]
         .as_array()
         .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
@@ -343,13 +344,14 @@ async fn a_reused_request_id_with_another_target_or_text_is_a_conflict() {
 }
 
 /// A `clawbus up` child process, its URL and token.
-struct Child {
-    child: std::process::Child,
-    url: String,
-    token: String,
+pub struct Child {
+    pub child: std::process::Child,
+    pub url: String,
+    pub token: String,
 }
 
-async fn up(project: &Project) -> Child {
+/// Starts `clawbus up` in the project and reads its address and token.
+pub async fn up(project: &Project) -> Child {
     let mut child = project
         .clawbus()
         .args(["up", "--port", "0"])
@@ -381,7 +383,8 @@ async fn up(project: &Project) -> Child {
     Child { child, url, token }
 }
 
-async fn task(c: &Child, id: &str) -> Value {
+/// A task's record from a child daemon.
+pub async fn task(c: &Child, id: &str) -> Value {
     reqwest::Client::new()
         .get(format!("{}/v1/tasks/{id}", c.url))
         .bearer_auth(&c.token)

@@ -365,3 +365,45 @@ fn config_debug_hides_the_api_key() {
     };
     assert!(!format!("{cfg:?}").contains("sk-secret"));
 }
+
+#[tokio::test]
+async fn an_answer_of_another_content_type_is_named_with_the_start_of_its_body() {
+    let page = "<!DOCTYPE html><html><body>Login required</body></html>";
+    let server = ScriptedServer::start(vec![Turn::raw("text/html; charset=utf-8", page)]).await;
+    let err = client(&server).complete(&ask("hi")).await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, ModelError::Protocol(_)), "{err:?}");
+    assert!(text.contains("text/html; charset=utf-8"), "{text}");
+    assert!(text.contains("<!DOCTYPE html><html>"), "{text}");
+    assert!(!text.contains("without any chunk"), "{text}");
+}
+
+#[tokio::test]
+async fn a_stream_past_the_response_cap_fails_naming_the_cap_and_is_not_retried() {
+    let chunk = "x".repeat(100);
+    let chunks: Vec<&str> = std::iter::repeat_n(chunk.as_str(), 30).collect();
+    let server = ScriptedServer::start(vec![Turn::text_chunks(chunks.clone())]).await;
+    let capped = client_with(server.base_url(), Duration::from_secs(10), 2)
+        .with_max_response_bytes("local", 1024);
+    let err = capped.complete(&ask("hi")).await.unwrap_err();
+    let text = err.to_string();
+    assert!(!err.is_retryable(), "{err:?}");
+    assert!(
+        text.contains("[providers.local] max_response_bytes = 1024"),
+        "{text}"
+    );
+    assert_eq!(server.request_count(), 1, "a capped answer is not retried");
+
+    // Tool-call arguments count too.
+    let big = json!({ "text": "y".repeat(2000) });
+    let server = ScriptedServer::start(vec![Turn::tool_call("write", big).split_args(50)]).await;
+    let capped = client(&server).with_max_response_bytes("local", 1024);
+    let err = capped.complete(&ask("hi")).await.unwrap_err();
+    assert!(err.to_string().contains("max_response_bytes = 1024"), "{err}");
+
+    // Under the cap all is well.
+    let server = ScriptedServer::start(vec![Turn::text_chunks(chunks)]).await;
+    let roomy = client(&server).with_max_response_bytes("local", 4096);
+    let reply = roomy.complete(&ask("hi")).await.unwrap();
+    assert_eq!(reply.text.map(|t| t.len()), Some(3000));
+}

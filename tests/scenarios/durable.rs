@@ -1,0 +1,225 @@
+//! Durable turns: a turn interrupted by `kill -9` resumes from its last durable step — the user
+//! message once, finished tool calls not run again, a call that was running answered as
+//! interrupted — and re-queued tasks run in admission order.
+
+use super::system::{Child, last_user, task, up};
+use crate::support::{NET, Project, eventually};
+use clawbus::testkit::{ScriptedServer, Turn};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Every transcript line of the project's agent `chat`.
+fn transcript_lines(project: &Project) -> Vec<Value> {
+    let dir = project.state_dir().join("sessions").join("chat");
+    let mut lines = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if entry.path().extension().is_some_and(|e| e == "jsonl") {
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            lines.extend(text.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()));
+        }
+    }
+    lines
+}
+
+fn kill9(child: Child) {
+    let mut process = child.child;
+    process.kill().unwrap();
+    process.wait().unwrap();
+}
+
+async fn post_async(c: &Child, text: &str, request_id: &str) -> Value {
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/agents/chat/tasks", c.url))
+        .bearer_auth(&c.token)
+        .json(&json!({ "text": text, "request_id": request_id, "session": "s" }))
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap();
+    resp.json().await.unwrap()
+}
+
+async fn until_succeeded(c: &Child, task_id: &str) -> Value {
+    let mut last = Value::Null;
+    eventually("the task succeeded after the restart", async || {
+        last = task(c, task_id).await;
+        last["state"] == "succeeded"
+    })
+    .await;
+    last
+}
+
+async fn stop(c: Child) {
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &c.child.id().to_string()])
+        .status();
+    let mut process = c.child;
+    let exit = tokio::time::timeout(NET, tokio::task::spawn_blocking(move || process.wait()))
+        .await
+        .expect("the daemon exits")
+        .unwrap()
+        .unwrap();
+    assert!(exit.success(), "{exit}");
+}
+
+fn tool_results(req: &Value) -> Vec<String> {
+    req["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+fn user_count(req: &Value, text: &str) -> usize {
+    req["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user" && m["content"] == text)
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_after_a_write_resumes_without_writing_again_or_repeating_the_message() {
+    let second_life = Arc::new(AtomicBool::new(false));
+    let server = {
+        let second_life = second_life.clone();
+        ScriptedServer::with_responder(move |req| {
+            if tool_results(req).is_empty() {
+                Turn::tool_call("write", json!({ "path": "out.txt", "content": "once" }))
+            } else if second_life.load(Ordering::SeqCst) {
+                Turn::text("written")
+            } else {
+                Turn::hang()
+            }
+        })
+        .await
+    };
+    let project = Project::new();
+    project
+        .with_mock_provider(&server.base_url(), "30s", 0)
+        .write("agents.d/chat.toml", "[tools]\nprofile = \"coding\"\n");
+    let first = up(&project).await;
+    let posted = post_async(&first, "save it", "w-1").await;
+    let task_id = posted["task_id"].as_str().unwrap().to_string();
+    // The write ran and the next model call is in flight.
+    eventually("the second model call is in flight", async || {
+        server.request_count() >= 2
+    })
+    .await;
+    let file = project.state_dir().join("workspaces/chat/out.txt");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "once");
+    kill9(first);
+    std::fs::remove_file(&file).unwrap();
+
+    second_life.store(true, Ordering::SeqCst);
+    let second = up(&project).await;
+    let done = until_succeeded(&second, &task_id).await;
+    assert_eq!(done["result"]["text"], "written");
+    assert!(!file.exists(), "the write that had run is not run again");
+    let requests = server.requests();
+    let last = requests.last().unwrap();
+    assert_eq!(user_count(last, "save it"), 1, "the model saw the message once: {last}");
+    let results = tool_results(last);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(!results[0].contains("interrupted"), "the earlier result is reused: {results:?}");
+    let lines = transcript_lines(&project);
+    let count = |ty: &str| lines.iter().filter(|l| l["type"] == ty).count();
+    assert_eq!(count("tool_call_started"), 1, "{lines:#?}");
+    assert_eq!(count("run_resumed"), 1, "the transcript records the resumption");
+    let users = lines
+        .iter()
+        .filter(|l| l["type"] == "message" && l["message"]["role"] == "user")
+        .count();
+    assert_eq!(users, 1, "the user message is in the transcript once");
+    stop(second).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_while_exec_runs_answers_interrupted_and_does_not_run_it_again() {
+    let server = ScriptedServer::with_responder(|req| {
+        if tool_results(req).is_empty() {
+            Turn::tool_call("exec", json!({ "command": "sleep 20" }))
+        } else {
+            Turn::text(format!("saw: {}", tool_results(req).join(" | ")))
+        }
+    })
+    .await;
+    let project = Project::new();
+    project
+        .with_mock_provider(&server.base_url(), "30s", 0)
+        .write(
+            "agents.d/chat.toml",
+            "[tools]\nprofile = \"coding\"\n[exec]\nsecurity = \"allowlist\"\nallow = [\"sleep *\"]\n",
+        );
+    let first = up(&project).await;
+    let posted = post_async(&first, "wait a bit", "x-1").await;
+    let task_id = posted["task_id"].as_str().unwrap().to_string();
+    eventually("the exec call is journaled as started", async || {
+        transcript_lines(&project)
+            .iter()
+            .any(|l| l["type"] == "tool_call_started" && l["name"] == "exec")
+    })
+    .await;
+    kill9(first);
+
+    let second = up(&project).await;
+    let done = until_succeeded(&second, &task_id).await;
+    let text = done["result"]["text"].as_str().unwrap();
+    assert!(text.contains("\"interrupted\""), "the model got the interrupted result: {text}");
+    assert_eq!(server.request_count(), 2, "one model call per life");
+    let lines = transcript_lines(&project);
+    let started = lines
+        .iter()
+        .filter(|l| l["type"] == "tool_call_started")
+        .count();
+    assert_eq!(started, 1, "the command was not run again: {lines:#?}");
+    let resumed: Vec<&Value> = lines.iter().filter(|l| l["type"] == "run_resumed").collect();
+    assert_eq!(resumed.len(), 1);
+    assert_eq!(resumed[0]["interrupted"].as_array().unwrap().len(), 1);
+    stop(second).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_kill_9_requeued_tasks_run_in_admission_order() {
+    let second_life = Arc::new(AtomicBool::new(false));
+    let server = {
+        let second_life = second_life.clone();
+        ScriptedServer::with_responder(move |req| {
+            if second_life.load(Ordering::SeqCst) {
+                Turn::text(format!("re: {}", last_user(req)))
+            } else {
+                Turn::hang()
+            }
+        })
+        .await
+    };
+    let project = Project::new();
+    project
+        .with_mock_provider(&server.base_url(), "30s", 0)
+        .write("agents.d/chat.toml", "");
+    let first = up(&project).await;
+    let mut ids = Vec::new();
+    for n in 1..=3 {
+        let posted = post_async(&first, &format!("m{n}"), &format!("o-{n}")).await;
+        ids.push(posted["task_id"].as_str().unwrap().to_string());
+    }
+    // The first is at the model; the other two wait behind it in the session lane.
+    eventually("the first turn is at the model", async || {
+        server.request_count() >= 1
+    })
+    .await;
+    kill9(first);
+
+    second_life.store(true, Ordering::SeqCst);
+    let second = up(&project).await;
+    for id in &ids {
+        until_succeeded(&second, id).await;
+    }
+    let order: Vec<String> = server.requests()[1..].iter().map(last_user).collect();
+    assert_eq!(order, ["m1", "m2", "m3"], "admission order after the restart");
+    stop(second).await;
+}
