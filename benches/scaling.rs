@@ -227,96 +227,99 @@ fn run_one(
         .build()
         .unwrap();
     let profile = std::env::var("SCALING_PROFILE").ok();
-    let (turns, errors, mut lat, daemon_cpu, gen_cpu, other_cpu, threads, elapsed) = rt.block_on(async {
-        let http = reqwest::Client::builder()
-            .pool_max_idle_per_host(sessions)
-            .timeout(Duration::from_secs(60))
-            .build()
-            .unwrap();
-        let endpoint = format!("{url}/v1/agents/echo/tasks");
-        // Warm-up: open every session and connection.
-        drive(
-            &http,
-            &endpoint,
-            &token,
-            sessions,
-            Duration::from_secs_f64(warmup),
-            "w",
-        )
-        .await;
+    let (turns, errors, mut lat, daemon_cpu, gen_cpu, other_cpu, threads, elapsed) =
+        rt.block_on(async {
+            let http = reqwest::Client::builder()
+                .pool_max_idle_per_host(sessions)
+                .timeout(Duration::from_secs(60))
+                .build()
+                .unwrap();
+            let endpoint = format!("{url}/v1/agents/echo/tasks");
+            // Warm-up: open every session and connection.
+            drive(
+                &http,
+                &endpoint,
+                &token,
+                sessions,
+                Duration::from_secs_f64(warmup),
+                "w",
+            )
+            .await;
 
-        let sampler = StateSampler::start(pid);
-        let t_busy = busy_ticks();
-        let t_daemon = proc_cpu_ticks(pid);
-        let t_threads = thread_ticks(pid);
-        let t_self = proc_cpu_ticks(std::process::id());
-        let mut prof = profile.as_ref().map(|cmd| {
-            let cmd = cmd
-                .replace("{pid}", &pid.to_string())
-                .replace("{secs}", &format!("{}", secs.ceil() as u64));
-            Command::new("sh")
-                .args(["-c", &cmd])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
+            let sampler = StateSampler::start(pid);
+            let t_busy = busy_ticks();
+            let t_daemon = proc_cpu_ticks(pid);
+            let t_threads = thread_ticks(pid);
+            let t_self = proc_cpu_ticks(std::process::id());
+            let mut prof = profile.as_ref().map(|cmd| {
+                let cmd = cmd
+                    .replace("{pid}", &pid.to_string())
+                    .replace("{secs}", &format!("{}", secs.ceil() as u64));
+                Command::new("sh")
+                    .args(["-c", &cmd])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            });
+            let started = Instant::now();
+            let (turns, errors, lat) = drive(
+                &http,
+                &endpoint,
+                &token,
+                sessions,
+                Duration::from_secs_f64(secs),
+                "m",
+            )
+            .await;
+            let elapsed = started.elapsed().as_secs_f64().min(secs).max(1e-9);
+            let window = started.elapsed().as_secs_f64();
+            let hz = clock_ticks();
+            let daemon_cpu = (proc_cpu_ticks(pid) - t_daemon) as f64 / hz / window;
+            let gen_cpu = (proc_cpu_ticks(std::process::id()) - t_self) as f64 / hz / window;
+            let busy = (busy_ticks() - t_busy) as f64 / hz / window;
+            let other_cpu = (busy - daemon_cpu - gen_cpu).max(0.0);
+            let states = sampler.stop();
+            let mut threads: Vec<ThreadUse> = {
+                let now = thread_ticks(pid);
+                let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+                now.iter()
+                    .map(|(tid, (name, t))| {
+                        let before = t_threads.get(tid).map_or(0, |(_, b)| *b);
+                        let k = seen.entry(name.clone()).or_default();
+                        *k += 1;
+                        let (d, r, n) = states.get(tid).copied().unwrap_or((0, 0, 0));
+                        ThreadUse {
+                            name: format!("{name}#{k}"),
+                            cpu: t.saturating_sub(before) as f64 / hz / window,
+                            disk_wait: d as f64 / n.max(1) as f64,
+                            runnable: r as f64 / n.max(1) as f64,
+                        }
+                    })
+                    .collect()
+            };
+            threads.sort_by(|a, b| (b.cpu + b.disk_wait).total_cmp(&(a.cpu + a.disk_wait)));
+            if let Some(p) = prof.as_mut() {
+                let deadline = Instant::now() + Duration::from_secs(15);
+                while p.try_wait().unwrap().is_none() && Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                if p.try_wait().unwrap().is_none() {
+                    let _ = p.kill();
+                }
+            }
+            if let Some(p) = prof {
+                let out = p.wait_with_output().unwrap();
+                println!(
+                    "profile on {set}:\n{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            (
+                turns, errors, lat, daemon_cpu, gen_cpu, other_cpu, threads, elapsed,
+            )
         });
-        let started = Instant::now();
-        let (turns, errors, lat) = drive(
-            &http,
-            &endpoint,
-            &token,
-            sessions,
-            Duration::from_secs_f64(secs),
-            "m",
-        )
-        .await;
-        let elapsed = started.elapsed().as_secs_f64().min(secs).max(1e-9);
-        let window = started.elapsed().as_secs_f64();
-        let hz = clock_ticks();
-        let daemon_cpu = (proc_cpu_ticks(pid) - t_daemon) as f64 / hz / window;
-        let gen_cpu = (proc_cpu_ticks(std::process::id()) - t_self) as f64 / hz / window;
-        let busy = (busy_ticks() - t_busy) as f64 / hz / window;
-        let other_cpu = (busy - daemon_cpu - gen_cpu).max(0.0);
-        let states = sampler.stop();
-        let mut threads: Vec<ThreadUse> = {
-            let now = thread_ticks(pid);
-            let mut seen: BTreeMap<String, usize> = BTreeMap::new();
-            now.iter()
-                .map(|(tid, (name, t))| {
-                    let before = t_threads.get(tid).map_or(0, |(_, b)| *b);
-                    let k = seen.entry(name.clone()).or_default();
-                    *k += 1;
-                    let (d, r, n) = states.get(tid).copied().unwrap_or((0, 0, 0));
-                    ThreadUse {
-                        name: format!("{name}#{k}"),
-                        cpu: t.saturating_sub(before) as f64 / hz / window,
-                        disk_wait: d as f64 / n.max(1) as f64,
-                        runnable: r as f64 / n.max(1) as f64,
-                    }
-                })
-                .collect()
-        };
-        threads.sort_by(|a, b| (b.cpu + b.disk_wait).total_cmp(&(a.cpu + a.disk_wait)));
-        if let Some(p) = prof.as_mut() {
-            let deadline = Instant::now() + Duration::from_secs(15);
-            while p.try_wait().unwrap().is_none() && Instant::now() < deadline {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            if p.try_wait().unwrap().is_none() {
-                let _ = p.kill();
-            }
-        }
-        if let Some(p) = prof {
-            let out = p.wait_with_output().unwrap();
-            println!(
-                "profile on {set}:\n{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        (turns, errors, lat, daemon_cpu, gen_cpu, other_cpu, threads, elapsed)
-    });
     drop(rt);
     taskset_self(&join_cpus(online));
 

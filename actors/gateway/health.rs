@@ -53,7 +53,8 @@ fn files(state_dir: &Path) -> Vec<String> {
         tracing::warn!(dir = %state_dir.display(), error = %e, "Health probe cannot create a file in the state folder.");
         reasons.push(format!("cannot create a file in the state folder: {e}"));
     }
-    let short = descriptors().filter(|(open, limit)| limit.saturating_sub(*open) < MIN_FREE_DESCRIPTORS);
+    let short =
+        descriptors().filter(|(open, limit)| limit.saturating_sub(*open) < MIN_FREE_DESCRIPTORS);
     if let Some((open, limit)) = short {
         reasons.push(format!(
             "{open} of {limit} file descriptors in use (fewer than {MIN_FREE_DESCRIPTORS} left)"

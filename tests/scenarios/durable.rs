@@ -16,7 +16,10 @@ fn transcript_lines(project: &Project) -> Vec<Value> {
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         if entry.path().extension().is_some_and(|e| e == "jsonl") {
             let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
-            lines.extend(text.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()));
+            lines.extend(
+                text.lines()
+                    .filter_map(|l| serde_json::from_str::<Value>(l).ok()),
+            );
         }
     }
     lines
@@ -122,14 +125,25 @@ async fn kill_9_after_a_write_resumes_without_writing_again_or_repeating_the_mes
     assert!(!file.exists(), "the write that had run is not run again");
     let requests = server.requests();
     let last = requests.last().unwrap();
-    assert_eq!(user_count(last, "save it"), 1, "the model saw the message once: {last}");
+    assert_eq!(
+        user_count(last, "save it"),
+        1,
+        "the model saw the message once: {last}"
+    );
     let results = tool_results(last);
     assert_eq!(results.len(), 1, "{results:?}");
-    assert!(!results[0].contains("interrupted"), "the earlier result is reused: {results:?}");
+    assert!(
+        !results[0].contains("interrupted"),
+        "the earlier result is reused: {results:?}"
+    );
     let lines = transcript_lines(&project);
     let count = |ty: &str| lines.iter().filter(|l| l["type"] == ty).count();
     assert_eq!(count("tool_call_started"), 1, "{lines:#?}");
-    assert_eq!(count("run_resumed"), 1, "the transcript records the resumption");
+    assert_eq!(
+        count("run_resumed"),
+        1,
+        "the transcript records the resumption"
+    );
     let users = lines
         .iter()
         .filter(|l| l["type"] == "message" && l["message"]["role"] == "user")
@@ -169,7 +183,10 @@ async fn kill_9_while_exec_runs_answers_interrupted_and_does_not_run_it_again() 
     let second = up(&project).await;
     let done = until_succeeded(&second, &task_id).await;
     let text = done["result"]["text"].as_str().unwrap();
-    assert!(text.contains("\"interrupted\""), "the model got the interrupted result: {text}");
+    assert!(
+        text.contains("\"interrupted\""),
+        "the model got the interrupted result: {text}"
+    );
     assert_eq!(server.request_count(), 2, "one model call per life");
     let lines = transcript_lines(&project);
     let started = lines
@@ -177,7 +194,10 @@ async fn kill_9_while_exec_runs_answers_interrupted_and_does_not_run_it_again() 
         .filter(|l| l["type"] == "tool_call_started")
         .count();
     assert_eq!(started, 1, "the command was not run again: {lines:#?}");
-    let resumed: Vec<&Value> = lines.iter().filter(|l| l["type"] == "run_resumed").collect();
+    let resumed: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "run_resumed")
+        .collect();
     assert_eq!(resumed.len(), 1);
     assert_eq!(resumed[0]["interrupted"].as_array().unwrap().len(), 1);
     stop(second).await;
@@ -220,6 +240,130 @@ async fn after_kill_9_requeued_tasks_run_in_admission_order() {
         until_succeeded(&second, id).await;
     }
     let order: Vec<String> = server.requests()[1..].iter().map(last_user).collect();
-    assert_eq!(order, ["m1", "m2", "m3"], "admission order after the restart");
+    assert_eq!(
+        order,
+        ["m1", "m2", "m3"],
+        "admission order after the restart"
+    );
     stop(second).await;
+}
+
+/// Open descriptors of a process.
+fn descriptors(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_thousand_sessions_under_a_256_descriptor_limit_all_answer() {
+    let project = Project::new();
+    project.write("agents.d/chat.toml", "");
+    // The daemon's hard and soft limits are 256: it cannot raise them.
+    let mut child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n 256 && exec {} up --port 0",
+            env!("CARGO_BIN_EXE_clawbus")
+        ))
+        .current_dir(project.path())
+        .env_remove("CLAWBUS_TOKEN")
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let line = tokio::time::timeout(
+        NET,
+        tokio::task::spawn_blocking(move || {
+            let mut line = String::new();
+            std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).unwrap();
+            line
+        }),
+    )
+    .await
+    .expect("the daemon announces its address in time")
+    .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_string();
+    let token = std::fs::read_to_string(project.state_dir().join("gateway.token"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let pid = child.id();
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let open_files = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    assert!(open_files.contains(" 256 "), "{open_files}");
+
+    let client = reqwest::Client::new();
+    let sessions = 3000;
+    let workers = 8;
+    let mut handles = Vec::new();
+    for w in 0..workers {
+        let (client, url, token) = (client.clone(), url.clone(), token.clone());
+        handles.push(tokio::spawn(async move {
+            let mut failures = Vec::new();
+            for n in (w..sessions).step_by(workers) {
+                let resp = client
+                    .post(format!("{url}/v1/agents/chat/tasks"))
+                    .bearer_auth(&token)
+                    .json(&json!({ "text": format!("hi {n}"), "session": format!("s{n}"), "wait": true }))
+                    .timeout(NET)
+                    .send()
+                    .await;
+                let answer: Value = match resp {
+                    Ok(r) => r.json().await.unwrap_or(Value::Null),
+                    Err(e) => json!({ "error": e.to_string() }),
+                };
+                if answer["state"] != "succeeded" {
+                    failures.push(answer);
+                }
+            }
+            failures
+        }));
+    }
+    let mut peak = 0;
+    let mut failures = Vec::new();
+    for h in handles {
+        failures.extend(tokio::time::timeout(NET * 6, h).await.unwrap().unwrap());
+        peak = peak.max(descriptors(pid));
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failed, first: {}",
+        failures.len(),
+        failures[0]
+    );
+    let open = descriptors(pid);
+    assert!(
+        open < 128,
+        "descriptors stay bounded: {open} open after {sessions} sessions"
+    );
+    assert!(peak < 200, "peak descriptors {peak}");
+    let listed: Value = client
+        .get(format!("{url}/v1/sessions"))
+        .bearer_auth(&token)
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let count = listed["sessions"].as_array().map_or(0, Vec::len);
+    assert!(count >= sessions, "{count} sessions listed");
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+    let exit = tokio::time::timeout(NET, tokio::task::spawn_blocking(move || child.wait()))
+        .await
+        .expect("the daemon exits")
+        .unwrap()
+        .unwrap();
+    assert!(exit.success(), "{exit}");
 }

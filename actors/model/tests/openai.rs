@@ -399,7 +399,10 @@ async fn a_stream_past_the_response_cap_fails_naming_the_cap_and_is_not_retried(
     let server = ScriptedServer::start(vec![Turn::tool_call("write", big).split_args(50)]).await;
     let capped = client(&server).with_max_response_bytes("local", 1024);
     let err = capped.complete(&ask("hi")).await.unwrap_err();
-    assert!(err.to_string().contains("max_response_bytes = 1024"), "{err}");
+    assert!(
+        err.to_string().contains("max_response_bytes = 1024"),
+        "{err}"
+    );
 
     // Under the cap all is well.
     let server = ScriptedServer::start(vec![Turn::text_chunks(chunks)]).await;
