@@ -177,9 +177,10 @@ impl Project {
     }
 }
 
-/// Runs a command to completion off the async threads, so the test's servers keep serving.
-pub async fn run_cmd(mut cmd: std::process::Command) -> std::process::Output {
-    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+/// Runs a command to completion (at most [`NET`]) off the async threads, so the test's servers
+/// keep serving.
+pub async fn run_cmd(cmd: std::process::Command) -> std::process::Output {
+    tokio::task::spawn_blocking(move || output(cmd))
         .await
         .unwrap()
 }
@@ -194,6 +195,69 @@ pub async fn get_json(daemon: &Daemon, path: &str) -> Value {
         .await
         .unwrap()
         .json()
+        .await
+        .unwrap()
+}
+
+/// Runs `f` on its own thread and waits at most [`NET`] for its answer; `what` names it in the
+/// failure. The thread is left behind when it overruns (the test fails anyway).
+fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(NET) {
+        Ok(v) => v,
+        Err(_) => panic!("timed out after {NET:?} waiting for {what}"),
+    }
+}
+
+/// The first line a child writes on its stdout (e.g. `listening on …`), waiting at most [`NET`].
+pub fn first_line(stdout: std::process::ChildStdout) -> String {
+    use std::io::BufRead;
+    within("the first line on a child's stdout", move || {
+        let mut line = String::new();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .unwrap();
+        line
+    })
+}
+
+/// Waits at most [`NET`] for a child to exit; kills it and fails the test when it does not.
+pub fn wait_child(child: std::process::Child) -> std::process::ExitStatus {
+    let pid = child.id();
+    let mut child = child;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait().unwrap());
+    });
+    match rx.recv_timeout(NET) {
+        Ok(status) => status,
+        Err(_) => {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            panic!("child {pid} still running after {NET:?}");
+        }
+    }
+}
+
+/// Runs a command to completion, at most [`NET`] (see [`run_cmd`] from async tests).
+pub fn output(mut cmd: std::process::Command) -> std::process::Output {
+    within("a command to finish", move || cmd.output().unwrap())
+}
+
+/// [`wait_child`] off the async threads, so the test's servers keep serving.
+pub async fn wait_child_async(child: std::process::Child) -> std::process::ExitStatus {
+    tokio::task::spawn_blocking(move || wait_child(child))
+        .await
+        .unwrap()
+}
+
+/// [`first_line`] off the async threads, so the test's servers keep serving.
+pub async fn first_line_async(stdout: std::process::ChildStdout) -> String {
+    tokio::task::spawn_blocking(move || first_line(stdout))
         .await
         .unwrap()
 }

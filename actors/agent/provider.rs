@@ -73,7 +73,8 @@ pub fn build_model(def: &AgentDef, config: &Config) -> Result<Arc<dyn ChatModel>
                 timeout: provider.timeout,
                 max_retries: provider.max_retries,
                 backoff_base: BACKOFF_BASE,
-            })?;
+            })?
+            .with_max_response_bytes(&provider.name, provider.max_response_bytes);
             Ok(Arc::new(client))
         }
     }

@@ -19,7 +19,7 @@ mod up;
 
 use crate::config::{self, Config, LoadOptions};
 use clap::{Args, Parser, Subcommand};
-use out::{out, outln};
+use out::out;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -148,38 +148,21 @@ fn check(global: &Global) -> ExitCode {
     if let Err(code) = global.missing_config() {
         return code;
     }
-    let (report, config) = config::check(&global.load_options());
+    let opts = global.load_options();
+    let (mut report, _) = config::check(&opts);
+    // The rules files of scripted models (`agents.d/<id>/<name>.rules.toml`), which `up` would
+    // refuse to load: checked whatever the other files hold, reported in the same format.
+    report.files.extend(
+        config::rules::rules_files(&opts.agents_dir)
+            .iter()
+            .map(|path| crate::model::ScriptedModel::check_rules_file(path)),
+    );
     out!("{}", report.render());
-    let rules_ok = config.as_ref().is_none_or(check_rules);
-    if report.is_ok() && rules_ok {
+    if report.is_ok() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_FAILED)
     }
-}
-
-/// The rules files of scripted agents, which `up` would refuse to load: ✓/✗ like the config files.
-fn check_rules(config: &Config) -> bool {
-    let mut ok = true;
-    for agent in &config.agents {
-        let scripted = config
-            .provider_for(&agent.model)
-            .is_some_and(|p| p.kind == config::ProviderKind::Scripted);
-        let Some(path) = agent.rules_file().filter(|_| scripted) else {
-            continue;
-        };
-        match crate::model::ScriptedModel::from_rules_file(&path) {
-            Ok(_) => outln!("✓ {}", path.display()),
-            Err(problems) => {
-                ok = false;
-                outln!("✗ {}", path.display());
-                for line in problems.lines() {
-                    outln!("  {line}");
-                }
-            }
-        }
-    }
-    ok
 }
 
 /// A tokio runtime for the CLI's own HTTP calls.

@@ -21,6 +21,7 @@ mod file;
 mod lanes;
 mod prompt;
 mod report;
+pub mod rules;
 mod session;
 mod skills;
 mod span;

@@ -24,6 +24,7 @@ use toml::Spanned;
 
 use super::accumulate::truncate_chars;
 use super::{ChatModel, ChatRequest, ModelError, ModelReply, Role, ToolCall};
+use crate::config::rules::RawProblem;
 
 /// How much of a tool result `{{result}}` carries.
 const RESULT_CHARS: usize = 2000;
@@ -71,16 +72,24 @@ impl ScriptedModel {
         Self::default()
     }
 
-    /// Loads rules from a TOML file; errors read `path:line:col: …`, one per line, all of them.
+    /// Loads rules from a TOML file; errors read `path:line:col: field "x": … (expected …)`, one
+    /// per line, all of them.
     pub fn from_rules_file(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("{}: cannot read rules file: {e}", path.display()))?;
-        parse(&text, &path.display().to_string())
+        parse(&text, path)
     }
 
     /// Loads rules from TOML text; errors name the source as `<rules>`.
     pub fn from_rules_str(s: &str) -> Result<Self, String> {
-        parse(s, "<rules>")
+        parse(s, Path::new("<rules>"))
+    }
+
+    /// Every problem of a rules file, in the format of every other file `clawbus check` reads.
+    pub fn check_rules_file(path: &Path) -> crate::config::FileReport {
+        crate::config::rules::file_report(path, |text| {
+            crate::config::rules::check_text(path, text, rule_problems).1
+        })
     }
 
     fn matching_rule(&self, text: &str) -> Option<&Rule> {
@@ -88,92 +97,117 @@ impl ScriptedModel {
     }
 }
 
-fn parse(text: &str, origin: &str) -> Result<ScriptedModel, String> {
-    let at = |span: Range<usize>| {
-        let (line, col) = line_col(text, span.start);
-        format!("{origin}:{line}:{col}")
+fn parse(text: &str, path: &Path) -> Result<ScriptedModel, String> {
+    let (file, problems) = crate::config::rules::check_text(path, text, rule_problems);
+    let file = match file {
+        Some(f) if problems.is_empty() => f,
+        _ => {
+            let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
+            return Err(lines.join("\n"));
+        }
     };
-    let file: RulesFile = toml::from_str(text).map_err(|e| {
-        let place = e.span().map_or_else(|| origin.to_owned(), &at);
-        format!("{place}: {}", e.message().trim_end())
-    })?;
     let mut rules = Vec::new();
-    let mut problems = Vec::new();
     for spanned in file.rule {
-        let rule_at = at(spanned.span());
         let raw = spanned.into_inner();
+        // Checked above: the regex compiles and exactly one action is set.
+        let Ok(re) = Regex::new(raw.pattern.get_ref()) else {
+            continue;
+        };
+        let action = match (raw.reply, raw.tool) {
+            (Some(reply), None) => Action::Reply(reply.into_inner()),
+            (None, Some(tool)) => {
+                let args = raw.args.map(Spanned::into_inner).unwrap_or_default();
+                Action::Tool {
+                    name: tool.into_inner(),
+                    args: serde_json::to_value(args).unwrap_or(Value::Null),
+                }
+            }
+            _ => continue,
+        };
+        rules.push(Rule {
+            re,
+            action,
+            then: raw.then.map(Spanned::into_inner),
+        });
+    }
+    Ok(ScriptedModel { rules })
+}
+
+/// What the shape of a rules file cannot say: bad regexes, actions, capture references.
+fn rule_problems(file: &RulesFile) -> Vec<RawProblem> {
+    let mut problems = Vec::new();
+    let mut add = |span: Option<Range<usize>>, field: &str, message: String| {
+        problems.push(RawProblem {
+            span,
+            field: field.to_owned(),
+            message,
+        });
+    };
+    for spanned in &file.rule {
+        let raw = spanned.get_ref();
         let re = match Regex::new(raw.pattern.get_ref()) {
             Ok(re) => Some(re),
             Err(e) => {
-                problems.push(format!(
-                    "{}: field \"match\": invalid regex: {}",
-                    at(raw.pattern.span()),
-                    one_line(&e.to_string())
-                ));
+                add(
+                    Some(raw.pattern.span()),
+                    "match",
+                    format!(
+                        "invalid regex: {} (expected a regular expression matched against the last user message)",
+                        one_line(&e.to_string())
+                    ),
+                );
                 None
             }
         };
-        let action = match (raw.reply, raw.tool) {
-            (Some(reply), None) => {
+        match (&raw.reply, &raw.tool) {
+            (Some(_), None) => {
                 for (field, span) in [
                     ("args", raw.args.as_ref().map(Spanned::span)),
                     ("then", raw.then.as_ref().map(Spanned::span)),
                 ] {
                     if let Some(span) = span {
-                        problems.push(format!(
-                            "{}: field \"{field}\": only allowed with \"tool\", not \"reply\"",
-                            at(span)
-                        ));
+                        add(
+                            Some(span),
+                            field,
+                            "only allowed with \"tool\", not \"reply\" (expected it in a rule with tool = \"…\")".to_owned(),
+                        );
                     }
                 }
-                Some(Action::Reply(reply.into_inner()))
             }
-            (None, Some(tool)) => {
-                let args = raw.args.map(Spanned::into_inner).unwrap_or_default();
-                if let Some(re) = &re {
-                    check_references(&args, re, &rule_at, &mut problems);
+            (None, Some(_)) => {
+                if let (Some(re), Some(args)) = (&re, &raw.args) {
+                    for name in unknown_references(args.get_ref(), re) {
+                        add(
+                            Some(spanned.span()),
+                            "args",
+                            format!("\"${name}\" is not a capture group of \"match\" (expected a group of the rule's regex, e.g. (?P<{name}>…))"),
+                        );
+                    }
                 }
-                Some(Action::Tool {
-                    name: tool.into_inner(),
-                    args: serde_json::to_value(args).unwrap_or(Value::Null),
-                })
             }
-            (Some(_), Some(tool)) => {
-                problems.push(format!(
-                    "{}: field \"tool\": a rule has either \"reply\" or \"tool\", not both",
-                    at(tool.span())
-                ));
-                None
-            }
-            (None, None) => {
-                problems.push(format!(
-                    "{rule_at}: rule needs one of \"reply\" or \"tool\", has neither"
-                ));
-                None
-            }
-        };
-        if let (Some(re), Some(action)) = (re, action) {
-            rules.push(Rule {
-                re,
-                action,
-                then: raw.then.map(Spanned::into_inner),
-            });
+            (Some(_), Some(tool)) => add(
+                Some(tool.span()),
+                "tool",
+                "a rule has either \"reply\" or \"tool\", not both (expected one of them)".to_owned(),
+            ),
+            (None, None) => add(
+                Some(spanned.span()),
+                "",
+                "rule needs one of \"reply\" or \"tool\", has neither (expected reply = \"…\" or tool = \"…\")".to_owned(),
+            ),
         }
     }
-    if problems.is_empty() {
-        Ok(ScriptedModel { rules })
-    } else {
-        Err(problems.join("\n"))
-    }
+    problems
 }
 
-/// Every `$name` / `${name}` in the args must name a capture group of the rule's regex.
-fn check_references(args: &toml::Table, re: &Regex, rule_at: &str, problems: &mut Vec<String>) {
+/// The `$name` / `${name}` in the args that name no capture group of the rule's regex.
+fn unknown_references(args: &toml::Table, re: &Regex) -> Vec<String> {
     let Ok(reference) = Regex::new(r"\$(?:\{([^}]*)\}|([A-Za-z0-9_]+))") else {
-        return;
+        return Vec::new();
     };
     let mut strings = Vec::new();
     collect_strings(&toml::Value::Table(args.clone()), &mut strings);
+    let mut unknown = Vec::new();
     for s in strings {
         for caps in reference.captures_iter(&s.replace("$$", "")) {
             let Some(name) = caps.get(1).or_else(|| caps.get(2)).map(|m| m.as_str()) else {
@@ -184,12 +218,11 @@ fn check_references(args: &toml::Table, re: &Regex, rule_at: &str, problems: &mu
                 Err(_) => re.capture_names().flatten().any(|n| n == name),
             };
             if !known {
-                problems.push(format!(
-                    "{rule_at}: field \"args\": \"${name}\" is not a capture group of \"match\""
-                ));
+                unknown.push(name.to_owned());
             }
         }
     }
+    unknown
 }
 
 fn collect_strings(v: &toml::Value, out: &mut Vec<String>) {
@@ -217,13 +250,6 @@ fn expand(v: &Value, caps: &regex::Captures<'_>) -> Value {
         ),
         other => other.clone(),
     }
-}
-
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = text.get(..offset).unwrap_or(text);
-    let line = before.matches('\n').count() + 1;
-    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, col)
 }
 
 fn one_line(s: &str) -> String {

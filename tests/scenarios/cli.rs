@@ -2,7 +2,6 @@
 
 use crate::support::Project;
 use crate::support::run_cmd;
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 #[test]
@@ -169,10 +168,7 @@ fn up_serves_until_sigterm_and_post_reaches_it() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let line = crate::support::first_line(child.stdout.take().unwrap());
     let url = line
         .trim()
         .strip_prefix("listening on ")
@@ -196,7 +192,7 @@ fn up_serves_until_sigterm_and_post_reaches_it() {
         .status()
         .unwrap();
     assert!(status.success());
-    let exit = child.wait().unwrap();
+    let exit = crate::support::wait_child(child);
     assert!(exit.success(), "SIGTERM is a clean shutdown, got {exit}");
 }
 
@@ -363,10 +359,7 @@ fn the_cli_presents_the_token_the_gateway_takes_from_token_env() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let line = crate::support::first_line(child.stdout.take().unwrap());
     let url = line
         .trim()
         .strip_prefix("listening on ")
@@ -382,7 +375,7 @@ fn the_cli_presents_the_token_the_gateway_takes_from_token_env() {
         .args(["-TERM", &child.id().to_string()])
         .status()
         .unwrap();
-    child.wait().unwrap();
+    crate::support::wait_child(child);
     assert!(!project.state_dir().join("gateway.token").exists());
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),

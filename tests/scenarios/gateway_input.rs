@@ -45,7 +45,7 @@ async fn bad_requests_are_refused_with_the_error_shape_naming_the_mistake() {
             http.get(format!("{}/v1/sessions?agnt=echo", daemon.url())),
             400,
             "invalid_query",
-            "unknown field `agnt`",
+            "unknown query parameter \"agnt\"",
         ),
         (
             http.get(format!("{}/v1/nothing", daemon.url())),

@@ -1,5 +1,6 @@
 mod cli;
 mod durable;
+mod edges;
 mod gateway;
 mod gateway_input;
 mod lanes;

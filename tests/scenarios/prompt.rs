@@ -4,7 +4,6 @@
 use crate::support::{Project, post_task, roles};
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -161,14 +160,7 @@ async fn a_planted_secret_never_reaches_a_model_request_or_the_state_files() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    let stdout = child.stdout.take().unwrap();
-    let line = tokio::task::spawn_blocking(move || {
-        BufReader::new(stdout).read_line(&mut line).unwrap();
-        line
-    })
-    .await
-    .unwrap();
+    let line = crate::support::first_line_async(child.stdout.take().unwrap()).await;
     let url = line
         .trim()
         .strip_prefix("listening on ")
@@ -184,17 +176,13 @@ async fn a_planted_secret_never_reaches_a_model_request_or_the_state_files() {
         "--url",
         &url,
     ]);
-    let out = tokio::task::spawn_blocking(move || post.output().unwrap())
-        .await
-        .unwrap();
+    let out = crate::support::run_cmd(post).await;
     let stopped = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
         .unwrap();
     assert!(stopped.success());
-    let exit = tokio::task::spawn_blocking(move || child.wait().unwrap())
-        .await
-        .unwrap();
+    let exit = crate::support::wait_child_async(child).await;
     assert!(exit.success(), "clean shutdown, got {exit}");
     let reply: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     assert_eq!(

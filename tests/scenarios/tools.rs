@@ -6,7 +6,6 @@ use crate::support::{offered_tools, run_cmd};
 use bus::Bus;
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 /// The content of every `tool` message of a recorded request.
@@ -321,14 +320,7 @@ async fn a_command_run_by_a_real_daemon_cannot_see_its_secrets() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let line = tokio::task::spawn_blocking(move || {
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).unwrap();
-        line
-    })
-    .await
-    .unwrap();
+    let line = crate::support::first_line_async(child.stdout.take().unwrap()).await;
     let url = line
         .trim()
         .strip_prefix("listening on ")
@@ -350,7 +342,7 @@ async fn a_command_run_by_a_real_daemon_cannot_see_its_secrets() {
         .args(["-TERM", &child.id().to_string()])
         .status()
         .unwrap();
-    child.wait().unwrap();
+    crate::support::wait_child_async(child).await;
     assert_eq!(body["state"], "succeeded", "{body}");
     let env = &tool_results(&server.requests()[1])[0];
     assert!(env.starts_with("exit code: 0"), "{env}");

@@ -6,7 +6,6 @@ use axum::Router;
 use axum::routing::get;
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 
@@ -206,17 +205,12 @@ async fn secrets_are_redacted_from_search_fetch_and_exec_output_end_to_end() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let url = tokio::task::spawn_blocking(move || {
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).unwrap();
-        line.trim()
-            .strip_prefix("listening on ")
-            .unwrap()
-            .to_string()
-    })
-    .await
-    .unwrap();
+    let line = crate::support::first_line_async(child.stdout.take().unwrap()).await;
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_string();
     let mut post = Command::new(bin);
     post.current_dir(project.path())
         .args([
@@ -229,18 +223,12 @@ async fn secrets_are_redacted_from_search_fetch_and_exec_output_end_to_end() {
         ])
         .env_remove("CLAWBUS_TOKEN");
     // Off the test's thread: the scripted model and the sites are served by this runtime.
-    let post = tokio::task::spawn_blocking(move || post.output())
-        .await
-        .unwrap()
-        .unwrap();
+    let post = crate::support::run_cmd(post).await;
     Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
         .unwrap();
-    let exit = tokio::task::spawn_blocking(move || child.wait())
-        .await
-        .unwrap()
-        .unwrap();
+    let exit = crate::support::wait_child_async(child).await;
     assert!(
         post.status.success(),
         "post: {}",
