@@ -241,6 +241,26 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
             }
             response
         }
+        Turn::Endless { chunk_bytes } => {
+            let content = "x".repeat(*chunk_bytes);
+            let chunk = format!(
+                "data: {}\n\n",
+                serde_json::json!({
+                    "id": "endless",
+                    "object": "chat.completion.chunk",
+                    "choices": [{ "index": 0, "delta": { "content": content } }],
+                })
+            );
+            let stream = futures::stream::repeat(chunk).map(move |c| {
+                let _held = &guard;
+                Ok::<_, Infallible>(c)
+            });
+            (
+                [(header::CONTENT_TYPE, "text/event-stream")],
+                Body::from_stream(stream),
+            )
+                .into_response()
+        }
         Turn::Hang | Turn::Gated { .. } => {
             let mut stop = shared.shutdown.clone();
             stop.wait_for(|&s| s).await.ok();

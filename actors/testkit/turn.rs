@@ -28,6 +28,12 @@ pub enum Turn {
     },
     /// Accept the request and never answer (until the server is dropped).
     Hang,
+    /// A stream of content deltas of `chunk_bytes` each that never ends (until the client
+    /// hangs up): a provider gone wrong.
+    Endless {
+        /// Bytes of content per chunk.
+        chunk_bytes: usize,
+    },
     /// Wait until the gate opens, then answer `then`.
     Gated {
         /// Opened by the test.

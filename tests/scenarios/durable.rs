@@ -2,7 +2,7 @@
 //! message once, finished tool calls not run again, a call that was running answered as
 //! interrupted — and re-queued tasks run in admission order.
 
-use super::system::{Child, last_user, task, up};
+use super::system::{Child, last_user, spawn_up, stop, task, up};
 use crate::support::{NET, Project, eventually};
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::{Value, json};
@@ -51,19 +51,6 @@ async fn until_succeeded(c: &Child, task_id: &str) -> Value {
     })
     .await;
     last
-}
-
-async fn stop(c: Child) {
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &c.child.id().to_string()])
-        .status();
-    let mut process = c.child;
-    let exit = tokio::time::timeout(NET, tokio::task::spawn_blocking(move || process.wait()))
-        .await
-        .expect("the daemon exits")
-        .unwrap()
-        .unwrap();
-    assert!(exit.success(), "{exit}");
 }
 
 fn tool_results(req: &Value) -> Vec<String> {
@@ -258,41 +245,15 @@ async fn three_thousand_sessions_under_a_256_descriptor_limit_all_answer() {
     let project = Project::new();
     project.write("agents.d/chat.toml", "");
     // The daemon's hard and soft limits are 256: it cannot raise them.
-    let mut child = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "ulimit -n 256 && exec {} up --port 0",
-            env!("CARGO_BIN_EXE_clawbus")
-        ))
-        .current_dir(project.path())
-        .env_remove("CLAWBUS_TOKEN")
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let line = tokio::time::timeout(
-        NET,
-        tokio::task::spawn_blocking(move || {
-            let mut line = String::new();
-            std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).unwrap();
-            line
-        }),
-    )
-    .await
-    .expect("the daemon announces its address in time")
-    .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_string();
-    let token = std::fs::read_to_string(project.state_dir().join("gateway.token"))
-        .unwrap()
-        .trim()
-        .to_string();
-    let pid = child.id();
+    let mut cmd = project.clawbus();
+    cmd.arg("-c").arg(format!(
+        "ulimit -n 256 && exec {} up --port 0",
+        env!("CARGO_BIN_EXE_clawbus")
+    ));
+    let sh = std::process::Command::new("sh");
+    let daemon = spawn_up(&project, with_env_of(sh, &cmd)).await;
+    let (url, token) = (daemon.url.clone(), daemon.token.clone());
+    let pid = daemon.child.id();
     let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
     let open_files = limits
         .lines()
@@ -357,13 +318,99 @@ async fn three_thousand_sessions_under_a_256_descriptor_limit_all_answer() {
         .unwrap();
     let count = listed["sessions"].as_array().map_or(0, Vec::len);
     assert!(count >= sessions, "{count} sessions listed");
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status();
-    let exit = tokio::time::timeout(NET, tokio::task::spawn_blocking(move || child.wait()))
-        .await
-        .expect("the daemon exits")
-        .unwrap()
-        .unwrap();
-    assert!(exit.success(), "{exit}");
+    stop(daemon).await;
+}
+
+/// `cmd` with the arguments of `like` and its folder and environment.
+fn with_env_of(
+    mut cmd: std::process::Command,
+    like: &std::process::Command,
+) -> std::process::Command {
+    cmd.args(like.get_args());
+    if let Some(dir) = like.get_current_dir() {
+        cmd.current_dir(dir);
+    }
+    for (k, v) in like.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    cmd
+}
+
+/// Resident memory of a process, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_model_stream_fails_at_the_cap_while_memory_stays_bounded() {
+    let server = ScriptedServer::with_responder(|req| {
+        if last_user(req) == "flood" {
+            Turn::Endless {
+                chunk_bytes: 64 * 1024,
+            }
+        } else {
+            Turn::text("fine")
+        }
+    })
+    .await;
+    let project = Project::new();
+    project
+        .with_mock_provider(&server.base_url(), "60s", 0)
+        .write("agents.d/chat.toml", "");
+    let daemon = up(&project).await;
+    let pid = daemon.child.id();
+    let flood = {
+        let (url, token) = (daemon.url.clone(), daemon.token.clone());
+        tokio::spawn(async move {
+            reqwest::Client::new()
+                .post(format!("{url}/v1/agents/chat/tasks"))
+                .bearer_auth(token)
+                .json(&json!({ "text": "flood", "wait": true }))
+                .timeout(NET)
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        })
+    };
+    // Another session answers while the flood streams.
+    let mut peak = 0;
+    for n in 0..5 {
+        let answer: Value = reqwest::Client::new()
+            .post(format!("{}/v1/agents/chat/tasks", daemon.url))
+            .bearer_auth(&daemon.token)
+            .json(&json!({ "text": format!("hello {n}"), "wait": true }))
+            .timeout(NET)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(answer["state"], "succeeded", "{answer}");
+        peak = peak.max(rss_kib(pid));
+    }
+    let failed = tokio::time::timeout(NET, flood).await.unwrap().unwrap();
+    peak = peak.max(rss_kib(pid));
+    assert_eq!(failed["state"], "failed", "{failed}");
+    let error = failed["error"].as_str().unwrap();
+    assert!(
+        error.contains("4194304") || error.contains("4 MiB"),
+        "names the cap: {error}"
+    );
+    assert!(
+        peak > 0 && peak < 64 * 1024,
+        "RSS stayed under 64 MiB: {peak} KiB"
+    );
+    stop(daemon).await;
 }

@@ -1,11 +1,12 @@
 //! One system: routing at ingress, lanes from the envelope, task events on the bus and their SSE
 //! replay, request-id conflicts, and the graceful drain of a real `clawbus up` process.
 
-use crate::support::{NET, Project, eventually, get_json, post_task};
+use crate::support::{
+    NET, Project, eventually, first_line_async, get_json, post_task, wait_child_async,
+};
 use bus::Bus as _;
 use clawbus::testkit::{Gate, ScriptedServer, Turn};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -352,25 +353,20 @@ pub struct Child {
 
 /// Starts `clawbus up` in the project and reads its address and token.
 pub async fn up(project: &Project) -> Child {
-    let mut child = project
-        .clawbus()
-        .args(["up", "--port", "0"])
+    let mut cmd = project.clawbus();
+    cmd.args(["up", "--port", "0"]);
+    spawn_up(project, cmd).await
+}
+
+/// Spawns `cmd` (which runs `clawbus up --port 0` in the project) and reads its address and
+/// token.
+pub async fn spawn_up(project: &Project, mut cmd: std::process::Command) -> Child {
+    let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let line = tokio::time::timeout(
-        NET,
-        tokio::task::spawn_blocking(move || {
-            let mut line = String::new();
-            BufReader::new(stdout).read_line(&mut line).unwrap();
-            line
-        }),
-    )
-    .await
-    .expect("the daemon announces its address in time")
-    .unwrap();
+    let line = first_line_async(child.stdout.take().unwrap()).await;
     let url = line
         .trim()
         .strip_prefix("listening on ")
@@ -381,6 +377,15 @@ pub async fn up(project: &Project) -> Child {
         .trim()
         .to_string();
     Child { child, url, token }
+}
+
+/// Stops a child daemon with SIGTERM and checks it exits 0.
+pub async fn stop(c: Child) {
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &c.child.id().to_string()])
+        .status();
+    let exit = wait_child_async(c.child).await;
+    assert!(exit.success(), "{exit}");
 }
 
 /// A task's record from a child daemon.
@@ -459,12 +464,7 @@ async fn sigterm_lets_running_turns_finish_within_the_grace_and_the_rest_run_on_
     assert_eq!(status, 200, "{slow}");
     assert_eq!(slow["state"], "succeeded");
     assert_eq!(slow["result"]["text"], "re: slow 1");
-    let mut child = first.child;
-    let exit = tokio::time::timeout(NET, tokio::task::spawn_blocking(move || child.wait()))
-        .await
-        .expect("the daemon exits after its grace period")
-        .unwrap()
-        .unwrap();
+    let exit = wait_child_async(first.child).await;
     assert!(exit.success(), "a drained shutdown exits 0, got {exit}");
     for waiter in waiters {
         let (status, answer) = tokio::time::timeout(NET, waiter).await.unwrap().unwrap();
@@ -523,14 +523,5 @@ async fn sigterm_lets_running_turns_finish_within_the_grace_and_the_rest_run_on_
         2,
         "stopped once, run once more: {texts:?}"
     );
-    let mut child = second.child;
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let exit = tokio::time::timeout(NET, tokio::task::spawn_blocking(move || child.wait()))
-        .await
-        .expect("the second daemon exits")
-        .unwrap()
-        .unwrap();
-    assert!(exit.success(), "{exit}");
+    stop(second).await;
 }

@@ -20,6 +20,12 @@ use uuid::Uuid;
 /// non-terminal events are left out of the log (they are still published). The terminal event
 /// is always kept.
 pub const MAX_EVENTS_PER_TASK: usize = 4096;
+/// Bytes of streamed text (deltas) kept per task for replays; past it deltas are still
+/// published live but left out of the log (the final text is in the task's outcome).
+pub const MAX_DELTA_BYTES_PER_TASK: usize = 256 * 1024;
+/// Bytes of streamed text kept over every log together; past it the logs of ended tasks go,
+/// oldest first.
+pub const MAX_DELTA_BYTES: usize = 32 * 1024 * 1024;
 /// Task logs kept; past it the logs of ended tasks go first (oldest first), then the events of
 /// running ones (their sequence counters stay).
 pub const MAX_TASK_LOGS: usize = 10_000;
@@ -58,12 +64,16 @@ struct TaskLog {
     terminal: bool,
     /// Creation order, for eviction.
     born: u64,
+    /// Bytes of delta text kept.
+    bytes: usize,
 }
 
 #[derive(Default)]
 struct State {
     logs: HashMap<Uuid, TaskLog>,
     born: u64,
+    /// Bytes of delta text kept over every log.
+    bytes: usize,
 }
 
 /// Every task's recent events.
@@ -122,6 +132,7 @@ impl EventLog {
                 events: Vec::new(),
                 terminal: false,
                 born: state.born,
+                bytes: 0,
             };
             if kind != TaskEventKind::Queued {
                 log.events
@@ -137,7 +148,11 @@ impl EventLog {
         let ev = event(&log.header, log.next_seq, now, kind);
         log.next_seq += 1;
         log.terminal = ev.is_terminal();
-        keep(log, ev.clone(), self.max_events);
+        let kept = keep(log, ev.clone(), self.max_events);
+        state.bytes += kept;
+        if state.bytes > MAX_DELTA_BYTES {
+            shed_bytes(&mut state);
+        }
         for topic in [Topic::task_events(ev.task_id), Topic::events_for(&ev.topic)] {
             match ev.to_envelope(topic) {
                 Ok(env) => self.broker.do_send(Publish(env)),
@@ -192,7 +207,9 @@ impl EventLog {
         ended.sort_unstable();
         let excess = state.logs.len().saturating_sub(target);
         for (_, id) in ended.into_iter().take(excess) {
-            state.logs.remove(&id);
+            if let Some(gone) = state.logs.remove(&id) {
+                state.bytes = state.bytes.saturating_sub(gone.bytes);
+            }
         }
         if state.logs.len() >= self.max_logs {
             let mut running: Vec<(u64, Uuid)> = state
@@ -205,6 +222,8 @@ impl EventLog {
             for (_, id) in running.into_iter().take(self.max_logs / 10 + 1) {
                 if let Some(l) = state.logs.get_mut(&id) {
                     l.events = Vec::new();
+                    state.bytes = state.bytes.saturating_sub(l.bytes);
+                    l.bytes = 0;
                 }
             }
         }
@@ -222,11 +241,40 @@ fn event(header: &Header, seq: u64, ts_ms: u64, kind: TaskEventKind) -> TaskEven
     }
 }
 
-/// Keeps `ev` in the log within `max` events (the terminal event always).
-fn keep(log: &mut TaskLog, ev: TaskEvent, max: usize) {
+/// Drops the logs of ended tasks, oldest first, until the kept text is under 90% of
+/// [`MAX_DELTA_BYTES`].
+fn shed_bytes(state: &mut State) {
+    let mut ended: Vec<(u64, Uuid)> = state
+        .logs
+        .values()
+        .filter(|l| l.terminal && l.bytes > 0)
+        .map(|l| (l.born, l.header.task_id))
+        .collect();
+    ended.sort_unstable();
+    for (_, id) in ended {
+        if state.bytes <= MAX_DELTA_BYTES / 10 * 9 {
+            break;
+        }
+        if let Some(gone) = state.logs.remove(&id) {
+            state.bytes = state.bytes.saturating_sub(gone.bytes);
+        }
+    }
+}
+
+/// Keeps `ev` in the log within `max` events and [`MAX_DELTA_BYTES_PER_TASK`] of text (the
+/// terminal event always). Returns the delta bytes it kept.
+fn keep(log: &mut TaskLog, ev: TaskEvent, max: usize) -> usize {
+    let bytes = match &ev.event {
+        TaskEventKind::Delta { text } => text.len(),
+        _ => 0,
+    };
+    if bytes > 0 && log.bytes + bytes > MAX_DELTA_BYTES_PER_TASK {
+        return 0;
+    }
     if log.events.len() < max || ev.is_terminal() {
         log.events.push(ev);
-        return;
+        log.bytes += bytes;
+        return bytes;
     }
     if let TaskEventKind::Delta { text } = &ev.event {
         if let Some(last) = log.events.last_mut() {
@@ -234,9 +282,12 @@ fn keep(log: &mut TaskLog, ev: TaskEvent, max: usize) {
                 kept.push_str(text);
                 last.seq = ev.seq;
                 last.ts_ms = ev.ts_ms;
+                log.bytes += bytes;
+                return bytes;
             }
         }
     }
+    0
 }
 
 /// Replays synthesised from a task record, when no log is kept for it: `Queued`, then the
