@@ -147,6 +147,29 @@ pub fn render_entry(e: &serde_json::Value) -> String {
             e["outcome"].as_str().unwrap_or_default(),
             e["reason"].as_str().unwrap_or_default()
         ),
+        "tool_call_started" => format!(
+            "[{at}] — tool {} started (call {})",
+            e["name"].as_str().unwrap_or_default(),
+            e["call_id"].as_str().unwrap_or_default()
+        ),
+        "run_resumed" => {
+            let interrupted: Vec<&str> = e["interrupted"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c.as_str())
+                .collect();
+            let calls = if interrupted.is_empty() {
+                String::new()
+            } else {
+                format!("; interrupted calls: {}", interrupted.join(", "))
+            };
+            format!(
+                "[{at}] — run {} resumed after a stop (attempt {}){calls}",
+                e["request_id"].as_str().unwrap_or_default(),
+                e["attempt"]
+            )
+        }
         "session" => format!("[{at}] — session started"),
         other => format!("[{at}] ({other}) {e}"),
     }

@@ -136,6 +136,22 @@ async fn kill_9_after_a_write_resumes_without_writing_again_or_repeating_the_mes
         .filter(|l| l["type"] == "message" && l["message"]["role"] == "user")
         .count();
     assert_eq!(users, 1, "the user message is in the transcript once");
+    let shown = crate::support::run_cmd({
+        let mut cmd = project.clawbus();
+        cmd.args([
+            "sessions",
+            "show",
+            "agent:chat:api:direct:s",
+            "--url",
+            &second.url,
+        ])
+        .env("CLAWBUS_TOKEN", &second.token);
+        cmd
+    })
+    .await;
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(text.contains("tool write started"), "{text}");
+    assert!(text.contains("resumed after a stop (attempt 2)"), "{text}");
     stop(second).await;
 }
 
