@@ -13,6 +13,7 @@
 //! - [`skills`]: `SKILL.md` folders — sources, gating, per-session snapshots, the prompt's skill list.
 //! - [`agent`]: the agent actor and its tool-call loop.
 //! - [`approvals`]: requests for a person's approval (exec in `ask` mode), stored in sled, answered from the CLI or HTTP.
+//! - [`cron`]: the cron scheduler — jobs in sled, leases, missed fires, backoff, run history.
 //! - [`router`]: session keys and the routing of inbound messages to agents.
 //! - [`session`]: session actors (the session lane), JSONL transcripts, the session index, compaction.
 //! - [`origin`]: the typed origin a channel sets on a task (channel, peer, session, lane, parent).
@@ -25,6 +26,7 @@ pub mod agent;
 pub mod approvals;
 pub mod cli;
 pub mod config;
+pub mod cron;
 pub mod gateway;
 pub mod ids;
 pub mod lane;

@@ -1,0 +1,168 @@
+//! Managing jobs: add, update, remove, enable/disable, run now, list, history.
+
+use super::fire::FireKind;
+use super::job::{Job, JobId};
+use super::schedule::Compiled;
+use super::scheduler::{Fired, JobView, Scheduler};
+use super::spec::{JobSpec, SpecContext, SpecError};
+use super::state::{JobState, Lease, RunRecord};
+use super::store::StoreError;
+
+/// Why a cron operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CronError {
+    /// The spec was refused; nothing was stored.
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    /// The store failed, or the job is unknown or taken.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// `run_now` of a job that is running.
+    #[error("cron job {0:?} is running")]
+    Running(JobId),
+    /// The fire could not be submitted.
+    #[error("cron job {job:?} could not fire: {reason}")]
+    Fire {
+        /// The job.
+        job: JobId,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl Scheduler {
+    fn context(&self) -> SpecContext<'_> {
+        SpecContext {
+            agents: &self.inner.settings.agents,
+            default_tz: self.inner.settings.default_tz,
+            now_ms: self.inner.clock.now_ms(),
+        }
+    }
+
+    fn next_fire(&self, job: &Job) -> Result<Option<u64>, CronError> {
+        if !job.enabled {
+            return Ok(None);
+        }
+        let compiled =
+            Compiled::new(&job.schedule, job.created_at).map_err(|reason| CronError::Fire {
+                job: job.id.clone(),
+                reason,
+            })?;
+        let now = self.inner.clock.now_ms();
+        // An `every` job anchored at its creation fires first one period later.
+        Ok(compiled.next_after(now))
+    }
+
+    fn existing(&self, id: &JobId) -> Result<Job, CronError> {
+        self.inner
+            .store
+            .job(id)?
+            .ok_or_else(|| CronError::Store(StoreError::UnknownJob(id.clone())))
+    }
+
+    /// Checks and stores a new job; nothing is stored on error.
+    pub fn add(&self, spec: &JobSpec) -> Result<Job, CronError> {
+        let job = spec.validate(&self.context(), None)?;
+        let state = JobState {
+            next_fire_ms: self.next_fire(&job)?,
+            ..JobState::default()
+        };
+        self.inner.store.insert(&job, &state)?;
+        self.inner.wake.notify_one();
+        Ok(job)
+    }
+
+    /// Replaces a job's definition (its id, creation time, history and running lease stay);
+    /// the next fire is recomputed. Nothing is stored on error.
+    pub fn update(&self, id: &JobId, spec: &JobSpec) -> Result<Job, CronError> {
+        let old = self.existing(id)?;
+        let job = spec.validate(&self.context(), Some(&old))?;
+        let next = self.next_fire(&job)?;
+        self.inner.store.put_job(&job)?;
+        self.inner.store.update_state(id, |s| {
+            let mut new = s.clone();
+            new.next_fire_ms = next;
+            Some((new, ()))
+        })?;
+        self.inner.wake.notify_one();
+        Ok(job)
+    }
+
+    /// Removes a job and its history.
+    pub fn remove(&self, id: &JobId) -> Result<(), CronError> {
+        if !self.inner.store.remove(id)? {
+            return Err(StoreError::UnknownJob(id.clone()).into());
+        }
+        self.inner.wake.notify_one();
+        Ok(())
+    }
+
+    /// Enables or disables a job. Enabling schedules from now: fires missed while disabled
+    /// are not caught up.
+    pub fn set_enabled(&self, id: &JobId, enabled: bool) -> Result<Job, CronError> {
+        let mut job = self.existing(id)?;
+        job.enabled = enabled;
+        job.updated_at = self.inner.clock.now_ms();
+        let next = self.next_fire(&job)?;
+        self.inner.store.put_job(&job)?;
+        self.inner.store.update_state(id, |s| {
+            let mut new = s.clone();
+            new.next_fire_ms = next;
+            Some((new, ()))
+        })?;
+        self.inner.wake.notify_one();
+        Ok(job)
+    }
+
+    /// Fires a job now, out of schedule, on the cron lane (`request_id` `cron:<jobId>:<now>`);
+    /// its schedule, failures and backoff are left as they were. [`CronError::Running`] while a
+    /// run of it holds a lease.
+    pub async fn run_now(&self, id: &JobId) -> Result<Fired, CronError> {
+        let job = self.existing(id)?;
+        let now = self.inner.clock.now_ms();
+        let owner = self.inner.owner.clone();
+        let until = now.saturating_add(self.inner.settings.lease_ttl_ms());
+        let taken = self.inner.store.update_state(id, |s| {
+            if s.is_running(now) {
+                return None;
+            }
+            let mut new = s.clone();
+            new.lease = Some(Lease {
+                owner: owner.clone(),
+                until_ms: until,
+                scheduled_ms: now,
+                task_id: None,
+            });
+            Some((new, ()))
+        })?;
+        if taken.is_none() {
+            return Err(CronError::Running(id.clone()));
+        }
+        self.fire(&job, now, FireKind::Manual)
+            .await
+            .map_err(|reason| CronError::Fire {
+                job: id.clone(),
+                reason,
+            })
+    }
+
+    /// Every job with its state, by id.
+    pub fn list(&self) -> Result<Vec<JobView>, CronError> {
+        let store = &self.inner.store;
+        store
+            .jobs()?
+            .into_iter()
+            .map(|job| {
+                let state = store.state(&job.id)?.unwrap_or_default();
+                Ok(JobView { job, state })
+            })
+            .collect()
+    }
+
+    /// A job's run history (the last 50), oldest first.
+    pub fn runs(&self, id: &JobId) -> Result<Vec<RunRecord>, CronError> {
+        self.existing(id)?;
+        Ok(self.inner.store.runs(id)?)
+    }
+}

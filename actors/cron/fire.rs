@@ -1,0 +1,251 @@
+//! One fire: the task submitted on the `cron` lane, its lease renewed while it runs, its
+//! outcome recorded (history, backoff, one-shot end, announce, events).
+
+use super::event::{CronEvent, CronEventKind};
+use super::job::{Job, SessionTarget};
+use super::schedule::Compiled;
+use super::scheduler::{Fired, Inner, Scheduler};
+use super::state::RunOutcome;
+use crate::config::CRON_LANE;
+use crate::ids::AgentId;
+use crate::origin::Origin;
+use crate::router::SessionKey;
+use bus::{BusError, Envelope, Outcome, RequestId, TaskRecord, Topic};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// The reply that is never delivered.
+pub const NO_REPLY: &str = "NO_REPLY";
+
+/// Why a job fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FireKind {
+    /// Its schedule came due: the run moves the schedule on, counts for backoff and ends a
+    /// one-shot job.
+    Scheduled,
+    /// `run_now`: out of schedule, leaves the schedule as it was.
+    Manual,
+}
+
+/// The request id of a fire: `cron:<jobId>:<scheduled ms>`.
+pub fn request_id(job: &Job, scheduled_ms: u64) -> Result<RequestId, String> {
+    RequestId::parse(&format!("cron:{}:{scheduled_ms}", job.id))
+}
+
+/// The origin of a fire's task: channel and lane `cron`, the session the job targets.
+pub fn origin(job: &Job, scheduled_ms: u64) -> Origin {
+    let agent = AgentId::new(job.agent.clone());
+    let session_key = match job.session {
+        SessionTarget::Main => SessionKey::main(&agent),
+        SessionTarget::Isolated => {
+            SessionKey::peer(&agent, "cron", job.id.as_str(), &scheduled_ms.to_string())
+        }
+    };
+    Origin {
+        channel: "cron".into(),
+        chat_type: "job".into(),
+        peer: job.id.to_string(),
+        session_name: None,
+        session_key: Some(session_key),
+        lane: CRON_LANE.into(),
+        parent_task: None,
+    }
+}
+
+/// A bus outcome as a run outcome, with its error text.
+pub fn outcome_of(o: &Outcome) -> (RunOutcome, Option<String>) {
+    match o {
+        Outcome::Succeeded { .. } => (RunOutcome::Succeeded, None),
+        Outcome::Failed { error } => (RunOutcome::Failed, Some(error.clone())),
+        Outcome::TimedOut { error } => (RunOutcome::TimedOut, Some(error.clone())),
+        Outcome::Cancelled { reason } => (RunOutcome::Cancelled, Some(reason.clone())),
+        _ => (RunOutcome::Failed, Some("unknown outcome".into())),
+    }
+}
+
+impl Scheduler {
+    /// Submits the fire whose lease this scheduler holds, then awaits its run in a spawned task.
+    /// On a submit failure the lease is let go (the fire stays due).
+    pub(crate) async fn fire(
+        &self,
+        job: &Job,
+        scheduled_ms: u64,
+        kind: FireKind,
+    ) -> Result<Fired, String> {
+        let inner = &self.inner;
+        let submitted = submit(inner, job, scheduled_ms).await;
+        let (request_id, record, duplicate) = match submitted {
+            Ok(ok) => ok,
+            Err(e) => {
+                let _ = release(inner, job, scheduled_ms);
+                return Err(e);
+            }
+        };
+        let task_id = record.task_id;
+        let next = match kind {
+            FireKind::Scheduled => Compiled::new(&job.schedule, job.created_at)
+                .map_err(|e| e.to_string())?
+                .next_after(inner.clock.now_ms()),
+            FireKind::Manual => None,
+        };
+        let owner = inner.owner.clone();
+        inner
+            .store
+            .update_state(&job.id, |s| {
+                let lease = s.lease.as_ref()?;
+                if lease.owner != owner || lease.scheduled_ms != scheduled_ms {
+                    return None;
+                }
+                let mut new = s.clone();
+                if let Some(l) = new.lease.as_mut() {
+                    l.task_id = Some(task_id);
+                }
+                if kind == FireKind::Scheduled {
+                    new.next_fire_ms = next;
+                }
+                Some((new, ()))
+            })
+            .map_err(|e| e.to_string())?;
+        inner
+            .publish(CronEvent {
+                job_id: job.id.clone(),
+                kind: CronEventKind::Fired,
+                scheduled_ms,
+                task_id: Some(task_id),
+                outcome: None,
+            })
+            .await;
+        let started = inner.clock.now_ms();
+        let run = Run {
+            inner: inner.clone(),
+            job: job.clone(),
+            scheduled_ms,
+            kind,
+            request_id: request_id.clone(),
+            task_id,
+            started,
+        };
+        self.fires.lock().await.spawn(run.await_outcome());
+        Ok(Fired {
+            job_id: job.id.clone(),
+            scheduled_ms,
+            request_id,
+            task_id,
+            duplicate,
+        })
+    }
+}
+
+async fn submit(
+    inner: &Inner,
+    job: &Job,
+    scheduled_ms: u64,
+) -> Result<(RequestId, TaskRecord, bool), String> {
+    let request_id = request_id(job, scheduled_ms)?;
+    let env = Envelope::task(
+        Topic::agent(&job.agent),
+        request_id.clone(),
+        json!({ "text": job.payload.task_text() }),
+    )
+    .from("cron");
+    let env = origin(job, scheduled_ms).apply(env);
+    match inner.bus.submit(env).await {
+        Ok(a) => Ok((request_id, a.task, a.duplicate)),
+        // The request id already ran other work (the job changed between two schedulers'
+        // fires): the fire happened; await that task.
+        Err(BusError::Conflict { .. }) => match inner.bus.lookup(&request_id).await {
+            Ok(Some(rec)) => Ok((request_id, rec, true)),
+            Ok(None) => Err(format!("request id {request_id} conflicts but is unknown")),
+            Err(e) => Err(e.to_string()),
+        },
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Lets go of this scheduler's lease on a fire.
+fn release(inner: &Inner, job: &Job, scheduled_ms: u64) -> Result<Option<()>, String> {
+    let owner = inner.owner.clone();
+    inner
+        .store
+        .update_state(&job.id, |s| {
+            let l = s.lease.as_ref()?;
+            (l.owner == owner && l.scheduled_ms == scheduled_ms).then(|| {
+                let mut new = s.clone();
+                new.lease = None;
+                (new, ())
+            })
+        })
+        .map_err(|e| e.to_string())
+}
+
+/// A submitted fire being awaited.
+pub(crate) struct Run {
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) job: Job,
+    pub(crate) scheduled_ms: u64,
+    pub(crate) kind: FireKind,
+    pub(crate) request_id: RequestId,
+    pub(crate) task_id: Uuid,
+    pub(crate) started: u64,
+}
+
+impl Run {
+    async fn await_outcome(self) {
+        let timeout = self.inner.settings.run_timeout;
+        let waited = tokio::select! {
+            r = self.inner.bus.wait(&self.request_id, timeout) => r,
+            () = self.renew() => return,
+        };
+        let (outcome, error, text) = match waited {
+            Ok(rec) => match &rec.outcome {
+                Some(o) => {
+                    let (outcome, error) = outcome_of(o);
+                    let text = rec
+                        .result()
+                        .and_then(|r| r.get("text"))
+                        .and_then(|t| t.as_str());
+                    (outcome, error, text.map(str::to_string))
+                }
+                None => (RunOutcome::Failed, Some("no outcome recorded".into()), None),
+            },
+            Err(BusError::TimedOut { after }) => {
+                let reason = format!("cron run timed out after {after:?}");
+                let _ = self.inner.bus.cancel(&self.request_id, &reason).await;
+                (RunOutcome::TimedOut, Some(reason), None)
+            }
+            Err(e) => (RunOutcome::Failed, Some(e.to_string()), None),
+        };
+        self.finish(outcome, error, text).await;
+        self.inner.wake.notify_one();
+    }
+
+    /// Renews the lease every third of its TTL; returns when it is no longer ours.
+    async fn renew(&self) {
+        let every = (self.inner.settings.lease_ttl / 3).max(Duration::from_millis(10));
+        loop {
+            tokio::time::sleep(every).await;
+            let until = self
+                .inner
+                .clock
+                .now_ms()
+                .saturating_add(self.inner.settings.lease_ttl_ms());
+            let owner = self.inner.owner.clone();
+            let renewed = self.inner.store.update_state(&self.job.id, |s| {
+                let l = s.lease.as_ref()?;
+                (l.owner == owner && l.scheduled_ms == self.scheduled_ms).then(|| {
+                    let mut new = s.clone();
+                    if let Some(l) = new.lease.as_mut() {
+                        l.until_ms = until;
+                    }
+                    (new, ())
+                })
+            });
+            if !matches!(renewed, Ok(Some(()))) {
+                // Lost (or the job is gone): keep waiting for the outcome without a lease.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! A cron job as stored and listed, in OpenClaw's shape (`schedule`, `payload`, `session`,
+//! `delivery`), with typed ids and enums.
+
+use chrono::{DateTime, FixedOffset};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A job's id: 1–64 characters of `[A-Za-z0-9_-]` (a UUIDv7 unless the caller chose one), so it
+/// is one token of a topic (`events.cron.<id>`), a request id and a session key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JobId(String);
+
+impl JobId {
+    /// A fresh, time-ordered id.
+    pub fn random() -> Self {
+        Self(uuid::Uuid::now_v7().to_string())
+    }
+
+    /// Checks a caller-chosen id.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let ok = !s.is_empty()
+            && s.len() <= 64
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if ok {
+            Ok(Self(s.to_string()))
+        } else {
+            Err(format!(
+                "invalid job id {s:?} (expected 1-64 characters of A-Z, a-z, 0-9, '-' or '_')"
+            ))
+        }
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// When a job fires.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Schedule {
+    /// Once, at an instant (RFC 3339 on the wire).
+    At {
+        /// The instant.
+        at: DateTime<FixedOffset>,
+    },
+    /// Every `every_ms` milliseconds, at `anchor_ms + k × every_ms` (the anchor defaults to the
+    /// job's creation time).
+    Every {
+        /// The period, > 0.
+        every_ms: u64,
+        /// The instant the periods count from (Unix ms).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        anchor_ms: Option<u64>,
+    },
+    /// A 5-field (`min hour dom month dow`) or 6-field (seconds first) cron expression,
+    /// evaluated in the IANA timezone `tz`; see [`crate::cron::schedule`] for DST.
+    Cron {
+        /// The expression as the user wrote it.
+        expr: String,
+        /// The IANA timezone name (`Europe/Paris`).
+        tz: String,
+    },
+}
+
+impl Schedule {
+    /// True for the one-shot `at` schedule.
+    pub fn is_one_shot(&self) -> bool {
+        matches!(self, Self::At { .. })
+    }
+}
+
+/// What kind of turn a fire starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum PayloadKind {
+    /// Wakes the agent with a system line (the message, marked [`SYSTEM_EVENT_MARKER`]).
+    SystemEvent,
+    /// Gives the agent the message as a task.
+    AgentTurn,
+}
+
+/// The marker put before a `systemEvent` message in the task text.
+pub const SYSTEM_EVENT_MARKER: &str = "[system event] ";
+
+/// What a fire asks of the agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Payload {
+    /// System line or task.
+    pub kind: PayloadKind,
+    /// The text (non-empty).
+    pub message: String,
+}
+
+impl Payload {
+    /// The task text sent to the agent: the message, after the system marker for `systemEvent`.
+    pub fn task_text(&self) -> String {
+        match self.kind {
+            PayloadKind::SystemEvent => format!("{SYSTEM_EVENT_MARKER}{}", self.message),
+            PayloadKind::AgentTurn => self.message.clone(),
+        }
+    }
+}
+
+/// Which session a fire runs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SessionTarget {
+    /// The agent's main session, `agent:<id>:main`.
+    Main,
+    /// A fresh session per run, `agent:<id>:cron:<jobId>:<scheduled ms>`.
+    #[default]
+    Isolated,
+}
+
+/// Whether the final text of a run is delivered somewhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum DeliveryMode {
+    /// Published to `channel.<channel>.out` (never a `NO_REPLY` text).
+    Announce,
+    /// Kept in the run's task record only.
+    #[default]
+    None,
+}
+
+/// Where the final text of a run goes.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Delivery {
+    /// Announce or not.
+    pub mode: DeliveryMode,
+    /// The channel announced to (required for `announce`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+    /// The recipient on that channel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+}
+
+/// What happens to fires missed while no scheduler ran (or more than the grace late).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum CatchUp {
+    /// The most recent missed fire runs once; the older ones are recorded as skipped.
+    #[default]
+    Latest,
+    /// Every missed fire is recorded as skipped.
+    None,
+}
+
+/// A stored job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Job {
+    /// Its id.
+    pub id: JobId,
+    /// A name for people.
+    pub name: String,
+    /// The agent it runs on.
+    pub agent: String,
+    /// When it fires.
+    pub schedule: Schedule,
+    /// What a fire asks.
+    pub payload: Payload,
+    /// Which session a fire runs in.
+    pub session: SessionTarget,
+    /// Where the final text goes.
+    #[serde(default)]
+    pub delivery: Delivery,
+    /// Disabled jobs never fire on schedule.
+    pub enabled: bool,
+    /// The missed-fire policy.
+    #[serde(default)]
+    pub catch_up: CatchUp,
+    /// One-shot jobs: deleted after their run instead of disabled.
+    #[serde(default)]
+    pub delete_after_run: bool,
+    /// Unix ms.
+    pub created_at: u64,
+    /// Unix ms.
+    pub updated_at: u64,
+}

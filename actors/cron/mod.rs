@@ -1,0 +1,39 @@
+//! The cron scheduler: jobs that make agents act on their own, at most once per fire, in the
+//! right timezone.
+//!
+//! - [`job`]: [`Job`] in OpenClaw's shape; [`spec`]: [`JobSpec`], checked into a job.
+//! - [`expr`]: 5/6-field cron expressions; [`schedule`]: the next fire, DST rules.
+//! - [`state`]: leases, failures, backoff, run records; [`store`]: the sled trees.
+//! - [`scheduler`]: [`Scheduler::tick`], the firing step; `fire`/`finish`: one run.
+//! - [`admin`]: add, update, remove, enable, run now, list, history; [`handle`]: the loop.
+//! - [`event`]: what is published on `events.cron.<jobId>`.
+
+pub mod admin;
+pub mod event;
+pub mod expr;
+mod finish;
+pub mod fire;
+pub mod handle;
+pub mod job;
+mod reclaim;
+pub mod schedule;
+pub mod scheduler;
+pub mod settings;
+pub mod spec;
+pub mod state;
+pub mod store;
+#[cfg(test)]
+mod tests;
+
+pub use admin::CronError;
+pub use event::{CronEvent, CronEventKind};
+pub use handle::SchedulerHandle;
+pub use job::{
+    CatchUp, Delivery, DeliveryMode, Job, JobId, Payload, PayloadKind, Schedule, SessionTarget,
+};
+pub use schedule::Compiled;
+pub use scheduler::{Fired, JobView, Scheduler, Skipped, TickReport};
+pub use settings::Settings;
+pub use spec::{JobSpec, ScheduleSpec, SpecContext, SpecError};
+pub use state::{JobState, Lease, RunOutcome, RunRecord};
+pub use store::{CronStore, StoreError};

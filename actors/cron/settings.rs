@@ -1,0 +1,49 @@
+//! The scheduler's settings.
+
+use chrono_tz::Tz;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// How a scheduler runs. Build with [`Settings::new`] (the timezone is never assumed).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The timezone of cron schedules that name none: the gateway's configured one.
+    pub default_tz: Tz,
+    /// The agents jobs may run on.
+    pub agents: BTreeSet<String>,
+    /// How long a lease holds without renewal (renewed every third of it while the run lives).
+    pub lease_ttl: Duration,
+    /// How long a run is awaited before it is cancelled and recorded `timed_out`.
+    pub run_timeout: Duration,
+    /// A fire at most this late is on time; later it is missed, and the job's catch-up policy
+    /// decides whether it runs.
+    pub misfire_grace: Duration,
+    /// The longest the loop sleeps between ticks (so wall-clock jumps are noticed).
+    pub max_sleep: Duration,
+}
+
+impl Settings {
+    /// Defaults: lease 5 min, run timeout 30 min, grace 60 s, sleep at most 60 s.
+    pub fn new(default_tz: Tz, agents: impl IntoIterator<Item = String>) -> Self {
+        Self {
+            default_tz,
+            agents: agents.into_iter().collect(),
+            lease_ttl: Duration::from_secs(300),
+            run_timeout: Duration::from_secs(1800),
+            misfire_grace: Duration::from_secs(60),
+            max_sleep: Duration::from_secs(60),
+        }
+    }
+
+    pub(crate) fn lease_ttl_ms(&self) -> u64 {
+        ms(self.lease_ttl)
+    }
+
+    pub(crate) fn misfire_grace_ms(&self) -> u64 {
+        ms(self.misfire_grace)
+    }
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
