@@ -167,8 +167,10 @@ fn check(global: &Global) -> ExitCode {
 
 /// A tokio runtime for the CLI's own HTTP calls.
 fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    // As many workers as cores this process may use (`taskset` is respected), at least 2.
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(workers)
         .enable_all()
         .build()
         .map_err(|e| {

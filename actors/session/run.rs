@@ -363,8 +363,13 @@ impl Run {
         // Every event of the turn is on the bus before its terminal one.
         forwarder.finish(events).await;
         entries.extend(journal.into_written());
-        // The turn's lines are durable before its outcome is recorded and answered.
-        if let Err(e) = self.transcript.sync() {
+        // The turn's lines are durable before its outcome is recorded and answered. The sync
+        // waits on the disk off the session's thread, so other sessions there keep running.
+        let transcript = self.transcript.clone();
+        let synced = tokio::task::spawn_blocking(move || transcript.sync())
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        if let Err(e) = synced {
             return End::failed(entries, format!("transcript sync failed: {e}"));
         }
         let (outcome, iterations, usage) = match turn {

@@ -127,3 +127,55 @@ async fn a_new_task_does_not_overtake_parked_ones() {
         r.unwrap();
     }
 }
+
+#[actix_rt::test]
+async fn exact_and_wildcard_subscribers_both_hear_a_topic_and_unsubscribe_cleanly() {
+    use bus::Bus as _;
+    let dir = tempfile::tempdir().unwrap();
+    let bus = LocalBus::open(dir.path(), options(ManualClock::new(conformance::T0))).unwrap();
+    let topic = bus::Topic::parse("events.task.x").unwrap();
+    let mut exact_a = bus.subscribe(topic.clone()).await.unwrap();
+    let exact_b = bus.subscribe(topic.clone()).await.unwrap();
+    let mut wild = bus
+        .subscribe(bus::Topic::parse("events.>").unwrap())
+        .await
+        .unwrap();
+    bus.publish(bus::Envelope::event(topic.clone(), serde_json::json!(1)))
+        .await
+        .unwrap();
+    for sub in [&mut exact_a, &mut wild] {
+        let d = tokio::time::timeout(conformance::NET, sub.next())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(d.envelope().payload, serde_json::json!(1));
+    }
+    // One exact subscriber leaves; the other and the wildcard one still hear the topic.
+    drop(exact_b);
+    bus.publish(bus::Envelope::event(topic.clone(), serde_json::json!(2)))
+        .await
+        .unwrap();
+    for sub in [&mut exact_a, &mut wild] {
+        let d = tokio::time::timeout(conformance::NET, sub.next())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(d.envelope().payload, serde_json::json!(2));
+    }
+    // Another concrete topic reaches the wildcard subscriber only.
+    let other = bus::Topic::parse("events.task.y").unwrap();
+    bus.publish(bus::Envelope::event(other, serde_json::json!(3)))
+        .await
+        .unwrap();
+    let d = tokio::time::timeout(conformance::NET, wild.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(d.envelope().payload, serde_json::json!(3));
+    assert!(
+        tokio::time::timeout(std::time::Duration::from_millis(50), exact_a.next())
+            .await
+            .is_err(),
+        "the exact subscriber of events.task.x hears nothing of events.task.y"
+    );
+}

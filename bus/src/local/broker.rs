@@ -6,7 +6,7 @@ use crate::store::TaskStore;
 use crate::task::Outcome;
 use crate::topic::Topic;
 use actix::{Actor, ActorFutureExt as _, AsyncContext, Context, Handler, Message, WrapFuture as _};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -32,6 +32,11 @@ pub(super) struct Broker {
     /// Deliveries of one task before it fails for good.
     max_attempts: u32,
     subs: Vec<Sub>,
+    /// Broadcast subscriptions to one concrete topic (a waiter's `events.task.<id>`), by topic:
+    /// a publish finds them without matching every subscription.
+    exact: HashMap<Topic, Vec<Sub>>,
+    /// The topic of each subscription in `exact`, by id.
+    exact_of: HashMap<u64, Topic>,
     next_id: u64,
     /// Round-robin cursor over consumers.
     turn: usize,
@@ -54,6 +59,8 @@ impl Broker {
             acker,
             max_attempts,
             subs: Vec::new(),
+            exact: HashMap::new(),
+            exact_of: HashMap::new(),
             next_id: 0,
             turn: 0,
             parked: VecDeque::new(),
@@ -152,6 +159,16 @@ impl Broker {
     fn prune(&mut self, closed: Vec<u64>) {
         if !closed.is_empty() {
             self.subs.retain(|s| !closed.contains(&s.id));
+            for id in closed {
+                if let Some(topic) = self.exact_of.remove(&id) {
+                    if let Some(v) = self.exact.get_mut(&topic) {
+                        v.retain(|s| s.id != id);
+                        if v.is_empty() {
+                            self.exact.remove(&topic);
+                        }
+                    }
+                }
+            }
         }
     }
 
@@ -197,6 +214,19 @@ impl Handler<Subscribe> for Broker {
     fn handle(&mut self, msg: Subscribe, _: &mut Context<Self>) -> u64 {
         self.next_id += 1;
         let consume = matches!(msg.mode, Mode::Consume);
+        if !consume && !msg.pattern.is_pattern() {
+            self.exact_of.insert(self.next_id, msg.pattern.clone());
+            self.exact
+                .entry(msg.pattern.clone())
+                .or_default()
+                .push(Sub {
+                    id: self.next_id,
+                    pattern: msg.pattern,
+                    mode: msg.mode,
+                    tx: msg.tx,
+                });
+            return self.next_id;
+        }
         self.subs.push(Sub {
             id: self.next_id,
             pattern: msg.pattern,
@@ -217,6 +247,15 @@ pub(super) struct Unsubscribe(pub u64);
 impl Handler<Unsubscribe> for Broker {
     type Result = ();
     fn handle(&mut self, msg: Unsubscribe, _: &mut Context<Self>) {
+        if let Some(topic) = self.exact_of.remove(&msg.0) {
+            if let Some(v) = self.exact.get_mut(&topic) {
+                v.retain(|s| s.id != msg.0);
+                if v.is_empty() {
+                    self.exact.remove(&topic);
+                }
+            }
+            return;
+        }
         self.subs.retain(|s| s.id != msg.0);
     }
 }
@@ -229,7 +268,8 @@ impl Handler<Publish> for Broker {
     type Result = ();
     fn handle(&mut self, msg: Publish, _: &mut Context<Self>) {
         let mut closed = Vec::new();
-        for s in &self.subs {
+        let exact = self.exact.get(&msg.0.topic).into_iter().flatten();
+        for s in exact.chain(self.subs.iter()) {
             if !matches!(s.mode, Mode::Broadcast) || !s.pattern.matches(&msg.0.topic) {
                 continue;
             }
