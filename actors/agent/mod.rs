@@ -89,6 +89,8 @@ pub struct AgentContext {
     pub drain: crate::system::Drain,
     /// The arbiters session actors are spread over.
     pub shards: crate::session::SessionShards,
+    /// The cron scheduler the `cron` tool manages; `None`: the tool refuses.
+    pub cron: Option<Arc<crate::cron::Scheduler>>,
 }
 
 /// The public handle of a running agent actor.
@@ -136,6 +138,7 @@ impl AgentHandle {
                 &crate::tools::ToolServices {
                     bus: Some(bus.clone()),
                     approvals: shared.approvals.clone(),
+                    cron: shared.cron.clone(),
                 },
             )
             .with_secrets(Arc::new(secrets.clone())),

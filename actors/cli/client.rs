@@ -90,6 +90,12 @@ impl GatewayClient {
             .map(|(_, v)| v)
     }
 
+    /// DELETEs `path` and decodes the JSON answer.
+    pub fn delete(&self, path: &str) -> Result<serde_json::Value, ExitCode> {
+        self.call(self.http.delete(format!("{}{path}", self.url)))
+            .map(|(_, v)| v)
+    }
+
     /// POSTs `body` to `path`; a `409 Conflict` answer is returned with its status, not an error.
     pub fn post_with_status(
         &self,

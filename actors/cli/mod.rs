@@ -1,5 +1,5 @@
-//! The `clawbus` command line: `up`, `check`, `post`, `tasks`, `sessions`, `approvals`, `prompt`,
-//! `skills`, `tools`.
+//! The `clawbus` command line: `up`, `check`, `post`, `tasks`, `cron`, `sessions`, `approvals`,
+//! `prompt`, `skills`, `tools`.
 //!
 //! Exit codes, the same for every subcommand: 0 success; 1 a failed task, a check that found
 //! problems, or a cancel or approval answer that came after the task or request had ended; 2 bad
@@ -8,6 +8,7 @@
 
 mod approvals;
 mod client;
+mod cron;
 mod out;
 mod post;
 mod prompt;
@@ -123,6 +124,9 @@ pub enum Command {
     /// Show or cancel a task.
     #[command(subcommand)]
     Tasks(tasks::TasksCommand),
+    /// Manage cron jobs: add, list, rm, enable, disable, run, runs.
+    #[command(subcommand)]
+    Cron(cron::CronCommand),
     /// Print the system prompt an agent would get and where its characters go (works offline).
     Prompt(prompt::PromptArgs),
     /// List every skill an agent could use: its source, and whether the model sees it or why not.
@@ -139,6 +143,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Approvals(args) => approvals::run(&cli.global, args),
         Command::Sessions(args) => sessions::run(&cli.global, args),
         Command::Tasks(cmd) => tasks::run(&cli.global, cmd),
+        Command::Cron(cmd) => cron::run(&cli.global, cmd),
         Command::Prompt(args) => prompt::run(&cli.global, args),
         Command::Skills(args) => skills::run(&cli.global, args),
     }

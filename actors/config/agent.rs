@@ -35,6 +35,7 @@ pub(super) fn agent_file(
     agents_dir: &Path,
     default_model: &ModelRef,
     known: &Known,
+    gateway_tz: chrono_tz::Tz,
 ) -> (Option<AgentDef>, Vec<Problem>) {
     let stem = path
         .file_stem()
@@ -69,6 +70,9 @@ pub(super) fn agent_file(
     let session = super::session::session_def(&src, &f.session, &mut problems);
     let bindings = super::session::bindings(&src, &f.bindings, &mut problems);
     let skills = super::skills::agent_skills(&src, &f.skills, &mut problems);
+    let now_ms = bus::Clock::now_ms(&bus::SystemClock);
+    let cron = super::cron::cron_jobs(&src, &stem, &f, gateway_tz, now_ms, &mut problems);
+    let heartbeat = super::cron::heartbeat(&src, &stem, &f, gateway_tz, &mut problems);
     let problems = parsed.merge(problems);
     let Ok(id) = id else { return (None, problems) };
     let seed = agents_dir.join(id.as_str());
@@ -85,6 +89,8 @@ pub(super) fn agent_file(
         session,
         bindings,
         skills,
+        cron,
+        heartbeat,
     };
     (Some(def), problems)
 }

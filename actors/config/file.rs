@@ -53,6 +53,7 @@ pub(super) struct GatewayFile {
     pub token_env: Option<Spanned<String>>,
     pub shutdown_grace: Option<Spanned<DurationText>>,
     pub max_body: Option<Spanned<i64>>,
+    pub timezone: Option<Spanned<String>>,
 }
 
 /// `[bus]`.
@@ -104,6 +105,10 @@ pub(super) struct AgentFile {
     pub bindings: Vec<super::session::BindingFile>,
     #[serde(default)]
     pub skills: super::skills::AgentSkillsFile,
+    #[serde(default)]
+    pub cron: Vec<Spanned<super::cron::CronFile>>,
+    #[serde(default)]
+    pub heartbeat: super::cron::HeartbeatFile,
 }
 
 /// `[limits]` of an agent.

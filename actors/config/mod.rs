@@ -12,9 +12,11 @@
 //! `duration` ([`parse_duration`]), `report` ([`Problem`], [`CheckReport`]), `prompt` (time zone and
 //! system-prompt caps, [`PromptDef`]), `skills` (`[skills]`, [`SkillsDef`], [`AgentSkillsDef`]), `web`
 //! (`[web]`, [`WebDef`]), `lanes` (`[lanes]`, [`LanesDef`]), `tools` (`[tools]` profiles and groups,
-//! `[channels.<name>]`, [`ToolsDef`]), `exec` (`[exec]`, [`ExecDef`]).
+//! `[channels.<name>]`, [`ToolsDef`]), `exec` (`[exec]`, [`ExecDef`]), `cron` (`[[cron]]`,
+//! `[heartbeat]`), `timezone` (`[gateway] timezone` and its default).
 
 mod agent;
+pub mod cron;
 mod duration;
 mod exec;
 mod file;
@@ -25,6 +27,7 @@ pub mod rules;
 mod session;
 mod skills;
 mod span;
+pub mod timezone;
 mod tools;
 mod validate;
 mod web;
@@ -144,6 +147,9 @@ pub struct GatewayDef {
     pub shutdown_grace: Duration,
     /// The largest request body accepted, in bytes; a larger one answers 413.
     pub max_body: usize,
+    /// The timezone of cron schedules and heartbeats that name none (`[gateway] timezone`;
+    /// default [`timezone::system_default`]).
+    pub timezone: chrono_tz::Tz,
 }
 
 /// The `[bus]` section.
@@ -296,6 +302,10 @@ pub struct AgentDef {
     pub bindings: Vec<BindingDef>,
     /// Which skills the agent may see (`[skills] allow`).
     pub skills: AgentSkillsDef,
+    /// Its `[[cron]]` jobs, checked, with their stored ids (`<agent>--<id>`).
+    pub cron: Vec<crate::cron::JobSpec>,
+    /// Its heartbeat (`[heartbeat]`).
+    pub heartbeat: crate::cron::HeartbeatSpec,
 }
 
 impl AgentDef {

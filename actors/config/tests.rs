@@ -2,6 +2,7 @@ use super::*;
 use std::fs;
 use tempfile::TempDir;
 
+mod cron;
 mod user_input;
 
 /// A folder holding `clawbus.toml` (optional) and `agents.d/`.
@@ -67,6 +68,7 @@ fn missing_clawbus_toml_means_all_defaults() {
             token_env: None,
             shutdown_grace: Duration::from_secs(10),
             max_body: 1024 * 1024,
+            timezone: crate::config::timezone::system_default(),
         }
     );
     assert_eq!(config.bus.dedup_window, Duration::from_secs(86_400));
@@ -185,7 +187,7 @@ fn unknown_field_points_at_its_key() {
     let report = fx.errors(&fx.opts());
     assert_eq!(
         fx.render(&report),
-        "✗ clawbus.toml\n  clawbus.toml:3:3: field \"gateway.prot\": unknown field \"prot\" (expected one of: bind, port, token_env, shutdown_grace, max_body)\n"
+        "✗ clawbus.toml\n  clawbus.toml:3:3: field \"gateway.prot\": unknown field \"prot\" (expected one of: bind, port, token_env, shutdown_grace, max_body, timezone)\n"
     );
 }
 
@@ -239,7 +241,7 @@ fn every_problem_in_every_file_is_reported() {
         fx.render(&report),
         [
             "✗ agents.d/alpha.toml",
-            "  agents.d/alpha.toml:1:1: field \"modle\": unknown field \"modle\" (expected one of: description, model, limits, tools, exec, timezone, prompt, session, bindings, skills)",
+            "  agents.d/alpha.toml:1:1: field \"modle\": unknown field \"modle\" (expected one of: description, model, limits, tools, exec, timezone, prompt, session, bindings, skills, cron, heartbeat)",
             "  agents.d/alpha.toml:3:18: field \"limits.max_iterations\": invalid type: string \"many\" (expected an integer from 0 to 4294967295)",
             "  agents.d/alpha.toml:4:16: field \"limits.turn_timeout\": invalid duration \"10x\": unknown unit \"x\" (expected a number followed by ms, s, m, h or d, e.g. \"30s\" or \"1h30m\")",
             "  agents.d/alpha.toml:6:18: field \"tools.allow\": unknown tool \"web\" (expected one of: read, write, edit, exec, web_fetch, web_search, memory_search, memory_get, sessions_list, sessions_history, sessions_send, sessions_spawn, agent_call, cron, message, or a group: group:fs, group:runtime, group:web, group:memory, group:sessions, group:messaging, group:agents, group:automation)",

@@ -72,8 +72,13 @@ pub(super) fn check(opts: &LoadOptions) -> (CheckReport, Option<Config>) {
     match agent::agent_files(&opts.agents_dir) {
         Ok(files) => {
             for path in files {
-                let (agent, problems) =
-                    agent::agent_file(&path, &opts.agents_dir, &base.default_model, &base.known);
+                let (agent, problems) = agent::agent_file(
+                    &path,
+                    &opts.agents_dir,
+                    &base.default_model,
+                    &base.known,
+                    base.gateway.timezone,
+                );
                 report.files.push(FileReport { path, problems });
                 agents.extend(agent);
             }
@@ -163,6 +168,7 @@ fn gateway_defaults() -> Gateway {
             token_env: None,
             shutdown_grace: super::DEFAULT_SHUTDOWN_GRACE,
             max_body: super::DEFAULT_MAX_BODY,
+            timezone: super::timezone::system_default(),
         },
         bus: BusDef {
             dedup_window: DEFAULT_DEDUP_WINDOW,
@@ -233,6 +239,19 @@ fn gateway_file(src: &Source) -> (Gateway, Vec<Problem>) {
         super::DEFAULT_MAX_BODY,
         &mut problems,
     );
+    if let Some(tz) = &f.gateway.timezone {
+        match tz.get_ref().parse::<chrono_tz::Tz>() {
+            Ok(t) => base.gateway.timezone = t,
+            Err(_) => problems.push(src.at(
+                Some(tz.span()),
+                "gateway.timezone",
+                format!(
+                    "unknown timezone {:?} (expected an IANA name such as \"Europe/Paris\" or \"UTC\")",
+                    tz.get_ref()
+                ),
+            )),
+        }
+    }
     if let Some(backend) = &f.bus.backend {
         match super::BusBackend::parse(backend.get_ref()) {
             Ok(b) => base.bus.backend = b,

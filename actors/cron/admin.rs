@@ -32,7 +32,7 @@ pub enum CronError {
 }
 
 impl Scheduler {
-    fn context(&self) -> SpecContext<'_> {
+    pub(super) fn context(&self) -> SpecContext<'_> {
         SpecContext {
             agents: &self.inner.settings.agents,
             default_tz: self.inner.settings.default_tz,
@@ -40,7 +40,7 @@ impl Scheduler {
         }
     }
 
-    fn next_fire(&self, job: &Job) -> Result<Option<u64>, CronError> {
+    pub(super) fn next_fire(&self, job: &Job) -> Result<Option<u64>, CronError> {
         if !job.enabled {
             return Ok(None);
         }
@@ -64,6 +64,11 @@ impl Scheduler {
     /// Checks and stores a new job; nothing is stored on error.
     pub fn add(&self, spec: &JobSpec) -> Result<Job, CronError> {
         let job = spec.validate(&self.context(), None)?;
+        self.insert_job(job)
+    }
+
+    /// Stores a checked new job with its first fire.
+    pub(super) fn insert_job(&self, job: Job) -> Result<Job, CronError> {
         let state = JobState {
             next_fire_ms: self.next_fire(&job)?,
             ..JobState::default()
@@ -78,6 +83,12 @@ impl Scheduler {
     pub fn update(&self, id: &JobId, spec: &JobSpec) -> Result<Job, CronError> {
         let old = self.existing(id)?;
         let job = spec.validate(&self.context(), Some(&old))?;
+        self.replace_job(job)
+    }
+
+    /// Replaces a stored job's definition and recomputes its next fire.
+    pub(super) fn replace_job(&self, job: Job) -> Result<Job, CronError> {
+        let id = &job.id;
         let next = self.next_fire(&job)?;
         self.inner.store.put_job(&job)?;
         self.inner.store.update_state(id, |s| {

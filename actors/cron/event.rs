@@ -33,6 +33,9 @@ pub struct CronEvent {
     /// How the run ended (`finished`, `skipped`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<RunOutcome>,
+    /// The run's final text (`finished`), delivered or not; why a fire was skipped (`skipped`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
 }
 
 /// The topic of a job's events: `events.cron.<jobId>`.

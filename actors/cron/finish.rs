@@ -2,7 +2,7 @@
 
 use super::event::{CronEvent, CronEventKind};
 use super::fire::{FireKind, NO_REPLY, Run};
-use super::job::{DeliveryMode, Job};
+use super::job::{DeliveryMode, Job, PayloadKind};
 use super::schedule::Compiled;
 use super::state::{RunOutcome, RunRecord, backoff_ms};
 use bus::{Envelope, Topic};
@@ -67,8 +67,8 @@ impl Run {
             self.end_one_shot();
         }
         if outcome == RunOutcome::Succeeded {
-            if let Some(text) = text {
-                self.announce(job, &text).await;
+            if let Some(text) = &text {
+                self.announce(job, text).await;
             }
         }
         inner
@@ -78,6 +78,7 @@ impl Run {
                 scheduled_ms: self.scheduled_ms,
                 task_id: Some(self.task_id),
                 outcome: Some(outcome),
+                text,
             })
             .await;
     }
@@ -107,6 +108,9 @@ impl Run {
     /// Publishes the final text to `channel.<channel>.out`, unless it is `NO_REPLY`.
     async fn announce(&self, job: &Job, text: &str) {
         if job.delivery.mode != DeliveryMode::Announce || text.trim() == NO_REPLY {
+            return;
+        }
+        if job.payload.kind == PayloadKind::Heartbeat && super::heartbeat::is_ack(text) {
             return;
         }
         let Some(channel) = &job.delivery.channel else {

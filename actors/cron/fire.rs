@@ -2,7 +2,7 @@
 //! outcome recorded (history, backoff, one-shot end, announce, events).
 
 use super::event::{CronEvent, CronEventKind};
-use super::job::{Job, SessionTarget};
+use super::job::{Job, PayloadKind, SessionTarget};
 use super::schedule::Compiled;
 use super::scheduler::{Fired, Inner, Scheduler};
 use super::state::RunOutcome;
@@ -30,8 +30,14 @@ pub enum FireKind {
 }
 
 /// The request id of a fire: `cron:<jobId>:<scheduled ms>`.
+/// A heartbeat's is `heartbeat:<agent>:<scheduled ms>`.
 pub fn request_id(job: &Job, scheduled_ms: u64) -> Result<RequestId, String> {
-    RequestId::parse(&format!("cron:{}:{scheduled_ms}", job.id))
+    match job.payload.kind {
+        PayloadKind::Heartbeat => {
+            RequestId::parse(&format!("heartbeat:{}:{scheduled_ms}", job.agent))
+        }
+        _ => RequestId::parse(&format!("cron:{}:{scheduled_ms}", job.id)),
+    }
 }
 
 /// The origin of a fire's task: channel and lane `cron`, the session the job targets.
@@ -115,6 +121,7 @@ impl Scheduler {
                 scheduled_ms,
                 task_id: Some(task_id),
                 outcome: None,
+                text: None,
             })
             .await;
         let started = inner.clock.now_ms();
@@ -144,10 +151,23 @@ async fn submit(
     scheduled_ms: u64,
 ) -> Result<(RequestId, TaskRecord, bool), String> {
     let request_id = request_id(job, scheduled_ms)?;
+    let text = match job.payload.kind {
+        PayloadKind::Heartbeat => match super::heartbeat::read(&inner.settings, &job.agent) {
+            Some(content) => super::heartbeat::message(&content),
+            None => {
+                return Err(format!(
+                    "{} of agent {} is missing or has no content",
+                    super::heartbeat::HEARTBEAT_FILE,
+                    job.agent
+                ));
+            }
+        },
+        _ => job.payload.task_text(),
+    };
     let env = Envelope::task(
         Topic::agent(&job.agent),
         request_id.clone(),
-        json!({ "text": job.payload.task_text() }),
+        json!({ "text": text }),
     )
     .from("cron");
     let env = origin(job, scheduled_ms).apply(env);

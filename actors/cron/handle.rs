@@ -41,13 +41,7 @@ impl Scheduler {
         settings: Settings,
     ) -> Result<SchedulerHandle, CronError> {
         let scheduler = Arc::new(Scheduler::new(db, bus, clock, owner, settings)?);
-        let (stop, stopped) = watch::channel(false);
-        let task = tokio::spawn(run_loop(scheduler.clone(), stopped));
-        Ok(SchedulerHandle {
-            scheduler,
-            stop,
-            task: Some(task),
-        })
+        Ok(SchedulerHandle::spawn(scheduler))
     }
 }
 
@@ -80,6 +74,18 @@ async fn run_loop(scheduler: Arc<Scheduler>, mut stopped: watch::Receiver<bool>)
 }
 
 impl SchedulerHandle {
+    /// Starts the loop of a scheduler built with [`Scheduler::new`] (inside a tokio runtime),
+    /// e.g. after syncing its declared jobs.
+    pub fn spawn(scheduler: Arc<Scheduler>) -> Self {
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(run_loop(scheduler.clone(), stopped));
+        Self {
+            scheduler,
+            stop,
+            task: Some(task),
+        }
+    }
+
     /// The scheduler (for [`Scheduler::tick`] and [`Scheduler::wait_idle`]).
     pub fn scheduler(&self) -> &Arc<Scheduler> {
         &self.scheduler

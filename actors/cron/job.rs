@@ -87,6 +87,10 @@ pub enum PayloadKind {
     SystemEvent,
     /// Gives the agent the message as a task.
     AgentTurn,
+    /// An agent's heartbeat (from `[heartbeat]`): a turn in its main session asking it to follow
+    /// `HEARTBEAT.md`; skipped without a model call when that file has no content, and a
+    /// `HEARTBEAT_OK` reply is not delivered (see [`crate::cron::heartbeat`]).
+    Heartbeat,
 }
 
 /// The marker put before a `systemEvent` message in the task text.
@@ -106,7 +110,7 @@ impl Payload {
     pub fn task_text(&self) -> String {
         match self.kind {
             PayloadKind::SystemEvent => format!("{SYSTEM_EVENT_MARKER}{}", self.message),
-            PayloadKind::AgentTurn => self.message.clone(),
+            PayloadKind::AgentTurn | PayloadKind::Heartbeat => self.message.clone(),
         }
     }
 }
@@ -157,6 +161,31 @@ pub enum CatchUp {
     None,
 }
 
+/// Where a job was declared, so a sync from the agent files touches only its own jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum JobSource {
+    /// Added through the CLI, HTTP or the agent `cron` tool; the file sync leaves it alone.
+    #[default]
+    Api,
+    /// A `[[cron]]` table of an agent file (id `<agent>--<id>`).
+    File,
+    /// An agent's `[heartbeat]` (id `heartbeat-<agent>`).
+    Heartbeat,
+}
+
+/// The hours of the day a job may fire in (`08:00-22:00`), in a timezone; fires outside them
+/// are skipped. `start == end` means all day; `start > end` wraps past midnight.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActiveHours {
+    /// Minutes after midnight the window opens (inclusive).
+    pub start_min: u16,
+    /// Minutes after midnight the window closes (exclusive).
+    pub end_min: u16,
+    /// The IANA timezone the hours are read in.
+    pub tz: String,
+}
+
 /// A stored job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Job {
@@ -187,4 +216,10 @@ pub struct Job {
     pub created_at: u64,
     /// Unix ms.
     pub updated_at: u64,
+    /// Where it was declared.
+    #[serde(default)]
+    pub source: JobSource,
+    /// When set, fires outside these hours are skipped (heartbeats).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_hours: Option<ActiveHours>,
 }

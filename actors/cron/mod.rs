@@ -7,13 +7,17 @@
 //! - [`scheduler`]: [`Scheduler::tick`], the firing step; `fire`/`finish`: one run.
 //! - [`admin`]: add, update, remove, enable, run now, list, history; [`handle`]: the loop.
 //! - [`event`]: what is published on `events.cron.<jobId>`.
+//! - [`heartbeat`]: per-agent heartbeats (`HEARTBEAT.md`, active hours, `HEARTBEAT_OK`).
+//! - [`sync`]: the jobs declared in agent files (`[[cron]]`, `[heartbeat]`) synced into the store.
 
 pub mod admin;
 pub mod event;
 pub mod expr;
 mod finish;
 pub mod fire;
+pub mod flat;
 pub mod handle;
+pub mod heartbeat;
 pub mod job;
 mod reclaim;
 pub mod schedule;
@@ -22,14 +26,18 @@ pub mod settings;
 pub mod spec;
 pub mod state;
 pub mod store;
+pub mod sync;
 #[cfg(test)]
 mod tests;
 
 pub use admin::CronError;
 pub use event::{CronEvent, CronEventKind};
+pub use flat::FlatSpec;
 pub use handle::SchedulerHandle;
+pub use heartbeat::HeartbeatSpec;
 pub use job::{
-    CatchUp, Delivery, DeliveryMode, Job, JobId, Payload, PayloadKind, Schedule, SessionTarget,
+    ActiveHours, CatchUp, Delivery, DeliveryMode, Job, JobId, JobSource, Payload, PayloadKind,
+    Schedule, SessionTarget,
 };
 pub use schedule::Compiled;
 pub use scheduler::{Fired, JobView, Scheduler, Skipped, TickReport};
@@ -37,3 +45,4 @@ pub use settings::Settings;
 pub use spec::{JobSpec, ScheduleSpec, SpecContext, SpecError};
 pub use state::{JobState, Lease, RunOutcome, RunRecord};
 pub use store::{CronStore, StoreError};
+pub use sync::{Declared, SyncReport};

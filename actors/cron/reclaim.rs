@@ -59,12 +59,19 @@ impl Scheduler {
                 scheduled_ms: lease.scheduled_ms,
                 task_id: Some(task_id),
                 outcome: Some(outcome),
+                text: None,
             })
             .await;
         Ok(())
     }
 
-    pub(super) async fn record_skipped(&self, job: &Job, at: u64, now: u64) {
+    pub(super) async fn record_skipped(
+        &self,
+        job: &Job,
+        at: u64,
+        now: u64,
+        reason: Option<String>,
+    ) {
         let run = RunRecord {
             job_id: job.id.clone(),
             scheduled_ms: at,
@@ -72,7 +79,7 @@ impl Scheduler {
             ended_ms: now,
             outcome: RunOutcome::Skipped,
             task_id: None,
-            error: None,
+            error: reason.clone(),
         };
         if let Err(e) = self.inner.store.push_run(&run) {
             tracing::warn!(job = %job.id, error = %e, "cron: could not record a skipped fire");
@@ -84,6 +91,7 @@ impl Scheduler {
                 scheduled_ms: at,
                 task_id: None,
                 outcome: Some(RunOutcome::Skipped),
+                text: reason,
             })
             .await;
     }

@@ -171,7 +171,15 @@ impl Scheduler {
             return Ok(());
         };
         let missed = latest.saturating_add(self.inner.settings.misfire_grace_ms()) < now;
-        let run = !missed || job.catch_up == CatchUp::Latest || job.schedule.is_one_shot();
+        let mut run = !missed || job.catch_up == CatchUp::Latest || job.schedule.is_one_shot();
+        let skip_reason = if run {
+            super::heartbeat::skip_reason(&self.inner.settings, job, latest)
+        } else {
+            None
+        };
+        if skip_reason.is_some() {
+            run = false;
+        }
         let owner = self.inner.owner.clone();
         let until = now.saturating_add(self.inner.settings.lease_ttl_ms());
         let after = compiled.next_after(now);
@@ -202,7 +210,12 @@ impl Scheduler {
         }
         let skipped = if run { &due[..due.len() - 1] } else { &due[..] };
         for &at in skipped {
-            self.record_skipped(job, at, now).await;
+            let reason = if at == latest {
+                skip_reason.clone()
+            } else {
+                None
+            };
+            self.record_skipped(job, at, now, reason).await;
             report
                 .skipped
                 .push((job.id.clone(), Skipped { scheduled_ms: at }));

@@ -2,6 +2,7 @@
 
 use chrono_tz::Tz;
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// How a scheduler runs. Build with [`Settings::new`] (the timezone is never assumed).
@@ -20,9 +21,18 @@ pub struct Settings {
     pub misfire_grace: Duration,
     /// The longest the loop sleeps between ticks (so wall-clock jumps are noticed).
     pub max_sleep: Duration,
+    /// The agents' workspaces (`<state>/workspaces`), where heartbeats read
+    /// `<agent>/HEARTBEAT.md`; `None`: every heartbeat is skipped.
+    pub workspaces: Option<PathBuf>,
 }
 
 impl Settings {
+    /// Sets where heartbeats read `HEARTBEAT.md` (`<workspaces>/<agent>/HEARTBEAT.md`).
+    pub fn with_workspaces(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.workspaces = Some(dir.into());
+        self
+    }
+
     /// Defaults: lease 5 min, run timeout 30 min, grace 60 s, sleep at most 60 s.
     pub fn new(default_tz: Tz, agents: impl IntoIterator<Item = String>) -> Self {
         Self {
@@ -32,6 +42,7 @@ impl Settings {
             run_timeout: Duration::from_secs(1800),
             misfire_grace: Duration::from_secs(60),
             max_sleep: Duration::from_secs(60),
+            workspaces: None,
         }
     }
 

@@ -2,7 +2,10 @@
 //! errors that name the field.
 
 use super::expr::CronExpr;
-use super::job::{CatchUp, Delivery, DeliveryMode, Job, JobId, Payload, Schedule, SessionTarget};
+use super::job::{
+    CatchUp, Delivery, DeliveryMode, Job, JobId, JobSource, Payload, PayloadKind, Schedule,
+    SessionTarget,
+};
 use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -36,6 +39,7 @@ pub enum ScheduleSpec {
 
 /// A job as a user describes it (CLI, HTTP, the agent `cron` tool, `[[cron]]` tables).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct JobSpec {
     /// A chosen id (`[A-Za-z0-9_-]`, ≤ 64); a fresh one when absent. Ignored by `update`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -116,6 +120,11 @@ pub enum SpecError {
     /// The chosen id is malformed.
     #[error("id: {0}")]
     InvalidId(String),
+    /// `payload.kind` `heartbeat`, which only `[heartbeat]` declares.
+    #[error(
+        "payload.kind: \"heartbeat\" jobs come from an agent's [heartbeat] (expected \"systemEvent\" or \"agentTurn\")"
+    )]
+    ReservedKind,
     /// A cron expression that never fires.
     #[error("schedule.expr: {0:?} never fires")]
     NeverFires(String),
@@ -146,6 +155,9 @@ impl JobSpec {
                 agent: self.agent.clone(),
                 known: known.join(", "),
             });
+        }
+        if self.payload.kind == PayloadKind::Heartbeat {
+            return Err(SpecError::ReservedKind);
         }
         if self.payload.message.trim().is_empty() {
             return Err(SpecError::EmptyMessage);
@@ -183,6 +195,8 @@ impl JobSpec {
             delete_after_run: self.delete_after_run,
             created_at: existing.map_or(ctx.now_ms, |j| j.created_at),
             updated_at: ctx.now_ms,
+            source: existing.map_or(JobSource::Api, |j| j.source),
+            active_hours: existing.and_then(|j| j.active_hours.clone()),
         })
     }
 

@@ -43,6 +43,8 @@ pub struct ApiState {
     pub clock: Arc<dyn bus::Clock>,
     /// Fires when the system shuts down: `/healthz` then answers 503.
     pub shutdown: crate::system::Shutdown,
+    /// The cron scheduler, managed under `/v1/cron`.
+    pub cron: Arc<crate::cron::Scheduler>,
 }
 
 /// Builds the router: `/healthz` open, everything under `/v1` behind the token.
@@ -55,6 +57,7 @@ pub fn router(state: ApiState) -> Router {
         .merge(super::channels::routes())
         .merge(super::sessions::routes())
         .merge(super::approvals::routes())
+        .merge(super::cron::routes())
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             require_token,

@@ -4,6 +4,7 @@
 pub mod api;
 pub mod approvals;
 pub mod channels;
+pub mod cron;
 mod events;
 mod health;
 pub mod metrics;
@@ -104,6 +105,7 @@ impl HttpChannel {
             router: system.router().clone(),
             clock: system.clock().clone(),
             shutdown: system.shutdown_listener(),
+            cron: system.cron().scheduler().clone(),
         });
         let mut shutdown = system.shutdown_listener();
         let server = tokio::spawn(async move {

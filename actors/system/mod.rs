@@ -15,6 +15,7 @@ pub use shutdown::{Shutdown, ShutdownSignal};
 use crate::agent::{AgentContext, AgentError, AgentHandle, SessionLimits};
 use crate::approvals::Approvals;
 use crate::config::{BusBackend, Config};
+use crate::cron::{Declared, Scheduler, SchedulerHandle, Settings};
 use crate::lane::Lanes;
 use crate::metrics::Metrics;
 use crate::router::Router;
@@ -102,6 +103,7 @@ pub struct Clawbus {
     shards: SessionShards,
     clock: Arc<dyn Clock>,
     shutdown: ShutdownSignal,
+    cron: SchedulerHandle,
 }
 
 impl Clawbus {
@@ -140,6 +142,7 @@ impl Clawbus {
             Some(n) => SessionShards::start(n),
             None => SessionShards::per_core(),
         };
+        let scheduler = Arc::new(start_scheduler(&config, &db, &bus, &clock).map_err(state_err)?);
         let agent_ctx = AgentContext {
             bus: bus.clone(),
             index: index.clone(),
@@ -155,11 +158,13 @@ impl Clawbus {
             clock: clock.clone(),
             drain: drain.clone(),
             shards: shards.clone(),
+            cron: Some(scheduler.clone()),
         };
         let mut agents = Vec::new();
         for def in &config.agents {
             agents.push(AgentHandle::start(def, &config, &agent_ctx).await?);
         }
+        let cron = SchedulerHandle::spawn(scheduler);
         tracing::info!(agents = agents.len(), backend = ?config.bus.backend, "System started.");
         Ok(Self {
             config: Arc::new(config),
@@ -177,7 +182,13 @@ impl Clawbus {
             shards,
             clock,
             shutdown: ShutdownSignal::new(),
+            cron,
         })
+    }
+
+    /// The cron scheduler (jobs, heartbeats).
+    pub fn cron(&self) -> &SchedulerHandle {
+        &self.cron
     }
 
     /// The configuration it was built from.
@@ -250,6 +261,8 @@ impl Clawbus {
     /// are flushed.
     pub async fn shutdown(self, grace: std::time::Duration) -> DrainReport {
         self.shutdown.fire();
+        // No new fires while the runs drain; runs in flight keep their leases, which lapse.
+        self.cron.stop().await;
         let report = self.drain.drain(grace).await;
         tracing::info!(
             finished = report.finished,
@@ -267,4 +280,42 @@ impl Clawbus {
         }
         report
     }
+}
+
+/// Builds the cron scheduler over the system's store, with the gateway's timezone, and syncs
+/// the jobs and heartbeats the agent files declare (its loop is started after the agents).
+fn start_scheduler(
+    config: &Config,
+    db: &sled::Db,
+    bus: &Arc<dyn Bus>,
+    clock: &Arc<dyn Clock>,
+) -> Result<Scheduler, String> {
+    let settings = Settings::new(
+        config.gateway.timezone,
+        config.agents.iter().map(|a| a.id.to_string()),
+    )
+    .with_workspaces(config.state_dir.join("workspaces"));
+    let owner = format!(
+        "clawbus-{}-{}",
+        std::process::id(),
+        uuid::Uuid::now_v7().simple()
+    );
+    let scheduler = Scheduler::new(db, bus.clone(), clock.clone(), owner, settings)
+        .map_err(|e| format!("cron: {e}"))?;
+    let declared = Declared {
+        jobs: config.agents.iter().flat_map(|a| a.cron.clone()).collect(),
+        heartbeats: config.agents.iter().map(|a| a.heartbeat.clone()).collect(),
+    };
+    let report = scheduler.sync_declared(&declared);
+    for e in &report.errors {
+        tracing::warn!(error = %e, "A declared cron job was not synced.");
+    }
+    tracing::info!(
+        added = report.added.len(),
+        updated = report.updated.len(),
+        disabled = report.disabled.len(),
+        timezone = %config.gateway.timezone,
+        "Cron scheduler started; declared jobs synced."
+    );
+    Ok(scheduler)
 }

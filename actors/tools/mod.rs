@@ -16,6 +16,7 @@
 //! `approval_denied`, `approval_timeout`, `timeout`, `io`, `internal`.
 
 mod confine;
+pub mod cron;
 mod edit;
 pub mod exec;
 mod message;
@@ -32,7 +33,7 @@ mod tests;
 pub use confine::{ConfineError, confine};
 pub use edit::EditTool;
 pub use exec::ExecTool;
-pub use message::MessageTool;
+pub use message::{MessageTool, outbound_topic};
 pub use output::{SPILL_DIR, ToolError, ToolOutput};
 pub use policy::{Layer, Removed, ToolServices, agent_tools};
 pub use read::ReadTool;

@@ -70,6 +70,10 @@ pub struct ToolServices {
     pub bus: Option<Arc<dyn Bus>>,
     /// Approval requests (`exec` in `ask` mode); `None` refuses what needs asking.
     pub approvals: Option<Approvals>,
+    /// The cron scheduler (`cron`); `None` leaves `cron` unavailable. A handle rather than bus
+    /// requests: the scheduler keeps every decision in its store and answers synchronously, and
+    /// the bus has no request/reply for admin calls yet.
+    pub cron: Option<Arc<crate::cron::Scheduler>>,
 }
 
 /// Every implemented tool, built for this agent (no policy applied).
@@ -81,6 +85,7 @@ pub fn registry(def: &AgentDef, config: &Config, services: &ToolServices) -> Too
             services.approvals.clone(),
         ))
         .with(MessageTool::new(services.bus.clone()))
+        .with(super::cron::CronTool::new(services.cron.clone()))
         .with(WebFetchTool::new(&config.web))
         .with(WebSearchTool::from_env(&config.web.search))
 }

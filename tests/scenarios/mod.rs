@@ -1,4 +1,5 @@
 mod cli;
+mod cron;
 mod durable;
 mod edges;
 mod gateway;

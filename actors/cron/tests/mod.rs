@@ -2,9 +2,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod firing;
+mod heartbeat;
 mod leases;
 mod schedule;
 mod spec;
+mod sync;
+mod tool;
 
 use super::*;
 use bus::{Bus as _, Delivery, Envelope, LocalBus, LocalOptions, ManualClock, Outcome, Topic};
@@ -111,6 +114,18 @@ impl Rig {
     pub fn scheduler(&self, owner: &str) -> Scheduler {
         let bus: Arc<dyn bus::Bus> = self.bus.clone();
         Scheduler::new(&self.db, bus, self.clock.clone(), owner, self.settings()).unwrap()
+    }
+
+    /// The workspaces folder heartbeats read from (`<tmp>/workspaces`).
+    pub fn workspaces(&self) -> std::path::PathBuf {
+        self._dir.path().join("workspaces")
+    }
+
+    /// A scheduler whose heartbeats read [`Rig::workspaces`].
+    pub fn scheduler_with_workspaces(&self, owner: &str) -> Scheduler {
+        let bus: Arc<dyn bus::Bus> = self.bus.clone();
+        let settings = self.settings().with_workspaces(self.workspaces());
+        Scheduler::new(&self.db, bus, self.clock.clone(), owner, settings).unwrap()
     }
 
     pub fn clock_now(&self) -> u64 {

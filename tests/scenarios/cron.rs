@@ -1,0 +1,226 @@
+//! Cron over the real HTTP API and CLI: a job added over HTTP and run with `clawbus cron run`
+//! reaches the agent on the cron lane; bad input answers 400 and stores nothing; `clawbus check`
+//! places a bad `[[cron]]`.
+
+use crate::support::{NET, Project, eventually, get_json, run_cmd};
+use clawbus::testkit::{ScriptedServer, Turn};
+use serde_json::{Value, json};
+
+async fn send(
+    daemon: &clawbus::gateway::Daemon,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut req = reqwest::Client::new()
+        .request(method, format!("{}{path}", daemon.url()))
+        .bearer_auth(daemon.token())
+        .timeout(NET);
+    if let Some(body) = body {
+        req = req.json(&body);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+fn job(schedule: Value, agent: &str) -> Value {
+    json!({
+        "agent": agent,
+        "schedule": schedule,
+        "payload": { "kind": "agentTurn", "message": "report the queue length" },
+    })
+}
+
+#[actix_rt::test]
+async fn a_job_added_over_http_and_run_from_the_cli_reaches_the_agent() {
+    let server = ScriptedServer::start(vec![Turn::text("queue is empty")]).await;
+    let project = Project::new();
+    project
+        .with_mock_provider(&server.base_url(), "10s", 0)
+        .write("agents.d/ops.toml", "");
+    let daemon = project.start().await;
+    let before = get_json(&daemon, "/v1/cron").await["jobs"].clone();
+    // Bad input: each a 400 naming the field, nothing stored.
+    let bad = [
+        (
+            job(json!({"kind": "cron", "expr": "61 * * * *"}), "ops"),
+            "schedule.expr",
+        ),
+        (
+            job(
+                json!({"kind": "cron", "expr": "0 9 * * *", "tz": "Nowhere/City"}),
+                "ops",
+            ),
+            "schedule.tz",
+        ),
+        (
+            job(json!({"kind": "at", "at": "2001-01-01T00:00:00Z"}), "ops"),
+            "schedule.at",
+        ),
+        (
+            job(json!({"kind": "every", "every_ms": 60000}), "ghost"),
+            "agent",
+        ),
+    ];
+    for (body, field) in bad {
+        let (status, answer) = send(&daemon, reqwest::Method::POST, "/v1/cron", Some(body)).await;
+        assert_eq!(status, 400, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.starts_with(field), "{message}");
+    }
+    assert_eq!(get_json(&daemon, "/v1/cron").await["jobs"], before);
+    let (status, answer) = send(&daemon, reqwest::Method::GET, "/v1/cron?x=1", None).await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_str()),
+        (400, Some("invalid_query"))
+    );
+
+    // A job every hour, run now from the CLI.
+    let body = job(json!({"kind": "every", "every_ms": 3_600_000}), "ops");
+    let (status, added) = send(&daemon, reqwest::Method::POST, "/v1/cron", Some(body)).await;
+    assert_eq!(status, 201, "{added}");
+    let id = added["id"].as_str().unwrap().to_string();
+    let mut cmd = project.clawbus();
+    cmd.args(["cron", "run", &id, "--url", &daemon.url()]);
+    let out = run_cmd(cmd).await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fired: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        fired["request_id"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("cron:{id}:"))
+    );
+    let runs = format!("/v1/cron/{id}/runs");
+    eventually("the run is recorded as succeeded", async || {
+        get_json(&daemon, &runs).await["runs"][0]["outcome"] == "succeeded"
+    })
+    .await;
+    let task = fired["task_id"].as_str().unwrap();
+    let record = get_json(&daemon, &format!("/v1/tasks/{task}")).await;
+    assert_eq!(record["lane"], "cron", "{record}");
+    assert_eq!(record["result"]["text"], "queue is empty");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert!(requests[0].to_string().contains("report the queue length"));
+
+    // list, disable, runs, rm from the CLI.
+    let cli = |args: &[&str]| {
+        let mut cmd = project.clawbus();
+        cmd.args(["cron"]).args(args).args(["--url", &daemon.url()]);
+        cmd
+    };
+    let out = run_cmd(cli(&["list", "--json"])).await;
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        listed["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["job"]["id"] == id.as_str())
+    );
+    let out = run_cmd(cli(&["disable", &id])).await;
+    let disabled: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(disabled["enabled"], false);
+    let out = run_cmd(cli(&["runs", &id])).await;
+    assert!(String::from_utf8_lossy(&out.stdout).contains("succeeded"));
+    assert_eq!(run_cmd(cli(&["rm", &id])).await.status.code(), Some(0));
+    let (status, _) = send(
+        &daemon,
+        reqwest::Method::GET,
+        &format!("/v1/cron/{id}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 404);
+    assert_eq!(run_cmd(cli(&["rm", &id])).await.status.code(), Some(2));
+    daemon.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn cron_add_from_the_cli_and_declared_jobs_are_listed() {
+    let project = Project::new();
+    project.write(
+        "agents.d/ops.toml",
+        "[[cron]]\nid = \"daily\"\ncron = \"0 9 * * 1-5\"\ntz = \"America/New_York\"\nmessage = \"standup\"\n",
+    );
+    let daemon = project.start().await;
+    let mut cmd = project.clawbus();
+    cmd.args([
+        "cron",
+        "add",
+        "--agent",
+        "ops",
+        "--every",
+        "10m",
+        "--system-event",
+        "tick",
+        "--session",
+        "main",
+        "--announce",
+        "chat:alice",
+        "--url",
+        &daemon.url(),
+    ]);
+    let out = run_cmd(cmd).await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let added: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(added["payload"]["kind"], "systemEvent");
+    assert_eq!(added["session"], "main");
+    assert_eq!(added["delivery"]["channel"], "chat");
+    let jobs = get_json(&daemon, "/v1/cron").await["jobs"].clone();
+    let ids: Vec<&str> = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["job"]["id"].as_str())
+        .collect();
+    assert!(
+        ids.contains(&"ops--daily") && ids.contains(&"heartbeat-ops"),
+        "{ids:?}"
+    );
+    let mut cmd = project.clawbus();
+    cmd.args([
+        "cron",
+        "add",
+        "--agent",
+        "ops",
+        "--cron",
+        "bad",
+        "--message",
+        "x",
+        "--url",
+        &daemon.url(),
+    ]);
+    let out = run_cmd(cmd).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid cron expression"));
+    daemon.shutdown().await;
+}
+
+#[test]
+fn check_places_a_bad_cron_table() {
+    let project = Project::new();
+    project.write(
+        "agents.d/ops.toml",
+        "[[cron]]\nid = \"x\"\ncron = \"0 9 * * *\"\ntz = \"Mars/Base\"\nmessage = \"m\"\n",
+    );
+    let out = project.clawbus().arg("check").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("ops.toml:4:6: field \"cron[0].tz\": unknown timezone \"Mars/Base\""),
+        "{stdout}"
+    );
+}
