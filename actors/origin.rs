@@ -26,6 +26,10 @@ pub enum Header {
     Lane,
     /// The task that started this one (an agent call, a subagent).
     ParentTask,
+    /// The agents waiting on this task, outermost first (comma-separated).
+    CallChain,
+    /// The session told of this task's outcome when it ends.
+    NotifySession,
 }
 
 impl Header {
@@ -39,6 +43,8 @@ impl Header {
             Self::SessionKey => "session_key",
             Self::Lane => "lane",
             Self::ParentTask => "parent_task",
+            Self::CallChain => "call_chain",
+            Self::NotifySession => "notify_session",
         }
     }
 }
@@ -60,6 +66,10 @@ pub struct Origin {
     pub lane: String,
     /// The task that started this one.
     pub parent_task: Option<Uuid>,
+    /// The agents whose turns wait on this task, outermost first.
+    pub call_chain: Vec<String>,
+    /// The session told of this task's outcome when it ends (an agent call that did not wait).
+    pub notify_session: Option<SessionKey>,
 }
 
 impl Default for Origin {
@@ -89,6 +99,8 @@ impl Origin {
             session_key: None,
             lane: MAIN_LANE.into(),
             parent_task: None,
+            call_chain: Vec::new(),
+            notify_session: None,
         }
     }
 
@@ -109,6 +121,12 @@ impl Origin {
         h.insert(Header::Lane.as_str().into(), self.lane.clone());
         if let Some(parent) = self.parent_task {
             h.insert(Header::ParentTask.as_str().into(), parent.to_string());
+        }
+        if !self.call_chain.is_empty() {
+            h.insert(Header::CallChain.as_str().into(), self.call_chain.join(","));
+        }
+        if let Some(key) = &self.notify_session {
+            h.insert(Header::NotifySession.as_str().into(), key.to_string());
         }
         env
     }
@@ -140,6 +158,15 @@ impl Origin {
                 message: format!("{parent:?} is not a task id: {e}"),
             })?);
         }
+        if let Some(chain) = get(Header::CallChain) {
+            origin.call_chain = chain.split(',').map(str::to_string).collect();
+        }
+        if let Some(key) = get(Header::NotifySession) {
+            origin.notify_session = Some(SessionKey::parse(&key).map_err(|message| OriginError {
+                key: Header::NotifySession.as_str(),
+                message,
+            })?);
+        }
         Ok(origin)
     }
 }
@@ -159,6 +186,8 @@ mod tests {
             session_key: SessionKey::parse("agent:a:demo:group:alice").ok(),
             lane: "cron".into(),
             parent_task: Some(Uuid::now_v7()),
+            call_chain: vec!["a".into(), "b".into()],
+            notify_session: SessionKey::parse("agent:a:main").ok(),
         };
         let env = Envelope::task(
             Topic::agent("a"),

@@ -31,6 +31,7 @@ fn main() {
         agent: "bench".into(),
         session: "bench".into(),
         channel: "api".into(),
+        run: None,
     };
     let def = ExecDef {
         security: ExecSecurity::Allowlist,

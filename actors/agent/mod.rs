@@ -2,6 +2,7 @@
 
 mod actor;
 mod provider;
+mod run_context;
 pub mod runtime;
 pub mod turn;
 pub mod workspace;
@@ -11,6 +12,7 @@ mod tests;
 
 pub use actor::{AgentActor, SessionLimits};
 pub use provider::{ModelBuildError, build_model};
+pub use run_context::{RunContext, RunSlot};
 pub use turn::{
     INTERRUPTED_RESULT, Resume, TurnDeps, TurnError, TurnEvents, TurnHooks, TurnInput, TurnJournal,
     TurnOutput, run_turn, run_turn_observed,

@@ -112,6 +112,7 @@ fn input(dir: &tempfile::TempDir) -> TurnInput {
             agent: "a".into(),
             session: "s".into(),
             channel: "api".into(),
+            run: None,
         },
     }
 }

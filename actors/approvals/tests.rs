@@ -163,6 +163,7 @@ async fn exec(tool: &ExecTool, ws: &std::path::Path, command: &str) -> crate::to
         agent: "coder".into(),
         session: "s1".into(),
         channel: "api".into(),
+        run: None,
     };
     ToolSet::default()
         .with(tool.clone())

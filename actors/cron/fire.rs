@@ -57,6 +57,8 @@ pub fn origin(job: &Job, scheduled_ms: u64) -> Origin {
         session_key: Some(session_key),
         lane: CRON_LANE.into(),
         parent_task: None,
+        call_chain: Vec::new(),
+        notify_session: None,
     }
 }
 

@@ -136,6 +136,8 @@ async fn post_message(
         session_key: Some(route.session),
         lane,
         parent_task: None,
+        call_chain: Vec::new(),
+        notify_session: None,
     };
     let env = origin.apply(
         Envelope::task(

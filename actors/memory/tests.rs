@@ -31,6 +31,7 @@ fn ctx(ws: &Path) -> ToolContext {
         agent: "a".into(),
         session: "s".into(),
         channel: "api".into(),
+        run: None,
     }
 }
 

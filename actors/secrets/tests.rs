@@ -159,6 +159,7 @@ mod through_the_tool_set {
             agent: "a".into(),
             session: "s".into(),
             channel: "api".into(),
+            run: None,
         }
     }
 

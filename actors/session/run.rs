@@ -6,6 +6,7 @@ use super::history::View;
 use super::transcript::{Entry, EntryBody, Transcript};
 use crate::agent::runtime::AgentRuntime;
 use crate::agent::turn::{Resume, TurnError, TurnHooks, TurnInput, TurnJournal, run_turn_observed};
+use crate::agent::{RunContext, RunSlot};
 use crate::lane::LaneError;
 use crate::model::ChatMessage;
 use crate::model::ToolCall;
@@ -238,7 +239,7 @@ impl Run {
             }
         }
         let waited = Instant::now();
-        let _slot = match rt.run_slot(env, &origin.lane).await {
+        let slot = match rt.run_slot(env, &origin.lane).await {
             Ok(s) => s,
             Err(LaneError::Closed) => return Step::Released,
             Err(e) => {
@@ -271,11 +272,24 @@ impl Run {
             return End::failed(Vec::new(), "task payload has no \"text\" string".into());
         };
         tracing::info!(agent = %rt.id, session = %key, request_id, lane = %origin.lane, wait_ms, "Run started.");
+        let mut call_chain = origin.call_chain.clone();
+        call_chain.push(rt.id.to_string());
+        // Held until the run ends; a tool that waits on other work gives the slot up meanwhile.
+        let run_context = Arc::new(RunContext {
+            task_id: env.id,
+            request_id: request_id.to_string(),
+            session: key.clone(),
+            call_chain,
+            deadline_ms: env.deadline,
+            clock: rt.clock.clone(),
+            slot: RunSlot::new(rt.lanes.clone(), origin.lane.clone(), env.id, slot),
+        });
         let tool_context = ToolContext {
             workspace: rt.workspace.clone(),
             agent: rt.id.to_string(),
             session: key.to_string(),
             channel: channel.to_string(),
+            run: Some(run_context.clone()),
         };
         let prompt = rt.prompt(key, channel);
         let mut entries = Vec::new();
@@ -407,6 +421,57 @@ impl Run {
 
     /// Records a failed run in the transcript, counts it, updates the index, and acknowledges the
     /// outcome: last, so the transcript is on disk before anyone is answered.
+    /// Tells the session that asked for this task without waiting (an `agent_call` with
+    /// `wait: false`) how it ended, as a message that wakes that session. Sent before the
+    /// outcome is recorded, under a request id of its own, so it arrives exactly once even if
+    /// the process stops in between.
+    async fn notify(&self, outcome: &Outcome) {
+        let env = self.delivery.envelope();
+        let Ok(Origin {
+            notify_session: Some(to),
+            ..
+        }) = Origin::of(env)
+        else {
+            return;
+        };
+        let answer = match outcome {
+            Outcome::Succeeded { result } => result
+                .get("text")
+                .and_then(|t| t.as_str())
+                .unwrap_or_default()
+                .to_string(),
+            other => format!("{} ({})", other.state().as_str(), error_text(other)),
+        };
+        let text = format!(
+            "[agent_call result] agent \"{}\" finished task {} ({}): {answer}",
+            self.rt.id,
+            env.id,
+            outcome.state().as_str()
+        );
+        let Ok(request_id) = bus::RequestId::parse(&format!("notify-{}", env.id)) else {
+            return;
+        };
+        let origin = Origin {
+            channel: "agent".into(),
+            chat_type: "notice".into(),
+            peer: self.rt.id.to_string(),
+            session_key: Some(to.clone()),
+            parent_task: Some(env.id),
+            ..Origin::api()
+        };
+        let notice = origin.apply(
+            bus::Envelope::task(
+                bus::Topic::agent(to.agent()),
+                request_id,
+                json!({ "text": text }),
+            )
+            .from(format!("agent:{}", self.rt.id)),
+        );
+        if let Err(e) = self.rt.bus.submit(notice).await {
+            tracing::error!(session = %to, task_id = %env.id, error = %e, "Could not tell the calling session of the outcome.");
+        }
+    }
+
     async fn finish(&self, end: End) -> RunReport {
         let End {
             mut entries,
@@ -441,6 +506,7 @@ impl Run {
         {
             tracing::error!(session = %key, error = %e, "Session index not updated.");
         }
+        self.notify(&outcome).await;
         if let Err(e) = self.delivery.complete(outcome).await {
             tracing::error!(session = %key, request_id, error = %e, "Could not record the outcome; the task will be redelivered.");
         }
@@ -448,5 +514,14 @@ impl Run {
             entries,
             end: RunEnd::Ended(state),
         }
+    }
+}
+
+/// The error text of an outcome that is not a success.
+fn error_text(outcome: &Outcome) -> &str {
+    match outcome {
+        Outcome::Failed { error } | Outcome::TimedOut { error } => error,
+        Outcome::Cancelled { reason } => reason,
+        _ => "",
     }
 }

@@ -15,6 +15,7 @@
 //! `not_utf8`, `offset_out_of_range`, `no_match`, `ambiguous_match`, `command_refused`,
 //! `approval_denied`, `approval_timeout`, `timeout`, `io`, `internal`.
 
+mod agent_call;
 mod confine;
 pub mod cron;
 mod edit;
@@ -60,6 +61,9 @@ pub struct ToolContext {
     pub session: String,
     /// The channel the run came from (`api`, `cli`, `telegram` …), for per-channel policy.
     pub channel: String,
+    /// The run calling the tool: its task, call chain and lane slot; `None` outside a run
+    /// (tests, tools invoked directly).
+    pub run: Option<std::sync::Arc<crate::agent::RunContext>>,
 }
 
 /// One tool an agent can call.

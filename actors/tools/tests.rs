@@ -31,6 +31,7 @@ fn fixture() -> Fixture {
         agent: "tester".into(),
         session: "agent:tester:test".into(),
         channel: "api".into(),
+        run: None,
     };
     Fixture {
         _dir: dir,

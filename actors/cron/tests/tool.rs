@@ -11,6 +11,7 @@ fn ctx(agent: &str, dir: &std::path::Path) -> ToolContext {
         agent: agent.into(),
         session: format!("agent:{agent}:main"),
         channel: "api".into(),
+        run: None,
     }
 }
 

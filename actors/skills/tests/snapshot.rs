@@ -111,6 +111,7 @@ async fn the_model_can_read_every_location_it_is_given() {
         agent: "a".to_string(),
         session: "s".to_string(),
         channel: "test".to_string(),
+        run: None,
     };
     for skill in &snapshot.skills {
         let args = serde_json::json!({ "path": skill.location });

@@ -32,6 +32,7 @@ pub(super) fn fx() -> Fx {
         agent: "tester".into(),
         session: "agent:tester:test".into(),
         channel: "api".into(),
+        run: None,
     };
     Fx {
         _dir: dir,

@@ -1,0 +1,278 @@
+//! The `agent_call` tool: post a task to another agent over the bus, and wait for its answer or
+//! have it delivered to this session later.
+
+use super::{Tool, ToolContext, ToolOutput, parse_args};
+use crate::ids::AgentId;
+use crate::origin::Origin;
+use crate::router::SessionKey;
+use async_trait::async_trait;
+use bus::{Bus, BusError, Envelope, Outcome, RequestId, TaskRecord, Topic};
+use serde::Deserialize;
+use serde_json::json;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a waiting call waits when the model names no `timeout_s`.
+const DEFAULT_TIMEOUT_S: u64 = 300;
+/// The longest a waiting call may wait.
+const MAX_TIMEOUT_S: u64 = 3600;
+
+/// `agent_call {agent, task, wait?, timeout_s?, request_id?}`.
+///
+/// The task goes to `agent.<agent>` in a session of its own
+/// (`agent:<agent>:agent:<caller>:<request_id>`) on the `subagent` lane, with this run as its
+/// parent and the chain of
+/// waiting agents on its envelope. A waiting call gives its lane slot up while it waits, so it
+/// never starves the lane, and fails at once when the callee is already waiting on this agent
+/// (a cycle in the wait-for graph). A call that does not wait returns the task id; the answer is
+/// delivered to this session as a message when the task ends.
+#[derive(Clone)]
+pub struct AgentCallTool {
+    bus: Option<Arc<dyn Bus>>,
+    agents: Vec<AgentId>,
+}
+
+impl fmt::Debug for AgentCallTool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AgentCallTool")
+            .field("bus", &self.bus.is_some())
+            .field("agents", &self.agents)
+            .finish()
+    }
+}
+
+impl AgentCallTool {
+    /// A tool posting on `bus` to one of `agents`.
+    pub fn new(bus: Option<Arc<dyn Bus>>, agents: Vec<AgentId>) -> Self {
+        Self { bus, agents }
+    }
+}
+
+#[derive(Deserialize)]
+struct Args {
+    agent: String,
+    task: String,
+    #[serde(default = "yes")]
+    wait: bool,
+    #[serde(default)]
+    timeout_s: Option<u64>,
+    #[serde(default)]
+    request_id: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A stable request id for a call the model gave none: the same call in the same task (a turn
+/// resumed after a stop) is the same request, answered once.
+fn derived_request_id(parent: uuid::Uuid, agent: &str, task: &str) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in agent.bytes().chain([0]).chain(task.bytes()) {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("call-{parent}-{hash:016x}")
+}
+
+/// The answer of an ended task as the tool's output.
+fn answer(agent: &str, record: &TaskRecord) -> ToolOutput {
+    match &record.outcome {
+        Some(Outcome::Succeeded { result }) => ToolOutput::ok(
+            result
+                .get("text")
+                .and_then(|t| t.as_str())
+                .unwrap_or_default()
+                .to_string(),
+        ),
+        Some(other) => ToolOutput::error(
+            "call_failed",
+            format!(
+                "agent \"{agent}\" ended task {} {}: {}",
+                record.task_id,
+                other.state().as_str(),
+                record.error().unwrap_or_default()
+            ),
+        ),
+        None => ToolOutput::error(
+            "call_failed",
+            format!("task {} has no outcome yet", record.task_id),
+        ),
+    }
+}
+
+#[async_trait]
+impl Tool for AgentCallTool {
+    fn name(&self) -> &'static str {
+        "agent_call"
+    }
+
+    fn description(&self) -> &'static str {
+        "Ask another agent to do a task and get its answer. With wait (the default) this call \
+         returns the other agent's final answer; without it, it returns at once and the answer \
+         arrives later in this conversation as a message. Calls that would wait in a circle \
+         (an agent that is waiting on you) are refused."
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "agent": {
+                    "type": "string",
+                    "enum": self.agents.iter().map(AgentId::as_str).collect::<Vec<_>>(),
+                    "description": "The agent to ask."
+                },
+                "task": { "type": "string", "description": "What it should do, self-contained." },
+                "wait": { "type": "boolean", "description": "Wait for the answer (default true)." },
+                "timeout_s": { "type": "integer", "minimum": 1, "description": "Seconds to wait at most (default 300, at most 3600)." },
+                "request_id": { "type": "string", "description": "An idempotency key: the same key is answered once." }
+            },
+            "required": ["agent", "task"],
+            "additionalProperties": false
+        })
+    }
+
+    fn available(&self) -> Result<(), String> {
+        match self.bus {
+            Some(_) => Ok(()),
+            None => Err("no bus in this process".into()),
+        }
+    }
+
+    async fn call(&self, ctx: &ToolContext, args: serde_json::Value) -> ToolOutput {
+        let args: Args = match parse_args("agent_call", args) {
+            Ok(args) => args,
+            Err(out) => return out,
+        };
+        let (Some(bus), Some(run)) = (&self.bus, &ctx.run) else {
+            return ToolOutput::error(
+                "unavailable",
+                "agent_call works only inside an agent's run on the bus",
+            );
+        };
+        let Some(callee) = self.agents.iter().find(|a| a.as_str() == args.agent) else {
+            let known: Vec<&str> = self.agents.iter().map(AgentId::as_str).collect();
+            return ToolOutput::error(
+                "invalid_arguments",
+                format!(
+                    "no agent \"{}\" (expected one of: {})",
+                    args.agent,
+                    known.join(", ")
+                ),
+            );
+        };
+        if args.task.trim().is_empty() {
+            return ToolOutput::error("invalid_arguments", "\"task\" is empty");
+        }
+        if args.wait && run.call_chain.contains(&args.agent) {
+            let start = run
+                .call_chain
+                .iter()
+                .position(|a| *a == args.agent)
+                .unwrap_or(0);
+            let mut cycle: Vec<&str> = run.call_chain[start..]
+                .iter()
+                .map(String::as_str)
+                .collect();
+            cycle.push(&args.agent);
+            return ToolOutput::error(
+                "deadlock",
+                format!(
+                    "waiting on agent \"{}\" would close the cycle {}: it is already waiting on this call's chain",
+                    args.agent,
+                    cycle.join(" → ")
+                ),
+            );
+        }
+        let request_id = match args.request_id.as_deref() {
+            Some(given) => RequestId::parse(given),
+            None => RequestId::parse(&derived_request_id(run.task_id, &args.agent, &args.task)),
+        };
+        let request_id = match request_id {
+            Ok(id) => id,
+            Err(e) => return ToolOutput::error("invalid_arguments", e),
+        };
+        let timeout = Duration::from_secs(
+            args.timeout_s
+                .unwrap_or(DEFAULT_TIMEOUT_S)
+                .clamp(1, MAX_TIMEOUT_S),
+        );
+        let now = run.clock.now_ms();
+        // A child's deadline is never later than its parent's.
+        let deadline = run
+            .deadline_ms
+            .map_or(now + timeout.as_millis() as u64, |d| {
+                d.min(now + timeout.as_millis() as u64)
+            });
+        let session = SessionKey::peer(callee, "agent", &ctx.agent, request_id.as_str());
+        let origin = Origin {
+            channel: "agent".into(),
+            chat_type: ctx.agent.clone(),
+            peer: request_id.to_string(),
+            session_key: Some(session),
+            parent_task: Some(run.task_id),
+            call_chain: if args.wait {
+                run.call_chain.clone()
+            } else {
+                Vec::new()
+            },
+            notify_session: (!args.wait).then(|| run.session.clone()),
+            // Work spawned by another run: the subagent lane, so a lane full of waiting callers
+            // can never hold up their callees.
+            lane: crate::config::SUBAGENT_LANE.into(),
+            ..Origin::api()
+        };
+        let mut env = origin.apply(
+            Envelope::task(
+                Topic::agent(&args.agent),
+                request_id.clone(),
+                json!({ "text": args.task }),
+            )
+            .from(format!("agent:{}", ctx.agent)),
+        );
+        env.deadline = Some(deadline);
+        let admission = match bus.submit(env).await {
+            Ok(a) => a,
+            Err(e @ BusError::Conflict { .. }) => {
+                return ToolOutput::error("request_id_conflict", e);
+            }
+            Err(e) => return ToolOutput::error("unavailable", format!("the bus refused the call: {e}")),
+        };
+        tracing::info!(agent = %ctx.agent, callee = %args.agent, task_id = %admission.task.task_id, wait = args.wait, duplicate = admission.duplicate, "Agent call posted.");
+        if !args.wait {
+            return ToolOutput::ok(
+                json!({
+                    "task_id": admission.task.task_id,
+                    "request_id": request_id,
+                    "status": "accepted",
+                    "note": "the answer will arrive in this conversation as a message"
+                })
+                .to_string(),
+            );
+        }
+        if admission.task.state.is_terminal() {
+            return answer(&args.agent, &admission.task);
+        }
+        // Waiting holds no lane slot: the callee (or anyone) may use it meanwhile.
+        run.slot.release().await;
+        let waited = bus.wait(&request_id, timeout).await;
+        if let Err(e) = run.slot.reacquire().await {
+            return ToolOutput::error("unavailable", format!("could not take the lane slot back: {e}"));
+        }
+        match waited {
+            Ok(record) => answer(&args.agent, &record),
+            Err(BusError::TimedOut { after }) => ToolOutput::error(
+                "timeout",
+                format!(
+                    "agent \"{}\" did not answer within {}s (task {})",
+                    args.agent,
+                    after.as_secs(),
+                    admission.task.task_id
+                ),
+            ),
+            Err(e) => ToolOutput::error("unavailable", format!("waiting for the answer failed: {e}")),
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! Agents working together: `agent_call` with and without waiting, the lane slot given up while
+//! waiting, one run per request id, and cycles refused at once.
+
+use super::system::last_user;
+use crate::support::{Project, eventually, get_json, post_task};
+use clawbus::testkit::{Gate, ScriptedServer, Turn};
+use serde_json::{Value, json};
+
+/// The tool results of a recorded model request.
+fn tool_results(req: &Value) -> Vec<String> {
+    req["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// Agents `a` and `b` may call each other; `c` may not call anyone.
+fn team(server: &ScriptedServer, lanes: &str) -> Project {
+    let p = Project::new();
+    p.with_mock_and(&server.base_url(), lanes)
+        .write("agents.d/a.toml", "[tools]\nallow = [\"agent_call\"]\n")
+        .write("agents.d/b.toml", "[tools]\nallow = [\"agent_call\"]\n")
+        .write("agents.d/c.toml", "");
+    p
+}
+
+#[actix_rt::test]
+async fn a_waiting_call_returns_the_callees_answer_and_frees_the_lane_meanwhile() {
+    let gate = Gate::new();
+    let server = {
+        let gate = gate.clone();
+        ScriptedServer::with_responder(move |req| {
+            let user = last_user(req);
+            let results = tool_results(req);
+            match user.as_str() {
+                "ask b" if results.is_empty() => {
+                    Turn::tool_call("agent_call", json!({ "agent": "b", "task": "compute" }))
+                }
+                "ask b" => Turn::text(format!("b said: {}", results[0])),
+                "compute" => Turn::gated(&gate, Turn::text("42")),
+                other => Turn::text(format!("re: {other}")),
+            }
+        })
+        .await
+    };
+    let project = team(&server, "[lanes]\nmain = 1\n");
+    let daemon = project.start().await;
+    let (status, asked) = post_task(&daemon, "a", json!({ "text": "ask b" })).await;
+    assert_eq!(status, 202, "{asked}");
+    eventually("b's turn is at the model", async || {
+        server
+            .requests()
+            .iter()
+            .any(|r| last_user(r) == "compute")
+    })
+    .await;
+    // a waits holding no slot; b's call runs on the subagent lane.
+    let lanes = daemon.lanes().status().await.unwrap();
+    let lane = |name: &str| lanes.iter().find(|l| l.name == name).unwrap().clone();
+    assert!(lane("main").holding.is_empty(), "{:?}", lane("main"));
+    assert_eq!(lane("subagent").holding.len(), 1, "{:?}", lane("subagent"));
+    // A third task runs on the one main slot meanwhile.
+    let (status, third) = post_task(&daemon, "c", json!({ "text": "hello", "wait": true })).await;
+    assert_eq!(status, 200, "{third}");
+    assert_eq!(third["result"]["text"], "re: hello");
+    gate.open();
+    let task_id = asked["task_id"].as_str().unwrap();
+    let mut done = Value::Null;
+    eventually("a's task succeeded", async || {
+        done = get_json(&daemon, &format!("/v1/tasks/{task_id}")).await;
+        done["state"] == "succeeded"
+    })
+    .await;
+    assert_eq!(done["result"]["text"], "b said: 42");
+    daemon.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn the_same_call_request_id_twice_runs_the_callee_once() {
+    let server = ScriptedServer::with_responder(|req| {
+        let user = last_user(req);
+        let results = tool_results(req);
+        match (user.as_str(), results.len()) {
+            ("twice", 0 | 1) => Turn::tool_call(
+                "agent_call",
+                json!({ "agent": "b", "task": "count me", "request_id": "same-call-1" }),
+            ),
+            ("twice", _) => Turn::text(results.join(" | ")),
+            ("count me", _) => Turn::text("counted"),
+            (other, _) => Turn::text(format!("re: {other}")),
+        }
+    })
+    .await;
+    let project = team(&server, "");
+    let daemon = project.start().await;
+    let (status, done) = post_task(&daemon, "a", json!({ "text": "twice", "wait": true })).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["result"]["text"], "counted | counted");
+    let runs = server
+        .requests()
+        .iter()
+        .filter(|r| last_user(r) == "count me")
+        .count();
+    assert_eq!(runs, 1, "b ran once for two calls with one request id");
+    daemon.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn a_call_back_to_a_waiting_agent_fails_at_once_naming_the_cycle() {
+    let server = ScriptedServer::with_responder(|req| {
+        let user = last_user(req);
+        let results = tool_results(req);
+        match (user.as_str(), results.first()) {
+            ("start", None) => Turn::tool_call("agent_call", json!({ "agent": "b", "task": "ping a" })),
+            ("ping a", None) => Turn::tool_call("agent_call", json!({ "agent": "a", "task": "pong" })),
+            (_, Some(result)) => Turn::text(format!("got: {result}")),
+            (other, None) => Turn::text(format!("re: {other}")),
+        }
+    })
+    .await;
+    let project = team(&server, "");
+    let daemon = project.start().await;
+    let (status, done) = post_task(
+        &daemon,
+        "a",
+        json!({ "text": "start", "wait": true, "timeout_ms": 20_000 }),
+    )
+    .await;
+    assert_eq!(status, 200, "{done}");
+    let text = done["result"]["text"].as_str().unwrap();
+    assert!(text.contains("deadlock"), "{text}");
+    assert!(text.contains("a → b → a"), "names the cycle: {text}");
+    assert!(
+        server.requests().iter().all(|r| last_user(r) != "pong"),
+        "a was never asked to run the cyclic call"
+    );
+    daemon.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn a_call_that_does_not_wait_delivers_the_answer_to_the_callers_session() {
+    let server = ScriptedServer::with_responder(|req| {
+        let user = last_user(req);
+        let results = tool_results(req);
+        if user == "fire and forget" && results.is_empty() {
+            return Turn::tool_call(
+                "agent_call",
+                json!({ "agent": "b", "task": "later work", "wait": false }),
+            );
+        }
+        if user == "fire and forget" {
+            return Turn::text("asked b");
+        }
+        if user == "later work" {
+            return Turn::text("the later answer");
+        }
+        Turn::text(format!("noted: {user}"))
+    })
+    .await;
+    let project = team(&server, "");
+    let daemon = project.start().await;
+    let (status, done) = post_task(
+        &daemon,
+        "a",
+        json!({ "text": "fire and forget", "session": "desk", "wait": true }),
+    )
+    .await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["result"]["text"], "asked b");
+    // b's answer arrives in a's session as a message that wakes it.
+    let key = "agent:a:api:direct:desk";
+    eventually("the answer reached a's session", async || {
+        let session = get_json(&daemon, &format!("/v1/sessions/{key}")).await;
+        session["entries"].as_array().is_some_and(|entries| {
+            entries.iter().any(|e| {
+                e["message"]["role"] == "assistant"
+                    && e["message"]["content"]
+                        .as_str()
+                        .is_some_and(|t| t.contains("the later answer"))
+            })
+        })
+    })
+    .await;
+    daemon.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn a_call_to_an_unknown_agent_is_a_clear_tool_error() {
+    let server = ScriptedServer::with_responder(|req| {
+        let results = tool_results(req);
+        match results.first() {
+            None => Turn::tool_call("agent_call", json!({ "agent": "nobody", "task": "x" })),
+            Some(r) => Turn::text(r.clone()),
+        }
+    })
+    .await;
+    let project = team(&server, "");
+    let daemon = project.start().await;
+    let (_, done) = post_task(&daemon, "a", json!({ "text": "go", "wait": true })).await;
+    let text = done["result"]["text"].as_str().unwrap();
+    assert!(text.contains("nobody"), "names the agent: {text}");
+    daemon.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn a_three_agent_cycle_fails_at_once_naming_it() {
+    let server = ScriptedServer::with_responder(|req| {
+        let user = last_user(req);
+        let results = tool_results(req);
+        let next = |agent: &str, task: &str| {
+            Turn::tool_call("agent_call", json!({ "agent": agent, "task": task }))
+        };
+        match (user.as_str(), results.first()) {
+            ("start", None) => next("b", "to c"),
+            ("to c", None) => next("c", "to a"),
+            ("to a", None) => next("a", "loop"),
+            (_, Some(result)) => Turn::text(format!("got: {result}")),
+            (other, None) => Turn::text(format!("re: {other}")),
+        }
+    })
+    .await;
+    let project = Project::new();
+    let allow = "[tools]\nallow = [\"agent_call\"]\n";
+    project
+        .with_mock_and(&server.base_url(), "")
+        .write("agents.d/a.toml", allow)
+        .write("agents.d/b.toml", allow)
+        .write("agents.d/c.toml", allow);
+    let daemon = project.start().await;
+    let (status, done) = post_task(&daemon, "a", json!({ "text": "start", "wait": true })).await;
+    assert_eq!(status, 200, "{done}");
+    let text = done["result"]["text"].as_str().unwrap();
+    assert!(text.contains("a → b → c → a"), "names the cycle: {text}");
+    assert!(server.requests().iter().all(|r| last_user(r) != "loop"));
+    daemon.shutdown().await;
+}
