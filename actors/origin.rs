@@ -30,6 +30,8 @@ pub enum Header {
     CallChain,
     /// The session told of this task's outcome when it ends.
     NotifySession,
+    /// How many subagent spawns deep this task is (0 for work nobody spawned).
+    Depth,
 }
 
 impl Header {
@@ -45,6 +47,7 @@ impl Header {
             Self::ParentTask => "parent_task",
             Self::CallChain => "call_chain",
             Self::NotifySession => "notify_session",
+            Self::Depth => "depth",
         }
     }
 }
@@ -68,8 +71,11 @@ pub struct Origin {
     pub parent_task: Option<Uuid>,
     /// The agents whose turns wait on this task, outermost first.
     pub call_chain: Vec<String>,
-    /// The session told of this task's outcome when it ends (an agent call that did not wait).
+    /// The session told of this task's outcome when it ends (an agent call that did not wait,
+    /// a subagent).
     pub notify_session: Option<SessionKey>,
+    /// How many subagent spawns deep this task is (0 for work nobody spawned).
+    pub depth: u32,
 }
 
 impl Default for Origin {
@@ -101,6 +107,7 @@ impl Origin {
             parent_task: None,
             call_chain: Vec::new(),
             notify_session: None,
+            depth: 0,
         }
     }
 
@@ -127,6 +134,9 @@ impl Origin {
         }
         if let Some(key) = &self.notify_session {
             h.insert(Header::NotifySession.as_str().into(), key.to_string());
+        }
+        if self.depth > 0 {
+            h.insert(Header::Depth.as_str().into(), self.depth.to_string());
         }
         env
     }
@@ -162,10 +172,17 @@ impl Origin {
             origin.call_chain = chain.split(',').map(str::to_string).collect();
         }
         if let Some(key) = get(Header::NotifySession) {
-            origin.notify_session = Some(SessionKey::parse(&key).map_err(|message| OriginError {
-                key: Header::NotifySession.as_str(),
-                message,
-            })?);
+            origin.notify_session =
+                Some(SessionKey::parse(&key).map_err(|message| OriginError {
+                    key: Header::NotifySession.as_str(),
+                    message,
+                })?);
+        }
+        if let Some(depth) = get(Header::Depth) {
+            origin.depth = depth.parse().map_err(|e| OriginError {
+                key: Header::Depth.as_str(),
+                message: format!("{depth:?} is not a depth: {e}"),
+            })?;
         }
         Ok(origin)
     }
@@ -188,6 +205,7 @@ mod tests {
             parent_task: Some(Uuid::now_v7()),
             call_chain: vec!["a".into(), "b".into()],
             notify_session: SessionKey::parse("agent:a:main").ok(),
+            depth: 2,
         };
         let env = Envelope::task(
             Topic::agent("a"),

@@ -22,6 +22,10 @@ pub struct RunContext {
     pub deadline_ms: Option<u64>,
     /// The one clock.
     pub clock: Arc<dyn Clock>,
+    /// How many subagent spawns deep the run is (0 for work nobody spawned).
+    pub depth: u32,
+    /// Subagents this run has spawned so far.
+    pub spawned: std::sync::atomic::AtomicU32,
     /// The run's lane slot.
     pub slot: RunSlot,
 }
@@ -75,6 +79,7 @@ impl std::fmt::Debug for RunContext {
             .field("session", &self.session)
             .field("call_chain", &self.call_chain)
             .field("deadline_ms", &self.deadline_ms)
+            .field("depth", &self.depth)
             .finish_non_exhaustive()
     }
 }

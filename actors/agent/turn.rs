@@ -141,6 +141,9 @@ pub enum TurnError {
     /// The whole turn ran past `turn_timeout`.
     #[error("turn timed out after {0:?} (limits.turn_timeout)")]
     TimedOut(Duration),
+    /// The task's deadline passed during the turn.
+    #[error("the task's deadline passed during the turn")]
+    DeadlinePassed,
     /// A step could not be journaled; the turn stops rather than act unrecorded.
     #[error("transcript write failed: {0}")]
     Journal(#[from] std::io::Error),

@@ -59,6 +59,7 @@ pub fn origin(job: &Job, scheduled_ms: u64) -> Origin {
         parent_task: None,
         call_chain: Vec::new(),
         notify_session: None,
+        depth: 0,
     }
 }
 

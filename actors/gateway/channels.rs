@@ -138,6 +138,7 @@ async fn post_message(
         parent_task: None,
         call_chain: Vec::new(),
         notify_session: None,
+        depth: 0,
     };
     let env = origin.apply(
         Envelope::task(

@@ -282,6 +282,8 @@ impl Run {
             call_chain,
             deadline_ms: env.deadline,
             clock: rt.clock.clone(),
+            depth: origin.depth,
+            spawned: std::sync::atomic::AtomicU32::new(0),
             slot: RunSlot::new(rt.lanes.clone(), origin.lane.clone(), env.id, slot),
         });
         let tool_context = ToolContext {
@@ -373,7 +375,17 @@ impl Run {
             events: &events,
             journal: &journal,
         };
-        let turn = run_turn_observed(&rt.deps, input, hooks).await;
+        // A task's deadline bounds its turn too (a subagent's `timeout_s`, a call's deadline).
+        let turn = match env.deadline {
+            Some(deadline) => {
+                let left = deadline.saturating_sub(rt.clock.now_ms());
+                let limit = std::time::Duration::from_millis(left);
+                tokio::time::timeout(limit, run_turn_observed(&rt.deps, input, hooks))
+                    .await
+                    .unwrap_or(Err(TurnError::DeadlinePassed))
+            }
+            None => run_turn_observed(&rt.deps, input, hooks).await,
+        };
         // Every event of the turn is on the bus before its terminal one.
         forwarder.finish(events).await;
         entries.extend(journal.into_written());
@@ -394,7 +406,7 @@ impl Run {
                 out.iterations,
                 out.usage,
             ),
-            Err(e @ TurnError::TimedOut(_)) => (
+            Err(e @ (TurnError::TimedOut(_) | TurnError::DeadlinePassed)) => (
                 Outcome::TimedOut {
                     error: e.to_string(),
                 },
@@ -443,7 +455,7 @@ impl Run {
             other => format!("{} ({})", other.state().as_str(), error_text(other)),
         };
         let text = format!(
-            "[agent_call result] agent \"{}\" finished task {} ({}): {answer}",
+            "[task result] agent \"{}\" finished task {} ({}): {answer}",
             self.rt.id,
             env.id,
             outcome.state().as_str()

@@ -89,6 +89,10 @@ pub fn registry(def: &AgentDef, config: &Config, services: &ToolServices) -> Too
             services.bus.clone(),
             config.agents.iter().map(|a| a.id.clone()).collect(),
         ))
+        .with(super::spawn::SpawnTool::new(
+            services.bus.clone(),
+            config.agents.iter().map(|a| a.id.clone()).collect(),
+        ))
         .with(super::cron::CronTool::new(services.cron.clone()))
         .with(WebFetchTool::new(&config.web))
         .with(WebSearchTool::from_env(&config.web.search))

@@ -51,10 +51,7 @@ async fn a_waiting_call_returns_the_callees_answer_and_frees_the_lane_meanwhile(
     let (status, asked) = post_task(&daemon, "a", json!({ "text": "ask b" })).await;
     assert_eq!(status, 202, "{asked}");
     eventually("b's turn is at the model", async || {
-        server
-            .requests()
-            .iter()
-            .any(|r| last_user(r) == "compute")
+        server.requests().iter().any(|r| last_user(r) == "compute")
     })
     .await;
     // a waits holding no slot; b's call runs on the subagent lane.
@@ -114,8 +111,12 @@ async fn a_call_back_to_a_waiting_agent_fails_at_once_naming_the_cycle() {
         let user = last_user(req);
         let results = tool_results(req);
         match (user.as_str(), results.first()) {
-            ("start", None) => Turn::tool_call("agent_call", json!({ "agent": "b", "task": "ping a" })),
-            ("ping a", None) => Turn::tool_call("agent_call", json!({ "agent": "a", "task": "pong" })),
+            ("start", None) => {
+                Turn::tool_call("agent_call", json!({ "agent": "b", "task": "ping a" }))
+            }
+            ("ping a", None) => {
+                Turn::tool_call("agent_call", json!({ "agent": "a", "task": "pong" }))
+            }
             (_, Some(result)) => Turn::text(format!("got: {result}")),
             (other, None) => Turn::text(format!("re: {other}")),
         }
@@ -236,4 +237,149 @@ async fn a_three_agent_cycle_fails_at_once_naming_it() {
     assert!(text.contains("a → b → c → a"), "names the cycle: {text}");
     assert!(server.requests().iter().all(|r| last_user(r) != "loop"));
     daemon.shutdown().await;
+}
+
+/// The user messages of a session that announce a child's outcome.
+async fn announcements(daemon: &clawbus::gateway::Daemon, key: &str) -> Vec<String> {
+    let session = get_json(daemon, &format!("/v1/sessions/{key}")).await;
+    session["entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["message"]["role"] == "user")
+        .filter_map(|e| e["message"]["content"].as_str())
+        .filter(|t| t.starts_with("[task result]"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[actix_rt::test]
+async fn each_subagent_outcome_reaches_the_parent_session_exactly_once() {
+    let server = ScriptedServer::with_responder(|req| {
+        let user = last_user(req);
+        let results = tool_results(req);
+        let spawn = |task: &str, timeout: u64| {
+            (
+                "sessions_spawn",
+                json!({ "task": task, "label": task, "timeout_s": timeout }),
+            )
+        };
+        match user.as_str() {
+            "delegate" if results.is_empty() => Turn::tool_calls(vec![
+                spawn("succeed", 60),
+                spawn("fail", 60),
+                spawn("stall", 1),
+            ]),
+            "delegate" => Turn::text("spawned three"),
+            "succeed" => Turn::text("child success"),
+            "fail" => Turn::http_error(400),
+            "stall" => Turn::hang(),
+            _ => Turn::text("ack"),
+        }
+    })
+    .await;
+    let project = Project::new();
+    project
+        .with_mock_and(&server.base_url(), "")
+        .write("agents.d/a.toml", "[tools]\nallow = [\"sessions_spawn\"]\n");
+    let daemon = project.start().await;
+    let (status, done) = post_task(
+        &daemon,
+        "a",
+        json!({ "text": "delegate", "session": "boss", "wait": true }),
+    )
+    .await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["result"]["text"], "spawned three");
+    let key = "agent:a:api:direct:boss";
+    let mut seen = Vec::new();
+    eventually("the three outcomes reached the parent", async || {
+        seen = announcements(&daemon, key).await;
+        seen.len() >= 3
+    })
+    .await;
+    let count = |state: &str| {
+        seen.iter()
+            .filter(|t| t.contains(&format!("({state})")))
+            .count()
+    };
+    assert_eq!(count("succeeded"), 1, "{seen:#?}");
+    assert_eq!(count("failed"), 1, "{seen:#?}");
+    assert_eq!(count("timed_out"), 1, "{seen:#?}");
+    assert!(
+        seen.iter().any(|t| t.contains("child success")),
+        "{seen:#?}"
+    );
+    // Exactly once: nothing more arrives after the three (every announcement task has ended).
+    eventually("the announcement turns ended", async || {
+        server
+            .requests()
+            .iter()
+            .filter(|r| last_user(r).starts_with("[task result]"))
+            .count()
+            >= 3
+    })
+    .await;
+    assert_eq!(announcements(&daemon, key).await.len(), 3);
+    daemon.shutdown_within(std::time::Duration::ZERO).await;
+}
+
+#[actix_rt::test]
+async fn subagent_depth_and_fan_out_limits_refuse_with_clear_errors() {
+    let server = ScriptedServer::with_responder(|req| {
+        let user = last_user(req);
+        let results = tool_results(req);
+        if !results.is_empty() {
+            return Turn::text(format!("{user} got: {}", results.join(" | ")));
+        }
+        match user.as_str() {
+            "go deep" => Turn::tool_call("sessions_spawn", json!({ "task": "level 1" })),
+            "level 1" => Turn::tool_call("sessions_spawn", json!({ "task": "level 2" })),
+            "level 2" => Turn::tool_call("sessions_spawn", json!({ "task": "level 3" })),
+            "go wide" => Turn::tool_calls(
+                (0..6)
+                    .map(|i| ("sessions_spawn", json!({ "task": format!("leaf {i}") })))
+                    .collect(),
+            ),
+            _ => Turn::text("ok"),
+        }
+    })
+    .await;
+    let project = Project::new();
+    project
+        .with_mock_and(&server.base_url(), "")
+        .write("agents.d/a.toml", "[tools]\nallow = [\"sessions_spawn\"]\n");
+    let daemon = project.start().await;
+    let (_, wide) = post_task(&daemon, "a", json!({ "text": "go wide", "wait": true })).await;
+    let text = wide["result"]["text"].as_str().unwrap();
+    assert_eq!(text.matches("\"started\"").count(), 5, "{text}");
+    assert!(
+        text.contains("fanout_limit") && text.contains("at most 5"),
+        "{text}"
+    );
+
+    let (_, deep) = post_task(&daemon, "a", json!({ "text": "go deep", "wait": true })).await;
+    assert!(
+        deep["result"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("\"started\"")
+    );
+    eventually(
+        "level 2 tried to spawn level 3 and was refused",
+        async || {
+            server.requests().iter().any(|r| {
+                last_user(r) == "level 2"
+                    && tool_results(r)
+                        .first()
+                        .is_some_and(|t| t.contains("depth_limit"))
+            })
+        },
+    )
+    .await;
+    assert!(
+        server.requests().iter().all(|r| last_user(r) != "level 3"),
+        "level 3 never ran"
+    );
+    daemon.shutdown_within(std::time::Duration::ZERO).await;
 }

@@ -432,3 +432,70 @@ async fn an_endless_model_stream_fails_at_the_cap_while_memory_stays_bounded() {
     );
     stop(daemon).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subagent_lost_to_a_crash_still_reports_to_its_parent() {
+    let second_life = Arc::new(AtomicBool::new(false));
+    let server = {
+        let second_life = second_life.clone();
+        ScriptedServer::with_responder(move |req| {
+            let user = last_user(req);
+            match (user.as_str(), tool_results(req).is_empty()) {
+                ("delegate", true) => Turn::tool_call(
+                    "sessions_spawn",
+                    json!({ "task": "long child", "label": "child" }),
+                ),
+                ("delegate", false) => Turn::text("spawned"),
+                ("long child", _) if !second_life.load(Ordering::SeqCst) => Turn::hang(),
+                ("long child", _) => Turn::text("child done after the restart"),
+                _ => Turn::text("ack"),
+            }
+        })
+        .await
+    };
+    let project = Project::new();
+    project
+        .with_mock_provider(&server.base_url(), "30s", 0)
+        .write(
+            "agents.d/chat.toml",
+            "[tools]\nallow = [\"sessions_spawn\"]\n",
+        );
+    let first = up(&project).await;
+    let parent = post_async(&first, "delegate", "p-1").await;
+    let parent_id = parent["task_id"].as_str().unwrap().to_string();
+    until_succeeded(&first, &parent_id).await;
+    eventually("the child is at the model", async || {
+        server
+            .requests()
+            .iter()
+            .any(|r| last_user(r) == "long child")
+    })
+    .await;
+    kill9(first);
+
+    second_life.store(true, Ordering::SeqCst);
+    let second = up(&project).await;
+    let key = "agent:chat:api:direct:s";
+    eventually("the parent session heard of the child", async || {
+        let session: Value = reqwest::Client::new()
+            .get(format!("{}/v1/sessions/{key}", second.url))
+            .bearer_auth(&second.token)
+            .timeout(NET)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        session["entries"].as_array().is_some_and(|entries| {
+            entries.iter().any(|e| {
+                e["message"]["role"] == "user"
+                    && e["message"]["content"]
+                        .as_str()
+                        .is_some_and(|t| t.contains("child done after the restart"))
+            })
+        })
+    })
+    .await;
+    stop(second).await;
+}
