@@ -383,3 +383,38 @@ async fn subagent_depth_and_fan_out_limits_refuse_with_clear_errors() {
     );
     daemon.shutdown_within(std::time::Duration::ZERO).await;
 }
+
+/// Copies a folder tree.
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+#[actix_rt::test]
+async fn the_shipped_team_cooperates_out_of_the_box() {
+    let project = Project::new();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    copy_tree(&root.join("agents.d"), &project.agents_dir());
+    std::fs::copy(root.join("clawbus.toml"), project.config_path()).unwrap();
+    let daemon = project.start().await;
+    let (status, done) = post_task(
+        &daemon,
+        "assistant",
+        json!({ "text": "team rust", "wait": true }),
+    )
+    .await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(
+        done["result"]["text"],
+        "The team's answer on rust:\nDraft on rust, from the research: echo: research rust"
+    );
+    daemon.shutdown().await;
+}
