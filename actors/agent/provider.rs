@@ -1,7 +1,9 @@
 //! Builds an agent's model client from its provider definition.
 
-use crate::config::{AgentDef, Config, ProviderKind};
-use crate::model::{ChatModel, OpenAiClient, OpenAiConfig, ScriptedModel};
+use crate::config::{AgentDef, Config, ProviderDef, ProviderKind};
+use crate::model::{
+    AnthropicClient, AnthropicConfig, ChatModel, OpenAiClient, OpenAiConfig, ScriptedModel,
+};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,8 +36,9 @@ pub enum ModelBuildError {
     Client(#[from] crate::model::ModelError),
 }
 
-/// The model client for `def`: an OpenAI-compatible client, or the built-in scripted rules.
-/// The API key is read from the environment variable the provider names, never from a file.
+/// The model client for `def`: an OpenAI-compatible or Anthropic client sending the agent's
+/// `[model_params]`, or the built-in scripted rules. The API key is read from the environment
+/// variable the provider names, never from a file.
 pub fn build_model(def: &AgentDef, config: &Config) -> Result<Arc<dyn ChatModel>, ModelBuildError> {
     let provider = config
         .provider_for(&def.model)
@@ -55,27 +58,45 @@ pub fn build_model(def: &AgentDef, config: &Config) -> Result<Arc<dyn ChatModel>
                 .base_url
                 .clone()
                 .ok_or_else(|| ModelBuildError::NoBaseUrl(provider.name.clone()))?;
-            let api_key = match &provider.api_key_env {
-                Some(var) => match std::env::var(var) {
-                    Ok(v) if !v.is_empty() => Some(v),
-                    _ => {
-                        return Err(ModelBuildError::MissingKey {
-                            var: var.clone(),
-                            provider: provider.name.clone(),
-                        });
-                    }
-                },
-                None => None,
-            };
             let client = OpenAiClient::new(OpenAiConfig {
                 base_url,
-                api_key,
+                api_key: api_key(provider)?,
                 timeout: provider.timeout,
                 max_retries: provider.max_retries,
                 backoff_base: BACKOFF_BASE,
             })?
-            .with_max_response_bytes(&provider.name, provider.max_response_bytes);
+            .with_max_response_bytes(&provider.name, provider.max_response_bytes)
+            .with_default_max_tokens(provider.max_tokens)
+            .with_params(def.model_params.clone());
             Ok(Arc::new(client))
         }
+        ProviderKind::Anthropic => {
+            let defaults = AnthropicConfig::default();
+            let client = AnthropicClient::new(AnthropicConfig {
+                base_url: provider.base_url.clone().unwrap_or(defaults.base_url),
+                api_key: api_key(provider)?,
+                timeout: provider.timeout,
+                max_retries: provider.max_retries,
+                backoff_base: BACKOFF_BASE,
+                max_tokens: provider.max_tokens.unwrap_or(defaults.max_tokens),
+            })?
+            .with_max_response_bytes(&provider.name, provider.max_response_bytes)
+            .with_params(def.model_params.clone());
+            Ok(Arc::new(client))
+        }
+    }
+}
+
+/// The key from the variable `api_key_env` names; `None` when the provider names none.
+fn api_key(provider: &ProviderDef) -> Result<Option<String>, ModelBuildError> {
+    let Some(var) = &provider.api_key_env else {
+        return Ok(None);
+    };
+    match std::env::var(var) {
+        Ok(v) if !v.is_empty() => Ok(Some(v)),
+        _ => Err(ModelBuildError::MissingKey {
+            var: var.clone(),
+            provider: provider.name.clone(),
+        }),
     }
 }

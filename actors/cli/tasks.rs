@@ -1,4 +1,5 @@
-//! `clawbus tasks show <id>`, `clawbus tasks watch <id>` and `clawbus tasks cancel <id>`.
+//! `clawbus tasks list`, `clawbus tasks show <id> [--tree]`, `clawbus tasks watch <id>` and
+//! `clawbus tasks cancel <id>`.
 
 use super::client::{GatewayClient, segment, usage};
 use super::out::outln;
@@ -10,10 +11,25 @@ use std::time::Duration;
 /// `clawbus tasks` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum TasksCommand {
-    /// Print a task as JSON.
+    /// List the tasks in the store (inside the dedup window), oldest first.
+    List {
+        /// Only tasks in this state (queued, running, succeeded, failed, cancelled, timed_out).
+        #[arg(long)]
+        state: Option<String>,
+        /// Only tasks posted to this agent.
+        #[arg(long)]
+        agent: Option<String>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a task as JSON; with `--tree`, the task and the work it started, with states.
     Show {
         /// The task id.
         id: String,
+        /// Print the tree of tasks it started (agent calls, subagents).
+        #[arg(long)]
+        tree: bool,
     },
     /// Print a task's events as they happen (what already happened first), one JSON object a
     /// line, until its terminal event. Exits 0 when it succeeded, 1 otherwise.
@@ -34,16 +50,22 @@ pub fn run(global: &Global, cmd: TasksCommand) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
-    if let TasksCommand::Watch { id } = &cmd {
-        return watch(&client, id);
+    match &cmd {
+        TasksCommand::Watch { id } => return watch(&client, id),
+        TasksCommand::List { state, agent, json } => {
+            return list(&client, state.as_deref(), agent.as_deref(), *json);
+        }
+        TasksCommand::Show { id, tree: true } => return tree(&client, id),
+        _ => {}
     }
     let (id, answer) = match &cmd {
-        TasksCommand::Show { id } | TasksCommand::Watch { id } => (
+        TasksCommand::Show { id, .. } | TasksCommand::Watch { id } => (
             id,
             client
                 .get(&format!("/v1/tasks/{}", segment(id)))
                 .map(|v| (200, v)),
         ),
+        TasksCommand::List { .. } => return usage("unreachable: tasks list"),
         TasksCommand::Cancel { id } => (
             id,
             client.post_with_status(
@@ -96,4 +118,64 @@ fn watch(client: &GatewayClient, id: &str) -> ExitCode {
             "the event stream of task {id} ended before its outcome"
         )),
     }
+}
+
+/// One line of a listing: id, state, agent, attempts, request id, parent.
+fn line(task: &serde_json::Value, indent: usize) -> String {
+    format!(
+        "{:indent$}{}  {:<10} {:<12} attempts {}  {}{}",
+        "",
+        task["task_id"].as_str().unwrap_or_default(),
+        task["state"].as_str().unwrap_or_default(),
+        task["agent"].as_str().unwrap_or_default(),
+        task["attempts"],
+        task["request_id"].as_str().unwrap_or_default(),
+        task["error"]
+            .as_str()
+            .map(|e| format!("  ({e})"))
+            .unwrap_or_default(),
+        indent = indent
+    )
+}
+
+fn list(client: &GatewayClient, state: Option<&str>, agent: Option<&str>, json: bool) -> ExitCode {
+    let mut query = Vec::new();
+    if let Some(s) = state {
+        query.push(format!("state={}", segment(s)));
+    }
+    if let Some(a) = agent {
+        query.push(format!("agent={}", segment(a)));
+    }
+    let path = if query.is_empty() {
+        "/v1/tasks".to_string()
+    } else {
+        format!("/v1/tasks?{}", query.join("&"))
+    };
+    let answer = match client.get(&path) {
+        Ok(v) => v,
+        Err(code) => return code,
+    };
+    if json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&answer).unwrap_or_default()
+        );
+        return ExitCode::SUCCESS;
+    }
+    for task in answer["tasks"].as_array().into_iter().flatten() {
+        outln!("{}", line(task, 0));
+    }
+    ExitCode::SUCCESS
+}
+
+fn tree(client: &GatewayClient, id: &str) -> ExitCode {
+    let answer = match client.get(&format!("/v1/tasks/{}/tree", segment(id))) {
+        Ok(v) => v,
+        Err(code) => return code,
+    };
+    for node in answer["tree"].as_array().into_iter().flatten() {
+        let depth = node["depth"].as_u64().unwrap_or(0) as usize;
+        outln!("{}", line(&node["task"], depth * 2));
+    }
+    ExitCode::SUCCESS
 }

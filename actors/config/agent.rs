@@ -73,6 +73,9 @@ pub(super) fn agent_file(
     let now_ms = bus::Clock::now_ms(&bus::SystemClock);
     let cron = super::cron::cron_jobs(&src, &stem, &f, gateway_tz, now_ms, &mut problems);
     let heartbeat = super::cron::heartbeat(&src, &stem, &f, gateway_tz, &mut problems);
+    let kind = known.get(&model.provider).copied().flatten();
+    let model_params =
+        super::model_params::model_params(&src, &f.model_params, &tools, kind, &mut problems);
     let problems = parsed.merge(problems);
     let Ok(id) = id else { return (None, problems) };
     let seed = agents_dir.join(id.as_str());
@@ -91,6 +94,7 @@ pub(super) fn agent_file(
         skills,
         cron,
         heartbeat,
+        model_params,
     };
     (Some(def), problems)
 }

@@ -74,6 +74,7 @@ pub(super) struct ProviderFile {
     pub timeout: Option<Spanned<DurationText>>,
     pub max_retries: Option<u32>,
     pub max_response_bytes: Option<Spanned<i64>>,
+    pub max_tokens: Option<Spanned<i64>>,
 }
 
 /// `[defaults]`.
@@ -109,6 +110,8 @@ pub(super) struct AgentFile {
     pub cron: Vec<Spanned<super::cron::CronFile>>,
     #[serde(default)]
     pub heartbeat: super::cron::HeartbeatFile,
+    #[serde(default)]
+    pub model_params: super::model_params::ModelParamsFile,
 }
 
 /// `[limits]` of an agent.

@@ -21,6 +21,7 @@ mod duration;
 mod exec;
 mod file;
 mod lanes;
+mod model_params;
 mod prompt;
 mod report;
 pub mod rules;
@@ -93,6 +94,10 @@ pub const DEFAULT_MAX_BODY: usize = 1024 * 1024;
 /// Default cap on what one model call may stream back (text plus tool-call arguments), in bytes
 /// (`[providers.<name>] max_response_bytes`).
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
+/// Default `max_tokens` of an `anthropic` provider (the Messages API requires one).
+pub const DEFAULT_ANTHROPIC_MAX_TOKENS: u32 = 4096;
+/// Default `base_url` of an `anthropic` provider.
+pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 /// Default per-call model timeout of a provider.
 pub const DEFAULT_PROVIDER_TIMEOUT: Duration = Duration::from_secs(120);
 /// Default number of retries of a failed model call.
@@ -191,6 +196,9 @@ pub enum ProviderKind {
     /// The built-in scripted model (rules file or echo); no network.
     #[serde(rename = "scripted")]
     Scripted,
+    /// Anthropic's native Messages API (`/v1/messages`).
+    #[serde(rename = "anthropic")]
+    Anthropic,
 }
 
 impl fmt::Display for ProviderKind {
@@ -198,6 +206,7 @@ impl fmt::Display for ProviderKind {
         f.write_str(match self {
             Self::OpenAi => "openai",
             Self::Scripted => "scripted",
+            Self::Anthropic => "anthropic",
         })
     }
 }
@@ -209,7 +218,8 @@ pub struct ProviderDef {
     pub name: String,
     /// The protocol.
     pub kind: ProviderKind,
-    /// Base URL of an OpenAI-compatible API (`…/v1`); required for `openai`.
+    /// Base URL of an OpenAI-compatible API (`…/v1`); required for `openai`. For `anthropic`,
+    /// the URL without `/v1` (default [`DEFAULT_ANTHROPIC_BASE_URL`]).
     pub base_url: Option<String>,
     /// NAME of the environment variable holding the API key (never the key itself).
     pub api_key_env: Option<String>,
@@ -219,6 +229,9 @@ pub struct ProviderDef {
     pub max_retries: u32,
     /// The most one call may stream back (text plus tool-call arguments), in bytes.
     pub max_response_bytes: usize,
+    /// `max_tokens` of requests whose agent sets none (`[providers.x] max_tokens`): always sent
+    /// by `anthropic` (default [`DEFAULT_ANTHROPIC_MAX_TOKENS`]), sent by `openai` when set.
+    pub max_tokens: Option<u32>,
 }
 
 impl ProviderDef {
@@ -232,6 +245,7 @@ impl ProviderDef {
             timeout: DEFAULT_PROVIDER_TIMEOUT,
             max_retries: DEFAULT_MAX_RETRIES,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            max_tokens: None,
         }
     }
 }
@@ -306,6 +320,8 @@ pub struct AgentDef {
     pub cron: Vec<crate::cron::JobSpec>,
     /// Its heartbeat (`[heartbeat]`).
     pub heartbeat: crate::cron::HeartbeatSpec,
+    /// Request parameters sent with every model call (`[model_params]`).
+    pub model_params: crate::model::ModelParams,
 }
 
 impl AgentDef {

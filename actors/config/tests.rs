@@ -3,6 +3,7 @@ use std::fs;
 use tempfile::TempDir;
 
 mod cron;
+mod model_params;
 mod user_input;
 
 /// A folder holding `clawbus.toml` (optional) and `agents.d/`.
@@ -241,7 +242,7 @@ fn every_problem_in_every_file_is_reported() {
         fx.render(&report),
         [
             "✗ agents.d/alpha.toml",
-            "  agents.d/alpha.toml:1:1: field \"modle\": unknown field \"modle\" (expected one of: description, model, limits, tools, exec, timezone, prompt, session, bindings, skills, cron, heartbeat)",
+            "  agents.d/alpha.toml:1:1: field \"modle\": unknown field \"modle\" (expected one of: description, model, limits, tools, exec, timezone, prompt, session, bindings, skills, cron, heartbeat, model_params)",
             "  agents.d/alpha.toml:3:18: field \"limits.max_iterations\": invalid type: string \"many\" (expected an integer from 0 to 4294967295)",
             "  agents.d/alpha.toml:4:16: field \"limits.turn_timeout\": invalid duration \"10x\": unknown unit \"x\" (expected a number followed by ms, s, m, h or d, e.g. \"30s\" or \"1h30m\")",
             "  agents.d/alpha.toml:6:18: field \"tools.allow\": unknown tool \"web\" (expected one of: read, write, edit, exec, web_fetch, web_search, memory_search, memory_get, sessions_list, sessions_history, sessions_send, sessions_spawn, agent_call, cron, message, or a group: group:fs, group:runtime, group:web, group:memory, group:sessions, group:messaging, group:agents, group:automation)",
@@ -304,8 +305,8 @@ fn provider_mistakes_are_reported_without_echoing_secrets() {
             "clawbus.toml:2:8: field \"providers.scripted.kind\": \"scripted\" is the built-in scripted provider, it cannot be of kind \"openai\" (expected kind = \"scripted\" or another provider name)",
             "clawbus.toml:4:1: field \"providers.remote.base_url\": missing (expected the http(s) URL of an OpenAI-compatible API, e.g. \"http://127.0.0.1:11434/v1\")",
             "clawbus.toml:6:15: field \"providers.remote.api_key_env\": not an environment variable name (expected the NAME of a variable, [A-Z_][A-Z0-9_]*, such as OPENAI_API_KEY, never a secret itself)",
-            "clawbus.toml:8:8: field \"providers.odd.kind\": unknown variant \"opnai\" (expected one of: openai, scripted)",
-            "clawbus.toml:9:1: field \"providers.nokind.kind\": missing (expected one of: openai, scripted)",
+            "clawbus.toml:8:8: field \"providers.odd.kind\": unknown variant \"opnai\" (expected one of: openai, scripted, anthropic)",
+            "clawbus.toml:9:1: field \"providers.nokind.kind\": missing (expected one of: openai, scripted, anthropic)",
         ],
         "a broken provider is reported once, and agents naming it are not blamed"
     );

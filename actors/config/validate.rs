@@ -305,7 +305,7 @@ fn provider_def(
         problems.push(src.at(
             Some(provider.span()),
             field("kind"),
-            "missing (expected one of: openai, scripted)",
+            "missing (expected one of: openai, scripted, anthropic)",
         ));
         return None;
     };
@@ -335,7 +335,11 @@ fn provider_def(
     Some(ProviderDef {
         name: name.get_ref().clone(),
         kind: kind_value,
-        base_url: p.base_url.as_ref().map(|u| u.get_ref().clone()),
+        base_url: match (&p.base_url, kind_value) {
+            (Some(u), _) => Some(u.get_ref().clone()),
+            (None, ProviderKind::Anthropic) => Some(super::DEFAULT_ANTHROPIC_BASE_URL.to_string()),
+            (None, _) => None,
+        },
         api_key_env: env_name(src, &p.api_key_env, &field("api_key_env"), problems),
         timeout: duration(
             src,
@@ -350,6 +354,13 @@ fn provider_def(
             &p.max_response_bytes,
             &field("max_response_bytes"),
             super::DEFAULT_MAX_RESPONSE_BYTES,
+            problems,
+        ),
+        max_tokens: super::model_params::provider_max_tokens(
+            src,
+            &p.max_tokens,
+            &field("max_tokens"),
+            kind_value,
             problems,
         ),
     })

@@ -58,6 +58,7 @@ pub fn router(state: ApiState) -> Router {
         .merge(super::sessions::routes())
         .merge(super::approvals::routes())
         .merge(super::cron::routes())
+        .merge(super::tasks::routes())
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             require_token,
@@ -79,6 +80,7 @@ fn query_params(route: &str) -> &'static [&'static str] {
     match route {
         "/v1/sessions" => &["agent"],
         "/v1/approvals" => &["state"],
+        "/v1/tasks" => &["state", "agent"],
         _ => &[],
     }
 }

@@ -9,6 +9,7 @@ mod events;
 mod health;
 pub mod metrics;
 pub mod sessions;
+pub mod tasks;
 pub mod token;
 
 use crate::agent::AgentHandle;

@@ -178,12 +178,23 @@ async fn cancel(State(state): State<ApiState>, Path(id): Path<String>) -> Respon
     if record.state.is_terminal() {
         return (StatusCode::CONFLICT, Json(TaskView::of(&record, false))).into_response();
     }
-    match state
+    let rec = match state
         .bus
         .cancel(&record.request_id, "cancelled by request")
         .await
     {
-        Ok(rec) => (StatusCode::OK, Json(TaskView::of(&rec, false))).into_response(),
-        Err(e) => bus_error(e),
+        Ok(rec) => rec,
+        Err(e) => return bus_error(e),
+    };
+    // The work it started goes with it.
+    match super::tasks::cancel_descendants(state.bus.as_ref(), task_id).await {
+        Ok(0) => {}
+        Ok(n) => {
+            tracing::info!(task_id = %task_id, descendants = n, "Descendants cancelled with their parent.")
+        }
+        Err(e) => {
+            tracing::error!(task_id = %task_id, error = %e, "Could not cancel every descendant.")
+        }
     }
+    (StatusCode::OK, Json(TaskView::of(&rec, false))).into_response()
 }

@@ -82,6 +82,10 @@ impl ReplyAccumulator {
                     .get("completion_tokens")
                     .and_then(Value::as_u64)
                     .unwrap_or(0),
+                cache_read_tokens: usage
+                    .pointer("/prompt_tokens_details/cached_tokens")
+                    .and_then(Value::as_u64),
+                cache_write_tokens: None,
             });
         }
         let Some(choice) = first_choice(payload) else {

@@ -3,12 +3,18 @@
 //! - [`ChatModel`]: the one trait the agent loop calls.
 //! - [`OpenAiClient`]: an OpenAI-compatible `/chat/completions` client that streams SSE, accumulates
 //!   tool-call deltas, tolerates "compatible" servers and retries with backoff.
+//! - [`AnthropicClient`]: Anthropic's native Messages API (`/v1/messages`), streamed, with prompt
+//!   caching breakpoints on the stable prefix.
+//! - [`ModelParams`]: an agent's `[model_params]`, sent by both HTTP clients.
 //! - [`ScriptedModel`]: the built-in `scripted/<name>` provider, driven by regex rules, so
 //!   everything runs with no key and no network.
 //! - [`sse`]: the incremental Server-Sent Events parser used by the client.
 
 mod accumulate;
+mod anthropic;
+mod http;
 mod openai;
+mod params;
 mod scripted;
 pub mod sse;
 
@@ -20,7 +26,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+pub use anthropic::{AnthropicClient, AnthropicConfig, RUNTIME_HEADING};
 pub use openai::{OpenAiClient, OpenAiConfig};
+pub use params::{
+    ModelParams, RESERVED_BODY_KEYS, ReasoningEffort, Stop, ToolChoice, after_tool_result,
+};
 pub use scripted::ScriptedModel;
 
 /// Who wrote a message of the conversation.
@@ -135,6 +145,12 @@ pub struct Usage {
     pub prompt_tokens: u64,
     /// Tokens the model generated.
     pub completion_tokens: u64,
+    /// Of the prompt tokens, those read from the provider's prompt cache, when it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_tokens: Option<u64>,
+    /// Of the prompt tokens, those written to the provider's prompt cache, when it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u64>,
 }
 
 /// What the model answered.

@@ -5,20 +5,17 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use serde_json::{Value, json};
-use tracing::{debug, warn};
 
-use super::accumulate::{ReplyAccumulator, short, truncate_chars};
+use super::accumulate::{ReplyAccumulator, short};
+use super::http::{
+    Failure, ResponseCap, RetryPolicy, chain, content_type, endpoint, read_body, send, with_retries,
+};
+use super::params::{ModelParams, ToolChoice, merge_extra};
 use super::sse::SseParser;
 use super::{
     ChatMessage, ChatModel, ChatRequest, ModelError, ModelObserver, ModelReply, Role, Unobserved,
 };
-
-/// Longest wait between two attempts, whatever the backoff or `Retry-After` says.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
-/// How much of an error body is kept in [`ModelError::Http`].
-const ERROR_BODY_CHARS: usize = 500;
 
 /// Settings of an [`OpenAiClient`].
 #[derive(Clone)]
@@ -67,87 +64,34 @@ pub struct OpenAiClient {
     url: String,
     http: reqwest::Client,
     cap: ResponseCap,
-}
-
-/// The most one call may stream back, and the provider it is configured on (for the message).
-#[derive(Debug, Clone)]
-struct ResponseCap {
-    max_bytes: usize,
-    provider: Option<String>,
-}
-
-impl ResponseCap {
-    /// Fails once `acc` holds more content than the cap: the call is refused, not retried.
-    fn check(&self, acc: &ReplyAccumulator, target: &str) -> Result<(), ModelError> {
-        if acc.size() <= self.max_bytes {
-            return Ok(());
-        }
-        Err(self.exceeded(target))
-    }
-
-    fn exceeded(&self, target: &str) -> ModelError {
-        let setting = match &self.provider {
-            Some(name) => format!("[providers.{name}] max_response_bytes"),
-            None => "max_response_bytes".to_owned(),
-        };
-        ModelError::Protocol(format!(
-            "{target}: the answer exceeded {} bytes of text and tool-call arguments ({setting} = {}); the call was stopped",
-            self.max_bytes, self.max_bytes
-        ))
-    }
-
-    /// The most raw body bytes read from an answer that is not an event stream: the content cap
-    /// plus room for the JSON around it.
-    fn raw_bytes(&self) -> usize {
-        self.max_bytes.saturating_mul(2).saturating_add(64 * 1024)
-    }
-}
-
-/// One failed attempt: the error, and how long the server asked us to wait.
-struct Failure {
-    error: ModelError,
-    retry_after: Option<Duration>,
-}
-
-impl From<ModelError> for Failure {
-    fn from(error: ModelError) -> Self {
-        Self {
-            error,
-            retry_after: None,
-        }
-    }
+    params: ModelParams,
+    default_max_tokens: Option<u32>,
 }
 
 impl OpenAiClient {
     /// A client for `cfg.base_url`; fails if the URL is malformed.
     pub fn new(cfg: OpenAiConfig) -> Result<Self, ModelError> {
-        let base = cfg.base_url.trim_end_matches('/');
-        let url = format!("{base}/chat/completions");
-        let parsed = reqwest::Url::parse(&url).map_err(|e| {
-            ModelError::Config(format!(
-                "model base_url {:?} is not a valid URL: {e}",
-                cfg.base_url
-            ))
-        })?;
-        if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(ModelError::Config(format!(
-                "model base_url {:?} must start with http:// or https://",
-                cfg.base_url
-            )));
-        }
-        let http = reqwest::Client::builder()
-            .build()
-            .map_err(|e| ModelError::Config(format!("cannot build HTTP client for {url}: {e}")))?;
-        let cap = ResponseCap {
-            max_bytes: crate::config::DEFAULT_MAX_RESPONSE_BYTES,
-            provider: None,
-        };
+        let (url, http) = endpoint(&cfg.base_url, "chat/completions")?;
         Ok(Self {
             cfg,
             url,
             http,
-            cap,
+            cap: ResponseCap::default(),
+            params: ModelParams::default(),
+            default_max_tokens: None,
         })
+    }
+
+    /// Sends `params` (an agent's `[model_params]`) with every request.
+    pub fn with_params(mut self, params: ModelParams) -> Self {
+        self.params = params;
+        self
+    }
+
+    /// `max_tokens` sent when the agent's parameters name none (`[providers.x] max_tokens`).
+    pub fn with_default_max_tokens(mut self, max_tokens: Option<u32>) -> Self {
+        self.default_max_tokens = max_tokens;
+        self
     }
 
     /// Caps what one call may stream back (text plus tool-call arguments) at `max_bytes`, as
@@ -180,27 +124,9 @@ impl OpenAiClient {
         if let Some(key) = &self.cfg.api_key {
             request = request.bearer_auth(key);
         }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| ModelError::Connect(format!("{target}: request failed: {}", chain(&e))))?;
+        let response = send(request, target).await?;
         let status = response.status();
-        if !status.is_success() {
-            let retry_after = retry_after(response.headers());
-            let text = response.text().await.unwrap_or_default();
-            let error = ModelError::Http {
-                status: status.as_u16(),
-                body: truncate_chars(&text, ERROR_BODY_CHARS),
-                target: target.to_owned(),
-            };
-            return Err(Failure { error, retry_after });
-        }
-        let content_type = response
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_ascii_lowercase();
+        let content_type = content_type(&response);
         if content_type.contains("event-stream") {
             return read_stream(response, target, observer, &self.cap)
                 .await
@@ -219,7 +145,7 @@ impl OpenAiClient {
             let mut acc = ReplyAccumulator::default();
             acc.apply(&payload)
                 .map_err(|e| ModelError::Protocol(format!("{target}: server error: {e}")))?;
-            self.cap.check(&acc, target)?;
+            self.cap.check_size(acc.size(), target)?;
             let reply = acc.finish();
             if let Some(text) = reply.text.as_deref().filter(|t| !t.is_empty()) {
                 observer.text(text);
@@ -249,26 +175,6 @@ impl OpenAiClient {
         }
         finish(acc, target).map_err(Failure::from)
     }
-}
-
-/// Reads a whole (non-streamed) body, refusing one larger than the cap allows.
-async fn read_body(
-    response: reqwest::Response,
-    target: &str,
-    cap: &ResponseCap,
-) -> Result<Vec<u8>, ModelError> {
-    let mut stream = response.bytes_stream();
-    let mut body = Vec::new();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| {
-            ModelError::Connect(format!("{target}: body interrupted: {}", chain(&e)))
-        })?;
-        if body.len().saturating_add(chunk.len()) > cap.raw_bytes() {
-            return Err(cap.exceeded(target));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
 }
 
 /// Reads an SSE body to `[DONE]` (or to its end) and folds it into a reply.
@@ -331,7 +237,7 @@ fn apply_event(
         let before = acc.text().len();
         acc.apply(payload)
             .map_err(|e| ModelError::Protocol(format!("{target}: server error in stream: {e}")))?;
-        cap.check(acc, target)?;
+        cap.check_size(acc.size(), target)?;
         if let Some(delta) = acc.text().get(before..).filter(|d| !d.is_empty()) {
             observer.text(delta);
         }
@@ -359,45 +265,62 @@ impl ChatModel for OpenAiClient {
         req: &ChatRequest,
         observer: &dyn ModelObserver,
     ) -> Result<ModelReply, ModelError> {
-        let body = request_body(req);
+        let body = self.body(req);
         let target = self.target(&req.model);
-        let mut attempt: u32 = 0;
-        loop {
-            debug!(model = %req.model, url = %self.url, attempt, "Model request started.");
-            let failure = match tokio::time::timeout(
-                self.cfg.timeout,
-                self.attempt(&body, &target, observer),
-            )
-            .await
-            {
-                Ok(Ok(reply)) => return Ok(reply),
-                Ok(Err(failure)) => failure,
-                Err(_) => Failure::from(ModelError::TimedOut {
-                    after: self.cfg.timeout,
-                    target: target.clone(),
-                }),
-            };
-            if !failure.error.is_retryable() || attempt >= self.cfg.max_retries {
-                return Err(failure.error);
-            }
-            let backoff = self
-                .cfg
-                .backoff_base
-                .saturating_mul(2u32.saturating_pow(attempt))
-                .min(MAX_BACKOFF);
-            let delay = failure.retry_after.map_or(backoff, |d| d.min(MAX_BACKOFF));
-            let status = match &failure.error {
-                ModelError::Http { status, .. } => Some(u64::from(*status)),
-                _ => None,
-            };
-            attempt += 1;
-            observer.retry(attempt, delay, &failure.error);
-            warn!(
-                model = %req.model, attempt, status, delay_ms = delay.as_millis() as u64,
-                error = %failure.error, "Model request failed; retrying."
-            );
-            tokio::time::sleep(delay).await;
+        let policy = RetryPolicy {
+            timeout: self.cfg.timeout,
+            max_retries: self.cfg.max_retries,
+            backoff_base: self.cfg.backoff_base,
+        };
+        with_retries(policy, &req.model, &target, observer, || {
+            self.attempt(&body, &target, observer)
+        })
+        .await
+    }
+}
+
+impl OpenAiClient {
+    /// The request body: the conversation, then the agent's parameters, then `extra`.
+    fn body(&self, req: &ChatRequest) -> Value {
+        let mut body = request_body(req);
+        let p = &self.params;
+        let set = |body: &mut Value, key: &str, value: Value| body[key] = value;
+        if let Some(t) = p.temperature {
+            set(&mut body, "temperature", json!(t));
         }
+        if let Some(t) = p.top_p {
+            set(&mut body, "top_p", json!(t));
+        }
+        if let Some(n) = p.max_tokens.or(self.default_max_tokens) {
+            set(&mut body, "max_tokens", json!(n));
+        }
+        if let Some(stop) = &p.stop {
+            set(&mut body, "stop", stop.to_json());
+        }
+        if let Some(seed) = p.seed {
+            set(&mut body, "seed", json!(seed));
+        }
+        if let Some(effort) = p.reasoning_effort {
+            set(&mut body, "reasoning_effort", json!(effort.as_str()));
+        }
+        if !req.tools.is_empty() {
+            if let Some(choice) = &p.tool_choice {
+                let wire = match choice.for_request(req) {
+                    ToolChoice::Auto => json!("auto"),
+                    ToolChoice::Required => json!("required"),
+                    ToolChoice::None => json!("none"),
+                    ToolChoice::Tool(name) => {
+                        json!({ "type": "function", "function": { "name": name } })
+                    }
+                };
+                set(&mut body, "tool_choice", wire);
+            }
+            if let Some(parallel) = p.parallel_tool_calls {
+                set(&mut body, "parallel_tool_calls", json!(parallel));
+            }
+        }
+        merge_extra(&mut body, &p.extra);
+        body
     }
 }
 
@@ -457,22 +380,4 @@ fn wire_message(m: &ChatMessage) -> Value {
         v["tool_call_id"] = json!(id);
     }
     v
-}
-
-/// `Retry-After` in whole seconds (the HTTP-date form is ignored).
-fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
-    value.parse::<u64>().ok().map(Duration::from_secs)
-}
-
-/// An error and its sources on one line: reqwest's own message alone says little.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }

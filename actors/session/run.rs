@@ -421,6 +421,9 @@ impl Run {
                 (0, 0),
             ),
         };
+        if let Outcome::Failed { error } | Outcome::TimedOut { error } = &outcome {
+            tracing::warn!(agent = %rt.id, session = %key, task_id = %env.id, request_id, error = %error, "Turn failed.");
+        }
         let duration_ms = started.elapsed().as_millis() as u64;
         let state = outcome.state().as_str();
         tracing::info!(agent = %rt.id, session = %key, request_id, iterations, duration_ms, state, "Turn finished.");

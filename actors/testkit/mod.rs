@@ -1,10 +1,12 @@
-//! A scripted OpenAI-compatible server on loopback, for tests and benchmarks.
+//! A scripted OpenAI-compatible server on loopback, for tests and benchmarks; and a fake
+//! Anthropic Messages API ([`AnthropicServer`]).
 //!
 //! [`ScriptedServer::start`] serves a list of [`Turn`]s in order, one per
 //! `POST /v1/chat/completions`, as real SSE (or plain JSON when the request has no
 //! `stream: true`), and records every request body so tests assert on what was sent.
 //! An exhausted script answers HTTP 500 naming the request number. Dropping the server stops it.
 
+mod anthropic;
 mod turn;
 
 #[cfg(test)]
@@ -27,6 +29,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tracing::{debug, warn};
 
+pub use anthropic::{AnthropicRequest, AnthropicServer, AnthropicTurn, AnthropicUsage};
 use turn::Completion;
 pub use turn::{Gate, Turn};
 

@@ -172,10 +172,7 @@ impl Tool for AgentCallTool {
                 .iter()
                 .position(|a| *a == args.agent)
                 .unwrap_or(0);
-            let mut cycle: Vec<&str> = run.call_chain[start..]
-                .iter()
-                .map(String::as_str)
-                .collect();
+            let mut cycle: Vec<&str> = run.call_chain[start..].iter().map(String::as_str).collect();
             cycle.push(&args.agent);
             return ToolOutput::error(
                 "deadlock",
@@ -238,7 +235,9 @@ impl Tool for AgentCallTool {
             Err(e @ BusError::Conflict { .. }) => {
                 return ToolOutput::error("request_id_conflict", e);
             }
-            Err(e) => return ToolOutput::error("unavailable", format!("the bus refused the call: {e}")),
+            Err(e) => {
+                return ToolOutput::error("unavailable", format!("the bus refused the call: {e}"));
+            }
         };
         tracing::info!(agent = %ctx.agent, callee = %args.agent, task_id = %admission.task.task_id, wait = args.wait, duplicate = admission.duplicate, "Agent call posted.");
         if !args.wait {
@@ -259,7 +258,10 @@ impl Tool for AgentCallTool {
         run.slot.release().await;
         let waited = bus.wait(&request_id, timeout).await;
         if let Err(e) = run.slot.reacquire().await {
-            return ToolOutput::error("unavailable", format!("could not take the lane slot back: {e}"));
+            return ToolOutput::error(
+                "unavailable",
+                format!("could not take the lane slot back: {e}"),
+            );
         }
         match waited {
             Ok(record) => answer(&args.agent, &record),
@@ -272,7 +274,9 @@ impl Tool for AgentCallTool {
                     admission.task.task_id
                 ),
             ),
-            Err(e) => ToolOutput::error("unavailable", format!("waiting for the answer failed: {e}")),
+            Err(e) => {
+                ToolOutput::error("unavailable", format!("waiting for the answer failed: {e}"))
+            }
         }
     }
 }

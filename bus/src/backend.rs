@@ -40,6 +40,9 @@ pub trait Bus: Send + Sync + 'static {
     /// The record of a task by task id.
     async fn task(&self, task_id: Uuid) -> Result<Option<TaskRecord>, BusError>;
 
+    /// Every task the store holds inside the dedup window, in admission order.
+    async fn tasks(&self) -> Result<Vec<TaskRecord>, BusError>;
+
     /// Emits an event of a running task (model calls, deltas, tool calls, progress) on
     /// [`Topic::task_events`] and [`Topic::events_for`] its work topic; the bus assigns `seq` and
     /// `ts_ms`. The terminal event is refused ([`BusError::Invalid`]): it comes from the outcome.

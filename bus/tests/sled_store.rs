@@ -63,8 +63,7 @@ fn write_legacy(dir: &Path, request_id: &str, payload: serde_json::Value) -> Tas
 async fn a_record_written_by_the_previous_version_is_found_after_upgrade() {
     let dir = tempfile::tempdir().unwrap();
     let old = write_legacy(dir.path(), "x/y:z*>+?#%", json!({ "text": "x" }));
-    let store =
-        SledTaskStore::open(dir.path(), ManualClock::new(store::T0), store::WINDOW).unwrap();
+    let store = open_when_released(dir.path());
     let found = store.lookup(&old.request_id).await.unwrap().unwrap();
     assert_eq!(found, old);
     assert_eq!(
@@ -89,8 +88,7 @@ async fn a_record_written_by_the_previous_version_is_found_after_upgrade() {
     let db = sled::open(dir.path()).unwrap();
     assert_eq!(db.open_tree("bus.tasks").unwrap().len(), 0);
     drop(db);
-    let store =
-        SledTaskStore::open(dir.path(), ManualClock::new(store::T0), store::WINDOW).unwrap();
+    let store = open_when_released(dir.path());
     assert!(store.lookup(&old.request_id).await.unwrap().is_some());
 }
 
@@ -112,4 +110,19 @@ fn store_keys_use_only_the_restricted_alphabet_and_are_injective() {
     assert_eq!(unique.len(), keys.len(), "{keys:?}");
     assert_eq!(RequestId::parse("A-z/09").unwrap().store_key(), "A-z/09");
     assert_eq!(RequestId::parse("x.y").unwrap().store_key(), "x_2Ey");
+}
+
+/// Opens the store once sled has let go of the database the legacy writer used: sled releases
+/// its file lock from a background thread shortly after the last handle is dropped.
+fn open_when_released(dir: &std::path::Path) -> SledTaskStore {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match SledTaskStore::open(dir, ManualClock::new(store::T0), store::WINDOW) {
+            Ok(store) => return store,
+            Err(e) if std::time::Instant::now() < deadline && e.to_string().contains("lock") => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => panic!("the store must open: {e}"),
+        }
+    }
 }

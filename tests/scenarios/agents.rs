@@ -418,3 +418,73 @@ async fn the_shipped_team_cooperates_out_of_the_box() {
     );
     daemon.shutdown().await;
 }
+
+#[actix_rt::test]
+async fn cancelling_a_task_cancels_the_work_it_started_and_the_tree_shows_it() {
+    let server = ScriptedServer::with_responder(|req| {
+        let user = last_user(req);
+        match (user.as_str(), tool_results(req).is_empty()) {
+            ("ask b", true) => {
+                Turn::tool_call("agent_call", json!({ "agent": "b", "task": "hold on" }))
+            }
+            ("hold on", _) => Turn::hang(),
+            _ => Turn::text("ok"),
+        }
+    })
+    .await;
+    let project = team(&server, "");
+    let daemon = project.start().await;
+    let (_, asked) = post_task(&daemon, "a", json!({ "text": "ask b" })).await;
+    let parent = asked["task_id"].as_str().unwrap().to_string();
+    eventually("b's turn is at the model", async || {
+        server.requests().iter().any(|r| last_user(r) == "hold on")
+    })
+    .await;
+    let tree = get_json(&daemon, &format!("/v1/tasks/{parent}/tree")).await;
+    let nodes = tree["tree"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2, "{tree}");
+    assert_eq!(nodes[1]["depth"], 1);
+    assert_eq!(nodes[1]["task"]["agent"], "b");
+    assert_eq!(nodes[1]["task"]["parent"], parent.as_str());
+    let child = nodes[1]["task"]["task_id"].as_str().unwrap().to_string();
+
+    let cancelled = reqwest::Client::new()
+        .post(format!("{}/v1/tasks/{parent}/cancel", daemon.url()))
+        .bearer_auth(daemon.token())
+        .timeout(crate::support::NET)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cancelled.status(), 200);
+    eventually("the child was cancelled with its parent", async || {
+        get_json(&daemon, &format!("/v1/tasks/{child}")).await["state"] == "cancelled"
+    })
+    .await;
+    let listed = get_json(&daemon, "/v1/tasks?state=cancelled").await;
+    let ids: Vec<&str> = listed["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["task_id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&parent.as_str()) && ids.contains(&child.as_str()),
+        "{listed}"
+    );
+    let out = crate::support::run_cmd({
+        let mut cmd = project.clawbus();
+        cmd.args(["tasks", "show", &parent, "--tree", "--url", &daemon.url()])
+            .env("CLAWBUS_TOKEN", daemon.token());
+        cmd
+    })
+    .await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        text.lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with("  ") && l.contains(&child)),
+        "{text}"
+    );
+    daemon.shutdown().await;
+}

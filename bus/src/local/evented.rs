@@ -94,6 +94,10 @@ impl TaskStore for EventedStore {
         self.inner.unfinished().await
     }
 
+    async fn list(&self) -> Result<Vec<TaskRecord>, BusError> {
+        self.inner.list().await
+    }
+
     async fn expire(&self) -> Result<usize, BusError> {
         self.inner.expire().await
     }

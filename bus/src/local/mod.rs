@@ -189,6 +189,10 @@ impl Bus for LocalBus {
         self.store.by_task_id(task_id).await
     }
 
+    async fn tasks(&self) -> Result<Vec<TaskRecord>, BusError> {
+        self.store.list().await
+    }
+
     async fn wait(
         &self,
         request_id: &RequestId,

@@ -82,6 +82,10 @@ pub trait TaskStore: Send + Sync + 'static {
     /// Every task not yet terminal, in admission order: the work to re-queue after a restart.
     async fn unfinished(&self) -> Result<Vec<TaskRecord>, BusError>;
 
+    /// Every task inside the dedup window (ended ones too), in admission order: for listings and
+    /// task trees.
+    async fn list(&self) -> Result<Vec<TaskRecord>, BusError>;
+
     /// Removes terminal records older than the window. Returns how many went.
     async fn expire(&self) -> Result<usize, BusError>;
 }

@@ -409,6 +409,19 @@ impl TaskStore for SledTaskStore {
         Ok(out)
     }
 
+    async fn list(&self) -> Result<Vec<TaskRecord>, BusError> {
+        let mut out = Vec::new();
+        for item in self.tasks.iter() {
+            let (_, v) = item.map_err(|e| BusError::storage("scan tasks", e))?;
+            let r = decode(&v)?;
+            if !self.expired(&r) {
+                out.push(r);
+            }
+        }
+        out.sort_by_key(|r| (r.seq, r.created_ms));
+        Ok(out)
+    }
+
     async fn expire(&self) -> Result<usize, BusError> {
         self.purge_expired()
     }

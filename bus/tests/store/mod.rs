@@ -308,6 +308,7 @@ macro_rules! store_suite {
             expired_request_id_is_a_new_task,
             requeue_puts_a_running_task_back,
             unfinished_come_in_admission_order,
+            list_holds_every_task_in_the_window_in_admission_order,
             odd_request_ids_are_kept_apart,
             reopen_keeps_every_record,
         );
@@ -320,4 +321,41 @@ macro_rules! store_suite {
             }
         )*
     };
+}
+
+pub async fn list_holds_every_task_in_the_window_in_admission_order<O: Opener>() {
+    let (_dir, clock, store) = fresh::<O>();
+    for r in ["r-l2", "r-l1", "r-l3"] {
+        store.admit(task("agent.a", r, r)).await.unwrap();
+    }
+    let done = RequestId::parse("r-l1").unwrap();
+    store
+        .complete(&done, Outcome::Failed { error: "x".into() })
+        .await
+        .unwrap();
+    let listed: Vec<String> = store
+        .list()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.request_id.to_string())
+        .collect();
+    assert_eq!(
+        listed,
+        ["r-l2", "r-l1", "r-l3"],
+        "ended tasks too, in admission order"
+    );
+    clock.advance(store.window() + Duration::from_secs(1));
+    let left: Vec<String> = store
+        .list()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.request_id.to_string())
+        .collect();
+    assert_eq!(
+        left,
+        ["r-l2", "r-l3"],
+        "an ended task past the window is not listed"
+    );
 }

@@ -1,0 +1,164 @@
+//! Task listings and trees over HTTP: `GET /v1/tasks[?state=S&agent=ID]` and
+//! `GET /v1/tasks/{id}/tree`; a cancel reaches a task's descendants too.
+
+use super::api::{ApiState, TaskView, bus_error, error, query};
+use crate::origin::Origin;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use bus::{Bus, BusError, TaskRecord, TaskState};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use uuid::Uuid;
+
+/// The routes of task listings and trees.
+pub fn routes() -> Router<ApiState> {
+    Router::new()
+        .route("/tasks", get(list))
+        .route("/tasks/{id}/tree", get(tree))
+}
+
+/// The query of `GET /v1/tasks`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// Only tasks in this state.
+    #[serde(default)]
+    pub state: Option<String>,
+    /// Only tasks posted to this agent.
+    #[serde(default)]
+    pub agent: Option<String>,
+}
+
+/// Every task's parent, from the origin on its envelope.
+fn parent_of(record: &TaskRecord) -> Option<Uuid> {
+    Origin::of(&record.envelope)
+        .ok()
+        .and_then(|o| o.parent_task)
+}
+
+/// The tasks started by `root` and by their children, depth first, with their depth.
+pub fn descendants(all: &[TaskRecord], root: Uuid) -> Vec<(usize, &TaskRecord)> {
+    let mut children: HashMap<Uuid, Vec<&TaskRecord>> = HashMap::new();
+    for r in all {
+        if let Some(parent) = parent_of(r) {
+            children.entry(parent).or_default().push(r);
+        }
+    }
+    let mut out = Vec::new();
+    let mut stack: Vec<(usize, Uuid)> = vec![(0, root)];
+    while let Some((depth, id)) = stack.pop() {
+        for child in children.get(&id).into_iter().flatten().rev() {
+            out.push((depth + 1, *child));
+            stack.push((depth + 1, child.task_id));
+        }
+    }
+    out
+}
+
+/// Cancels every unfinished descendant of `root`; answers how many were cancelled.
+pub async fn cancel_descendants(bus: &dyn Bus, root: Uuid) -> Result<usize, BusError> {
+    let all = bus.tasks().await?;
+    let mut cancelled = 0;
+    for (_, r) in descendants(&all, root) {
+        if !r.state.is_terminal() {
+            let reason = format!("its parent task {root} was cancelled");
+            if bus.cancel(&r.request_id, &reason).await?.state == TaskState::Cancelled {
+                cancelled += 1;
+            }
+        }
+    }
+    Ok(cancelled)
+}
+
+fn parse_state(s: &str) -> Option<TaskState> {
+    serde_json::from_value(Value::String(s.to_string())).ok()
+}
+
+async fn list(
+    State(state): State<ApiState>,
+    q: Result<axum::extract::Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let q = match query(q) {
+        Ok(q) => q,
+        Err(answer) => return answer,
+    };
+    let wanted = match q.state.as_deref().map(|s| (s, parse_state(s))) {
+        None => None,
+        Some((_, Some(s))) => Some(s),
+        Some((s, None)) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_query",
+                format!(
+                    "state {s:?}: expected queued, running, succeeded, failed, cancelled or timed_out"
+                ),
+            );
+        }
+    };
+    if let Some(agent) = &q.agent {
+        if state.config.agent(agent).is_none() {
+            return error(
+                StatusCode::NOT_FOUND,
+                "unknown_agent",
+                format!("no agent \"{agent}\""),
+            );
+        }
+    }
+    let all = match state.bus.tasks().await {
+        Ok(all) => all,
+        Err(e) => return bus_error(e),
+    };
+    let topic = q.agent.as_deref().map(bus::Topic::agent);
+    let tasks: Vec<Value> = all
+        .iter()
+        .filter(|r| wanted.is_none_or(|s| r.state == s))
+        .filter(|r| topic.as_ref().is_none_or(|t| r.envelope.topic == *t))
+        .map(row)
+        .collect();
+    Json(json!({ "tasks": tasks })).into_response()
+}
+
+/// A task as a listing shows it: its view plus parent, attempts and times.
+fn row(r: &TaskRecord) -> Value {
+    let mut v = serde_json::to_value(TaskView::of(r, false)).unwrap_or(Value::Null);
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("parent".into(), json!(parent_of(r)));
+        obj.insert("attempts".into(), json!(r.attempts));
+        obj.insert("created_ms".into(), json!(r.created_ms));
+        obj.insert("updated_ms".into(), json!(r.updated_ms));
+        obj.remove("duplicate");
+    }
+    v
+}
+
+async fn tree(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
+    let Ok(task_id) = Uuid::parse_str(&id) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_task_id",
+            format!("{id:?} is not a task id (a UUID)"),
+        );
+    };
+    let all = match state.bus.tasks().await {
+        Ok(all) => all,
+        Err(e) => return bus_error(e),
+    };
+    let Some(root) = all.iter().find(|r| r.task_id == task_id) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "unknown_task",
+            format!("no task {id}"),
+        );
+    };
+    let mut nodes = vec![json!({ "depth": 0, "task": row(root) })];
+    nodes.extend(
+        descendants(&all, task_id)
+            .into_iter()
+            .map(|(depth, r)| json!({ "depth": depth, "task": row(r) })),
+    );
+    (StatusCode::OK, Json(json!({ "tree": nodes }))).into_response()
+}

@@ -1,0 +1,252 @@
+//! Anthropic's native Messages API (`POST {base_url}/v1/messages`), streamed.
+//!
+//! The key goes in `x-api-key`, the API version in `anthropic-version`. The system prompt is the
+//! top-level `system`, split before its runtime line so the stable part carries a
+//! `cache_control` breakpoint, as does the last tool definition: the layered prompt then hits the
+//! prompt cache, and the cache read/write tokens land in [`Usage`](super::Usage). Retries, the
+//! backoff and `retry-after` (429, 529 overloaded, 5xx) are those of the OpenAI client.
+
+mod request;
+mod stream;
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use serde_json::Value;
+
+pub use request::RUNTIME_HEADING;
+
+use super::accumulate::short;
+use super::http::{
+    Failure, ResponseCap, RetryPolicy, chain, content_type, endpoint, read_body, send, with_retries,
+};
+use super::params::ModelParams;
+use super::sse::SseParser;
+use super::{ChatModel, ChatRequest, ModelError, ModelObserver, ModelReply, Unobserved};
+use stream::{MessageAccumulator, Step};
+
+/// The `anthropic-version` header sent with every request.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// Settings of an [`AnthropicClient`].
+#[derive(Clone)]
+pub struct AnthropicConfig {
+    /// Base URL without the version segment, e.g. `https://api.anthropic.com`.
+    pub base_url: String,
+    /// Sent as `x-api-key` when set.
+    pub api_key: Option<String>,
+    /// Limit for one attempt, covering connect, headers and the whole streamed body.
+    pub timeout: Duration,
+    /// Attempts after the first one, for retryable failures only.
+    pub max_retries: u32,
+    /// First wait between attempts; doubles each retry, capped at 30 s.
+    pub backoff_base: Duration,
+    /// `max_tokens` when the agent's parameters name none (the API requires one).
+    pub max_tokens: u32,
+}
+
+impl Default for AnthropicConfig {
+    fn default() -> Self {
+        Self {
+            base_url: "https://api.anthropic.com".to_owned(),
+            api_key: None,
+            timeout: Duration::from_secs(120),
+            max_retries: 2,
+            backoff_base: Duration::from_millis(500),
+            max_tokens: 4096,
+        }
+    }
+}
+
+impl fmt::Debug for AnthropicConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never print the key itself.
+        f.debug_struct("AnthropicConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("timeout", &self.timeout)
+            .field("max_retries", &self.max_retries)
+            .field("backoff_base", &self.backoff_base)
+            .field("max_tokens", &self.max_tokens)
+            .finish()
+    }
+}
+
+/// A client for Anthropic's Messages API.
+#[derive(Debug, Clone)]
+pub struct AnthropicClient {
+    cfg: AnthropicConfig,
+    url: String,
+    http: reqwest::Client,
+    cap: ResponseCap,
+    params: ModelParams,
+}
+
+impl AnthropicClient {
+    /// A client for `cfg.base_url`; fails if the URL is malformed.
+    pub fn new(cfg: AnthropicConfig) -> Result<Self, ModelError> {
+        let (url, http) = endpoint(&cfg.base_url, "v1/messages")?;
+        Ok(Self {
+            cfg,
+            url,
+            http,
+            cap: ResponseCap::default(),
+            params: ModelParams::default(),
+        })
+    }
+
+    /// Sends `params` (an agent's `[model_params]`) with every request. `seed` and
+    /// `reasoning_effort` have no Messages API equivalent and are not sent.
+    pub fn with_params(mut self, params: ModelParams) -> Self {
+        self.params = params;
+        self
+    }
+
+    /// Caps what one call may stream back (text plus tool inputs) at `max_bytes`, as
+    /// `[providers.<provider>] max_response_bytes` says; past it the call fails, not retried.
+    pub fn with_max_response_bytes(mut self, provider: &str, max_bytes: usize) -> Self {
+        self.cap = ResponseCap {
+            max_bytes,
+            provider: Some(provider.to_owned()),
+        };
+        self
+    }
+
+    /// The full endpoint URL this client posts to.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The JSON body this client sends for `req`.
+    pub fn body(&self, req: &ChatRequest) -> Value {
+        request::request_body(req, &self.params, self.cfg.max_tokens)
+    }
+
+    async fn attempt(
+        &self,
+        body: &Value,
+        target: &str,
+        observer: &dyn ModelObserver,
+    ) -> Result<ModelReply, Failure> {
+        let mut request = self
+            .http
+            .post(&self.url)
+            .header("anthropic-version", ANTHROPIC_VERSION)
+            .json(body);
+        if let Some(key) = &self.cfg.api_key {
+            request = request.header("x-api-key", key);
+        }
+        let response = send(request, target).await?;
+        let mut acc = MessageAccumulator::default();
+        if content_type(&response).contains("event-stream") {
+            self.read_stream(response, &mut acc, target, observer)
+                .await?;
+        } else {
+            // A server that ignored `stream: true` answers the whole message as JSON.
+            let bytes = read_body(response, target, &self.cap).await?;
+            let text = String::from_utf8_lossy(&bytes);
+            let payload: Value = serde_json::from_str(&text).map_err(|e| {
+                ModelError::Protocol(format!(
+                    "{target}: neither an event stream nor a JSON message ({e}): {}",
+                    short(text.trim_start())
+                ))
+            })?;
+            self.apply(&mut acc, &payload, target, observer)?;
+        }
+        acc.finish()
+            .map_err(|e| Failure::from(ModelError::Protocol(format!("{target}: {e}"))))
+    }
+
+    async fn read_stream(
+        &self,
+        response: reqwest::Response,
+        acc: &mut MessageAccumulator,
+        target: &str,
+        observer: &dyn ModelObserver,
+    ) -> Result<(), ModelError> {
+        let mut body = response.bytes_stream();
+        let mut parser = SseParser::new();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| {
+                ModelError::Connect(format!("{target}: stream interrupted: {}", chain(&e)))
+            })?;
+            for event in parser.push(&chunk) {
+                if self.apply_data(acc, &event.data, target, observer)? {
+                    return Ok(());
+                }
+            }
+        }
+        if let Some(event) = parser.finish() {
+            self.apply_data(acc, &event.data, target, observer)?;
+        }
+        Ok(())
+    }
+
+    /// Applies one SSE `data:` payload; `Ok(true)` at `message_stop`.
+    fn apply_data(
+        &self,
+        acc: &mut MessageAccumulator,
+        data: &str,
+        target: &str,
+        observer: &dyn ModelObserver,
+    ) -> Result<bool, ModelError> {
+        let data = data.trim();
+        if data.is_empty() {
+            return Ok(false);
+        }
+        let payload: Value = serde_json::from_str(data).map_err(|e| {
+            ModelError::Protocol(format!(
+                "{target}: invalid JSON event ({e}): {}",
+                short(data)
+            ))
+        })?;
+        self.apply(acc, &payload, target, observer)?;
+        Ok(acc.stopped())
+    }
+
+    fn apply(
+        &self,
+        acc: &mut MessageAccumulator,
+        payload: &Value,
+        target: &str,
+        observer: &dyn ModelObserver,
+    ) -> Result<(), ModelError> {
+        let step = acc
+            .apply(payload)
+            .map_err(|e| ModelError::Protocol(format!("{target}: server error in stream: {e}")))?;
+        self.cap.check_size(acc.size(), target)?;
+        if let Step::Text(delta) = step {
+            if !delta.is_empty() {
+                observer.text(delta);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ChatModel for AnthropicClient {
+    async fn complete(&self, req: &ChatRequest) -> Result<ModelReply, ModelError> {
+        self.complete_observed(req, &Unobserved).await
+    }
+
+    async fn complete_observed(
+        &self,
+        req: &ChatRequest,
+        observer: &dyn ModelObserver,
+    ) -> Result<ModelReply, ModelError> {
+        let body = self.body(req);
+        let target = format!("model {:?} at {}", req.model, self.url);
+        let policy = RetryPolicy {
+            timeout: self.cfg.timeout,
+            max_retries: self.cfg.max_retries,
+            backoff_base: self.cfg.backoff_base,
+        };
+        with_retries(policy, &req.model, &target, observer, || {
+            self.attempt(&body, &target, observer)
+        })
+        .await
+    }
+}

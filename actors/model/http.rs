@@ -1,0 +1,233 @@
+//! What the HTTP model clients share: the retry loop with its backoff, `Retry-After`, the
+//! response-size cap, error bodies, and reading a whole body under the cap.
+
+use std::future::Future;
+use std::time::Duration;
+
+use futures::StreamExt;
+use reqwest::header::{HeaderMap, RETRY_AFTER};
+use tracing::{debug, warn};
+
+use super::accumulate::truncate_chars;
+use super::{ModelError, ModelObserver, ModelReply};
+
+/// Longest wait between two attempts, whatever the backoff or `Retry-After` says.
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How much of an error body is kept in [`ModelError::Http`].
+pub(crate) const ERROR_BODY_CHARS: usize = 500;
+
+/// How a client retries: the limit on one attempt, how many retries, the first backoff.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RetryPolicy {
+    /// Limit for one attempt, covering connect, headers and the whole streamed body.
+    pub timeout: Duration,
+    /// Attempts after the first one, for retryable failures only.
+    pub max_retries: u32,
+    /// First wait between attempts; doubles each retry, capped at [`MAX_BACKOFF`].
+    pub backoff_base: Duration,
+}
+
+/// One failed attempt: the error, and how long the server asked us to wait.
+pub(crate) struct Failure {
+    /// What went wrong.
+    pub error: ModelError,
+    /// The server's `Retry-After`, when it sent one.
+    pub retry_after: Option<Duration>,
+}
+
+impl From<ModelError> for Failure {
+    fn from(error: ModelError) -> Self {
+        Self {
+            error,
+            retry_after: None,
+        }
+    }
+}
+
+/// Runs `attempt` until it succeeds, fails for good, or the retries are spent. Each attempt runs
+/// under `policy.timeout`; a retryable failure waits `backoff_base * 2^n` (capped at 30 s), or
+/// what the server's `Retry-After` asked (capped the same), and tells `observer`.
+pub(crate) async fn with_retries<F, Fut>(
+    policy: RetryPolicy,
+    model: &str,
+    target: &str,
+    observer: &dyn ModelObserver,
+    mut attempt: F,
+) -> Result<ModelReply, ModelError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<ModelReply, Failure>>,
+{
+    let mut n: u32 = 0;
+    loop {
+        debug!(%model, %target, attempt = n, "Model request started.");
+        let failure = match tokio::time::timeout(policy.timeout, attempt()).await {
+            Ok(Ok(reply)) => return Ok(reply),
+            Ok(Err(failure)) => failure,
+            Err(_) => Failure::from(ModelError::TimedOut {
+                after: policy.timeout,
+                target: target.to_owned(),
+            }),
+        };
+        if !failure.error.is_retryable() || n >= policy.max_retries {
+            return Err(failure.error);
+        }
+        let backoff = policy
+            .backoff_base
+            .saturating_mul(2u32.saturating_pow(n))
+            .min(MAX_BACKOFF);
+        let delay = failure.retry_after.map_or(backoff, |d| d.min(MAX_BACKOFF));
+        let status = match &failure.error {
+            ModelError::Http { status, .. } => Some(u64::from(*status)),
+            _ => None,
+        };
+        n += 1;
+        observer.retry(n, delay, &failure.error);
+        warn!(
+            %model, attempt = n, status, delay_ms = delay.as_millis() as u64,
+            error = %failure.error, "Model request failed; retrying."
+        );
+        tokio::time::sleep(delay).await;
+    }
+}
+
+/// Sends `request`; a non-success status becomes a [`Failure`] carrying the (truncated) body and
+/// the server's `Retry-After`.
+pub(crate) async fn send(
+    request: reqwest::RequestBuilder,
+    target: &str,
+) -> Result<reqwest::Response, Failure> {
+    let response = request
+        .send()
+        .await
+        .map_err(|e| ModelError::Connect(format!("{target}: request failed: {}", chain(&e))))?;
+    let status = response.status();
+    if status.is_success() {
+        return Ok(response);
+    }
+    let retry_after = retry_after(response.headers());
+    let text = response.text().await.unwrap_or_default();
+    let error = ModelError::Http {
+        status: status.as_u16(),
+        body: truncate_chars(&text, ERROR_BODY_CHARS),
+        target: target.to_owned(),
+    };
+    Err(Failure { error, retry_after })
+}
+
+/// The `Content-Type` of `response`, lowercased; empty when absent.
+pub(crate) fn content_type(response: &reqwest::Response) -> String {
+    response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase()
+}
+
+/// The most one call may stream back, and the provider it is configured on (for the message).
+#[derive(Debug, Clone)]
+pub(crate) struct ResponseCap {
+    /// Bytes of text plus tool-call arguments.
+    pub max_bytes: usize,
+    /// The `[providers.<name>]` that set it, when one did.
+    pub provider: Option<String>,
+}
+
+impl Default for ResponseCap {
+    fn default() -> Self {
+        Self {
+            max_bytes: crate::config::DEFAULT_MAX_RESPONSE_BYTES,
+            provider: None,
+        }
+    }
+}
+
+impl ResponseCap {
+    /// Fails once `size` bytes of content exceed the cap: the call is refused, not retried.
+    pub(crate) fn check_size(&self, size: usize, target: &str) -> Result<(), ModelError> {
+        if size <= self.max_bytes {
+            return Ok(());
+        }
+        Err(self.exceeded(target))
+    }
+
+    /// The error of an answer past the cap.
+    pub(crate) fn exceeded(&self, target: &str) -> ModelError {
+        let setting = match &self.provider {
+            Some(name) => format!("[providers.{name}] max_response_bytes"),
+            None => "max_response_bytes".to_owned(),
+        };
+        ModelError::Protocol(format!(
+            "{target}: the answer exceeded {} bytes of text and tool-call arguments ({setting} = {}); the call was stopped",
+            self.max_bytes, self.max_bytes
+        ))
+    }
+
+    /// The most raw body bytes read from an answer that is not an event stream: the content cap
+    /// plus room for the JSON around it.
+    pub(crate) fn raw_bytes(&self) -> usize {
+        self.max_bytes.saturating_mul(2).saturating_add(64 * 1024)
+    }
+}
+
+/// Reads a whole (non-streamed) body, refusing one larger than the cap allows.
+pub(crate) async fn read_body(
+    response: reqwest::Response,
+    target: &str,
+    cap: &ResponseCap,
+) -> Result<Vec<u8>, ModelError> {
+    let mut stream = response.bytes_stream();
+    let mut body = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| {
+            ModelError::Connect(format!("{target}: body interrupted: {}", chain(&e)))
+        })?;
+        if body.len().saturating_add(chunk.len()) > cap.raw_bytes() {
+            return Err(cap.exceeded(target));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// `Retry-After` in whole seconds (the HTTP-date form is ignored).
+pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    value.parse::<u64>().ok().map(Duration::from_secs)
+}
+
+/// An error and its sources on one line: reqwest's own message alone says little.
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+/// `base_url` + `/path`, checked to be an http(s) URL; built with a fresh HTTP client.
+pub(crate) fn endpoint(
+    base_url: &str,
+    path: &str,
+) -> Result<(String, reqwest::Client), ModelError> {
+    let base = base_url.trim_end_matches('/');
+    let url = format!("{base}/{path}");
+    let parsed = reqwest::Url::parse(&url).map_err(|e| {
+        ModelError::Config(format!(
+            "model base_url {base_url:?} is not a valid URL: {e}"
+        ))
+    })?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(ModelError::Config(format!(
+            "model base_url {base_url:?} must start with http:// or https://"
+        )));
+    }
+    let http = reqwest::Client::builder()
+        .build()
+        .map_err(|e| ModelError::Config(format!("cannot build HTTP client for {url}: {e}")))?;
+    Ok((url, http))
+}
