@@ -42,6 +42,8 @@ pub(super) struct ConfigFile {
     pub web: super::web::WebFile,
     #[serde(default)]
     pub channels: BTreeMap<Spanned<String>, super::tools::ChannelFile>,
+    #[serde(default)]
+    pub webhooks: BTreeMap<Spanned<String>, super::webhooks::WebhookFile>,
 }
 
 /// `[gateway]`.

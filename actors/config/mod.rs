@@ -32,6 +32,7 @@ pub mod timezone;
 mod tools;
 mod validate;
 mod web;
+mod webhooks;
 
 #[cfg(test)]
 mod tests;
@@ -57,6 +58,7 @@ pub use session::{BindingDef, SessionDef, SessionsDef};
 pub use skills::{AgentSkillsDef, DEFAULT_BUNDLED_DIR, SkillsDef, is_skill_name};
 pub use tools::{AgentRule, ChannelDef, Profile, TOOL_GROUPS, ToolsDef, entry_for, expand};
 pub use web::{DEFAULT_FETCH_MAX_BYTES, DEFAULT_FETCH_TIMEOUT, WebDef, WebSearchDef};
+pub use webhooks::WebhookDef;
 
 /// The tool catalogue: every tool name `tools.allow`/`tools.deny`/`deny_tools` may use (besides
 /// groups, see [`TOOL_GROUPS`]). Not every one is implemented yet; `clawbus tools` says which.
@@ -136,6 +138,8 @@ pub struct Config {
     pub web: WebDef,
     /// Per-channel tool policy (`[channels.<name>]`), by channel name.
     pub channels: BTreeMap<String, ChannelDef>,
+    /// Inbound webhooks (`[webhooks.<name>]`), by name.
+    pub webhooks: BTreeMap<String, WebhookDef>,
 }
 
 /// The `[gateway]` section.

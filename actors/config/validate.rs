@@ -31,6 +31,7 @@ struct Gateway {
     skills: super::skills::SkillsPart,
     web: super::WebDef,
     channels: BTreeMap<String, super::ChannelDef>,
+    webhooks: BTreeMap<String, super::WebhookDef>,
 }
 
 /// Examines every file and builds the [`Config`] when nothing is wrong.
@@ -103,6 +104,22 @@ pub(super) fn check(opts: &LoadOptions) -> (CheckReport, Option<Config>) {
                 ),
             )
         })
+        .chain(
+            base.webhooks
+                .iter()
+                .filter(|(_, h)| !agents.iter().any(|d: &super::AgentDef| d.id == h.agent))
+                .map(|(name, h)| {
+                    positionless(
+                        &opts.config,
+                        &format!("webhooks.{name}.agent"),
+                        format!(
+                            "no agent \"{}\" (expected the id of a file in {})",
+                            h.agent,
+                            opts.agents_dir.display()
+                        ),
+                    )
+                }),
+        )
         .collect();
     if !unknown_channel_agents.is_empty() {
         match report.files.iter_mut().find(|f| f.path == opts.config) {
@@ -147,6 +164,7 @@ pub(super) fn check(opts: &LoadOptions) -> (CheckReport, Option<Config>) {
         skills: base.skills.resolve(&opts.config),
         web: base.web,
         channels: base.channels,
+        webhooks: base.webhooks,
     };
     (report, Some(config))
 }
@@ -185,6 +203,7 @@ fn gateway_defaults() -> Gateway {
         skills: Default::default(),
         web: Default::default(),
         channels: BTreeMap::new(),
+        webhooks: BTreeMap::new(),
     }
 }
 
@@ -205,6 +224,7 @@ fn gateway_file(src: &Source) -> (Gateway, Vec<Problem>) {
     base.skills = super::skills::skills_part(src, &f.skills, &mut problems);
     base.web = super::web::web_def(src, &f.web, &mut problems);
     base.channels = super::tools::channels(src, &f.channels, &mut problems);
+    base.webhooks = super::webhooks::webhooks(src, &f.webhooks, &mut problems);
     if let Some(bind) = &f.gateway.bind {
         match bind.get_ref().parse() {
             Ok(ip) => base.gateway.bind = ip,

@@ -45,6 +45,8 @@ pub struct ApiState {
     pub shutdown: crate::system::Shutdown,
     /// The cron scheduler, managed under `/v1/cron`.
     pub cron: Arc<crate::cron::Scheduler>,
+    /// The inbound webhooks with their secrets (`/v1/hooks/{name}`).
+    pub hooks: Arc<super::webhooks::Hooks>,
 }
 
 /// Builds the router: `/healthz` open, everything under `/v1` behind the token.
@@ -59,6 +61,7 @@ pub fn router(state: ApiState) -> Router {
         .merge(super::approvals::routes())
         .merge(super::cron::routes())
         .merge(super::tasks::routes())
+        .merge(super::openai::routes())
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             require_token,
@@ -67,6 +70,8 @@ pub fn router(state: ApiState) -> Router {
     Router::new()
         .route("/healthz", get(super::health::healthz))
         .nest("/v1", v1)
+        // The signature authenticates a webhook delivery: no bearer token.
+        .merge(super::webhooks::routes())
         .merge(super::metrics::routes())
         .route_layer(axum::middleware::from_fn(refuse_unknown_query))
         .layer(axum::extract::DefaultBodyLimit::max(max_body))

@@ -8,9 +8,11 @@ pub mod cron;
 mod events;
 mod health;
 pub mod metrics;
+pub mod openai;
 pub mod sessions;
 pub mod tasks;
 pub mod token;
+pub mod webhooks;
 
 use crate::agent::AgentHandle;
 use crate::config::Config;
@@ -51,6 +53,9 @@ pub enum StartError {
         /// What failed.
         cause: String,
     },
+    /// A webhook's secret is not in the environment.
+    #[error(transparent)]
+    WebhookSecret(#[from] webhooks::MissingSecret),
     /// The listening socket could not be bound.
     #[error("cannot listen on {addr}: {cause}")]
     Listen {
@@ -88,6 +93,7 @@ impl HttpChannel {
                 cause: e.to_string(),
             })?,
         };
+        let hooks = Arc::new(webhooks::Hooks::from_env(&config)?);
         let addr = SocketAddr::new(bind, opts.port.unwrap_or(config.gateway.port));
         let listener = tokio::net::TcpListener::bind(addr)
             .await
@@ -107,6 +113,7 @@ impl HttpChannel {
             clock: system.clock().clone(),
             shutdown: system.shutdown_listener(),
             cron: system.cron().scheduler().clone(),
+            hooks,
         });
         let mut shutdown = system.shutdown_listener();
         let server = tokio::spawn(async move {

@@ -1,0 +1,94 @@
+//! Errors in OpenAI's shape, `{"error": {"message", "type", "code"}}`, so the OpenAI SDKs raise
+//! the right exception with the message.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use bus::BusError;
+use serde_json::json;
+
+/// OpenAI's error types (`error.type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorType {
+    /// The request is wrong (bad body, unknown model, bad session name).
+    InvalidRequest,
+    /// The task failed or the store could not be reached.
+    Server,
+    /// The answer took longer than the endpoint waits.
+    Timeout,
+}
+
+impl ErrorType {
+    /// The name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InvalidRequest => "invalid_request_error",
+            Self::Server => "server_error",
+            Self::Timeout => "timeout",
+        }
+    }
+}
+
+/// An error answer in OpenAI's shape.
+pub fn error(
+    status: StatusCode,
+    kind: ErrorType,
+    code: &str,
+    message: impl Into<String>,
+) -> Response {
+    (
+        status,
+        Json(json!({ "error": {
+            "message": message.into(),
+            "type": kind.as_str(),
+            "param": null,
+            "code": code,
+        } })),
+    )
+        .into_response()
+}
+
+/// A 400 `invalid_request_error`.
+pub fn invalid(code: &str, message: impl Into<String>) -> Response {
+    error(
+        StatusCode::BAD_REQUEST,
+        ErrorType::InvalidRequest,
+        code,
+        message,
+    )
+}
+
+/// The 404 for a `model` that names no agent.
+pub fn unknown_model(model: &str, known: &[String]) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        ErrorType::InvalidRequest,
+        "model_not_found",
+        format!(
+            "The model {model:?} does not exist (expected agent:<id> or <id> of an agent: {})",
+            known.join(", ")
+        ),
+    )
+}
+
+/// A bus error as OpenAI's shape.
+pub fn bus(e: BusError) -> Response {
+    match e {
+        BusError::Conflict { .. } => error(
+            StatusCode::CONFLICT,
+            ErrorType::InvalidRequest,
+            "request_id_conflict",
+            e.to_string(),
+        ),
+        BusError::Invalid(_) => invalid("invalid_task", e.to_string()),
+        e => {
+            tracing::error!(error = %e, "Bus error in the OpenAI endpoint.");
+            error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorType::Server,
+                "bus",
+                e.to_string(),
+            )
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! The OpenAI-compatible channel: `POST /v1/chat/completions` (stream and not) and
+//! `GET /v1/models`, so the OpenAI SDKs and tools built on them talk to clawbus agents.
+//!
+//! `model` names the agent (`agent:<id>` or `<id>`). The conversation is a session on the
+//! `openai` channel, named by the `X-Clawbus-Session` header or the `user` field
+//! (`agent:<id>:openai:direct:<name>`): clawbus keeps its history server-side, so only the last
+//! user message of `messages` becomes the task's text. Without a name every request is a
+//! conversation of its own (`agent:<id>:openai:task:<request id>`).
+
+mod error;
+mod request;
+mod stream;
+
+use super::api::ApiState;
+use crate::origin::Origin;
+use crate::router::{Inbound, RouteError};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use bus::{BusError, Envelope, RequestId, TaskRecord, Topic};
+use error::ErrorType;
+pub use request::{ChatMessage, ChatRequest, Content, ContentPart, Role};
+use serde_json::json;
+use std::time::Duration;
+
+/// The channel name on the origin and in session keys.
+pub const CHANNEL: &str = "openai";
+/// The header naming the conversation's session (the `user` field otherwise).
+pub const SESSION_HEADER: &str = "x-clawbus-session";
+/// How long a non-streamed completion waits for the agent's answer.
+pub const COMPLETION_WAIT: Duration = Duration::from_secs(600);
+
+/// The routes of the OpenAI-compatible endpoint (under `/v1`, behind the token).
+pub fn routes() -> Router<ApiState> {
+    Router::new()
+        .route("/chat/completions", post(chat_completions))
+        .route("/models", get(list_models))
+        .route("/models/{model}", get(get_model))
+}
+
+/// Unix seconds now, as OpenAI's `created`.
+fn created(state: &ApiState) -> u64 {
+    state.clock.now_ms() / 1000
+}
+
+fn model_object(id: &str, created: u64) -> serde_json::Value {
+    json!({ "id": format!("agent:{id}"), "object": "model", "created": created, "owned_by": "clawbus" })
+}
+
+async fn list_models(State(state): State<ApiState>) -> Response {
+    let now = created(&state);
+    let data: Vec<_> = state
+        .config
+        .agents
+        .iter()
+        .map(|a| model_object(a.id.as_str(), now))
+        .collect();
+    Json(json!({ "object": "list", "data": data })).into_response()
+}
+
+async fn get_model(State(state): State<ApiState>, Path(model): Path<String>) -> Response {
+    match agent_of(&state, &model) {
+        Ok(id) => Json(model_object(&id, created(&state))).into_response(),
+        Err(answer) => answer,
+    }
+}
+
+/// The agent a `model` names, or the 404 `model_not_found` answer.
+// The error is the handler's whole answer, returned at once: boxing it would gain nothing.
+#[allow(clippy::result_large_err)]
+fn agent_of(state: &ApiState, model: &str) -> Result<String, Response> {
+    let id = model.strip_prefix("agent:").unwrap_or(model);
+    if state.config.agent(id).is_some() {
+        return Ok(id.to_string());
+    }
+    let known: Vec<String> = state
+        .config
+        .agents
+        .iter()
+        .map(|a| format!("agent:{}", a.id))
+        .collect();
+    Err(error::unknown_model(model, &known))
+}
+
+/// The request id: the `Idempotency-Key` header, or a fresh one.
+// The error is the handler's whole answer, returned at once: boxing it would gain nothing.
+#[allow(clippy::result_large_err)]
+fn request_id(headers: &HeaderMap) -> Result<RequestId, Response> {
+    match headers.get("idempotency-key").map(|v| v.to_str()) {
+        None => Ok(RequestId::random()),
+        Some(Ok(key)) => RequestId::parse(key).map_err(|e| error::invalid("invalid_request_id", e)),
+        Some(Err(_)) => Err(error::invalid(
+            "invalid_request_id",
+            "Idempotency-Key: not visible ASCII",
+        )),
+    }
+}
+
+/// The session name: the `X-Clawbus-Session` header, else the `user` field, else none.
+// The error is the handler's whole answer, returned at once: boxing it would gain nothing.
+#[allow(clippy::result_large_err)]
+fn session_name(headers: &HeaderMap, user: Option<&str>) -> Result<Option<String>, Response> {
+    let (source, name) = match headers.get(SESSION_HEADER).map(|v| v.to_str()) {
+        Some(Ok(h)) => ("X-Clawbus-Session", h),
+        Some(Err(_)) => {
+            return Err(error::invalid(
+                "invalid_session",
+                "X-Clawbus-Session: not visible ASCII",
+            ));
+        }
+        None => match user {
+            Some(u) => ("user", u),
+            None => return Ok(None),
+        },
+    };
+    let valid = !name.is_empty()
+        && name.len() <= 128
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@' | '+'));
+    if valid {
+        Ok(Some(name.to_string()))
+    } else {
+        Err(error::invalid(
+            "invalid_session",
+            format!(
+                "{source} {name:?}: expected 1-128 characters of A-Z, a-z, 0-9, '-', '_', '.', '@' or '+'"
+            ),
+        ))
+    }
+}
+
+async fn chat_completions(
+    State(state): State<ApiState>,
+    headers: HeaderMap,
+    body: Result<Json<ChatRequest>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let body = match body {
+        Ok(Json(b)) => b,
+        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return error::error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                ErrorType::InvalidRequest,
+                "payload_too_large",
+                format!(
+                    "the request body is larger than [gateway] max_body = {} bytes",
+                    state.config.gateway.max_body
+                ),
+            );
+        }
+        Err(e) => return error::invalid("invalid_body", e.body_text()),
+    };
+    let agent = match agent_of(&state, &body.model) {
+        Ok(a) => a,
+        Err(answer) => return answer,
+    };
+    let Some(text) = body.last_user_text().filter(|t| !t.trim().is_empty()) else {
+        return error::invalid(
+            "invalid_messages",
+            "messages: no user message with text (expected the last user message to be the task)",
+        );
+    };
+    let session = match session_name(&headers, body.user.as_deref()) {
+        Ok(s) => s,
+        Err(answer) => return answer,
+    };
+    let request_id = match request_id(&headers) {
+        Ok(id) => id,
+        Err(answer) => return answer,
+    };
+    let (chat_type, peer) = match session {
+        Some(name) => ("direct", name),
+        None => ("task", request_id.to_string()),
+    };
+    let agent_id = match crate::ids::AgentId::parse(&agent) {
+        Ok(id) => id,
+        Err(e) => return error::invalid("model_not_found", e),
+    };
+    let inbound = Inbound {
+        channel: CHANNEL.into(),
+        chat_type: chat_type.into(),
+        peer: peer.clone(),
+        agent: Some(agent_id),
+        session_name: None,
+        request_id: request_id.to_string(),
+    };
+    let route = match state.router.route(&inbound) {
+        Ok(r) => r,
+        Err(RouteError::UnknownAgent(_)) => return error::unknown_model(&body.model, &[]),
+        Err(e) => return error::invalid("unbound", e.to_string()),
+    };
+    let origin = Origin {
+        channel: CHANNEL.into(),
+        chat_type: chat_type.into(),
+        peer,
+        session_key: Some(route.session),
+        ..Origin::api()
+    };
+    let env = origin.apply(
+        Envelope::task(
+            Topic::agent(route.agent.as_str()),
+            request_id.clone(),
+            json!({ "text": text }),
+        )
+        .from(CHANNEL),
+    );
+    let admission = match state.bus.submit(env).await {
+        Ok(a) => a,
+        Err(e) => return error::bus(e),
+    };
+    let model = format!("agent:{agent}");
+    let created = created(&state);
+    if body.stream.unwrap_or(false) {
+        return stream::respond(&state, &admission.task, model, created).await;
+    }
+    let rec = if admission.task.state.is_terminal() {
+        admission.task
+    } else {
+        match state.bus.wait(&request_id, COMPLETION_WAIT).await {
+            Ok(rec) => rec,
+            Err(BusError::TimedOut { .. }) => {
+                return error::error(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    ErrorType::Timeout,
+                    "timeout",
+                    format!(
+                        "no answer within {}s; the task {} goes on (GET /v1/tasks/{})",
+                        COMPLETION_WAIT.as_secs(),
+                        admission.task.task_id,
+                        admission.task.task_id
+                    ),
+                );
+            }
+            Err(e) => return error::bus(e),
+        }
+    };
+    completion(&rec, &model, created)
+}
+
+/// The text of a successful task's result.
+pub(super) fn result_text(rec: &TaskRecord) -> Option<String> {
+    rec.result().map(|r| match r.get("text") {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+        None => r.to_string(),
+    })
+}
+
+/// The id of the completion: the task's.
+pub(super) fn completion_id(rec: &TaskRecord) -> String {
+    format!("chatcmpl-{}", rec.task_id.simple())
+}
+
+/// The `chat.completion` object of a finished task, or the error it ended with.
+fn completion(rec: &TaskRecord, model: &str, created: u64) -> Response {
+    let Some(content) = result_text(rec) else {
+        return task_error(rec);
+    };
+    Json(json!({
+        "id": completion_id(rec),
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [{
+            "index": 0,
+            "message": { "role": "assistant", "content": content },
+            "finish_reason": "stop",
+            "logprobs": null,
+        }],
+    }))
+    .into_response()
+}
+
+/// The 500 answer of a task that ended without a result.
+fn task_error(rec: &TaskRecord) -> Response {
+    error::error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        ErrorType::Server,
+        &format!("task_{}", rec.state.as_str()),
+        format!(
+            "task {} {}: {}",
+            rec.task_id,
+            rec.state.as_str(),
+            rec.error().unwrap_or("no result")
+        ),
+    )
+}

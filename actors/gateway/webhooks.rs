@@ -1,0 +1,260 @@
+//! `POST /v1/hooks/{name}`: inbound webhooks. The signature is the authentication (no bearer
+//! token): `X-Clawbus-Signature: sha256=<hex>`, the HMAC-SHA256 of the raw body with the hook's
+//! secret, compared in constant time. The delivery id (`X-Clawbus-Delivery`) is the request id
+//! (`hook-<name>-<id>`), so a redelivery runs once. The body (JSON or text) is the task's text,
+//! for the hook's agent, in `agent:<id>:webhook:<name>:<delivery id>` (or the configured session).
+
+use super::api::{ApiState, error, submit_and_answer};
+use crate::config::{Config, WebhookDef};
+use crate::origin::Origin;
+use crate::router::Inbound;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use axum::routing::post;
+use bus::{Envelope, RequestId, Topic};
+use hmac::{Hmac, Mac};
+use serde_json::json;
+use sha2::Sha256;
+use std::collections::BTreeMap;
+
+/// The channel name on the origin and in session keys.
+pub const CHANNEL: &str = "webhook";
+/// The signature header.
+pub const SIGNATURE_HEADER: &str = "x-clawbus-signature";
+/// The delivery id header.
+pub const DELIVERY_HEADER: &str = "x-clawbus-delivery";
+
+/// A hook whose secret is not in the environment at start.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "webhooks.{hook}.secret_env: the environment variable {env} is unset or empty (expected the hook's signing secret)"
+)]
+pub struct MissingSecret {
+    /// The hook.
+    pub hook: String,
+    /// The variable it names.
+    pub env: String,
+}
+
+struct Hook {
+    def: WebhookDef,
+    secret: Vec<u8>,
+}
+
+/// The configured hooks with their secrets, read from the environment once, at start.
+#[derive(Default)]
+pub struct Hooks {
+    hooks: BTreeMap<String, Hook>,
+}
+
+impl std::fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The secrets are never printed.
+        f.debug_list().entries(self.hooks.keys()).finish()
+    }
+}
+
+impl Hooks {
+    /// Reads every `[webhooks.<name>] secret_env` from the environment.
+    pub fn from_env(config: &Config) -> Result<Self, MissingSecret> {
+        let mut hooks = BTreeMap::new();
+        for (name, def) in &config.webhooks {
+            let secret = std::env::var(&def.secret_env)
+                .ok()
+                .filter(|s| !s.is_empty())
+                .ok_or_else(|| MissingSecret {
+                    hook: name.clone(),
+                    env: def.secret_env.clone(),
+                })?;
+            let hook = Hook {
+                def: def.clone(),
+                secret: secret.into_bytes(),
+            };
+            hooks.insert(name.clone(), hook);
+        }
+        Ok(Self { hooks })
+    }
+}
+
+/// The webhook route; mounted outside the bearer-token layer (the signature authenticates).
+pub fn routes() -> Router<ApiState> {
+    Router::new().route("/v1/hooks/{name}", post(deliver))
+}
+
+/// Hex digits to bytes; `None` unless it is an even number of hex digits.
+fn from_hex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| s.get(i..i + 2).and_then(|b| u8::from_str_radix(b, 16).ok()))
+        .collect()
+}
+
+/// Whether `header` is `sha256=<hex>` of the HMAC-SHA256 of `body` with `secret`.
+pub fn signature_matches(secret: &[u8], body: &[u8], header: &str) -> bool {
+    let Some(sig) = header.trim().strip_prefix("sha256=").and_then(from_hex) else {
+        return false;
+    };
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else {
+        return false;
+    };
+    mac.update(body);
+    // `verify_slice` compares in constant time.
+    mac.verify_slice(&sig).is_ok()
+}
+
+fn is_delivery_id(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 128
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+/// The task text of a body: a JSON string's value, else the body as UTF-8 text.
+fn body_text(body: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(body).ok()?;
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(serde_json::Value::String(s)) => Some(s),
+        _ => Some(text.to_string()),
+    }
+}
+
+async fn deliver(
+    State(state): State<ApiState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Response {
+    let Some(hook) = state.hooks.hooks.get(&name) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "unknown_hook",
+            format!("no webhook {name:?} (declare [webhooks.{name}] in clawbus.toml)"),
+        );
+    };
+    let body = match body {
+        Ok(b) => b,
+        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                format!(
+                    "the request body is larger than [gateway] max_body = {} bytes",
+                    state.config.gateway.max_body
+                ),
+            );
+        }
+        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_body", e.body_text()),
+    };
+    let signature = headers.get(SIGNATURE_HEADER).and_then(|v| v.to_str().ok());
+    let Some(signature) = signature else {
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_signature",
+            "missing header X-Clawbus-Signature: sha256=<hex HMAC-SHA256 of the body>",
+        );
+    };
+    if !signature_matches(&hook.secret, &body, signature) {
+        tracing::warn!(hook = %name, "Webhook delivery with a bad signature refused.");
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_signature",
+            "X-Clawbus-Signature does not match the body (expected sha256=<hex HMAC-SHA256 of the raw body with the hook's secret>)",
+        );
+    }
+    let delivery = headers.get(DELIVERY_HEADER).and_then(|v| v.to_str().ok());
+    let Some(delivery) = delivery.filter(|d| is_delivery_id(d)) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_delivery",
+            "header X-Clawbus-Delivery: missing or invalid (expected 1-128 characters of A-Z, a-z, 0-9, '-', '_' or '.')",
+        );
+    };
+    let Some(text) = body_text(&body).filter(|t| !t.trim().is_empty()) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+            "the body is empty or not UTF-8 (expected JSON or text for the agent)",
+        );
+    };
+    let request_id = match RequestId::parse(&format!("hook-{name}-{delivery}")) {
+        Ok(id) => id,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_delivery", e),
+    };
+    let peer = hook
+        .def
+        .session
+        .clone()
+        .unwrap_or_else(|| delivery.to_string());
+    let inbound = Inbound {
+        channel: CHANNEL.into(),
+        chat_type: name.clone(),
+        peer: peer.clone(),
+        agent: Some(hook.def.agent.clone()),
+        session_name: None,
+        request_id: request_id.to_string(),
+    };
+    let route = match state.router.route(&inbound) {
+        Ok(r) => r,
+        Err(e) => return error(StatusCode::NOT_FOUND, "unknown_agent", e.to_string()),
+    };
+    let origin = Origin {
+        channel: CHANNEL.into(),
+        chat_type: name.clone(),
+        peer,
+        session_key: Some(route.session),
+        ..Origin::api()
+    };
+    let env = origin.apply(
+        Envelope::task(
+            Topic::agent(route.agent.as_str()),
+            request_id,
+            json!({ "text": text }),
+        )
+        .from(format!("webhook:{name}")),
+    );
+    submit_and_answer(&state, env, false, None).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sign(secret: &[u8], body: &[u8]) -> String {
+        let mut mac = Hmac::<Sha256>::new_from_slice(secret).unwrap();
+        mac.update(body);
+        let hex: String = mac
+            .finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        format!("sha256={hex}")
+    }
+
+    #[test]
+    fn a_signature_of_the_body_matches_and_others_do_not() {
+        let header = sign(b"s3cret", b"hello");
+        assert!(signature_matches(b"s3cret", b"hello", &header));
+        assert!(!signature_matches(b"s3cret", b"hello!", &header));
+        assert!(!signature_matches(b"other", b"hello", &header));
+        assert!(!signature_matches(b"s3cret", b"hello", "sha256=zz"));
+        assert!(!signature_matches(
+            b"s3cret",
+            b"hello",
+            header.trim_start_matches("sha256=")
+        ));
+    }
+
+    #[test]
+    fn a_json_string_body_is_its_value() {
+        assert_eq!(body_text(b"\"hi\"").as_deref(), Some("hi"));
+        assert_eq!(body_text(b"{\"a\":1}").as_deref(), Some("{\"a\":1}"));
+        assert_eq!(body_text(&[0xff]), None);
+    }
+}
