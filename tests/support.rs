@@ -110,8 +110,13 @@ impl Project {
 
 /// POSTs a task with the daemon's token; returns status and JSON body.
 pub async fn post_task(daemon: &Daemon, agent: &str, body: Value) -> (u16, Value) {
+    post_json(daemon, &format!("/v1/agents/{agent}/tasks"), body).await
+}
+
+/// POSTs `body` to a gateway path with the daemon's token; returns status and JSON body.
+pub async fn post_json(daemon: &Daemon, path: &str, body: Value) -> (u16, Value) {
     let resp = reqwest::Client::new()
-        .post(format!("{}/v1/agents/{agent}/tasks", daemon.url()))
+        .post(format!("{}{path}", daemon.url()))
         .bearer_auth(daemon.token())
         .json(&body)
         .timeout(NET)
@@ -260,4 +265,25 @@ pub async fn first_line_async(stdout: std::process::ChildStdout) -> String {
     tokio::task::spawn_blocking(move || first_line(stdout))
         .await
         .unwrap()
+}
+
+/// The last user message of a recorded model request.
+pub fn last_user(req: &Value) -> String {
+    req["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The tool results of a recorded model request, in order.
+pub fn tool_results(req: &Value) -> Vec<String> {
+    req["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect()
 }

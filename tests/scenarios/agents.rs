@@ -1,21 +1,9 @@
 //! Agents working together: `agent_call` with and without waiting, the lane slot given up while
 //! waiting, one run per request id, and cycles refused at once.
 
-use super::system::last_user;
-use crate::support::{Project, eventually, get_json, post_task};
+use crate::support::{Project, eventually, get_json, last_user, post_task, tool_results};
 use clawbus::testkit::{Gate, ScriptedServer, Turn};
 use serde_json::{Value, json};
-
-/// The tool results of a recorded model request.
-fn tool_results(req: &Value) -> Vec<String> {
-    req["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
 
 /// Agents `a` and `b` may call each other; `c` may not call anyone.
 fn team(server: &ScriptedServer, lanes: &str) -> Project {

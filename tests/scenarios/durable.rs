@@ -2,8 +2,8 @@
 //! message once, finished tool calls not run again, a call that was running answered as
 //! interrupted — and re-queued tasks run in admission order.
 
-use super::system::{Child, last_user, spawn_up, stop, task, up};
-use crate::support::{NET, Project, eventually};
+use super::system::{Child, spawn_up, stop, task, up};
+use crate::support::{NET, Project, eventually, last_user, tool_results};
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -51,16 +51,6 @@ async fn until_succeeded(c: &Child, task_id: &str) -> Value {
     })
     .await;
     last
-}
-
-fn tool_results(req: &Value) -> Vec<String> {
-    req["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
-        .collect()
 }
 
 fn user_count(req: &Value, text: &str) -> usize {

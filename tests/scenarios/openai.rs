@@ -2,20 +2,10 @@
 //! and bodies, and server-sent events read as the SDK's decoder reads them (`data:` lines of a
 //! blank-line-terminated event, stop at `[DONE]`, raise on an `error` object).
 
-use crate::support::{NET, Project, get_json};
+use crate::support::{NET, Project, get_json, last_user};
 use clawbus::gateway::Daemon;
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::{Value, json};
-
-/// The last user message of a recorded model request.
-fn last_user(req: &Value) -> String {
-    req["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_string()
-}
 
 /// Answers `re: <last user message>`.
 async fn echo_server() -> ScriptedServer {

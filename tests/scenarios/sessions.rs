@@ -1,22 +1,9 @@
 //! Sessions, the session lane, transcripts, cancellation, eviction and compaction, end to end.
 
-use crate::support::{NET, Project, eventually, get_json, in_fresh_system, post_task};
+use crate::support::{NET, Project, eventually, get_json, in_fresh_system, last_user, post_task};
 use bus::Bus as _;
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::{Value, json};
-
-/// The text of the last user message of a model request.
-fn last_user(req: &Value) -> String {
-    req["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_string()
-}
 
 /// A model that never answers the message `word` (or, with `prefix`, any message starting with
 /// it) and answers the rest with `re: <message>` (`echo`) or `ok`.

@@ -2,7 +2,8 @@
 //! replay, request-id conflicts, and the graceful drain of a real `clawbus up` process.
 
 use crate::support::{
-    NET, Project, eventually, first_line_async, get_json, post_task, wait_child_async,
+    NET, Project, eventually, first_line_async, get_json, last_user, post_json, post_task,
+    wait_child_async,
 };
 use bus::Bus as _;
 use clawbus::testkit::{Gate, ScriptedServer, Turn};
@@ -11,16 +12,6 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-
-/// The last user message of a recorded model request.
-pub fn last_user(req: &Value) -> String {
-    req["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_string()
-}
 
 /// Answers `re: <text>`, and never answers a text starting with `hold`.
 async fn holding_server() -> ScriptedServer {
@@ -33,19 +24,6 @@ async fn holding_server() -> ScriptedServer {
         }
     })
     .await
-}
-
-async fn post(daemon: &clawbus::gateway::Daemon, path: &str, body: Value) -> (u16, Value) {
-    let resp = reqwest::Client::new()
-        .post(format!("{}{path}", daemon.url()))
-        .bearer_auth(daemon.token())
-        .json(&body)
-        .timeout(NET)
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
 }
 
 #[actix_rt::test]
@@ -61,7 +39,7 @@ async fn a_channel_message_reaches_the_bound_agent_and_session() {
         .write("agents.d/helper.toml", "");
     let daemon = project.start().await;
 
-    let (status, answer) = post(
+    let (status, answer) = post_json(
         &daemon,
         "/v1/channels/demo/messages",
         json!({ "peer": "alice", "text": "hi", "wait": true }),
@@ -78,7 +56,7 @@ async fn a_channel_message_reaches_the_bound_agent_and_session() {
     assert_eq!(session["session"]["agent"], "alpha", "{session}");
 
     // A group chat is its own session.
-    let (status, answer) = post(
+    let (status, answer) = post_json(
         &daemon,
         "/v1/channels/demo/messages",
         json!({ "peer": "alice", "chat_type": "group", "text": "yo", "wait": true }),
@@ -88,7 +66,7 @@ async fn a_channel_message_reaches_the_bound_agent_and_session() {
     assert_eq!(answer["session"], "agent:alpha:demo:group:alice");
 
     // An unbound peer reaches the channel's default agent.
-    let (status, answer) = post(
+    let (status, answer) = post_json(
         &daemon,
         "/v1/channels/demo/messages",
         json!({ "peer": "bob", "text": "hey", "wait": true }),
@@ -100,7 +78,7 @@ async fn a_channel_message_reaches_the_bound_agent_and_session() {
 
     // A channel with neither binding nor default agent: a clear 404, nothing enqueued.
     let before = server.request_count();
-    let (status, answer) = post(
+    let (status, answer) = post_json(
         &daemon,
         "/v1/channels/other/messages",
         json!({ "peer": "bob", "text": "hey", "wait": true }),

@@ -2,22 +2,11 @@
 //! approvals answered from the CLI, and what a command's environment holds.
 
 use crate::support::{NET, Project, post_task, roles};
-use crate::support::{offered_tools, run_cmd};
+use crate::support::{offered_tools, run_cmd, tool_results};
 use bus::Bus;
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::{Value, json};
 use std::process::{Command, Stdio};
-
-/// The content of every `tool` message of a recorded request.
-fn tool_results(request: &Value) -> Vec<String> {
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_string())
-        .collect()
-}
 
 fn project(server: &ScriptedServer, agent: &str) -> Project {
     let p = Project::new();
