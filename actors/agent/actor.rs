@@ -103,6 +103,12 @@ impl AgentActor {
             }
             return Ok((key.clone(), origin));
         }
+        // A task from a shared topic: a session of its own per request.
+        if env.topic != bus::Topic::agent(self.rt.id.as_str()) {
+            let key =
+                SessionKey::shared_topic(&self.rt.id, env.topic.as_str(), env.request_id.as_str());
+            return Ok((key, origin));
+        }
         let inbound = Inbound {
             channel: origin.channel.clone(),
             chat_type: origin.chat_type.clone(),

@@ -141,6 +141,11 @@ impl AgentHandle {
                     bus: Some(bus.clone()),
                     approvals: shared.approvals.clone(),
                     cron: shared.cron.clone(),
+                    sessions: Some(crate::session::view::SessionReader {
+                        index: shared.index.clone(),
+                        live: shared.live.clone(),
+                        state_dir: config.state_dir.clone(),
+                    }),
                 },
             )
             .with_secrets(Arc::new(secrets.clone())),
@@ -150,7 +155,22 @@ impl AgentHandle {
             agent: agent.clone(),
             cause,
         };
-        let tasks = bus.consume(Topic::agent(&agent)).await.map_err(bus_err)?;
+        let mut streams = vec![
+            bus.consume(Topic::agent(&agent))
+                .await
+                .map_err(bus_err)?
+                .into_stream(),
+        ];
+        // Shared topics: competing consumers, so each task goes to one subscriber.
+        for topic in &def.subscribe {
+            streams.push(
+                bus.consume(topic.clone())
+                    .await
+                    .map_err(bus_err)?
+                    .into_stream(),
+            );
+        }
+        let tasks = futures::stream::select_all(streams);
         let cancels = bus
             .subscribe(Topic::cancellations())
             .await
@@ -182,11 +202,11 @@ impl AgentHandle {
             shared.shards.clone(),
         );
         let addr = AgentActor::create(move |ctx| {
-            ctx.add_stream(tasks.into_stream().map(actor::Task));
+            ctx.add_stream(tasks.map(actor::Task));
             ctx.add_stream(cancels.into_stream().map(actor::Cancelled));
             actor
         });
-        tracing::info!(agent = %def.id, model = %def.model, workspace = %workspace.display(), "Agent started.");
+        tracing::info!(agent = %def.id, model = %def.model, workspace = %workspace.display(), shared_topics = ?def.subscribe, "Agent started.");
         Ok(Self {
             id: def.id.clone(),
             addr,

@@ -1,8 +1,9 @@
 //! Builds an agent's model client from its provider definition.
 
-use crate::config::{AgentDef, Config, ProviderDef, ProviderKind};
+use crate::config::{AgentDef, Config, ModelRef, ProviderDef, ProviderKind};
 use crate::model::{
-    AnthropicClient, AnthropicConfig, ChatModel, OpenAiClient, OpenAiConfig, ScriptedModel,
+    AnthropicClient, AnthropicConfig, Breakers, Candidate, ChatModel, FallbackModel, OpenAiClient,
+    OpenAiConfig, ScriptedModel,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,14 +39,55 @@ pub enum ModelBuildError {
 
 /// The model client for `def`: an OpenAI-compatible or Anthropic client sending the agent's
 /// `[model_params]`, or the built-in scripted rules. The API key is read from the environment
-/// variable the provider names, never from a file.
+/// variable the provider names, never from a file. An agent with `fallbacks` gets a
+/// [`FallbackModel`] over its model and the fallbacks, guarded by the process-wide circuit
+/// breakers ([`Breakers::global`]).
 pub fn build_model(def: &AgentDef, config: &Config) -> Result<Arc<dyn ChatModel>, ModelBuildError> {
+    build_model_with(def, config, Breakers::global())
+}
+
+/// Like [`build_model`], with the circuit breakers of `breakers` (one registry per process, so
+/// that agents calling the same provider share its breaker).
+pub fn build_model_with(
+    def: &AgentDef,
+    config: &Config,
+    breakers: &Breakers,
+) -> Result<Arc<dyn ChatModel>, ModelBuildError> {
+    let primary = build_client(def, &def.model, config)?;
+    if def.fallbacks.is_empty() {
+        return Ok(primary);
+    }
+    let candidate = |model: &ModelRef, client| {
+        Candidate::new(
+            &model.provider,
+            &model.model,
+            client,
+            breakers.for_provider(&model.provider),
+        )
+    };
+    let fallbacks = def
+        .fallbacks
+        .iter()
+        .map(|m| Ok(candidate(m, build_client(def, m, config)?)))
+        .collect::<Result<Vec<_>, ModelBuildError>>()?;
+    Ok(Arc::new(FallbackModel::new(
+        candidate(&def.model, primary),
+        fallbacks,
+    )))
+}
+
+/// The client of one model of `def` (its own or a fallback).
+fn build_client(
+    def: &AgentDef,
+    model: &ModelRef,
+    config: &Config,
+) -> Result<Arc<dyn ChatModel>, ModelBuildError> {
     let provider = config
-        .provider_for(&def.model)
-        .ok_or_else(|| ModelBuildError::UnknownProvider(def.model.provider.clone()))?;
+        .provider_for(model)
+        .ok_or_else(|| ModelBuildError::UnknownProvider(model.provider.clone()))?;
     match provider.kind {
         ProviderKind::Scripted => {
-            let model = match def.rules_file() {
+            let model = match def.rules_file_for(&model.model) {
                 Some(path) => {
                     ScriptedModel::from_rules_file(&path).map_err(ModelBuildError::Rules)?
                 }

@@ -26,6 +26,8 @@ pub struct RunContext {
     pub depth: u32,
     /// Subagents this run has spawned so far.
     pub spawned: std::sync::atomic::AtomicU32,
+    /// Messages this run has sent into sessions so far (`sessions_send`).
+    pub sent: std::sync::atomic::AtomicU32,
     /// The run's lane slot.
     pub slot: RunSlot,
 }

@@ -14,6 +14,7 @@ mod post;
 mod prompt;
 mod sessions;
 mod skills;
+mod tail;
 mod tasks;
 mod tools;
 mod up;
@@ -121,6 +122,8 @@ pub enum Command {
     Approvals(approvals::ApprovalsArgs),
     /// List sessions (key, id, state, turns, last activity), or show one's transcript.
     Sessions(sessions::SessionsArgs),
+    /// Print bus traffic matching a topic pattern (default `>`), one JSON line per message.
+    Tail(tail::TailArgs),
     /// Show or cancel a task.
     #[command(subcommand)]
     Tasks(tasks::TasksCommand),
@@ -142,6 +145,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Tools(args) => tools::run(&cli.global, args),
         Command::Approvals(args) => approvals::run(&cli.global, args),
         Command::Sessions(args) => sessions::run(&cli.global, args),
+        Command::Tail(args) => tail::run(&cli.global, args),
         Command::Tasks(cmd) => tasks::run(&cli.global, cmd),
         Command::Cron(cmd) => cron::run(&cli.global, cmd),
         Command::Prompt(args) => prompt::run(&cli.global, args),

@@ -1,4 +1,5 @@
-//! `clawbus post agent.<id> "text" [--wait]`: a task from a script, through the gateway.
+//! `clawbus post agent.<id> "text" [--wait]`: a task from a script, through the gateway; a
+//! shared topic (`clawbus post team.research …`) goes to exactly one agent subscribing to it.
 
 use super::client::{GatewayClient, segment, usage};
 use super::out::outln;
@@ -12,7 +13,7 @@ use std::time::Duration;
 /// Flags of `clawbus post`.
 #[derive(Debug, Args)]
 pub struct PostArgs {
-    /// The topic: `agent.<id>`.
+    /// The topic: `agent.<id>`, or a shared topic agents subscribe to (`team.research`).
     pub topic: String,
     /// The message.
     pub text: String,
@@ -35,12 +36,19 @@ pub struct PostArgs {
 
 /// Posts the task and reports the outcome with the documented exit codes.
 pub fn run(global: &Global, args: PostArgs) -> ExitCode {
-    let Some(agent) = args
-        .topic
-        .strip_prefix("agent.")
-        .filter(|a| !a.is_empty() && !a.contains('.'))
-    else {
-        return usage(format!("topic {:?}: expected agent.<id>", args.topic));
+    let path = match args.topic.strip_prefix("agent.") {
+        Some(agent) if !agent.is_empty() && !agent.contains('.') => {
+            format!("/v1/agents/{}/tasks", segment(agent))
+        }
+        _ => match crate::config::subscribe::shared_topic(&args.topic) {
+            Ok(topic) => format!("/v1/topics/{}/tasks", segment(topic.as_str())),
+            Err(e) => {
+                return usage(format!(
+                    "topic {:?}: expected agent.<id> or a shared topic ({e})",
+                    args.topic
+                ));
+            }
+        },
     };
     let timeout = match parse_duration(&args.timeout) {
         Ok(t) if t.is_zero() || t > MAX_WAIT => {
@@ -63,7 +71,7 @@ pub fn run(global: &Global, args: PostArgs) -> ExitCode {
         "timeout_ms": timeout.as_millis() as u64,
         "session": args.session,
     });
-    let answer = match client.post(&format!("/v1/agents/{}/tasks", segment(agent)), &body) {
+    let answer = match client.post(&path, &body) {
         Ok(v) => v,
         Err(code) => return code,
     };

@@ -63,6 +63,7 @@ pub(super) fn agent_file(
             default_model.clone()
         }),
     };
+    let fallbacks = fallbacks(&src, &f, &model, known, &mut problems);
     let limits = limits(&src, &f, &mut problems);
     let tools = super::tools::tools_def(&src, &f.tools, &mut problems);
     let exec = super::exec::exec_def(&src, &f.exec, &mut problems);
@@ -76,6 +77,7 @@ pub(super) fn agent_file(
     let kind = known.get(&model.provider).copied().flatten();
     let model_params =
         super::model_params::model_params(&src, &f.model_params, &tools, kind, &mut problems);
+    let subscribe = super::subscribe::subscriptions(&src, &f.subscribe, &mut problems);
     let problems = parsed.merge(problems);
     let Ok(id) = id else { return (None, problems) };
     let seed = agents_dir.join(id.as_str());
@@ -85,6 +87,7 @@ pub(super) fn agent_file(
         file: path.to_path_buf(),
         description: f.description,
         model,
+        fallbacks,
         limits,
         tools,
         exec,
@@ -95,8 +98,32 @@ pub(super) fn agent_file(
         cron,
         heartbeat,
         model_params,
+        subscribe,
     };
     (Some(def), problems)
+}
+
+/// `fallbacks`: each a model ref of a known provider, none repeating the model or another.
+fn fallbacks(
+    src: &Source,
+    f: &AgentFile,
+    model: &ModelRef,
+    known: &Known,
+    problems: &mut Vec<Problem>,
+) -> Vec<ModelRef> {
+    let mut out: Vec<ModelRef> = Vec::with_capacity(f.fallbacks.len());
+    for (i, text) in f.fallbacks.iter().enumerate() {
+        let field = format!("fallbacks[{i}]");
+        match resolve_model(text.get_ref(), known) {
+            Ok(m) if m == *model || out.contains(&m) => {
+                let message = format!("{m} is already tried before this fallback");
+                problems.push(src.at(Some(text.span()), &field, message));
+            }
+            Ok(m) => out.push(m),
+            Err(message) => problems.push(src.at(Some(text.span()), &field, message)),
+        }
+    }
+    out
 }
 
 fn limits(src: &Source, f: &AgentFile, problems: &mut Vec<Problem>) -> Limits {

@@ -92,6 +92,9 @@ pub(super) struct DefaultsFile {
 pub(super) struct AgentFile {
     pub description: Option<String>,
     pub model: Option<Spanned<String>>,
+    /// Models tried in order when `model` is rate-limited or down.
+    #[serde(default)]
+    pub fallbacks: Vec<Spanned<String>>,
     #[serde(default)]
     pub limits: LimitsFile,
     #[serde(default)]
@@ -114,6 +117,9 @@ pub(super) struct AgentFile {
     pub heartbeat: super::cron::HeartbeatFile,
     #[serde(default)]
     pub model_params: super::model_params::ModelParamsFile,
+    /// Shared topics the agent consumes (see `subscribe.rs`).
+    #[serde(default)]
+    pub subscribe: Vec<Spanned<String>>,
 }
 
 /// `[limits]` of an agent.

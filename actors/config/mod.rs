@@ -28,6 +28,7 @@ pub mod rules;
 mod session;
 mod skills;
 mod span;
+pub mod subscribe;
 pub mod timezone;
 mod tools;
 mod validate;
@@ -304,6 +305,9 @@ pub struct AgentDef {
     pub description: Option<String>,
     /// The resolved model: the `--model` override, else the agent's, else the default.
     pub model: ModelRef,
+    /// Models tried in order when a call to `model` fails with a rate limit, overload, server
+    /// error, timeout or connection failure (`fallbacks`); emptied by the `--model` override.
+    pub fallbacks: Vec<ModelRef>,
     /// `agents.d/<id>/` (workspace seed files) when that folder exists.
     pub seed_dir: Option<PathBuf>,
     /// Turn limits.
@@ -326,6 +330,9 @@ pub struct AgentDef {
     pub heartbeat: crate::cron::HeartbeatSpec,
     /// Request parameters sent with every model call (`[model_params]`).
     pub model_params: crate::model::ModelParams,
+    /// Shared topics it takes work from besides `agent.<id>` (`subscribe`): each task posted to
+    /// one goes to exactly one of its subscribers.
+    pub subscribe: Vec<bus::Topic>,
 }
 
 impl AgentDef {
@@ -333,7 +340,12 @@ impl AgentDef {
     ///
     /// Meaningful for scripted-kind providers; `None` when the model name is not a plain file stem.
     pub fn rules_file(&self) -> Option<PathBuf> {
-        let name = &self.model.model;
+        self.rules_file_for(&self.model.model)
+    }
+
+    /// `agents.d/<id>/<name>.rules.toml` when it exists: the script of scripted model `name` (the
+    /// agent's model or one of its fallbacks).
+    pub fn rules_file_for(&self, name: &str) -> Option<PathBuf> {
         if !is_file_stem(name) {
             return None;
         }

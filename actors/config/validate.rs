@@ -142,6 +142,7 @@ pub(super) fn check(opts: &LoadOptions) -> (CheckReport, Option<Config>) {
     if opts.model_override.is_some() {
         for agent in &mut agents {
             agent.model = base.default_model.clone();
+            agent.fallbacks.clear();
         }
     }
     let state_dir = match (&opts.state_dir, &base.state_dir) {

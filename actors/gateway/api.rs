@@ -58,6 +58,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/tasks/{id}/events", get(super::events::task_events))
         .merge(super::channels::routes())
         .merge(super::sessions::routes())
+        .merge(super::topics::routes())
+        .merge(super::tail::routes())
         .merge(super::approvals::routes())
         .merge(super::cron::routes())
         .merge(super::tasks::routes())
@@ -86,6 +88,7 @@ fn query_params(route: &str) -> &'static [&'static str] {
         "/v1/sessions" => &["agent"],
         "/v1/approvals" => &["state"],
         "/v1/tasks" => &["state", "agent"],
+        "/v1/bus/tail" => &["pattern"],
         _ => &[],
     }
 }

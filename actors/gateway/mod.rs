@@ -10,8 +10,10 @@ mod health;
 pub mod metrics;
 pub mod openai;
 pub mod sessions;
+pub mod tail;
 pub mod tasks;
 pub mod token;
+pub mod topics;
 pub mod webhooks;
 
 use crate::agent::AgentHandle;

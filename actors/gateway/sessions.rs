@@ -3,8 +3,7 @@
 
 use super::api::{ApiState, TaskView, bus_error, error};
 use crate::router::SessionKey;
-use crate::session::transcript::Transcript;
-use crate::session::{LiveInfo, SessionState};
+use crate::session::view::SessionReader;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -52,14 +51,12 @@ pub struct ListQuery {
     pub agent: Option<String>,
 }
 
-fn state_of(live: Option<LiveInfo>) -> (String, usize) {
-    match live {
-        Some(LiveInfo {
-            state: SessionState::Processing,
-            queued,
-        }) => ("processing".into(), queued),
-        Some(LiveInfo { queued, .. }) => ("idle".into(), queued),
-        None => ("stopped".into(), 0),
+/// Read access to the sessions, from the API's state.
+fn reader(state: &ApiState) -> SessionReader {
+    SessionReader {
+        index: state.sessions.clone(),
+        live: state.live.clone(),
+        state_dir: state.config.state_dir.clone(),
     }
 }
 
@@ -82,19 +79,20 @@ async fn list(
             format!("no agent \"{agent}\""),
         );
     }
-    let metas = match state.sessions.list(q.agent.as_deref()) {
+    let sessions = reader(&state);
+    let metas = match sessions.list(q.agent.as_deref()) {
         Ok(m) => m,
         Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, "store", e.to_string()),
     };
     let rows: Vec<SessionRow> = metas
         .into_iter()
         .map(|m| {
-            let (st, queued) = state_of(state.live.get(&m.key).map(|l| *l));
+            let (st, queued) = sessions.state(&m.key);
             SessionRow {
                 key: m.key,
                 agent: m.agent,
                 session_id: m.session_id.to_string(),
-                state: st,
+                state: st.as_str().into(),
                 queued,
                 turns: m.turns,
                 updated_ms: m.updated_ms,
@@ -111,7 +109,8 @@ async fn show(State(state): State<ApiState>, Path(key): Path<String>) -> Respons
         Ok(k) => k,
         Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_session_key", e),
     };
-    let meta = match state.sessions.get(key.as_str()) {
+    let sessions = reader(&state);
+    let meta = match sessions.get(key.as_str()) {
         Ok(Some(m)) => m,
         Ok(None) => {
             return error(
@@ -122,11 +121,11 @@ async fn show(State(state): State<ApiState>, Path(key): Path<String>) -> Respons
         }
         Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, "store", e.to_string()),
     };
-    let path = Transcript::path_for(&state.config.state_dir, &meta.agent, &meta.session_id);
-    let entries = match read_entries(&path) {
+    let entries = match sessions.raw_entries(&meta) {
         Ok(e) => e,
         Err(e) => {
             // The path stays in the log: the client learns nothing of the host's folders.
+            let path = sessions.transcript_path(&meta);
             tracing::error!(session = %key, path = %path.display(), error = %e, "Transcript unreadable.");
             return error(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -135,25 +134,9 @@ async fn show(State(state): State<ApiState>, Path(key): Path<String>) -> Respons
             );
         }
     };
-    let (st, queued) = state_of(state.live.get(key.as_str()).map(|l| *l));
+    let (st, queued) = sessions.state(key.as_str());
     Json(json!({ "session": meta, "state": st, "queued": queued, "entries": entries }))
         .into_response()
-}
-
-/// Reads a transcript without repairing it (the session actor owns repairs): unreadable lines
-/// are reported in place as `{"type":"unreadable"}`.
-fn read_entries(path: &std::path::Path) -> std::io::Result<Vec<serde_json::Value>> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(e),
-    };
-    Ok(text
-        .lines()
-        .map(|l| {
-            serde_json::from_str(l).unwrap_or_else(|_| json!({ "type": "unreadable", "text": l }))
-        })
-        .collect())
 }
 
 async fn cancel(State(state): State<ApiState>, Path(id): Path<String>) -> Response {

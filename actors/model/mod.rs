@@ -6,12 +6,16 @@
 //! - [`AnthropicClient`]: Anthropic's native Messages API (`/v1/messages`), streamed, with prompt
 //!   caching breakpoints on the stable prefix.
 //! - [`ModelParams`]: an agent's `[model_params]`, sent by both HTTP clients.
+//! - [`FallbackModel`]: a primary model and its fallbacks, each behind its provider's
+//!   [`Breaker`] (shared per provider through [`Breakers`]).
 //! - [`ScriptedModel`]: the built-in `scripted/<name>` provider, driven by regex rules, so
 //!   everything runs with no key and no network.
 //! - [`sse`]: the incremental Server-Sent Events parser used by the client.
 
 mod accumulate;
 mod anthropic;
+mod breaker;
+mod fallback;
 mod http;
 mod openai;
 mod params;
@@ -27,6 +31,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 pub use anthropic::{AnthropicClient, AnthropicConfig, RUNTIME_HEADING};
+pub use breaker::{BREAKER_GAUGE, Breaker, BreakerPolicy, BreakerState, BreakerStatus, Breakers};
+pub use fallback::{Candidate, FallbackModel, Fallover, FalloverReason, Skipped};
 pub use openai::{OpenAiClient, OpenAiConfig};
 pub use params::{
     ModelParams, RESERVED_BODY_KEYS, ReasoningEffort, Stop, ToolChoice, after_tool_result,
@@ -200,6 +206,12 @@ pub enum ModelError {
     /// The client configuration is unusable (e.g. a malformed base URL).
     #[error("{0}")]
     Config(String),
+    /// Every model of a [`FallbackModel`] was skipped: each provider's circuit breaker is open.
+    #[error("every model was skipped, its provider's circuit breaker open: {}", fallback::skipped_list(.skipped))]
+    CircuitOpen {
+        /// The models skipped, in the order they would have been tried.
+        skipped: Vec<Skipped>,
+    },
 }
 
 impl ModelError {
@@ -209,6 +221,22 @@ impl ModelError {
         match self {
             Self::TimedOut { .. } | Self::Connect(_) => true,
             Self::Http { status, .. } => *status == 429 || *status >= 500,
+            Self::Protocol(_) | Self::Script(_) | Self::Config(_) | Self::CircuitOpen { .. } => {
+                false
+            }
+        }
+    }
+
+    /// Whether the next model of a [`FallbackModel`] should be tried after this error (the
+    /// provider's own retries already spent): a rate limit (429), overload or other server error
+    /// (5xx, 529), a timeout (408 or one attempt's limit) or a connection failure. Authentication
+    /// (401, 403) and invalid requests (400, 404, 422, other 4xx) do not fall over: the next model
+    /// would most likely fail the same way, and the mistake must be seen, not hidden. Neither do
+    /// protocol, script and configuration errors.
+    pub fn falls_over(&self) -> bool {
+        match self {
+            Self::TimedOut { .. } | Self::Connect(_) | Self::CircuitOpen { .. } => true,
+            Self::Http { status, .. } => matches!(*status, 408 | 429) || *status >= 500,
             Self::Protocol(_) | Self::Script(_) | Self::Config(_) => false,
         }
     }
@@ -220,6 +248,11 @@ pub trait ModelObserver: Send + Sync {
     fn text(&self, delta: &str);
     /// The call failed and will be tried again after `delay`.
     fn retry(&self, attempt: u32, delay: Duration, error: &ModelError);
+    /// A [`FallbackModel`] moved from one model to the next; the last one told is the one that
+    /// answered (or failed for good). Ignored unless overridden.
+    fn fell_over(&self, event: &Fallover<'_>) {
+        let _ = event;
+    }
 }
 
 /// An observer that ignores everything.

@@ -2,6 +2,7 @@
 //! loopback server, and the scripted rules model.
 
 mod anthropic;
+mod fallback;
 mod openai;
 mod params;
 mod scripted;

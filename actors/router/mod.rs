@@ -39,6 +39,11 @@ impl SessionKey {
         Self::peer(agent, "api", "task", request_id)
     }
 
+    /// A task taken from shared topic `topic`: `agent:<id>:topic:<topic>:<requestId>`.
+    pub fn shared_topic(agent: &AgentId, topic: &str, request_id: &str) -> Self {
+        Self::peer(agent, "topic", topic, request_id)
+    }
+
     /// A script's named session: `agent:<id>:api:direct:<name>`.
     pub fn named(agent: &AgentId, name: &str) -> Self {
         Self::peer(agent, "api", "direct", name)

@@ -11,6 +11,7 @@ mod shards;
 #[cfg(test)]
 mod tests;
 pub mod transcript;
+pub mod view;
 
 pub use actor::{SessionActor, SessionOpenError};
 pub use shards::SessionShards;

@@ -284,6 +284,7 @@ impl Run {
             clock: rt.clock.clone(),
             depth: origin.depth,
             spawned: std::sync::atomic::AtomicU32::new(0),
+            sent: std::sync::atomic::AtomicU32::new(0),
             slot: RunSlot::new(rt.lanes.clone(), origin.lane.clone(), env.id, slot),
         });
         let tool_context = ToolContext {

@@ -131,6 +131,8 @@ impl Clawbus {
         };
         let bus: Arc<dyn Bus> = Arc::new(local.clone());
         let metrics = Metrics::new();
+        // Model circuit breakers are shared by every agent of the process; /metrics shows them.
+        crate::model::Breakers::global().attach_metrics(&metrics);
         let lanes = Lanes::start(&config.lanes, metrics.clone());
         let index = SessionIndex::open(&db).map_err(|e| state_err(e.to_string()))?;
         let live: LiveSessions = Default::default();

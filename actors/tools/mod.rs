@@ -25,6 +25,7 @@ mod output;
 pub mod policy;
 mod read;
 mod schema;
+pub mod sessions;
 pub mod spawn;
 pub mod web;
 mod write;

@@ -74,6 +74,9 @@ pub struct ToolServices {
     /// requests: the scheduler keeps every decision in its store and answers synchronously, and
     /// the bus has no request/reply for admin calls yet.
     pub cron: Option<Arc<crate::cron::Scheduler>>,
+    /// Read access to the sessions (`sessions_list`, `sessions_history`, `sessions_send`);
+    /// `None` leaves those tools unavailable.
+    pub sessions: Option<crate::session::view::SessionReader>,
 }
 
 /// Every implemented tool, built for this agent (no policy applied).
@@ -92,6 +95,16 @@ pub fn registry(def: &AgentDef, config: &Config, services: &ToolServices) -> Too
         .with(super::spawn::SpawnTool::new(
             services.bus.clone(),
             config.agents.iter().map(|a| a.id.clone()).collect(),
+        ))
+        .with(super::sessions::SessionsListTool::new(
+            services.sessions.clone(),
+        ))
+        .with(super::sessions::SessionsHistoryTool::new(
+            services.sessions.clone(),
+        ))
+        .with(super::sessions::SessionsSendTool::new(
+            services.bus.clone(),
+            services.sessions.clone(),
         ))
         .with(super::cron::CronTool::new(services.cron.clone()))
         .with(WebFetchTool::new(&config.web))

@@ -1,0 +1,108 @@
+//! Shared topics: agents subscribing to one compete for its tasks, so each runs exactly once.
+
+use crate::support::{Project, get_json, post_json, run_cmd};
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// Agents `a` and `b` subscribe to `team.research`; `c` to nothing (echo model).
+fn team() -> Project {
+    let p = Project::new();
+    p.write("agents.d/a.toml", "subscribe = [\"team.research\"]\n")
+        .write("agents.d/b.toml", "subscribe = [\"team.research\"]\n")
+        .write("agents.d/c.toml", "");
+    p
+}
+
+#[actix_rt::test]
+async fn each_task_on_a_shared_topic_runs_once_on_one_subscriber() {
+    let project = team();
+    let daemon = project.start().await;
+    let mut ids = Vec::new();
+    for i in 0..10 {
+        let (status, done) = post_json(
+            &daemon,
+            "/v1/topics/team.research/tasks",
+            json!({ "text": format!("q{i}"), "request_id": format!("topic-{i}"), "wait": true }),
+        )
+        .await;
+        assert_eq!(status, 200, "{done}");
+        assert_eq!(done["state"], "succeeded", "{done}");
+        assert_eq!(done["result"]["text"], format!("echo: q{i}"), "{done}");
+        ids.push(format!("topic-{i}"));
+    }
+    let sessions = get_json(&daemon, "/v1/sessions").await;
+    // request id → the agents whose topic session ran it, with their turns.
+    let mut ran: BTreeMap<String, Vec<(String, u64)>> = BTreeMap::new();
+    for s in sessions["sessions"].as_array().unwrap() {
+        let key = s["key"].as_str().unwrap();
+        if let Some(rest) = key.split_once(":topic:team.research:").map(|(_, r)| r) {
+            ran.entry(rest.to_string()).or_default().push((
+                s["agent"].as_str().unwrap().to_string(),
+                s["turns"].as_u64().unwrap(),
+            ));
+        }
+    }
+    for id in &ids {
+        let runs = ran.get(id).cloned().unwrap_or_default();
+        assert_eq!(runs.len(), 1, "{id} ran in exactly one session: {runs:?}");
+        let (agent, turns) = &runs[0];
+        assert!(
+            agent == "a" || agent == "b",
+            "{id} ran on a subscriber: {agent}"
+        );
+        assert_eq!(*turns, 1, "{id} ran once");
+    }
+    assert_eq!(ran.len(), 10, "{ran:?}");
+    daemon.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn a_topic_nobody_subscribes_to_is_404_and_reserved_ones_are_400() {
+    let project = team();
+    let daemon = project.start().await;
+    let (status, body) = post_json(
+        &daemon,
+        "/v1/topics/team.nobody/tasks",
+        json!({ "text": "anyone?" }),
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["error"]["code"], "unknown_topic", "{body}");
+    let (status, body) =
+        post_json(&daemon, "/v1/topics/agent.a/tasks", json!({ "text": "x" })).await;
+    assert_eq!(status, 400, "{body}");
+    daemon.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn clawbus_post_to_a_shared_topic_waits_for_the_one_answer() {
+    let project = team();
+    let daemon = project.start().await;
+    let mut cmd = project.clawbus();
+    cmd.args([
+        "post",
+        "team.research",
+        "find it",
+        "--wait",
+        "--url",
+        &daemon.url(),
+    ]);
+    let out = run_cmd(cmd).await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "echo: find it");
+    let mut cmd = project.clawbus();
+    cmd.args(["post", "team.nobody", "x", "--url", &daemon.url()]);
+    let out = run_cmd(cmd).await;
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no agent subscribes"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    daemon.shutdown().await;
+}
