@@ -1,0 +1,32 @@
+//! The comparison bench's harness (`benches/compare/`) run at tiny sizes, so it cannot rot:
+//! every scenario runs against a real `clawbus up` and the table, JSON and SVG are written.
+//! No figure is asserted, only that every scenario produced one.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "../benches/compare/harness.rs"]
+mod harness;
+
+#[test]
+fn every_compare_scenario_runs_at_tiny_sizes() {
+    let out = tempfile::tempdir().unwrap();
+    let args = ["--tiny", "--json", "--out"].map(String::from);
+    let args = args.into_iter().chain([out.path().display().to_string()]);
+    let opts = harness::Options::parse(args).unwrap();
+    assert!(harness::Options::parse(["--nope".to_string()]).is_err());
+    let report = harness::run(&opts);
+    assert_eq!(report.rows.len(), 16, "{:#?}", report.rows);
+    for row in &report.rows {
+        assert!(row.clawbus.median.is_finite(), "{row:?}");
+        assert!(row.ratio().is_none(), "{row:?}");
+    }
+    harness::emit(&report, &opts);
+    for file in ["compare.md", "compare.json", "compare.svg"] {
+        let text = std::fs::read_to_string(out.path().join(file)).unwrap();
+        assert!(!text.is_empty(), "{file}");
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("compare.json")).unwrap())
+            .unwrap();
+    assert_eq!(json["rows"].as_array().unwrap().len(), report.rows.len());
+    assert!(json["machine"]["cores"].as_u64().unwrap() >= 1);
+}
