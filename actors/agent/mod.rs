@@ -2,6 +2,7 @@
 
 mod actor;
 mod provider;
+pub mod retry;
 mod run_context;
 pub mod runtime;
 pub mod turn;

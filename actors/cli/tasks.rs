@@ -37,6 +37,12 @@ pub enum TasksCommand {
         /// The task id.
         id: String,
     },
+    /// Run a failed or dead-lettered task again, as its next attempt (exit 1 if it had not
+    /// failed).
+    Retry {
+        /// The task id.
+        id: String,
+    },
     /// Cancel a queued or running task (a running turn is stopped; its model call is dropped).
     Cancel {
         /// The task id.
@@ -73,6 +79,13 @@ pub fn run(global: &Global, cmd: TasksCommand) -> ExitCode {
                 &serde_json::json!({}),
             ),
         ),
+        TasksCommand::Retry { id } => (
+            id,
+            client.post_with_status(
+                &format!("/v1/tasks/{}/retry", segment(id)),
+                &serde_json::json!({}),
+            ),
+        ),
     };
     let (status, answer) = match answer {
         Ok(v) => v,
@@ -86,6 +99,11 @@ pub fn run(global: &Global, cmd: TasksCommand) -> ExitCode {
         (TasksCommand::Cancel { .. }, Some("cancelled")) if status != 409 => ExitCode::SUCCESS,
         (TasksCommand::Cancel { .. }, Some(state)) => {
             eprintln!("task {id} had already ended ({state}); nothing to cancel");
+            ExitCode::from(EXIT_FAILED)
+        }
+        (TasksCommand::Retry { .. }, Some(_)) if status != 409 => ExitCode::SUCCESS,
+        (TasksCommand::Retry { .. }, Some(state)) => {
+            eprintln!("task {id} is {state}; only failed or dead-lettered tasks are retried");
             ExitCode::from(EXIT_FAILED)
         }
         (TasksCommand::Show { .. } | TasksCommand::Watch { .. }, Some(_)) => ExitCode::SUCCESS,

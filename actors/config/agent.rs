@@ -152,5 +152,38 @@ fn limits(src: &Source, f: &AgentFile, problems: &mut Vec<Problem>) -> Limits {
             problems.push(src.at(Some(n.span()), "limits.tool_result_max_chars", message));
         }
     }
+    if let Some(n) = &l.max_attempts {
+        if (1..=10).contains(n.get_ref()) {
+            limits.max_attempts = *n.get_ref();
+        } else {
+            let message = format!("{} is out of range (expected 1 to 10)", n.get_ref());
+            problems.push(src.at(Some(n.span()), "limits.max_attempts", message));
+        }
+    }
+    limits.retry_backoff = duration(
+        src,
+        &l.retry_backoff,
+        "limits.retry_backoff",
+        limits.retry_backoff,
+        problems,
+    );
+    limits.retry_backoff_max = duration(
+        src,
+        &l.retry_backoff_max,
+        "limits.retry_backoff_max",
+        limits.retry_backoff_max,
+        problems,
+    );
+    if limits.retry_backoff_max < limits.retry_backoff {
+        let at = l.retry_backoff_max.as_ref().map(|d| d.span());
+        problems.push(src.at(
+            at,
+            "limits.retry_backoff_max",
+            format!(
+                "{:?} is shorter than limits.retry_backoff ({:?}) (expected at least as long)",
+                limits.retry_backoff_max, limits.retry_backoff
+            ),
+        ));
+    }
     limits
 }

@@ -129,6 +129,9 @@ pub(super) struct LimitsFile {
     pub max_iterations: Option<Spanned<u32>>,
     pub turn_timeout: Option<Spanned<DurationText>>,
     pub tool_result_max_chars: Option<Spanned<usize>>,
+    pub max_attempts: Option<Spanned<u32>>,
+    pub retry_backoff: Option<Spanned<DurationText>>,
+    pub retry_backoff_max: Option<Spanned<DurationText>>,
 }
 
 /// The outcome of phase one for one file.

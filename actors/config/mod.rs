@@ -372,6 +372,13 @@ pub struct Limits {
     pub turn_timeout: Duration,
     /// Tool output longer than this is truncated before the model sees it (default 16000).
     pub tool_result_max_chars: usize,
+    /// Attempts a task gets when its turn fails for a passing reason (rate limit, overload,
+    /// 5xx, timeout, lost connection) before it is dead-lettered (1..=10, default 3).
+    pub max_attempts: u32,
+    /// Wait before the second attempt; it doubles per attempt, with ±20 % jitter (default 500ms).
+    pub retry_backoff: Duration,
+    /// The longest wait between two attempts (default 8s).
+    pub retry_backoff_max: Duration,
 }
 
 impl Default for Limits {
@@ -380,6 +387,9 @@ impl Default for Limits {
             max_iterations: 20,
             turn_timeout: Duration::from_secs(600),
             tool_result_max_chars: 16_000,
+            max_attempts: 3,
+            retry_backoff: Duration::from_millis(500),
+            retry_backoff_max: Duration::from_secs(8),
         }
     }
 }

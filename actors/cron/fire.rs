@@ -70,6 +70,8 @@ pub fn outcome_of(o: &Outcome) -> (RunOutcome, Option<String>) {
         Outcome::Failed { error } => (RunOutcome::Failed, Some(error.clone())),
         Outcome::TimedOut { error } => (RunOutcome::TimedOut, Some(error.clone())),
         Outcome::Cancelled { reason } => (RunOutcome::Cancelled, Some(reason.clone())),
+        // Failed on every attempt its agent allows: a failure, as far as backoff goes.
+        Outcome::DeadLettered { error } => (RunOutcome::Failed, Some(error.clone())),
         _ => (RunOutcome::Failed, Some("unknown outcome".into())),
     }
 }

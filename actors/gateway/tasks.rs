@@ -1,5 +1,6 @@
 //! Task listings and trees over HTTP: `GET /v1/tasks[?state=S&agent=ID]` and
-//! `GET /v1/tasks/{id}/tree`; a cancel reaches a task's descendants too.
+//! `GET /v1/tasks/{id}/tree`, `POST /v1/tasks/{id}/retry`; a cancel reaches a task's descendants
+//! too.
 
 use super::api::{ApiState, TaskView, bus_error, error, query};
 use crate::origin::Origin;
@@ -19,6 +20,7 @@ pub fn routes() -> Router<ApiState> {
     Router::new()
         .route("/tasks", get(list))
         .route("/tasks/{id}/tree", get(tree))
+        .route("/tasks/{id}/retry", axum::routing::post(retry))
 }
 
 /// The query of `GET /v1/tasks`.
@@ -94,7 +96,7 @@ async fn list(
                 StatusCode::BAD_REQUEST,
                 "invalid_query",
                 format!(
-                    "state {s:?}: expected queued, running, succeeded, failed, cancelled or timed_out"
+                    "state {s:?}: expected queued, running, succeeded, failed, cancelled, timed_out or dead_lettered"
                 ),
             );
         }
@@ -161,4 +163,41 @@ async fn tree(State(state): State<ApiState>, Path(id): Path<String>) -> Response
             .map(|(depth, r)| json!({ "depth": depth, "task": row(r) })),
     );
     (StatusCode::OK, Json(json!({ "tree": nodes }))).into_response()
+}
+
+/// `POST /v1/tasks/{id}/retry`: a failed or dead-lettered task runs again as its next attempt,
+/// under the same request id (as re-posting the same request would); any other task answers
+/// 409 with its record.
+async fn retry(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
+    let Ok(task_id) = Uuid::parse_str(&id) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_task_id",
+            format!("{id:?} is not a task id (a UUID)"),
+        );
+    };
+    let record = match state.bus.task(task_id).await {
+        Ok(Some(r)) => r,
+        Ok(None) => {
+            return error(
+                StatusCode::NOT_FOUND,
+                "unknown_task",
+                format!("no task {id}"),
+            );
+        }
+        Err(e) => return bus_error(e),
+    };
+    if !record.state.is_retryable_end() {
+        return (StatusCode::CONFLICT, Json(TaskView::of(&record, false))).into_response();
+    }
+    let mut again = record.envelope.clone();
+    again.id = Uuid::now_v7();
+    match state.bus.submit(again).await {
+        Ok(admission) => (
+            StatusCode::ACCEPTED,
+            Json(TaskView::of(&admission.task, admission.duplicate)),
+        )
+            .into_response(),
+        Err(e) => bus_error(e),
+    }
 }

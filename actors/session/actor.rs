@@ -199,6 +199,7 @@ impl SessionActor {
                 let reason = match report.end {
                     RunEnd::Ended(TaskState::Succeeded) => "run_completed",
                     RunEnd::Released => "run_released",
+                    RunEnd::Retrying => "run_retrying",
                     RunEnd::Skipped => "run_skipped",
                     RunEnd::Ended(_) => "run_failed",
                 };

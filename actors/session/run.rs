@@ -4,6 +4,7 @@ use super::compaction;
 use super::events::RunEvents;
 use super::history::View;
 use super::transcript::{Entry, EntryBody, Transcript};
+use crate::agent::retry::{self, FailureClass};
 use crate::agent::runtime::AgentRuntime;
 use crate::agent::turn::{Resume, TurnError, TurnHooks, TurnInput, TurnJournal, run_turn_observed};
 use crate::agent::{RunContext, RunSlot};
@@ -42,6 +43,8 @@ pub enum RunEnd {
     Skipped,
     /// The daemon is shutting down: the task was left, unstarted, for the next start.
     Released,
+    /// The turn failed for a passing reason; the task comes back as its next attempt.
+    Retrying,
     /// The task reached this terminal state.
     Ended(TaskState),
 }
@@ -81,6 +84,15 @@ pub async fn execute(input: RunInput) -> RunReport {
             RunReport {
                 entries: Vec::new(),
                 end: RunEnd::Released,
+            }
+        }
+        Step::Retry { entries, delay } => {
+            if let Err(e) = run.delivery.nack(delay).await {
+                tracing::error!(request_id = %run.request_id, error = %e, "Could not ask for the retry; the task will be redelivered.");
+            }
+            RunReport {
+                entries,
+                end: RunEnd::Retrying,
             }
         }
         Step::Ended(end) => run.finish(end).await,
@@ -154,6 +166,13 @@ enum Step {
     Skipped,
     /// The daemon is draining: leave the task unstarted for the next start.
     Released,
+    /// The turn failed for a passing reason: deliver the task again after `delay`.
+    Retry {
+        /// What the attempt wrote.
+        entries: Vec<Entry>,
+        /// How long to wait.
+        delay: std::time::Duration,
+    },
     /// The run reached an outcome to record.
     Ended(End),
 }
@@ -399,6 +418,19 @@ impl Run {
         if let Err(e) = synced {
             return End::failed(entries, format!("transcript sync failed: {e}"));
         }
+        // A passing failure (rate limit, overload, 5xx, timeout) is tried again after a backoff,
+        // resuming from the journal; past the agent's `max_attempts` the task is dead-lettered.
+        if let Err(e) = &turn {
+            let class = retry::classify(e);
+            if class != FailureClass::Final {
+                let limits = &rt.def.limits;
+                if env.attempt < limits.max_attempts {
+                    let delay = retry::backoff(limits, env.attempt + 1, retry::jitter());
+                    tracing::warn!(agent = %rt.id, session = %key, task_id = %env.id, request_id, attempt = env.attempt, ?class, delay_ms = delay.as_millis() as u64, error = %e, "Turn failed; trying again.");
+                    return Step::Retry { entries, delay };
+                }
+            }
+        }
         let (outcome, iterations, usage) = match turn {
             Ok(out) => (
                 Outcome::Succeeded {
@@ -406,6 +438,13 @@ impl Run {
                 },
                 out.iterations,
                 out.usage,
+            ),
+            Err(e) if retry::classify(&e) != FailureClass::Final => (
+                Outcome::DeadLettered {
+                    error: format!("{e} (after {} attempts)", env.attempt),
+                },
+                0,
+                (0, 0),
             ),
             Err(e @ (TurnError::TimedOut(_) | TurnError::DeadlinePassed)) => (
                 Outcome::TimedOut {
@@ -422,7 +461,10 @@ impl Run {
                 (0, 0),
             ),
         };
-        if let Outcome::Failed { error } | Outcome::TimedOut { error } = &outcome {
+        if let Outcome::Failed { error }
+        | Outcome::TimedOut { error }
+        | Outcome::DeadLettered { error } = &outcome
+        {
             tracing::warn!(agent = %rt.id, session = %key, task_id = %env.id, request_id, error = %error, "Turn failed.");
         }
         let duration_ms = started.elapsed().as_millis() as u64;
@@ -503,7 +545,10 @@ impl Run {
                 &[("agent", rt.id.as_str()), ("outcome", state.as_str())],
             )
             .inc();
-        if let Outcome::Failed { error } | Outcome::TimedOut { error } = &outcome {
+        if let Outcome::Failed { error }
+        | Outcome::TimedOut { error }
+        | Outcome::DeadLettered { error } = &outcome
+        {
             let ended = Entry::new(EntryBody::RunEnded {
                 request_id: request_id.to_string(),
                 outcome: state,
@@ -536,7 +581,9 @@ impl Run {
 /// The error text of an outcome that is not a success.
 fn error_text(outcome: &Outcome) -> &str {
     match outcome {
-        Outcome::Failed { error } | Outcome::TimedOut { error } => error,
+        Outcome::Failed { error }
+        | Outcome::TimedOut { error }
+        | Outcome::DeadLettered { error } => error,
         Outcome::Cancelled { reason } => reason,
         _ => "",
     }

@@ -21,6 +21,9 @@ pub enum TaskState {
     Cancelled,
     /// Its deadline passed first.
     TimedOut,
+    /// Failed on every attempt its retry policy allowed; retried only when asked
+    /// (re-posting the same request id and payload, or `tasks retry`).
+    DeadLettered,
 }
 
 impl TaskState {
@@ -38,7 +41,14 @@ impl TaskState {
             Self::Failed => "failed",
             Self::Cancelled => "cancelled",
             Self::TimedOut => "timed_out",
+            Self::DeadLettered => "dead_lettered",
         }
+    }
+
+    /// True for the ends a re-post of the same request id and payload retries: `failed` and
+    /// `dead_lettered`. A success, a cancel and a timeout are answered from the store.
+    pub fn is_retryable_end(self) -> bool {
+        matches!(self, Self::Failed | Self::DeadLettered)
     }
 }
 
@@ -67,6 +77,11 @@ pub enum Outcome {
         /// What timed out.
         error: String,
     },
+    /// Failed on every attempt allowed.
+    DeadLettered {
+        /// The last attempt's error.
+        error: String,
+    },
 }
 
 impl Outcome {
@@ -77,6 +92,7 @@ impl Outcome {
             Self::Failed { .. } => TaskState::Failed,
             Self::Cancelled { .. } => TaskState::Cancelled,
             Self::TimedOut { .. } => TaskState::TimedOut,
+            Self::DeadLettered { .. } => TaskState::DeadLettered,
         }
     }
 }
@@ -126,7 +142,9 @@ impl TaskRecord {
     /// The error text, when the task ended in any other terminal state.
     pub fn error(&self) -> Option<&str> {
         match &self.outcome {
-            Some(Outcome::Failed { error }) | Some(Outcome::TimedOut { error }) => Some(error),
+            Some(Outcome::Failed { error })
+            | Some(Outcome::TimedOut { error })
+            | Some(Outcome::DeadLettered { error }) => Some(error),
             Some(Outcome::Cancelled { reason }) => Some(reason),
             _ => None,
         }

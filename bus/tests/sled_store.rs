@@ -15,7 +15,10 @@ struct Sled;
 
 impl store::Opener for Sled {
     fn open(dir: &Path, clock: Arc<ManualClock>) -> Arc<dyn TaskStore> {
-        Arc::new(SledTaskStore::open(dir, clock, store::WINDOW).unwrap())
+        // A reopen may come right after the previous store was dropped.
+        Arc::new(when_released(|| {
+            SledTaskStore::open(dir, clock.clone(), store::WINDOW)
+        }))
     }
 }
 
@@ -85,7 +88,7 @@ async fn a_record_written_by_the_previous_version_is_found_after_upgrade() {
     ));
     drop(store);
     // Moved for good: the old tree is empty and a reopen still finds it.
-    let db = sled::open(dir.path()).unwrap();
+    let db = sled_when_released(dir.path());
     assert_eq!(db.open_tree("bus.tasks").unwrap().len(), 0);
     drop(db);
     let store = open_when_released(dir.path());
@@ -115,14 +118,24 @@ fn store_keys_use_only_the_restricted_alphabet_and_are_injective() {
 /// Opens the store once sled has let go of the database the legacy writer used: sled releases
 /// its file lock from a background thread shortly after the last handle is dropped.
 fn open_when_released(dir: &std::path::Path) -> SledTaskStore {
+    when_released(|| SledTaskStore::open(dir, ManualClock::new(store::T0), store::WINDOW))
+}
+
+/// The raw database, once its last user has let go of it.
+fn sled_when_released(dir: &std::path::Path) -> sled::Db {
+    when_released(|| sled::open(dir))
+}
+
+/// Retries `open` while the database is still locked by a handle being dropped (bounded).
+fn when_released<T, E: std::fmt::Display>(open: impl Fn() -> Result<T, E>) -> T {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        match SledTaskStore::open(dir, ManualClock::new(store::T0), store::WINDOW) {
-            Ok(store) => return store,
+        match open() {
+            Ok(opened) => return opened,
             Err(e) if std::time::Instant::now() < deadline && e.to_string().contains("lock") => {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
-            Err(e) => panic!("the store must open: {e}"),
+            Err(e) => panic!("the database must open: {e}"),
         }
     }
 }

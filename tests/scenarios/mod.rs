@@ -9,6 +9,7 @@ mod lanes;
 mod memory;
 mod openai;
 mod prompt;
+mod retries;
 mod sessions;
 mod sessions_tools;
 mod skills;

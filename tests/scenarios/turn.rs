@@ -171,9 +171,14 @@ async fn escaping_paths_come_back_as_error_results() {
 async fn model_that_never_answers_fails_the_task_with_a_clear_error() {
     let server = ScriptedServer::start(vec![Turn::hang()]).await;
     let project = reader_project(&server, "300ms");
+    // A timeout is a passing failure: with one attempt allowed it is dead-lettered at once.
+    project.write(
+        "agents.d/reader.toml",
+        "description = \"Reads notes.\"\n[limits]\nmax_attempts = 1\n",
+    );
     let daemon = project.start().await;
     let (_, body) = post_task(&daemon, "reader", json!({ "text": "hello?", "wait": true })).await;
-    assert_eq!(body["state"], "failed", "{body}");
+    assert_eq!(body["state"], "dead_lettered", "{body}");
     let error = body["error"].as_str().unwrap();
     assert!(
         error.contains("model call failed") && error.contains("300ms"),

@@ -17,7 +17,7 @@ fn a_bad_array_of_tables_entry_does_not_hide_the_rest_of_the_file() {
             "agents.d/a.toml:4:1: field \"bindings[1].channel\": missing (expected a value for this required field)",
             "agents.d/a.toml:7:11: field \"bindings[2].channel\": invalid channel name \"Bad Name\" (expected lowercase letters, digits, '-' or '_')",
             "agents.d/a.toml:9:18: field \"limits.max_iterations\": 0 is out of range (expected 1 to 200)",
-            "agents.d/a.toml:10:1: field \"limits.colour\": unknown field \"colour\" (expected one of: max_iterations, turn_timeout, tool_result_max_chars)",
+            "agents.d/a.toml:10:1: field \"limits.colour\": unknown field \"colour\" (expected one of: max_iterations, turn_timeout, tool_result_max_chars, max_attempts, retry_backoff, retry_backoff_max)",
         ]
     );
 }

@@ -74,8 +74,8 @@ impl Acker for LocalAcker {
             Settle::Nack { delay } => {
                 if env.attempt >= self.max_attempts {
                     let error = format!("gave up after {} attempts", env.attempt);
-                    tracing::warn!(request_id = %env.request_id, attempts = env.attempt, "Task failed for good.");
-                    return self.finish(env, Outcome::Failed { error }).await;
+                    tracing::warn!(request_id = %env.request_id, attempts = env.attempt, "Task dead-lettered.");
+                    return self.finish(env, Outcome::DeadLettered { error }).await;
                 }
                 if self.store.requeue(&env.request_id).await?.is_none() {
                     return Ok(()); // it ended meanwhile (cancelled): nothing to redeliver

@@ -102,10 +102,10 @@ impl Broker {
         if env.attempt > self.max_attempts {
             // Every attempt was dropped unsettled (its consumer died) or lost in a crash.
             let error = format!("gave up after {} attempts", self.max_attempts);
-            tracing::warn!(request_id = %env.request_id, attempts = self.max_attempts, "Task failed for good.");
+            tracing::warn!(request_id = %env.request_id, attempts = self.max_attempts, "Task dead-lettered.");
             let acker = self.acker.clone();
             actix::spawn(async move {
-                let outcome = Settle::Complete(Outcome::Failed { error });
+                let outcome = Settle::Complete(Outcome::DeadLettered { error });
                 if let Err(e) = acker.settle(&env, outcome).await {
                     tracing::error!(request_id = %env.request_id, error = %e, "Could not record the failed task.");
                 }

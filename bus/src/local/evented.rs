@@ -25,8 +25,13 @@ impl TaskStore for EventedStore {
     }
 
     async fn admit(&self, env: Envelope) -> Result<Admission, BusError> {
+        let fresh_id = env.id;
         let admission = self.inner.admit(env).await?;
         if !admission.duplicate {
+            if admission.task.task_id != fresh_id {
+                // An explicit retry of an ended task: its events start over.
+                self.log.forget(admission.task.task_id);
+            }
             self.log
                 .append(&Header::of(&admission.task), TaskEventKind::Queued);
         }

@@ -162,6 +162,14 @@ impl EventLog {
         Some(ev)
     }
 
+    /// Drops the task's log (an explicit retry starts its events over).
+    pub(crate) fn forget(&self, task_id: Uuid) {
+        let mut state = self.lock();
+        if let Some(gone) = state.logs.remove(&task_id) {
+            state.bytes = state.bytes.saturating_sub(gone.bytes);
+        }
+    }
+
     /// The task's header, when its log is kept.
     pub(crate) fn header(&self, task_id: Uuid) -> Option<Header> {
         self.lock().logs.get(&task_id).map(|l| l.header.clone())

@@ -166,9 +166,18 @@ impl Bus for LocalBus {
                 env.topic
             )));
         }
+        let fresh_id = env.id;
         let admission = self.store.admit(env.clone()).await?;
         if !admission.duplicate {
-            self.broker.send(Dispatch(env)).await.map_err(closed)?;
+            let dispatch = if admission.task.task_id == fresh_id {
+                env
+            } else {
+                // An explicit retry: the stored task again, as its next attempt.
+                let mut again = admission.task.envelope.clone();
+                again.attempt = admission.task.attempts + 1;
+                again
+            };
+            self.broker.send(Dispatch(dispatch)).await.map_err(closed)?;
         }
         Ok(admission)
     }

@@ -230,6 +230,27 @@ impl TaskStore for SledTaskStore {
                 let existing = decode(bytes)?;
                 if !self.expired(&existing) {
                     let answer = reuse(&existing, &env)?;
+                    if answer.task.state.is_retryable_end() {
+                        // An explicit retry: the same task again, as its next attempt.
+                        let retried = self
+                            .update(&env.request_id, true, |r| {
+                                if !r.state.is_retryable_end() {
+                                    return false;
+                                }
+                                r.state = TaskState::Queued;
+                                r.outcome = None;
+                                r.progress = None;
+                                true
+                            })
+                            .await?;
+                        if let Some(task) = retried {
+                            return Ok(Admission {
+                                task,
+                                duplicate: false,
+                            });
+                        }
+                        continue; // it changed meanwhile: judge it again
+                    }
                     // The record may be another admission's, not yet flushed.
                     self.committer.commit().await?;
                     return Ok(answer);

@@ -225,7 +225,7 @@ pub async fn same_request_id_three_times_concurrently_runs_once<B: Backend>() {
     }
 }
 
-pub async fn failed_task_is_answered_again_not_rerun<B: Backend>() {
+pub async fn a_failed_task_posted_again_is_retried_as_its_next_attempt<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
     let mut sub = bus.consume(topic("agent.a")).await.unwrap();
@@ -242,13 +242,40 @@ pub async fn failed_task_is_answered_again_not_rerun<B: Backend>() {
     .unwrap();
     let again = bus.submit(task("agent.a", "r-fail", "x")).await.unwrap();
     assert!(
-        again.duplicate,
-        "a failed request id is never re-admitted as new"
+        !again.duplicate,
+        "a failed request id posted again is an explicit retry"
     );
-    assert_eq!(again.task.error(), Some("model down"));
+    assert_eq!(again.task.task_id, d.envelope().id, "the same task");
+    assert_eq!(again.task.state, TaskState::Queued);
+    let retried = tokio::time::timeout(NET, sub.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(retried.envelope().id, d.envelope().id);
+    assert_eq!(
+        retried.envelope().attempt,
+        2,
+        "recorded as the next attempt"
+    );
+    retried.start().await.unwrap();
+    retried
+        .complete(Outcome::Succeeded {
+            result: serde_json::json!("ok"),
+        })
+        .await
+        .unwrap();
+    let done = bus.wait(&again.task.request_id, NET).await.unwrap();
+    assert_eq!((done.state, done.attempts), (TaskState::Succeeded, 2));
+    // A success is answered from the store, never run again.
+    assert!(
+        bus.submit(task("agent.a", "r-fail", "x"))
+            .await
+            .unwrap()
+            .duplicate
+    );
 }
 
-pub async fn nack_past_max_attempts_fails_the_task<B: Backend>() {
+pub async fn nack_past_max_attempts_dead_letters_the_task<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
     let mut sub = bus.consume(topic("agent.a")).await.unwrap();
@@ -263,7 +290,7 @@ pub async fn nack_past_max_attempts_fails_the_task<B: Backend>() {
         d.nack(Duration::ZERO).await.unwrap();
         let rec = bus.lookup(&rid).await.unwrap().unwrap();
         if rec.state.is_terminal() {
-            assert_eq!(rec.state, TaskState::Failed);
+            assert_eq!(rec.state, TaskState::DeadLettered);
             assert!(
                 rec.error().unwrap().contains("gave up after"),
                 "{:?}",
@@ -413,7 +440,7 @@ pub fn acknowledged_task_runs_after_a_crash<B: Backend>() {
     assert_eq!(runs, 1);
 }
 
-pub async fn abandoned_task_fails_after_max_attempts<B: Backend>() {
+pub async fn abandoned_task_is_dead_lettered_after_max_attempts<B: Backend>() {
     // The backends under test allow 3 attempts.
     let dir = tempfile::tempdir().unwrap();
     let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
@@ -432,7 +459,7 @@ pub async fn abandoned_task_fails_after_max_attempts<B: Backend>() {
     let rec = bus.wait(&rid, NET).await.unwrap();
     assert_eq!(
         (rec.state, rec.attempts),
-        (TaskState::Failed, 3),
+        (TaskState::DeadLettered, 3),
         "a task whose consumer keeps dying fails after max attempts"
     );
     assert!(rec.error().unwrap().contains("gave up after 3 attempts"));
@@ -537,7 +564,7 @@ pub fn unfinished_tasks_come_back_in_admission_order<B: Backend>() {
     );
 }
 
-pub fn a_task_that_keeps_crashing_the_process_fails_after_max_attempts<B: Backend>() {
+pub fn a_task_that_keeps_crashing_the_process_is_dead_lettered_after_max_attempts<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     // Three lives: each starts the task, then the process dies before it is settled.
     for life in 1..=3u32 {
@@ -566,8 +593,8 @@ pub fn a_task_that_keeps_crashing_the_process_fails_after_max_attempts<B: Backen
     });
     assert_eq!(
         rec.state,
-        TaskState::Failed,
-        "a task that took the process down max_attempts times is not run again"
+        TaskState::DeadLettered,
+        "a task that took the process down max_attempts times is dead-lettered, not run again"
     );
 }
 
@@ -608,12 +635,12 @@ macro_rules! conformance_suite {
             conformance::same_request_id_three_times_concurrently_runs_once::<$backend>().await
         }
         #[actix_rt::test]
-        async fn failed_task_is_answered_again_not_rerun() {
-            conformance::failed_task_is_answered_again_not_rerun::<$backend>().await
+        async fn a_failed_task_posted_again_is_retried_as_its_next_attempt() {
+            conformance::a_failed_task_posted_again_is_retried_as_its_next_attempt::<$backend>().await
         }
         #[actix_rt::test]
-        async fn nack_past_max_attempts_fails_the_task() {
-            conformance::nack_past_max_attempts_fails_the_task::<$backend>().await
+        async fn nack_past_max_attempts_dead_letters_the_task() {
+            conformance::nack_past_max_attempts_dead_letters_the_task::<$backend>().await
         }
         #[actix_rt::test]
         async fn finished_request_id_expires_after_the_window() {
@@ -624,8 +651,8 @@ macro_rules! conformance_suite {
             conformance::cancelled_task_ends_cancelled_and_is_announced::<$backend>().await
         }
         #[actix_rt::test]
-        async fn abandoned_task_fails_after_max_attempts() {
-            conformance::abandoned_task_fails_after_max_attempts::<$backend>().await
+        async fn abandoned_task_is_dead_lettered_after_max_attempts() {
+            conformance::abandoned_task_is_dead_lettered_after_max_attempts::<$backend>().await
         }
         #[actix_rt::test]
         async fn a_readmitted_request_id_does_not_answer_for_the_old_task_id() {
@@ -641,8 +668,8 @@ macro_rules! conformance_suite {
             conformance::unfinished_tasks_come_back_in_admission_order::<$backend>()
         }
         #[test]
-        fn a_task_that_keeps_crashing_the_process_fails_after_max_attempts() {
-            conformance::a_task_that_keeps_crashing_the_process_fails_after_max_attempts::<
+        fn a_task_that_keeps_crashing_the_process_is_dead_lettered_after_max_attempts() {
+            conformance::a_task_that_keeps_crashing_the_process_is_dead_lettered_after_max_attempts::<
                 $backend,
             >()
         }

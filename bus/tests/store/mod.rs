@@ -140,18 +140,57 @@ pub async fn start_complete_first_outcome_wins<O: Opener>() {
     assert!(store.requeue(&r).await.unwrap().is_none());
 }
 
-pub async fn failed_is_never_readmitted_inside_the_window<O: Opener>() {
+pub async fn failed_is_retried_by_a_repost_inside_the_window<O: Opener>() {
     let (_dir, clock, store) = fresh::<O>();
     let r = rid("r-f");
-    store.admit(task("agent.a", "r-f", "x")).await.unwrap();
+    let first = store.admit(task("agent.a", "r-f", "x")).await.unwrap();
+    store.start(&r, 1).await.unwrap();
     store
         .complete(&r, Outcome::Failed { error: "no".into() })
         .await
         .unwrap();
     clock.advance(WINDOW);
+    // Other work under the id is still a conflict, not a retry.
+    assert!(matches!(
+        store.admit(task("agent.a", "r-f", "y")).await,
+        Err(BusError::Conflict { .. })
+    ));
     let again = store.admit(task("agent.a", "r-f", "x")).await.unwrap();
-    assert!(again.duplicate);
-    assert_eq!(again.task.error(), Some("no"));
+    assert!(!again.duplicate, "the same work again is an explicit retry");
+    assert_eq!(again.task.task_id, first.task.task_id);
+    assert_eq!(
+        (again.task.state, again.task.attempts),
+        (TaskState::Queued, 1)
+    );
+    assert!(again.task.outcome.is_none());
+    // Dead-lettered work is retried the same way; a timed-out task is answered from the store.
+    store
+        .complete(&r, Outcome::DeadLettered { error: "x".into() })
+        .await
+        .unwrap();
+    assert!(
+        !store
+            .admit(task("agent.a", "r-f", "x"))
+            .await
+            .unwrap()
+            .duplicate
+    );
+    store
+        .complete(
+            &r,
+            Outcome::TimedOut {
+                error: "late".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(
+        store
+            .admit(task("agent.a", "r-f", "x"))
+            .await
+            .unwrap()
+            .duplicate
+    );
 }
 
 pub async fn expired_request_id_is_a_new_task<O: Opener>() {
@@ -304,7 +343,7 @@ macro_rules! store_suite {
             same_envelope_again_is_a_duplicate,
             reused_request_id_for_other_work_is_a_conflict,
             start_complete_first_outcome_wins,
-            failed_is_never_readmitted_inside_the_window,
+            failed_is_retried_by_a_repost_inside_the_window,
             expired_request_id_is_a_new_task,
             requeue_puts_a_running_task_back,
             unfinished_come_in_admission_order,

@@ -1,0 +1,154 @@
+//! Retries and dead letters: a passing model failure is tried again with backoff, resuming from
+//! the journal; a final one fails at once; past `max_attempts` the task is dead-lettered, and
+//! posting it again (or `tasks retry`) runs it as its next attempt.
+
+use crate::support::{NET, Project, eventually, get_json, last_user, post_task, run_cmd};
+use clawbus::testkit::{ScriptedServer, Turn};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+const FAST_RETRIES: &str =
+    "[limits]\nmax_attempts = 3\nretry_backoff = \"10ms\"\nretry_backoff_max = \"40ms\"\n";
+
+async fn until_ended(daemon: &clawbus::gateway::Daemon, task_id: &str) -> Value {
+    let mut last = Value::Null;
+    eventually("the task ended", async || {
+        last = get_json(daemon, &format!("/v1/tasks/{task_id}")).await;
+        !matches!(last["state"].as_str(), Some("queued" | "running"))
+    })
+    .await;
+    last
+}
+
+#[actix_rt::test]
+async fn passing_failures_are_retried_and_final_ones_are_not() {
+    let flaky = Arc::new(AtomicUsize::new(0));
+    let server = {
+        let flaky = flaky.clone();
+        ScriptedServer::with_responder(move |req| match last_user(req).as_str() {
+            "flaky" if flaky.fetch_add(1, Ordering::SeqCst) < 2 => Turn::http_error(503),
+            "flaky" => Turn::text("finally"),
+            "auth" => Turn::http_error(401),
+            other => Turn::text(format!("re: {other}")),
+        })
+        .await
+    };
+    let project = Project::new();
+    project
+        .with_mock_provider(&server.base_url(), "10s", 0)
+        .write("agents.d/chat.toml", FAST_RETRIES);
+    let daemon = project.start().await;
+
+    let (_, flaky_task) = post_task(&daemon, "chat", json!({ "text": "flaky" })).await;
+    let done = until_ended(&daemon, flaky_task["task_id"].as_str().unwrap()).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(done["result"]["text"], "finally");
+    let listed = get_json(&daemon, "/v1/tasks?state=succeeded").await;
+    let row = &listed["tasks"].as_array().unwrap()[0];
+    assert_eq!(row["attempts"], 3, "{row}");
+    // Each attempt resumed from the journal: the model saw the message once every time.
+    for req in server.requests().iter().filter(|r| last_user(r) == "flaky") {
+        let users = req["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .count();
+        assert_eq!(users, 1, "{req}");
+    }
+
+    let (_, auth_task) = post_task(&daemon, "chat", json!({ "text": "auth" })).await;
+    let failed = until_ended(&daemon, auth_task["task_id"].as_str().unwrap()).await;
+    assert_eq!(failed["state"], "failed", "{failed}");
+    let auth_calls = server
+        .requests()
+        .iter()
+        .filter(|r| last_user(r) == "auth")
+        .count();
+    assert_eq!(auth_calls, 1, "an auth error is not tried again");
+    daemon.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn a_task_failing_every_attempt_is_dead_lettered_and_runs_again_when_asked() {
+    let down = Arc::new(AtomicBool::new(true));
+    let server = {
+        let down = down.clone();
+        ScriptedServer::with_responder(move |req| {
+            if down.load(Ordering::SeqCst) {
+                Turn::http_error(503)
+            } else {
+                Turn::text(format!("re: {}", last_user(req)))
+            }
+        })
+        .await
+    };
+    let project = Project::new();
+    project
+        .with_mock_provider(&server.base_url(), "10s", 0)
+        .write("agents.d/chat.toml", FAST_RETRIES);
+    let daemon = project.start().await;
+    let (_, first) = post_task(
+        &daemon,
+        "chat",
+        json!({ "text": "outage", "request_id": "dl-1" }),
+    )
+    .await;
+    let (_, second) = post_task(
+        &daemon,
+        "chat",
+        json!({ "text": "outage two", "request_id": "dl-2" }),
+    )
+    .await;
+    for t in [&first, &second] {
+        let dead = until_ended(&daemon, t["task_id"].as_str().unwrap()).await;
+        assert_eq!(dead["state"], "dead_lettered", "{dead}");
+        assert!(
+            dead["error"].as_str().unwrap().contains("after 3 attempts"),
+            "{dead}"
+        );
+    }
+    assert_eq!(server.request_count(), 6, "three attempts each");
+    let listed = get_json(&daemon, "/v1/tasks?state=dead_lettered").await;
+    assert_eq!(listed["tasks"].as_array().unwrap().len(), 2, "{listed}");
+
+    // The outage is over: posting the same request again is an explicit retry.
+    down.store(false, Ordering::SeqCst);
+    let (status, again) = post_task(
+        &daemon,
+        "chat",
+        json!({ "text": "outage", "request_id": "dl-1", "wait": true }),
+    )
+    .await;
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["duplicate"], false);
+    assert_eq!(
+        again["task_id"], first["task_id"],
+        "the same task, its next attempt"
+    );
+    assert_eq!(again["result"]["text"], "re: outage");
+
+    // `clawbus tasks retry` does the same for the other one.
+    let id = second["task_id"].as_str().unwrap();
+    let out = run_cmd({
+        let mut cmd = project.clawbus();
+        cmd.args(["tasks", "retry", id, "--url", &daemon.url()])
+            .env("CLAWBUS_TOKEN", daemon.token());
+        cmd
+    })
+    .await;
+    assert!(out.status.success(), "{out:?}");
+    let done = until_ended(&daemon, id).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    // A succeeded task is not retried.
+    let refused = reqwest::Client::new()
+        .post(format!("{}/v1/tasks/{id}/retry", daemon.url()))
+        .bearer_auth(daemon.token())
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 409);
+    daemon.shutdown().await;
+}
