@@ -152,3 +152,57 @@ async fn a_task_failing_every_attempt_is_dead_lettered_and_runs_again_when_asked
     assert_eq!(refused.status(), 409);
     daemon.shutdown().await;
 }
+
+#[actix_rt::test]
+async fn two_hundred_concurrent_posts_with_duplicates_get_one_terminal_answer_each() {
+    let server =
+        ScriptedServer::with_responder(|req| Turn::text(format!("re: {}", last_user(req)))).await;
+    let project = Project::new();
+    project
+        .with_mock_and(&server.base_url(), "[lanes]\nmain = 16\n")
+        .write("agents.d/chat.toml", "");
+    let daemon = project.start().await;
+    // 160 distinct request ids; 40 of the 200 posts repeat one of them (20 %).
+    let ids: Vec<String> = (0..200)
+        .map(|i| format!("c-{}", if i % 5 == 4 { i - 1 } else { i }))
+        .collect();
+    let mut posts = Vec::new();
+    for id in &ids {
+        let (url, token, id) = (daemon.url(), daemon.token().to_string(), id.clone());
+        posts.push(tokio::spawn(async move {
+            reqwest::Client::new()
+                .post(format!("{url}/v1/agents/chat/tasks"))
+                .bearer_auth(token)
+                .json(&json!({ "text": format!("t {id}"), "request_id": id, "wait": true }))
+                .timeout(NET)
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }));
+    }
+    let mut answers: std::collections::HashMap<String, Vec<Value>> = Default::default();
+    for p in posts {
+        let a = tokio::time::timeout(NET, p).await.unwrap().unwrap();
+        answers
+            .entry(a["request_id"].as_str().unwrap().to_string())
+            .or_default()
+            .push(a);
+    }
+    assert_eq!(answers.len(), 160);
+    for (id, got) in &answers {
+        let task_ids: std::collections::HashSet<&str> =
+            got.iter().map(|a| a["task_id"].as_str().unwrap()).collect();
+        assert_eq!(task_ids.len(), 1, "one task for {id}: {got:?}");
+        for a in got {
+            assert_eq!(a["state"], "succeeded", "{a}");
+            assert_eq!(a["result"]["text"], format!("re: t {id}"));
+        }
+    }
+    assert_eq!(server.request_count(), 160, "each request id ran once");
+    let succeeded = get_json(&daemon, "/v1/tasks?state=succeeded").await;
+    assert_eq!(succeeded["tasks"].as_array().unwrap().len(), 160);
+    daemon.shutdown().await;
+}
