@@ -175,6 +175,9 @@ impl ModelObserver for Forward<'_> {
     fn retry(&self, attempt: u32, delay: Duration, error: &ModelError) {
         self.0.retry(attempt, delay, error);
     }
+    fn fell_over(&self, event: &crate::model::Fallover<'_>) {
+        self.0.fell_over(event);
+    }
 }
 
 /// Runs one turn under the turn timeout.

@@ -92,6 +92,21 @@ impl ModelObserver for RunEvents {
         });
     }
 
+    fn fell_over(&self, event: &crate::model::Fallover<'_>) {
+        let reason = match &event.reason {
+            crate::model::FalloverReason::Failed(e) => e.to_string(),
+            crate::model::FalloverReason::CircuitOpen { retry_in } => {
+                format!("circuit open for {} ms more", retry_in.as_millis())
+            }
+        };
+        // Which model answers, and why the turn moved, is on the task's events.
+        self.send(TaskEventKind::Progress {
+            note: serde_json::json!({
+                "fell_over": { "from": event.from, "to": event.to, "reason": reason }
+            }),
+        });
+    }
+
     fn retry(&self, attempt: u32, delay: Duration, error: &ModelError) {
         self.send(TaskEventKind::Retry {
             attempt,

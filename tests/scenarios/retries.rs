@@ -206,3 +206,48 @@ async fn two_hundred_concurrent_posts_with_duplicates_get_one_terminal_answer_ea
     assert_eq!(succeeded["tasks"].as_array().unwrap().len(), 160);
     daemon.shutdown().await;
 }
+
+#[actix_rt::test]
+async fn a_failing_primary_falls_over_and_the_events_say_so() {
+    let primary = ScriptedServer::with_responder(|_| Turn::http_error(503)).await;
+    let backup =
+        ScriptedServer::with_responder(|req| Turn::text(format!("backup: {}", last_user(req))))
+            .await;
+    let project = Project::new();
+    project
+        .write(
+            "clawbus.toml",
+            &format!(
+                "[providers.flaky-primary]\nkind = \"openai\"\nbase_url = \"{}\"\nmax_retries = 0\n\n[providers.steady-backup]\nkind = \"openai\"\nbase_url = \"{}\"\nmax_retries = 0\n",
+                primary.base_url(),
+                backup.base_url()
+            ),
+        )
+        .write(
+            "agents.d/chat.toml",
+            "model = \"flaky-primary/m\"\nfallbacks = [\"steady-backup/m\"]\n",
+        );
+    let daemon = project.start().await;
+    let (status, done) = post_task(&daemon, "chat", json!({ "text": "hi", "wait": true })).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["result"]["text"], "backup: hi");
+    assert_eq!(primary.request_count(), 1);
+    let task_id = done["task_id"].as_str().unwrap();
+    let body = reqwest::Client::new()
+        .get(format!("{}/v1/tasks/{task_id}/events", daemon.url()))
+        .bearer_auth(daemon.token())
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        body.contains("\"fell_over\"")
+            && body.contains("flaky-primary/m")
+            && body.contains("steady-backup/m"),
+        "the events name both models: {body}"
+    );
+    daemon.shutdown().await;
+}
