@@ -6,6 +6,7 @@ pub mod retry;
 mod run_context;
 pub mod runtime;
 pub mod turn;
+pub mod usage;
 pub mod workspace;
 
 #[cfg(test)]
@@ -194,6 +195,7 @@ impl AgentHandle {
             }),
             clock: shared.clock.clone(),
             drain: shared.drain.clone(),
+            price: config.prices.get(&def.model.to_string()).copied(),
         });
         let actor = AgentActor::new(
             rt,

@@ -37,6 +37,8 @@ pub struct AgentRuntime {
     pub clock: Arc<dyn Clock>,
     /// Runs in flight, and whether the daemon is shutting down.
     pub drain: crate::system::Drain,
+    /// The price of the agent's model (`[prices."<provider>/<model>"]`), when one is set.
+    pub price: Option<crate::config::Price>,
 }
 
 impl AgentRuntime {

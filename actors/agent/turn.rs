@@ -119,8 +119,8 @@ pub struct TurnOutput {
     pub iterations: u32,
     /// Every message the turn added (user, assistant, tool), for the transcript.
     pub added: Vec<ChatMessage>,
-    /// Prompt and completion tokens the model reported, summed over the turn's calls.
-    pub usage: (u64, u64),
+    /// Tokens of the turn's model calls, summed (estimated where a server reported none).
+    pub usage: super::usage::TurnUsage,
 }
 
 /// Why a turn ended without a final answer.
@@ -269,7 +269,7 @@ async fn tool_loop(
     };
     let mut iterations = added.iter().filter(|m| m.role == Role::Assistant).count() as u32;
     let mut guard = RepeatGuard::default();
-    let mut usage = (0, 0);
+    let mut usage = super::usage::TurnUsage::default();
     loop {
         for call in pending_calls(&added) {
             guard.check(&call)?;
@@ -318,9 +318,7 @@ async fn tool_loop(
             .model
             .complete_observed(&request, &Forward(events))
             .await?;
-        if let Some(u) = &reply.usage {
-            usage = (usage.0 + u.prompt_tokens, usage.1 + u.completion_tokens);
-        }
+        usage.add_call(&request, &reply);
         tracing::debug!(
             iteration = iterations,
             calls = reply.tool_calls.len(),

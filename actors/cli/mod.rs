@@ -14,6 +14,7 @@ mod post;
 mod prompt;
 mod sessions;
 mod skills;
+mod spend;
 mod tail;
 mod tasks;
 mod tools;
@@ -134,6 +135,8 @@ pub enum Command {
     Prompt(prompt::PromptArgs),
     /// List every skill an agent could use: its source, and whether the model sees it or why not.
     Skills(skills::SkillsArgs),
+    /// Tokens and cost per agent and model, summed over the task records in the store.
+    Usage(spend::UsageArgs),
 }
 
 /// Runs the parsed command line.
@@ -150,6 +153,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Cron(cmd) => cron::run(&cli.global, cmd),
         Command::Prompt(args) => prompt::run(&cli.global, args),
         Command::Skills(args) => skills::run(&cli.global, args),
+        Command::Usage(args) => spend::run(&cli.global, args),
     }
 }
 

@@ -153,10 +153,11 @@ fn limits(src: &Source, f: &AgentFile, problems: &mut Vec<Problem>) -> Limits {
         }
     }
     if let Some(n) = &l.max_attempts {
-        if (1..=10).contains(n.get_ref()) {
+        // The bus gives up on a task after 5 deliveries whatever the agent says.
+        if (1..=5).contains(n.get_ref()) {
             limits.max_attempts = *n.get_ref();
         } else {
-            let message = format!("{} is out of range (expected 1 to 10)", n.get_ref());
+            let message = format!("{} is out of range (expected 1 to 5)", n.get_ref());
             problems.push(src.at(Some(n.span()), "limits.max_attempts", message));
         }
     }

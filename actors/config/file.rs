@@ -44,6 +44,8 @@ pub(super) struct ConfigFile {
     pub channels: BTreeMap<Spanned<String>, super::tools::ChannelFile>,
     #[serde(default)]
     pub webhooks: BTreeMap<Spanned<String>, super::webhooks::WebhookFile>,
+    #[serde(default)]
+    pub prices: super::prices::PricesFile,
 }
 
 /// `[gateway]`.

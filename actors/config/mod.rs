@@ -22,6 +22,7 @@ mod exec;
 mod file;
 mod lanes;
 mod model_params;
+mod prices;
 mod prompt;
 mod report;
 pub mod rules;
@@ -51,6 +52,7 @@ pub use exec::{
     ArgsPattern, DEFAULT_APPROVAL_TIMEOUT, DEFAULT_EXEC_TIMEOUT, ExecDef, ExecRule, ExecSecurity,
 };
 pub use lanes::{CRON_LANE, DEFAULT_WARN_AFTER, LanesDef, MAIN_LANE, MAX_LANE_CAP, SUBAGENT_LANE};
+pub use prices::Price;
 pub use prompt::{
     DEFAULT_FILE_MAX_CHARS, DEFAULT_MEMORY_MAX_CHARS, DEFAULT_TOTAL_MAX_CHARS, PromptDef,
 };
@@ -141,6 +143,8 @@ pub struct Config {
     pub channels: BTreeMap<String, ChannelDef>,
     /// Inbound webhooks (`[webhooks.<name>]`), by name.
     pub webhooks: BTreeMap<String, WebhookDef>,
+    /// Token prices (`[prices."<provider>/<model>"]`), by `provider/model`.
+    pub prices: BTreeMap<String, Price>,
 }
 
 /// The `[gateway]` section.
@@ -373,7 +377,8 @@ pub struct Limits {
     /// Tool output longer than this is truncated before the model sees it (default 16000).
     pub tool_result_max_chars: usize,
     /// Attempts a task gets when its turn fails for a passing reason (rate limit, overload,
-    /// 5xx, timeout, lost connection) before it is dead-lettered (1..=10, default 3).
+    /// 5xx, timeout, lost connection) before it is dead-lettered (1..=5, default 3; the bus gives
+    /// up after 5 deliveries in any case).
     pub max_attempts: u32,
     /// Wait before the second attempt; it doubles per attempt, with ±20 % jitter (default 500ms).
     pub retry_backoff: Duration,

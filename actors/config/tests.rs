@@ -5,6 +5,7 @@ use tempfile::TempDir;
 mod cron;
 mod fallbacks;
 mod model_params;
+mod prices;
 mod subscribe;
 mod user_input;
 

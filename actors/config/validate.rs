@@ -32,6 +32,7 @@ struct Gateway {
     web: super::WebDef,
     channels: BTreeMap<String, super::ChannelDef>,
     webhooks: BTreeMap<String, super::WebhookDef>,
+    prices: BTreeMap<String, super::Price>,
 }
 
 /// Examines every file and builds the [`Config`] when nothing is wrong.
@@ -166,6 +167,7 @@ pub(super) fn check(opts: &LoadOptions) -> (CheckReport, Option<Config>) {
         web: base.web,
         channels: base.channels,
         webhooks: base.webhooks,
+        prices: base.prices,
     };
     (report, Some(config))
 }
@@ -205,6 +207,7 @@ fn gateway_defaults() -> Gateway {
         web: Default::default(),
         channels: BTreeMap::new(),
         webhooks: BTreeMap::new(),
+        prices: BTreeMap::new(),
     }
 }
 
@@ -295,6 +298,7 @@ fn gateway_file(src: &Source) -> (Gateway, Vec<Problem>) {
             base.providers.insert(def.name.clone(), def);
         }
     }
+    base.prices = super::prices::prices(src, &f.prices, &base.known, &mut problems);
     let model = f.defaults.model.as_ref();
     let text = model.map_or(DEFAULT_MODEL, |m| m.get_ref().as_str());
     match resolve_model(text, &base.known) {

@@ -63,6 +63,7 @@ pub fn router(state: ApiState) -> Router {
         .merge(super::approvals::routes())
         .merge(super::cron::routes())
         .merge(super::tasks::routes())
+        .merge(super::usage::routes())
         .merge(super::openai::routes())
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -88,6 +89,7 @@ fn query_params(route: &str) -> &'static [&'static str] {
         "/v1/sessions" => &["agent"],
         "/v1/approvals" => &["state"],
         "/v1/tasks" => &["state", "agent"],
+        "/v1/usage" => &["agent", "since"],
         "/v1/bus/tail" => &["pattern"],
         _ => &[],
     }

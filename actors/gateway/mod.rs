@@ -14,6 +14,7 @@ pub mod tail;
 pub mod tasks;
 pub mod token;
 pub mod topics;
+pub mod usage;
 pub mod webhooks;
 
 use crate::agent::AgentHandle;

@@ -7,6 +7,7 @@ use super::transcript::{Entry, EntryBody, Transcript};
 use crate::agent::retry::{self, FailureClass};
 use crate::agent::runtime::AgentRuntime;
 use crate::agent::turn::{Resume, TurnError, TurnHooks, TurnInput, TurnJournal, run_turn_observed};
+use crate::agent::usage::TurnUsage;
 use crate::agent::{RunContext, RunSlot};
 use crate::lane::LaneError;
 use crate::model::ChatMessage;
@@ -181,7 +182,7 @@ enum Step {
 struct End {
     entries: Vec<Entry>,
     outcome: Outcome,
-    usage: (u64, u64),
+    usage: TurnUsage,
 }
 
 impl End {
@@ -189,7 +190,7 @@ impl End {
         Step::Ended(Self {
             entries,
             outcome: Outcome::Failed { error },
-            usage: (0, 0),
+            usage: TurnUsage::default(),
         })
     }
 }
@@ -271,7 +272,7 @@ impl Run {
                 return Step::Ended(End {
                     entries: Vec::new(),
                     outcome,
-                    usage: (0, 0),
+                    usage: TurnUsage::default(),
                 });
             }
         };
@@ -431,10 +432,15 @@ impl Run {
                 }
             }
         }
+        let model = rt.def.model.to_string();
         let (outcome, iterations, usage) = match turn {
             Ok(out) => (
                 Outcome::Succeeded {
-                    result: json!({ "text": out.text, "iterations": out.iterations }),
+                    result: json!({
+                        "text": out.text,
+                        "iterations": out.iterations,
+                        "usage": out.usage.to_json(rt.id.as_str(), &model, rt.price.as_ref()),
+                    }),
                 },
                 out.iterations,
                 out.usage,
@@ -444,21 +450,21 @@ impl Run {
                     error: format!("{e} (after {} attempts)", env.attempt),
                 },
                 0,
-                (0, 0),
+                TurnUsage::default(),
             ),
             Err(e @ (TurnError::TimedOut(_) | TurnError::DeadlinePassed)) => (
                 Outcome::TimedOut {
                     error: e.to_string(),
                 },
                 0,
-                (0, 0),
+                TurnUsage::default(),
             ),
             Err(e) => (
                 Outcome::Failed {
                     error: e.to_string(),
                 },
                 0,
-                (0, 0),
+                TurnUsage::default(),
             ),
         };
         if let Outcome::Failed { error }
@@ -530,6 +536,38 @@ impl Run {
         }
     }
 
+    /// Adds a run's usage to `clawbus_tokens_total` and, when the model has a price,
+    /// `clawbus_cost_usd_micros_total` (micro-dollars: the counters hold integers).
+    fn count_usage(&self, usage: &TurnUsage) {
+        let rt = &self.rt;
+        let model = rt.def.model.to_string();
+        let kinds = [
+            ("input", usage.uncached_input_tokens()),
+            ("output", usage.completion_tokens),
+            ("cache_read", usage.cache_read_tokens),
+            ("cache_write", usage.cache_write_tokens),
+        ];
+        for (kind, n) in kinds {
+            rt.metrics
+                .counter(
+                    "clawbus_tokens_total",
+                    "Model tokens used, by agent, model and kind (input counts uncached prompt tokens).",
+                    &[("agent", rt.id.as_str()), ("model", &model), ("kind", kind)],
+                )
+                .inc_by(n);
+        }
+        if let Some(price) = &rt.price {
+            let micros = (usage.cost_usd(price) * 1_000_000.0).round();
+            rt.metrics
+                .counter(
+                    "clawbus_cost_usd_micros_total",
+                    "What model tokens cost at the configured prices, in micro-dollars (USD / 1e6).",
+                    &[("agent", rt.id.as_str()), ("model", &model)],
+                )
+                .inc_by(micros as u64);
+        }
+    }
+
     async fn finish(&self, end: End) -> RunReport {
         let End {
             mut entries,
@@ -561,12 +599,15 @@ impl Run {
                 }
             }
         }
-        if let Err(e) = rt
-            .index
-            .record_run(key.as_str(), rt.clock.now_ms(), usage.0, usage.1)
-        {
+        if let Err(e) = rt.index.record_run(
+            key.as_str(),
+            rt.clock.now_ms(),
+            usage.prompt_tokens,
+            usage.completion_tokens,
+        ) {
             tracing::error!(session = %key, error = %e, "Session index not updated.");
         }
+        self.count_usage(&usage);
         self.notify(&outcome).await;
         if let Err(e) = self.delivery.complete(outcome).await {
             tracing::error!(session = %key, request_id, error = %e, "Could not record the outcome; the task will be redelivered.");

@@ -1,0 +1,156 @@
+//! Token usage of a turn, summed over its model calls, and what it cost.
+//!
+//! Each call's usage comes from the provider's usage fields; a call whose server sent none is
+//! estimated at 4 characters a token over the request and the reply, and the turn's usage is then
+//! marked `estimated`. Prompt tokens count every input token, cached or not; the cost charges the
+//! cache reads and writes at their prices and the rest of the prompt at the input price.
+
+use crate::config::Price;
+use crate::model::{ChatRequest, ModelReply, Usage};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Characters per token of the estimate used when a server reports no usage.
+pub const CHARS_PER_TOKEN: u64 = 4;
+
+/// The tokens of a turn, summed over its model calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TurnUsage {
+    /// Prompt tokens, cached or not.
+    pub prompt_tokens: u64,
+    /// Tokens the model generated.
+    pub completion_tokens: u64,
+    /// Of the prompt tokens, those read from the provider's cache.
+    pub cache_read_tokens: u64,
+    /// Of the prompt tokens, those written to the provider's cache.
+    pub cache_write_tokens: u64,
+    /// Whether any call's usage was estimated because its server sent none.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
+}
+
+impl TurnUsage {
+    /// Adds one model call: the provider's usage, or an estimate when it sent none.
+    pub fn add_call(&mut self, request: &ChatRequest, reply: &ModelReply) {
+        let usage = match reply.usage {
+            Some(u) => u,
+            None => {
+                self.estimated = true;
+                estimate(request, reply)
+            }
+        };
+        self.prompt_tokens = self.prompt_tokens.saturating_add(usage.prompt_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(usage.completion_tokens);
+        self.cache_read_tokens = self
+            .cache_read_tokens
+            .saturating_add(usage.cache_read_tokens.unwrap_or(0));
+        self.cache_write_tokens = self
+            .cache_write_tokens
+            .saturating_add(usage.cache_write_tokens.unwrap_or(0));
+    }
+
+    /// Prompt tokens neither read from nor written to the cache.
+    pub fn uncached_input_tokens(&self) -> u64 {
+        self.prompt_tokens
+            .saturating_sub(self.cache_read_tokens)
+            .saturating_sub(self.cache_write_tokens)
+    }
+
+    /// What the tokens cost at `price`, in US dollars.
+    pub fn cost_usd(&self, price: &Price) -> f64 {
+        (self.uncached_input_tokens() as f64 * price.input_per_mtok
+            + self.completion_tokens as f64 * price.output_per_mtok
+            + self.cache_read_tokens as f64 * price.cache_read_per_mtok
+            + self.cache_write_tokens as f64 * price.cache_write_per_mtok)
+            / 1_000_000.0
+    }
+
+    /// The usage as the task result carries it: the token counts, `estimated` when it is,
+    /// `agent` and `model` (`provider/model`), and `cost_usd` when the model has a price.
+    pub fn to_json(&self, agent: &str, model: &str, price: Option<&Price>) -> Value {
+        let mut v = serde_json::to_value(self).unwrap_or(Value::Null);
+        if let Some(obj) = v.as_object_mut() {
+            obj.insert("agent".into(), Value::from(agent));
+            obj.insert("model".into(), Value::from(model));
+            if let Some(p) = price {
+                obj.insert("cost_usd".into(), Value::from(self.cost_usd(p)));
+            }
+        }
+        v
+    }
+}
+
+/// A call's usage at [`CHARS_PER_TOKEN`] characters a token over the request (messages, tool
+/// calls, tool schemas) and the reply (text and tool calls), rounded up.
+pub fn estimate(request: &ChatRequest, reply: &ModelReply) -> Usage {
+    let tokens = |chars: usize| (chars as u64).div_ceil(CHARS_PER_TOKEN);
+    let calls = |calls: &[crate::model::ToolCall]| -> usize {
+        calls.iter().map(|c| c.name.len() + c.arguments.len()).sum()
+    };
+    let prompt: usize = request
+        .messages
+        .iter()
+        .map(|m| m.content.as_deref().map_or(0, str::len) + calls(&m.tool_calls))
+        .sum::<usize>()
+        + request
+            .tools
+            .iter()
+            .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
+            .sum::<usize>();
+    let completion = reply.text.as_deref().map_or(0, str::len) + calls(&reply.tool_calls);
+    Usage {
+        prompt_tokens: tokens(prompt),
+        completion_tokens: tokens(completion),
+        cache_read_tokens: None,
+        cache_write_tokens: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ChatMessage;
+
+    #[test]
+    fn a_call_without_usage_is_estimated_at_four_chars_a_token() {
+        let request = ChatRequest {
+            model: "m".into(),
+            messages: vec![ChatMessage::user("x".repeat(40))],
+            tools: Vec::new(),
+        };
+        let reply = ModelReply {
+            text: Some("y".repeat(9)),
+            ..Default::default()
+        };
+        let mut usage = TurnUsage::default();
+        usage.add_call(&request, &reply);
+        assert_eq!((usage.prompt_tokens, usage.completion_tokens), (10, 3));
+        assert!(usage.estimated);
+        assert_eq!(usage.to_json("a", "p/m", None)["estimated"], true);
+    }
+
+    #[test]
+    fn cost_charges_cache_reads_and_writes_at_their_prices() {
+        let usage = TurnUsage {
+            prompt_tokens: 1_000_000,
+            completion_tokens: 500_000,
+            cache_read_tokens: 400_000,
+            cache_write_tokens: 100_000,
+            estimated: false,
+        };
+        let price = Price {
+            input_per_mtok: 2.0,
+            output_per_mtok: 8.0,
+            cache_read_per_mtok: 0.5,
+            cache_write_per_mtok: 2.5,
+        };
+        // 0.5 M uncached × 2 + 0.5 M out × 8 + 0.4 M × 0.5 + 0.1 M × 2.5
+        let cost = usage.cost_usd(&price);
+        assert!((cost - (1.0 + 4.0 + 0.2 + 0.25)).abs() < 1e-9, "{cost}");
+        let v = usage.to_json("a", "p/m", Some(&price));
+        assert!(v.get("estimated").is_none());
+        assert_eq!(v["model"], "p/m");
+    }
+}
