@@ -282,9 +282,14 @@ impl TaskView {
             request_id: rec.request_id.to_string(),
             state: rec.state.as_str().to_string(),
             duplicate,
-            result: rec
-                .result()
-                .map(|r| json!({ "text": r.get("text").cloned().unwrap_or(r.clone()) })),
+            result: rec.result().map(|r| {
+                let mut view = json!({ "text": r.get("text").cloned().unwrap_or(r.clone()) });
+                // A turn's token usage (and cost) travels with its answer.
+                if let (Some(obj), Some(usage)) = (view.as_object_mut(), r.get("usage")) {
+                    obj.insert("usage".into(), usage.clone());
+                }
+                view
+            }),
             error: rec.error().map(str::to_string),
         }
     }

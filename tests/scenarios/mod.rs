@@ -18,5 +18,6 @@ mod tail;
 mod tools;
 mod topics;
 mod turn;
+mod usage;
 mod web;
 mod webhooks;
