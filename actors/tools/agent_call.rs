@@ -240,6 +240,7 @@ impl Tool for AgentCallTool {
             }
         };
         tracing::info!(agent = %ctx.agent, callee = %args.agent, task_id = %admission.task.task_id, wait = args.wait, duplicate = admission.duplicate, "Agent call posted.");
+        super::spawn::announce_child(bus.as_ref(), run.task_id, &admission.task, "call").await;
         if !args.wait {
             return ToolOutput::ok(
                 json!({

@@ -179,6 +179,7 @@ impl Tool for SpawnTool {
         match bus.submit(env).await {
             Ok(admission) => {
                 tracing::info!(agent = %ctx.agent, child = %admission.task.task_id, session = %session, label, "Subagent spawned.");
+                announce_child(bus.as_ref(), run.task_id, &admission.task, "subagent").await;
                 ToolOutput::ok(
                     json!({
                         "child_task_id": admission.task.task_id,
@@ -193,5 +194,29 @@ impl Tool for SpawnTool {
             Err(e @ BusError::Conflict { .. }) => ToolOutput::error("request_id_conflict", e),
             Err(e) => ToolOutput::error("unavailable", format!("the bus refused the spawn: {e}")),
         }
+    }
+}
+
+/// Puts a child on its parent's events (a `progress` note `{child: {task_id, request_id, topic,
+/// kind}}`), so the parent's stream shows the work it started.
+pub(super) async fn announce_child(
+    bus: &dyn Bus,
+    parent: uuid::Uuid,
+    child: &bus::TaskRecord,
+    kind: &str,
+) {
+    let note = json!({
+        "child": {
+            "task_id": child.task_id,
+            "request_id": child.request_id,
+            "topic": child.envelope.topic,
+            "kind": kind,
+        }
+    });
+    if let Err(e) = bus
+        .emit(parent, bus::events::TaskEventKind::Progress { note })
+        .await
+    {
+        tracing::debug!(parent = %parent, error = %e, "Child not announced on the parent's events.");
     }
 }

@@ -309,6 +309,26 @@ async fn each_subagent_outcome_reaches_the_parent_session_exactly_once() {
     })
     .await;
     assert_eq!(announcements(&daemon, key).await.len(), 3);
+    // The parent's events list the three children it started.
+    let events = reqwest::Client::new()
+        .get(format!(
+            "{}/v1/tasks/{}/events",
+            daemon.url(),
+            done["task_id"].as_str().unwrap()
+        ))
+        .bearer_auth(daemon.token())
+        .timeout(crate::support::NET)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        events.matches("\"kind\":\"subagent\"").count(),
+        3,
+        "{events}"
+    );
     daemon.shutdown_within(std::time::Duration::ZERO).await;
 }
 
