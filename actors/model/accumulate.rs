@@ -4,6 +4,8 @@
 //! fields, send `null` or `""` where OpenAI sends nothing, send usage-only chunks with
 //! `choices: []`, or forget the tool-call `index`.
 
+use std::collections::HashSet;
+
 use serde_json::Value;
 
 use super::{ModelReply, ToolCall, Usage};
@@ -48,6 +50,11 @@ impl ReplyAccumulator {
         self.calls
             .iter()
             .fold(self.text.len(), |n, c| n.saturating_add(c.arguments.len()))
+    }
+
+    /// Whether a non-empty `finish_reason` has arrived.
+    pub(crate) fn has_finish_reason(&self) -> bool {
+        self.finish_reason.is_some()
     }
 
     /// Number of chunks applied so far.
@@ -155,6 +162,9 @@ impl ReplyAccumulator {
             }
         }
         match function.and_then(|f| f.get("arguments")) {
+            // A server that repeats a finished call whole (same id, same arguments) in a later
+            // chunk: appending would garble the arguments, so the repeat is dropped.
+            Some(Value::String(fragment)) if is_repeat(partial, id, fragment) => {}
             Some(Value::String(fragment)) => partial.arguments.push_str(fragment),
             Some(Value::Null) | None => {}
             // A few servers send the arguments already parsed.
@@ -162,32 +172,76 @@ impl ReplyAccumulator {
         }
     }
 
-    /// The finished reply. Calls without an id get `call_<n>`; empty arguments become `{}`.
+    /// The finished reply. Empty arguments become `{}`; a call that repeats an earlier one
+    /// (same id, name and arguments) is dropped, so it runs once; a call whose id is missing or
+    /// already taken by another call of this reply gets a fresh `call_<n>`, so each tool result
+    /// pairs with exactly one call.
     pub(crate) fn finish(self) -> ModelReply {
-        let tool_calls = self
-            .calls
-            .into_iter()
-            .enumerate()
-            .map(|(i, c)| ToolCall {
-                id: if c.id.is_empty() {
-                    format!("call_{}", i + 1)
-                } else {
-                    c.id
-                },
-                name: c.name,
-                arguments: if c.arguments.trim().is_empty() {
-                    "{}".to_owned()
-                } else {
-                    c.arguments
-                },
-            })
-            .collect();
+        let mut kept: Vec<PartialCall> = Vec::with_capacity(self.calls.len());
+        for mut call in self.calls {
+            if call.arguments.trim().is_empty() {
+                call.arguments = "{}".to_owned();
+            }
+            let repeat = !call.id.is_empty()
+                && kept.iter().any(|k| {
+                    k.id == call.id
+                        && k.name == call.name
+                        && same_arguments(&k.arguments, &call.arguments)
+                });
+            if !repeat {
+                kept.push(call);
+            }
+        }
+        // Ids as sent, each kept by its first call; generated ids avoid all of them.
+        let sent: HashSet<String> = kept.iter().map(|c| c.id.clone()).collect();
+        let mut taken: HashSet<String> = HashSet::new();
+        let mut tool_calls = Vec::with_capacity(kept.len());
+        for (i, call) in kept.into_iter().enumerate() {
+            let mut id = call.id;
+            if id.is_empty() || taken.contains(&id) {
+                let mut n = i + 1;
+                id = format!("call_{n}");
+                while taken.contains(&id) || sent.contains(&id) {
+                    n += 1;
+                    id = format!("call_{n}");
+                }
+            }
+            taken.insert(id.clone());
+            tool_calls.push(ToolCall {
+                id,
+                name: call.name,
+                arguments: call.arguments,
+            });
+        }
         ModelReply {
             text: (!self.text.is_empty()).then_some(self.text),
             tool_calls,
             finish_reason: self.finish_reason,
             usage: self.usage,
         }
+    }
+}
+
+/// Whether `fragment` repeats the whole, already complete arguments of `partial` under the
+/// same id.
+fn is_repeat(partial: &PartialCall, id: Option<&str>, fragment: &str) -> bool {
+    id.is_some_and(|id| id == partial.id)
+        && !fragment.trim().is_empty()
+        && fragment == partial.arguments
+        && serde_json::from_str::<Value>(fragment).is_ok()
+}
+
+/// Whether two argument strings say the same: equal as JSON, or equal as text.
+fn same_arguments(a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
+    match (
+        serde_json::from_str::<Value>(a),
+        serde_json::from_str::<Value>(b),
+    ) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
     }
 }
 

@@ -156,8 +156,10 @@ impl OpenAiClient {
         let mut acc = ReplyAccumulator::default();
         let mut events = parser.push(&bytes);
         events.extend(parser.finish());
+        let mut done = false;
         for event in events {
             if apply_event(&mut acc, &event.data, target, observer, &self.cap)? {
+                done = true;
                 break;
             }
         }
@@ -172,6 +174,9 @@ impl OpenAiClient {
                 "{target}: answered {status} with {shown}, not an event stream or a JSON completion; the body starts: {:?}",
                 short(text.trim_start())
             ))));
+        }
+        if !done {
+            check_complete(&acc, target)?;
         }
         finish(acc, target).map_err(Failure::from)
     }
@@ -198,8 +203,11 @@ async fn read_stream(
         }
     }
     if let Some(event) = parser.finish() {
-        apply_event(&mut acc, &event.data, target, observer, cap)?;
+        if apply_event(&mut acc, &event.data, target, observer, cap)? {
+            return Ok(acc.finish());
+        }
     }
+    check_complete(&acc, target)?;
     finish(acc, target)
 }
 
@@ -243,6 +251,19 @@ fn apply_event(
         }
     }
     Ok(false)
+}
+
+/// For a stream that ended without `[DONE]`: complete only if a `finish_reason` arrived.
+/// Otherwise the connection was most likely cut mid-answer, which is a retryable
+/// [`ModelError::Connect`]. A stream without any chunk is left to [`finish`] to name.
+fn check_complete(acc: &ReplyAccumulator, target: &str) -> Result<(), ModelError> {
+    if acc.chunks() == 0 || acc.has_finish_reason() {
+        return Ok(());
+    }
+    Err(ModelError::Connect(format!(
+        "{target}: stream ended after {} chunk(s) without [DONE] or a finish_reason; the answer is incomplete",
+        acc.chunks()
+    )))
 }
 
 fn finish(acc: ReplyAccumulator, target: &str) -> Result<ModelReply, ModelError> {

@@ -410,3 +410,139 @@ async fn a_stream_past_the_response_cap_fails_naming_the_cap_and_is_not_retried(
     let reply = roomy.complete(&ask("hi")).await.unwrap();
     assert_eq!(reply.text.map(|t| t.len()), Some(3000));
 }
+
+/// `data:` line of one chunk whose delta carries `tool_calls`.
+fn call_chunk(calls: Value) -> String {
+    let chunk = json!({ "choices": [{ "index": 0, "delta": { "tool_calls": calls } }] });
+    format!("data: {chunk}\n\n")
+}
+
+/// `data:` line of the closing chunk with `finish_reason: "tool_calls"`, then `[DONE]`.
+fn tool_calls_end() -> String {
+    let chunk = json!({ "choices": [{ "index": 0, "delta": {}, "finish_reason": "tool_calls" }] });
+    format!("data: {chunk}\n\ndata: [DONE]\n\n")
+}
+
+fn call_summary(calls: &[ToolCall]) -> Vec<(String, String, Value)> {
+    calls
+        .iter()
+        .map(|c| (c.id.clone(), c.name.clone(), args(c)))
+        .collect()
+}
+
+#[tokio::test]
+async fn error_object_after_text_chunks_ends_the_call_with_that_error() {
+    let body = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Half an\"}}]}\n\n",
+        "data: {\"error\":{\"message\":\"upstream overloaded\",\"type\":\"server_error\"}}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" answer\"},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let server = ScriptedServer::start(vec![Turn::raw("text/event-stream", body)]).await;
+    let client = client_with(server.base_url(), Duration::from_secs(10), 2);
+    let err = client.complete(&ask("hi")).await.unwrap_err();
+    assert!(
+        matches!(&err, ModelError::Protocol(m) if m.contains("upstream overloaded")),
+        "{err}"
+    );
+    assert_eq!(
+        server.request_count(),
+        1,
+        "an in-stream error is not retried"
+    );
+}
+
+#[tokio::test]
+async fn a_stream_cut_before_done_without_finish_reason_is_an_error() {
+    let cut = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\"},\"finish_reason\":null}]}\n\n",
+    ); // no finish_reason, no [DONE]: the connection was cut
+    let server = ScriptedServer::start(vec![Turn::raw("text/event-stream", cut)]).await;
+    let err = client(&server).complete(&ask("hi")).await.unwrap_err();
+    assert!(matches!(&err, ModelError::Connect(_)), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("without [DONE] or a finish_reason"), "{text}");
+
+    // It counts as an interruption: retried, and the retry's answer is the reply.
+    let server = ScriptedServer::start(vec![
+        Turn::raw("text/event-stream", cut),
+        Turn::text("Hello"),
+    ])
+    .await;
+    let retrying = client_with(server.base_url(), Duration::from_secs(10), 1);
+    let reply = retrying.complete(&ask("hi")).await.unwrap();
+    assert_eq!(reply.text.as_deref(), Some("Hello"));
+    assert_eq!(server.request_count(), 2);
+
+    // A cut tool call is caught too, also when the body is not announced as SSE.
+    let body = call_chunk(json!([{ "index": 0, "id": "a", "type": "function",
+        "function": { "name": "write", "arguments": "{\"text\":\"par" } }]));
+    for content_type in ["text/event-stream", "text/plain"] {
+        let server = ScriptedServer::start(vec![Turn::raw(content_type, body.clone())]).await;
+        let err = client(&server).complete(&ask("hi")).await.unwrap_err();
+        assert!(
+            matches!(&err, ModelError::Connect(_)),
+            "{content_type}: {err:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn missing_or_repeated_tool_call_ids_are_made_unique() {
+    let body = [
+        call_chunk(json!([
+            { "index": 0, "id": "dup", "function": { "name": "read", "arguments": "{\"p\":1}" } },
+            { "index": 1, "id": "dup", "function": { "name": "read", "arguments": "{\"p\":2}" } },
+        ])),
+        call_chunk(json!([
+            { "index": 2, "id": "", "function": { "name": "list", "arguments": "" } },
+            { "index": 3, "id": "call_2", "function": { "name": "stat", "arguments": "{}" } },
+        ])),
+        tool_calls_end(),
+    ]
+    .concat();
+    let server = ScriptedServer::start(vec![Turn::raw("text/event-stream", body)]).await;
+    let reply = client(&server).complete(&ask("hi")).await.unwrap();
+    // The first "dup" keeps its id; the second and the id-less call get fresh `call_<n>` ids
+    // that avoid the server's own "call_2".
+    assert_eq!(
+        call_summary(&reply.tool_calls),
+        vec![
+            ("dup".into(), "read".into(), json!({ "p": 1 })),
+            ("call_3".into(), "read".into(), json!({ "p": 2 })),
+            ("call_4".into(), "list".into(), json!({})),
+            ("call_2".into(), "stat".into(), json!({})),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_tool_call_streamed_twice_is_returned_once() {
+    let body = [
+        // Streamed in pieces…
+        call_chunk(json!([{ "index": 0, "id": "a", "type": "function",
+            "function": { "name": "write", "arguments": "{\"path\":" } }])),
+        call_chunk(json!([{ "index": 0, "function": { "arguments": "\"x\"}" } }])),
+        // …repeated whole under the same index…
+        call_chunk(json!([{ "index": 0, "id": "a", "type": "function",
+            "function": { "name": "write", "arguments": "{\"path\":\"x\"}" } }])),
+        // …and again under another index, spaced differently.
+        call_chunk(json!([{ "index": 1, "id": "a", "type": "function",
+            "function": { "name": "write", "arguments": "{ \"path\": \"x\" }" } }])),
+        // The same tool and arguments under another id is a call of its own.
+        call_chunk(json!([{ "index": 2, "id": "b", "type": "function",
+            "function": { "name": "write", "arguments": "{\"path\":\"x\"}" } }])),
+        tool_calls_end(),
+    ]
+    .concat();
+    let server = ScriptedServer::start(vec![Turn::raw("text/event-stream", body)]).await;
+    let reply = client(&server).complete(&ask("hi")).await.unwrap();
+    assert_eq!(
+        call_summary(&reply.tool_calls),
+        vec![
+            ("a".into(), "write".into(), json!({ "path": "x" })),
+            ("b".into(), "write".into(), json!({ "path": "x" })),
+        ]
+    );
+}
