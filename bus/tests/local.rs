@@ -18,7 +18,20 @@ impl conformance::Backend for Local {
             max_attempts: 3,
             clock,
         };
-        LocalBus::open(dir, opts).unwrap()
+        // A "restart" opens the database right after the previous life dropped it; sled lets go
+        // of its file lock from a background thread, so wait for that (bounded).
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            match LocalBus::open(dir, opts.clone()) {
+                Ok(bus) => return bus,
+                Err(e)
+                    if std::time::Instant::now() < deadline && e.to_string().contains("lock") =>
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => panic!("the bus must open: {e}"),
+            }
+        }
     }
 }
 
