@@ -287,3 +287,18 @@ pub fn tool_results(req: &Value) -> Vec<String> {
         .map(|m| m["content"].as_str().unwrap_or_default().to_string())
         .collect()
 }
+
+/// GETs a gateway path with the daemon's token and returns the body as text (an SSE stream
+/// that ends, for example).
+pub async fn get_text(daemon: &Daemon, path: &str) -> String {
+    reqwest::Client::new()
+        .get(format!("{}{path}", daemon.url()))
+        .bearer_auth(daemon.token())
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}

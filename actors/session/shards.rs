@@ -47,32 +47,11 @@ impl SessionShards {
         }
     }
 
-    /// No threads of its own: every session on the current arbiter (tests, one-core runs).
-    pub fn current() -> Self {
-        Self {
-            inner: Arc::new(Inner {
-                arbiters: vec![Arbiter::current()],
-                owned: Mutex::new(Vec::new()),
-                next: AtomicUsize::new(0),
-            }),
-        }
-    }
-
     /// One arbiter per core this process may run on (`taskset` is respected).
     pub fn per_core() -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         tracing::info!(shards = cores, "Session shards started, one per core.");
         Self::start(cores)
-    }
-
-    /// How many arbiters sessions are spread over.
-    pub fn len(&self) -> usize {
-        self.inner.arbiters.len()
-    }
-
-    /// Always false: there is at least one arbiter.
-    pub fn is_empty(&self) -> bool {
-        self.inner.arbiters.is_empty()
     }
 
     /// Stops the arbiters of our own and waits for their threads: the session actors on them

@@ -1,6 +1,7 @@
 //! The `agent_call` tool: post a task to another agent over the bus, and wait for its answer or
 //! have it delivered to this session later.
 
+use super::peers::Peers;
 use super::{Tool, ToolContext, ToolOutput, parse_args};
 use crate::ids::AgentId;
 use crate::origin::Origin;
@@ -9,7 +10,6 @@ use async_trait::async_trait;
 use bus::{Bus, BusError, Envelope, Outcome, RequestId, TaskRecord, Topic};
 use serde::Deserialize;
 use serde_json::json;
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,25 +27,17 @@ const MAX_TIMEOUT_S: u64 = 3600;
 /// never starves the lane, and fails at once when the callee is already waiting on this agent
 /// (a cycle in the wait-for graph). A call that does not wait returns the task id; the answer is
 /// delivered to this session as a message when the task ends.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct AgentCallTool {
-    bus: Option<Arc<dyn Bus>>,
-    agents: Vec<AgentId>,
-}
-
-impl fmt::Debug for AgentCallTool {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AgentCallTool")
-            .field("bus", &self.bus.is_some())
-            .field("agents", &self.agents)
-            .finish()
-    }
+    peers: Peers,
 }
 
 impl AgentCallTool {
     /// A tool posting on `bus` to one of `agents`.
     pub fn new(bus: Option<Arc<dyn Bus>>, agents: Vec<AgentId>) -> Self {
-        Self { bus, agents }
+        Self {
+            peers: Peers::new(bus, agents),
+        }
     }
 }
 
@@ -68,12 +60,10 @@ fn yes() -> bool {
 /// A stable request id for a call the model gave none: the same call in the same task (a turn
 /// resumed after a stop) is the same request, answered once.
 fn derived_request_id(parent: uuid::Uuid, agent: &str, task: &str) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in agent.bytes().chain([0]).chain(task.bytes()) {
-        hash ^= u64::from(b);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("call-{parent}-{hash:016x}")
+    format!(
+        "call-{parent}-{}",
+        bus::store::fingerprint(&json!([agent, task]))
+    )
 }
 
 /// The answer of an ended task as the tool's output.
@@ -121,7 +111,7 @@ impl Tool for AgentCallTool {
             "properties": {
                 "agent": {
                     "type": "string",
-                    "enum": self.agents.iter().map(AgentId::as_str).collect::<Vec<_>>(),
+                    "enum": self.peers.names(),
                     "description": "The agent to ask."
                 },
                 "task": { "type": "string", "description": "What it should do, self-contained." },
@@ -135,10 +125,7 @@ impl Tool for AgentCallTool {
     }
 
     fn available(&self) -> Result<(), String> {
-        match self.bus {
-            Some(_) => Ok(()),
-            None => Err("no bus in this process".into()),
-        }
+        self.peers.available()
     }
 
     async fn call(&self, ctx: &ToolContext, args: serde_json::Value) -> ToolOutput {
@@ -146,14 +133,14 @@ impl Tool for AgentCallTool {
             Ok(args) => args,
             Err(out) => return out,
         };
-        let (Some(bus), Some(run)) = (&self.bus, &ctx.run) else {
+        let (Some(bus), Some(run)) = (&self.peers.bus, &ctx.run) else {
             return ToolOutput::error(
                 "unavailable",
                 "agent_call works only inside an agent's run on the bus",
             );
         };
-        let Some(callee) = self.agents.iter().find(|a| a.as_str() == args.agent) else {
-            let known: Vec<&str> = self.agents.iter().map(AgentId::as_str).collect();
+        let Some(callee) = self.peers.find(&args.agent) else {
+            let known = self.peers.names();
             return ToolOutput::error(
                 "invalid_arguments",
                 format!(

@@ -22,6 +22,7 @@ mod edit;
 pub mod exec;
 mod message;
 mod output;
+mod peers;
 pub mod policy;
 mod read;
 mod schema;

@@ -1,6 +1,7 @@
 //! The `sessions_spawn` tool: start a subagent — a child run in a session of its own on the
 //! `subagent` lane — and return at once; its outcome is announced into the parent's session.
 
+use super::peers::Peers;
 use super::{Tool, ToolContext, ToolOutput, parse_args};
 use crate::ids::AgentId;
 use crate::origin::Origin;
@@ -9,7 +10,6 @@ use async_trait::async_trait;
 use bus::{Bus, BusError, Envelope, RequestId, Topic};
 use serde::Deserialize;
 use serde_json::json;
-use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -28,25 +28,17 @@ const MAX_TIMEOUT_S: u64 = 3600;
 /// its parent and a deadline never later than the parent's. When it ends — with an answer, an
 /// error, a timeout or a cancel, also after the process stopped and ran it again — its outcome
 /// is delivered to the parent's session as a message, which wakes the parent.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct SpawnTool {
-    bus: Option<Arc<dyn Bus>>,
-    agents: Vec<AgentId>,
-}
-
-impl fmt::Debug for SpawnTool {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SpawnTool")
-            .field("bus", &self.bus.is_some())
-            .field("agents", &self.agents)
-            .finish()
-    }
+    peers: Peers,
 }
 
 impl SpawnTool {
     /// A tool spawning on `bus` children of one of `agents`.
     pub fn new(bus: Option<Arc<dyn Bus>>, agents: Vec<AgentId>) -> Self {
-        Self { bus, agents }
+        Self {
+            peers: Peers::new(bus, agents),
+        }
     }
 }
 
@@ -82,7 +74,7 @@ impl Tool for SpawnTool {
                 "label": { "type": "string", "description": "A short name for it, shown with its result." },
                 "agent": {
                     "type": "string",
-                    "enum": self.agents.iter().map(AgentId::as_str).collect::<Vec<_>>(),
+                    "enum": self.peers.names(),
                     "description": "Which agent runs it (default: yourself)."
                 },
                 "timeout_s": { "type": "integer", "minimum": 1, "description": "Seconds it may take (default 600, at most 3600)." }
@@ -93,10 +85,7 @@ impl Tool for SpawnTool {
     }
 
     fn available(&self) -> Result<(), String> {
-        match self.bus {
-            Some(_) => Ok(()),
-            None => Err("no bus in this process".into()),
-        }
+        self.peers.available()
     }
 
     async fn call(&self, ctx: &ToolContext, args: serde_json::Value) -> ToolOutput {
@@ -104,7 +93,7 @@ impl Tool for SpawnTool {
             Ok(args) => args,
             Err(out) => return out,
         };
-        let (Some(bus), Some(run)) = (&self.bus, &ctx.run) else {
+        let (Some(bus), Some(run)) = (&self.peers.bus, &ctx.run) else {
             return ToolOutput::error(
                 "unavailable",
                 "sessions_spawn works only inside an agent's run on the bus",
@@ -114,7 +103,7 @@ impl Tool for SpawnTool {
             return ToolOutput::error("invalid_arguments", "\"task\" is empty");
         }
         let agent = args.agent.as_deref().unwrap_or(&ctx.agent);
-        let Some(agent) = self.agents.iter().find(|a| a.as_str() == agent) else {
+        let Some(agent) = self.peers.find(agent) else {
             return ToolOutput::error("invalid_arguments", format!("no agent \"{agent}\""));
         };
         if run.depth >= MAX_DEPTH {

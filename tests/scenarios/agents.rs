@@ -310,20 +310,8 @@ async fn each_subagent_outcome_reaches_the_parent_session_exactly_once() {
     .await;
     assert_eq!(announcements(&daemon, key).await.len(), 3);
     // The parent's events list the three children it started.
-    let events = reqwest::Client::new()
-        .get(format!(
-            "{}/v1/tasks/{}/events",
-            daemon.url(),
-            done["task_id"].as_str().unwrap()
-        ))
-        .bearer_auth(daemon.token())
-        .timeout(crate::support::NET)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let path = format!("/v1/tasks/{}/events", done["task_id"].as_str().unwrap());
+    let events = crate::support::get_text(&daemon, &path).await;
     assert_eq!(
         events.matches("\"kind\":\"subagent\"").count(),
         3,

@@ -233,16 +233,7 @@ async fn a_failing_primary_falls_over_and_the_events_say_so() {
     assert_eq!(done["result"]["text"], "backup: hi");
     assert_eq!(primary.request_count(), 1);
     let task_id = done["task_id"].as_str().unwrap();
-    let body = reqwest::Client::new()
-        .get(format!("{}/v1/tasks/{task_id}/events", daemon.url()))
-        .bearer_auth(daemon.token())
-        .timeout(NET)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let body = crate::support::get_text(&daemon, &format!("/v1/tasks/{task_id}/events")).await;
     assert!(
         body.contains("\"fell_over\"")
             && body.contains("flaky-primary/m")

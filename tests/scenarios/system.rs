@@ -137,16 +137,7 @@ async fn cron_and_main_lanes_run_side_by_side_and_an_unknown_lane_is_refused() {
 
 /// Reads a whole SSE body into `(event name, data)` pairs.
 async fn sse(daemon: &clawbus::gateway::Daemon, path: &str) -> Vec<(String, Value)> {
-    let body = reqwest::Client::new()
-        .get(format!("{}{path}", daemon.url()))
-        .bearer_auth(daemon.token())
-        .timeout(NET)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let body = crate::support::get_text(daemon, path).await;
     let mut out = Vec::new();
     for block in body.split("\n\n") {
         let mut name = String::new();
