@@ -371,6 +371,9 @@ pub struct Report {
     pub openclaw_run: Option<openclaw::Outcome>,
     /// `/proc/loadavg` when the run ended.
     pub load_after: String,
+    /// Size of a model request body (JSON bytes) sent by clawbus and by OpenClaw: what each
+    /// puts in front of the model per call.
+    pub model_request_bytes: [Option<Stat>; 2],
     /// Sizes used.
     pub sizes: Sizes,
 }
@@ -608,6 +611,7 @@ pub fn run(opts: &Options) -> Report {
     d.stop();
 
     // OpenClaw on the same model server, after clawbus has stopped.
+    let clawbus_requests = model.request_count();
     let openclaw_run = opts.with_openclaw.then(|| {
         let home = std::env::var("HOME").ok();
         let xdg = std::env::var("XDG_CACHE_HOME").ok();
@@ -618,6 +622,12 @@ pub fn run(opts: &Options) -> Report {
         )
         .unwrap_or_else(|| base.path().join("openclaw-cache"));
         openclaw::measure(&rt, &model.base_url(), &sizes, &cache, base.path())
+    });
+    let requests = model.requests();
+    let (ours, theirs) = requests.split_at(clawbus_requests.min(requests.len()));
+    let model_request_bytes = [ours, theirs].map(|reqs| {
+        (!reqs.is_empty())
+            .then(|| Stat::of(reqs.iter().map(|r| r.to_string().len() as f64).collect()))
     });
     drop(model);
     drop(rt);
@@ -660,6 +670,7 @@ pub fn run(opts: &Options) -> Report {
         rows,
         openclaw,
         openclaw_run,
+        model_request_bytes,
         sizes,
     }
 }
@@ -689,6 +700,21 @@ pub fn markdown(r: &Report) -> String {
         r.load_after,
         r.openclaw
     );
+    if let [Some(c), o] = &r.model_request_bytes {
+        s.push_str(&format!(
+            "Model request body (median, {} requests): clawbus {} B",
+            c.n,
+            num(c.median)
+        ));
+        if let Some(o) = o {
+            s.push_str(&format!(
+                ", OpenClaw {} B ({} requests)",
+                num(o.median),
+                o.n
+            ));
+        }
+        s.push_str("\n\n");
+    }
     s.push_str("| scenario | clawbus (median) | spread | OpenClaw (median) | spread | ratio |\n");
     s.push_str("|---|---|---|---|---|---|\n");
     for row in &r.rows {
@@ -721,6 +747,10 @@ pub fn to_json(r: &Report) -> Value {
         },
         "openclaw": r.openclaw,
         "openclaw_run": r.openclaw_run.as_ref().map(openclaw::Outcome::json),
+        "model_request_bytes": {
+            "clawbus": r.model_request_bytes[0].as_ref().map(stat),
+            "openclaw": r.model_request_bytes[1].as_ref().map(stat),
+        },
         "sizes": {
             "starts": r.sizes.starts, "turns": r.sizes.turns, "calls": r.sizes.calls,
             "concurrency": r.sizes.concurrency, "repeats": r.sizes.repeats,
@@ -1140,6 +1170,7 @@ mod tests {
             rows: vec![row, bus],
             openclaw: "measured".into(),
             openclaw_run: None,
+            model_request_bytes: [Some(stat(2000.0)), None],
             load_after: "1.00 1.00 1.00".into(),
             sizes: Sizes::tiny(),
         };
@@ -1153,6 +1184,7 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("load average"), "{md}");
+        assert!(md.contains("clawbus 2000 B"), "{md}");
         let chart = svg(&report);
         assert!(
             chart.contains("OpenClaw ÷ clawbus") && chart.contains("150"),

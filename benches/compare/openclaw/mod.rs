@@ -165,6 +165,9 @@ pub struct Outcome {
     pub figures: Vec<(Scenario, Stat)>,
     /// Every step that failed, with its error.
     pub problems: Vec<String>,
+    /// The gateway's own time for each CLI turn (`result.meta.durationMs`), against which the
+    /// CLI's wall time shows what the process per call costs.
+    pub cli_gateway_ms: Option<Stat>,
 }
 
 impl Outcome {
@@ -204,6 +207,12 @@ impl Outcome {
             self.install_line(),
             self.sizes.line()
         );
+        if let Some(g) = &self.cli_gateway_ms {
+            s.push_str(&format!(
+                " CLI turns: the gateway's own `durationMs` was {} ms (median).",
+                super::num(g.median)
+            ));
+        }
         for p in &self.problems {
             s.push_str(&format!(" Failed: {}.", one_line(p, 600)));
         }
@@ -229,6 +238,7 @@ impl Outcome {
                 "concurrency": self.sizes.concurrency,
             },
             "problems": self.problems,
+            "cli_gateway_duration_ms": self.cli_gateway_ms.as_ref().map(|g| g.median),
         })
     }
 }
@@ -255,6 +265,7 @@ pub fn measure(
         sizes: OpenClawSizes::from(sizes),
         figures: Vec::new(),
         problems: Vec::new(),
+        cli_gateway_ms: None,
     };
     let install = match Install::ensure(cache) {
         Ok(i) => i,
@@ -313,6 +324,7 @@ fn scenarios(
     out.figures
         .push((Scenario::IdleRss, Stat::of(vec![gw.tree_rss_mib()])));
 
+    let mut gateway_ms = Vec::new();
     let cli = (0..sizes.cli_turns)
         .map(|i| {
             let t = Instant::now();
@@ -324,11 +336,13 @@ fn scenarios(
             )?;
             let took = t.elapsed();
             expect_text("openclaw agent --json", &turn.text, "ok")?;
+            gateway_ms.extend(turn.duration_ms);
             Ok(took)
         })
         .collect::<Result<Vec<_>, _>>()
         .map(|v| Stat::ms(&v));
     out.record(Scenario::CliTurn, cli);
+    out.cli_gateway_ms = (!gateway_ms.is_empty()).then(|| Stat::of(gateway_ms));
 
     match rt.block_on(WsClient::connect(&gw.ws_url, &home.token)) {
         Ok(client) => {

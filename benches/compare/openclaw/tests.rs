@@ -186,6 +186,7 @@ fn the_note_reports_install_and_failures_on_one_line() {
         },
         figures: Vec::new(),
         problems: vec!["CliTurn: turn via CLI: bad\nsecond line".into()],
+        cli_gateway_ms: Some(Stat::of(vec![250.0])),
     };
     let note = o.note();
     assert!(
@@ -197,5 +198,6 @@ fn the_note_reports_install_and_failures_on_one_line() {
         "{note}"
     );
     assert!(!note.contains('\n'), "{note}");
+    assert!(note.contains("`durationMs` was 250.0 ms"), "{note}");
     assert_eq!(o.json()["install"]["seconds"], 38.0);
 }
