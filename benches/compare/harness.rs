@@ -465,7 +465,7 @@ pub fn run(opts: &Options) -> Report {
     }
     rows.push(Row::new(
         Scenario::CliTurn,
-        "one turn, `clawbus post --wait` (process per call)",
+        "one turn, CLI process per call (`clawbus post --wait` / `openclaw agent --json`)",
         "ms",
         Stat::ms(&cli),
     ));
@@ -792,7 +792,7 @@ pub fn svg(r: &Report) -> String {
             ratios,
         )
     };
-    let (label_w, plot_w, bar_h, top) = (430.0, 420.0, 22.0, 40.0);
+    let (label_w, plot_w, bar_h, top) = (500.0, 420.0, 22.0, 40.0);
     let h = top + bars.len() as f64 * bar_h + 40.0;
     let positive: Vec<f64> = bars.iter().map(|b| b.1).filter(|v| *v > 0.0).collect();
     let lo = positive.iter().copied().fold(f64::MAX, f64::min).min(1.0);
@@ -818,7 +818,11 @@ pub fn svg(r: &Report) -> String {
              <text x=\"{gx:.1}\" y=\"{:.1}\" text-anchor=\"middle\" fill=\"#555\">{}</text>\n",
             h - 30.0,
             h - 15.0,
-            num(decade)
+            if decade >= 1.0 {
+                format!("{decade:.0}")
+            } else {
+                num(decade)
+            }
         ));
         decade *= 10.0;
     }
