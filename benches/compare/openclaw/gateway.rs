@@ -98,17 +98,10 @@ impl Home {
 
     /// `node openclaw.mjs <args>` with this home's clean environment.
     pub fn command(&self, install: &Install) -> Command {
-        let path = std::env::join_paths([
-            install.bin_dir(),
-            "/usr/local/bin".into(),
-            "/usr/bin".into(),
-            "/bin".into(),
-        ])
-        .unwrap_or_default();
         let mut c = Command::new(install.node());
         c.arg(install.entry())
             .env_clear()
-            .env("PATH", path)
+            .env("PATH", install.path_env())
             .env("LANG", "C.UTF-8")
             .env("HOME", &self.dir)
             .env("OPENCLAW_HOME", &self.dir)

@@ -96,6 +96,16 @@ impl Install {
         self.root.join("node_modules/.bin")
     }
 
+    /// The caller's `PATH` with [`Install::bin_dir`] first (the caller's alone if that cannot
+    /// be joined).
+    pub fn path_env(&self) -> std::ffi::OsString {
+        let inherited = std::env::var_os("PATH").unwrap_or_default();
+        std::env::join_paths(
+            std::iter::once(self.bin_dir()).chain(std::env::split_paths(&inherited)),
+        )
+        .unwrap_or(inherited)
+    }
+
     /// `(node, openclaw)` versions found in the cache: Node's from running the binary, so a
     /// package whose binary is missing counts as not installed.
     fn installed_versions(&self) -> Option<(String, String)> {
@@ -115,14 +125,7 @@ impl Install {
     /// `npm install --prefix <root> <spec>` with the machine's npm, the cache's `.bin` first on
     /// `PATH`; how long it took.
     fn npm_install(&self, spec: &str) -> Result<Duration, OpenClawError> {
-        let path = std::env::var_os("PATH").unwrap_or_default();
-        let path = std::env::join_paths(
-            std::iter::once(self.bin_dir()).chain(std::env::split_paths(&path)),
-        )
-        .map_err(|e| OpenClawError::Install {
-            step: format!("npm install {spec}"),
-            detail: format!("PATH: {e}"),
-        })?;
+        let path = self.path_env();
         eprintln!(
             "compare: npm install --prefix {} {spec}",
             self.root.display()
