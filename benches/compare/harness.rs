@@ -24,8 +24,15 @@
 //!   completed per second, 256 in flight;
 //! - **one fdatasync**: the disk floor, 4 KiB written and `fdatasync`ed in the same folder.
 //!
-//! Every wait is bounded; a scenario that fails panics with the daemon's log.
+//! `--with-openclaw` runs the scenarios that have an equivalent against OpenClaw too, on the
+//! same model server (see [`openclaw`]); its install step is reported apart.
+//!
+//! Every wait is bounded; a clawbus scenario that fails panics with the daemon's log, an
+//! OpenClaw one is reported in the note and stays n/a.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "openclaw/mod.rs"]
+pub mod openclaw;
 
 use bus::{Bus, Envelope, LocalBus, LocalOptions, Outcome, RequestId, Topic};
 use clawbus::testkit::{ScriptedServer, Turn};
@@ -45,7 +52,7 @@ const REQUEST: Duration = Duration::from_secs(120);
 
 /// Usage, part of every argument error.
 const USAGE: &str = "usage: cargo bench --bench compare -- [--json] [--tiny] [--out DIR] \
-[--starts N] [--turns N] [--repeats N] [--sessions N] [--with-openclaw]";
+[--starts N] [--turns N] [--repeats N] [--sessions N] [--with-openclaw] [--openclaw-cache DIR]";
 
 /// Sizes of every scenario.
 #[derive(Debug, Clone)]
@@ -115,6 +122,9 @@ pub struct Options {
     pub out: PathBuf,
     /// Also measure OpenClaw.
     pub with_openclaw: bool,
+    /// Where OpenClaw and its Node are installed (`--openclaw-cache`; see
+    /// [`openclaw::install::cache_dir`]).
+    pub openclaw_cache: Option<PathBuf>,
 }
 
 impl Options {
@@ -126,6 +136,7 @@ impl Options {
             json: false,
             out: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-compare"),
             with_openclaw: false,
+            openclaw_cache: None,
         };
         let mut overrides: Vec<(String, usize)> = Vec::new();
         while let Some(a) = args.next() {
@@ -139,6 +150,12 @@ impl Options {
                         args.next()
                             .ok_or(format!("--out needs a folder\n{USAGE}"))?,
                     )
+                }
+                "--openclaw-cache" => {
+                    o.openclaw_cache = Some(PathBuf::from(
+                        args.next()
+                            .ok_or(format!("--openclaw-cache needs a folder\n{USAGE}"))?,
+                    ))
                 }
                 "--starts" | "--turns" | "--repeats" | "--sessions" => {
                     let n = args
@@ -208,9 +225,42 @@ impl Stat {
     }
 }
 
+/// Which scenario a row measures (how OpenClaw's figures find their row).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scenario {
+    /// Start until the port accepts connections.
+    Start,
+    /// Idle RSS.
+    IdleRss,
+    /// One turn through the CLI, a process per call.
+    CliTurn,
+    /// One turn over a kept-open connection (clawbus: HTTP; OpenClaw: WebSocket).
+    HttpTurn,
+    /// A turn with one tool call.
+    ToolTurn,
+    /// A cross-agent call.
+    AgentCall,
+    /// A subagent round trip.
+    Subagent,
+    /// N concurrent turns: the batch's total time.
+    ConcurrentTotal(usize),
+    /// N concurrent turns: the slowest one.
+    ConcurrentSlowest(usize),
+    /// N concurrent turns: RSS after.
+    ConcurrentRss(usize),
+    /// Memory per idle session.
+    IdleSession,
+    /// Durable bus throughput.
+    Bus,
+    /// One fdatasync.
+    DiskFloor,
+}
+
 /// One row of the table.
 #[derive(Debug, Clone)]
 pub struct Row {
+    /// Which scenario.
+    pub key: Scenario,
     /// What was measured.
     pub scenario: String,
     /// Unit of the figures.
@@ -224,8 +274,9 @@ pub struct Row {
 }
 
 impl Row {
-    fn new(scenario: impl Into<String>, unit: &'static str, clawbus: Stat) -> Self {
+    fn new(key: Scenario, scenario: impl Into<String>, unit: &'static str, clawbus: Stat) -> Self {
         Row {
+            key,
             scenario: scenario.into(),
             unit,
             higher_is_better: false,
@@ -257,6 +308,18 @@ pub struct Machine {
     pub os: String,
     /// Kernel release.
     pub kernel: String,
+    /// `/proc/loadavg` (1, 5, 15 minutes) when the run started: other work on the machine.
+    pub load_before: String,
+}
+
+/// The 1, 5 and 15 minute load averages.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 impl Machine {
@@ -283,6 +346,7 @@ impl Machine {
             memory_gib,
             os,
             kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
+            load_before: load_average(),
         }
     }
 
@@ -301,8 +365,15 @@ pub struct Report {
     pub machine: Machine,
     /// The rows, in order.
     pub rows: Vec<Row>,
-    /// What happened with OpenClaw (install, or why it was not measured).
+    /// What happened with OpenClaw (install, sizes, what failed, or why it was not measured).
     pub openclaw: String,
+    /// The OpenClaw part, when `--with-openclaw` was given.
+    pub openclaw_run: Option<openclaw::Outcome>,
+    /// `/proc/loadavg` when the run ended.
+    pub load_after: String,
+    /// Size of a model request body (JSON bytes) sent by clawbus and by OpenClaw: what each
+    /// puts in front of the model per call.
+    pub model_request_bytes: [Option<Stat>; 2],
     /// Sizes used.
     pub sizes: Sizes,
 }
@@ -358,6 +429,7 @@ pub fn run(opts: &Options) -> Report {
         d.stop();
     }
     rows.push(Row::new(
+        Scenario::Start,
         "start until the port accepts connections",
         "ms",
         Stat::ms(&starts),
@@ -366,6 +438,7 @@ pub fn run(opts: &Options) -> Report {
     let mut d = Daemon::start(&project, &project.join(".clawbus"));
     std::thread::sleep(sizes.idle_wait);
     rows.push(Row::new(
+        Scenario::IdleRss,
         format!("idle RSS after {:?}", sizes.idle_wait),
         "MiB",
         Stat::of(vec![d.rss_mib()]),
@@ -391,7 +464,8 @@ pub fn run(opts: &Options) -> Report {
         );
     }
     rows.push(Row::new(
-        "one turn, `clawbus post --wait` (process per call)",
+        Scenario::CliTurn,
+        "one turn, CLI process per call (`clawbus post --wait` / `openclaw agent --json`)",
         "ms",
         Stat::ms(&cli),
     ));
@@ -415,16 +489,19 @@ pub fn run(opts: &Options) -> Report {
             .collect()
     };
     rows.push(Row::new(
-        "one turn, HTTP keep-alive",
+        Scenario::HttpTurn,
+        "one turn, HTTP keep-alive (OpenClaw: WebSocket)",
         "ms",
         Stat::ms(&seq(&d, "main", "hello", sizes.turns)),
     ));
     rows.push(Row::new(
+        Scenario::ToolTurn,
         "turn with one tool call (2 model calls)",
         "ms",
         Stat::ms(&seq(&d, "main", "tool", sizes.calls)),
     ));
     rows.push(Row::new(
+        Scenario::AgentCall,
         "cross-agent call (`agent_call`, waits for the callee)",
         "ms",
         Stat::ms(&seq(&d, "a", "ask", sizes.calls)),
@@ -446,6 +523,7 @@ pub fn run(opts: &Options) -> Report {
         }
     }
     rows.push(Row::new(
+        Scenario::Subagent,
         "subagent round trip (`sessions_spawn` → announce)",
         "ms",
         Stat::ms(&sub),
@@ -481,16 +559,19 @@ pub fn run(opts: &Options) -> Report {
             slowest.push(lat.into_iter().max().unwrap_or_default());
         }
         rows.push(Row::new(
+            Scenario::ConcurrentTotal(n),
             format!("{n} concurrent turns, distinct sessions: total"),
             "ms",
             Stat::ms(&totals),
         ));
         rows.push(Row::new(
+            Scenario::ConcurrentSlowest(n),
             format!("{n} concurrent turns: slowest turn"),
             "ms",
             Stat::ms(&slowest),
         ));
         rows.push(Row::new(
+            Scenario::ConcurrentRss(n),
             format!("{n} concurrent turns: RSS after"),
             "MiB",
             Stat::of(vec![d.rss_mib()]),
@@ -522,11 +603,32 @@ pub fn run(opts: &Options) -> Report {
     std::thread::sleep(Duration::from_millis(500));
     let per = (d.rss_mib() - before).max(0.0) * 1024.0 / sizes.sessions as f64;
     rows.push(Row::new(
+        Scenario::IdleSession,
         format!("memory per idle session ({} sessions)", sizes.sessions),
         "KiB",
         Stat::of(vec![per]),
     ));
     d.stop();
+
+    // OpenClaw on the same model server, after clawbus has stopped.
+    let clawbus_requests = model.request_count();
+    let openclaw_run = opts.with_openclaw.then(|| {
+        let home = std::env::var("HOME").ok();
+        let xdg = std::env::var("XDG_CACHE_HOME").ok();
+        let cache = openclaw::install::cache_dir(
+            opts.openclaw_cache.as_deref(),
+            xdg.as_deref(),
+            home.as_deref(),
+        )
+        .unwrap_or_else(|| base.path().join("openclaw-cache"));
+        openclaw::measure(&rt, &model.base_url(), &sizes, &cache, base.path())
+    });
+    let requests = model.requests();
+    let (ours, theirs) = requests.split_at(clawbus_requests.min(requests.len()));
+    let model_request_bytes = [ours, theirs].map(|reqs| {
+        (!reqs.is_empty())
+            .then(|| Stat::of(reqs.iter().map(|r| r.to_string().len() as f64).collect()))
+    });
     drop(model);
     drop(rt);
 
@@ -536,6 +638,7 @@ pub fn run(opts: &Options) -> Report {
         bus.push(bus_throughput(base.path(), sizes.bus_tasks));
     }
     let mut row = Row::new(
+        Scenario::Bus,
         "durable bus: submit → complete, dedup on (256 in flight)",
         "tasks/s",
         Stat::of(bus),
@@ -544,20 +647,30 @@ pub fn run(opts: &Options) -> Report {
     rows.push(row);
 
     rows.push(Row::new(
+        Scenario::DiskFloor,
         "disk floor: one 4 KiB write + fdatasync",
         "ms",
         Stat::ms(&fdatasync_floor(base.path(), sizes.fsyncs)),
     ));
 
-    let openclaw = if opts.with_openclaw {
-        "requested, but this harness does not drive OpenClaw yet: its column is n/a".to_string()
-    } else {
-        "not measured (pass --with-openclaw)".to_string()
-    };
+    if let Some(run) = &openclaw_run {
+        for (key, stat) in &run.figures {
+            if let Some(row) = rows.iter_mut().find(|r| r.key == *key) {
+                row.openclaw = Some(stat.clone());
+            }
+        }
+    }
+    let openclaw = openclaw_run.as_ref().map_or_else(
+        || "not measured (pass --with-openclaw)".to_string(),
+        openclaw::Outcome::note,
+    );
     Report {
         machine,
+        load_after: load_average(),
         rows,
         openclaw,
+        openclaw_run,
+        model_request_bytes,
         sizes,
     }
 }
@@ -581,24 +694,42 @@ pub fn emit(report: &Report, opts: &Options) {
 /// The Markdown table, with the machine and the OpenClaw note.
 pub fn markdown(r: &Report) -> String {
     let mut s = format!(
-        "Machine: {}\n\nOpenClaw: {}\n\n",
+        "Machine: {}; load average {} at the start, {} at the end\n\nOpenClaw: {}\n\n",
         r.machine.line(),
+        r.machine.load_before,
+        r.load_after,
         r.openclaw
     );
-    s.push_str("| scenario | clawbus (median) | spread | OpenClaw (median) | ratio |\n");
-    s.push_str("|---|---|---|---|---|\n");
-    for row in &r.rows {
+    if let [Some(c), o] = &r.model_request_bytes {
         s.push_str(&format!(
-            "| {} | {} {} | {} | {} | {} |\n",
+            "Model request body (median, {} requests): clawbus {} B",
+            c.n,
+            num(c.median)
+        ));
+        if let Some(o) = o {
+            s.push_str(&format!(
+                ", OpenClaw {} B ({} requests)",
+                num(o.median),
+                o.n
+            ));
+        }
+        s.push_str("\n\n");
+    }
+    s.push_str("| scenario | clawbus (median) | spread | OpenClaw (median) | spread | ratio |\n");
+    s.push_str("|---|---|---|---|---|---|\n");
+    for row in &r.rows {
+        let (oc, oc_spread) = row
+            .openclaw
+            .as_ref()
+            .map_or(("n/a".into(), "".into()), |o| {
+                (format!("{} {}", num(o.median), row.unit), o.spread())
+            });
+        s.push_str(&format!(
+            "| {} | {} {} | {} | {oc} | {oc_spread} | {} |\n",
             row.scenario,
             num(row.clawbus.median),
             row.unit,
             row.clawbus.spread(),
-            row.openclaw.as_ref().map_or("n/a".into(), |o| format!(
-                "{} {}",
-                num(o.median),
-                row.unit
-            )),
             row.ratio().map_or("n/a".into(), |x| format!("{x:.1}×")),
         ));
     }
@@ -612,8 +743,14 @@ pub fn to_json(r: &Report) -> Value {
         "machine": {
             "cores": r.machine.cores, "cpu": r.machine.cpu, "memory_gib": r.machine.memory_gib,
             "os": r.machine.os, "kernel": r.machine.kernel,
+            "load_before": r.machine.load_before, "load_after": r.load_after,
         },
         "openclaw": r.openclaw,
+        "openclaw_run": r.openclaw_run.as_ref().map(openclaw::Outcome::json),
+        "model_request_bytes": {
+            "clawbus": r.model_request_bytes[0].as_ref().map(stat),
+            "openclaw": r.model_request_bytes[1].as_ref().map(stat),
+        },
         "sizes": {
             "starts": r.sizes.starts, "turns": r.sizes.turns, "calls": r.sizes.calls,
             "concurrency": r.sizes.concurrency, "repeats": r.sizes.repeats,
@@ -655,7 +792,7 @@ pub fn svg(r: &Report) -> String {
             ratios,
         )
     };
-    let (label_w, plot_w, bar_h, top) = (430.0, 420.0, 22.0, 40.0);
+    let (label_w, plot_w, bar_h, top) = (500.0, 420.0, 22.0, 40.0);
     let h = top + bars.len() as f64 * bar_h + 40.0;
     let positive: Vec<f64> = bars.iter().map(|b| b.1).filter(|v| *v > 0.0).collect();
     let lo = positive.iter().copied().fold(f64::MAX, f64::min).min(1.0);
@@ -681,7 +818,11 @@ pub fn svg(r: &Report) -> String {
              <text x=\"{gx:.1}\" y=\"{:.1}\" text-anchor=\"middle\" fill=\"#555\">{}</text>\n",
             h - 30.0,
             h - 15.0,
-            num(decade)
+            if decade >= 1.0 {
+                format!("{decade:.0}")
+            } else {
+                num(decade)
+            }
         ));
         decade *= 10.0;
     }
@@ -727,14 +868,33 @@ fn num(v: f64) -> String {
     }
 }
 
-/// The last user message of a model request.
+/// The last user message of a model request, as the scripted model reads it. OpenClaw's
+/// requests are read as the issue's notes describe them: the trailing injected
+/// `<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>` message is skipped, content given as parts is
+/// joined, and the `[Tue 2026-12-01 01:30 UTC] ` time prefix OpenClaw adds is dropped.
 fn last_user(req: &Value) -> String {
-    req["messages"]
+    let text = |m: &Value| match &m["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join(""),
+        _ => String::new(),
+    };
+    let user = req["messages"]
         .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_string()
+        .into_iter()
+        .flatten()
+        .rev()
+        .filter(|m| m["role"] == "user")
+        .map(text)
+        .find(|t| !t.starts_with("<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>"))
+        .unwrap_or_default();
+    static STAMP: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"^\[[A-Z][a-z]{2} \d{4}-\d{2}-\d{2} \d{2}:\d{2}[^\]]*\] ").unwrap()
+    });
+    STAMP.replace(&user, "").into_owned()
 }
 
 /// Writes the project: agents `main`, `a` and `b` (may `agent_call`), `s` (may
@@ -974,4 +1134,66 @@ fn fdatasync_floor(base: &Path, n: usize) -> Vec<Duration> {
             t.elapsed()
         })
         .collect()
+}
+
+// `cargo test --benches` and clippy build the bench itself with cfg(test) but without the test
+// harness, which drops the #[test] functions and leaves their imports unused; these tests run
+// in tests/bench_harness.rs.
+#[cfg(test)]
+#[allow(unused_imports)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn last_user_reads_openclaw_requests_like_plain_ones() {
+        let plain = json!({ "messages": [{ "role": "user", "content": "[task result] x" }] });
+        assert_eq!(last_user(&plain), "[task result] x");
+        let openclaw = json!({ "messages": [
+            { "role": "system", "content": "you are" },
+            { "role": "user", "content": "[Tue 2026-12-01 01:30 UTC] tool 1\n\nRuntime: agent=main" },
+            { "role": "assistant", "content": null },
+            { "role": "tool", "content": "a note" },
+            { "role": "user", "content": [{ "type": "text",
+              "text": "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>\nnone\n<<<END_OPENCLAW_INTERNAL_CONTEXT>>>" }] },
+        ] });
+        assert_eq!(last_user(&openclaw), "tool 1\n\nRuntime: agent=main");
+        let parts = json!({ "messages": [{ "role": "user",
+            "content": [{ "type": "text", "text": "hel" }, { "type": "text", "text": "lo" }] }] });
+        assert_eq!(last_user(&parts), "hello");
+    }
+
+    #[test]
+    fn openclaw_figures_fill_their_rows_and_render() {
+        let stat = |v: f64| Stat::of(vec![v]);
+        let mut row = Row::new(Scenario::CliTurn, "one turn", "ms", stat(10.0));
+        row.openclaw = Some(Stat::of(vec![1000.0, 2000.0, 1500.0]));
+        let mut bus = Row::new(Scenario::Bus, "bus", "tasks/s", stat(100.0));
+        bus.higher_is_better = true;
+        let report = Report {
+            machine: Machine::probe(),
+            rows: vec![row, bus],
+            openclaw: "measured".into(),
+            openclaw_run: None,
+            model_request_bytes: [Some(stat(2000.0)), None],
+            load_after: "1.00 1.00 1.00".into(),
+            sizes: Sizes::tiny(),
+        };
+        let md = markdown(&report);
+        assert!(
+            md.contains("| one turn | 10.00 ms | 1 run | 1500 ms | 1000–2000 | 150.0× |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| bus | 100.0 tasks/s | 1 run | n/a |  | n/a |"),
+            "{md}"
+        );
+        assert!(md.contains("load average"), "{md}");
+        assert!(md.contains("clawbus 2000 B"), "{md}");
+        let chart = svg(&report);
+        assert!(
+            chart.contains("OpenClaw ÷ clawbus") && chart.contains("150"),
+            "{chart}"
+        );
+        assert_eq!(to_json(&report)["rows"][0]["ratio"], 150.0);
+    }
 }
