@@ -5,7 +5,7 @@
 //! the chat that asked — not from another one.
 
 use super::system::{Child, spawn_up, stop};
-use crate::support::{NET, Project, eventually, last_user, offered_tools, tool_results};
+use crate::support::{NET, Project, eventually, last_user, offered_tools, run_cmd, tool_results};
 use clawbus::testkit::{FakeBotApi, ScriptedServer, Turn};
 use serde_json::Value;
 
@@ -284,5 +284,66 @@ async fn an_approval_is_answered_from_the_chat_that_asked_and_not_from_another()
     let approval = get(&child, &format!("/v1/approvals/{id}")).await;
     assert_eq!(approval["state"], "allowed", "{approval}");
     assert_eq!(server.request_count(), 2, "the answers were not tasks");
+    stop(child).await;
+}
+
+#[actix_rt::test]
+async fn a_cron_announcement_reaches_the_chat_through_the_delivery_actor_after_a_429() {
+    let fake = FakeBotApi::start(TOKEN, 1).await.unwrap();
+    let server = ScriptedServer::with_responder(|_| Turn::text("the daily report")).await;
+    let p = project(&server, &telegram(&fake, ""), "");
+    let child = up(&p).await;
+    let cli = |args: &[&str]| {
+        let mut cmd = p.clawbus();
+        cmd.args(args).args(["--url", &child.url]);
+        cmd
+    };
+    let out = run_cmd(cli(&[
+        "cron",
+        "add",
+        "--agent",
+        "assistant",
+        "--every",
+        "1h",
+        "--message",
+        "report",
+        "--announce",
+        "telegram:42",
+    ]))
+    .await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let job: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Telegram's flood control answers the first send: 429 with parameters.retry_after.
+    fake.fail_sends(1, 429, Some(1));
+    let out = run_cmd(cli(&["cron", "run", job["id"].as_str().unwrap()])).await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fired: Value = serde_json::from_slice(&out.stdout).unwrap();
+    reply_arrives(&fake, CHAT, "the daily report").await;
+    let task_id = fired["task_id"].as_str().unwrap();
+    eventually("the delivery is on the cron task's events", async || {
+        let events = reqwest::Client::new()
+            .get(format!("{}/v1/tasks/{task_id}/events", child.url))
+            .bearer_auth(&child.token)
+            .timeout(NET)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        events.contains("event: delivered") && events.contains("\"attempts\":2")
+    })
+    .await;
+    assert_eq!(sent_to(&fake, CHAT), ["the daily report"], "sent once");
     stop(child).await;
 }
