@@ -200,30 +200,56 @@ async fn the_offset_survives_a_restart_and_a_redelivered_update_runs_once() {
 }
 
 #[actix_rt::test]
-async fn deny_tools_of_the_channel_holds_for_telegram_runs() {
+async fn deny_tools_of_the_channel_holds_for_telegram_runs_and_its_sessions() {
     let fake = FakeBotApi::start(TOKEN, 1).await.unwrap();
-    let server = ScriptedServer::with_responder(|_| Turn::text("ok")).await;
-    let exec = "[exec]\nsecurity = \"allowlist\"\nallow = [\"ls\"]\n";
-    let p = project(&server, &telegram(&fake, "deny_tools = [\"exec\"]\n"), exec);
+    let server = ScriptedServer::with_responder(|req| match last_user(req).as_str() {
+        "relay" if tool_results(req).is_empty() => Turn::tool_call(
+            "sessions_send",
+            serde_json::json!({ "session": "agent:assistant:telegram:direct:42", "text": "relayed hi" }),
+        ),
+        _ => Turn::text("ok"),
+    })
+    .await;
+    let agent = "[exec]\nsecurity = \"allowlist\"\nallow = [\"ls\"]\n[tools]\nallow = [\"sessions_send\"]\n";
+    let p = project(
+        &server,
+        &telegram(&fake, "deny_tools = [\"exec\"]\n"),
+        agent,
+    );
     let child = up(&p).await;
     fake.push_message(CHAT, "private", "run something");
     reply_arrives(&fake, CHAT, "ok").await;
     let resp = reqwest::Client::new()
         .post(format!("{}/v1/agents/assistant/tasks", child.url))
         .bearer_auth(&child.token)
-        .json(&serde_json::json!({ "text": "from the api", "wait": true }))
+        .json(&serde_json::json!({ "text": "relay", "wait": true }))
         .timeout(NET)
         .send()
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
+    eventually("the relayed turn ran in the chat's session", async || {
+        server
+            .requests()
+            .iter()
+            .any(|r| last_user(r) == "relayed hi")
+    })
+    .await;
     let requests = server.requests();
-    let from_telegram = offered_tools(&requests[0]);
-    let from_api = offered_tools(&requests[1]);
-    assert!(from_api.contains(&"exec".to_string()), "{from_api:?}");
+    let tools_of =
+        |text: &str| offered_tools(requests.iter().find(|r| last_user(r) == text).unwrap());
+    let exec = "exec".to_string();
     assert!(
-        !from_telegram.contains(&"exec".to_string()),
-        "exec is not offered to a Telegram run: {from_telegram:?}"
+        tools_of("relay").contains(&exec),
+        "an API run is offered exec"
+    );
+    assert!(
+        !tools_of("run something").contains(&exec),
+        "exec is not offered to a Telegram run"
+    );
+    assert!(
+        !tools_of("relayed hi").contains(&exec),
+        "nor to a run in a Telegram chat's session that another channel started"
     );
     stop(child).await;
 }
