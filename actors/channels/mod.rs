@@ -97,6 +97,8 @@ pub struct ChannelParts<'a> {
     pub approvals: crate::approvals::Approvals,
     /// The routing table (Telegram messages are routed at ingress).
     pub router: std::sync::Arc<crate::router::Router>,
+    /// The metrics registry (deliveries by outcome).
+    pub metrics: crate::metrics::Metrics,
 }
 
 impl Channels {
@@ -112,6 +114,7 @@ impl Channels {
             records: records.clone(),
             backoff: delivery::Backoff::from_def(&config.delivery),
             jitter: delivery::backoff::jitter,
+            metrics: parts.metrics.clone(),
         };
         let mut channels = Self::default();
         if let Some(sink) = webhook::WebhookSink::from_config(config)? {

@@ -178,6 +178,7 @@ impl Clawbus {
             clock: clock.clone(),
             approvals: approvals.clone(),
             router: router.clone(),
+            metrics: metrics.clone(),
         })
         .await?;
         let cron = SchedulerHandle::spawn(scheduler);

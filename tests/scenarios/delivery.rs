@@ -181,5 +181,20 @@ async fn a_receiver_that_always_fails_gets_the_failure_recorded_on_the_task() {
         text.contains("\"state\":\"succeeded\""),
         "the task itself succeeded: {text}"
     );
+    let metrics = reqwest::Client::new()
+        .get(format!("{}/metrics", child.url))
+        .bearer_auth(&child.token)
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("clawbus_deliveries_total{channel=\"webhook\",outcome=\"failed\"} 1")
+            && metrics.contains("clawbus_delivery_retries_total{channel=\"webhook\"} 2"),
+        "{metrics}"
+    );
     stop(child).await;
 }

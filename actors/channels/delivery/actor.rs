@@ -37,6 +37,7 @@ pub struct DeliveryActor {
     records: DeliveryRecords,
     backoff: Backoff,
     jitter: fn() -> f64,
+    metrics: crate::metrics::Metrics,
     jobs: BTreeMap<u64, Job>,
     next_id: u64,
 }
@@ -59,6 +60,7 @@ impl DeliveryActor {
             records: deps.records,
             backoff: deps.backoff,
             jitter: deps.jitter,
+            metrics: deps.metrics,
             jobs: BTreeMap::new(),
             next_id: 0,
         }
@@ -164,6 +166,13 @@ impl DeliveryActor {
             }) if !self.backoff.exhausted(job.tries) => {
                 let wait = self.backoff.delay(job.tries, (self.jitter)(), retry_after);
                 job.due_ms = self.clock.now_ms().saturating_add(wait.as_millis() as u64);
+                self.metrics
+                    .counter(
+                        "clawbus_delivery_retries_total",
+                        "Delivery tries that failed and are tried again, by channel.",
+                        &[("channel", self.channel.as_str())],
+                    )
+                    .inc();
                 tracing::warn!(channel = %self.channel, to = %job.to, tries = job.tries, wait_ms = wait.as_millis() as u64, error = %reason, "Delivery failed; trying again.");
                 return;
             }
@@ -195,6 +204,17 @@ impl DeliveryActor {
                 DeliveryState::Failed
             }
         };
+        let outcome = match state {
+            DeliveryState::Delivered => "delivered",
+            DeliveryState::Failed => "failed",
+        };
+        self.metrics
+            .counter(
+                "clawbus_deliveries_total",
+                "Replies and announcements sent out, by channel and outcome.",
+                &[("channel", self.channel.as_str()), ("outcome", outcome)],
+            )
+            .inc();
         let record = DeliveryRecord {
             channel: self.channel.clone(),
             to,

@@ -72,6 +72,8 @@ pub struct DeliveryDeps {
     pub backoff: Backoff,
     /// The jitter factor of each wait (0.8..=1.2; tests pass a constant).
     pub jitter: fn() -> f64,
+    /// Deliveries by outcome and retries, in `/metrics`.
+    pub metrics: crate::metrics::Metrics,
 }
 
 /// One delivery still being tried, for status and tests.

@@ -72,6 +72,7 @@ async fn rig(script: Vec<Result<(), SendError>>, attempts: u32, max_part: usize)
             attempts,
         },
         jitter: || 1.0,
+        metrics: crate::metrics::Metrics::new(),
     };
     let handle = DeliveryHandle::start("demo", sink, deps).await.unwrap();
     Rig {
