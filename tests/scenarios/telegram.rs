@@ -373,3 +373,20 @@ async fn a_cron_announcement_reaches_the_chat_through_the_delivery_actor_after_a
     assert_eq!(sent_to(&fake, CHAT), ["the daily report"], "sent once");
     stop(child).await;
 }
+
+#[actix_rt::test]
+async fn up_refuses_to_start_without_the_bot_token_and_never_prints_it() {
+    let fake = FakeBotApi::start(TOKEN, 1).await.unwrap();
+    let server = ScriptedServer::with_responder(|_| Turn::text("ok")).await;
+    let p = project(&server, &telegram(&fake, ""), "");
+    let mut cmd = p.clawbus();
+    cmd.args(["up", "--port", "0"]).env_remove("TEST_TG_TOKEN");
+    let out = run_cmd(cmd).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("channels.telegram.token_env") && stderr.contains("TEST_TG_TOKEN"),
+        "{stderr}"
+    );
+    assert!(fake.offsets().is_empty(), "nothing polled");
+}
