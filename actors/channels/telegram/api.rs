@@ -147,6 +147,8 @@ impl std::fmt::Debug for BotApi {
     }
 }
 
+/// The most updates one `getUpdates` answer holds (Telegram's own maximum).
+const UPDATES_PER_POLL: u32 = 100;
 /// How long a `sendMessage` may take.
 const SEND_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -202,7 +204,11 @@ impl BotApi {
         offset: Option<i64>,
         timeout: Duration,
     ) -> Result<Vec<Update>, ApiError> {
-        let mut body = json!({ "timeout": timeout.as_secs(), "allowed_updates": ["message"] });
+        let mut body = json!({
+            "timeout": timeout.as_secs(),
+            "limit": UPDATES_PER_POLL,
+            "allowed_updates": ["message"],
+        });
         if let Some(offset) = offset {
             body["offset"] = json!(offset);
         }
@@ -217,5 +223,50 @@ impl BotApi {
         self.call::<Value>("sendMessage", body, SEND_TIMEOUT)
             .await
             .map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(code: u16, retry_after: Option<u64>) -> SendError {
+        ApiError::Api {
+            code,
+            description: "x".into(),
+            retry_after,
+        }
+        .into()
+    }
+
+    #[test]
+    fn flood_control_and_server_errors_are_retried_other_refusals_are_not() {
+        assert_eq!(
+            api(429, Some(7)),
+            SendError::Transient {
+                reason: "Telegram API error 429: x".into(),
+                retry_after: Some(Duration::from_secs(7)),
+            }
+        );
+        assert!(matches!(api(502, None), SendError::Transient { .. }));
+        assert!(matches!(api(403, None), SendError::Permanent { .. }));
+        assert!(matches!(api(400, None), SendError::Permanent { .. }));
+    }
+
+    #[test]
+    fn the_error_shape_of_the_bot_api_is_read() {
+        let body = r#"{"ok":false,"error_code":429,"description":"Too Many Requests: retry after 5","parameters":{"retry_after":5}}"#;
+        let answer: Answer = serde_json::from_str(body).unwrap();
+        assert!(!answer.ok);
+        assert_eq!(answer.error_code, Some(429));
+        assert_eq!(answer.parameters.and_then(|p| p.retry_after), Some(5));
+        let update: Update = serde_json::from_str(
+            r#"{"update_id":7,"message":{"message_id":1,"date":0,"chat":{"id":-100,"type":"supergroup","title":"t"},"text":"hi"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            update.message.map(|m| (m.chat.id, m.chat.kind)),
+            Some((-100, "supergroup".into()))
+        );
     }
 }
