@@ -24,6 +24,7 @@
 
 pub mod agent;
 pub mod approvals;
+pub mod channels;
 pub mod cli;
 pub mod config;
 pub mod cron;

@@ -196,6 +196,7 @@ impl AgentHandle {
             clock: shared.clock.clone(),
             drain: shared.drain.clone(),
             price: config.prices.get(&def.model.to_string()).copied(),
+            replies: crate::channels::replies::ReplyRoutes::new(config),
         });
         let actor = AgentActor::new(
             rt,

@@ -248,9 +248,18 @@ async fn tool_loop(
     hooks: TurnHooks<'_>,
 ) -> Result<TurnOutput, TurnError> {
     let TurnHooks { events, journal } = hooks;
-    // The channel layer of the tool policy: what this run's channel may not use is not offered.
+    // The channel layer of the tool policy: what this run's channel may not use is not offered,
+    // nor what the session's channel may not (a `sessions_send` into a Telegram chat's session
+    // comes from the `agent` channel, but runs in Telegram's conversation).
+    let mut tools = deps.tools.for_channel(&input.tool_context.channel);
+    let session_channel = crate::router::SessionKey::parse(&input.tool_context.session)
+        .ok()
+        .and_then(|k| k.channel().map(str::to_string));
+    if let Some(channel) = session_channel.filter(|c| *c != input.tool_context.channel) {
+        tools = tools.for_channel(&channel);
+    }
     let deps = &TurnDeps {
-        tools: deps.tools.for_channel(&input.tool_context.channel),
+        tools,
         ..deps.clone()
     };
     let schemas: Vec<ToolSchema> = deps

@@ -46,6 +46,8 @@ pub(super) struct ConfigFile {
     pub webhooks: BTreeMap<Spanned<String>, super::webhooks::WebhookFile>,
     #[serde(default)]
     pub prices: super::prices::PricesFile,
+    #[serde(default)]
+    pub delivery: super::delivery::DeliveryFile,
 }
 
 /// `[gateway]`.

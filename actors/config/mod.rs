@@ -17,6 +17,7 @@
 
 mod agent;
 pub mod cron;
+mod delivery;
 mod duration;
 mod exec;
 mod file;
@@ -30,6 +31,7 @@ mod session;
 mod skills;
 mod span;
 pub mod subscribe;
+mod telegram;
 pub mod timezone;
 mod tools;
 mod validate;
@@ -47,6 +49,7 @@ use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 use std::time::Duration;
 
+pub use delivery::DeliveryDef;
 pub use duration::parse_duration;
 pub use exec::{
     ArgsPattern, DEFAULT_APPROVAL_TIMEOUT, DEFAULT_EXEC_TIMEOUT, ExecDef, ExecRule, ExecSecurity,
@@ -59,6 +62,7 @@ pub use prompt::{
 pub use report::{CheckReport, FileReport, Problem};
 pub use session::{BindingDef, SessionDef, SessionsDef};
 pub use skills::{AgentSkillsDef, DEFAULT_BUNDLED_DIR, SkillsDef, is_skill_name};
+pub use telegram::{DEFAULT_TELEGRAM_BASE_URL, TELEGRAM, TelegramDef};
 pub use tools::{AgentRule, ChannelDef, Profile, TOOL_GROUPS, ToolsDef, entry_for, expand};
 pub use web::{DEFAULT_FETCH_MAX_BYTES, DEFAULT_FETCH_TIMEOUT, WebDef, WebSearchDef};
 pub use webhooks::WebhookDef;
@@ -145,6 +149,8 @@ pub struct Config {
     pub webhooks: BTreeMap<String, WebhookDef>,
     /// Token prices (`[prices."<provider>/<model>"]`), by `provider/model`.
     pub prices: BTreeMap<String, Price>,
+    /// How replies and announcements are retried (`[delivery]`).
+    pub delivery: DeliveryDef,
 }
 
 /// The `[gateway]` section.

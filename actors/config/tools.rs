@@ -154,6 +154,8 @@ pub struct ChannelDef {
     /// The agent that answers messages on this channel that no `[[bindings]]` entry claims;
     /// without one such messages are refused (404 `unbound`).
     pub agent: Option<crate::ids::AgentId>,
+    /// Bot API polling (`[channels.telegram]` with `token_env`); `None`: the channel does not poll.
+    pub telegram: Option<super::TelegramDef>,
 }
 
 /// `[tools]` of an agent file.
@@ -172,6 +174,14 @@ pub(super) struct ChannelFile {
     pub deny_tools: Option<Vec<Spanned<String>>>,
     /// The agent that answers messages no binding claims.
     pub agent: Option<Spanned<String>>,
+    /// Telegram only: the bot token's environment variable (see `telegram.rs`).
+    pub token_env: Option<Spanned<String>>,
+    /// Telegram only: the Bot API server.
+    pub base_url: Option<Spanned<String>>,
+    /// Telegram only: chat ids that may talk to the agent.
+    pub allow_chats: Option<Spanned<Vec<i64>>>,
+    /// Telegram only: the `getUpdates` long-poll timeout.
+    pub poll_timeout: Option<Spanned<super::duration::DurationText>>,
 }
 
 /// Validates `[tools]`.
@@ -233,7 +243,21 @@ pub(super) fn channels(
                     }
                 }
             });
-            (name.get_ref().clone(), ChannelDef { deny_tools, agent })
+            let keys = super::telegram::TelegramKeys {
+                token_env: &c.token_env,
+                base_url: &c.base_url,
+                allow_chats: &c.allow_chats,
+                poll_timeout: &c.poll_timeout,
+            };
+            let telegram = super::telegram::telegram_def(src, name.get_ref(), keys, problems);
+            (
+                name.get_ref().clone(),
+                ChannelDef {
+                    deny_tools,
+                    agent,
+                    telegram,
+                },
+            )
         })
         .collect()
 }

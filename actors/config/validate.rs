@@ -33,6 +33,7 @@ struct Gateway {
     channels: BTreeMap<String, super::ChannelDef>,
     webhooks: BTreeMap<String, super::WebhookDef>,
     prices: BTreeMap<String, super::Price>,
+    delivery: super::DeliveryDef,
 }
 
 /// Examines every file and builds the [`Config`] when nothing is wrong.
@@ -168,6 +169,7 @@ pub(super) fn check(opts: &LoadOptions) -> (CheckReport, Option<Config>) {
         channels: base.channels,
         webhooks: base.webhooks,
         prices: base.prices,
+        delivery: base.delivery,
     };
     (report, Some(config))
 }
@@ -208,6 +210,7 @@ fn gateway_defaults() -> Gateway {
         channels: BTreeMap::new(),
         webhooks: BTreeMap::new(),
         prices: BTreeMap::new(),
+        delivery: Default::default(),
     }
 }
 
@@ -229,6 +232,7 @@ fn gateway_file(src: &Source) -> (Gateway, Vec<Problem>) {
     base.web = super::web::web_def(src, &f.web, &mut problems);
     base.channels = super::tools::channels(src, &f.channels, &mut problems);
     base.webhooks = super::webhooks::webhooks(src, &f.webhooks, &mut problems);
+    base.delivery = super::delivery::delivery_def(src, &f.delivery, &mut problems);
     if let Some(bind) = &f.gateway.bind {
         match bind.get_ref().parse() {
             Ok(ip) => base.gateway.bind = ip,
@@ -481,7 +485,7 @@ fn byte_size(
     }
 }
 
-fn is_http_url(url: &str) -> bool {
+pub(super) fn is_http_url(url: &str) -> bool {
     let rest = url
         .strip_prefix("http://")
         .or_else(|| url.strip_prefix("https://"));

@@ -18,6 +18,9 @@ pub struct WebhookDef {
     /// A fixed session name: every delivery runs in `agent:<id>:webhook:<name>:<session>`;
     /// `None`: each delivery in a session of its own (`…:webhook:<name>:<delivery id>`).
     pub session: Option<String>,
+    /// Where the replies of this hook's tasks (and announcements to `webhook:<name>`) are POSTed,
+    /// signed like inbound deliveries; `None`: replies are not sent anywhere.
+    pub deliver_url: Option<String>,
 }
 
 /// The file shape of `[webhooks.<name>]`.
@@ -27,6 +30,7 @@ pub(super) struct WebhookFile {
     pub agent: Option<Spanned<String>>,
     pub secret_env: Option<Spanned<String>>,
     pub session: Option<Spanned<String>>,
+    pub deliver_url: Option<Spanned<String>>,
 }
 
 fn is_session_name(s: &str) -> bool {
@@ -104,6 +108,20 @@ pub(super) fn webhooks(
             }
             s => s.as_ref().map(|s| s.get_ref().clone()),
         };
+        let deliver_url = match &h.deliver_url {
+            Some(u) if !super::validate::is_http_url(u.get_ref()) => {
+                problems.push(src.at(
+                    Some(u.span()),
+                    format!("webhooks.{n}.deliver_url"),
+                    format!(
+                        "{:?} is not an http(s) URL (expected e.g. \"https://ci.example.com/clawbus\")",
+                        u.get_ref()
+                    ),
+                ));
+                None
+            }
+            u => u.as_ref().map(|u| u.get_ref().clone()),
+        };
         if let (Some(agent), Some(secret_env), true) = (agent, secret_env, problems.len() == before)
         {
             out.insert(
@@ -112,6 +130,7 @@ pub(super) fn webhooks(
                     agent,
                     secret_env,
                     session,
+                    deliver_url,
                 },
             );
         }

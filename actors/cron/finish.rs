@@ -123,7 +123,9 @@ impl Run {
                 return;
             }
         };
-        let payload = json!({ "to": job.delivery.to, "text": text, "job": job.id });
+        // The shape of `crate::channels::OutboundMessage`; the task's events record the delivery.
+        let payload =
+            json!({ "to": job.delivery.to, "text": text, "job": job.id, "task_id": self.task_id });
         if let Err(e) = self
             .inner
             .bus

@@ -95,6 +95,20 @@ fn from_hex(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// The signature header value of `body` with `secret`: `sha256=<hex HMAC-SHA256>` (what
+/// inbound deliveries must carry, and what outbound ones carry).
+pub fn sign(secret: &[u8], body: &[u8]) -> Option<String> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).ok()?;
+    mac.update(body);
+    let hex: String = mac
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Some(format!("sha256={hex}"))
+}
+
 /// Whether `header` is `sha256=<hex>` of the HMAC-SHA256 of `body` with `secret`.
 pub fn signature_matches(secret: &[u8], body: &[u8], header: &str) -> bool {
     let Some(sig) = header.trim().strip_prefix("sha256=").and_then(from_hex) else {

@@ -65,6 +65,13 @@ impl SessionKey {
         }
     }
 
+    /// The channel a conversation key records (`agent:<id>:<channel>:<chatType>:<peer>`);
+    /// `None` for the main session.
+    pub fn channel(&self) -> Option<&str> {
+        let parts: Vec<&str> = self.0.splitn(5, ':').collect();
+        (parts.len() == 5).then(|| parts[2])
+    }
+
     /// The agent part of the key.
     pub fn agent(&self) -> &str {
         self.0.split(':').nth(1).unwrap_or_default()

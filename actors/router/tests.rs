@@ -108,3 +108,14 @@ fn bindings_pick_the_most_specific_agent() {
         Err(RouteError::Unbound { .. })
     ));
 }
+
+#[test]
+fn a_conversation_key_records_its_channel() {
+    let key = |s: &str| SessionKey::parse(s).unwrap();
+    assert_eq!(
+        key("agent:a:telegram:group:-100").channel(),
+        Some("telegram")
+    );
+    assert_eq!(key("agent:a:api:task:r:1").channel(), Some("api"));
+    assert_eq!(key("agent:a:main").channel(), None);
+}

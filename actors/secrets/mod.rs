@@ -1,7 +1,8 @@
 //! Secret values that must never reach a model or a transcript.
 //!
 //! A [`Secrets`] set holds the VALUES of the environment variables that carry credentials: every
-//! provider's `api_key_env`, the gateway's `token_env`, the web search keys ([`SEARCH_KEY_VARS`])
+//! provider's `api_key_env`, the gateway's `token_env`, the Telegram bot token, the webhook
+//! secrets, the web search keys ([`SEARCH_KEY_VARS`])
 //! and any extra names (skills' `requires.env`, via [`Secrets::with_names`]), plus the gateway
 //! token file's content. [`Secrets::redact`] replaces each value found in a
 //! text with `[REDACTED:<VAR_NAME>]`; [`crate::tools::ToolSet::invoke`] applies it to every tool
@@ -67,7 +68,8 @@ impl Secrets {
     }
 
     /// The variables `config` makes secret: every provider's `api_key_env`, the gateway's
-    /// `token_env` and [`SEARCH_KEY_VARS`]. None of them is ever passed to a command.
+    /// `token_env`, the Telegram bot's `token_env`, every webhook's `secret_env` and
+    /// [`SEARCH_KEY_VARS`]. None of them is ever passed to a command.
     pub fn names_in(config: &Config) -> Vec<String> {
         let mut names: Vec<String> = config
             .providers
@@ -75,6 +77,13 @@ impl Secrets {
             .filter_map(|p| p.api_key_env.clone())
             .collect();
         names.extend(config.gateway.token_env.clone());
+        names.extend(
+            config
+                .channels
+                .values()
+                .filter_map(|c| c.telegram.as_ref().map(|t| t.token_env.clone())),
+        );
+        names.extend(config.webhooks.values().map(|h| h.secret_env.clone()));
         names.extend(SEARCH_KEY_VARS.iter().map(|s| s.to_string()));
         names
     }

@@ -216,15 +216,16 @@ mod through_the_tool_set {
 }
 
 #[test]
-fn the_gateway_token_is_a_secret_from_its_file_and_its_variable() {
+fn the_gateway_token_and_the_channel_secrets_are_secrets() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("agents.d")).unwrap();
     std::fs::create_dir_all(dir.path().join("state")).unwrap();
     std::fs::write(
         dir.path().join("clawbus.toml"),
-        "[gateway]\ntoken_env = \"MY_GW_TOKEN\"\n",
+        "[gateway]\ntoken_env = \"MY_GW_TOKEN\"\n[channels.telegram]\ntoken_env = \"MY_TG_TOKEN\"\n[webhooks.ci]\nagent = \"a\"\nsecret_env = \"MY_HOOK_SECRET\"\n",
     )
     .unwrap();
+    std::fs::write(dir.path().join("agents.d/a.toml"), "").unwrap();
     std::fs::write(
         dir.path()
             .join("state")
@@ -239,11 +240,10 @@ fn the_gateway_token_is_a_secret_from_its_file_and_its_variable() {
         model_override: None,
     })
     .unwrap();
-    assert!(
-        Secrets::names_in(&config).contains(&"MY_GW_TOKEN".to_string()),
-        "{:?}",
-        Secrets::names_in(&config)
-    );
+    let names = Secrets::names_in(&config);
+    for secret in ["MY_GW_TOKEN", "MY_TG_TOKEN", "MY_HOOK_SECRET"] {
+        assert!(names.contains(&secret.to_string()), "{secret}: {names:?}");
+    }
     let secrets = Secrets::from_config_with(&config, env(&[("MY_GW_TOKEN", "env-token-98765")]));
     assert_eq!(
         secrets.redact("cat said file-token-0123456789abcdef and env-token-98765"),

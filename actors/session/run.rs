@@ -536,6 +536,16 @@ impl Run {
         }
     }
 
+    /// Hands the reply of a task that came from a channel to that channel's delivery actor
+    /// (`channel.<name>.out`), once its outcome is recorded.
+    async fn send_reply(&self, reply: Option<bus::Envelope>) {
+        let Some(reply) = reply else { return };
+        let topic = reply.topic.clone();
+        if let Err(e) = self.rt.bus.publish(reply).await {
+            tracing::error!(session = %self.key, %topic, error = %e, "The reply was not handed to its channel's delivery actor.");
+        }
+    }
+
     /// Adds a run's usage to `clawbus_tokens_total` and, when the model has a price,
     /// `clawbus_cost_usd_micros_total` (micro-dollars: the counters hold integers).
     fn count_usage(&self, usage: &TurnUsage) {
@@ -609,8 +619,14 @@ impl Run {
         }
         self.count_usage(&usage);
         self.notify(&outcome).await;
-        if let Err(e) = self.delivery.complete(outcome).await {
-            tracing::error!(session = %key, request_id, error = %e, "Could not record the outcome; the task will be redelivered.");
+        let reply = Origin::of(self.delivery.envelope())
+            .ok()
+            .and_then(|o| rt.replies.reply(&o, self.delivery.envelope().id, &outcome));
+        match self.delivery.complete(outcome).await {
+            Ok(()) => self.send_reply(reply).await,
+            Err(e) => {
+                tracing::error!(session = %key, request_id, error = %e, "Could not record the outcome; the task will be redelivered.")
+            }
         }
         RunReport {
             entries,

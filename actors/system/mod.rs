@@ -14,6 +14,7 @@ pub use shutdown::{Shutdown, ShutdownSignal};
 
 use crate::agent::{AgentContext, AgentError, AgentHandle, SessionLimits};
 use crate::approvals::Approvals;
+use crate::channels::{ChannelParts, Channels};
 use crate::config::{BusBackend, Config};
 use crate::cron::{Declared, Scheduler, SchedulerHandle, Settings};
 use crate::lane::Lanes;
@@ -61,6 +62,9 @@ pub enum SystemError {
     /// An agent could not start.
     #[error(transparent)]
     Agent(#[from] AgentError),
+    /// A channel (a delivery actor, the Telegram poller) could not start.
+    #[error(transparent)]
+    Channel(#[from] crate::channels::ChannelError),
 }
 
 /// How long a start waits for the database lock that a process (or a system in this process)
@@ -104,6 +108,7 @@ pub struct Clawbus {
     clock: Arc<dyn Clock>,
     shutdown: ShutdownSignal,
     cron: SchedulerHandle,
+    channels: Channels,
 }
 
 impl Clawbus {
@@ -166,6 +171,16 @@ impl Clawbus {
         for def in &config.agents {
             agents.push(AgentHandle::start(def, &config, &agent_ctx).await?);
         }
+        let channels = Channels::start(ChannelParts {
+            config: &config,
+            db: &db,
+            bus: bus.clone(),
+            clock: clock.clone(),
+            approvals: approvals.clone(),
+            router: router.clone(),
+            metrics: metrics.clone(),
+        })
+        .await?;
         let cron = SchedulerHandle::spawn(scheduler);
         tracing::info!(agents = agents.len(), backend = ?config.bus.backend, "System started.");
         Ok(Self {
@@ -185,7 +200,13 @@ impl Clawbus {
             clock,
             shutdown: ShutdownSignal::new(),
             cron,
+            channels,
         })
+    }
+
+    /// The channels' delivery actors and pollers.
+    pub fn channels(&self) -> &Channels {
+        &self.channels
     }
 
     /// The cron scheduler (jobs, heartbeats).
@@ -263,6 +284,7 @@ impl Clawbus {
     /// are flushed.
     pub async fn shutdown(self, grace: std::time::Duration) -> DrainReport {
         self.shutdown.fire();
+        self.channels.stop_input().await;
         // No new fires while the runs drain; runs in flight keep their leases, which lapse.
         self.cron.stop().await;
         let report = self.drain.drain(grace).await;

@@ -1,5 +1,5 @@
-//! A scripted OpenAI-compatible server on loopback, for tests and benchmarks; and a fake
-//! Anthropic Messages API ([`AnthropicServer`]).
+//! A scripted OpenAI-compatible server on loopback, for tests and benchmarks; a fake
+//! Anthropic Messages API ([`AnthropicServer`]); a fake Telegram Bot API ([`FakeBotApi`]).
 //!
 //! [`ScriptedServer::start`] serves a list of [`Turn`]s in order, one per
 //! `POST /v1/chat/completions`, as real SSE (or plain JSON when the request has no
@@ -7,6 +7,7 @@
 //! An exhausted script answers HTTP 500 naming the request number. Dropping the server stops it.
 
 mod anthropic;
+mod telegram;
 mod turn;
 
 #[cfg(test)]
@@ -30,6 +31,7 @@ use tokio::sync::watch;
 use tracing::{debug, warn};
 
 pub use anthropic::{AnthropicRequest, AnthropicServer, AnthropicTurn, AnthropicUsage};
+pub use telegram::{FakeBotApi, SentMessage};
 use turn::Completion;
 pub use turn::{Gate, Turn};
 

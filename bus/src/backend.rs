@@ -46,7 +46,8 @@ pub trait Bus: Send + Sync + 'static {
     /// Emits an event of a running task (model calls, deltas, tool calls, progress) on
     /// [`Topic::task_events`] and [`Topic::events_for`] its work topic; the bus assigns `seq` and
     /// `ts_ms`. The terminal event is refused ([`BusError::Invalid`]): it comes from the outcome.
-    /// Events of a task that already ended are dropped.
+    /// Events of a task that already ended are dropped, but for the delivery events of its reply
+    /// ([`TaskEventKind::follows_outcome`]), which are appended after its terminal event.
     async fn emit(&self, task_id: Uuid, kind: TaskEventKind) -> Result<(), BusError>;
 
     /// The task's events: every one already emitted (replayed), then live ones, without gap or

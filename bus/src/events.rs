@@ -79,10 +79,28 @@ pub enum TaskEventKind {
         /// Free-form progress data.
         note: serde_json::Value,
     },
-    /// The task ended: always the last event of a task, and exactly once.
+    /// The task ended: exactly once, and the last event of a task but for the delivery events
+    /// of its reply, which come after it.
     Terminal {
         /// How it ended.
         outcome: Outcome,
+    },
+    /// The task's reply reached its target (a chat, a URL) after `attempts` tries; after the
+    /// terminal event.
+    Delivered {
+        /// Where it went (`<channel>:<to>`).
+        target: String,
+        /// Tries it took, from 1.
+        attempts: u32,
+    },
+    /// The task's reply could not be delivered, after `attempts` tries; after the terminal event.
+    DeliveryFailed {
+        /// Where it should have gone (`<channel>:<to>`).
+        target: String,
+        /// Tries made.
+        attempts: u32,
+        /// The last error.
+        reason: String,
     },
 }
 
@@ -90,6 +108,11 @@ impl TaskEventKind {
     /// True for the task's last event.
     pub fn is_terminal(&self) -> bool {
         matches!(self, Self::Terminal { .. })
+    }
+
+    /// True for the events that follow the terminal one (what became of the task's reply).
+    pub fn follows_outcome(&self) -> bool {
+        matches!(self, Self::Delivered { .. } | Self::DeliveryFailed { .. })
     }
 }
 

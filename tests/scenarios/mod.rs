@@ -1,6 +1,7 @@
 mod agents;
 mod cli;
 mod cron;
+mod delivery;
 mod durable;
 mod edges;
 mod gateway;
@@ -15,6 +16,7 @@ mod sessions_tools;
 mod skills;
 mod system;
 mod tail;
+mod telegram;
 mod tools;
 mod topics;
 mod turn;

@@ -137,3 +137,50 @@ fn a_channel_section_must_be_named_like_a_binding_channel() {
         ]
     );
 }
+
+#[test]
+fn telegram_polling_keys_are_checked_and_placed() {
+    let fx = Fixture::new();
+    fx.write(
+        "clawbus.toml",
+        "[channels.telegram]\ntoken_env = \"123:secret-token\"\nbase_url = \"ftp://x\"\nallow_chats = [42]\npoll_timeout = \"10m\"\ndeny_tools = [\"shell\"]\n[channels.slack]\nallow_chats = [1]\n[webhooks.ci]\nagent = \"a\"\nsecret_env = \"CI_SECRET\"\ndeliver_url = \"not a url\"\n[delivery]\nmax_attempts = 0\n",
+    );
+    fx.write("agents.d/a.toml", "");
+    let report = fx.errors(&fx.opts());
+    let lines = fx.lines(&report);
+    let expected = [
+        "clawbus.toml:2:13: field \"channels.telegram.token_env\": not an environment variable name",
+        "clawbus.toml:3:12: field \"channels.telegram.base_url\": \"ftp://x\" is not an http(s) URL",
+        "clawbus.toml:5:16: field \"channels.telegram.poll_timeout\": 600s is too long (expected at most 120s)",
+        "clawbus.toml:6:15: field \"channels.telegram.deny_tools\": unknown tool \"shell\"",
+        "clawbus.toml:8:15: field \"channels.slack\": token_env, base_url, allow_chats and poll_timeout belong to [channels.telegram] only",
+        "clawbus.toml:12:15: field \"webhooks.ci.deliver_url\": \"not a url\" is not an http(s) URL",
+        "clawbus.toml:14:16: field \"delivery.max_attempts\": 0 is out of range (expected 1 to 20)",
+    ];
+    assert_eq!(lines.len(), expected.len(), "{lines:#?}");
+    for (line, want) in lines.iter().zip(expected) {
+        assert!(
+            line.starts_with(want),
+            "{line}\n  should start with\n{want}"
+        );
+    }
+    assert!(
+        !lines.concat().contains("secret-token"),
+        "a token is never echoed"
+    );
+}
+
+#[test]
+fn a_telegram_section_with_a_token_polls_with_defaults() {
+    let fx = Fixture::new();
+    fx.write(
+        "clawbus.toml",
+        "[channels.telegram]\ntoken_env = \"TG_TOKEN\"\nallow_chats = [42, -100]\n",
+    );
+    let config = crate::config::load(&fx.opts()).unwrap();
+    let tg = config.channels["telegram"].telegram.clone().unwrap();
+    assert_eq!(tg.base_url, crate::config::DEFAULT_TELEGRAM_BASE_URL);
+    assert_eq!(tg.allow_chats, [42, -100]);
+    assert_eq!(tg.poll_timeout, std::time::Duration::from_secs(30));
+    assert_eq!(config.delivery, crate::config::DeliveryDef::default());
+}

@@ -155,9 +155,20 @@ async fn announce_publishes_the_reply_and_never_no_reply() {
         .await
         .unwrap()
         .unwrap();
+    let mut payload = got.envelope().payload.clone();
+    let task_id = payload
+        .as_object_mut()
+        .and_then(|p| p.remove("task_id"))
+        .unwrap();
     assert_eq!(
-        got.envelope().payload,
+        payload,
         serde_json::json!({ "to": "alice", "text": "hello", "job": job.id })
+    );
+    assert!(
+        task_id
+            .as_str()
+            .is_some_and(|t| uuid::Uuid::parse_str(t).is_ok()),
+        "the run's task, whose events record the delivery: {task_id}"
     );
     rig.advance(Duration::from_millis(MIN));
     tick(&s).await;

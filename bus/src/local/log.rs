@@ -142,12 +142,12 @@ impl EventLog {
             state.logs.insert(header.task_id, log);
         }
         let log = state.logs.get_mut(&header.task_id)?;
-        if log.terminal {
+        if log.terminal && !kind.follows_outcome() {
             return None;
         }
         let ev = event(&log.header, log.next_seq, now, kind);
         log.next_seq += 1;
-        log.terminal = ev.is_terminal();
+        log.terminal |= ev.is_terminal();
         let kept = keep(log, ev.clone(), self.max_events);
         state.bytes += kept;
         if state.bytes > MAX_DELTA_BYTES {
@@ -160,6 +160,28 @@ impl EventLog {
             }
         }
         Some(ev)
+    }
+
+    /// Starts the log of an ended task that has none (after a restart or an eviction) from its
+    /// synthesised events, so an event that follows the outcome comes after them.
+    pub(crate) fn seed(&self, record: &TaskRecord) -> Header {
+        let header = Header::of(record);
+        let mut state = self.lock();
+        if !state.logs.contains_key(&record.task_id) {
+            self.make_room(&mut state);
+            state.born += 1;
+            let events = synthesised(record);
+            let log = TaskLog {
+                header: header.clone(),
+                next_seq: events.last().map_or(1, |e| e.seq + 1),
+                terminal: events.iter().any(TaskEvent::is_terminal),
+                events,
+                born: state.born,
+                bytes: 0,
+            };
+            state.logs.insert(record.task_id, log);
+        }
+        header
     }
 
     /// Drops the task's log (an explicit retry starts its events over).

@@ -247,9 +247,13 @@ impl Bus for LocalBus {
                     .await?
                     .ok_or_else(|| BusError::UnknownTask(task_id.to_string()))?;
                 if record.state.is_terminal() {
-                    return Ok(()); // late news of an ended task
+                    if !kind.follows_outcome() {
+                        return Ok(()); // late news of an ended task
+                    }
+                    self.log.seed(&record)
+                } else {
+                    Header::of(&record)
                 }
-                Header::of(&record)
             }
         };
         self.log.append(&header, kind);

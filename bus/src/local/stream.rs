@@ -70,7 +70,8 @@ pub(super) fn stream(
     };
     let events = futures::stream::unfold(reader, |mut r| async move {
         loop {
-            if r.done {
+            // Replayed events after the terminal one (the reply's delivery) are still read out.
+            if r.done && r.pending.is_empty() {
                 return None;
             }
             if let Some(ev) = r.pending.pop_front() {
@@ -78,7 +79,7 @@ pub(super) fn stream(
                     continue;
                 }
                 r.next = ev.seq + 1;
-                r.done = ev.is_terminal();
+                r.done |= ev.is_terminal();
                 return Some((ev, r));
             }
             let delivery = r.sub.next().await?;

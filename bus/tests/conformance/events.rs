@@ -114,6 +114,34 @@ pub async fn a_late_subscriber_gets_the_replay<B: Backend>() {
     assert!(matches!(unknown, Err(BusError::UnknownTask(_))));
 }
 
+pub async fn delivery_events_follow_the_terminal_one<B: Backend>() {
+    let dir = tempfile::tempdir().unwrap();
+    let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
+    echo_consumer(&bus, "agent.a").await;
+    let (record, _) = bus
+        .request(task("agent.a", "r-delivery", "x"), NET)
+        .await
+        .unwrap();
+    // Late progress is dropped; what became of the reply is recorded after the outcome.
+    bus.emit(record.task_id, TaskEventKind::Progress { note: json!(1) })
+        .await
+        .unwrap();
+    let failed = TaskEventKind::DeliveryFailed {
+        target: "telegram:42".into(),
+        attempts: 3,
+        reason: "HTTP 500".into(),
+    };
+    bus.emit(record.task_id, failed.clone()).await.unwrap();
+    let events = drain(bus.task_events(record.task_id).await.unwrap()).await;
+    assert_eq!(
+        kinds(&events),
+        ["queued", "started", "terminal", "other"],
+        "the delivery event comes after the terminal one, and the replay reads it"
+    );
+    assert_eq!(events[3].event, failed);
+    assert_eq!(events[3].seq, 4);
+}
+
 pub async fn emitted_events_come_between_start_and_end<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));

@@ -605,6 +605,7 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@events $backend;
             events_of_a_task_come_in_order,
             a_late_subscriber_gets_the_replay,
+            delivery_events_follow_the_terminal_one,
             emitted_events_come_between_start_and_end,
             wait_is_answered_by_the_terminal_event,
             cancel_emits_the_one_terminal_event,

@@ -1,0 +1,223 @@
+//! What one update becomes: a task for the agent the router picks, an approval answer, or
+//! nothing (another chat, not text).
+
+use super::api::Update;
+use super::{chat_of_session, chat_type};
+use crate::approvals::{ApprovalError, ApprovalState, Approvals};
+use crate::channels::{OutboundMessage, TELEGRAM_CHANNEL, out_topic};
+use crate::origin::Origin;
+use crate::router::{Inbound, Router};
+use bus::{Bus, BusError, Envelope, RequestId, Topic};
+use serde_json::json;
+use std::sync::Arc;
+
+/// What the poller needs to turn updates into work.
+#[derive(Clone)]
+pub(super) struct Ingress {
+    pub bus: Arc<dyn Bus>,
+    pub router: Arc<Router>,
+    pub approvals: Approvals,
+    pub allow_chats: Arc<Vec<i64>>,
+}
+
+/// An answer to an approval request, typed in the chat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct ApprovalAnswer {
+    pub id: String,
+    pub allow: bool,
+}
+
+/// Reads `/approve <id>` or `/deny <id>` (also `/approve@bot <id>`, as groups send them).
+pub(super) fn approval_answer(text: &str) -> Option<ApprovalAnswer> {
+    let mut words = text.split_whitespace();
+    let command = words.next()?;
+    let command = command.split('@').next().unwrap_or(command);
+    let allow = match command {
+        "/approve" => true,
+        "/deny" => false,
+        _ => return None,
+    };
+    let id = words.next()?.to_string();
+    words
+        .next()
+        .is_none()
+        .then_some(ApprovalAnswer { id, allow })
+}
+
+impl Ingress {
+    /// Handles one update; an error means the bus could not take it, and it must be polled
+    /// again (its request id makes that safe).
+    pub async fn handle(&self, update: &Update) -> Result<(), BusError> {
+        let Some(message) = &update.message else {
+            return Ok(());
+        };
+        let chat = message.chat.id;
+        if !self.allow_chats.contains(&chat) {
+            tracing::warn!(
+                update_id = update.update_id,
+                chat,
+                "Telegram message from a chat not in [channels.telegram] allow_chats ignored."
+            );
+            return Ok(());
+        }
+        if message.from.as_ref().is_some_and(|u| u.is_bot) {
+            return Ok(());
+        }
+        let Some(text) = message.text.as_deref().filter(|t| !t.trim().is_empty()) else {
+            tracing::debug!(
+                update_id = update.update_id,
+                chat,
+                "Non-text Telegram message skipped."
+            );
+            return Ok(());
+        };
+        if let Some(answer) = approval_answer(text) {
+            self.answer(chat, answer).await;
+            return Ok(());
+        }
+        self.submit(update.update_id, chat, &message.chat.kind, text)
+            .await
+    }
+
+    async fn submit(
+        &self,
+        update_id: i64,
+        chat: i64,
+        kind: &str,
+        text: &str,
+    ) -> Result<(), BusError> {
+        let request_id =
+            RequestId::parse(&format!("telegram:{update_id}")).map_err(BusError::Invalid)?;
+        let inbound = Inbound {
+            channel: TELEGRAM_CHANNEL.into(),
+            chat_type: chat_type(kind).into(),
+            peer: chat.to_string(),
+            agent: None,
+            session_name: None,
+            request_id: request_id.to_string(),
+        };
+        let route = match self.router.route(&inbound) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(update_id, chat, error = %e, "Telegram message not routed; add [channels.telegram] agent or a [[bindings]] entry.");
+                return Ok(());
+            }
+        };
+        let origin = Origin {
+            channel: inbound.channel,
+            chat_type: inbound.chat_type,
+            peer: inbound.peer,
+            session_key: Some(route.session),
+            ..Origin::api()
+        };
+        let env = origin.apply(
+            Envelope::task(
+                Topic::agent(route.agent.as_str()),
+                request_id,
+                json!({ "text": text }),
+            )
+            .from(TELEGRAM_CHANNEL),
+        );
+        let admission = match self.bus.submit(env).await {
+            Ok(a) => a,
+            Err(e @ BusError::Conflict { .. }) => {
+                tracing::warn!(update_id, chat, error = %e, "Telegram update id already used for other work; skipped.");
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        tracing::info!(update_id, chat, agent = %route.agent, duplicate = admission.duplicate, task_id = %admission.task.task_id, "Telegram message enqueued.");
+        Ok(())
+    }
+
+    /// Resolves an approval asked by a run of this very chat; any other answer is ignored.
+    async fn answer(&self, chat: i64, answer: ApprovalAnswer) {
+        let record = match self.approvals.get(&answer.id) {
+            Ok(Some(r)) => r,
+            Ok(None) => {
+                tracing::warn!(chat, approval = %answer.id, "Telegram answer to an unknown approval ignored.");
+                return;
+            }
+            Err(e) => {
+                tracing::error!(chat, approval = %answer.id, error = %e, "Approval not readable.");
+                return;
+            }
+        };
+        if chat_of_session(&record.session) != Some(chat) {
+            tracing::warn!(chat, approval = %answer.id, session = %record.session, "Telegram answer from another chat than the one that asked ignored.");
+            return;
+        }
+        let reply = match self
+            .approvals
+            .resolve(&answer.id, answer.allow, false)
+            .await
+        {
+            Ok(rec) => format!("Approval {}: {}.", rec.id, rec.state),
+            Err(ApprovalError::Settled { state, .. }) => {
+                format!("Approval {} was already {state}.", answer.id)
+            }
+            Err(e) => {
+                tracing::error!(chat, approval = %answer.id, error = %e, "Approval not resolved.");
+                return;
+            }
+        };
+        self.say(chat, reply).await;
+    }
+
+    /// Sends a short notice to a chat through the delivery actor.
+    pub async fn say(&self, chat: i64, text: String) {
+        let msg = OutboundMessage {
+            to: Some(chat.to_string()),
+            text,
+            task_id: None,
+            job: None,
+        };
+        let sent = match (out_topic(TELEGRAM_CHANNEL), serde_json::to_value(&msg)) {
+            (Ok(topic), Ok(payload)) => {
+                self.bus
+                    .publish(Envelope::event(topic, payload).from(TELEGRAM_CHANNEL))
+                    .await
+            }
+            (Err(e), _) => Err(e),
+            (_, Err(e)) => Err(BusError::Invalid(e.to_string())),
+        };
+        if let Err(e) = sent {
+            tracing::error!(chat, error = %e, "Telegram notice not handed to the delivery actor.");
+        }
+    }
+}
+
+/// The message that asks a chat for an approval.
+pub(super) fn approval_prompt(agent: &str, id: &str, command: &str) -> String {
+    format!(
+        "Agent \"{agent}\" asks to run:\n\n{command}\n\nReply /approve {id} to allow it, or /deny {id} to refuse."
+    )
+}
+
+/// Whether an approval event asks for an answer.
+pub(super) fn is_request(state: ApprovalState, event: &str) -> bool {
+    state == ApprovalState::Pending && event == "requested"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn approval_answers_are_read_with_or_without_the_bot_name() {
+        assert_eq!(
+            approval_answer("/approve 0191-ab"),
+            Some(ApprovalAnswer {
+                id: "0191-ab".into(),
+                allow: true
+            })
+        );
+        assert_eq!(
+            approval_answer("/deny@clawbus_bot x1").map(|a| a.allow),
+            Some(false)
+        );
+        assert_eq!(approval_answer("/approve"), None);
+        assert_eq!(approval_answer("/approve a b"), None);
+        assert_eq!(approval_answer("please /approve a"), None);
+    }
+}

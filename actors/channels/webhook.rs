@@ -1,0 +1,117 @@
+//! Outbound webhooks: the reply of a task that came in through `[webhooks.<name>]` (and a cron
+//! announcement to `webhook:<name>`) is POSTed to the hook's `deliver_url` as JSON
+//! `{hook, text, task_id?, job?}`, signed like inbound deliveries (`X-Clawbus-Signature:
+//! sha256=<hex HMAC-SHA256 of the body with the hook's secret>`) with `X-Clawbus-Delivery` set
+//! to the task id (or the announcement's job), so a receiver can drop a repeat.
+//!
+//! A 2xx is delivered; a 408, 429 or 5xx (waiting what `Retry-After` says) and a connection
+//! failure are tried again; any other status fails at once. The URL is the operator's: it may
+//! be loopback or private, and it is not checked against the `web_fetch` rules.
+
+use super::OutboundMessage;
+use super::delivery::{SendError, Sink};
+use crate::config::Config;
+use crate::gateway::webhooks::{DELIVERY_HEADER, MissingSecret, SIGNATURE_HEADER, sign};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// How long one POST may take.
+const POST_TIMEOUT: Duration = Duration::from_secs(15);
+
+struct Target {
+    url: String,
+    secret: Vec<u8>,
+}
+
+/// POSTs replies to the hooks' `deliver_url`s.
+pub struct WebhookSink {
+    client: reqwest::Client,
+    targets: BTreeMap<String, Target>,
+}
+
+impl WebhookSink {
+    /// The hooks with a `deliver_url`, their secrets read from the environment; `None` when no
+    /// hook delivers.
+    pub fn from_config(config: &Config) -> Result<Option<Self>, MissingSecret> {
+        let mut targets = BTreeMap::new();
+        for (name, def) in &config.webhooks {
+            let Some(url) = &def.deliver_url else {
+                continue;
+            };
+            let secret = std::env::var(&def.secret_env)
+                .ok()
+                .filter(|s| !s.is_empty())
+                .ok_or_else(|| MissingSecret {
+                    hook: name.clone(),
+                    env: def.secret_env.clone(),
+                })?;
+            targets.insert(
+                name.clone(),
+                Target {
+                    url: url.clone(),
+                    secret: secret.into_bytes(),
+                },
+            );
+        }
+        Ok((!targets.is_empty()).then(|| Self {
+            client: reqwest::Client::new(),
+            targets,
+        }))
+    }
+}
+
+#[async_trait::async_trait]
+impl Sink for WebhookSink {
+    async fn send(&self, msg: &OutboundMessage, to: &str, part: &str) -> Result<(), SendError> {
+        let Some(target) = self.targets.get(to) else {
+            return Err(SendError::Permanent {
+                reason: format!("webhook {to:?} has no deliver_url"),
+            });
+        };
+        let body =
+            json!({ "hook": to, "text": part, "task_id": msg.task_id, "job": msg.job }).to_string();
+        let signature =
+            sign(&target.secret, body.as_bytes()).ok_or_else(|| SendError::Permanent {
+                reason: "the hook's secret cannot key an HMAC".into(),
+            })?;
+        let delivery = msg
+            .task_id
+            .map(|t| t.to_string())
+            .or_else(|| msg.job.clone())
+            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+        let resp = self
+            .client
+            .post(&target.url)
+            .header("Content-Type", "application/json")
+            .header(SIGNATURE_HEADER, signature)
+            .header(DELIVERY_HEADER, delivery)
+            .body(body)
+            .timeout(POST_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| SendError::Transient {
+                reason: format!("POST to webhook {to:?} failed: {}", e.without_url()),
+                retry_after: None,
+            })?;
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(());
+        }
+        let reason = format!("webhook {to:?} answered HTTP {}", status.as_u16());
+        if status.as_u16() == 408 || status.as_u16() == 429 || status.is_server_error() {
+            let retry_after = resp
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
+            Err(SendError::Transient {
+                reason,
+                retry_after,
+            })
+        } else {
+            Err(SendError::Permanent { reason })
+        }
+    }
+}

@@ -1,0 +1,200 @@
+//! Delivery through the outbound webhook channel, against a real `clawbus up` child: a reply
+//! to a hook's delivery is POSTed, signed, to its `deliver_url`; a receiver that fails is tried
+//! again with backoff until it answers; one that always fails gets the failure recorded on the
+//! task's events, after its terminal event.
+
+use super::system::{Child, spawn_up, stop};
+use crate::support::{NET, Project, eventually};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use clawbus::gateway::webhooks::{sign, signature_matches};
+use clawbus::testkit::{ScriptedServer, Turn};
+use serde_json::Value;
+use std::sync::{Arc, Mutex};
+
+const SECRET: &str = "outbound-secret-for-tests";
+
+/// One call a receiver got: (signature header, delivery id header, body).
+type Call = (String, String, String);
+
+/// What a receiver answers (statuses, then 200) and the calls it got.
+#[derive(Default)]
+struct Script {
+    statuses: Vec<u16>,
+    calls: Vec<Call>,
+}
+
+/// A webhook receiver on loopback answering a script of statuses (then 200).
+struct Receiver {
+    url: String,
+    script: Arc<Mutex<Script>>,
+}
+
+async fn receive(
+    State(script): State<Arc<Mutex<Script>>>,
+    headers: HeaderMap,
+    body: String,
+) -> StatusCode {
+    let header = |k: &str| {
+        headers
+            .get(k)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let mut s = script.lock().unwrap();
+    s.calls.push((
+        header("x-clawbus-signature"),
+        header("x-clawbus-delivery"),
+        body,
+    ));
+    let status = if s.statuses.is_empty() {
+        200
+    } else {
+        s.statuses.remove(0)
+    };
+    StatusCode::from_u16(status).unwrap()
+}
+
+impl Receiver {
+    async fn start(statuses: Vec<u16>) -> Self {
+        let script = Arc::new(Mutex::new(Script {
+            statuses,
+            calls: Vec::new(),
+        }));
+        let app = axum::Router::new()
+            .route("/hook", axum::routing::post(receive))
+            .with_state(script.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Self {
+            url: format!("http://{addr}/hook"),
+            script,
+        }
+    }
+
+    fn calls(&self) -> Vec<Call> {
+        self.script.lock().unwrap().calls.clone()
+    }
+}
+
+async fn start(server: &ScriptedServer, receiver: &Receiver, attempts: u32) -> (Project, Child) {
+    let project = Project::new();
+    let hook = format!(
+        "[webhooks.deploys]\nagent = \"ops\"\nsecret_env = \"TEST_HOOK_SECRET\"\ndeliver_url = \"{}\"\n\n[delivery]\nbackoff = \"20ms\"\nbackoff_max = \"100ms\"\nmax_attempts = {attempts}\n",
+        receiver.url
+    );
+    project
+        .with_mock_and(&server.base_url(), &hook)
+        .write("agents.d/ops.toml", "");
+    let mut cmd = project.clawbus();
+    cmd.args(["up", "--port", "0"])
+        .env("TEST_HOOK_SECRET", SECRET);
+    let child = spawn_up(&project, cmd).await;
+    (project, child)
+}
+
+/// Sends a signed inbound delivery; returns the task id.
+async fn deliver(child: &Child, delivery: &str, body: &str) -> String {
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/hooks/deploys", child.url))
+        .header("X-Clawbus-Delivery", delivery)
+        .header(
+            "X-Clawbus-Signature",
+            sign(SECRET.as_bytes(), body.as_bytes()).unwrap(),
+        )
+        .body(body.to_string())
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap();
+    let answer: Value = resp.json().await.unwrap();
+    answer["task_id"].as_str().unwrap().to_string()
+}
+
+/// The task's events (SSE), as text.
+async fn events(child: &Child, task_id: &str) -> String {
+    reqwest::Client::new()
+        .get(format!("{}/v1/tasks/{task_id}/events", child.url))
+        .bearer_auth(&child.token)
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+#[actix_rt::test]
+async fn a_failing_receiver_is_retried_and_the_signed_reply_then_delivered() {
+    let server = ScriptedServer::with_responder(|_| Turn::text("deployed v42")).await;
+    let receiver = Receiver::start(vec![500, 503]).await;
+    let (_project, child) = start(&server, &receiver, 5).await;
+    let task_id = deliver(&child, "d-1", "deploy api").await;
+    eventually("the task's events record the delivery", async || {
+        events(&child, &task_id).await.contains("event: delivered")
+    })
+    .await;
+    let calls = receiver.calls();
+    assert_eq!(calls.len(), 3, "two failures, then the delivery");
+    let (signature, delivery, body) = &calls[2];
+    assert!(
+        signature_matches(SECRET.as_bytes(), body.as_bytes(), signature),
+        "signed with the hook's secret"
+    );
+    assert_eq!(delivery, &task_id, "the delivery id is the task id");
+    let body: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(body["text"], "deployed v42");
+    assert_eq!(body["hook"], "deploys");
+    assert_eq!(body["task_id"], task_id.as_str());
+    let text = events(&child, &task_id).await;
+    assert!(
+        text.contains("\"target\":\"webhook:deploys\"") && text.contains("\"attempts\":3"),
+        "{text}"
+    );
+    let terminal = text.find("event: terminal").unwrap();
+    assert!(text.find("event: delivered").unwrap() > terminal);
+    stop(child).await;
+}
+
+#[actix_rt::test]
+async fn a_receiver_that_always_fails_gets_the_failure_recorded_on_the_task() {
+    let server = ScriptedServer::with_responder(|_| Turn::text("deployed")).await;
+    let receiver = Receiver::start(vec![503; 10]).await;
+    let (_project, child) = start(&server, &receiver, 3).await;
+    let task_id = deliver(&child, "d-2", "deploy web").await;
+    eventually("the failed delivery is on the task's events", async || {
+        events(&child, &task_id)
+            .await
+            .contains("event: delivery_failed")
+    })
+    .await;
+    assert_eq!(receiver.calls().len(), 3, "max_attempts tries, no more");
+    let text = events(&child, &task_id).await;
+    assert!(
+        text.contains("\"attempts\":3") && text.contains("HTTP 503"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\"state\":\"succeeded\""),
+        "the task itself succeeded: {text}"
+    );
+    let metrics = reqwest::Client::new()
+        .get(format!("{}/metrics", child.url))
+        .bearer_auth(&child.token)
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("clawbus_deliveries_total{channel=\"webhook\",outcome=\"failed\"} 1")
+            && metrics.contains("clawbus_delivery_retries_total{channel=\"webhook\"} 2"),
+        "{metrics}"
+    );
+    stop(child).await;
+}
