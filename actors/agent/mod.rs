@@ -136,6 +136,7 @@ impl AgentHandle {
         let deps = TurnDeps {
             model,
             model_name: def.model.model.clone(),
+            model_label: def.model.to_string(),
             tools: crate::tools::agent_tools(
                 def,
                 config,
@@ -195,7 +196,13 @@ impl AgentHandle {
             }),
             clock: shared.clock.clone(),
             drain: shared.drain.clone(),
-            price: config.prices.get(&def.model.to_string()).copied(),
+            prices: std::iter::once(&def.model)
+                .chain(&def.fallbacks)
+                .filter_map(|m| {
+                    let label = m.to_string();
+                    config.prices.get(&label).map(|p| (label, *p))
+                })
+                .collect(),
         });
         let actor = AgentActor::new(
             rt,

@@ -253,6 +253,7 @@ impl MessageAccumulator {
             tool_calls,
             finish_reason: self.stop_reason.as_deref().map(finish_reason),
             usage: self.usage.finish(),
+            model: None,
         })
     }
 }
