@@ -1,6 +1,7 @@
 //! The agent actor: one per agent definition; consumes `agent.<id>` tasks and runs turns.
 
 mod actor;
+pub mod prose_call;
 mod provider;
 pub mod retry;
 mod run_context;

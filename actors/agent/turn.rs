@@ -373,6 +373,9 @@ async fn tool_loop(
             "Model answered."
         );
         let answered = answered.to_owned();
+        if reply.tool_calls.is_empty() {
+            warn_prose_call(&input.tool_context, &answered, reply.text.as_deref());
+        }
         let message = if reply.tool_calls.is_empty() {
             ChatMessage::assistant(Some(reply.text.unwrap_or_default()), Vec::new())
         } else {
@@ -381,6 +384,22 @@ async fn tool_loop(
         journal.model_reply(&message, &answered)?;
         added.push(message);
     }
+}
+
+/// Logs at WARN a final answer that is a tool call written as text: the turn ends with that
+/// text (see [`super::prose_call`]).
+fn warn_prose_call(ctx: &ToolContext, model: &str, text: Option<&str>) {
+    let Some(tool) = text.and_then(super::prose_call::prose_tool_call) else {
+        return;
+    };
+    let (task_id, request_id) = match &ctx.run {
+        Some(run) => (run.task_id.to_string(), run.request_id.as_str()),
+        None => (String::new(), ""),
+    };
+    tracing::warn!(
+        agent = %ctx.agent, session = %ctx.session, task_id = %task_id, request_id, model = %model, tool = %tool,
+        "The model wrote a tool call as text instead of calling the tool; the turn ends with that text as its answer (a model or server without tool-call support?)."
+    );
 }
 
 /// Runs one tool call: its result text, and whether it succeeded.

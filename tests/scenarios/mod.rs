@@ -19,5 +19,6 @@ mod tools;
 mod topics;
 mod turn;
 mod usage;
+mod warnings;
 mod web;
 mod webhooks;
