@@ -94,6 +94,8 @@ pub struct Clawbus {
     bus: Arc<dyn Bus>,
     lanes: Lanes,
     metrics: Metrics,
+    /// The model providers' circuit breakers (the process-wide registry agents use).
+    breakers: &'static crate::model::Breakers,
     index: SessionIndex,
     live: LiveSessions,
     approvals: Approvals,
@@ -132,7 +134,8 @@ impl Clawbus {
         let bus: Arc<dyn Bus> = Arc::new(local.clone());
         let metrics = Metrics::new();
         // Model circuit breakers are shared by every agent of the process; /metrics shows them.
-        crate::model::Breakers::global().attach_metrics(&metrics);
+        let breakers = crate::model::Breakers::global();
+        breakers.attach_metrics(&metrics);
         let lanes = Lanes::start(&config.lanes, metrics.clone());
         let index = SessionIndex::open(&db).map_err(|e| state_err(e.to_string()))?;
         let live: LiveSessions = Default::default();
@@ -175,6 +178,7 @@ impl Clawbus {
             bus,
             lanes,
             metrics,
+            breakers,
             index,
             live,
             approvals,
@@ -216,6 +220,11 @@ impl Clawbus {
     /// The metrics registry.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    /// The model providers' circuit breakers.
+    pub fn breakers(&self) -> &'static crate::model::Breakers {
+        self.breakers
     }
 
     /// The session index.

@@ -1,6 +1,7 @@
-//! What a turn logs at WARN, read from a real `clawbus up`'s stderr: a failed turn names its
-//! cause, task id and request id; a tool call the model wrote as text (a small local model's
-//! habit) ends the turn with that text, after one model call, and is logged once.
+//! What a real `clawbus up` tells its operator about model calls, read from its stderr and its
+//! CLI: a failed turn logs its cause, task id and request id at WARN; a tool call the model wrote
+//! as text (a small local model's habit) ends the turn with that text, after one model call, and
+//! is logged once; `clawbus status` and `/metrics` show the circuit breakers.
 
 use super::system::{spawn_up_logging, stop};
 use crate::support::{NET, Project, last_user};
@@ -92,4 +93,90 @@ async fn prose_tool_calls_end_the_turn_and_a_failed_turn_logs_its_cause_with_its
         cause[0].contains("request_id=\"broken-1\"") && cause[0].contains("HTTP 400"),
         "the cause and both ids: {log}"
     );
+}
+
+#[actix_rt::test]
+async fn clawbus_status_and_metrics_show_a_breaker_opened_by_five_failures() {
+    let down = ScriptedServer::with_responder(|_| Turn::http_error(503)).await;
+    let backup = ScriptedServer::with_responder(|_| Turn::text("from the backup")).await;
+    let project = Project::new();
+    project
+        .write(
+            "clawbus.toml",
+            &format!(
+                "[providers.down]\nkind = \"openai\"\nbase_url = \"{}\"\nmax_retries = 0\n\n\
+                 [providers.backup]\nkind = \"openai\"\nbase_url = \"{}\"\nmax_retries = 0\n",
+                down.base_url(),
+                backup.base_url()
+            ),
+        )
+        .write(
+            "agents.d/chat.toml",
+            "model = \"down/m\"\nfallbacks = [\"backup/m\"]\n",
+        );
+    let mut cmd = project.clawbus();
+    cmd.args(["up", "--port", "0"]);
+    let child = spawn_up_logging(&project, cmd, std::process::Stdio::null()).await;
+    for i in 0..6 {
+        let done = post(&child.url, &child.token, "hi", &format!("b-{i}")).await;
+        assert_eq!(done["result"]["text"], "from the backup", "{done}");
+    }
+    assert_eq!(
+        down.request_count(),
+        5,
+        "open after five: the sixth went straight to the backup"
+    );
+
+    let status = |json: bool| {
+        let mut cmd = project.clawbus();
+        cmd.args(["status", "--url", &child.url])
+            .env("CLAWBUS_TOKEN", &child.token);
+        if json {
+            cmd.arg("--json");
+        }
+        cmd
+    };
+    let out = crate::support::run_cmd(status(true)).await;
+    assert!(out.status.success(), "{out:?}");
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let breaker = |name: &str| {
+        answer["breakers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["provider"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no breaker {name}: {answer}"))
+    };
+    assert_eq!(breaker("down")["state"], "open", "{answer}");
+    assert_eq!(breaker("down")["failures"], 5, "{answer}");
+    assert!(breaker("down")["retry_in_ms"].as_u64().unwrap() <= 30_000);
+    assert_eq!(breaker("backup")["state"], "closed", "{answer}");
+    assert_eq!(answer["agents"][0]["fallbacks"][0], "backup/m", "{answer}");
+    let out = crate::support::run_cmd(status(false)).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines().any(|l| l.contains("down")
+            && l.contains("open")
+            && l.contains("5 consecutive failures")),
+        "{text}"
+    );
+
+    let metrics = reqwest::Client::new()
+        .get(format!("{}/metrics", child.url))
+        .bearer_auth(&child.token)
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "clawbus_model_breaker_state{provider=\"down\"} 2"),
+        "{metrics}"
+    );
+    stop(child).await;
 }
