@@ -124,6 +124,28 @@ impl AnthropicClient {
         request::request_body(req, &self.params, self.cfg.max_tokens)
     }
 
+    /// Folds a whole recorded event stream (the bytes of a `/v1/messages` SSE answer) into a
+    /// reply through the same parsing and accumulation as a streamed call, without the network:
+    /// for replaying recorded streams and measuring the client's own cost.
+    pub fn decode_stream(
+        &self,
+        body: &[u8],
+        observer: &dyn ModelObserver,
+    ) -> Result<ModelReply, ModelError> {
+        let target = format!("recorded stream of {}", self.url);
+        let mut acc = MessageAccumulator::default();
+        let mut parser = SseParser::new();
+        let mut events = parser.push(body);
+        events.extend(parser.finish());
+        for event in events {
+            if self.apply_data(&mut acc, &event.data, &target, observer)? {
+                break;
+            }
+        }
+        acc.finish()
+            .map_err(|e| ModelError::Protocol(format!("{target}: {e}")))
+    }
+
     async fn attempt(
         &self,
         body: &Value,
