@@ -32,7 +32,7 @@ pub struct ApiState {
     /// The metrics registry served at `GET /metrics`.
     pub metrics: crate::metrics::Metrics,
     /// The model providers' circuit breakers, shown by `GET /v1/status`.
-    pub breakers: &'static crate::model::Breakers,
+    pub breakers: Arc<crate::model::Breakers>,
     /// The session index.
     pub sessions: crate::session::index::SessionIndex,
     /// Live sessions and their state.

@@ -110,7 +110,7 @@ impl HttpChannel {
             config,
             token: Arc::new(token.clone()),
             metrics: system.metrics().clone(),
-            breakers: system.breakers(),
+            breakers: system.breakers().clone(),
             sessions: system.sessions().clone(),
             live: system.live().clone(),
             approvals: system.approvals().clone(),

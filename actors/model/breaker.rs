@@ -278,11 +278,10 @@ impl Breakers {
         }
     }
 
-    /// The process-wide registry (default policy, system clock) that
-    /// [`crate::agent::build_model`] uses: it takes only the configuration, and breakers must be
-    /// shared by every agent of the process, so the registry lives in a `OnceLock` created on
-    /// first use. Code that owns the process's services can pass its own registry to
-    /// `build_model_with` (next to `build_model`) instead.
+    /// A registry for code that has no process to take one from (a model built alone by
+    /// [`crate::agent::build_model`], in tests and tools): default policy, system clock, one per
+    /// process. A running system owns its own registry, on its clock, and passes it to
+    /// `build_model_with`.
     pub fn global() -> &'static Breakers {
         static GLOBAL: OnceLock<Breakers> = OnceLock::new();
         GLOBAL.get_or_init(|| Breakers::new(BreakerPolicy::default(), Arc::new(bus::SystemClock)))

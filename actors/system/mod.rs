@@ -94,8 +94,8 @@ pub struct Clawbus {
     bus: Arc<dyn Bus>,
     lanes: Lanes,
     metrics: Metrics,
-    /// The model providers' circuit breakers (the process-wide registry agents use).
-    breakers: &'static crate::model::Breakers,
+    /// The model providers' circuit breakers, on the process's clock.
+    breakers: Arc<crate::model::Breakers>,
     index: SessionIndex,
     live: LiveSessions,
     approvals: Approvals,
@@ -134,7 +134,10 @@ impl Clawbus {
         let bus: Arc<dyn Bus> = Arc::new(local.clone());
         let metrics = Metrics::new();
         // Model circuit breakers are shared by every agent of the process; /metrics shows them.
-        let breakers = crate::model::Breakers::global();
+        let breakers = Arc::new(crate::model::Breakers::new(
+            crate::model::BreakerPolicy::default(),
+            clock.clone(),
+        ));
         breakers.attach_metrics(&metrics);
         let lanes = Lanes::start(&config.lanes, metrics.clone());
         let index = SessionIndex::open(&db).map_err(|e| state_err(e.to_string()))?;
@@ -164,6 +167,7 @@ impl Clawbus {
             drain: drain.clone(),
             shards: shards.clone(),
             cron: Some(scheduler.clone()),
+            breakers: breakers.clone(),
         };
         let mut agents = Vec::new();
         for def in &config.agents {
@@ -223,8 +227,8 @@ impl Clawbus {
     }
 
     /// The model providers' circuit breakers.
-    pub fn breakers(&self) -> &'static crate::model::Breakers {
-        self.breakers
+    pub fn breakers(&self) -> &Arc<crate::model::Breakers> {
+        &self.breakers
     }
 
     /// The session index.
