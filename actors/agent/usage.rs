@@ -101,11 +101,14 @@ impl TurnUsage {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct UsageByModel {
     models: Vec<(String, TurnUsage)>,
+    /// The model that answered the last call.
+    last: Option<String>,
 }
 
 impl UsageByModel {
     /// Adds one model call answered by `model` (`provider/model`).
     pub fn add_call(&mut self, model: &str, request: &ChatRequest, reply: &ModelReply) {
+        self.last = Some(model.to_owned());
         let at = match self.models.iter().position(|(m, _)| m == model) {
             Some(at) => at,
             None => {
@@ -115,6 +118,19 @@ impl UsageByModel {
         };
         if let Some((_, usage)) = self.models.get_mut(at) {
             usage.add_call(request, reply);
+        }
+    }
+
+    /// Adds every model's tokens of `other`.
+    pub fn merge(&mut self, other: &UsageByModel) {
+        if other.last.is_some() {
+            self.last.clone_from(&other.last);
+        }
+        for (model, tokens) in &other.models {
+            match self.models.iter_mut().find(|(m, _)| m == model) {
+                Some((_, mine)) => mine.add(tokens),
+                None => self.models.push((model.clone(), *tokens)),
+            }
         }
     }
 
@@ -144,7 +160,7 @@ impl UsageByModel {
     /// The usage as the task result carries it: the turn's total tokens (as
     /// [`TurnUsage::to_json`]) with `model` the model that answered last, and `models`: each model's tokens and cost.
     pub fn to_json(&self, agent: &str, own_model: &str, prices: &BTreeMap<String, Price>) -> Value {
-        let last = self.models.last().map_or(own_model, |(m, _)| m.as_str());
+        let last = self.last.as_deref().unwrap_or(own_model);
         let mut v = self.total().to_json(agent, last, None);
         if let Some(obj) = v.as_object_mut() {
             if let Some(cost) = self.cost_usd(prices) {

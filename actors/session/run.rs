@@ -327,6 +327,8 @@ impl Run {
         };
         let prompt = rt.prompt(key, channel);
         let mut entries = Vec::new();
+        // The tokens of a compaction's model calls, counted with the turn's.
+        let mut compaction_usage = UsageByModel::default();
 
         // A redelivered task may have run before: pick up its journal instead of starting over.
         let resumed = if env.attempt > 1 {
@@ -370,6 +372,7 @@ impl Run {
                         &view,
                         &self.transcript,
                         user.id,
+                        &mut compaction_usage,
                     )
                     .await;
                     match compacted {
@@ -444,17 +447,21 @@ impl Run {
             }
         }
         let (outcome, iterations, usage) = match turn {
-            Ok(out) => (
-                Outcome::Succeeded {
-                    result: json!({
-                        "text": out.text,
-                        "iterations": out.iterations,
-                        "usage": out.usage.to_json(rt.id.as_str(), &rt.deps.model_label, &rt.prices),
-                    }),
-                },
-                out.iterations,
-                out.usage,
-            ),
+            Ok(out) => {
+                let mut usage = compaction_usage;
+                usage.merge(&out.usage);
+                (
+                    Outcome::Succeeded {
+                        result: json!({
+                            "text": out.text,
+                            "iterations": out.iterations,
+                            "usage": usage.to_json(rt.id.as_str(), &rt.deps.model_label, &rt.prices),
+                        }),
+                    },
+                    out.iterations,
+                    usage,
+                )
+            }
             Err(e) if retry::classify(&e) != FailureClass::Final => (
                 Outcome::DeadLettered {
                     error: format!("{e} (after {} attempts)", env.attempt),
