@@ -142,8 +142,7 @@ impl AnthropicClient {
                 break;
             }
         }
-        acc.finish()
-            .map_err(|e| ModelError::Protocol(format!("{target}: {e}")))
+        finish(acc, &target)
     }
 
     async fn attempt(
@@ -177,8 +176,7 @@ impl AnthropicClient {
             })?;
             self.apply(&mut acc, &payload, target, observer)?;
         }
-        acc.finish()
-            .map_err(|e| Failure::from(ModelError::Protocol(format!("{target}: {e}"))))
+        finish(acc, target).map_err(Failure::from)
     }
 
     async fn read_stream(
@@ -246,6 +244,21 @@ impl AnthropicClient {
         }
         Ok(())
     }
+}
+
+/// The reply of a finished stream. One cut short (started, no `message_stop`, no `stop_reason`)
+/// is a [`ModelError::Connect`], tried again like a dropped connection; any other incomplete
+/// stream is a [`ModelError::Protocol`].
+fn finish(acc: MessageAccumulator, target: &str) -> Result<ModelReply, ModelError> {
+    let cut = acc.cut_short();
+    acc.finish().map_err(|e| {
+        let message = format!("{target}: {e}");
+        if cut {
+            ModelError::Connect(message)
+        } else {
+            ModelError::Protocol(message)
+        }
+    })
 }
 
 #[async_trait]

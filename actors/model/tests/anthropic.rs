@@ -238,6 +238,10 @@ async fn a_stream_cut_before_message_stop_is_an_error() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("message_stop"), "{err}");
+    assert!(
+        matches!(err, ModelError::Connect(_)),
+        "a cut stream is tried again and falls over: {err:?}"
+    );
 }
 
 #[tokio::test]
