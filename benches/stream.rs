@@ -8,6 +8,18 @@
 //! 2. Loopback: `complete_observed` against a local server that answers the recorded body at
 //!    once, and the floor of the same request read whole by a bare reqwest client; the difference
 //!    is the client's overhead on a real connection.
+//!
+//! A run on the 2-core development machine (release, load average ≈ 11 from other builds, so the
+//! p99 column is mostly the scheduler), medians over 1,000 calls:
+//!
+//! | path | OpenAI SSE (33 KB) | Anthropic SSE (25 KB) |
+//! |---|---|---|
+//! | pure parse, per call | 222–237 µs | 165 µs |
+//! | pure parse, per delta | 1.1–1.2 µs | 0.8 µs |
+//! | loopback client call | 313 µs | 246–248 µs |
+//! | loopback floor (reqwest, body read whole) | 63–65 µs | 54 µs |
+//! | client overhead over the floor, per call | 249–251 µs | 192–194 µs |
+//! | client overhead over the floor, per delta | 1.2–1.3 µs | 1.0 µs |
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use axum::Router;
