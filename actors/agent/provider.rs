@@ -58,11 +58,14 @@ pub fn build_model_with(
         return Ok(primary);
     }
     let candidate = |model: &ModelRef, client| {
+        let policy = config
+            .provider_for(model)
+            .map_or_else(Default::default, |p| p.breaker);
         Candidate::new(
             &model.provider,
             &model.model,
             client,
-            breakers.for_provider(&model.provider),
+            breakers.for_provider_with(&model.provider, policy),
         )
     };
     let fallbacks = def

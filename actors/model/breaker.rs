@@ -291,13 +291,19 @@ impl Breakers {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The breaker of `provider`, created closed on first use.
+    /// The breaker of `provider`, created closed on first use with the registry's policy.
     pub fn for_provider(&self, provider: &str) -> Arc<Breaker> {
+        self.for_provider_with(provider, self.policy)
+    }
+
+    /// The breaker of `provider`, created closed on first use with `policy` (the provider's
+    /// `[providers.x] breaker_*`); a breaker already created keeps its policy.
+    pub fn for_provider_with(&self, provider: &str, policy: BreakerPolicy) -> Arc<Breaker> {
         let mut map = self.lock();
         if let Some(b) = map.get(provider) {
             return Arc::clone(b);
         }
-        let breaker = Arc::new(Breaker::new(provider, self.policy, Arc::clone(&self.clock)));
+        let breaker = Arc::new(Breaker::new(provider, policy, Arc::clone(&self.clock)));
         if let Some(metrics) = self.metrics.get() {
             breaker.attach(metrics);
         }
