@@ -1,6 +1,7 @@
 //! The agent actor: one per agent definition; consumes `agent.<id>` tasks and runs turns.
 
 mod actor;
+pub mod prose_call;
 mod provider;
 pub mod retry;
 mod run_context;
@@ -13,7 +14,7 @@ pub mod workspace;
 mod tests;
 
 pub use actor::{AgentActor, SessionLimits};
-pub use provider::{ModelBuildError, build_model};
+pub use provider::{ModelBuildError, build_model, build_model_with};
 pub use run_context::{RunContext, RunSlot};
 pub use turn::{
     INTERRUPTED_RESULT, Resume, TurnDeps, TurnError, TurnEvents, TurnHooks, TurnInput, TurnJournal,
@@ -95,6 +96,8 @@ pub struct AgentContext {
     pub shards: crate::session::SessionShards,
     /// The cron scheduler the `cron` tool manages; `None`: the tool refuses.
     pub cron: Option<Arc<crate::cron::Scheduler>>,
+    /// The model providers' circuit breakers, shared by every agent of the process.
+    pub breakers: Arc<crate::model::Breakers>,
 }
 
 /// The public handle of a running agent actor.
@@ -122,11 +125,12 @@ impl AgentHandle {
                 path: config.state_dir.join("workspaces").join(&agent),
                 cause,
             })?;
-        let model = build_model(def, config).map_err(|cause| AgentError::Model {
-            agent: agent.clone(),
-            model: def.model.to_string(),
-            cause: Box::new(cause),
-        })?;
+        let model =
+            build_model_with(def, config, &shared.breakers).map_err(|cause| AgentError::Model {
+                agent: agent.clone(),
+                model: def.model.to_string(),
+                cause: Box::new(cause),
+            })?;
         // Skills: one catalog per agent, a snapshot per session refreshed when a SKILL.md changes.
         let skills = Arc::new(crate::skills::AgentSkills::new(
             crate::skills::SkillCatalog::for_agent(config, def, &workspace),
@@ -136,6 +140,7 @@ impl AgentHandle {
         let deps = TurnDeps {
             model,
             model_name: def.model.model.clone(),
+            model_label: def.model.to_string(),
             tools: crate::tools::agent_tools(
                 def,
                 config,
@@ -195,7 +200,13 @@ impl AgentHandle {
             }),
             clock: shared.clock.clone(),
             drain: shared.drain.clone(),
-            price: config.prices.get(&def.model.to_string()).copied(),
+            prices: std::iter::once(&def.model)
+                .chain(&def.fallbacks)
+                .filter_map(|m| {
+                    let label = m.to_string();
+                    config.prices.get(&label).map(|p| (label, *p))
+                })
+                .collect(),
             replies: crate::channels::replies::ReplyRoutes::new(config),
         });
         let actor = AgentActor::new(

@@ -40,8 +40,8 @@ pub enum ModelBuildError {
 /// The model client for `def`: an OpenAI-compatible or Anthropic client sending the agent's
 /// `[model_params]`, or the built-in scripted rules. The API key is read from the environment
 /// variable the provider names, never from a file. An agent with `fallbacks` gets a
-/// [`FallbackModel`] over its model and the fallbacks, guarded by the process-wide circuit
-/// breakers ([`Breakers::global`]).
+/// [`FallbackModel`] over its model and the fallbacks, guarded by the circuit breakers of
+/// [`Breakers::global`]; a running system passes its own registry to [`build_model_with`].
 pub fn build_model(def: &AgentDef, config: &Config) -> Result<Arc<dyn ChatModel>, ModelBuildError> {
     build_model_with(def, config, Breakers::global())
 }
@@ -58,11 +58,14 @@ pub fn build_model_with(
         return Ok(primary);
     }
     let candidate = |model: &ModelRef, client| {
+        let policy = config
+            .provider_for(model)
+            .map_or_else(Default::default, |p| p.breaker);
         Candidate::new(
             &model.provider,
             &model.model,
             client,
-            breakers.for_provider(&model.provider),
+            breakers.for_provider_with(&model.provider, policy),
         )
     };
     let fallbacks = def

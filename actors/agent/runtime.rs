@@ -37,8 +37,9 @@ pub struct AgentRuntime {
     pub clock: Arc<dyn Clock>,
     /// Runs in flight, and whether the daemon is shutting down.
     pub drain: crate::system::Drain,
-    /// The price of the agent's model (`[prices."<provider>/<model>"]`), when one is set.
-    pub price: Option<crate::config::Price>,
+    /// The prices of the agent's model and fallbacks that have one
+    /// (`[prices."<provider>/<model>"]`), by `provider/model`.
+    pub prices: std::collections::BTreeMap<String, crate::config::Price>,
     /// Which finished tasks' replies go back out through a channel's delivery actor.
     pub replies: crate::channels::replies::ReplyRoutes,
 }

@@ -51,6 +51,7 @@ impl ChatModel for Looping {
             tool_calls,
             finish_reason: Some("tool_calls".to_string()),
             usage: None,
+            model: None,
         })
     }
 }
@@ -95,6 +96,7 @@ fn deps(model: Arc<Looping>, tool: &Count, limits: Limits) -> TurnDeps {
     TurnDeps {
         model,
         model_name: "m".to_string(),
+        model_label: "scripted/m".to_string(),
         tools: ToolSet::default().with(tool.clone()),
         limits,
     }

@@ -20,6 +20,9 @@ pub struct TurnDeps {
     pub model: Arc<dyn ChatModel>,
     /// The model name sent in requests (the part after `provider/`).
     pub model_name: String,
+    /// The agent's own model as `provider/model`: who answered when the client does not say
+    /// (only a [`crate::model::FallbackModel`] does).
+    pub model_label: String,
     /// The tools this agent may call (already filtered by policy).
     pub tools: ToolSet,
     /// Iteration, time and size limits.
@@ -67,8 +70,11 @@ pub struct Resume {
 /// Records each step of a turn as it happens, so a turn interrupted by a crash resumes from
 /// its last durable step instead of starting over.
 pub trait TurnJournal: Send + Sync {
-    /// The model's reply, before any of its tool calls runs.
-    fn model_reply(&self, message: &ChatMessage) -> std::io::Result<()>;
+    /// The model's reply, before any of its tool calls runs, and the model that answered
+    /// (`provider/model`).
+    fn model_reply(&self, message: &ChatMessage, model: &str) -> std::io::Result<()>;
+    /// The call moved from model `from` to model `to` (the agent's fallbacks), for `reason`.
+    fn fell_over(&self, from: &str, to: &str, reason: &str) -> std::io::Result<()>;
     /// A tool call is about to run; durable before the call has any effect.
     fn tool_started(&self, call: &ToolCall) -> std::io::Result<()>;
     /// A tool call's result.
@@ -77,7 +83,10 @@ pub trait TurnJournal: Send + Sync {
 
 /// No journal: the turn's messages are only in its output (memory-flush turns, tests).
 impl TurnJournal for Unobserved {
-    fn model_reply(&self, _: &ChatMessage) -> std::io::Result<()> {
+    fn model_reply(&self, _: &ChatMessage, _: &str) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn fell_over(&self, _: &str, _: &str, _: &str) -> std::io::Result<()> {
         Ok(())
     }
     fn tool_started(&self, _: &ToolCall) -> std::io::Result<()> {
@@ -119,8 +128,9 @@ pub struct TurnOutput {
     pub iterations: u32,
     /// Every message the turn added (user, assistant, tool), for the transcript.
     pub added: Vec<ChatMessage>,
-    /// Tokens of the turn's model calls, summed (estimated where a server reported none).
-    pub usage: super::usage::TurnUsage,
+    /// Tokens of the turn's model calls, summed per model that answered (estimated where a
+    /// server reported none).
+    pub usage: super::usage::UsageByModel,
 }
 
 /// Why a turn ended without a final answer.
@@ -157,6 +167,11 @@ pub trait TurnEvents: ModelObserver {
     fn tool_start(&self, call: &ToolCall);
     /// A tool call ended; `ok` is false when it answered an error.
     fn tool_end(&self, call: &ToolCall, ok: bool);
+    /// Model call number `iteration` was answered by `model` (`provider/model`), which is not
+    /// the agent's own model (a fallback answered). Ignored unless overridden.
+    fn answered_by(&self, iteration: u32, model: &str) {
+        let _ = (iteration, model);
+    }
 }
 
 impl TurnEvents for Unobserved {
@@ -165,18 +180,45 @@ impl TurnEvents for Unobserved {
     fn tool_end(&self, _: &ToolCall, _: bool) {}
 }
 
-/// Hands a turn's observer to the model as a [`ModelObserver`].
-struct Forward<'a>(&'a dyn TurnEvents);
+/// Hands a turn's observer to the model as a [`ModelObserver`], keeping the call's moves from
+/// model to model for the journal.
+struct Forward<'a> {
+    events: &'a dyn TurnEvents,
+    /// `(from, to, reason)` of each move, in order.
+    moves: std::sync::Mutex<Vec<(String, String, String)>>,
+}
+
+impl<'a> Forward<'a> {
+    fn new(events: &'a dyn TurnEvents) -> Self {
+        Self {
+            events,
+            moves: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Writes the call's moves to the journal.
+    fn journal(self, journal: &dyn TurnJournal) -> std::io::Result<()> {
+        let moves = self.moves.into_inner().unwrap_or_else(|e| e.into_inner());
+        for (from, to, reason) in moves {
+            journal.fell_over(&from, &to, &reason)?;
+        }
+        Ok(())
+    }
+}
 
 impl ModelObserver for Forward<'_> {
     fn text(&self, delta: &str) {
-        self.0.text(delta);
+        self.events.text(delta);
     }
     fn retry(&self, attempt: u32, delay: Duration, error: &ModelError) {
-        self.0.retry(attempt, delay, error);
+        self.events.retry(attempt, delay, error);
     }
     fn fell_over(&self, event: &crate::model::Fallover<'_>) {
-        self.0.fell_over(event);
+        if let Ok(mut moves) = self.moves.lock() {
+            let reason = event.reason.to_string();
+            moves.push((event.from.to_owned(), event.to.to_owned(), reason));
+        }
+        self.events.fell_over(event);
     }
 }
 
@@ -278,7 +320,7 @@ async fn tool_loop(
     };
     let mut iterations = added.iter().filter(|m| m.role == Role::Assistant).count() as u32;
     let mut guard = RepeatGuard::default();
-    let mut usage = super::usage::TurnUsage::default();
+    let mut usage = super::usage::UsageByModel::default();
     loop {
         for call in pending_calls(&added) {
             guard.check(&call)?;
@@ -323,25 +365,50 @@ async fn tool_loop(
         };
         let started_at = Instant::now();
         events.model_call(iterations);
-        let reply = deps
-            .model
-            .complete_observed(&request, &Forward(events))
-            .await?;
-        usage.add_call(&request, &reply);
+        let observer = Forward::new(events);
+        let reply = deps.model.complete_observed(&request, &observer).await;
+        // The moves are journaled whether a later model answered or every one failed.
+        observer.journal(journal)?;
+        let reply = reply?;
+        let answered = reply.model.as_deref().unwrap_or(&deps.model_label);
+        if answered != deps.model_label {
+            events.answered_by(iterations, answered);
+        }
+        usage.add_call(answered, &request, &reply);
         tracing::debug!(
             iteration = iterations,
             calls = reply.tool_calls.len(),
             model_ms = started_at.elapsed().as_millis() as u64,
             "Model answered."
         );
+        let answered = answered.to_owned();
+        if reply.tool_calls.is_empty() {
+            warn_prose_call(&input.tool_context, &answered, reply.text.as_deref());
+        }
         let message = if reply.tool_calls.is_empty() {
             ChatMessage::assistant(Some(reply.text.unwrap_or_default()), Vec::new())
         } else {
             ChatMessage::assistant(reply.text, reply.tool_calls)
         };
-        journal.model_reply(&message)?;
+        journal.model_reply(&message, &answered)?;
         added.push(message);
     }
+}
+
+/// Logs at WARN a final answer that is a tool call written as text: the turn ends with that
+/// text (see [`super::prose_call`]).
+fn warn_prose_call(ctx: &ToolContext, model: &str, text: Option<&str>) {
+    let Some(tool) = text.and_then(super::prose_call::prose_tool_call) else {
+        return;
+    };
+    let (task_id, request_id) = match &ctx.run {
+        Some(run) => (run.task_id.to_string(), run.request_id.as_str()),
+        None => (String::new(), ""),
+    };
+    tracing::warn!(
+        agent = %ctx.agent, session = %ctx.session, task_id = %task_id, request_id, model = %model, tool = %tool,
+        "The model wrote a tool call as text instead of calling the tool; the turn ends with that text as its answer (a model or server without tool-call support?)."
+    );
 }
 
 /// Runs one tool call: its result text, and whether it succeeded.

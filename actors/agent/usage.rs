@@ -4,11 +4,16 @@
 //! estimated at 4 characters a token over the request and the reply, and the turn's usage is then
 //! marked `estimated`. Prompt tokens count every input token, cached or not; the cost charges the
 //! cache reads and writes at their prices and the rest of the prompt at the input price.
+//!
+//! A turn's calls may be answered by different models (a fallback after the primary failed):
+//! [`UsageByModel`] keeps the tokens of each model apart, so each is priced at its own model's
+//! price and counted under that model.
 
 use crate::config::Price;
 use crate::model::{ChatRequest, ModelReply, Usage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// Characters per token of the estimate used when a server reports no usage.
 pub const CHARS_PER_TOKEN: u64 = 4;
@@ -32,23 +37,17 @@ pub struct TurnUsage {
 impl TurnUsage {
     /// Adds one model call: the provider's usage, or an estimate when it sent none.
     pub fn add_call(&mut self, request: &ChatRequest, reply: &ModelReply) {
-        let usage = match reply.usage {
-            Some(u) => u,
-            None => {
-                self.estimated = true;
-                estimate(request, reply)
-            }
+        let (usage, estimated) = match reply.usage {
+            Some(u) => (u, false),
+            None => (estimate(request, reply), true),
         };
-        self.prompt_tokens = self.prompt_tokens.saturating_add(usage.prompt_tokens);
-        self.completion_tokens = self
-            .completion_tokens
-            .saturating_add(usage.completion_tokens);
-        self.cache_read_tokens = self
-            .cache_read_tokens
-            .saturating_add(usage.cache_read_tokens.unwrap_or(0));
-        self.cache_write_tokens = self
-            .cache_write_tokens
-            .saturating_add(usage.cache_write_tokens.unwrap_or(0));
+        self.add(&TurnUsage {
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+            cache_read_tokens: usage.cache_read_tokens.unwrap_or(0),
+            cache_write_tokens: usage.cache_write_tokens.unwrap_or(0),
+            estimated,
+        });
     }
 
     /// Prompt tokens neither read from nor written to the cache.
@@ -77,6 +76,108 @@ impl TurnUsage {
             if let Some(p) = price {
                 obj.insert("cost_usd".into(), Value::from(self.cost_usd(p)));
             }
+        }
+        v
+    }
+
+    /// Adds another sum of tokens to this one.
+    pub fn add(&mut self, other: &TurnUsage) {
+        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(other.completion_tokens);
+        self.cache_read_tokens = self
+            .cache_read_tokens
+            .saturating_add(other.cache_read_tokens);
+        self.cache_write_tokens = self
+            .cache_write_tokens
+            .saturating_add(other.cache_write_tokens);
+        self.estimated |= other.estimated;
+    }
+}
+
+/// The tokens of a turn per model that answered (`provider/model`), in the order the models
+/// first answered.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct UsageByModel {
+    models: Vec<(String, TurnUsage)>,
+    /// The model that answered the last call.
+    last: Option<String>,
+}
+
+impl UsageByModel {
+    /// Adds one model call answered by `model` (`provider/model`).
+    pub fn add_call(&mut self, model: &str, request: &ChatRequest, reply: &ModelReply) {
+        self.last = Some(model.to_owned());
+        let at = match self.models.iter().position(|(m, _)| m == model) {
+            Some(at) => at,
+            None => {
+                self.models.push((model.to_owned(), TurnUsage::default()));
+                self.models.len() - 1
+            }
+        };
+        if let Some((_, usage)) = self.models.get_mut(at) {
+            usage.add_call(request, reply);
+        }
+    }
+
+    /// Adds every model's tokens of `other`.
+    pub fn merge(&mut self, other: &UsageByModel) {
+        if other.last.is_some() {
+            self.last.clone_from(&other.last);
+        }
+        for (model, tokens) in &other.models {
+            match self.models.iter_mut().find(|(m, _)| m == model) {
+                Some((_, mine)) => mine.add(tokens),
+                None => self.models.push((model.clone(), *tokens)),
+            }
+        }
+    }
+
+    /// Each model and its tokens.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &TurnUsage)> {
+        self.models.iter().map(|(m, u)| (m.as_str(), u))
+    }
+
+    /// The tokens of every model together.
+    pub fn total(&self) -> TurnUsage {
+        let mut total = TurnUsage::default();
+        for (_, usage) in &self.models {
+            total.add(usage);
+        }
+        total
+    }
+
+    /// What the tokens cost, each model's at its price in `prices` (by `provider/model`);
+    /// `None` when no model that answered has a price.
+    pub fn cost_usd(&self, prices: &BTreeMap<String, Price>) -> Option<f64> {
+        self.models
+            .iter()
+            .filter_map(|(m, u)| prices.get(m).map(|p| u.cost_usd(p)))
+            .reduce(|a, b| a + b)
+    }
+
+    /// The usage as the task result carries it: the turn's total tokens (as
+    /// [`TurnUsage::to_json`]) with `model` the model that answered last, and `models`: each model's tokens and cost.
+    pub fn to_json(&self, agent: &str, own_model: &str, prices: &BTreeMap<String, Price>) -> Value {
+        let last = self.last.as_deref().unwrap_or(own_model);
+        let mut v = self.total().to_json(agent, last, None);
+        if let Some(obj) = v.as_object_mut() {
+            if let Some(cost) = self.cost_usd(prices) {
+                obj.insert("cost_usd".into(), Value::from(cost));
+            }
+            let models: Vec<Value> = self
+                .models
+                .iter()
+                .map(|(m, u)| {
+                    let mut one = u.to_json(agent, m, prices.get(m));
+                    if let Some(o) = one.as_object_mut() {
+                        o.remove("agent");
+                    }
+                    one
+                })
+                .collect();
+            obj.insert("models".into(), Value::from(models));
         }
         v
     }
@@ -152,5 +253,40 @@ mod tests {
         let v = usage.to_json("a", "p/m", Some(&price));
         assert!(v.get("estimated").is_none());
         assert_eq!(v["model"], "p/m");
+    }
+
+    #[test]
+    fn each_model_that_answered_is_priced_at_its_own_price() {
+        let request = ChatRequest::default();
+        let reply = |p, c| ModelReply {
+            usage: Some(Usage {
+                prompt_tokens: p,
+                completion_tokens: c,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut usage = UsageByModel::default();
+        usage.add_call("a/big", &request, &reply(1_000_000, 0));
+        usage.add_call("b/small", &request, &reply(1_000_000, 1_000_000));
+        usage.add_call("b/small", &request, &reply(1_000_000, 0));
+        let price = |input_per_mtok, output_per_mtok| Price {
+            input_per_mtok,
+            output_per_mtok,
+            cache_read_per_mtok: 0.0,
+            cache_write_per_mtok: 0.0,
+        };
+        let prices = BTreeMap::from([
+            ("a/big".to_owned(), price(10.0, 0.0)),
+            ("b/small".to_owned(), price(1.0, 2.0)),
+        ]);
+        assert_eq!(usage.total().prompt_tokens, 3_000_000);
+        let cost = usage.cost_usd(&prices).unwrap_or(-1.0);
+        assert!((cost - (10.0 + 2.0 + 2.0)).abs() < 1e-9, "{cost}");
+        let v = usage.to_json("agent", "a/big", &prices);
+        assert_eq!(v["model"], "b/small", "the last model that answered: {v}");
+        assert_eq!(v["models"][0]["model"], "a/big");
+        assert_eq!(v["models"][1]["prompt_tokens"], 2_000_000);
+        assert!(v["models"][1].get("agent").is_none());
     }
 }

@@ -15,6 +15,7 @@ mod prompt;
 mod sessions;
 mod skills;
 mod spend;
+mod status;
 mod tail;
 mod tasks;
 mod tools;
@@ -137,6 +138,9 @@ pub enum Command {
     Skills(skills::SkillsArgs),
     /// Tokens and cost per agent and model, summed over the task records in the store.
     Usage(spend::UsageArgs),
+    /// The running daemon's agents, their models and fallbacks, and each model provider's
+    /// circuit breaker.
+    Status(status::StatusArgs),
 }
 
 /// Runs the parsed command line.
@@ -154,6 +158,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Prompt(args) => prompt::run(&cli.global, args),
         Command::Skills(args) => skills::run(&cli.global, args),
         Command::Usage(args) => spend::run(&cli.global, args),
+        Command::Status(args) => status::run(&cli.global, args),
     }
 }
 

@@ -147,6 +147,12 @@ pub fn render_entry(e: &serde_json::Value) -> String {
             e["outcome"].as_str().unwrap_or_default(),
             e["reason"].as_str().unwrap_or_default()
         ),
+        "model_fell_over" => format!(
+            "[{at}] — model {} left for {}: {}",
+            e["from"].as_str().unwrap_or_default(),
+            e["to"].as_str().unwrap_or_default(),
+            e["reason"].as_str().unwrap_or_default()
+        ),
         "tool_call_started" => format!(
             "[{at}] — tool {} started (call {})",
             e["name"].as_str().unwrap_or_default(),

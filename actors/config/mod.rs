@@ -16,6 +16,7 @@
 //! `[heartbeat]`), `timezone` (`[gateway] timezone` and its default).
 
 mod agent;
+mod breaker;
 pub mod cron;
 mod delivery;
 mod duration;
@@ -247,6 +248,8 @@ pub struct ProviderDef {
     /// `max_tokens` of requests whose agent sets none (`[providers.x] max_tokens`): always sent
     /// by `anthropic` (default [`DEFAULT_ANTHROPIC_MAX_TOKENS`]), sent by `openai` when set.
     pub max_tokens: Option<u32>,
+    /// Its circuit breaker (`breaker_failures`, `breaker_cooldown`, `breaker_max_cooldown`).
+    pub breaker: crate::model::BreakerPolicy,
 }
 
 impl ProviderDef {
@@ -261,6 +264,7 @@ impl ProviderDef {
             max_retries: DEFAULT_MAX_RETRIES,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             max_tokens: None,
+            breaker: crate::model::BreakerPolicy::default(),
         }
     }
 }

@@ -464,3 +464,34 @@ fn byte_sizes_are_read_and_checked() {
         "{found:?}"
     );
 }
+
+#[test]
+fn provider_breaker_settings_are_read_and_checked() {
+    let fx = Fixture::new();
+    let provider = "[providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n";
+    fx.write(
+        "clawbus.toml",
+        &format!("{provider}breaker_failures = 3\nbreaker_cooldown = \"10s\"\nbreaker_max_cooldown = \"1m\"\n"),
+    );
+    let config = load(&fx.opts()).unwrap();
+    let policy = config.providers["local"].breaker;
+    assert_eq!(policy.failures, 3);
+    assert_eq!(policy.cooldown, std::time::Duration::from_secs(10));
+    assert_eq!(policy.max_cooldown, std::time::Duration::from_secs(60));
+
+    fx.write(
+        "clawbus.toml",
+        &format!("{provider}breaker_failures = 0\nbreaker_cooldown = \"10m\"\nbreaker_max_cooldown = \"1m\"\n"),
+    );
+    let report = fx.errors(&fx.opts());
+    let found: Vec<String> = report.problems().map(ToString::to_string).collect();
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(
+        found[0].contains(":4:20: field \"providers.local.breaker_failures\": 0 is out of range"),
+        "{found:?}"
+    );
+    assert!(
+        found[1].contains(":6:24: field \"providers.local.breaker_max_cooldown\": 1m is shorter than breaker_cooldown (600s)"),
+        "{found:?}"
+    );
+}

@@ -392,6 +392,16 @@ fn provider_def(
             kind_value,
             problems,
         ),
+        breaker: super::breaker::breaker_policy(
+            src,
+            super::breaker::BreakerFields {
+                failures: &p.breaker_failures,
+                cooldown: &p.breaker_cooldown,
+                max_cooldown: &p.breaker_max_cooldown,
+            },
+            field,
+            problems,
+        ),
     })
 }
 

@@ -31,6 +31,8 @@ pub struct ApiState {
     pub token: Arc<String>,
     /// The metrics registry served at `GET /metrics`.
     pub metrics: crate::metrics::Metrics,
+    /// The model providers' circuit breakers, shown by `GET /v1/status`.
+    pub breakers: Arc<crate::model::Breakers>,
     /// The session index.
     pub sessions: crate::session::index::SessionIndex,
     /// Live sessions and their state.
@@ -64,6 +66,7 @@ pub fn router(state: ApiState) -> Router {
         .merge(super::cron::routes())
         .merge(super::tasks::routes())
         .merge(super::usage::routes())
+        .merge(super::status::routes())
         .merge(super::openai::routes())
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),

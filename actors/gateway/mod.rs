@@ -10,6 +10,7 @@ mod health;
 pub mod metrics;
 pub mod openai;
 pub mod sessions;
+pub mod status;
 pub mod tail;
 pub mod tasks;
 pub mod token;
@@ -109,6 +110,7 @@ impl HttpChannel {
             config,
             token: Arc::new(token.clone()),
             metrics: system.metrics().clone(),
+            breakers: system.breakers().clone(),
             sessions: system.sessions().clone(),
             live: system.live().clone(),
             approvals: system.approvals().clone(),

@@ -1,5 +1,6 @@
 //! Usage and cost over HTTP: `GET /v1/usage[?agent=ID&since=24h]` sums the `usage` on the
-//! results of the tasks in the store (those inside the dedup window), per agent and model.
+//! results of the tasks in the store (those inside the dedup window), per agent and the model
+//! that answered.
 
 use super::api::{ApiState, bus_error, error, query};
 use crate::agent::usage::TurnUsage;
@@ -40,16 +41,10 @@ struct Sum {
 }
 
 impl Sum {
+    /// Adds one task's tokens and cost.
     fn add(&mut self, usage: &TurnUsage, cost: Option<f64>) {
         self.tasks += 1;
-        let t = &mut self.tokens;
-        t.prompt_tokens = t.prompt_tokens.saturating_add(usage.prompt_tokens);
-        t.completion_tokens = t.completion_tokens.saturating_add(usage.completion_tokens);
-        t.cache_read_tokens = t.cache_read_tokens.saturating_add(usage.cache_read_tokens);
-        t.cache_write_tokens = t
-            .cache_write_tokens
-            .saturating_add(usage.cache_write_tokens);
-        t.estimated |= usage.estimated;
+        self.tokens.add(usage);
         if let Some(c) = cost {
             self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + c);
         }
@@ -72,16 +67,36 @@ impl Sum {
     }
 }
 
-/// The usage a finished task's result carries: the tokens, agent, model and cost.
-fn usage_of(record: &TaskRecord) -> Option<(TurnUsage, String, String, Option<f64>)> {
+/// The usage a finished task's result carries: its agent, its total tokens and cost, and the
+/// tokens and cost of each model that answered (`models`; a record written before the models
+/// were kept apart counts whole under its `model`).
+struct TaskUsage {
+    agent: String,
+    total: (TurnUsage, Option<f64>),
+    models: Vec<(String, TurnUsage, Option<f64>)>,
+}
+
+fn usage_of(record: &TaskRecord) -> Option<TaskUsage> {
     let Some(Outcome::Succeeded { result }) = &record.outcome else {
         return None;
     };
     let raw = result.get("usage")?;
-    let usage: TurnUsage = serde_json::from_value(raw.clone()).ok()?;
-    let text = |k: &str| raw.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    let cost = raw.get("cost_usd").and_then(Value::as_f64);
-    Some((usage, text("agent"), text("model"), cost))
+    let tokens = |v: &Value| serde_json::from_value::<TurnUsage>(v.clone()).ok();
+    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let cost = |v: &Value| v.get("cost_usd").and_then(Value::as_f64);
+    let total = tokens(raw)?;
+    let models = match raw.get("models").and_then(Value::as_array) {
+        Some(models) => models
+            .iter()
+            .filter_map(|m| Some((text(m, "model"), tokens(m)?, cost(m))))
+            .collect(),
+        None => vec![(text(raw, "model"), total, cost(raw))],
+    };
+    Some(TaskUsage {
+        agent: text(raw, "agent"),
+        total: (total, cost(raw)),
+        models,
+    })
 }
 
 async fn summary(
@@ -127,14 +142,18 @@ async fn summary(
         if since_ms.is_some_and(|s| record.updated_ms < s) {
             continue;
         }
-        let Some((usage, agent, model, cost)) = usage_of(record) else {
+        let Some(task) = usage_of(record) else {
             continue;
         };
-        if q.agent.as_ref().is_some_and(|a| *a != agent) {
+        if q.agent.as_ref().is_some_and(|a| *a != task.agent) {
             continue;
         }
-        rows.entry((agent, model)).or_default().add(&usage, cost);
-        total.add(&usage, cost);
+        for (model, usage, cost) in &task.models {
+            rows.entry((task.agent.clone(), model.clone()))
+                .or_default()
+                .add(usage, *cost);
+        }
+        total.add(&task.total.0, task.total.1);
     }
     let rows: Vec<Value> = rows
         .iter()

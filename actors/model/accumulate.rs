@@ -218,6 +218,7 @@ impl ReplyAccumulator {
             tool_calls,
             finish_reason: self.finish_reason,
             usage: self.usage,
+            model: None,
         }
     }
 }

@@ -278,11 +278,10 @@ impl Breakers {
         }
     }
 
-    /// The process-wide registry (default policy, system clock) that
-    /// [`crate::agent::build_model`] uses: it takes only the configuration, and breakers must be
-    /// shared by every agent of the process, so the registry lives in a `OnceLock` created on
-    /// first use. Code that owns the process's services can pass its own registry to
-    /// `build_model_with` (next to `build_model`) instead.
+    /// A registry for code that has no process to take one from (a model built alone by
+    /// [`crate::agent::build_model`], in tests and tools): default policy, system clock, one per
+    /// process. A running system owns its own registry, on its clock, and passes it to
+    /// `build_model_with`.
     pub fn global() -> &'static Breakers {
         static GLOBAL: OnceLock<Breakers> = OnceLock::new();
         GLOBAL.get_or_init(|| Breakers::new(BreakerPolicy::default(), Arc::new(bus::SystemClock)))
@@ -292,13 +291,19 @@ impl Breakers {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The breaker of `provider`, created closed on first use.
+    /// The breaker of `provider`, created closed on first use with the registry's policy.
     pub fn for_provider(&self, provider: &str) -> Arc<Breaker> {
+        self.for_provider_with(provider, self.policy)
+    }
+
+    /// The breaker of `provider`, created closed on first use with `policy` (the provider's
+    /// `[providers.x] breaker_*`); a breaker already created keeps its policy.
+    pub fn for_provider_with(&self, provider: &str, policy: BreakerPolicy) -> Arc<Breaker> {
         let mut map = self.lock();
         if let Some(b) = map.get(provider) {
             return Arc::clone(b);
         }
-        let breaker = Arc::new(Breaker::new(provider, self.policy, Arc::clone(&self.clock)));
+        let breaker = Arc::new(Breaker::new(provider, policy, Arc::clone(&self.clock)));
         if let Some(metrics) = self.metrics.get() {
             breaker.attach(metrics);
         }

@@ -72,6 +72,17 @@ pub enum FalloverReason<'a> {
     },
 }
 
+impl std::fmt::Display for FalloverReason<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Failed(error) => write!(f, "{error}"),
+            Self::CircuitOpen { retry_in } => {
+                write!(f, "circuit open for {} ms more", retry_in.as_millis())
+            }
+        }
+    }
+}
+
 /// One move of a [`FallbackModel`] from a model to the next.
 #[derive(Debug, Clone, Copy)]
 pub struct Fallover<'a> {
@@ -177,8 +188,9 @@ impl ChatModel for FallbackModel {
                 })
             };
             match candidate.client.complete_observed(&request, observer).await {
-                Ok(reply) => {
+                Ok(mut reply) => {
                     candidate.breaker.record_success();
+                    reply.model = Some(candidate.label.clone());
                     if i > 0 {
                         info!(model = %candidate.label, "A fallback model answered.");
                     }

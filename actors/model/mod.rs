@@ -170,6 +170,9 @@ pub struct ModelReply {
     pub finish_reason: Option<String>,
     /// Token usage when the provider reported it.
     pub usage: Option<Usage>,
+    /// The `provider/model` that answered, set by a [`FallbackModel`] (which may have moved past
+    /// its primary); `None` from a single client, whose caller knows its model.
+    pub model: Option<String>,
 }
 
 /// Why a model call failed.

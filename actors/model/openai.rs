@@ -110,6 +110,28 @@ impl OpenAiClient {
         &self.url
     }
 
+    /// Folds a whole recorded event stream (the bytes of a `/chat/completions` SSE answer) into
+    /// a reply through the same parsing, accumulation and checks as a streamed call, without the
+    /// network: for replaying recorded streams and measuring the client's own cost.
+    pub fn decode_stream(
+        &self,
+        body: &[u8],
+        observer: &dyn ModelObserver,
+    ) -> Result<ModelReply, ModelError> {
+        let target = self.target("recorded");
+        let mut parser = SseParser::new();
+        let mut events = parser.push(body);
+        events.extend(parser.finish());
+        let mut acc = ReplyAccumulator::default();
+        for event in events {
+            if apply_event(&mut acc, &event.data, &target, observer, &self.cap)? {
+                return Ok(acc.finish());
+            }
+        }
+        check_complete(&acc, &target)?;
+        finish(acc, &target)
+    }
+
     fn target(&self, model: &str) -> String {
         format!("model {model:?} at {}", self.url)
     }

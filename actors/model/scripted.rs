@@ -318,6 +318,7 @@ impl ChatModel for ScriptedModel {
                     tool_calls: vec![call],
                     finish_reason: Some("tool_calls".to_owned()),
                     usage: None,
+                    model: None,
                 })
             }
         }

@@ -4,6 +4,7 @@
 use super::history::{View, message_tokens};
 use super::transcript::{Entry, EntryBody, Transcript};
 use crate::agent::turn::{PromptSource, TurnDeps, TurnInput, run_turn};
+use crate::agent::usage::UsageByModel;
 use crate::config::SessionDef;
 use crate::model::{ChatMessage, ChatRequest, Role};
 use crate::tools::ToolContext;
@@ -42,6 +43,7 @@ pub fn split_point(view: &View, keep: usize) -> usize {
 }
 
 /// Runs the flush turn and the summary; returns the entries written (flush messages, compaction).
+/// The tokens of their model calls are added to `usage`, also when a later step fails.
 ///
 /// `pending` is the id of the run's user message, already on disk but not yet in `view`: when
 /// nothing of the view is kept, it is the first entry the compaction keeps.
@@ -54,6 +56,7 @@ pub async fn compact(
     view: &View,
     transcript: &Transcript,
     pending: uuid::Uuid,
+    usage: &mut UsageByModel,
 ) -> Result<Vec<Entry>, String> {
     let tokens_before = view.estimated_tokens();
     let mut written = Vec::new();
@@ -70,6 +73,7 @@ pub async fn compact(
     )
     .await
     .map_err(|e| format!("memory flush turn failed: {e}"))?;
+    usage.merge(&flush.usage);
     let flush_entries: Vec<Entry> = flush
         .added
         .into_iter()
@@ -102,6 +106,8 @@ pub async fn compact(
         .complete(&request)
         .await
         .map_err(|e| format!("summary call failed: {e}"))?;
+    let answered = reply.model.as_deref().unwrap_or(&deps.model_label);
+    usage.add_call(answered, &request, &reply);
     let summary = reply.text.unwrap_or_default();
     if summary.trim().is_empty() {
         return Err("the summary call answered no text; older turns stay in view".into());

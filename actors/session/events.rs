@@ -93,12 +93,7 @@ impl ModelObserver for RunEvents {
     }
 
     fn fell_over(&self, event: &crate::model::Fallover<'_>) {
-        let reason = match &event.reason {
-            crate::model::FalloverReason::Failed(e) => e.to_string(),
-            crate::model::FalloverReason::CircuitOpen { retry_in } => {
-                format!("circuit open for {} ms more", retry_in.as_millis())
-            }
-        };
+        let reason = event.reason.to_string();
         // Which model answers, and why the turn moved, is on the task's events.
         self.send(TaskEventKind::Progress {
             note: serde_json::json!({
@@ -119,6 +114,14 @@ impl ModelObserver for RunEvents {
 impl TurnEvents for RunEvents {
     fn model_call(&self, iteration: u32) {
         self.send(TaskEventKind::ModelCall { iteration });
+    }
+
+    fn answered_by(&self, iteration: u32, model: &str) {
+        self.send(TaskEventKind::Progress {
+            note: serde_json::json!({
+                "answered_by": { "iteration": iteration, "model": model }
+            }),
+        });
     }
 
     fn tool_start(&self, call: &ToolCall) {

@@ -7,7 +7,7 @@ use super::transcript::{Entry, EntryBody, Transcript};
 use crate::agent::retry::{self, FailureClass};
 use crate::agent::runtime::AgentRuntime;
 use crate::agent::turn::{Resume, TurnError, TurnHooks, TurnInput, TurnJournal, run_turn_observed};
-use crate::agent::usage::TurnUsage;
+use crate::agent::usage::UsageByModel;
 use crate::agent::{RunContext, RunSlot};
 use crate::lane::LaneError;
 use crate::model::ChatMessage;
@@ -128,11 +128,21 @@ impl Journal<'_> {
 }
 
 impl TurnJournal for Journal<'_> {
-    fn model_reply(&self, message: &ChatMessage) -> std::io::Result<()> {
+    fn model_reply(&self, message: &ChatMessage, model: &str) -> std::io::Result<()> {
         self.write(
-            Entry::message(message.clone(), Some(self.request_id), false),
+            Entry::model_reply(message.clone(), self.request_id, model),
             false,
         )
+    }
+
+    fn fell_over(&self, from: &str, to: &str, reason: &str) -> std::io::Result<()> {
+        let entry = Entry::new(EntryBody::ModelFellOver {
+            request_id: self.request_id.to_string(),
+            from: from.to_string(),
+            to: to.to_string(),
+            reason: reason.to_string(),
+        });
+        self.write(entry, false)
     }
 
     fn tool_started(&self, call: &ToolCall) -> std::io::Result<()> {
@@ -182,7 +192,7 @@ enum Step {
 struct End {
     entries: Vec<Entry>,
     outcome: Outcome,
-    usage: TurnUsage,
+    usage: UsageByModel,
 }
 
 impl End {
@@ -190,7 +200,7 @@ impl End {
         Step::Ended(Self {
             entries,
             outcome: Outcome::Failed { error },
-            usage: TurnUsage::default(),
+            usage: UsageByModel::default(),
         })
     }
 }
@@ -213,6 +223,7 @@ impl Run {
                     message,
                     request_id: Some(r),
                     silent: false,
+                    ..
                 } if *r == self.request_id => {
                     if let Some(id) = &message.tool_call_id {
                         results.insert(id.clone());
@@ -272,7 +283,7 @@ impl Run {
                 return Step::Ended(End {
                     entries: Vec::new(),
                     outcome,
-                    usage: TurnUsage::default(),
+                    usage: UsageByModel::default(),
                 });
             }
         };
@@ -316,6 +327,8 @@ impl Run {
         };
         let prompt = rt.prompt(key, channel);
         let mut entries = Vec::new();
+        // The tokens of a compaction's model calls, counted with the turn's.
+        let mut compaction_usage = UsageByModel::default();
 
         // A redelivered task may have run before: pick up its journal instead of starting over.
         let resumed = if env.attempt > 1 {
@@ -359,6 +372,7 @@ impl Run {
                         &view,
                         &self.transcript,
                         user.id,
+                        &mut compaction_usage,
                     )
                     .await;
                     match compacted {
@@ -432,39 +446,42 @@ impl Run {
                 }
             }
         }
-        let model = rt.def.model.to_string();
         let (outcome, iterations, usage) = match turn {
-            Ok(out) => (
-                Outcome::Succeeded {
-                    result: json!({
-                        "text": out.text,
-                        "iterations": out.iterations,
-                        "usage": out.usage.to_json(rt.id.as_str(), &model, rt.price.as_ref()),
-                    }),
-                },
-                out.iterations,
-                out.usage,
-            ),
+            Ok(out) => {
+                let mut usage = compaction_usage;
+                usage.merge(&out.usage);
+                (
+                    Outcome::Succeeded {
+                        result: json!({
+                            "text": out.text,
+                            "iterations": out.iterations,
+                            "usage": usage.to_json(rt.id.as_str(), &rt.deps.model_label, &rt.prices),
+                        }),
+                    },
+                    out.iterations,
+                    usage,
+                )
+            }
             Err(e) if retry::classify(&e) != FailureClass::Final => (
                 Outcome::DeadLettered {
                     error: format!("{e} (after {} attempts)", env.attempt),
                 },
                 0,
-                TurnUsage::default(),
+                UsageByModel::default(),
             ),
             Err(e @ (TurnError::TimedOut(_) | TurnError::DeadlinePassed)) => (
                 Outcome::TimedOut {
                     error: e.to_string(),
                 },
                 0,
-                TurnUsage::default(),
+                UsageByModel::default(),
             ),
             Err(e) => (
                 Outcome::Failed {
                     error: e.to_string(),
                 },
                 0,
-                TurnUsage::default(),
+                UsageByModel::default(),
             ),
         };
         if let Outcome::Failed { error }
@@ -546,35 +563,37 @@ impl Run {
         }
     }
 
-    /// Adds a run's usage to `clawbus_tokens_total` and, when the model has a price,
-    /// `clawbus_cost_usd_micros_total` (micro-dollars: the counters hold integers).
-    fn count_usage(&self, usage: &TurnUsage) {
+    /// Adds a run's usage to `clawbus_tokens_total` and, for a model with a price,
+    /// `clawbus_cost_usd_micros_total` (micro-dollars: the counters hold integers), each under
+    /// the model that answered.
+    fn count_usage(&self, usage: &UsageByModel) {
         let rt = &self.rt;
-        let model = rt.def.model.to_string();
-        let kinds = [
-            ("input", usage.uncached_input_tokens()),
-            ("output", usage.completion_tokens),
-            ("cache_read", usage.cache_read_tokens),
-            ("cache_write", usage.cache_write_tokens),
-        ];
-        for (kind, n) in kinds {
-            rt.metrics
-                .counter(
-                    "clawbus_tokens_total",
-                    "Model tokens used, by agent, model and kind (input counts uncached prompt tokens).",
-                    &[("agent", rt.id.as_str()), ("model", &model), ("kind", kind)],
-                )
-                .inc_by(n);
-        }
-        if let Some(price) = &rt.price {
-            let micros = (usage.cost_usd(price) * 1_000_000.0).round();
-            rt.metrics
-                .counter(
-                    "clawbus_cost_usd_micros_total",
-                    "What model tokens cost at the configured prices, in micro-dollars (USD / 1e6).",
-                    &[("agent", rt.id.as_str()), ("model", &model)],
-                )
-                .inc_by(micros as u64);
+        for (model, usage) in usage.iter() {
+            let kinds = [
+                ("input", usage.uncached_input_tokens()),
+                ("output", usage.completion_tokens),
+                ("cache_read", usage.cache_read_tokens),
+                ("cache_write", usage.cache_write_tokens),
+            ];
+            for (kind, n) in kinds {
+                rt.metrics
+                    .counter(
+                        "clawbus_tokens_total",
+                        "Model tokens used, by agent, model and kind (input counts uncached prompt tokens).",
+                        &[("agent", rt.id.as_str()), ("model", model), ("kind", kind)],
+                    )
+                    .inc_by(n);
+            }
+            if let Some(price) = rt.prices.get(model) {
+                let micros = (usage.cost_usd(price) * 1_000_000.0).round();
+                rt.metrics
+                    .counter(
+                        "clawbus_cost_usd_micros_total",
+                        "What model tokens cost at the configured prices, in micro-dollars (USD / 1e6).",
+                        &[("agent", rt.id.as_str()), ("model", model)],
+                    )
+                    .inc_by(micros as u64);
+            }
         }
     }
 
@@ -609,11 +628,12 @@ impl Run {
                 }
             }
         }
+        let total = usage.total();
         if let Err(e) = rt.index.record_run(
             key.as_str(),
             rt.clock.now_ms(),
-            usage.prompt_tokens,
-            usage.completion_tokens,
+            total.prompt_tokens,
+            total.completion_tokens,
         ) {
             tracing::error!(session = %key, error = %e, "Session index not updated.");
         }

@@ -50,6 +50,21 @@ pub enum EntryBody {
         /// True for silent turns (memory flush) that stay out of the model's view.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         silent: bool,
+        /// For a model's reply: the model that answered, as `provider/model`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+    },
+    /// A model call moved from one model to the next (the agent's `fallbacks`), before the reply
+    /// of the model that answered.
+    ModelFellOver {
+        /// The request.
+        request_id: String,
+        /// The model left, as `provider/model`.
+        from: String,
+        /// The model tried next.
+        to: String,
+        /// Why: the error of the failed call, or the open circuit breaker.
+        reason: String,
     },
     /// Older turns replaced in the model's view by a summary.
     Compaction {
@@ -107,6 +122,17 @@ impl Entry {
             message,
             request_id: request_id.map(str::to_string),
             silent,
+            model: None,
+        })
+    }
+
+    /// A model's reply to request `request_id`, answered by `model` (`provider/model`).
+    pub fn model_reply(message: ChatMessage, request_id: &str, model: &str) -> Self {
+        Self::new(EntryBody::Message {
+            message,
+            request_id: Some(request_id.to_string()),
+            silent: false,
+            model: Some(model.to_string()),
         })
     }
 }

@@ -98,6 +98,8 @@ pub struct Clawbus {
     bus: Arc<dyn Bus>,
     lanes: Lanes,
     metrics: Metrics,
+    /// The model providers' circuit breakers, on the process's clock.
+    breakers: Arc<crate::model::Breakers>,
     index: SessionIndex,
     live: LiveSessions,
     approvals: Approvals,
@@ -137,7 +139,11 @@ impl Clawbus {
         let bus: Arc<dyn Bus> = Arc::new(local.clone());
         let metrics = Metrics::new();
         // Model circuit breakers are shared by every agent of the process; /metrics shows them.
-        crate::model::Breakers::global().attach_metrics(&metrics);
+        let breakers = Arc::new(crate::model::Breakers::new(
+            crate::model::BreakerPolicy::default(),
+            clock.clone(),
+        ));
+        breakers.attach_metrics(&metrics);
         let lanes = Lanes::start(&config.lanes, metrics.clone());
         let index = SessionIndex::open(&db).map_err(|e| state_err(e.to_string()))?;
         let live: LiveSessions = Default::default();
@@ -166,6 +172,7 @@ impl Clawbus {
             drain: drain.clone(),
             shards: shards.clone(),
             cron: Some(scheduler.clone()),
+            breakers: breakers.clone(),
         };
         let mut agents = Vec::new();
         for def in &config.agents {
@@ -190,6 +197,7 @@ impl Clawbus {
             bus,
             lanes,
             metrics,
+            breakers,
             index,
             live,
             approvals,
@@ -237,6 +245,11 @@ impl Clawbus {
     /// The metrics registry.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    /// The model providers' circuit breakers.
+    pub fn breakers(&self) -> &Arc<crate::model::Breakers> {
+        &self.breakers
     }
 
     /// The session index.

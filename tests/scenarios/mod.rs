@@ -9,6 +9,7 @@ mod gateway_input;
 mod lanes;
 mod memory;
 mod openai;
+mod operator;
 mod prompt;
 mod retries;
 mod sessions;

@@ -298,6 +298,7 @@ async fn compaction_runs_a_flush_turn_then_summarises_and_keeps_every_line() {
         .write("agents.d/chat.toml", "[session]\ncontext_window = 1000\ncompaction_threshold = 0.75\nkeep_recent_messages = 2\n");
     let daemon = project.start().await;
     let mut turn = 0;
+    let mut last = Value::Null;
     while !server
         .requests()
         .iter()
@@ -314,6 +315,7 @@ async fn compaction_runs_a_flush_turn_then_summarises_and_keeps_every_line() {
         )
         .await;
         assert_eq!(r["state"], "succeeded", "{r}");
+        last = r;
         turn += 1;
     }
     let reqs = server.requests();
@@ -335,6 +337,13 @@ async fn compaction_runs_a_flush_turn_then_summarises_and_keeps_every_line() {
         flush_at + 1,
         "the flush turn runs first, then the summary"
     );
+    // The compacting task's usage counts the flush and summary calls with its own.
+    let reported: u64 = reqs[flush_at..]
+        .iter()
+        .map(|r| (r["messages"].to_string().len() / 4) as u64)
+        .sum();
+    assert_eq!(reqs.len(), flush_at + 3, "flush, summary, the turn's call");
+    assert_eq!(last["result"]["usage"]["prompt_tokens"], reported, "{last}");
     let after = &reqs[summary_at + 1];
     assert!(
         after["messages"][1]["content"]

@@ -329,12 +329,17 @@ pub async fn up(project: &Project) -> Child {
 
 /// Spawns `cmd` (which runs `clawbus up --port 0` in the project) and reads its address and
 /// token.
-pub async fn spawn_up(project: &Project, mut cmd: std::process::Command) -> Child {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+pub async fn spawn_up(project: &Project, cmd: std::process::Command) -> Child {
+    spawn_up_logging(project, cmd, Stdio::null()).await
+}
+
+/// Like [`spawn_up`], its log (stderr) going to `log`.
+pub async fn spawn_up_logging(
+    project: &Project,
+    mut cmd: std::process::Command,
+    log: Stdio,
+) -> Child {
+    let mut child = cmd.stdout(Stdio::piped()).stderr(log).spawn().unwrap();
     let line = first_line_async(child.stdout.take().unwrap()).await;
     let url = line
         .trim()

@@ -158,3 +158,102 @@ async fn a_server_that_sends_no_usage_gets_an_estimate_marked_as_such() {
         "{summed}"
     );
 }
+
+#[actix_rt::test]
+async fn a_fallback_that_answers_is_in_the_transcript_and_its_tokens_are_counted_under_its_model() {
+    let primary = ScriptedServer::with_responder(|_| Turn::http_error(503)).await;
+    let backup = ScriptedServer::with_responder(|_| Turn::text("backup answers")).await;
+    let project = Project::new();
+    project
+        .write(
+            "clawbus.toml",
+            &format!(
+                "[providers.flaky]\nkind = \"openai\"\nbase_url = \"{}\"\nmax_retries = 0\n\n\
+                 [providers.steady]\nkind = \"openai\"\nbase_url = \"{}\"\nmax_retries = 0\n\n\
+                 [prices.\"flaky/big\"]\ninput_per_mtok = 100.0\noutput_per_mtok = 100.0\n\n\
+                 [prices.\"steady/small\"]\ninput_per_mtok = 1.0\noutput_per_mtok = 2.0\n",
+                primary.base_url(),
+                backup.base_url()
+            ),
+        )
+        .write(
+            "agents.d/chat.toml",
+            "model = \"flaky/big\"\nfallbacks = [\"steady/small\"]\n",
+        );
+    let daemon = project.start().await;
+    let (status, done) = post_task(
+        &daemon,
+        "chat",
+        json!({ "text": "hi", "session": "s", "wait": true }),
+    )
+    .await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["result"]["text"], "backup answers", "{done}");
+    assert_eq!(primary.request_count(), 1);
+
+    // The usage is the fallback's, at the fallback's price.
+    let requests = backup.requests();
+    assert_eq!(requests.len(), 1);
+    let prompt = prompt_tokens(&requests[0]);
+    let completion = ("backup answers".len() / 4 + 1) as u64;
+    let usage = &done["result"]["usage"];
+    assert_eq!(usage["model"], "steady/small", "{usage}");
+    assert_eq!(usage["prompt_tokens"], prompt, "{usage}");
+    let models = usage["models"].as_array().unwrap();
+    assert_eq!(models.len(), 1, "{usage}");
+    assert_eq!(models[0]["model"], "steady/small", "{usage}");
+    let cost = (prompt as f64 * 1.0 + completion as f64 * 2.0) / 1e6;
+    let got = usage["cost_usd"].as_f64().unwrap_or(-1.0);
+    assert!((got - cost).abs() < 1e-12, "cost {got}, expected {cost}");
+
+    // The transcript has the failed attempt, then the reply and the model that gave it.
+    let session = get_json(&daemon, "/v1/sessions/agent:chat:api:direct:s").await;
+    let entries = session["entries"].as_array().unwrap();
+    let moved: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["type"] == "model_fell_over")
+        .collect();
+    assert_eq!(moved.len(), 1, "{session}");
+    assert_eq!(moved[0]["from"], "flaky/big");
+    assert_eq!(moved[0]["to"], "steady/small");
+    assert!(
+        moved[0]["reason"].as_str().unwrap().contains("503"),
+        "{session}"
+    );
+    let reply = entries
+        .iter()
+        .position(|e| e["message"]["role"] == "assistant")
+        .unwrap();
+    assert_eq!(entries[reply]["model"], "steady/small", "{session}");
+    assert!(
+        entries.iter().position(|e| e["type"] == "model_fell_over") < Some(reply),
+        "the move comes before the reply: {session}"
+    );
+
+    // The task's events say which model answered.
+    let task_id = done["task_id"].as_str().unwrap();
+    let events = crate::support::get_text(&daemon, &format!("/v1/tasks/{task_id}/events")).await;
+    assert!(
+        events.contains("\"answered_by\"") && events.contains("steady/small"),
+        "{events}"
+    );
+
+    // `clawbus usage` and the counters count the tokens under the fallback, none under the primary.
+    let summed = get_json(&daemon, "/v1/usage?agent=chat").await;
+    let rows = summed["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{summed}");
+    assert_eq!(rows[0]["model"], "steady/small", "{summed}");
+    assert_eq!(rows[0]["prompt_tokens"], prompt, "{summed}");
+    let metrics = crate::support::get_text(&daemon, "/metrics").await;
+    let input = format!(
+        "clawbus_tokens_total{{agent=\"chat\",kind=\"input\",model=\"steady/small\"}} {prompt}"
+    );
+    assert!(metrics.lines().any(|l| l == input), "{metrics}");
+    assert!(
+        !metrics
+            .lines()
+            .any(|l| l.starts_with("clawbus_tokens_total") && l.contains("flaky/big")),
+        "{metrics}"
+    );
+    daemon.shutdown().await;
+}

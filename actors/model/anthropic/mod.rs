@@ -124,6 +124,27 @@ impl AnthropicClient {
         request::request_body(req, &self.params, self.cfg.max_tokens)
     }
 
+    /// Folds a whole recorded event stream (the bytes of a `/v1/messages` SSE answer) into a
+    /// reply through the same parsing and accumulation as a streamed call, without the network:
+    /// for replaying recorded streams and measuring the client's own cost.
+    pub fn decode_stream(
+        &self,
+        body: &[u8],
+        observer: &dyn ModelObserver,
+    ) -> Result<ModelReply, ModelError> {
+        let target = format!("recorded stream of {}", self.url);
+        let mut acc = MessageAccumulator::default();
+        let mut parser = SseParser::new();
+        let mut events = parser.push(body);
+        events.extend(parser.finish());
+        for event in events {
+            if self.apply_data(&mut acc, &event.data, &target, observer)? {
+                break;
+            }
+        }
+        finish(acc, &target)
+    }
+
     async fn attempt(
         &self,
         body: &Value,
@@ -155,8 +176,7 @@ impl AnthropicClient {
             })?;
             self.apply(&mut acc, &payload, target, observer)?;
         }
-        acc.finish()
-            .map_err(|e| Failure::from(ModelError::Protocol(format!("{target}: {e}"))))
+        finish(acc, target).map_err(Failure::from)
     }
 
     async fn read_stream(
@@ -224,6 +244,21 @@ impl AnthropicClient {
         }
         Ok(())
     }
+}
+
+/// The reply of a finished stream. One cut short (started, no `message_stop`, no `stop_reason`)
+/// is a [`ModelError::Connect`], tried again like a dropped connection; any other incomplete
+/// stream is a [`ModelError::Protocol`].
+fn finish(acc: MessageAccumulator, target: &str) -> Result<ModelReply, ModelError> {
+    let cut = acc.cut_short();
+    acc.finish().map_err(|e| {
+        let message = format!("{target}: {e}");
+        if cut {
+            ModelError::Connect(message)
+        } else {
+            ModelError::Protocol(message)
+        }
+    })
 }
 
 #[async_trait]

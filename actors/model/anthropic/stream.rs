@@ -214,6 +214,12 @@ impl MessageAccumulator {
         }
     }
 
+    /// Whether the message started but the stream ended before `message_stop` and without a
+    /// `stop_reason`: most likely a cut connection, which is worth another attempt.
+    pub(super) fn cut_short(&self) -> bool {
+        self.started && !self.stopped && self.stop_reason.is_none()
+    }
+
     /// The finished reply; fails when the stream ended before the message did.
     pub(super) fn finish(self) -> Result<ModelReply, String> {
         if !self.started {
@@ -253,6 +259,7 @@ impl MessageAccumulator {
             tool_calls,
             finish_reason: self.stop_reason.as_deref().map(finish_reason),
             usage: self.usage.finish(),
+            model: None,
         })
     }
 }

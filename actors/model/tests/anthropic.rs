@@ -238,6 +238,10 @@ async fn a_stream_cut_before_message_stop_is_an_error() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("message_stop"), "{err}");
+    assert!(
+        matches!(err, ModelError::Connect(_)),
+        "a cut stream is tried again and falls over: {err:?}"
+    );
 }
 
 #[tokio::test]
@@ -327,5 +331,40 @@ async fn two_turns_of_a_session_send_a_byte_identical_prefix_up_to_the_breakpoin
     assert_eq!(
         two["messages"][0], one["messages"][0],
         "the history is sent the same way"
+    );
+}
+
+#[test]
+fn a_recorded_stream_decodes_as_a_streamed_call() {
+    let client = AnthropicClient::new(AnthropicConfig {
+        base_url: "http://127.0.0.1:9".into(),
+        api_key: None,
+        timeout: Duration::from_secs(1),
+        max_retries: 0,
+        backoff_base: Duration::from_millis(1),
+        max_tokens: 100,
+    })
+    .unwrap();
+    let events = [
+        json!({"type": "message_start", "message": {"id": "m", "role": "assistant", "content": [],
+            "usage": {"input_tokens": 5, "output_tokens": 1}}}),
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "hel"}}),
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "lo"}}),
+        json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}}),
+        json!({"type": "message_stop"}),
+    ];
+    let body: String = events
+        .iter()
+        .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+        .collect();
+    let seen = Seen::default();
+    let reply = client.decode_stream(body.as_bytes(), &seen).unwrap();
+    assert_eq!(reply.text.as_deref(), Some("hello"));
+    assert_eq!(*seen.text.lock().unwrap(), ["hel", "lo"]);
+    assert_eq!(
+        reply.usage.map(|u| (u.prompt_tokens, u.completion_tokens)),
+        Some((5, 2))
     );
 }

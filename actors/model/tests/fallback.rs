@@ -350,9 +350,10 @@ fn the_cool_down_doubles_up_to_five_minutes() {
     );
 }
 
-/// From `agents.d/<id>.toml`: `fallbacks` reach the model `build_model` makes.
+/// From `agents.d/<id>.toml` and `clawbus.toml`: `fallbacks` and the provider's `breaker_*`
+/// reach the model `build_model_with` makes, guarded by the registry it is given.
 #[tokio::test]
-async fn agent_file_fallbacks_are_used_by_build_model() {
+async fn agent_file_fallbacks_and_provider_breaker_settings_are_used_by_build_model() {
     let primary = flaky(Arc::new(AtomicBool::new(false))).await;
     let backup = always("backup answer").await;
     let dir = tempfile::tempdir().unwrap();
@@ -361,6 +362,7 @@ async fn agent_file_fallbacks_are_used_by_build_model() {
         dir.path().join("clawbus.toml"),
         format!(
             "[providers.fb-test-primary]\nkind = \"openai\"\nbase_url = \"{}\"\nmax_retries = 0\n\
+             breaker_failures = 1\nbreaker_cooldown = \"1h\"\nbreaker_max_cooldown = \"2h\"\n\
              [providers.fb-test-backup]\nkind = \"openai\"\nbase_url = \"{}\"\nmax_retries = 0\n",
             primary.base_url(),
             backup.base_url()
@@ -379,15 +381,14 @@ async fn agent_file_fallbacks_are_used_by_build_model() {
         model_override: None,
     })
     .unwrap();
-    let model = crate::agent::build_model(config.agent("a").unwrap(), &config).unwrap();
+    let (_clock, breakers) = manual();
+    let model =
+        crate::agent::build_model_with(config.agent("a").unwrap(), &config, &breakers).unwrap();
     let reply = model.complete(&ask()).await.unwrap();
     assert_eq!(reply.text.as_deref(), Some("backup answer"));
     assert_eq!(primary.request_count(), 1);
     assert_eq!(backup.requests()[0]["model"], "b-model");
-    let global = crate::model::Breakers::global().for_provider("fb-test-primary");
-    assert_eq!(
-        global.status().failures,
-        1,
-        "the process-wide breaker counted it"
-    );
+    let status = breakers.for_provider("fb-test-primary").status();
+    assert_eq!(status.state, BreakerState::Open, "open after one failure");
+    assert_eq!(status.retry_in, Some(Duration::from_secs(3600)));
 }

@@ -546,3 +546,22 @@ async fn a_tool_call_streamed_twice_is_returned_once() {
         ]
     );
 }
+
+#[test]
+fn a_recorded_stream_decodes_as_a_streamed_call_and_a_cut_one_is_an_error() {
+    let client = client_with("http://127.0.0.1:9/v1".into(), Duration::from_secs(1), 0);
+    let first = r#"data: {"choices":[{"index":0,"delta":{"content":"hel"}}]}"#;
+    let last = r#"data: {"choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#;
+    let body = format!("{first}\n\n{last}\n\ndata: [DONE]\n\n");
+    let reply = client
+        .decode_stream(body.as_bytes(), &crate::model::Unobserved)
+        .unwrap();
+    assert_eq!(reply.text.as_deref(), Some("hello"));
+    assert_eq!(reply.finish_reason.as_deref(), Some("stop"));
+    assert_eq!(reply.usage.map(|u| u.prompt_tokens), Some(3));
+    let cut = format!("{first}\n\n");
+    let err = client
+        .decode_stream(cut.as_bytes(), &crate::model::Unobserved)
+        .unwrap_err();
+    assert!(matches!(err, ModelError::Connect(_)), "{err}");
+}
