@@ -498,39 +498,11 @@ impl Run {
         else {
             return;
         };
-        let answer = match outcome {
-            Outcome::Succeeded { result } => result
-                .get("text")
-                .and_then(|t| t.as_str())
-                .unwrap_or_default()
-                .to_string(),
-            other => format!("{} ({})", other.state().as_str(), error_text(other)),
-        };
-        let text = format!(
-            "[task result] agent \"{}\" finished task {} ({}): {answer}",
-            self.rt.id,
-            env.id,
-            outcome.state().as_str()
-        );
-        let Ok(request_id) = bus::RequestId::parse(&format!("notify-{}", env.id)) else {
+        let Some(notice) =
+            crate::coordinator::outcome_notice(self.rt.id.as_str(), env.id, &to, outcome)
+        else {
             return;
         };
-        let origin = Origin {
-            channel: "agent".into(),
-            chat_type: "notice".into(),
-            peer: self.rt.id.to_string(),
-            session_key: Some(to.clone()),
-            parent_task: Some(env.id),
-            ..Origin::api()
-        };
-        let notice = origin.apply(
-            bus::Envelope::task(
-                bus::Topic::agent(to.agent()),
-                request_id,
-                json!({ "text": text }),
-            )
-            .from(format!("agent:{}", self.rt.id)),
-        );
         if let Err(e) = self.rt.bus.submit(notice).await {
             tracing::error!(session = %to, task_id = %env.id, error = %e, "Could not tell the calling session of the outcome.");
         }
@@ -616,16 +588,5 @@ impl Run {
             entries,
             end: RunEnd::Ended(state),
         }
-    }
-}
-
-/// The error text of an outcome that is not a success.
-fn error_text(outcome: &Outcome) -> &str {
-    match outcome {
-        Outcome::Failed { error }
-        | Outcome::TimedOut { error }
-        | Outcome::DeadLettered { error } => error,
-        Outcome::Cancelled { reason } => reason,
-        _ => "",
     }
 }

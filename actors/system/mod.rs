@@ -15,6 +15,7 @@ pub use shutdown::{Shutdown, ShutdownSignal};
 use crate::agent::{AgentContext, AgentError, AgentHandle, SessionLimits};
 use crate::approvals::Approvals;
 use crate::config::{BusBackend, Config};
+use crate::coordinator::{CoordinatorError, CoordinatorHandle, CoordinatorOptions};
 use crate::cron::{Declared, Scheduler, SchedulerHandle, Settings};
 use crate::lane::Lanes;
 use crate::metrics::Metrics;
@@ -61,6 +62,9 @@ pub enum SystemError {
     /// An agent could not start.
     #[error(transparent)]
     Agent(#[from] AgentError),
+    /// The task coordinator could not start.
+    #[error(transparent)]
+    Coordinator(#[from] CoordinatorError),
 }
 
 /// How long a start waits for the database lock that a process (or a system in this process)
@@ -104,6 +108,7 @@ pub struct Clawbus {
     clock: Arc<dyn Clock>,
     shutdown: ShutdownSignal,
     cron: SchedulerHandle,
+    coordinator: CoordinatorHandle,
 }
 
 impl Clawbus {
@@ -134,6 +139,11 @@ impl Clawbus {
         // Model circuit breakers are shared by every agent of the process; /metrics shows them.
         crate::model::Breakers::global().attach_metrics(&metrics);
         let lanes = Lanes::start(&config.lanes, metrics.clone());
+        // Before the agents: it follows every task from the first one, and picks up the
+        // unfinished ones a previous run left.
+        let coordinator =
+            CoordinatorHandle::start(bus.clone(), clock.clone(), CoordinatorOptions::default())
+                .await?;
         let index = SessionIndex::open(&db).map_err(|e| state_err(e.to_string()))?;
         let live: LiveSessions = Default::default();
         let approvals = Approvals::open(&db, bus.clone(), clock.clone())
@@ -185,12 +195,18 @@ impl Clawbus {
             clock,
             shutdown: ShutdownSignal::new(),
             cron,
+            coordinator,
         })
     }
 
     /// The cron scheduler (jobs, heartbeats).
     pub fn cron(&self) -> &SchedulerHandle {
         &self.cron
+    }
+
+    /// The task coordinator.
+    pub fn coordinator(&self) -> &CoordinatorHandle {
+        &self.coordinator
     }
 
     /// The configuration it was built from.
@@ -276,6 +292,7 @@ impl Clawbus {
         for agent in &self.agents {
             agent.stop();
         }
+        self.coordinator.stop();
         self.shards.stop().await;
         if let Err(e) = self.db.flush_async().await {
             tracing::error!(error = %e, "Final flush of the store failed.");
