@@ -32,6 +32,8 @@ pub enum Header {
     NotifySession,
     /// How many subagent spawns deep this task is (0 for work nobody spawned).
     Depth,
+    /// A broadcast group: how many member tasks it waits for.
+    Members,
 }
 
 impl Header {
@@ -48,6 +50,7 @@ impl Header {
             Self::CallChain => "call_chain",
             Self::NotifySession => "notify_session",
             Self::Depth => "depth",
+            Self::Members => "members",
         }
     }
 }
@@ -76,6 +79,8 @@ pub struct Origin {
     pub notify_session: Option<SessionKey>,
     /// How many subagent spawns deep this task is (0 for work nobody spawned).
     pub depth: u32,
+    /// For a broadcast group: how many member tasks (one per subscribing agent) it waits for.
+    pub members: Option<u32>,
 }
 
 impl Default for Origin {
@@ -108,6 +113,7 @@ impl Origin {
             call_chain: Vec::new(),
             notify_session: None,
             depth: 0,
+            members: None,
         }
     }
 
@@ -137,6 +143,9 @@ impl Origin {
         }
         if self.depth > 0 {
             h.insert(Header::Depth.as_str().into(), self.depth.to_string());
+        }
+        if let Some(n) = self.members {
+            h.insert(Header::Members.as_str().into(), n.to_string());
         }
         env
     }
@@ -183,6 +192,12 @@ impl Origin {
                 key: Header::Depth.as_str(),
                 message: format!("{depth:?} is not a depth: {e}"),
             })?;
+        }
+        if let Some(n) = get(Header::Members) {
+            origin.members = Some(n.parse().map_err(|e| OriginError {
+                key: Header::Members.as_str(),
+                message: format!("{n:?} is not a member count: {e}"),
+            })?);
         }
         Ok(origin)
     }

@@ -21,6 +21,15 @@ struct Live {
     /// Its unfinished children.
     children: Vec<Uuid>,
     parent: Option<Uuid>,
+    /// For a broadcast group: its members so far.
+    group: Option<Group>,
+}
+
+/// A broadcast group's progress: it ends when `expected` members have.
+#[derive(Debug)]
+struct Group {
+    expected: u32,
+    ended: Vec<Uuid>,
 }
 
 /// The task coordinator (see the module docs).
@@ -87,7 +96,12 @@ impl Coordinator {
         if record.state.is_terminal() || self.live.contains_key(&record.task_id) {
             return;
         }
-        let parent = super::tree::parent_of(record);
+        let origin = Origin::of(&record.envelope).ok();
+        let parent = origin.as_ref().and_then(|o| o.parent_task);
+        let group = origin.and_then(|o| o.members).map(|expected| Group {
+            expected,
+            ended: Vec::new(),
+        });
         if let Some(p) = parent {
             match self.live.get_mut(&p) {
                 Some(live) => live.children.push(record.task_id),
@@ -107,6 +121,7 @@ impl Coordinator {
                 request_id: record.request_id.clone(),
                 children: Vec::new(),
                 parent,
+                group,
             },
         );
     }
@@ -118,8 +133,8 @@ impl Coordinator {
         let Some(live) = self.live.remove(&task_id) else {
             return;
         };
-        if let Some(parent) = live.parent.and_then(|p| self.live.get_mut(&p)) {
-            parent.children.retain(|c| *c != task_id);
+        if let Some(parent_id) = live.parent {
+            self.member_ended(parent_id, task_id, ctx);
         }
         if matches!(outcome, Outcome::Cancelled { .. }) {
             for child in &live.children {
@@ -136,6 +151,35 @@ impl Coordinator {
             let outcome = outcome.clone();
             ctx.spawn(fut::wrap_future(tell_poster(bus, task_id, outcome)));
         }
+    }
+
+    /// Task `child` of `parent_id` ended: it leaves the parent's children, and a broadcast group
+    /// whose every member has ended ends with their answers.
+    fn member_ended(&mut self, parent_id: Uuid, child: Uuid, ctx: &mut Context<Self>) {
+        let Some(parent) = self.live.get_mut(&parent_id) else {
+            return;
+        };
+        parent.children.retain(|c| *c != child);
+        let Some(group) = parent.group.as_mut() else {
+            return;
+        };
+        if !group.ended.contains(&child) {
+            group.ended.push(child);
+        }
+        if group.ended.len() < group.expected as usize {
+            return;
+        }
+        let (bus, request_id, members) = (
+            self.bus.clone(),
+            parent.request_id.clone(),
+            group.ended.clone(),
+        );
+        ctx.spawn(fut::wrap_future(async move {
+            let outcome = super::group::outcome(bus.as_ref(), &members).await;
+            if let Err(e) = bus.end(&request_id, outcome).await {
+                tracing::error!(group = %parent_id, error = %e, "Could not end a broadcast group.");
+            }
+        }));
     }
 
     fn cancel_child(&mut self, parent: Uuid, child: RequestId, ctx: &mut Context<Self>) {
@@ -258,6 +302,12 @@ impl Actor for Coordinator {
                         for r in &all {
                             let parent = super::tree::parent_of(r).and_then(|p| states.get(&p));
                             act.track(r, parent.copied(), ctx);
+                        }
+                        // Broadcast members that ended while no coordinator was running.
+                        for r in all.iter().filter(|r| r.state.is_terminal()) {
+                            if let Some(p) = super::tree::parent_of(r) {
+                                act.member_ended(p, r.task_id, ctx);
+                            }
                         }
                         tracing::info!(live = act.live.len(), "Task coordinator started.");
                     }

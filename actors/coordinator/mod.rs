@@ -12,6 +12,9 @@
 //!   so a task whose worker is stuck or lost still gets its one terminal answer.
 //! - **cascading cancel**: a cancelled task's unfinished children are cancelled (theirs in
 //!   turn, as their own cancels come by).
+//! - **broadcast groups**: a task posted to a shared topic with `broadcast` is a group task
+//!   nobody consumes, with one member task per subscriber; when every member has ended the
+//!   coordinator ends the group with their answers.
 //! - **telling the poster**: a task ended from outside (cancelled, timed out) whose poster is a
 //!   session (a subagent, an `agent_call` that did not wait) gets its outcome announced there,
 //!   under the same request id the run would use, so the session hears it exactly once.
@@ -20,6 +23,7 @@
 
 mod actor;
 pub mod graph;
+mod group;
 mod notice;
 #[cfg(test)]
 mod tests;

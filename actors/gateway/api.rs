@@ -233,6 +233,21 @@ pub struct TaskRequest {
     /// `[lanes]` name).
     #[serde(default)]
     pub lane: Option<String>,
+    /// Shared topics only: one task per subscribing agent instead of one for a single
+    /// subscriber.
+    #[serde(default)]
+    pub broadcast: bool,
+}
+
+/// One member task of a broadcast group.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BroadcastMember {
+    /// The agent running it.
+    pub agent: String,
+    /// Its task id.
+    pub task_id: String,
+    /// Its request id.
+    pub request_id: String,
 }
 
 /// A task as the API shows it.
@@ -258,6 +273,9 @@ pub struct TaskView {
     /// The session routing chose at ingress (channel messages).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
+    /// A broadcast group's member tasks, one per subscribing agent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<BroadcastMember>,
     /// The lane it runs on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lane: Option<String>,
@@ -291,6 +309,7 @@ impl TaskView {
                 view
             }),
             error: rec.error().map(str::to_string),
+            members: Vec::new(),
         }
     }
 
@@ -427,6 +446,13 @@ async fn post_task(
             StatusCode::BAD_REQUEST,
             "invalid_body",
             "text: empty (expected the message for the agent)",
+        );
+    }
+    if body.broadcast {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+            "broadcast: only for shared topics (POST /v1/topics/{topic}/tasks); a task for one agent goes to that agent",
         );
     }
     if state.config.agent(&agent).is_none() {

@@ -139,6 +139,7 @@ async fn post_message(
         call_chain: Vec::new(),
         notify_session: None,
         depth: 0,
+        members: None,
     };
     let env = origin.apply(
         Envelope::task(

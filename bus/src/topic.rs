@@ -73,6 +73,12 @@ impl Topic {
         Self(format!("coord.{}", sanitize(request)))
     }
 
+    /// The topic of a broadcast group posted to shared topic `shared`: `broadcast.<shared>`.
+    /// Nobody consumes it: the group's record ends when its member tasks have.
+    pub fn broadcast_group(shared: &Topic) -> Self {
+        Self(format!("broadcast.{}", shared.0))
+    }
+
     /// Every request to the task coordinator: `coord.>`.
     pub fn coordinator_requests() -> Self {
         Self("coord.>".to_string())
