@@ -34,6 +34,8 @@ pub enum Header {
     Depth,
     /// A broadcast group: how many member tasks it waits for.
     Members,
+    /// The attempts this task may take, over its agent's retry policy.
+    MaxAttempts,
 }
 
 impl Header {
@@ -51,6 +53,7 @@ impl Header {
             Self::NotifySession => "notify_session",
             Self::Depth => "depth",
             Self::Members => "members",
+            Self::MaxAttempts => "max_attempts",
         }
     }
 }
@@ -81,6 +84,8 @@ pub struct Origin {
     pub depth: u32,
     /// For a broadcast group: how many member tasks (one per subscribing agent) it waits for.
     pub members: Option<u32>,
+    /// The attempts this task may take (the poster's `max_attempts`); `None`: its agent's policy.
+    pub max_attempts: Option<u32>,
 }
 
 impl Default for Origin {
@@ -114,6 +119,7 @@ impl Origin {
             notify_session: None,
             depth: 0,
             members: None,
+            max_attempts: None,
         }
     }
 
@@ -146,6 +152,9 @@ impl Origin {
         }
         if let Some(n) = self.members {
             h.insert(Header::Members.as_str().into(), n.to_string());
+        }
+        if let Some(n) = self.max_attempts {
+            h.insert(Header::MaxAttempts.as_str().into(), n.to_string());
         }
         env
     }
@@ -199,6 +208,12 @@ impl Origin {
                 message: format!("{n:?} is not a member count: {e}"),
             })?);
         }
+        if let Some(n) = get(Header::MaxAttempts) {
+            origin.max_attempts = Some(n.parse().map_err(|e| OriginError {
+                key: Header::MaxAttempts.as_str(),
+                message: format!("{n:?} is not a number of attempts: {e}"),
+            })?);
+        }
         Ok(origin)
     }
 }
@@ -221,6 +236,8 @@ mod tests {
             call_chain: vec!["a".into(), "b".into()],
             notify_session: SessionKey::parse("agent:a:main").ok(),
             depth: 2,
+            members: Some(3),
+            max_attempts: Some(2),
         };
         let env = Envelope::task(
             Topic::agent("a"),

@@ -37,6 +37,9 @@ pub struct PostArgs {
     /// instead of exactly one of them.
     #[arg(long)]
     pub broadcast: bool,
+    /// The attempts the task may take (1-5), over the agent's `[retry] max_attempts`.
+    #[arg(long)]
+    pub max_attempts: Option<u32>,
 }
 
 /// Posts the task and reports the outcome with the documented exit codes.
@@ -85,6 +88,9 @@ pub fn run(global: &Global, args: PostArgs) -> ExitCode {
     let mut body = body;
     if args.broadcast {
         body["broadcast"] = serde_json::Value::Bool(true);
+    }
+    if let Some(n) = args.max_attempts {
+        body["max_attempts"] = n.into();
     }
     let answer = match client.post(&path, &body) {
         Ok(v) => v,

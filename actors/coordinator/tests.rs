@@ -185,8 +185,7 @@ async fn an_overdue_task_nobody_runs_ends_timed_out_and_its_session_is_told_once
     assert_eq!(told.envelope.topic, Topic::agent("boss"));
     let text = told.envelope.payload["text"].as_str().unwrap();
     assert!(text.contains("timed_out"), "{text}");
-    let status = rig.coord.status().await;
-    assert_eq!((status.timed_out, status.live), (1, 1), "{status:?}");
+    assert_eq!(rig.coord.status().await.timed_out, 1);
     let notices = rig
         .bus
         .tasks()

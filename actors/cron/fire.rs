@@ -61,6 +61,7 @@ pub fn origin(job: &Job, scheduled_ms: u64) -> Origin {
         notify_session: None,
         depth: 0,
         members: None,
+        max_attempts: None,
     }
 }
 

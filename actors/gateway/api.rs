@@ -2,6 +2,7 @@
 
 use super::token;
 use crate::config::Config;
+use crate::config::retry::MAX_ATTEMPTS;
 use crate::origin::Origin;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -237,6 +238,23 @@ pub struct TaskRequest {
     /// subscriber.
     #[serde(default)]
     pub broadcast: bool,
+    /// The attempts the task may take (1-5), over the agent's `[retry] max_attempts`.
+    #[serde(default)]
+    pub max_attempts: Option<u32>,
+}
+
+/// The poster's `max_attempts`, checked: 1 to [`MAX_ATTEMPTS`], or the 400 answer naming it.
+// The error is the handler's whole answer, returned at once: boxing it would gain nothing.
+#[allow(clippy::result_large_err)]
+pub(super) fn max_attempts(n: Option<u32>) -> Result<Option<u32>, Response> {
+    match n {
+        Some(n) if !(1..=MAX_ATTEMPTS).contains(&n) => Err(error(
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+            format!("max_attempts: {n} is out of range (expected 1 to {MAX_ATTEMPTS})"),
+        )),
+        n => Ok(n),
+    }
 }
 
 /// One member task of a broadcast group.
@@ -469,6 +487,10 @@ async fn post_task(
     let mut origin = Origin::api();
     origin.lane = match lane(&state.config, body.lane.as_deref()) {
         Ok(l) => l,
+        Err(answer) => return answer,
+    };
+    origin.max_attempts = match max_attempts(body.max_attempts) {
+        Ok(n) => n,
         Err(answer) => return answer,
     };
     if let Some(session) = &body.session {

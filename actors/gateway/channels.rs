@@ -140,6 +140,7 @@ async fn post_message(
         notify_session: None,
         depth: 0,
         members: None,
+        max_attempts: None,
     };
     let env = origin.apply(
         Envelope::task(

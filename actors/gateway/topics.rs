@@ -4,7 +4,7 @@
 
 use super::api::{
     ApiState, BroadcastMember, DEFAULT_WAIT, MAX_WAIT, TaskRequest, TaskView, body, bus_error,
-    error, lane, request_id, submit_and_answer,
+    error, lane, max_attempts, request_id, submit_and_answer,
 };
 use crate::ids::AgentId;
 use crate::origin::Origin;
@@ -80,6 +80,10 @@ async fn post_topic_task(
     let mut origin = Origin::api();
     origin.lane = match lane(&state.config, req.lane.as_deref()) {
         Ok(l) => l,
+        Err(answer) => return answer,
+    };
+    origin.max_attempts = match max_attempts(req.max_attempts) {
+        Ok(n) => n,
         Err(answer) => return answer,
     };
     let deadline = req

@@ -4,7 +4,7 @@ use super::compaction;
 use super::events::RunEvents;
 use super::history::View;
 use super::transcript::{Entry, EntryBody, Transcript};
-use crate::agent::retry::{self, FailureClass};
+use crate::agent::retry;
 use crate::agent::runtime::AgentRuntime;
 use crate::agent::turn::{Resume, TurnError, TurnHooks, TurnInput, TurnJournal, run_turn_observed};
 use crate::agent::usage::TurnUsage;
@@ -419,17 +419,20 @@ impl Run {
         if let Err(e) = synced {
             return End::failed(entries, format!("transcript sync failed: {e}"));
         }
-        // A passing failure (rate limit, overload, 5xx, timeout) is tried again after a backoff,
-        // resuming from the journal; past the agent's `max_attempts` the task is dead-lettered.
-        if let Err(e) = &turn {
-            let class = retry::classify(e);
-            if class != FailureClass::Final {
-                let limits = &rt.def.limits;
-                if env.attempt < limits.max_attempts {
-                    let delay = retry::backoff(limits, env.attempt + 1, retry::jitter());
-                    tracing::warn!(agent = %rt.id, session = %key, task_id = %env.id, request_id, attempt = env.attempt, ?class, delay_ms = delay.as_millis() as u64, error = %e, "Turn failed; trying again.");
-                    return Step::Retry { entries, delay };
-                }
+        // A failure the agent's retry policy retries (by default a timeout, a rate limit or a
+        // transient error) is tried again after a backoff, resuming from the journal; past the
+        // task's (else the agent's) `max_attempts` the task is dead-lettered.
+        let policy = &rt.def.retry;
+        let retried = turn
+            .as_ref()
+            .err()
+            .is_some_and(|e| policy.retries(retry::classify(e)));
+        if let (true, Err(e)) = (retried, &turn) {
+            let max_attempts = origin.max_attempts.unwrap_or(policy.max_attempts);
+            if env.attempt < max_attempts {
+                let delay = retry::backoff(policy, env.attempt + 1, retry::jitter());
+                tracing::warn!(agent = %rt.id, session = %key, task_id = %env.id, request_id, attempt = env.attempt, max_attempts, class = ?retry::classify(e), delay_ms = delay.as_millis() as u64, error = %e, "Turn failed; trying again.");
+                return Step::Retry { entries, delay };
             }
         }
         let model = rt.def.model.to_string();
@@ -445,7 +448,7 @@ impl Run {
                 out.iterations,
                 out.usage,
             ),
-            Err(e) if retry::classify(&e) != FailureClass::Final => (
+            Err(e) if retried => (
                 Outcome::DeadLettered {
                     error: format!("{e} (after {} attempts)", env.attempt),
                 },
