@@ -132,7 +132,10 @@ async fn cross_agent_calls(calls: usize) {
         whole.push(t.elapsed());
         assert_eq!(v["state"], "succeeded", "{v}");
     }
-    report("cross-agent call, whole (HTTP → a → agent_call → b → a)", whole);
+    report(
+        "cross-agent call, whole (HTTP → a → agent_call → b → a)",
+        whole,
+    );
 
     let bus: &dyn Bus = daemon.bus();
     let mut overhead = Vec::with_capacity(calls);

@@ -221,3 +221,41 @@ async fn cancelling_a_task_cancels_its_unfinished_descendants() {
     assert_eq!(still.state, TaskState::Queued, "an unrelated task runs on");
     assert_eq!(rig.coord.status().await.cascaded, 2);
 }
+
+#[actix_rt::test]
+async fn a_cancelled_subagent_is_announced_to_its_parent_session_once() {
+    let rig = Rig::new().await;
+    let origin = Origin {
+        notify_session: Some(SessionKey::parse("agent:boss:main").unwrap()),
+        session_key: Some(SessionKey::parse("agent:helper:subagent:y").unwrap()),
+        ..Origin::api()
+    };
+    let task = rig.post("agent.helper", origin, None).await;
+    rig.bus
+        .cancel(&task.request_id, "by request")
+        .await
+        .unwrap();
+    rig.bus.cancel(&task.request_id, "again").await.unwrap();
+    let notice = RequestId::parse(&format!("notify-{}", task.task_id)).unwrap();
+    let told = tokio::time::timeout(BOUND, async {
+        loop {
+            if let Some(r) = rig.bus.lookup(&notice).await.unwrap() {
+                return r;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap();
+    let text = told.envelope.payload["text"].as_str().unwrap();
+    assert!(
+        text.contains("agent \"helper\"") && text.contains("(cancelled): cancelled (by request)"),
+        "{text}"
+    );
+    let all = rig.bus.tasks().await.unwrap();
+    let notices = all
+        .iter()
+        .filter(|r| r.envelope.topic == Topic::agent("boss"))
+        .count();
+    assert_eq!(notices, 1, "told exactly once");
+}
