@@ -207,17 +207,34 @@ impl Coordinator {
             self.timed_out += 1;
             let (bus, request_id) = (self.bus.clone(), live.request_id.clone());
             tracing::warn!(task_id = %task_id, %request_id, deadline, now, "Deadline passed; the coordinator ends the task.");
-            ctx.spawn(fut::wrap_future(async move {
+            let ending = async move {
                 let outcome = Outcome::TimedOut {
                     error: format!(
                         "the task's deadline passed ({} ms ago) before it ended",
                         now.saturating_sub(deadline)
                     ),
                 };
-                if let Err(e) = bus.end(&request_id, outcome).await {
-                    tracing::error!(task_id = %task_id, error = %e, "Could not end an overdue task.");
+                match bus.end(&request_id, outcome).await {
+                    Ok(record) => Some(record),
+                    Err(e) => {
+                        tracing::error!(task_id = %task_id, error = %e, "Could not end an overdue task.");
+                        None
+                    }
                 }
-            }));
+            };
+            ctx.spawn(
+                fut::wrap_future(ending).map(move |record, act: &mut Self, ctx| {
+                    // It had ended already, and its terminal event never came (a lagging
+                    // subscription): forget it now.
+                    if let Some(TaskRecord {
+                        outcome: Some(outcome),
+                        ..
+                    }) = record.filter(|r| r.state != TaskState::TimedOut)
+                    {
+                        act.ended(task_id, &outcome, ctx);
+                    }
+                }),
+            );
         }
     }
 
