@@ -13,6 +13,7 @@
 //! - [`skills`]: `SKILL.md` folders — sources, gating, per-session snapshots, the prompt's skill list.
 //! - [`agent`]: the agent actor and its tool-call loop.
 //! - [`approvals`]: requests for a person's approval (exec in `ask` mode), stored in sled, answered from the CLI or HTTP.
+//! - [`coordinator`]: the task coordinator — the wait-for graph, deadlines, cascading cancel.
 //! - [`cron`]: the cron scheduler — jobs in sled, leases, missed fires, backoff, run history.
 //! - [`router`]: session keys and the routing of inbound messages to agents.
 //! - [`session`]: session actors (the session lane), JSONL transcripts, the session index, compaction.
@@ -27,6 +28,7 @@ pub mod approvals;
 pub mod channels;
 pub mod cli;
 pub mod config;
+pub mod coordinator;
 pub mod cron;
 pub mod gateway;
 pub mod ids;

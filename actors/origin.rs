@@ -32,6 +32,10 @@ pub enum Header {
     NotifySession,
     /// How many subagent spawns deep this task is (0 for work nobody spawned).
     Depth,
+    /// A broadcast group: how many member tasks it waits for.
+    Members,
+    /// The attempts this task may take, over its agent's retry policy.
+    MaxAttempts,
 }
 
 impl Header {
@@ -48,6 +52,8 @@ impl Header {
             Self::CallChain => "call_chain",
             Self::NotifySession => "notify_session",
             Self::Depth => "depth",
+            Self::Members => "members",
+            Self::MaxAttempts => "max_attempts",
         }
     }
 }
@@ -76,6 +82,10 @@ pub struct Origin {
     pub notify_session: Option<SessionKey>,
     /// How many subagent spawns deep this task is (0 for work nobody spawned).
     pub depth: u32,
+    /// For a broadcast group: how many member tasks (one per subscribing agent) it waits for.
+    pub members: Option<u32>,
+    /// The attempts this task may take (the poster's `max_attempts`); `None`: its agent's policy.
+    pub max_attempts: Option<u32>,
 }
 
 impl Default for Origin {
@@ -108,6 +118,8 @@ impl Origin {
             call_chain: Vec::new(),
             notify_session: None,
             depth: 0,
+            members: None,
+            max_attempts: None,
         }
     }
 
@@ -137,6 +149,12 @@ impl Origin {
         }
         if self.depth > 0 {
             h.insert(Header::Depth.as_str().into(), self.depth.to_string());
+        }
+        if let Some(n) = self.members {
+            h.insert(Header::Members.as_str().into(), n.to_string());
+        }
+        if let Some(n) = self.max_attempts {
+            h.insert(Header::MaxAttempts.as_str().into(), n.to_string());
         }
         env
     }
@@ -184,6 +202,18 @@ impl Origin {
                 message: format!("{depth:?} is not a depth: {e}"),
             })?;
         }
+        if let Some(n) = get(Header::Members) {
+            origin.members = Some(n.parse().map_err(|e| OriginError {
+                key: Header::Members.as_str(),
+                message: format!("{n:?} is not a member count: {e}"),
+            })?);
+        }
+        if let Some(n) = get(Header::MaxAttempts) {
+            origin.max_attempts = Some(n.parse().map_err(|e| OriginError {
+                key: Header::MaxAttempts.as_str(),
+                message: format!("{n:?} is not a number of attempts: {e}"),
+            })?);
+        }
         Ok(origin)
     }
 }
@@ -206,6 +236,8 @@ mod tests {
             call_chain: vec!["a".into(), "b".into()],
             notify_session: SessionKey::parse("agent:a:main").ok(),
             depth: 2,
+            members: Some(3),
+            max_attempts: Some(2),
         };
         let env = Envelope::task(
             Topic::agent("a"),

@@ -1,38 +1,43 @@
-//! When a failed turn is tried again: which failures pass, and how long to wait.
+//! When a failed turn is tried again: what kind of failure it was, and how long to wait.
 
 use super::TurnError;
-use crate::config::Limits;
+use crate::config::retry::{ErrorClass, RetryPolicy};
+use crate::model::ModelError;
 use std::time::Duration;
 
-/// Why a turn failed, as far as retrying goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailureClass {
-    /// Rate limit, overload, 5xx, a lost connection: the same turn may well succeed later.
-    Transient,
-    /// The turn ran past its time limit.
-    Timeout,
-    /// Anything else (a bad request, auth, a turn guard, a deadline that passed): trying again
-    /// would fail the same way.
-    Final,
-}
-
-/// Classifies a failed turn.
-pub fn classify(error: &TurnError) -> FailureClass {
+/// Classifies a failed turn for the retry policy; `None` for failures that no policy retries
+/// (a turn guard, a deadline that passed, a scripted-model or configuration error).
+pub fn classify(error: &TurnError) -> Option<ErrorClass> {
     match error {
-        TurnError::Model(e) if e.falls_over() => FailureClass::Transient,
-        TurnError::TimedOut(_) => FailureClass::Timeout,
-        _ => FailureClass::Final,
+        TurnError::TimedOut(_) => Some(ErrorClass::Timeout),
+        TurnError::Model(e) => classify_model(e),
+        _ => None,
     }
 }
 
-/// The wait before attempt `next` (2 for the first retry): `retry_backoff` doubled per attempt,
-/// capped at `retry_backoff_max`, scaled by `jitter` (expected in 0.8..=1.2).
-pub fn backoff(limits: &Limits, next: u32, jitter: f64) -> Duration {
+fn classify_model(error: &ModelError) -> Option<ErrorClass> {
+    match error {
+        ModelError::TimedOut { .. } => Some(ErrorClass::Timeout),
+        ModelError::Http { status: 408, .. } => Some(ErrorClass::Timeout),
+        ModelError::Http { status: 429, .. } => Some(ErrorClass::RateLimit),
+        ModelError::Http {
+            status: 401 | 403, ..
+        } => Some(ErrorClass::Auth),
+        ModelError::Http { status, .. } if *status >= 500 => Some(ErrorClass::Transient),
+        ModelError::Http { .. } => Some(ErrorClass::InvalidInput),
+        ModelError::Connect(_) | ModelError::CircuitOpen { .. } => Some(ErrorClass::Transient),
+        _ => None,
+    }
+}
+
+/// The wait before attempt `next` (2 for the first retry): the policy's base wait doubled per
+/// attempt, capped at its maximum, scaled by `jitter` (expected in 0.8..=1.2).
+pub fn backoff(policy: &RetryPolicy, next: u32, jitter: f64) -> Duration {
     let doublings = next.saturating_sub(2).min(20);
-    let base = limits
-        .retry_backoff
+    let base = policy
+        .base
         .saturating_mul(1u32 << doublings)
-        .min(limits.retry_backoff_max);
+        .min(policy.max);
     base.mul_f64(jitter.clamp(0.8, 1.2))
 }
 
@@ -47,22 +52,21 @@ mod tests {
 
     #[test]
     fn backoff_doubles_from_the_base_up_to_the_cap() {
-        let limits = Limits::default();
+        let policy = RetryPolicy::default();
         let waits: Vec<u128> = (2..=8)
-            .map(|n| backoff(&limits, n, 1.0).as_millis())
+            .map(|n| backoff(&policy, n, 1.0).as_millis())
             .collect();
         assert_eq!(waits, [500, 1000, 2000, 4000, 8000, 8000, 8000]);
-        assert_eq!(backoff(&limits, 2, 0.8).as_millis(), 400);
+        assert_eq!(backoff(&policy, 2, 0.8).as_millis(), 400);
         assert_eq!(
-            backoff(&limits, 2, 5.0).as_millis(),
+            backoff(&policy, 2, 5.0).as_millis(),
             600,
             "jitter is clamped"
         );
     }
 
     #[test]
-    fn passing_failures_are_told_apart_from_final_ones() {
-        use crate::model::ModelError;
+    fn failures_are_classified_so_the_policy_can_apply() {
         let http = |status| {
             TurnError::Model(ModelError::Http {
                 status,
@@ -70,18 +74,29 @@ mod tests {
                 target: "m".into(),
             })
         };
-        assert_eq!(classify(&http(503)), FailureClass::Transient);
-        assert_eq!(classify(&http(429)), FailureClass::Transient);
-        assert_eq!(classify(&http(401)), FailureClass::Final);
-        assert_eq!(classify(&http(400)), FailureClass::Final);
+        assert_eq!(classify(&http(503)), Some(ErrorClass::Transient));
+        assert_eq!(classify(&http(429)), Some(ErrorClass::RateLimit));
+        assert_eq!(classify(&http(408)), Some(ErrorClass::Timeout));
+        assert_eq!(classify(&http(401)), Some(ErrorClass::Auth));
+        assert_eq!(classify(&http(403)), Some(ErrorClass::Auth));
+        assert_eq!(classify(&http(400)), Some(ErrorClass::InvalidInput));
         assert_eq!(
             classify(&TurnError::TimedOut(Duration::from_secs(1))),
-            FailureClass::Timeout
+            Some(ErrorClass::Timeout)
         );
-        assert_eq!(classify(&TurnError::DeadlinePassed), FailureClass::Final);
-        assert_eq!(
-            classify(&TurnError::TooManyIterations(3)),
-            FailureClass::Final
+        assert_eq!(classify(&TurnError::DeadlinePassed), None);
+        assert_eq!(classify(&TurnError::TooManyIterations(3)), None);
+        let policy = RetryPolicy::default();
+        assert!(policy.retries(classify(&http(429))));
+        assert!(!policy.retries(classify(&http(401))));
+        assert!(!policy.retries(None));
+        let strict = RetryPolicy {
+            retry_on: vec![ErrorClass::Transient],
+            ..RetryPolicy::default()
+        };
+        assert!(
+            !strict.retries(Some(ErrorClass::RateLimit)),
+            "rate_limit is its own class"
         );
     }
 }

@@ -1,5 +1,6 @@
 //! `clawbus post agent.<id> "text" [--wait]`: a task from a script, through the gateway; a
-//! shared topic (`clawbus post team.research …`) goes to exactly one agent subscribing to it.
+//! shared topic (`clawbus post team.research …`) goes to exactly one agent subscribing to it, or
+//! with `--broadcast` to every one of them.
 
 use super::client::{GatewayClient, segment, usage};
 use super::out::outln;
@@ -32,11 +33,24 @@ pub struct PostArgs {
     /// Print the task as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Shared topics: every subscribing agent runs the task (one task each, in one group)
+    /// instead of exactly one of them.
+    #[arg(long)]
+    pub broadcast: bool,
+    /// The attempts the task may take (1-5), over the agent's `[retry] max_attempts`.
+    #[arg(long)]
+    pub max_attempts: Option<u32>,
 }
 
 /// Posts the task and reports the outcome with the documented exit codes.
 pub fn run(global: &Global, args: PostArgs) -> ExitCode {
     let path = match args.topic.strip_prefix("agent.") {
+        Some(agent) if !agent.is_empty() && !agent.contains('.') && args.broadcast => {
+            return usage(format!(
+                "--broadcast: only for shared topics; {:?} is one agent's topic",
+                args.topic
+            ));
+        }
         Some(agent) if !agent.is_empty() && !agent.contains('.') => {
             format!("/v1/agents/{}/tasks", segment(agent))
         }
@@ -71,6 +85,13 @@ pub fn run(global: &Global, args: PostArgs) -> ExitCode {
         "timeout_ms": timeout.as_millis() as u64,
         "session": args.session,
     });
+    let mut body = body;
+    if args.broadcast {
+        body["broadcast"] = serde_json::Value::Bool(true);
+    }
+    if let Some(n) = args.max_attempts {
+        body["max_attempts"] = n.into();
+    }
     let answer = match client.post(&path, &body) {
         Ok(v) => v,
         Err(code) => return code,

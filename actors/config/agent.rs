@@ -65,6 +65,7 @@ pub(super) fn agent_file(
     };
     let fallbacks = fallbacks(&src, &f, &model, known, &mut problems);
     let limits = limits(&src, &f, &mut problems);
+    let retry = super::retry::retry_policy(&src, &f.retry, &limits, &mut problems);
     let tools = super::tools::tools_def(&src, &f.tools, &mut problems);
     let exec = super::exec::exec_def(&src, &f.exec, &mut problems);
     let prompt = super::prompt::prompt_def(&src, &f, &mut problems);
@@ -89,6 +90,7 @@ pub(super) fn agent_file(
         model,
         fallbacks,
         limits,
+        retry,
         tools,
         exec,
         prompt,

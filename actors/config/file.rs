@@ -105,6 +105,8 @@ pub(super) struct AgentFile {
     #[serde(default)]
     pub limits: LimitsFile,
     #[serde(default)]
+    pub retry: super::retry::RetryFile,
+    #[serde(default)]
     pub tools: super::tools::ToolsFile,
     #[serde(default)]
     pub exec: super::exec::ExecFile,

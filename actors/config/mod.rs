@@ -27,6 +27,7 @@ mod model_params;
 mod prices;
 mod prompt;
 mod report;
+pub mod retry;
 pub mod rules;
 mod session;
 mod skills;
@@ -326,6 +327,8 @@ pub struct AgentDef {
     pub seed_dir: Option<PathBuf>,
     /// Turn limits.
     pub limits: Limits,
+    /// When a failed attempt is tried again (`[retry]` over the retry settings of `[limits]`).
+    pub retry: retry::RetryPolicy,
     /// Which tools the agent may call (`[tools]`).
     pub tools: ToolsDef,
     /// How `exec` decides and runs commands (`[exec]`).

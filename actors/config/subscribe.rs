@@ -8,7 +8,14 @@ use toml::Spanned;
 
 /// Topic prefixes a shared topic may not start with: agent topics, event streams, the
 /// cancellation notices and reply inboxes belong to the system.
-pub const RESERVED_PREFIXES: &[&str] = &["agent.", "events.", "tasks.", "_inbox."];
+pub const RESERVED_PREFIXES: &[&str] = &[
+    "agent.",
+    "events.",
+    "tasks.",
+    "_inbox.",
+    "coord.",
+    "broadcast.",
+];
 
 /// Checks one shared topic: a concrete topic (no wildcard) outside the reserved namespaces.
 pub fn shared_topic(raw: &str) -> Result<Topic, String> {

@@ -60,6 +60,8 @@ pub fn origin(job: &Job, scheduled_ms: u64) -> Origin {
         call_chain: Vec::new(),
         notify_session: None,
         depth: 0,
+        members: None,
+        max_attempts: None,
     }
 }
 

@@ -2,6 +2,7 @@
 
 use super::token;
 use crate::config::Config;
+use crate::config::retry::MAX_ATTEMPTS;
 use crate::origin::Origin;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -236,6 +237,38 @@ pub struct TaskRequest {
     /// `[lanes]` name).
     #[serde(default)]
     pub lane: Option<String>,
+    /// Shared topics only: one task per subscribing agent instead of one for a single
+    /// subscriber.
+    #[serde(default)]
+    pub broadcast: bool,
+    /// The attempts the task may take (1-5), over the agent's `[retry] max_attempts`.
+    #[serde(default)]
+    pub max_attempts: Option<u32>,
+}
+
+/// The poster's `max_attempts`, checked: 1 to [`MAX_ATTEMPTS`], or the 400 answer naming it.
+// The error is the handler's whole answer, returned at once: boxing it would gain nothing.
+#[allow(clippy::result_large_err)]
+pub(super) fn max_attempts(n: Option<u32>) -> Result<Option<u32>, Response> {
+    match n {
+        Some(n) if !(1..=MAX_ATTEMPTS).contains(&n) => Err(error(
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+            format!("max_attempts: {n} is out of range (expected 1 to {MAX_ATTEMPTS})"),
+        )),
+        n => Ok(n),
+    }
+}
+
+/// One member task of a broadcast group.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BroadcastMember {
+    /// The agent running it.
+    pub agent: String,
+    /// Its task id.
+    pub task_id: String,
+    /// Its request id.
+    pub request_id: String,
 }
 
 /// A task as the API shows it.
@@ -261,6 +294,9 @@ pub struct TaskView {
     /// The session routing chose at ingress (channel messages).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
+    /// A broadcast group's member tasks, one per subscribing agent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<BroadcastMember>,
     /// The lane it runs on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lane: Option<String>,
@@ -294,6 +330,7 @@ impl TaskView {
                 view
             }),
             error: rec.error().map(str::to_string),
+            members: Vec::new(),
         }
     }
 
@@ -432,6 +469,13 @@ async fn post_task(
             "text: empty (expected the message for the agent)",
         );
     }
+    if body.broadcast {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+            "broadcast: only for shared topics (POST /v1/topics/{topic}/tasks); a task for one agent goes to that agent",
+        );
+    }
     if state.config.agent(&agent).is_none() {
         return error(
             StatusCode::NOT_FOUND,
@@ -446,6 +490,10 @@ async fn post_task(
     let mut origin = Origin::api();
     origin.lane = match lane(&state.config, body.lane.as_deref()) {
         Ok(l) => l,
+        Err(answer) => return answer,
+    };
+    origin.max_attempts = match max_attempts(body.max_attempts) {
+        Ok(n) => n,
         Err(answer) => return answer,
     };
     if let Some(session) = &body.session {

@@ -139,6 +139,8 @@ async fn post_message(
         call_chain: Vec::new(),
         notify_session: None,
         depth: 0,
+        members: None,
+        max_attempts: None,
     };
     let env = origin.apply(
         Envelope::task(

@@ -169,15 +169,6 @@ async fn cancel(State(state): State<ApiState>, Path(id): Path<String>) -> Respon
         Ok(rec) => rec,
         Err(e) => return bus_error(e),
     };
-    // The work it started goes with it.
-    match super::tasks::cancel_descendants(state.bus.as_ref(), task_id).await {
-        Ok(0) => {}
-        Ok(n) => {
-            tracing::info!(task_id = %task_id, descendants = n, "Descendants cancelled with their parent.")
-        }
-        Err(e) => {
-            tracing::error!(task_id = %task_id, error = %e, "Could not cancel every descendant.")
-        }
-    }
+    // The work it started goes with it: the task coordinator cancels its descendants.
     (StatusCode::OK, Json(TaskView::of(&rec, false))).into_response()
 }

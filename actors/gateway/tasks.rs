@@ -1,18 +1,17 @@
 //! Task listings and trees over HTTP: `GET /v1/tasks[?state=S&agent=ID]` and
-//! `GET /v1/tasks/{id}/tree`, `POST /v1/tasks/{id}/retry`; a cancel reaches a task's descendants
-//! too.
+//! `GET /v1/tasks/{id}/tree`, `POST /v1/tasks/{id}/retry`. (A cancel reaches a task's descendants
+//! through the task coordinator.)
 
 use super::api::{ApiState, TaskView, bus_error, error, query};
-use crate::origin::Origin;
+use crate::coordinator::tree::{descendants, parent_of};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use bus::{Bus, BusError, TaskRecord, TaskState};
+use bus::{TaskRecord, TaskState};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use std::collections::HashMap;
 use uuid::Uuid;
 
 /// The routes of task listings and trees.
@@ -33,47 +32,6 @@ pub struct ListQuery {
     /// Only tasks posted to this agent.
     #[serde(default)]
     pub agent: Option<String>,
-}
-
-/// Every task's parent, from the origin on its envelope.
-fn parent_of(record: &TaskRecord) -> Option<Uuid> {
-    Origin::of(&record.envelope)
-        .ok()
-        .and_then(|o| o.parent_task)
-}
-
-/// The tasks started by `root` and by their children, depth first, with their depth.
-pub fn descendants(all: &[TaskRecord], root: Uuid) -> Vec<(usize, &TaskRecord)> {
-    let mut children: HashMap<Uuid, Vec<&TaskRecord>> = HashMap::new();
-    for r in all {
-        if let Some(parent) = parent_of(r) {
-            children.entry(parent).or_default().push(r);
-        }
-    }
-    let mut out = Vec::new();
-    let mut stack: Vec<(usize, Uuid)> = vec![(0, root)];
-    while let Some((depth, id)) = stack.pop() {
-        for child in children.get(&id).into_iter().flatten().rev() {
-            out.push((depth + 1, *child));
-            stack.push((depth + 1, child.task_id));
-        }
-    }
-    out
-}
-
-/// Cancels every unfinished descendant of `root`; answers how many were cancelled.
-pub async fn cancel_descendants(bus: &dyn Bus, root: Uuid) -> Result<usize, BusError> {
-    let all = bus.tasks().await?;
-    let mut cancelled = 0;
-    for (_, r) in descendants(&all, root) {
-        if !r.state.is_terminal() {
-            let reason = format!("its parent task {root} was cancelled");
-            if bus.cancel(&r.request_id, &reason).await?.state == TaskState::Cancelled {
-                cancelled += 1;
-            }
-        }
-    }
-    Ok(cancelled)
 }
 
 fn parse_state(s: &str) -> Option<TaskState> {

@@ -1,15 +1,22 @@
 //! Tasks for shared topics: `POST /v1/topics/{topic}/tasks` posts to a topic agents subscribe to
-//! (`subscribe = ["team.research"]`); exactly one subscriber runs each task.
+//! (`subscribe = ["team.research"]`); exactly one subscriber runs each task — or, with
+//! `broadcast: true`, every subscriber runs one of its own, as the members of one group task.
 
-use super::api::{ApiState, TaskRequest, body, error, lane, request_id, submit_and_answer};
+use super::api::{
+    ApiState, BroadcastMember, DEFAULT_WAIT, MAX_WAIT, TaskRequest, TaskView, body, bus_error,
+    error, lane, max_attempts, request_id, submit_and_answer,
+};
+use crate::ids::AgentId;
 use crate::origin::Origin;
+use crate::router::SessionKey;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use bus::Envelope;
+use bus::{BusError, Envelope, RequestId, Topic};
 use serde_json::json;
+use std::time::Duration;
 
 /// The topic routes (mounted under `/v1`, behind the token).
 pub fn routes() -> Router<ApiState> {
@@ -50,12 +57,14 @@ async fn post_topic_task(
             "session: not taken by a shared topic (each task runs in a session of its own on the agent that takes it)",
         );
     }
-    if !state
+    let subscribers: Vec<&AgentId> = state
         .config
         .agents
         .iter()
-        .any(|a| a.subscribe.contains(&topic))
-    {
+        .filter(|a| a.subscribe.contains(&topic))
+        .map(|a| &a.id)
+        .collect();
+    if subscribers.is_empty() {
         return error(
             StatusCode::NOT_FOUND,
             "unknown_topic",
@@ -73,10 +82,114 @@ async fn post_topic_task(
         Ok(l) => l,
         Err(answer) => return answer,
     };
+    origin.max_attempts = match max_attempts(req.max_attempts) {
+        Ok(n) => n,
+        Err(answer) => return answer,
+    };
+    let deadline = req
+        .deadline_ms
+        .map(|ms| state.clock.now_ms().saturating_add(ms));
+    if req.broadcast {
+        return broadcast(
+            &state,
+            &req,
+            topic,
+            request_id,
+            origin,
+            deadline,
+            &subscribers,
+        )
+        .await;
+    }
     let mut env =
         origin.apply(Envelope::task(topic, request_id, json!({ "text": req.text })).from("http"));
-    if let Some(ms) = req.deadline_ms {
-        env.deadline = Some(state.clock.now_ms().saturating_add(ms));
-    }
+    env.deadline = deadline;
     submit_and_answer(&state, env, req.wait, req.timeout_ms).await
+}
+
+/// The request id of `agent`'s member task in broadcast group `group`.
+fn member_request_id(group: &RequestId, agent: &str) -> Result<RequestId, String> {
+    RequestId::parse(&format!("{group}/{agent}"))
+}
+
+/// A broadcast: a group task on `broadcast.<topic>` (nobody consumes it; the task coordinator
+/// ends it once every member has ended, with their answers) and one member task per subscriber,
+/// posted to the agent itself, each its own task with the group as its parent.
+async fn broadcast(
+    state: &ApiState,
+    req: &TaskRequest,
+    topic: Topic,
+    group_id: RequestId,
+    origin: Origin,
+    deadline: Option<u64>,
+    subscribers: &[&AgentId],
+) -> Response {
+    let payload = json!({ "text": req.text });
+    let group = Origin {
+        members: Some(subscribers.len() as u32),
+        ..origin.clone()
+    };
+    let mut env = group.apply(
+        Envelope::task(
+            Topic::broadcast_group(&topic),
+            group_id.clone(),
+            payload.clone(),
+        )
+        .from("http"),
+    );
+    env.deadline = deadline;
+    let admission = match state.bus.submit(env).await {
+        Ok(a) => a,
+        Err(e) => return bus_error(e),
+    };
+    let mut members = Vec::new();
+    for agent in subscribers {
+        let rid = match member_request_id(&group_id, agent.as_str()) {
+            Ok(id) => id,
+            Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_request_id", e),
+        };
+        let member = Origin {
+            parent_task: Some(admission.task.task_id),
+            session_key: Some(SessionKey::shared_topic(
+                agent,
+                topic.as_str(),
+                rid.as_str(),
+            )),
+            ..origin.clone()
+        };
+        let mut env = member.apply(
+            Envelope::task(Topic::agent(agent.as_str()), rid.clone(), payload.clone()).from("http"),
+        );
+        env.deadline = deadline;
+        // A repeated broadcast finds its members answered from the store, as the group is.
+        match state.bus.submit(env).await {
+            Ok(m) => members.push(BroadcastMember {
+                agent: agent.to_string(),
+                task_id: m.task.task_id.to_string(),
+                request_id: rid.to_string(),
+            }),
+            Err(e) => return bus_error(e),
+        }
+    }
+    let mut record = admission.task;
+    if req.wait && !record.state.is_terminal() {
+        let wait = req
+            .timeout_ms
+            .map(Duration::from_millis)
+            .unwrap_or(DEFAULT_WAIT)
+            .min(MAX_WAIT);
+        match state.bus.wait(&group_id, wait).await {
+            Ok(done) => record = done,
+            Err(BusError::TimedOut { .. }) => {}
+            Err(e) => return bus_error(e),
+        }
+    }
+    let mut view = TaskView::of(&record, admission.duplicate);
+    view.members = members;
+    let status = if record.state.is_terminal() {
+        StatusCode::OK
+    } else {
+        StatusCode::ACCEPTED
+    };
+    (status, Json(view)).into_response()
 }

@@ -4,7 +4,7 @@ use super::compaction;
 use super::events::RunEvents;
 use super::history::View;
 use super::transcript::{Entry, EntryBody, Transcript};
-use crate::agent::retry::{self, FailureClass};
+use crate::agent::retry;
 use crate::agent::runtime::AgentRuntime;
 use crate::agent::turn::{Resume, TurnError, TurnHooks, TurnInput, TurnJournal, run_turn_observed};
 use crate::agent::usage::UsageByModel;
@@ -433,17 +433,20 @@ impl Run {
         if let Err(e) = synced {
             return End::failed(entries, format!("transcript sync failed: {e}"));
         }
-        // A passing failure (rate limit, overload, 5xx, timeout) is tried again after a backoff,
-        // resuming from the journal; past the agent's `max_attempts` the task is dead-lettered.
-        if let Err(e) = &turn {
-            let class = retry::classify(e);
-            if class != FailureClass::Final {
-                let limits = &rt.def.limits;
-                if env.attempt < limits.max_attempts {
-                    let delay = retry::backoff(limits, env.attempt + 1, retry::jitter());
-                    tracing::warn!(agent = %rt.id, session = %key, task_id = %env.id, request_id, attempt = env.attempt, ?class, delay_ms = delay.as_millis() as u64, error = %e, "Turn failed; trying again.");
-                    return Step::Retry { entries, delay };
-                }
+        // A failure the agent's retry policy retries (by default a timeout, a rate limit or a
+        // transient error) is tried again after a backoff, resuming from the journal; past the
+        // task's (else the agent's) `max_attempts` the task is dead-lettered.
+        let policy = &rt.def.retry;
+        let retried = turn
+            .as_ref()
+            .err()
+            .is_some_and(|e| policy.retries(retry::classify(e)));
+        if let (true, Err(e)) = (retried, &turn) {
+            let max_attempts = origin.max_attempts.unwrap_or(policy.max_attempts);
+            if env.attempt < max_attempts {
+                let delay = retry::backoff(policy, env.attempt + 1, retry::jitter());
+                tracing::warn!(agent = %rt.id, session = %key, task_id = %env.id, request_id, attempt = env.attempt, max_attempts, class = ?retry::classify(e), delay_ms = delay.as_millis() as u64, error = %e, "Turn failed; trying again.");
+                return Step::Retry { entries, delay };
             }
         }
         let (outcome, iterations, usage) = match turn {
@@ -462,7 +465,7 @@ impl Run {
                     usage,
                 )
             }
-            Err(e) if retry::classify(&e) != FailureClass::Final => (
+            Err(e) if retried => (
                 Outcome::DeadLettered {
                     error: format!("{e} (after {} attempts)", env.attempt),
                 },
@@ -515,39 +518,11 @@ impl Run {
         else {
             return;
         };
-        let answer = match outcome {
-            Outcome::Succeeded { result } => result
-                .get("text")
-                .and_then(|t| t.as_str())
-                .unwrap_or_default()
-                .to_string(),
-            other => format!("{} ({})", other.state().as_str(), error_text(other)),
-        };
-        let text = format!(
-            "[task result] agent \"{}\" finished task {} ({}): {answer}",
-            self.rt.id,
-            env.id,
-            outcome.state().as_str()
-        );
-        let Ok(request_id) = bus::RequestId::parse(&format!("notify-{}", env.id)) else {
+        let Some(notice) =
+            crate::coordinator::outcome_notice(self.rt.id.as_str(), env.id, &to, outcome)
+        else {
             return;
         };
-        let origin = Origin {
-            channel: "agent".into(),
-            chat_type: "notice".into(),
-            peer: self.rt.id.to_string(),
-            session_key: Some(to.clone()),
-            parent_task: Some(env.id),
-            ..Origin::api()
-        };
-        let notice = origin.apply(
-            bus::Envelope::task(
-                bus::Topic::agent(to.agent()),
-                request_id,
-                json!({ "text": text }),
-            )
-            .from(format!("agent:{}", self.rt.id)),
-        );
         if let Err(e) = self.rt.bus.submit(notice).await {
             tracing::error!(session = %to, task_id = %env.id, error = %e, "Could not tell the calling session of the outcome.");
         }
@@ -652,16 +627,5 @@ impl Run {
             entries,
             end: RunEnd::Ended(state),
         }
-    }
-}
-
-/// The error text of an outcome that is not a success.
-fn error_text(outcome: &Outcome) -> &str {
-    match outcome {
-        Outcome::Failed { error }
-        | Outcome::TimedOut { error }
-        | Outcome::DeadLettered { error } => error,
-        Outcome::Cancelled { reason } => reason,
-        _ => "",
     }
 }

@@ -16,6 +16,7 @@ use crate::agent::{AgentContext, AgentError, AgentHandle, SessionLimits};
 use crate::approvals::Approvals;
 use crate::channels::{ChannelParts, Channels};
 use crate::config::{BusBackend, Config};
+use crate::coordinator::{CoordinatorError, CoordinatorHandle, CoordinatorOptions};
 use crate::cron::{Declared, Scheduler, SchedulerHandle, Settings};
 use crate::lane::Lanes;
 use crate::metrics::Metrics;
@@ -65,6 +66,9 @@ pub enum SystemError {
     /// A channel (a delivery actor, the Telegram poller) could not start.
     #[error(transparent)]
     Channel(#[from] crate::channels::ChannelError),
+    /// The task coordinator could not start.
+    #[error(transparent)]
+    Coordinator(#[from] CoordinatorError),
 }
 
 /// How long a start waits for the database lock that a process (or a system in this process)
@@ -111,6 +115,7 @@ pub struct Clawbus {
     shutdown: ShutdownSignal,
     cron: SchedulerHandle,
     channels: Channels,
+    coordinator: CoordinatorHandle,
 }
 
 impl Clawbus {
@@ -145,6 +150,11 @@ impl Clawbus {
         ));
         breakers.attach_metrics(&metrics);
         let lanes = Lanes::start(&config.lanes, metrics.clone());
+        // Before the agents: it follows every task from the first one, and picks up the
+        // unfinished ones a previous run left.
+        let coordinator =
+            CoordinatorHandle::start(bus.clone(), clock.clone(), CoordinatorOptions::default())
+                .await?;
         let index = SessionIndex::open(&db).map_err(|e| state_err(e.to_string()))?;
         let live: LiveSessions = Default::default();
         let approvals = Approvals::open(&db, bus.clone(), clock.clone())
@@ -209,6 +219,7 @@ impl Clawbus {
             shutdown: ShutdownSignal::new(),
             cron,
             channels,
+            coordinator,
         })
     }
 
@@ -220,6 +231,11 @@ impl Clawbus {
     /// The cron scheduler (jobs, heartbeats).
     pub fn cron(&self) -> &SchedulerHandle {
         &self.cron
+    }
+
+    /// The task coordinator.
+    pub fn coordinator(&self) -> &CoordinatorHandle {
+        &self.coordinator
     }
 
     /// The configuration it was built from.
@@ -311,6 +327,7 @@ impl Clawbus {
         for agent in &self.agents {
             agent.stop();
         }
+        self.coordinator.stop();
         self.shards.stop().await;
         if let Err(e) = self.db.flush_async().await {
             tracing::error!(error = %e, "Final flush of the store failed.");

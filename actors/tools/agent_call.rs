@@ -3,6 +3,7 @@
 
 use super::peers::Peers;
 use super::{Tool, ToolContext, ToolOutput, parse_args};
+use crate::coordinator::{self, WaitEdge, WaitError};
 use crate::ids::AgentId;
 use crate::origin::Origin;
 use crate::router::SessionKey;
@@ -24,8 +25,9 @@ const MAX_TIMEOUT_S: u64 = 3600;
 /// (`agent:<agent>:agent:<caller>:<request_id>`) on the `subagent` lane, with this run as its
 /// parent and the chain of
 /// waiting agents on its envelope. A waiting call gives its lane slot up while it waits, so it
-/// never starves the lane, and fails at once when the callee is already waiting on this agent
-/// (a cycle in the wait-for graph). A call that does not wait returns the task id; the answer is
+/// never starves the lane, and fails at once when its wait would close a cycle: the call chain
+/// refuses one inside this tree before posting, the task coordinator's wait-for graph any other
+/// (see [`crate::coordinator::graph`]). A call that does not wait returns the task id; the answer is
 /// delivered to this session as a message when the task ends.
 #[derive(Clone, Debug)]
 pub struct AgentCallTool {
@@ -153,6 +155,7 @@ impl Tool for AgentCallTool {
         if args.task.trim().is_empty() {
             return ToolOutput::error("invalid_arguments", "\"task\" is empty");
         }
+        // The fast path: a cycle inside this tree is refused before anything is posted.
         if args.wait && run.call_chain.contains(&args.agent) {
             let start = run
                 .call_chain
@@ -242,9 +245,32 @@ impl Tool for AgentCallTool {
         if admission.task.state.is_terminal() {
             return answer(&args.agent, &admission.task);
         }
+        // The coordinator's wait-for graph is the authority: it sees cycles across trees too
+        // (a call that joins an existing task by its request id).
+        let edge = WaitEdge {
+            waiter: run.task_id,
+            waiter_agent: ctx.agent.clone(),
+            callee: admission.task.task_id,
+            callee_agent: args.agent.clone(),
+        };
+        match coordinator::register_wait(bus.as_ref(), &edge).await {
+            Ok(()) => {}
+            Err(WaitError::Deadlock(cycle)) => {
+                if !admission.duplicate {
+                    // Posted for this wait only: nobody else will ask for its answer.
+                    let reason = format!("its caller refused to wait: {cycle}");
+                    if let Err(e) = bus.cancel(&request_id, &reason).await {
+                        tracing::warn!(task_id = %admission.task.task_id, error = %e, "Could not cancel the call that closed a cycle.");
+                    }
+                }
+                return ToolOutput::error("deadlock", cycle);
+            }
+            Err(e) => return ToolOutput::error("unavailable", e),
+        }
         // Waiting holds no lane slot: the callee (or anyone) may use it meanwhile.
         run.slot.release().await;
         let waited = bus.wait(&request_id, timeout).await;
+        coordinator::end_wait(bus.as_ref(), &edge).await;
         if let Err(e) = run.slot.reacquire().await {
             return ToolOutput::error(
                 "unavailable",

@@ -251,7 +251,8 @@ impl Tool for SessionsHistoryTool {
 }
 
 /// `sessions_send {session, text}`: posts the text as a task into one of the agent's sessions
-/// and returns its task id without waiting.
+/// and returns its task id without waiting; when that turn ends, its outcome is announced in
+/// the sender's session (as a subagent's is), exactly once.
 ///
 /// The task runs on the `main` lane with the calling run as its parent (cancelling the caller
 /// cancels it) and a deadline no later than the caller's. Its request id is
@@ -294,7 +295,8 @@ impl Tool for SessionsSendTool {
 
     fn description(&self) -> &'static str {
         "Send a message into one of your other sessions (see sessions_list): it runs there as a \
-         new turn. Returns the task id at once, without waiting for that turn."
+         new turn. Returns the task id at once, without waiting for that turn; its outcome \
+         arrives later in this conversation as a message."
     }
 
     fn parameters(&self) -> serde_json::Value {
@@ -360,6 +362,8 @@ impl Tool for SessionsSendTool {
             peer: ctx.agent.clone(),
             session_key: Some(session.clone()),
             parent_task: Some(run.task_id),
+            // The sender hears how the turn it started ended, as a message in its session.
+            notify_session: Some(run.session.clone()),
             ..Origin::api()
         };
         let mut env = origin.apply(

@@ -59,9 +59,18 @@ pub trait Bus: Send + Sync + 'static {
     async fn wait(&self, request_id: &RequestId, timeout: Duration)
     -> Result<TaskRecord, BusError>;
 
-    /// Cancels a task: records `cancelled` as its outcome unless it already ended (the first
-    /// outcome wins), then announces it on [`Topic::cancellations`] so a consumer running it stops.
-    async fn cancel(&self, request_id: &RequestId, reason: &str) -> Result<TaskRecord, BusError>;
+    /// Ends a task from outside its consumer (a cancel, a deadline that passed): records
+    /// `outcome` unless the task already ended (the first outcome wins), then announces it on
+    /// [`Topic::cancellations`] so a consumer running it stops.
+    async fn end(&self, request_id: &RequestId, outcome: Outcome) -> Result<TaskRecord, BusError>;
+
+    /// Cancels a task: [`Bus::end`] with a `cancelled` outcome.
+    async fn cancel(&self, request_id: &RequestId, reason: &str) -> Result<TaskRecord, BusError> {
+        let outcome = Outcome::Cancelled {
+            reason: reason.to_string(),
+        };
+        self.end(request_id, outcome).await
+    }
 
     /// Request/reply: submits the task and waits for its terminal record.
     /// Returns the record and whether the request id was a duplicate.

@@ -61,6 +61,29 @@ impl Topic {
         Self("tasks.cancelled".to_string())
     }
 
+    /// Where the start and the end of every task are published (its `queued` and `terminal`
+    /// events, also on [`Topic::task_events`]): `tasks.lifecycle`, for whoever tracks every
+    /// task without its stream of deltas.
+    pub fn task_lifecycle() -> Self {
+        Self("tasks.lifecycle".to_string())
+    }
+
+    /// Where requests to the task coordinator go: `coord.<request>` (`coord.wait`).
+    pub fn coordinator(request: &str) -> Self {
+        Self(format!("coord.{}", sanitize(request)))
+    }
+
+    /// The topic of a broadcast group posted to shared topic `shared`: `broadcast.<shared>`.
+    /// Nobody consumes it: the group's record ends when its member tasks have.
+    pub fn broadcast_group(shared: &Topic) -> Self {
+        Self(format!("broadcast.{}", shared.0))
+    }
+
+    /// Every request to the task coordinator: `coord.>`.
+    pub fn coordinator_requests() -> Self {
+        Self("coord.>".to_string())
+    }
+
     /// Where every event of one task is published: `events.task.<task_id>`.
     pub fn task_events(task_id: uuid::Uuid) -> Self {
         Self(format!("events.task.{task_id}"))

@@ -484,3 +484,74 @@ async fn cancelling_a_task_cancels_the_work_it_started_and_the_tree_shows_it() {
     );
     daemon.shutdown().await;
 }
+
+/// The cycle the envelope's call chain cannot see: `c`'s root task calls `a` (request id `y`);
+/// a script's root task on `b` (request id `x`) joins that same call of `a`; then `a` calls `b`
+/// with request id `x`, joining `b`'s task. `a`'s chain is `[c, a]` — no `b` in it — yet `a`'s
+/// task and `b`'s would wait on each other until their timeouts. The coordinator's wait-for graph
+/// refuses the last wait at once.
+#[actix_rt::test]
+async fn a_cycle_through_tasks_joined_across_two_trees_fails_at_once() {
+    let gate = Gate::new();
+    let server = {
+        let gate = gate.clone();
+        ScriptedServer::with_responder(move |req| {
+            let user = last_user(req);
+            let call = |agent: &str, task: &str, id: &str| {
+                Turn::tool_call(
+                    "agent_call",
+                    json!({ "agent": agent, "task": task, "request_id": id }),
+                )
+            };
+            match (user.as_str(), tool_results(req).first()) {
+                ("go", None) => call("a", "a-work", "y"),
+                ("a-work", None) => Turn::gated(&gate, call("b", "b-work", "x")),
+                ("b-work", None) => call("a", "a-work", "y"),
+                (who, Some(result)) => Turn::text(format!("{who} got: {result}")),
+                (other, None) => Turn::text(format!("re: {other}")),
+            }
+        })
+        .await
+    };
+    let project = Project::new();
+    project
+        .with_mock_and(&server.base_url(), "")
+        .write("agents.d/a.toml", "[tools]\nallow = [\"agent_call\"]\n")
+        .write("agents.d/b.toml", "[tools]\nallow = [\"agent_call\"]\n")
+        .write("agents.d/c.toml", "[tools]\nallow = [\"agent_call\"]\n");
+    let daemon = project.start().await;
+    let (status, root_c) = post_task(&daemon, "c", json!({ "text": "go" })).await;
+    assert_eq!(status, 202, "{root_c}");
+    eventually("a's call is at the model", async || {
+        server.requests().iter().any(|r| last_user(r) == "a-work")
+    })
+    .await;
+    let (status, root_b) = post_task(
+        &daemon,
+        "b",
+        json!({ "text": "b-work", "request_id": "x", "timeout_ms": 20_000 }),
+    )
+    .await;
+    assert_eq!(status, 202, "{root_b}");
+    let coordinator = daemon.system().coordinator();
+    eventually("c and b both wait on a's task", async || {
+        coordinator.status().await.waits == 2
+    })
+    .await;
+    gate.open();
+    let (status, b_done) = post_task(
+        &daemon,
+        "b",
+        json!({ "text": "b-work", "request_id": "x", "wait": true, "timeout_ms": 20_000 }),
+    )
+    .await;
+    assert_eq!(status, 200, "{b_done}");
+    let text = b_done["result"]["text"].as_str().unwrap();
+    assert!(text.contains("deadlock"), "{text}");
+    assert!(text.contains("a → b → a"), "names the cycle: {text}");
+    eventually("every wait ended", async || {
+        coordinator.status().await.waits == 0
+    })
+    .await;
+    daemon.shutdown().await;
+}

@@ -242,3 +242,106 @@ async fn a_failing_primary_falls_over_and_the_events_say_so() {
     );
     daemon.shutdown().await;
 }
+
+/// The `retry` events of a finished task: (attempt, delay_ms), in order.
+async fn retry_events(daemon: &clawbus::gateway::Daemon, task_id: &str) -> Vec<(u64, u64)> {
+    let body = crate::support::get_text(daemon, &format!("/v1/tasks/{task_id}/events")).await;
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .filter(|ev| ev["event"]["type"] == "retry")
+        .map(|ev| {
+            (
+                ev["event"]["attempt"].as_u64().unwrap(),
+                ev["event"]["delay_ms"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// `[retry]` per agent and `max_attempts` per task: transient twice then success waits as the
+/// policy says; a rate limit is its own class (retried by default, not by an agent that retries
+/// transient errors only); a task's own `max_attempts` dead-letters it sooner.
+#[actix_rt::test]
+async fn the_retry_policy_of_the_agent_and_the_task_applies_by_error_class() {
+    let flaky = Arc::new(AtomicUsize::new(0));
+    let server = {
+        let flaky = flaky.clone();
+        ScriptedServer::with_responder(move |req| match last_user(req).as_str() {
+            "flaky" if flaky.fetch_add(1, Ordering::SeqCst) < 2 => Turn::http_error(503),
+            "flaky" => Turn::text("finally"),
+            "limited" => Turn::http_error(429),
+            "auth" => Turn::http_error(401),
+            other => Turn::text(format!("re: {other}")),
+        })
+        .await
+    };
+    let project = Project::new();
+    project
+        .with_mock_provider(&server.base_url(), "10s", 0)
+        .write(
+            "agents.d/chat.toml",
+            "[retry]\nmax_attempts = 3\nbase_ms = 20\nmax_ms = 30\n",
+        )
+        .write(
+            "agents.d/strict.toml",
+            "[retry]\nbase_ms = 10\nretry_on = [\"transient\"]\n",
+        );
+    let daemon = project.start().await;
+    let calls = |text: &str| {
+        server
+            .requests()
+            .iter()
+            .filter(|r| last_user(r) == text)
+            .count()
+    };
+
+    let (_, flaky_task) = post_task(&daemon, "chat", json!({ "text": "flaky" })).await;
+    let id = flaky_task["task_id"].as_str().unwrap();
+    let done = until_ended(&daemon, id).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    let retries = retry_events(&daemon, id).await;
+    assert_eq!(retries.len(), 2, "{retries:?}");
+    // 20 ms, then doubled but capped at 30 ms; each ±20 % jitter.
+    assert_eq!((retries[0].0, retries[1].0), (2, 3), "{retries:?}");
+    assert!((16..=24).contains(&retries[0].1), "{retries:?}");
+    assert!((24..=36).contains(&retries[1].1), "{retries:?}");
+    let listed = get_json(&daemon, "/v1/tasks?state=succeeded&agent=chat").await;
+    assert_eq!(listed["tasks"][0]["attempts"], 3, "{listed}");
+
+    let (_, limited) = post_task(&daemon, "strict", json!({ "text": "limited" })).await;
+    let failed = until_ended(&daemon, limited["task_id"].as_str().unwrap()).await;
+    assert_eq!(failed["state"], "failed", "{failed}");
+    assert_eq!(calls("limited"), 1, "strict retries transient errors only");
+
+    let (_, capped) = post_task(
+        &daemon,
+        "chat",
+        json!({ "text": "limited", "max_attempts": 2 }),
+    )
+    .await;
+    let dead = until_ended(&daemon, capped["task_id"].as_str().unwrap()).await;
+    assert_eq!(dead["state"], "dead_lettered", "{dead}");
+    assert!(
+        dead["error"].as_str().unwrap().contains("after 2 attempts"),
+        "{dead}"
+    );
+    assert_eq!(calls("limited"), 3, "chat retried the rate limit once");
+
+    let (_, auth) = post_task(&daemon, "chat", json!({ "text": "auth" })).await;
+    let failed = until_ended(&daemon, auth["task_id"].as_str().unwrap()).await;
+    assert_eq!(failed["state"], "failed", "{failed}");
+    assert_eq!(calls("auth"), 1, "auth is never tried again");
+
+    let (status, refused) =
+        post_task(&daemon, "chat", json!({ "text": "x", "max_attempts": 9 })).await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("max_attempts: 9 is out of range"),
+        "{refused}"
+    );
+    daemon.shutdown().await;
+}

@@ -128,6 +128,28 @@ async fn send_runs_a_turn_in_the_named_session_and_refuses_a_peers() {
     assert_eq!(task["session"], "agent:a:api:direct:desk", "{task}");
     let desk = get_json(&daemon, "/v1/sessions/agent:a:api:direct:desk").await;
     assert_eq!(desk["session"]["turns"], 2, "{desk}");
+    // The sender hears how the turn it started ended, once.
+    let told = async || {
+        let ops = get_json(&daemon, "/v1/sessions/agent:a:api:direct:ops").await;
+        ops["entries"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["message"]["role"] == "user")
+            .filter_map(|e| e["message"]["content"].as_str())
+            .filter(|t| t.starts_with("[task result]"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    eventually("the sender's session was told", async || {
+        told().await.len() == 1
+    })
+    .await;
+    let notice = &told().await[0];
+    assert!(
+        notice.contains(&task_id) && notice.contains("(succeeded): re: ping from ops"),
+        "{notice}"
+    );
 
     let refused = ask(&daemon, "a", "ops", "send agent:b:api:direct:other").await;
     assert!(refused.contains("policy_denied"), "{refused}");
@@ -136,5 +158,6 @@ async fn send_runs_a_turn_in_the_named_session_and_refuses_a_peers() {
         other["session"]["turns"], 1,
         "b's session ran nothing: {other}"
     );
+    assert_eq!(told().await.len(), 1, "told exactly once");
     daemon.shutdown().await;
 }

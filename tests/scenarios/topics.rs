@@ -106,3 +106,123 @@ async fn clawbus_post_to_a_shared_topic_waits_for_the_one_answer() {
     );
     daemon.shutdown().await;
 }
+
+#[actix_rt::test]
+async fn a_broadcast_runs_once_on_every_subscriber_as_one_group() {
+    let project = team();
+    let daemon = project.start().await;
+    let (status, group) = post_json(
+        &daemon,
+        "/v1/topics/team.research/tasks",
+        json!({ "text": "all hands", "request_id": "bc-1", "broadcast": true, "wait": true }),
+    )
+    .await;
+    assert_eq!(status, 200, "{group}");
+    assert_eq!(group["state"], "succeeded", "{group}");
+    let members = group["members"].as_array().unwrap();
+    let mut agents: Vec<&str> = members
+        .iter()
+        .map(|m| m["agent"].as_str().unwrap())
+        .collect();
+    agents.sort();
+    assert_eq!(agents, ["a", "b"], "{group}");
+    let ids: Vec<&str> = members
+        .iter()
+        .map(|m| m["task_id"].as_str().unwrap())
+        .collect();
+    assert_ne!(ids[0], ids[1], "each member is its own task");
+    let text = group["result"]["text"].as_str().unwrap();
+    assert!(
+        text.contains("a: echo: all hands") && text.contains("b: echo: all hands"),
+        "{text}"
+    );
+    // The group shows its members together, and each ran once.
+    let tree = get_json(
+        &daemon,
+        &format!("/v1/tasks/{}/tree", group["task_id"].as_str().unwrap()),
+    )
+    .await;
+    let nodes = tree["tree"].as_array().unwrap();
+    assert_eq!(nodes.len(), 3, "{tree}");
+    for node in &nodes[1..] {
+        assert_eq!(node["task"]["state"], "succeeded", "{tree}");
+        assert_eq!(node["task"]["attempts"], 1, "{tree}");
+        assert!(
+            ids.contains(&node["task"]["task_id"].as_str().unwrap()),
+            "{tree}"
+        );
+    }
+    // The same broadcast again is answered from the store: nothing runs twice.
+    let (status, again) = post_json(
+        &daemon,
+        "/v1/topics/team.research/tasks",
+        json!({ "text": "all hands", "request_id": "bc-1", "broadcast": true, "wait": true }),
+    )
+    .await;
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["duplicate"], true, "{again}");
+    let sessions = get_json(&daemon, "/v1/sessions").await;
+    let ran: Vec<u64> = sessions["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["key"].as_str().unwrap().contains(":topic:team.research:"))
+        .map(|s| s["turns"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ran, [1, 1], "{sessions}");
+    // Without --broadcast, exactly one subscriber runs it; --broadcast on one agent's topic is
+    // refused.
+    let mut cmd = project.clawbus();
+    cmd.args([
+        "post",
+        "team.research",
+        "one of you",
+        "--wait",
+        "--url",
+        &daemon.url(),
+    ]);
+    let out = run_cmd(cmd).await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "echo: one of you"
+    );
+    let mut cmd = project.clawbus();
+    cmd.args([
+        "post",
+        "team.research",
+        "everyone",
+        "--broadcast",
+        "--wait",
+        "--url",
+        &daemon.url(),
+    ]);
+    let out = run_cmd(cmd).await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed.contains("a: echo: everyone") && printed.contains("b: echo: everyone"),
+        "{printed}"
+    );
+    let mut cmd = project.clawbus();
+    cmd.args([
+        "post",
+        "agent.a",
+        "x",
+        "--broadcast",
+        "--url",
+        &daemon.url(),
+    ]);
+    assert_eq!(run_cmd(cmd).await.status.code(), Some(2));
+    daemon.shutdown().await;
+}

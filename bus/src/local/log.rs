@@ -153,7 +153,13 @@ impl EventLog {
         if state.bytes > MAX_DELTA_BYTES {
             shed_bytes(&mut state);
         }
-        for topic in [Topic::task_events(ev.task_id), Topic::events_for(&ev.topic)] {
+        let lifecycle = matches!(
+            ev.event,
+            TaskEventKind::Queued | TaskEventKind::Terminal { .. }
+        )
+        .then(Topic::task_lifecycle);
+        let topics = [Topic::task_events(ev.task_id), Topic::events_for(&ev.topic)];
+        for topic in topics.into_iter().chain(lifecycle) {
             match ev.to_envelope(topic) {
                 Ok(env) => self.broker.do_send(Publish(env)),
                 Err(e) => tracing::warn!(error = %e, "Task event not published."),

@@ -266,9 +266,13 @@ impl Bus for LocalBus {
         Ok(stream::stream(replayed, sub, self.log.clone(), task_id))
     }
 
-    async fn cancel(&self, request_id: &RequestId, reason: &str) -> Result<TaskRecord, BusError> {
-        let outcome = Outcome::Cancelled {
-            reason: reason.to_string(),
+    async fn end(&self, request_id: &RequestId, outcome: Outcome) -> Result<TaskRecord, BusError> {
+        let reason = match &outcome {
+            Outcome::Cancelled { reason } => reason.clone(),
+            Outcome::Failed { error }
+            | Outcome::TimedOut { error }
+            | Outcome::DeadLettered { error } => error.clone(),
+            Outcome::Succeeded { .. } => "ended".to_string(),
         };
         let done = self.store.complete(request_id, outcome).await?;
         let record = done.task;

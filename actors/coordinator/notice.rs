@@ -1,0 +1,61 @@
+//! The announcement of a task's outcome in the session that posted it without waiting (a
+//! subagent, an `agent_call` with `wait: false`).
+
+use crate::origin::Origin;
+use crate::router::SessionKey;
+use bus::{Envelope, Outcome, RequestId, Topic};
+use serde_json::json;
+use uuid::Uuid;
+
+/// The task that tells session `to` how task `task_id` of `agent` ended: a message that wakes
+/// that session. Its request id (`notify-<task_id>`) is the same whoever sends it (the run, or
+/// the coordinator for a task ended from outside), so the session hears it exactly once.
+pub fn outcome_notice(
+    agent: &str,
+    task_id: Uuid,
+    to: &SessionKey,
+    outcome: &Outcome,
+) -> Option<Envelope> {
+    let answer = match outcome {
+        Outcome::Succeeded { result } => result
+            .get("text")
+            .and_then(|t| t.as_str())
+            .unwrap_or_default()
+            .to_string(),
+        other => format!("{} ({})", other.state().as_str(), error_text(other)),
+    };
+    let text = format!(
+        "[task result] agent \"{agent}\" finished task {task_id} ({}): {answer}",
+        outcome.state().as_str()
+    );
+    let request_id = RequestId::parse(&format!("notify-{task_id}")).ok()?;
+    let origin = Origin {
+        channel: "agent".into(),
+        chat_type: "notice".into(),
+        peer: agent.to_string(),
+        session_key: Some(to.clone()),
+        parent_task: Some(task_id),
+        ..Origin::api()
+    };
+    Some(
+        origin.apply(
+            Envelope::task(
+                Topic::agent(to.agent()),
+                request_id,
+                json!({ "text": text }),
+            )
+            .from(format!("agent:{agent}")),
+        ),
+    )
+}
+
+/// The error text of an outcome that is not a success.
+pub(crate) fn error_text(outcome: &Outcome) -> &str {
+    match outcome {
+        Outcome::Failed { error }
+        | Outcome::TimedOut { error }
+        | Outcome::DeadLettered { error } => error,
+        Outcome::Cancelled { reason } => reason,
+        _ => "",
+    }
+}

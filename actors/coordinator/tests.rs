@@ -1,0 +1,261 @@
+use super::*;
+use crate::origin::Origin;
+use crate::router::SessionKey;
+use bus::{LocalBus, LocalOptions, ManualClock, RequestId, TaskState};
+use serde_json::json;
+use uuid::Uuid;
+
+const BOUND: Duration = Duration::from_secs(10);
+
+fn edge(waiter: Uuid, wa: &str, callee: Uuid, ca: &str) -> WaitEdge {
+    WaitEdge {
+        waiter,
+        waiter_agent: wa.into(),
+        callee,
+        callee_agent: ca.into(),
+    }
+}
+
+fn ids<const N: usize>() -> [Uuid; N] {
+    std::array::from_fn(|_| Uuid::now_v7())
+}
+
+#[test]
+fn a_call_back_to_a_waiting_agent_closes_a_cycle() {
+    let [t1, t2, t3] = ids();
+    let mut g = WaitGraph::default();
+    g.add(&edge(t1, "a", t2, "b")).unwrap();
+    let cycle = g.add(&edge(t2, "b", t3, "a")).unwrap_err();
+    assert_eq!(cycle.agents, ["a", "b", "a"]);
+    assert!(cycle.to_string().contains("a → b → a"), "{cycle}");
+    assert_eq!(g.edges(), 1, "a refused wait is not registered");
+}
+
+#[test]
+fn a_three_agent_cycle_is_named_in_order() {
+    let [t1, t2, t3, t4] = ids();
+    let mut g = WaitGraph::default();
+    g.add(&edge(t1, "a", t2, "b")).unwrap();
+    g.add(&edge(t2, "b", t3, "c")).unwrap();
+    let cycle = g.add(&edge(t3, "c", t4, "a")).unwrap_err();
+    assert_eq!(cycle.agents, ["a", "b", "c", "a"]);
+}
+
+#[test]
+fn a_self_call_that_waits_is_a_cycle() {
+    let [t1, t2] = ids();
+    let cycle = WaitGraph::default()
+        .add(&edge(t1, "a", t2, "a"))
+        .unwrap_err();
+    assert_eq!(cycle.agents, ["a", "a"]);
+}
+
+/// The case the envelope's call chain cannot see: two trees joined by request ids. `c`'s task
+/// t3 waits on `a`'s task t4 (chain [c]); `b`'s root task t2 joins t4 by its request id; t4 then
+/// calls `b` joining t2. t4's chain is [c]: no `b` in it, yet t2 and t4 wait on each other.
+#[test]
+fn a_cycle_through_joined_tasks_of_two_trees_is_refused() {
+    let [t2, t3, t4] = ids();
+    let mut g = WaitGraph::default();
+    g.add(&edge(t3, "c", t4, "a")).unwrap();
+    g.add(&edge(t2, "b", t4, "a")).unwrap();
+    let cycle = g.add(&edge(t4, "a", t2, "b")).unwrap_err();
+    assert_eq!(cycle.agents, ["a", "b", "a"]);
+}
+
+#[test]
+fn waits_that_ended_no_longer_count() {
+    let [t1, t2, t3] = ids();
+    let mut g = WaitGraph::default();
+    g.add(&edge(t1, "a", t2, "b")).unwrap();
+    g.remove(t1, t2);
+    g.add(&edge(t2, "b", t3, "a")).unwrap();
+    g.remove_task(t3);
+    assert_eq!(g.edges(), 0);
+    // Independent trees: a waits on b in one, b on a in the other — no cycle.
+    let [u1, u2, u3, u4] = ids();
+    g.add(&edge(u1, "a", u2, "b")).unwrap();
+    g.add(&edge(u3, "b", u4, "a")).unwrap();
+}
+
+struct Rig {
+    _dir: tempfile::TempDir,
+    bus: Arc<LocalBus>,
+    clock: Arc<ManualClock>,
+    coord: CoordinatorHandle,
+}
+
+impl Rig {
+    async fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(1_000_000);
+        let opts = LocalOptions {
+            clock: clock.clone(),
+            ..LocalOptions::default()
+        };
+        let bus = Arc::new(LocalBus::open(dir.path(), opts).unwrap());
+        let coord = CoordinatorHandle::start(
+            bus.clone(),
+            clock.clone(),
+            CoordinatorOptions {
+                tick: Duration::from_millis(10),
+            },
+        )
+        .await
+        .unwrap();
+        Self {
+            _dir: dir,
+            bus,
+            clock,
+            coord,
+        }
+    }
+
+    /// Posts a task to `topic` (nobody consumes it) with `origin` and an optional deadline.
+    async fn post(&self, topic: &str, origin: Origin, deadline: Option<u64>) -> bus::TaskRecord {
+        let mut env = origin.apply(Envelope::task(
+            Topic::parse(topic).unwrap(),
+            RequestId::random(),
+            json!({ "text": "work" }),
+        ));
+        env.deadline = deadline;
+        let live = self.coord.status().await.live;
+        let task = self.bus.submit(env).await.unwrap().task;
+        // Followed once the coordinator has read it.
+        tokio::time::timeout(BOUND, async {
+            while self.coord.status().await.live <= live {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .unwrap();
+        task
+    }
+
+    async fn state(&self, request_id: &RequestId) -> TaskState {
+        self.bus.wait(request_id, BOUND).await.unwrap().state
+    }
+}
+
+#[actix_rt::test]
+async fn waits_register_over_the_bus_and_a_closing_one_is_refused() {
+    let rig = Rig::new().await;
+    let bus: &dyn Bus = rig.bus.as_ref();
+    let [t2, t3, t4] = ids();
+    register_wait(bus, &edge(t3, "c", t4, "a")).await.unwrap();
+    register_wait(bus, &edge(t2, "b", t4, "a")).await.unwrap();
+    assert_eq!(rig.coord.status().await.waits, 2);
+    let refused = register_wait(bus, &edge(t4, "a", t2, "b")).await;
+    match refused {
+        Err(WaitError::Deadlock(cycle)) => assert_eq!(cycle.agents, ["a", "b", "a"]),
+        other => panic!("expected a deadlock, got {other:?}"),
+    }
+    end_wait(bus, &edge(t2, "b", t4, "a")).await;
+    register_wait(bus, &edge(t4, "a", t2, "b"))
+        .await
+        .expect("the wait that closed the cycle ended");
+}
+
+#[actix_rt::test]
+async fn an_overdue_task_nobody_runs_ends_timed_out_and_its_session_is_told_once() {
+    let rig = Rig::new().await;
+    let parent_session = SessionKey::parse("agent:boss:main").unwrap();
+    let origin = Origin {
+        notify_session: Some(parent_session.clone()),
+        session_key: Some(SessionKey::parse("agent:helper:subagent:x").unwrap()),
+        ..Origin::api()
+    };
+    let now = rig.clock.now_ms();
+    let task = rig.post("agent.helper", origin, Some(now + 60_000)).await;
+    rig.clock.advance(Duration::from_secs(59));
+    assert_eq!(rig.coord.status().await.timed_out, 0, "not yet due");
+    rig.clock.advance(Duration::from_secs(2));
+    assert_eq!(rig.state(&task.request_id).await, TaskState::TimedOut);
+    let notice = RequestId::parse(&format!("notify-{}", task.task_id)).unwrap();
+    let told = tokio::time::timeout(BOUND, async {
+        loop {
+            if let Some(r) = rig.bus.lookup(&notice).await.unwrap() {
+                return r;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(told.envelope.topic, Topic::agent("boss"));
+    let text = told.envelope.payload["text"].as_str().unwrap();
+    assert!(text.contains("timed_out"), "{text}");
+    assert_eq!(rig.coord.status().await.timed_out, 1);
+    let notices = rig
+        .bus
+        .tasks()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.envelope.topic == Topic::agent("boss"))
+        .count();
+    assert_eq!(notices, 1, "told exactly once");
+}
+
+#[actix_rt::test]
+async fn cancelling_a_task_cancels_its_unfinished_descendants() {
+    let rig = Rig::new().await;
+    let root = rig.post("agent.a", Origin::api(), None).await;
+    let child_of = |p: Uuid| Origin {
+        parent_task: Some(p),
+        ..Origin::api()
+    };
+    let child = rig.post("agent.b", child_of(root.task_id), None).await;
+    let grandchild = rig.post("agent.c", child_of(child.task_id), None).await;
+    let other = rig.post("agent.d", Origin::api(), None).await;
+    rig.bus
+        .cancel(&root.request_id, "by request")
+        .await
+        .unwrap();
+    assert_eq!(rig.state(&child.request_id).await, TaskState::Cancelled);
+    assert_eq!(
+        rig.state(&grandchild.request_id).await,
+        TaskState::Cancelled
+    );
+    let still = rig.bus.lookup(&other.request_id).await.unwrap().unwrap();
+    assert_eq!(still.state, TaskState::Queued, "an unrelated task runs on");
+    assert_eq!(rig.coord.status().await.cascaded, 2);
+}
+
+#[actix_rt::test]
+async fn a_cancelled_subagent_is_announced_to_its_parent_session_once() {
+    let rig = Rig::new().await;
+    let origin = Origin {
+        notify_session: Some(SessionKey::parse("agent:boss:main").unwrap()),
+        session_key: Some(SessionKey::parse("agent:helper:subagent:y").unwrap()),
+        ..Origin::api()
+    };
+    let task = rig.post("agent.helper", origin, None).await;
+    rig.bus
+        .cancel(&task.request_id, "by request")
+        .await
+        .unwrap();
+    rig.bus.cancel(&task.request_id, "again").await.unwrap();
+    let notice = RequestId::parse(&format!("notify-{}", task.task_id)).unwrap();
+    let told = tokio::time::timeout(BOUND, async {
+        loop {
+            if let Some(r) = rig.bus.lookup(&notice).await.unwrap() {
+                return r;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap();
+    let text = told.envelope.payload["text"].as_str().unwrap();
+    assert!(
+        text.contains("agent \"helper\"") && text.contains("(cancelled): cancelled (by request)"),
+        "{text}"
+    );
+    let all = rig.bus.tasks().await.unwrap();
+    let notices = all
+        .iter()
+        .filter(|r| r.envelope.topic == Topic::agent("boss"))
+        .count();
+    assert_eq!(notices, 1, "told exactly once");
+}
