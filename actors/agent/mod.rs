@@ -95,6 +95,8 @@ pub struct AgentContext {
     pub shards: crate::session::SessionShards,
     /// The cron scheduler the `cron` tool manages; `None`: the tool refuses.
     pub cron: Option<Arc<crate::cron::Scheduler>>,
+    /// Where replies wait until they are delivered.
+    pub outbox: crate::channels::outbox::Outbox,
 }
 
 /// The public handle of a running agent actor.
@@ -196,7 +198,7 @@ impl AgentHandle {
             clock: shared.clock.clone(),
             drain: shared.drain.clone(),
             price: config.prices.get(&def.model.to_string()).copied(),
-            replies: crate::channels::replies::ReplyRoutes::new(config),
+            outbox: shared.outbox.clone(),
         });
         let actor = AgentActor::new(
             rt,

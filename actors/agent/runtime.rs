@@ -39,8 +39,8 @@ pub struct AgentRuntime {
     pub drain: crate::system::Drain,
     /// The price of the agent's model (`[prices."<provider>/<model>"]`), when one is set.
     pub price: Option<crate::config::Price>,
-    /// Which finished tasks' replies go back out through a channel's delivery actor.
-    pub replies: crate::channels::replies::ReplyRoutes,
+    /// Which finished tasks' replies go back out, and the outbox they wait in until delivered.
+    pub outbox: crate::channels::outbox::Outbox,
 }
 
 impl AgentRuntime {

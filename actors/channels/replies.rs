@@ -1,14 +1,13 @@
 //! Which finished tasks have a reply to deliver, and where: decided from the task's origin (the
 //! channel and peer its ingress recorded) and the channels that deliver.
 //!
-//! The session run publishes the reply on `channel.<name>.out` once the outcome is recorded;
-//! the channel's delivery actor takes it from there.
+//! The session run stages the reply in the [`super::outbox`] before the outcome is recorded and
+//! publishes it on `channel.<name>.out` after; the channel's delivery actor takes it from there.
 
-use super::{OutboundMessage, TELEGRAM_CHANNEL, WEBHOOK, out_topic};
+use super::{OutboundMessage, TELEGRAM_CHANNEL, WEBHOOK};
 use crate::config::Config;
 use crate::origin::Origin;
-use bus::{Envelope, Outcome};
-use serde_json::json;
+use bus::Outcome;
 use std::collections::BTreeSet;
 use uuid::Uuid;
 
@@ -38,6 +37,16 @@ impl ReplyRoutes {
         }
     }
 
+    /// Whether `channel` has a delivery actor (Telegram when it polls, `webhook` when a hook
+    /// has a `deliver_url`).
+    pub fn delivers(&self, channel: &str) -> bool {
+        match channel {
+            TELEGRAM_CHANNEL => self.telegram,
+            WEBHOOK => !self.hooks.is_empty(),
+            _ => false,
+        }
+    }
+
     /// The channel and target a task from `origin` replies to, if any: a Telegram chat (the
     /// peer), a webhook with a `deliver_url` (the hook's name, the origin's chat type).
     pub fn target(&self, origin: &Origin) -> Option<(&'static str, String)> {
@@ -52,10 +61,15 @@ impl ReplyRoutes {
         }
     }
 
-    /// The reply of a finished task as the event for its channel's delivery actor; `None` when
-    /// its origin has no way back. A failed task's person is told it failed, without the error
+    /// The reply of a finished task and the channel it goes out on; `None` when its origin has
+    /// no way back. A failed task's person is told it failed, without the error
     /// (which may hold internals; it is in the task's record).
-    pub fn reply(&self, origin: &Origin, task_id: Uuid, outcome: &Outcome) -> Option<Envelope> {
+    pub fn reply(
+        &self,
+        origin: &Origin,
+        task_id: Uuid,
+        outcome: &Outcome,
+    ) -> Option<(&'static str, OutboundMessage)> {
         let (channel, to) = self.target(origin)?;
         let text = match outcome {
             Outcome::Succeeded { result } => result
@@ -74,8 +88,6 @@ impl ReplyRoutes {
             task_id: Some(task_id),
             job: None,
         };
-        let topic = out_topic(channel).ok()?;
-        let payload = serde_json::to_value(&msg).unwrap_or_else(|_| json!({}));
-        Some(Envelope::event(topic, payload).from(format!("task:{task_id}")))
+        Some((channel, msg))
     }
 }
