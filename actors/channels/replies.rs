@@ -8,7 +8,7 @@ use super::{OutboundMessage, TELEGRAM_CHANNEL, WEBHOOK};
 use crate::config::Config;
 use crate::origin::Origin;
 use bus::Outcome;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use uuid::Uuid;
 
 /// The channels (and webhooks) whose tasks' replies go back out.
@@ -23,13 +23,20 @@ pub struct ReplyRoutes {
 impl ReplyRoutes {
     /// The routes the configuration sets up.
     pub fn new(config: &Config) -> Self {
+        Self::from_parts(&config.channels, &config.webhooks)
+    }
+
+    /// The routes of `[channels.*]` and `[webhooks.*]` (what `clawbus check` judges
+    /// announcement targets by).
+    pub fn from_parts(
+        channels: &BTreeMap<String, crate::config::ChannelDef>,
+        webhooks: &BTreeMap<String, crate::config::WebhookDef>,
+    ) -> Self {
         Self {
-            telegram: config
-                .channels
+            telegram: channels
                 .get(TELEGRAM_CHANNEL)
                 .is_some_and(|c| c.telegram.is_some()),
-            hooks: config
-                .webhooks
+            hooks: webhooks
                 .iter()
                 .filter(|(_, h)| h.deliver_url.is_some())
                 .map(|(name, _)| name.clone())
@@ -44,6 +51,29 @@ impl ReplyRoutes {
             TELEGRAM_CHANNEL => self.telegram,
             WEBHOOK => !self.hooks.is_empty(),
             _ => false,
+        }
+    }
+
+    /// Why an announcement to `channel` (`to` on it) could not be delivered; `None` when it can.
+    pub fn refuses(&self, channel: &str, to: Option<&str>) -> Option<String> {
+        match channel {
+            TELEGRAM_CHANNEL if self.telegram => None,
+            TELEGRAM_CHANNEL => Some(
+                "channel \"telegram\" is not configured (expected [channels.telegram] token_env in clawbus.toml)".into(),
+            ),
+            WEBHOOK => {
+                let hook = to.unwrap_or_default();
+                (!self.hooks.contains(hook)).then(|| {
+                    let known: Vec<&str> = self.hooks.iter().map(String::as_str).collect();
+                    format!(
+                        "no webhook {hook:?} with a deliver_url (expected one of: {})",
+                        if known.is_empty() { "none configured".to_string() } else { known.join(", ") }
+                    )
+                })
+            }
+            other => Some(format!(
+                "channel {other:?} has no delivery (expected \"telegram:<chat id>\" or \"webhook:<hook>\")"
+            )),
         }
     }
 
