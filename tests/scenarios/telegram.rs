@@ -2,7 +2,7 @@
 //! formats: updates become tasks in per-chat sessions and replies are sent (split past 4,096
 //! UTF-16 units, never `NO_REPLY`), other chats are ignored, an update runs once, the offset
 //! survives a restart, `deny_tools` holds for Telegram runs, and an approval is answered from
-//! the chat that asked — not from another one.
+//! the chat that asked — not from another one — with `/approve` or `/deny`.
 
 use super::system::{Child, spawn_up, stop};
 use crate::support::{NET, Project, eventually, last_user, offered_tools, run_cmd, tool_results};
@@ -310,6 +310,56 @@ async fn an_approval_is_answered_from_the_chat_that_asked_and_not_from_another()
     let approval = get(&child, &format!("/v1/approvals/{id}")).await;
     assert_eq!(approval["state"], "allowed", "{approval}");
     assert_eq!(server.request_count(), 2, "the answers were not tasks");
+    stop(child).await;
+}
+
+#[actix_rt::test]
+async fn a_deny_from_the_chat_that_asked_refuses_the_command() {
+    let fake = FakeBotApi::start(TOKEN, 1).await.unwrap();
+    let server = ScriptedServer::with_responder(|req| {
+        if tool_results(req).is_empty() {
+            Turn::tool_call("exec", serde_json::json!({ "command": "touch denied.txt" }))
+        } else {
+            Turn::text(format!("after: {}", tool_results(req)[0]))
+        }
+    })
+    .await;
+    let agent = "[exec]\nsecurity = \"ask\"\nallow = [\"ls\"]\napproval_timeout = \"60s\"\n";
+    let p = project(&server, &telegram(&fake, ""), agent);
+    let child = up(&p).await;
+    fake.push_message(GROUP, "group", "make the file");
+    eventually("the group was asked", async || {
+        sent_to(&fake, GROUP).iter().any(|t| t.contains("/deny "))
+    })
+    .await;
+    let ask = sent_to(&fake, GROUP).remove(0);
+    let id = ask
+        .split_whitespace()
+        .skip_while(|w| *w != "/deny")
+        .nth(1)
+        .unwrap()
+        .to_string();
+    // In a group the command may name the bot.
+    fake.push_message(GROUP, "group", &format!("/deny@clawbus_bot {id}"));
+    reply_arrives(&fake, GROUP, &format!("Approval {id}: denied.")).await;
+    eventually("the task finished", async || {
+        sent_to(&fake, GROUP).iter().any(|t| t.starts_with("after: "))
+    })
+    .await;
+    let after = sent_to(&fake, GROUP)
+        .into_iter()
+        .find(|t| t.starts_with("after: "))
+        .unwrap();
+    assert!(after.to_lowercase().contains("denied"), "{after}");
+    assert!(
+        !p.state_dir()
+            .join("workspaces/assistant/denied.txt")
+            .exists(),
+        "the command never ran"
+    );
+    let approval = get(&child, &format!("/v1/approvals/{id}")).await;
+    assert_eq!(approval["state"], "denied", "{approval}");
+    assert_eq!(server.request_count(), 2, "the answer was not a task");
     stop(child).await;
 }
 
