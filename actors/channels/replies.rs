@@ -6,7 +6,8 @@
 
 use super::{OutboundMessage, TELEGRAM_CHANNEL, WEBHOOK};
 use crate::config::Config;
-use crate::origin::Origin;
+use super::telegram::chat_of_session;
+use crate::origin::{AGENT_CHANNEL, Origin};
 use bus::Outcome;
 use std::collections::{BTreeMap, BTreeSet};
 use uuid::Uuid;
@@ -79,8 +80,19 @@ impl ReplyRoutes {
 
     /// The channel and target a task from `origin` replies to, if any: a Telegram chat (the
     /// peer), a webhook with a `deliver_url` (the hook's name, the origin's chat type).
+    ///
+    /// A turn another run started in a Telegram chat's session (`sessions_send`, a finished
+    /// subagent's or agent call's notice) replies to that chat too: it is a turn of that
+    /// conversation, and the person should see what the agent says in their chat, as the
+    /// session's transcript records it. (`NO_REPLY` stays silent, as ever.) A webhook session
+    /// gets no such reply: a hook's receiver expects the replies of its own deliveries only.
     pub fn target(&self, origin: &Origin) -> Option<(&'static str, String)> {
         match origin.channel.as_str() {
+            AGENT_CHANNEL if self.telegram => origin
+                .session_key
+                .as_ref()
+                .and_then(|k| chat_of_session(k.as_str()))
+                .map(|chat| (TELEGRAM_CHANNEL, chat.to_string())),
             TELEGRAM_CHANNEL if self.telegram && !origin.peer.is_empty() => {
                 Some((TELEGRAM_CHANNEL, origin.peer.clone()))
             }

@@ -516,7 +516,7 @@ impl Run {
             return;
         };
         let origin = Origin {
-            channel: "agent".into(),
+            channel: crate::origin::AGENT_CHANNEL.into(),
             chat_type: "notice".into(),
             peer: self.rt.id.to_string(),
             session_key: Some(to.clone()),

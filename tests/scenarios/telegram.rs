@@ -2,7 +2,8 @@
 //! formats: updates become tasks in per-chat sessions and replies are sent (split past 4,096
 //! UTF-16 units, never `NO_REPLY`), other chats are ignored, an update runs once, the offset
 //! survives a restart, `deny_tools` holds for Telegram runs, and an approval is answered from
-//! the chat that asked — not from another one — with `/approve` or `/deny`.
+//! the chat that asked — not from another one — with `/approve` or `/deny`; a turn that
+//! `sessions_send` starts in a chat's session is answered in that chat.
 
 use super::system::{Child, spawn_up, stop};
 use crate::support::{NET, Project, eventually, last_user, offered_tools, run_cmd, tool_results};
@@ -360,6 +361,58 @@ async fn a_deny_from_the_chat_that_asked_refuses_the_command() {
     let approval = get(&child, &format!("/v1/approvals/{id}")).await;
     assert_eq!(approval["state"], "denied", "{approval}");
     assert_eq!(server.request_count(), 2, "the answer was not a task");
+    stop(child).await;
+}
+
+#[actix_rt::test]
+async fn a_turn_sent_into_a_chats_session_is_answered_in_that_chat() {
+    let fake = FakeBotApi::start(TOKEN, 1).await.unwrap();
+    let server = ScriptedServer::with_responder(|req| {
+        let last_is_tool = req["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .is_some_and(|m| m["role"] == "tool");
+        if last_is_tool {
+            return Turn::text("sent");
+        }
+        let user = last_user(req);
+        match user.strip_prefix("send ") {
+            Some(key) => Turn::tool_call(
+                "sessions_send",
+                serde_json::json!({ "session": key, "text": "time for the standup" }),
+            ),
+            None => Turn::text(format!("re: {user}")),
+        }
+    })
+    .await;
+    let p = project(
+        &server,
+        &telegram(&fake, ""),
+        "[tools]\nallow = [\"sessions_send\"]\n",
+    );
+    let child = up(&p).await;
+    fake.push_message(CHAT, "private", "hello");
+    reply_arrives(&fake, CHAT, "re: hello").await;
+
+    // Another session of the agent (a script's) sends into the chat's session.
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/agents/assistant/tasks", child.url))
+        .bearer_auth(&child.token)
+        .json(&serde_json::json!({
+            "text": format!("send agent:assistant:telegram:direct:{CHAT}"),
+            "session": "desk",
+        }))
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success(), "{}", resp.status());
+    reply_arrives(&fake, CHAT, "re: time for the standup").await;
+    assert_eq!(
+        sent_to(&fake, CHAT),
+        ["re: hello", "re: time for the standup"],
+        "the script's own answer (\"sent\") stays with the script"
+    );
     stop(child).await;
 }
 
