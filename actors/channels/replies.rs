@@ -4,9 +4,9 @@
 //! The session run stages the reply in the [`super::outbox`] before the outcome is recorded and
 //! publishes it on `channel.<name>.out` after; the channel's delivery actor takes it from there.
 
+use super::telegram::chat_of_session;
 use super::{OutboundMessage, TELEGRAM_CHANNEL, WEBHOOK};
 use crate::config::Config;
-use super::telegram::chat_of_session;
 use crate::origin::{AGENT_CHANNEL, Origin};
 use bus::Outcome;
 use std::collections::{BTreeMap, BTreeSet};

@@ -21,12 +21,12 @@
 //! enabled = true
 //! ```
 
-use crate::channels::replies::ReplyRoutes;
 use super::Problem;
 use super::duration::DurationText;
 use super::file::AgentFile;
 use super::span::Source;
 use super::validate::duration;
+use crate::channels::replies::ReplyRoutes;
 use crate::cron::{
     ActiveHours, CatchUp, Delivery, DeliveryMode, HeartbeatSpec, JobId, JobSpec, Payload,
     PayloadKind, ScheduleSpec, SessionTarget, SpecContext, SpecError,

@@ -153,10 +153,9 @@ impl Clawbus {
             &db,
             crate::channels::replies::ReplyRoutes::new(&config),
         )
-            .map_err(|e| state_err(e.to_string()))?;
-        let scheduler = Arc::new(
-            start_scheduler(&config, &db, &bus, &clock, &outbox).map_err(state_err)?,
-        );
+        .map_err(|e| state_err(e.to_string()))?;
+        let scheduler =
+            Arc::new(start_scheduler(&config, &db, &bus, &clock, &outbox).map_err(state_err)?);
         let agent_ctx = AgentContext {
             bus: bus.clone(),
             index: index.clone(),

@@ -241,9 +241,10 @@ async fn an_announcement_to_a_channel_without_delivery_is_recorded_no_channel() 
             .await
             .unwrap()
     };
-    eventually("the undeliverable announcement is on the task's events", async || {
-        events().await.contains("event: delivery_failed")
-    })
+    eventually(
+        "the undeliverable announcement is on the task's events",
+        async || events().await.contains("event: delivery_failed"),
+    )
     .await;
     let text = events().await;
     assert!(

@@ -237,9 +237,16 @@ async fn a_reply_pending_when_the_daemon_is_killed_is_delivered_after_the_restar
     })
     .await;
     let calls = receiver.calls();
-    assert_eq!(calls.len(), 2, "the refused try, then the delivery after the restart");
+    assert_eq!(
+        calls.len(),
+        2,
+        "the refused try, then the delivery after the restart"
+    );
     let (_, delivery, body) = &calls[1];
-    assert_eq!(delivery, &task_id, "the same delivery id, so a receiver can drop a repeat");
+    assert_eq!(
+        delivery, &task_id,
+        "the same delivery id, so a receiver can drop a repeat"
+    );
     let body: Value = serde_json::from_str(body).unwrap();
     assert_eq!(body["text"], "deployed v7");
     assert_eq!(server.request_count(), 1, "the task did not run again");

@@ -344,7 +344,9 @@ async fn a_deny_from_the_chat_that_asked_refuses_the_command() {
     fake.push_message(GROUP, "group", &format!("/deny@clawbus_bot {id}"));
     reply_arrives(&fake, GROUP, &format!("Approval {id}: denied.")).await;
     eventually("the task finished", async || {
-        sent_to(&fake, GROUP).iter().any(|t| t.starts_with("after: "))
+        sent_to(&fake, GROUP)
+            .iter()
+            .any(|t| t.starts_with("after: "))
     })
     .await;
     let after = sent_to(&fake, GROUP)

@@ -1,8 +1,8 @@
 //! The delivery actor's state and handlers.
 
 use super::{
-    Backoff, DeliveryDeps, DeliveryRecord, DeliveryState, Enqueue, Pending, PendingView,
-    SendError, Sink, Tick,
+    Backoff, DeliveryDeps, DeliveryRecord, DeliveryState, Enqueue, Pending, PendingView, SendError,
+    Sink, Tick,
 };
 use crate::channels::outbox::Outbox;
 use crate::channels::{OutboundMessage, is_silent};
