@@ -92,9 +92,10 @@ impl Outbox {
     }
 
     /// Stages `msg` for `channel` unless an entry with its key is already there; a message with
-    /// no delivery id is not staged. Not flushed: the task store's next flush makes it durable.
+    /// no delivery id, or one never sent (`NO_REPLY`, a heartbeat acknowledgement), is not
+    /// staged. Not flushed: the task store's next flush makes it durable.
     pub fn stage(&self, channel: &str, msg: &OutboundMessage) -> Result<(), OutboxError> {
-        let Some(key) = Self::key(channel, msg) else {
+        let Some(key) = Self::key(channel, msg).filter(|_| !super::is_silent(&msg.text)) else {
             return Ok(());
         };
         let entry = Entry {
