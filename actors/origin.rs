@@ -8,6 +8,10 @@ use crate::router::SessionKey;
 use bus::Envelope;
 use uuid::Uuid;
 
+/// The channel of a task one run started for another (`sessions_send`, `agent_call`, the notice
+/// of a finished task): it came from inside the system, not from a person.
+pub const AGENT_CHANNEL: &str = "agent";
+
 /// The header keys clawbus sets on task envelopes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

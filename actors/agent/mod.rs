@@ -98,6 +98,8 @@ pub struct AgentContext {
     pub cron: Option<Arc<crate::cron::Scheduler>>,
     /// The model providers' circuit breakers, shared by every agent of the process.
     pub breakers: Arc<crate::model::Breakers>,
+    /// Where replies wait until they are delivered.
+    pub outbox: crate::channels::outbox::Outbox,
 }
 
 /// The public handle of a running agent actor.
@@ -207,7 +209,7 @@ impl AgentHandle {
                     config.prices.get(&label).map(|p| (label, *p))
                 })
                 .collect(),
-            replies: crate::channels::replies::ReplyRoutes::new(config),
+            outbox: shared.outbox.clone(),
         });
         let actor = AgentActor::new(
             rt,

@@ -40,8 +40,8 @@ pub struct AgentRuntime {
     /// The prices of the agent's model and fallbacks that have one
     /// (`[prices."<provider>/<model>"]`), by `provider/model`.
     pub prices: std::collections::BTreeMap<String, crate::config::Price>,
-    /// Which finished tasks' replies go back out through a channel's delivery actor.
-    pub replies: crate::channels::replies::ReplyRoutes,
+    /// Which finished tasks' replies go back out, and the outbox they wait in until delivered.
+    pub outbox: crate::channels::outbox::Outbox,
 }
 
 impl AgentRuntime {

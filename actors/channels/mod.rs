@@ -5,12 +5,15 @@
 //!   it sends replies and cron announcements with retries (exponential backoff with jitter on
 //!   the injected clock, bounded tries), never sends `NO_REPLY` / `HEARTBEAT_OK`, and records
 //!   what became of each one in sled and on its task's events.
+//! - [`outbox`]: replies and announcements waiting to be delivered, in sled, so a restart
+//!   delivers what a killed daemon had not.
 //! - [`replies`]: which finished tasks have a reply to deliver, and where (the task's origin).
 //! - [`telegram`]: the Telegram Bot API channel: a long-polling actor that turns updates into
 //!   tasks, the `sendMessage` sink, message splitting, approvals answered from the chat.
 //! - [`webhook`]: outbound webhooks: replies POSTed, signed, to `[webhooks.<name>] deliver_url`.
 
 pub mod delivery;
+pub mod outbox;
 pub mod replies;
 pub mod telegram;
 pub mod webhook;
@@ -39,6 +42,16 @@ pub struct OutboundMessage {
     /// The cron job that announced it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<String>,
+}
+
+impl OutboundMessage {
+    /// The id a receiver can drop a repeat by, and the outbox's key: the task id, else
+    /// `job:<job>`; `None` for a message that is neither (a chat notice).
+    pub fn delivery_id(&self) -> Option<String> {
+        self.task_id
+            .map(|t| t.to_string())
+            .or_else(|| self.job.as_ref().map(|j| format!("job:{j}")))
+    }
 }
 
 /// The topic a channel's delivery actor listens on: `channel.<name>.out`.
@@ -87,8 +100,10 @@ pub struct Channels {
 pub struct ChannelParts<'a> {
     /// The validated configuration.
     pub config: &'a crate::config::Config,
-    /// The system's database (delivery records, the Telegram offset).
+    /// The system's database (the Telegram offset).
     pub db: &'a sled::Db,
+    /// Pending deliveries and the delivery records.
+    pub outbox: outbox::Outbox,
     /// The bus.
     pub bus: std::sync::Arc<dyn bus::Bus>,
     /// The one clock.
@@ -106,12 +121,10 @@ impl Channels {
     /// has a `deliver_url`) and the Telegram poller. Must run inside an actix `System`.
     pub async fn start(parts: ChannelParts<'_>) -> Result<Self, ChannelError> {
         let config = parts.config;
-        let records = delivery::DeliveryRecords::open(parts.db)
-            .map_err(|e| ChannelError::State(e.to_string()))?;
         let deps = || delivery::DeliveryDeps {
             bus: parts.bus.clone(),
             clock: parts.clock.clone(),
-            records: records.clone(),
+            outbox: parts.outbox.clone(),
             backoff: delivery::Backoff::from_def(&config.delivery),
             jitter: delivery::backoff::jitter,
             metrics: parts.metrics.clone(),

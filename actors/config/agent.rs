@@ -36,6 +36,7 @@ pub(super) fn agent_file(
     default_model: &ModelRef,
     known: &Known,
     gateway_tz: chrono_tz::Tz,
+    routes: &crate::channels::replies::ReplyRoutes,
 ) -> (Option<AgentDef>, Vec<Problem>) {
     let stem = path
         .file_stem()
@@ -73,8 +74,8 @@ pub(super) fn agent_file(
     let bindings = super::session::bindings(&src, &f.bindings, &mut problems);
     let skills = super::skills::agent_skills(&src, &f.skills, &mut problems);
     let now_ms = bus::Clock::now_ms(&bus::SystemClock);
-    let cron = super::cron::cron_jobs(&src, &stem, &f, gateway_tz, now_ms, &mut problems);
-    let heartbeat = super::cron::heartbeat(&src, &stem, &f, gateway_tz, &mut problems);
+    let cron = super::cron::cron_jobs(&src, &stem, &f, gateway_tz, now_ms, routes, &mut problems);
+    let heartbeat = super::cron::heartbeat(&src, &stem, &f, gateway_tz, routes, &mut problems);
     let kind = known.get(&model.provider).copied().flatten();
     let model_params =
         super::model_params::model_params(&src, &f.model_params, &tools, kind, &mut problems);

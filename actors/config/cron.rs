@@ -26,6 +26,7 @@ use super::duration::DurationText;
 use super::file::AgentFile;
 use super::span::Source;
 use super::validate::duration;
+use crate::channels::replies::ReplyRoutes;
 use crate::cron::{
     ActiveHours, CatchUp, Delivery, DeliveryMode, HeartbeatSpec, JobId, JobSpec, Payload,
     PayloadKind, ScheduleSpec, SessionTarget, SpecContext, SpecError,
@@ -98,6 +99,7 @@ fn target(
     src: &Source,
     text: &Spanned<String>,
     field: &str,
+    routes: &ReplyRoutes,
     problems: &mut Vec<Problem>,
 ) -> Option<Delivery> {
     let (channel, to) = match text.get_ref().split_once(':') {
@@ -109,6 +111,10 @@ fn target(
             "invalid target {:?} (expected \"channel:to\", the channel of letters, digits, '-' or '_', e.g. \"telegram:12345\")",
             text.get_ref()
         );
+        problems.push(src.at(Some(text.span()), field, message));
+        return None;
+    }
+    if let Some(message) = routes.refuses(channel, to.as_deref()) {
         problems.push(src.at(Some(text.span()), field, message));
         return None;
     }
@@ -133,6 +139,7 @@ pub(super) fn cron_jobs(
     f: &AgentFile,
     gateway_tz: Tz,
     now_ms: u64,
+    routes: &ReplyRoutes,
     problems: &mut Vec<Problem>,
 ) -> Vec<JobSpec> {
     let mut out = Vec::new();
@@ -180,7 +187,7 @@ pub(super) fn cron_jobs(
             }
         };
         let delivery = match &c.announce {
-            Some(a) => target(src, a, &field("announce"), problems),
+            Some(a) => target(src, a, &field("announce"), routes, problems),
             None => Some(Delivery::default()),
         };
         let (Some(schedule), Some(payload), Some(delivery)) = (schedule, payload, delivery) else {
@@ -284,6 +291,7 @@ pub(super) fn heartbeat(
     agent: &str,
     f: &AgentFile,
     gateway_tz: Tz,
+    routes: &ReplyRoutes,
     problems: &mut Vec<Problem>,
 ) -> HeartbeatSpec {
     let h = &f.heartbeat;
@@ -314,7 +322,7 @@ pub(super) fn heartbeat(
     });
     let delivery =
         h.to.as_ref()
-            .and_then(|t| target(src, t, "heartbeat.to", problems))
+            .and_then(|t| target(src, t, "heartbeat.to", routes, problems))
             .unwrap_or_default();
     HeartbeatSpec {
         agent: agent.to_string(),

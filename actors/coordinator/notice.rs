@@ -30,7 +30,7 @@ pub fn outcome_notice(
     );
     let request_id = RequestId::parse(&format!("notify-{task_id}")).ok()?;
     let origin = Origin {
-        channel: "agent".into(),
+        channel: crate::origin::AGENT_CHANNEL.into(),
         chat_type: "notice".into(),
         peer: agent.to_string(),
         session_key: Some(to.clone()),

@@ -116,6 +116,18 @@ impl Run {
         let Some(channel) = &job.delivery.channel else {
             return;
         };
+        if let Some(outbox) = &self.inner.settings.outbox {
+            let msg = crate::channels::OutboundMessage {
+                to: job.delivery.to.clone(),
+                text: text.to_string(),
+                task_id: Some(self.task_id),
+                job: Some(job.id.to_string()),
+            };
+            outbox
+                .hand_over(self.inner.bus.as_ref(), &self.inner.clock, channel, msg)
+                .await;
+            return;
+        }
         let topic = match Topic::parse(&format!("channel.{channel}.out")) {
             Ok(t) => t,
             Err(e) => {

@@ -24,12 +24,21 @@ pub struct Settings {
     /// The agents' workspaces (`<state>/workspaces`), where heartbeats read
     /// `<agent>/HEARTBEAT.md`; `None`: every heartbeat is skipped.
     pub workspaces: Option<PathBuf>,
+    /// Where announcements are handed over (staged, or recorded failed for a channel with no
+    /// delivery actor); `None`: they are only published.
+    pub outbox: Option<crate::channels::outbox::Outbox>,
 }
 
 impl Settings {
     /// Sets where heartbeats read `HEARTBEAT.md` (`<workspaces>/<agent>/HEARTBEAT.md`).
     pub fn with_workspaces(mut self, dir: impl Into<PathBuf>) -> Self {
         self.workspaces = Some(dir.into());
+        self
+    }
+
+    /// Sets where announcements are handed over.
+    pub fn with_outbox(mut self, outbox: crate::channels::outbox::Outbox) -> Self {
+        self.outbox = Some(outbox);
         self
     }
 
@@ -43,6 +52,7 @@ impl Settings {
             misfire_grace: Duration::from_secs(60),
             max_sleep: Duration::from_secs(60),
             workspaces: None,
+            outbox: None,
         }
     }
 

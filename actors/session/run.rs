@@ -528,16 +528,6 @@ impl Run {
         }
     }
 
-    /// Hands the reply of a task that came from a channel to that channel's delivery actor
-    /// (`channel.<name>.out`), once its outcome is recorded.
-    async fn send_reply(&self, reply: Option<bus::Envelope>) {
-        let Some(reply) = reply else { return };
-        let topic = reply.topic.clone();
-        if let Err(e) = self.rt.bus.publish(reply).await {
-            tracing::error!(session = %self.key, %topic, error = %e, "The reply was not handed to its channel's delivery actor.");
-        }
-    }
-
     /// Adds a run's usage to `clawbus_tokens_total` and, for a model with a price,
     /// `clawbus_cost_usd_micros_total` (micro-dollars: the counters hold integers), each under
     /// the model that answered.
@@ -614,11 +604,24 @@ impl Run {
         }
         self.count_usage(&usage);
         self.notify(&outcome).await;
-        let reply = Origin::of(self.delivery.envelope())
-            .ok()
-            .and_then(|o| rt.replies.reply(&o, self.delivery.envelope().id, &outcome));
+        // The reply is staged in the outbox before the outcome is recorded: the outcome's
+        // durable write covers it, so a task never ends with its reply neither sent nor pending.
+        let reply = Origin::of(self.delivery.envelope()).ok().and_then(|o| {
+            rt.outbox
+                .routes()
+                .reply(&o, self.delivery.envelope().id, &outcome)
+        });
+        if let Some((channel, msg)) = &reply
+            && let Err(e) = rt.outbox.stage(channel, msg)
+        {
+            tracing::error!(session = %key, request_id, channel, error = %e, "The reply was not staged in the outbox.");
+        }
         match self.delivery.complete(outcome).await {
-            Ok(()) => self.send_reply(reply).await,
+            Ok(()) => {
+                if let Some((channel, msg)) = reply {
+                    crate::channels::outbox::publish(rt.bus.as_ref(), channel, &msg).await;
+                }
+            }
             Err(e) => {
                 tracing::error!(session = %key, request_id, error = %e, "Could not record the outcome; the task will be redelivered.")
             }

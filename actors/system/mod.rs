@@ -165,7 +165,13 @@ impl Clawbus {
             Some(n) => SessionShards::start(n),
             None => SessionShards::per_core(),
         };
-        let scheduler = Arc::new(start_scheduler(&config, &db, &bus, &clock).map_err(state_err)?);
+        let outbox = crate::channels::outbox::Outbox::open(
+            &db,
+            crate::channels::replies::ReplyRoutes::new(&config),
+        )
+        .map_err(|e| state_err(e.to_string()))?;
+        let scheduler =
+            Arc::new(start_scheduler(&config, &db, &bus, &clock, &outbox).map_err(state_err)?);
         let agent_ctx = AgentContext {
             bus: bus.clone(),
             index: index.clone(),
@@ -183,6 +189,7 @@ impl Clawbus {
             shards: shards.clone(),
             cron: Some(scheduler.clone()),
             breakers: breakers.clone(),
+            outbox: outbox.clone(),
         };
         let mut agents = Vec::new();
         for def in &config.agents {
@@ -191,6 +198,7 @@ impl Clawbus {
         let channels = Channels::start(ChannelParts {
             config: &config,
             db: &db,
+            outbox: outbox.clone(),
             bus: bus.clone(),
             clock: clock.clone(),
             approvals: approvals.clone(),
@@ -343,12 +351,14 @@ fn start_scheduler(
     db: &sled::Db,
     bus: &Arc<dyn Bus>,
     clock: &Arc<dyn Clock>,
+    outbox: &crate::channels::outbox::Outbox,
 ) -> Result<Scheduler, String> {
     let settings = Settings::new(
         config.gateway.timezone,
         config.agents.iter().map(|a| a.id.to_string()),
     )
-    .with_workspaces(config.state_dir.join("workspaces"));
+    .with_workspaces(config.state_dir.join("workspaces"))
+    .with_outbox(outbox.clone());
     let owner = format!(
         "clawbus-{}-{}",
         std::process::id(),

@@ -195,7 +195,7 @@ impl Tool for AgentCallTool {
             });
         let session = SessionKey::peer(callee, "agent", &ctx.agent, request_id.as_str());
         let origin = Origin {
-            channel: "agent".into(),
+            channel: crate::origin::AGENT_CHANNEL.into(),
             chat_type: ctx.agent.clone(),
             peer: request_id.to_string(),
             session_key: Some(session),

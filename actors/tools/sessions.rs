@@ -357,7 +357,7 @@ impl Tool for SessionsSendTool {
             Err(e) => return ToolOutput::error("internal", e),
         };
         let origin = Origin {
-            channel: "agent".into(),
+            channel: crate::origin::AGENT_CHANNEL.into(),
             chat_type: "session".into(),
             peer: ctx.agent.clone(),
             session_key: Some(session.clone()),

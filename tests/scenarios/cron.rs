@@ -1,6 +1,7 @@
 //! Cron over the real HTTP API and CLI: a job added over HTTP and run with `clawbus cron run`
 //! reaches the agent on the cron lane; bad input answers 400 and stores nothing; `clawbus check`
-//! places a bad `[[cron]]`.
+//! places a bad `[[cron]]`; an announcement to a channel that does not deliver is recorded
+//! failed (`no_channel`) on the run's task.
 
 use crate::support::{NET, Project, eventually, get_json, run_cmd};
 use clawbus::testkit::{ScriptedServer, Turn};
@@ -206,6 +207,50 @@ async fn cron_add_from_the_cli_and_declared_jobs_are_listed() {
     let out = run_cmd(cmd).await;
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("invalid cron expression"));
+    daemon.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn an_announcement_to_a_channel_without_delivery_is_recorded_no_channel() {
+    let server = ScriptedServer::start(vec![Turn::text("all green")]).await;
+    let project = Project::new();
+    project
+        .with_mock_provider(&server.base_url(), "10s", 0)
+        .write("agents.d/ops.toml", "");
+    let daemon = project.start().await;
+    let mut body = job(json!({"kind": "every", "every_ms": 3_600_000}), "ops");
+    body["delivery"] = json!({"mode": "announce", "channel": "telegram", "to": "42"});
+    let (status, added) = send(&daemon, reqwest::Method::POST, "/v1/cron", Some(body)).await;
+    assert_eq!(status, 201, "{added}");
+    let id = added["id"].as_str().unwrap().to_string();
+    let mut cmd = project.clawbus();
+    cmd.args(["cron", "run", &id, "--url", &daemon.url()]);
+    let out = run_cmd(cmd).await;
+    assert_eq!(out.status.code(), Some(0));
+    let fired: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let task = fired["task_id"].as_str().unwrap().to_string();
+    let events = async || {
+        reqwest::Client::new()
+            .get(format!("{}/v1/tasks/{task}/events", daemon.url()))
+            .bearer_auth(daemon.token())
+            .timeout(NET)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    };
+    eventually(
+        "the undeliverable announcement is on the task's events",
+        async || events().await.contains("event: delivery_failed"),
+    )
+    .await;
+    let text = events().await;
+    assert!(
+        text.contains("\"reason\":\"no_channel\"") && text.contains("\"target\":\"telegram:42\""),
+        "{text}"
+    );
     daemon.shutdown().await;
 }
 

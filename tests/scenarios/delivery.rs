@@ -1,7 +1,8 @@
 //! Delivery through the outbound webhook channel, against a real `clawbus up` child: a reply
 //! to a hook's delivery is POSTed, signed, to its `deliver_url`; a receiver that fails is tried
 //! again with backoff until it answers; one that always fails gets the failure recorded on the
-//! task's events, after its terminal event.
+//! task's events, after its terminal event; a reply still being retried when the daemon is
+//! killed with `kill -9` is delivered from the outbox after the restart.
 
 use super::system::{Child, spawn_up, stop};
 use crate::support::{NET, Project, eventually};
@@ -80,19 +81,35 @@ impl Receiver {
 }
 
 async fn start(server: &ScriptedServer, receiver: &Receiver, attempts: u32) -> (Project, Child) {
+    start_with(server, receiver, attempts, "20ms").await
+}
+
+/// A daemon whose retries wait `backoff` (at most 100 ms, or `backoff` when longer).
+async fn start_with(
+    server: &ScriptedServer,
+    receiver: &Receiver,
+    attempts: u32,
+    backoff: &str,
+) -> (Project, Child) {
     let project = Project::new();
     let hook = format!(
-        "[webhooks.deploys]\nagent = \"ops\"\nsecret_env = \"TEST_HOOK_SECRET\"\ndeliver_url = \"{}\"\n\n[delivery]\nbackoff = \"20ms\"\nbackoff_max = \"100ms\"\nmax_attempts = {attempts}\n",
-        receiver.url
+        "[webhooks.deploys]\nagent = \"ops\"\nsecret_env = \"TEST_HOOK_SECRET\"\ndeliver_url = \"{}\"\n\n[delivery]\nbackoff = \"{backoff}\"\nbackoff_max = \"{}\"\nmax_attempts = {attempts}\n",
+        receiver.url,
+        if backoff == "20ms" { "100ms" } else { backoff }
     );
     project
         .with_mock_and(&server.base_url(), &hook)
         .write("agents.d/ops.toml", "");
+    let child = up_with_secret(&project).await;
+    (project, child)
+}
+
+/// Starts `clawbus up` in `project` with the hooks' secret set.
+async fn up_with_secret(project: &Project) -> Child {
     let mut cmd = project.clawbus();
     cmd.args(["up", "--port", "0"])
         .env("TEST_HOOK_SECRET", SECRET);
-    let child = spawn_up(&project, cmd).await;
-    (project, child)
+    spawn_up(project, cmd).await
 }
 
 /// Sends a signed inbound delivery; returns the task id.
@@ -197,4 +214,41 @@ async fn a_receiver_that_always_fails_gets_the_failure_recorded_on_the_task() {
         "{metrics}"
     );
     stop(child).await;
+}
+
+#[actix_rt::test]
+async fn a_reply_pending_when_the_daemon_is_killed_is_delivered_after_the_restart() {
+    let server = ScriptedServer::with_responder(|_| Turn::text("deployed v7")).await;
+    // The first try is refused; the retry is due in an hour, long after the kill.
+    let receiver = Receiver::start(vec![503]).await;
+    let (project, first) = start_with(&server, &receiver, 5, "1h").await;
+    let task_id = deliver(&first, "d-3", "deploy db").await;
+    eventually("the first try reached the receiver", async || {
+        receiver.calls().len() == 1
+    })
+    .await;
+    let mut process = first.child;
+    process.kill().unwrap();
+    process.wait().unwrap();
+
+    let second = up_with_secret(&project).await;
+    eventually("the restarted daemon delivers the reply", async || {
+        events(&second, &task_id).await.contains("event: delivered")
+    })
+    .await;
+    let calls = receiver.calls();
+    assert_eq!(
+        calls.len(),
+        2,
+        "the refused try, then the delivery after the restart"
+    );
+    let (_, delivery, body) = &calls[1];
+    assert_eq!(
+        delivery, &task_id,
+        "the same delivery id, so a receiver can drop a repeat"
+    );
+    let body: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(body["text"], "deployed v7");
+    assert_eq!(server.request_count(), 1, "the task did not run again");
+    stop(second).await;
 }

@@ -2,7 +2,8 @@
 //! formats: updates become tasks in per-chat sessions and replies are sent (split past 4,096
 //! UTF-16 units, never `NO_REPLY`), other chats are ignored, an update runs once, the offset
 //! survives a restart, `deny_tools` holds for Telegram runs, and an approval is answered from
-//! the chat that asked — not from another one.
+//! the chat that asked — not from another one — with `/approve` or `/deny`; a turn that
+//! `sessions_send` starts in a chat's session is answered in that chat.
 
 use super::system::{Child, spawn_up, stop};
 use crate::support::{NET, Project, eventually, last_user, offered_tools, run_cmd, tool_results};
@@ -310,6 +311,110 @@ async fn an_approval_is_answered_from_the_chat_that_asked_and_not_from_another()
     let approval = get(&child, &format!("/v1/approvals/{id}")).await;
     assert_eq!(approval["state"], "allowed", "{approval}");
     assert_eq!(server.request_count(), 2, "the answers were not tasks");
+    stop(child).await;
+}
+
+#[actix_rt::test]
+async fn a_deny_from_the_chat_that_asked_refuses_the_command() {
+    let fake = FakeBotApi::start(TOKEN, 1).await.unwrap();
+    let server = ScriptedServer::with_responder(|req| {
+        if tool_results(req).is_empty() {
+            Turn::tool_call("exec", serde_json::json!({ "command": "touch denied.txt" }))
+        } else {
+            Turn::text(format!("after: {}", tool_results(req)[0]))
+        }
+    })
+    .await;
+    let agent = "[exec]\nsecurity = \"ask\"\nallow = [\"ls\"]\napproval_timeout = \"60s\"\n";
+    let p = project(&server, &telegram(&fake, ""), agent);
+    let child = up(&p).await;
+    fake.push_message(GROUP, "group", "make the file");
+    eventually("the group was asked", async || {
+        sent_to(&fake, GROUP).iter().any(|t| t.contains("/deny "))
+    })
+    .await;
+    let ask = sent_to(&fake, GROUP).remove(0);
+    let id = ask
+        .split_whitespace()
+        .skip_while(|w| *w != "/deny")
+        .nth(1)
+        .unwrap()
+        .to_string();
+    // In a group the command may name the bot.
+    fake.push_message(GROUP, "group", &format!("/deny@clawbus_bot {id}"));
+    reply_arrives(&fake, GROUP, &format!("Approval {id}: denied.")).await;
+    eventually("the task finished", async || {
+        sent_to(&fake, GROUP)
+            .iter()
+            .any(|t| t.starts_with("after: "))
+    })
+    .await;
+    let after = sent_to(&fake, GROUP)
+        .into_iter()
+        .find(|t| t.starts_with("after: "))
+        .unwrap();
+    assert!(after.to_lowercase().contains("denied"), "{after}");
+    assert!(
+        !p.state_dir()
+            .join("workspaces/assistant/denied.txt")
+            .exists(),
+        "the command never ran"
+    );
+    let approval = get(&child, &format!("/v1/approvals/{id}")).await;
+    assert_eq!(approval["state"], "denied", "{approval}");
+    assert_eq!(server.request_count(), 2, "the answer was not a task");
+    stop(child).await;
+}
+
+#[actix_rt::test]
+async fn a_turn_sent_into_a_chats_session_is_answered_in_that_chat() {
+    let fake = FakeBotApi::start(TOKEN, 1).await.unwrap();
+    let server = ScriptedServer::with_responder(|req| {
+        let last_is_tool = req["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .is_some_and(|m| m["role"] == "tool");
+        if last_is_tool {
+            return Turn::text("sent");
+        }
+        let user = last_user(req);
+        match user.strip_prefix("send ") {
+            Some(key) => Turn::tool_call(
+                "sessions_send",
+                serde_json::json!({ "session": key, "text": "time for the standup" }),
+            ),
+            None => Turn::text(format!("re: {user}")),
+        }
+    })
+    .await;
+    let p = project(
+        &server,
+        &telegram(&fake, ""),
+        "[tools]\nallow = [\"sessions_send\"]\n",
+    );
+    let child = up(&p).await;
+    fake.push_message(CHAT, "private", "hello");
+    reply_arrives(&fake, CHAT, "re: hello").await;
+
+    // Another session of the agent (a script's) sends into the chat's session.
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/agents/assistant/tasks", child.url))
+        .bearer_auth(&child.token)
+        .json(&serde_json::json!({
+            "text": format!("send agent:assistant:telegram:direct:{CHAT}"),
+            "session": "desk",
+        }))
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success(), "{}", resp.status());
+    reply_arrives(&fake, CHAT, "re: time for the standup").await;
+    assert_eq!(
+        sent_to(&fake, CHAT),
+        ["re: hello", "re: time for the standup"],
+        "the script's own answer (\"sent\") stays with the script"
+    );
     stop(child).await;
 }
 

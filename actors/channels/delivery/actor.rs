@@ -1,9 +1,10 @@
 //! The delivery actor's state and handlers.
 
 use super::{
-    Backoff, DeliveryDeps, DeliveryRecord, DeliveryRecords, DeliveryState, Enqueue, Pending,
-    PendingView, SendError, Sink, Tick,
+    Backoff, DeliveryDeps, DeliveryRecord, DeliveryState, Enqueue, Pending, PendingView, SendError,
+    Sink, Tick,
 };
+use crate::channels::outbox::Outbox;
 use crate::channels::{OutboundMessage, is_silent};
 use actix::prelude::*;
 use bus::events::TaskEventKind;
@@ -34,7 +35,7 @@ pub struct DeliveryActor {
     sink: Arc<dyn Sink>,
     bus: Arc<dyn Bus>,
     clock: Arc<dyn Clock>,
-    records: DeliveryRecords,
+    outbox: Outbox,
     backoff: Backoff,
     jitter: fn() -> f64,
     metrics: crate::metrics::Metrics,
@@ -57,7 +58,7 @@ impl DeliveryActor {
             sink,
             bus: deps.bus,
             clock: deps.clock,
-            records: deps.records,
+            outbox: deps.outbox,
             backoff: deps.backoff,
             jitter: deps.jitter,
             metrics: deps.metrics,
@@ -69,7 +70,16 @@ impl DeliveryActor {
     fn enqueue(&mut self, msg: OutboundMessage, ctx: &mut Context<Self>) {
         if is_silent(&msg.text) {
             tracing::debug!(channel = %self.channel, "Silent reply not delivered.");
+            self.unstage(&msg);
             return;
+        }
+        let id = msg.delivery_id();
+        if id.is_some() && self.jobs.values().any(|j| j.msg.delivery_id() == id) {
+            tracing::debug!(channel = %self.channel, delivery = ?id, "Already being delivered.");
+            return;
+        }
+        if let Err(e) = self.outbox.stage(&self.channel, &msg) {
+            tracing::error!(channel = %self.channel, delivery = ?id, error = %e, "Delivery not staged in the outbox; a restart would not resume it.");
         }
         let Some(to) = msg.to.clone().filter(|t| !t.is_empty()) else {
             self.end(
@@ -184,6 +194,30 @@ impl DeliveryActor {
         }
     }
 
+    /// Takes the channel's pending outbox entries, in the order they were staged.
+    fn resume(&mut self, ctx: &mut Context<Self>) {
+        match self.outbox.pending(&self.channel) {
+            Ok(pending) => {
+                if !pending.is_empty() {
+                    tracing::info!(channel = %self.channel, pending = pending.len(), "Resuming deliveries from the outbox.");
+                }
+                for msg in pending {
+                    self.enqueue(msg, ctx);
+                }
+            }
+            Err(e) => {
+                tracing::error!(channel = %self.channel, error = %e, "The outbox could not be read; its deliveries wait for the next start.")
+            }
+        }
+    }
+
+    /// Removes a message's outbox entry once it needs no more delivering.
+    fn unstage(&self, msg: &OutboundMessage) {
+        if let Err(e) = self.outbox.remove(&self.channel, msg) {
+            tracing::error!(channel = %self.channel, delivery = ?msg.delivery_id(), error = %e, "Outbox entry not removed; it will be delivered again after a restart.");
+        }
+    }
+
     /// Records how a delivery ended, in sled and on its task's events.
     fn end(
         &self,
@@ -226,8 +260,11 @@ impl DeliveryActor {
             error: error.clone(),
             ended_ms: self.clock.now_ms(),
         };
-        if let Err(e) = self.records.put(&record) {
-            tracing::error!(channel = %self.channel, error = %e, "Delivery outcome not recorded in the store.");
+        match self.outbox.records().put(&record) {
+            Ok(()) => self.unstage(&msg),
+            Err(e) => {
+                tracing::error!(channel = %self.channel, error = %e, "Delivery outcome not recorded in the store; it stays in the outbox.")
+            }
         }
         let Some(task_id) = msg.task_id else {
             return;
@@ -251,6 +288,10 @@ impl DeliveryActor {
 
 impl Actor for DeliveryActor {
     type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.resume(ctx);
+    }
 }
 
 impl StreamHandler<Delivery> for DeliveryActor {

@@ -9,7 +9,8 @@
 //! dropped without a trace. `NO_REPLY` and heartbeat acknowledgements are never sent.
 //!
 //! Messages to the same target go out in order: a later one waits while an earlier one is still
-//! being tried.
+//! being tried. What reaches the actor is staged in the [`crate::channels::outbox`] until its
+//! outcome is recorded; on start the actor takes its channel's pending entries first, in order.
 
 mod actor;
 pub mod backoff;
@@ -66,8 +67,8 @@ pub struct DeliveryDeps {
     pub bus: Arc<dyn Bus>,
     /// The one clock: retries are due on it.
     pub clock: Arc<dyn Clock>,
-    /// Where outcomes are recorded.
-    pub records: DeliveryRecords,
+    /// Where pending deliveries wait and outcomes are recorded.
+    pub outbox: crate::channels::outbox::Outbox,
     /// The retry schedule.
     pub backoff: Backoff,
     /// The jitter factor of each wait (0.8..=1.2; tests pass a constant).

@@ -45,17 +45,32 @@ struct Rig {
     handle: DeliveryHandle,
     clock: Arc<ManualClock>,
     records: DeliveryRecords,
+    outbox: crate::channels::outbox::Outbox,
     tries: mpsc::UnboundedReceiver<String>,
     _dir: tempfile::TempDir,
 }
 
 async fn rig(script: Vec<Result<(), SendError>>, attempts: u32, max_part: usize) -> Rig {
+    rig_with_outbox(script, attempts, max_part, Vec::new()).await
+}
+
+/// A rig whose outbox holds `staged` (as a killed daemon left it) before the actor starts.
+async fn rig_with_outbox(
+    script: Vec<Result<(), SendError>>,
+    attempts: u32,
+    max_part: usize,
+    staged: Vec<OutboundMessage>,
+) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let db = sled::open(dir.path().join("db")).unwrap();
     let bus: Arc<dyn Bus> =
         Arc::new(LocalBus::with_db(db.clone(), LocalOptions::default()).unwrap());
     let clock = ManualClock::new(T0);
-    let records = DeliveryRecords::open(&db).unwrap();
+    let outbox = crate::channels::outbox::Outbox::open(&db, Default::default()).unwrap();
+    for msg in &staged {
+        outbox.stage("demo", msg).unwrap();
+    }
+    let records = outbox.records().clone();
     let (tx, tries) = mpsc::unbounded_channel();
     let sink = Arc::new(ScriptedSink {
         script: Mutex::new(script.into()),
@@ -65,7 +80,7 @@ async fn rig(script: Vec<Result<(), SendError>>, attempts: u32, max_part: usize)
     let deps = DeliveryDeps {
         bus,
         clock: clock.clone(),
-        records: records.clone(),
+        outbox: outbox.clone(),
         backoff: Backoff {
             first: Duration::from_secs(1),
             max: Duration::from_secs(60),
@@ -79,6 +94,7 @@ async fn rig(script: Vec<Result<(), SendError>>, attempts: u32, max_part: usize)
         handle,
         clock,
         records,
+        outbox,
         tries,
         _dir: dir,
     }
@@ -240,4 +256,64 @@ async fn no_reply_and_heartbeat_acks_are_never_sent() {
         "only the real text is sent"
     );
     assert!(rig.tries.try_recv().is_err());
+}
+
+fn reply(task: u128, text: &str) -> OutboundMessage {
+    OutboundMessage {
+        task_id: Some(uuid::Uuid::from_u128(task)),
+        ..message(text)
+    }
+}
+
+#[actix_rt::test]
+async fn pending_outbox_entries_are_delivered_in_order_on_start_and_then_removed() {
+    let staged = vec![reply(1, "first"), reply(2, "second")];
+    let mut rig = rig_with_outbox(Vec::new(), 5, 100, staged).await;
+    assert_eq!(rig.next_try().await, "first");
+    assert_eq!(rig.next_try().await, "second");
+    tokio::time::timeout(WAIT, async {
+        while rig.records.list().unwrap().len() < 2 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("both recorded");
+    assert!(rig.outbox.pending("demo").unwrap().is_empty());
+}
+
+#[actix_rt::test]
+async fn a_reply_handed_over_twice_is_one_outbox_entry_and_one_delivery() {
+    // Held in retries, so the second hand-over finds the first still being delivered.
+    let mut rig = rig(vec![transient()], 5, 100).await;
+    rig.outbox.stage("demo", &reply(7, "once")).unwrap();
+    rig.outbox.stage("demo", &reply(7, "once")).unwrap();
+    assert_eq!(rig.outbox.pending("demo").unwrap().len(), 1);
+    rig.handle.enqueue(reply(7, "once")).await.unwrap();
+    assert_eq!(rig.next_try().await, "once");
+    rig.handle.enqueue(reply(7, "once")).await.unwrap();
+    assert_eq!(rig.settled().await.len(), 1, "one delivery");
+    rig.clock.advance(Duration::from_secs(1));
+    rig.handle.tick().await.unwrap();
+    assert_eq!(rig.next_try().await, "once");
+    assert_eq!(rig.records().await.len(), 1);
+    assert!(rig.outbox.pending("demo").unwrap().is_empty());
+    assert!(rig.tries.try_recv().is_err(), "no third try");
+}
+
+#[actix_rt::test]
+async fn a_message_to_a_channel_without_delivery_actor_is_recorded_no_channel() {
+    // The task's `delivery_failed` event is covered by the cron scenario (a real task).
+    let dir = tempfile::tempdir().unwrap();
+    let db = sled::open(dir.path().join("db")).unwrap();
+    let bus = LocalBus::with_db(db.clone(), LocalOptions::default()).unwrap();
+    let outbox = crate::channels::outbox::Outbox::open(&db, Default::default()).unwrap();
+    let clock: Arc<dyn Clock> = ManualClock::new(T0);
+    outbox
+        .hand_over(&bus, &clock, "telegram", reply(9, "hello"))
+        .await;
+    let records = outbox.records().list().unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].state, DeliveryState::Failed);
+    assert_eq!(records[0].error.as_deref(), Some("no_channel"));
+    assert!(outbox.pending("telegram").unwrap().is_empty(), "not staged");
 }

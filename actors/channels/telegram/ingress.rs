@@ -4,7 +4,7 @@
 use super::api::Update;
 use super::{chat_of_session, chat_type};
 use crate::approvals::{ApprovalError, ApprovalState, Approvals};
-use crate::channels::{OutboundMessage, TELEGRAM_CHANNEL, out_topic};
+use crate::channels::{OutboundMessage, TELEGRAM_CHANNEL};
 use crate::origin::Origin;
 use crate::router::{Inbound, Router};
 use bus::{Bus, BusError, Envelope, RequestId, Topic};
@@ -172,18 +172,7 @@ impl Ingress {
             task_id: None,
             job: None,
         };
-        let sent = match (out_topic(TELEGRAM_CHANNEL), serde_json::to_value(&msg)) {
-            (Ok(topic), Ok(payload)) => {
-                self.bus
-                    .publish(Envelope::event(topic, payload).from(TELEGRAM_CHANNEL))
-                    .await
-            }
-            (Err(e), _) => Err(e),
-            (_, Err(e)) => Err(BusError::Invalid(e.to_string())),
-        };
-        if let Err(e) = sent {
-            tracing::error!(chat, error = %e, "Telegram notice not handed to the delivery actor.");
-        }
+        crate::channels::outbox::publish(self.bus.as_ref(), TELEGRAM_CHANNEL, &msg).await;
     }
 }
 

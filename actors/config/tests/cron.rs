@@ -8,7 +8,10 @@ use crate::cron::{DeliveryMode, PayloadKind, ScheduleSpec, SessionTarget};
 #[test]
 fn cron_tables_and_heartbeat_become_specs() {
     let fx = Fixture::new();
-    fx.write("clawbus.toml", "[gateway]\ntimezone = \"Asia/Shanghai\"\n");
+    fx.write(
+        "clawbus.toml",
+        "[gateway]\ntimezone = \"Asia/Shanghai\"\n[channels.telegram]\ntoken_env = \"TG_TOKEN\"\n[webhooks.ops]\nagent = \"ops\"\nsecret_env = \"OPS_SECRET\"\ndeliver_url = \"http://127.0.0.1:9/hook\"\n",
+    );
     fx.write(
         "agents.d/ops.toml",
         r#"timezone = "Europe/Paris"
@@ -26,7 +29,7 @@ catch_up = "none"
 [heartbeat]
 every = "1h"
 active_hours = "08:00-22:00"
-to = "slack:ops"
+to = "webhook:ops"
 "#,
     );
     let config = load(&fx.opts()).unwrap();
@@ -64,7 +67,7 @@ to = "slack:ops"
         hours.tz, "Europe/Paris",
         "the agent's timezone is the default"
     );
-    assert_eq!(hb.delivery.channel.as_deref(), Some("slack"));
+    assert_eq!(hb.delivery.channel.as_deref(), Some("webhook"));
 }
 
 #[test]
@@ -106,6 +109,49 @@ active_hours = "8-22"
         "agents.d/ops.toml:15:6: field \"cron[3].id\": duplicate cron id \"a\"",
         "agents.d/ops.toml:19:6: field \"cron[4].every\": expected exactly one of every",
         "agents.d/ops.toml:22:16: field \"heartbeat.active_hours\": invalid active hours \"8-22\"",
+    ];
+    for want in expected {
+        assert!(
+            lines.iter().any(|l| l.starts_with(want)),
+            "missing {want:?} in {lines:#?}"
+        );
+    }
+    assert_eq!(lines.len(), expected.len(), "{lines:#?}");
+}
+
+#[test]
+fn check_rejects_announcements_to_channels_that_do_not_deliver_with_file_line_col() {
+    let fx = Fixture::new();
+    fx.write(
+        "clawbus.toml",
+        "[webhooks.ci]\nagent = \"ops\"\nsecret_env = \"CI_SECRET\"\ndeliver_url = \"http://127.0.0.1:9/hook\"\n",
+    );
+    fx.write(
+        "agents.d/ops.toml",
+        r#"[[cron]]
+id = "a"
+every = "1h"
+message = "x"
+announce = "telegram:42"
+[[cron]]
+id = "b"
+every = "1h"
+message = "x"
+announce = "webhook:deploys"
+[[cron]]
+id = "c"
+every = "1h"
+message = "x"
+announce = "webhook:ci"
+[heartbeat]
+to = "slack:ops"
+"#,
+    );
+    let lines = fx.lines(&fx.errors(&fx.opts()));
+    let expected = [
+        "agents.d/ops.toml:5:12: field \"cron[0].announce\": channel \"telegram\" is not configured",
+        "agents.d/ops.toml:10:12: field \"cron[1].announce\": no webhook \"deploys\" with a deliver_url (expected one of: ci)",
+        "agents.d/ops.toml:17:6: field \"heartbeat.to\": channel \"slack\" has no delivery",
     ];
     for want in expected {
         assert!(

@@ -1,0 +1,210 @@
+//! The outbox: replies and announcements waiting to be delivered, in sled (tree `outbox`), so a
+//! daemon killed between a task's end and its reply reaching the channel delivers it after the
+//! restart.
+//!
+//! - A task's reply is staged before the task's outcome is recorded (the outcome's durable
+//!   flush covers the staged entry too), so there is no moment when the task has ended and its
+//!   reply is neither sent nor pending. A cron announcement is staged when it is handed over.
+//! - An entry is keyed by channel and delivery id (the task id, else `job:<job>`): a duplicate
+//!   hand-over is one entry. A message with neither (a chat notice) is not staged.
+//! - The channel's delivery actor stages what reaches it, removes an entry once its delivery is
+//!   recorded (delivered or failed), and on start takes every pending entry of its channel, in
+//!   the order they were staged.
+//!
+//! Delivery is at least once: a daemon killed after a send and before its record sends it again.
+//! Webhook receivers drop a repeat by its `X-Clawbus-Delivery` (the delivery id); Telegram has
+//! no such key, so a chat may, rarely, see a reply twice.
+//!
+//! A message for a channel that has no delivery actor is not staged: it is recorded failed at
+//! once with the reason [`NO_CHANNEL`].
+
+use super::delivery::{DeliveryRecord, DeliveryRecords, DeliveryState};
+use super::replies::ReplyRoutes;
+use super::{OutboundMessage, out_topic};
+use bus::events::TaskEventKind;
+use bus::{Bus, Clock, Envelope};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use uuid::Uuid;
+
+/// The sled tree of pending deliveries.
+pub const OUTBOX_TREE: &str = "outbox";
+
+/// The reason recorded for a message to a channel that has no delivery actor.
+pub const NO_CHANNEL: &str = "no_channel";
+
+/// One pending delivery, as stored.
+#[derive(Debug, Serialize, Deserialize)]
+struct Entry {
+    /// Time-ordered: the order entries are taken in.
+    staged: Uuid,
+    msg: OutboundMessage,
+}
+
+/// The outbox could not be read or written.
+#[derive(Debug, thiserror::Error)]
+#[error("outbox: {0}")]
+pub struct OutboxError(#[source] Box<dyn std::error::Error + Send + Sync>);
+
+fn err(e: impl std::error::Error + Send + Sync + 'static) -> OutboxError {
+    OutboxError(Box::new(e))
+}
+
+/// The pending deliveries, the delivery records and which channels deliver; cheap to clone.
+#[derive(Clone)]
+pub struct Outbox {
+    tree: sled::Tree,
+    records: DeliveryRecords,
+    routes: ReplyRoutes,
+}
+
+impl std::fmt::Debug for Outbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outbox")
+            .field("routes", &self.routes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Outbox {
+    /// Opens the trees in `db`; `routes` says which channels deliver.
+    pub fn open(db: &sled::Db, routes: ReplyRoutes) -> Result<Self, OutboxError> {
+        Ok(Self {
+            tree: db.open_tree(OUTBOX_TREE).map_err(err)?,
+            records: DeliveryRecords::open(db).map_err(err)?,
+            routes,
+        })
+    }
+
+    /// The delivery records.
+    pub fn records(&self) -> &DeliveryRecords {
+        &self.records
+    }
+
+    /// Where finished tasks' replies go.
+    pub fn routes(&self) -> &ReplyRoutes {
+        &self.routes
+    }
+
+    fn key(channel: &str, msg: &OutboundMessage) -> Option<Vec<u8>> {
+        msg.delivery_id()
+            .map(|id| format!("{channel}/{id}").into_bytes())
+    }
+
+    /// Stages `msg` for `channel` unless an entry with its key is already there; a message with
+    /// no delivery id, or one never sent (`NO_REPLY`, a heartbeat acknowledgement), is not
+    /// staged. Not flushed: the task store's next flush makes it durable.
+    pub fn stage(&self, channel: &str, msg: &OutboundMessage) -> Result<(), OutboxError> {
+        let Some(key) = Self::key(channel, msg).filter(|_| !super::is_silent(&msg.text)) else {
+            return Ok(());
+        };
+        let entry = Entry {
+            staged: Uuid::now_v7(),
+            msg: msg.clone(),
+        };
+        let bytes = serde_json::to_vec(&entry).map_err(err)?;
+        // An entry already there keeps its place in the order.
+        let _already_staged = self
+            .tree
+            .compare_and_swap(key, None as Option<&[u8]>, Some(bytes))
+            .map_err(err)?
+            .is_err();
+        Ok(())
+    }
+
+    /// Removes the entry of a delivery that has been recorded.
+    pub fn remove(&self, channel: &str, msg: &OutboundMessage) -> Result<(), OutboxError> {
+        if let Some(key) = Self::key(channel, msg) {
+            self.tree.remove(key).map_err(err)?;
+        }
+        Ok(())
+    }
+
+    /// The pending messages of `channel`, in the order they were staged.
+    pub fn pending(&self, channel: &str) -> Result<Vec<OutboundMessage>, OutboxError> {
+        let mut entries = self
+            .tree
+            .scan_prefix(format!("{channel}/"))
+            .map(|item| {
+                let (_, bytes) = item.map_err(err)?;
+                serde_json::from_slice::<Entry>(&bytes).map_err(err)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        entries.sort_by_key(|e| e.staged);
+        Ok(entries.into_iter().map(|e| e.msg).collect())
+    }
+
+    /// Hands `msg` to `channel`'s delivery actor: staged, then published on `channel.<name>.out`.
+    /// To a channel with no delivery actor it is recorded failed ([`NO_CHANNEL`]) in the
+    /// delivery records and on its task's events.
+    pub async fn hand_over(
+        &self,
+        bus: &dyn Bus,
+        clock: &Arc<dyn Clock>,
+        channel: &str,
+        msg: OutboundMessage,
+    ) {
+        if !self.routes.delivers(channel) {
+            self.no_channel(bus, clock, channel, msg).await;
+            return;
+        }
+        if let Err(e) = self.stage(channel, &msg) {
+            tracing::error!(channel, task_id = ?msg.task_id, error = %e, "Delivery not staged in the outbox; it is still handed over.");
+        }
+        publish(bus, channel, &msg).await;
+    }
+
+    async fn no_channel(
+        &self,
+        bus: &dyn Bus,
+        clock: &Arc<dyn Clock>,
+        channel: &str,
+        msg: OutboundMessage,
+    ) {
+        let to = msg.to.clone().unwrap_or_default();
+        tracing::error!(channel, %to, task_id = ?msg.task_id, job = ?msg.job, "No delivery actor for the channel; the message is recorded failed.");
+        let record = DeliveryRecord {
+            channel: channel.to_string(),
+            to: to.clone(),
+            task_id: msg.task_id,
+            job: msg.job.clone(),
+            state: DeliveryState::Failed,
+            attempts: 0,
+            parts: 0,
+            error: Some(NO_CHANNEL.to_string()),
+            ended_ms: clock.now_ms(),
+        };
+        if let Err(e) = self.records.put(&record) {
+            tracing::error!(channel, error = %e, "Delivery outcome not recorded in the store.");
+        }
+        if let Some(task_id) = msg.task_id {
+            let kind = TaskEventKind::DeliveryFailed {
+                target: format!("{channel}:{to}"),
+                attempts: 0,
+                reason: NO_CHANNEL.to_string(),
+            };
+            if let Err(e) = bus.emit(task_id, kind).await {
+                tracing::error!(%task_id, error = %e, "Delivery event not recorded on the task.");
+            }
+        }
+    }
+}
+
+/// Publishes `msg` on `channel.<channel>.out` (the delivery actor's subscription), logging a
+/// failure: a staged message is still delivered after the next start.
+pub async fn publish(bus: &dyn Bus, channel: &str, msg: &OutboundMessage) {
+    let sent = match (out_topic(channel), serde_json::to_value(msg)) {
+        (Ok(topic), Ok(payload)) => {
+            let from = msg
+                .task_id
+                .map_or_else(|| channel.to_string(), |t| format!("task:{t}"));
+            bus.publish(Envelope::event(topic, payload).from(from))
+                .await
+        }
+        (Err(e), _) => Err(e),
+        (_, Err(e)) => Err(bus::BusError::Invalid(e.to_string())),
+    };
+    if let Err(e) = sent {
+        tracing::error!(channel, task_id = ?msg.task_id, error = %e, "Message not handed to the channel's delivery actor.");
+    }
+}
