@@ -41,6 +41,7 @@ pub struct Coordinator {
     live: HashMap<Uuid, Live>,
     deadlines: BinaryHeap<Reverse<(u64, Uuid)>>,
     timed_out: u64,
+    spared: u64,
     cascaded: u64,
 }
 
@@ -69,6 +70,7 @@ impl Coordinator {
             live: HashMap::new(),
             deadlines: BinaryHeap::new(),
             timed_out: 0,
+            spared: 0,
             cascaded: 0,
         }
     }
@@ -204,7 +206,6 @@ impl Coordinator {
             let Some(live) = self.live.get(&task_id) else {
                 continue; // it ended in time
             };
-            self.timed_out += 1;
             let (bus, request_id) = (self.bus.clone(), live.request_id.clone());
             tracing::warn!(task_id = %task_id, %request_id, deadline, now, "Deadline passed; the coordinator ends the task.");
             let ending = async move {
@@ -214,27 +215,39 @@ impl Coordinator {
                         now.saturating_sub(deadline)
                     ),
                 };
+                // The run sends its outcome notice just before it records its outcome: once the
+                // notice is in, the run has ended and its own outcome is the one to keep, so
+                // the session is never told one outcome while the record holds another.
+                if let Some(notice) = super::notice::notice_id(task_id)
+                    && let Ok(Some(_)) = bus.lookup(&notice).await
+                {
+                    tracing::debug!(task_id = %task_id, "Overdue task already told its outcome; the run records it.");
+                    return Overdue::AlreadyTold;
+                }
                 match bus.end(&request_id, outcome).await {
-                    Ok(record) => Some(record),
+                    Ok(record) => Overdue::Ended(record),
                     Err(e) => {
                         tracing::error!(task_id = %task_id, error = %e, "Could not end an overdue task.");
-                        None
+                        Overdue::NotEnded
                     }
                 }
             };
-            ctx.spawn(
-                fut::wrap_future(ending).map(move |record, act: &mut Self, ctx| {
+            ctx.spawn(fut::wrap_future(ending).map(
+                move |overdue, act: &mut Self, ctx| match overdue {
+                    Overdue::AlreadyTold => act.spared += 1,
+                    Overdue::NotEnded => {}
+                    Overdue::Ended(record) if record.state == TaskState::TimedOut => {
+                        act.timed_out += 1;
+                    }
                     // It had ended already, and its terminal event never came (a lagging
                     // subscription): forget it now.
-                    if let Some(TaskRecord {
+                    Overdue::Ended(TaskRecord {
                         outcome: Some(outcome),
                         ..
-                    }) = record.filter(|r| r.state != TaskState::TimedOut)
-                    {
-                        act.ended(task_id, &outcome, ctx);
-                    }
-                }),
-            );
+                    }) => act.ended(task_id, &outcome, ctx),
+                    Overdue::Ended(_) => {}
+                },
+            ));
         }
     }
 
@@ -268,6 +281,16 @@ impl Coordinator {
             }
         }));
     }
+}
+
+/// What became of an overdue task.
+enum Overdue {
+    /// Ended by [`Bus::end`]: the record as it stands (timed out, or already ended before).
+    Ended(TaskRecord),
+    /// Its run had already sent its outcome notice, so the run's outcome is kept.
+    AlreadyTold,
+    /// The store could not be written; logged.
+    NotEnded,
 }
 
 /// Announces a task ended from outside to the session that posted it, if one did.
@@ -408,6 +431,7 @@ impl Handler<Status> for Coordinator {
             waits: self.graph.edges(),
             deadlines: self.deadlines.len(),
             timed_out: self.timed_out,
+            spared: self.spared,
             cascaded: self.cascaded,
         })
     }

@@ -72,6 +72,10 @@ pub struct CoordinatorStatus {
     pub deadlines: usize,
     /// Tasks it ended because their deadline passed.
     pub timed_out: u64,
+    /// Overdue tasks it left alone because their run had already announced their outcome (the
+    /// run records it next), so a session is never told one outcome while the record holds
+    /// another.
+    pub spared: u64,
     /// Tasks it cancelled because their parent was cancelled.
     pub cascaded: u64,
 }

@@ -28,7 +28,7 @@ pub fn outcome_notice(
         "[task result] agent \"{agent}\" finished task {task_id} ({}): {answer}",
         outcome.state().as_str()
     );
-    let request_id = RequestId::parse(&format!("notify-{task_id}")).ok()?;
+    let request_id = notice_id(task_id)?;
     let origin = Origin {
         channel: crate::origin::AGENT_CHANNEL.into(),
         chat_type: "notice".into(),
@@ -47,6 +47,11 @@ pub fn outcome_notice(
             .from(format!("agent:{agent}")),
         ),
     )
+}
+
+/// The request id of the notice that announces task `task_id`'s outcome (`notify-<task_id>`).
+pub fn notice_id(task_id: Uuid) -> Option<RequestId> {
+    RequestId::parse(&format!("notify-{task_id}")).ok()
 }
 
 /// The error text of an outcome that is not a success.

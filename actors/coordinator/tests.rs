@@ -132,6 +132,17 @@ impl Rig {
         task
     }
 
+    /// Waits (bounded) until the coordinator's status satisfies `done`.
+    async fn until(&self, done: impl Fn(&super::CoordinatorStatus) -> bool) {
+        tokio::time::timeout(BOUND, async {
+            while !done(&self.coord.status().await) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .unwrap();
+    }
+
     async fn state(&self, request_id: &RequestId) -> TaskState {
         self.bus.wait(request_id, BOUND).await.unwrap().state
     }
@@ -185,7 +196,7 @@ async fn an_overdue_task_nobody_runs_ends_timed_out_and_its_session_is_told_once
     assert_eq!(told.envelope.topic, Topic::agent("boss"));
     let text = told.envelope.payload["text"].as_str().unwrap();
     assert!(text.contains("timed_out"), "{text}");
-    assert_eq!(rig.coord.status().await.timed_out, 1);
+    rig.until(|s| s.timed_out == 1).await;
     let notices = rig
         .bus
         .tasks()
@@ -195,6 +206,45 @@ async fn an_overdue_task_nobody_runs_ends_timed_out_and_its_session_is_told_once
         .filter(|r| r.envelope.topic == Topic::agent("boss"))
         .count();
     assert_eq!(notices, 1, "told exactly once");
+}
+
+#[actix_rt::test]
+async fn an_overdue_task_whose_run_already_announced_its_outcome_keeps_that_outcome() {
+    let rig = Rig::new().await;
+    let parent_session = SessionKey::parse("agent:boss:main").unwrap();
+    let origin = Origin {
+        notify_session: Some(parent_session.clone()),
+        session_key: Some(SessionKey::parse("agent:helper:subagent:z").unwrap()),
+        ..Origin::api()
+    };
+    let now = rig.clock.now_ms();
+    let task = rig.post("agent.helper", origin, Some(now + 60_000)).await;
+    // The run ended in time and sent its notice; the deadline passes before it records.
+    let success = bus::Outcome::Succeeded {
+        result: json!({ "text": "done" }),
+    };
+    let notice = outcome_notice("helper", task.task_id, &parent_session, &success).unwrap();
+    rig.bus.submit(notice).await.unwrap();
+    rig.clock.advance(Duration::from_secs(61));
+    rig.until(|s| s.spared == 1).await;
+    let record = rig.bus.lookup(&task.request_id).await.unwrap().unwrap();
+    assert_eq!(
+        record.state,
+        TaskState::Queued,
+        "left for its run to record"
+    );
+    assert_eq!(rig.coord.status().await.timed_out, 0);
+    let notices: Vec<_> = rig
+        .bus
+        .tasks()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.envelope.topic == Topic::agent("boss"))
+        .collect();
+    assert_eq!(notices.len(), 1, "told exactly once");
+    let text = notices[0].envelope.payload["text"].as_str().unwrap();
+    assert!(text.contains("succeeded"), "{text}");
 }
 
 #[actix_rt::test]
