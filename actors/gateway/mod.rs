@@ -16,6 +16,7 @@ pub mod token;
 pub mod topics;
 pub mod usage;
 pub mod webhooks;
+pub mod ws;
 
 use crate::agent::AgentHandle;
 use crate::config::Config;
@@ -117,6 +118,7 @@ impl HttpChannel {
             shutdown: system.shutdown_listener(),
             cron: system.cron().scheduler().clone(),
             hooks,
+            ws: ws::Connections::default(),
         });
         let mut shutdown = system.shutdown_listener();
         let server = tokio::spawn(async move {

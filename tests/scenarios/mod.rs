@@ -21,3 +21,4 @@ mod turn;
 mod usage;
 mod web;
 mod webhooks;
+mod ws;
