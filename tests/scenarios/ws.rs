@@ -266,8 +266,7 @@ async fn a_run_streams_lifecycle_deltas_and_final_in_order_and_agent_wait_answer
     let last_delta = c
         .events
         .iter()
-        .filter(|e| e["event"] == "agent" && e["payload"]["stream"] == "assistant")
-        .last()
+        .rfind(|e| e["event"] == "agent" && e["payload"]["stream"] == "assistant")
         .unwrap();
     assert_eq!(
         last_delta["payload"]["data"]["text"], "Hello, world",

@@ -49,7 +49,7 @@ pub struct Auth {
 #[derive(Debug)]
 pub struct Refusal {
     /// The error `res`, when there is a request to answer.
-    pub answer: Option<Frame>,
+    pub answer: Option<Box<Frame>>,
     /// The close code.
     pub code: u16,
     /// The close reason.
@@ -60,7 +60,7 @@ impl Refusal {
     fn new(id: Option<&str>, error: ErrorShape, code: u16) -> Self {
         let reason = error.message.clone();
         Self {
-            answer: Some(Frame::err(id, error)),
+            answer: Some(Box::new(Frame::err(id, error))),
             code,
             reason,
         }

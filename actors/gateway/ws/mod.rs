@@ -20,6 +20,8 @@ mod handshake;
 pub mod methods;
 mod outbox;
 mod runs;
+#[cfg(test)]
+mod tests;
 
 use super::api::{ApiState, error};
 use axum::Router;
@@ -246,7 +248,7 @@ async fn handshake(state: &ApiState, out: &Outbox, stream: &mut SplitStream<WebS
     }
     tracing::info!(role = %client.role, "WebSocket client connected.");
     tokio::spawn(feed.run(state.clone(), out.clone()));
-    tokio::spawn(tick(state.clone(), out.clone()));
+    tokio::spawn(tick(state.clock.clone(), out.clone()));
     true
 }
 
@@ -320,14 +322,15 @@ fn request(state: &ApiState, out: &Outbox, calls: &mut JoinSet<()>, text: &str) 
     });
 }
 
-/// `tick {ts}` every [`TICK_INTERVAL_MS`] (tokio time), until the connection closes.
-async fn tick(state: ApiState, out: Outbox) {
+/// `tick {ts}` every [`TICK_INTERVAL_MS`] (tokio time; `ts` from the one clock), until the
+/// connection closes.
+async fn tick(clock: Arc<dyn bus::Clock>, out: Outbox) {
     let period = Duration::from_millis(TICK_INTERVAL_MS);
     let mut every = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     loop {
         tokio::select! {
             _ = every.tick() => {
-                if out.event(EventName::Tick, serde_json::json!({ "ts": state.clock.now_ms() })).is_err() {
+                if out.event(EventName::Tick, serde_json::json!({ "ts": clock.now_ms() })).is_err() {
                     return;
                 }
             }

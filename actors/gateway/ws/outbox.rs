@@ -134,6 +134,19 @@ impl Outbox {
 }
 
 impl Writer {
+    /// The next queued frame's text, when one waits (tests read the queue without a socket).
+    #[cfg(test)]
+    pub fn try_next_text(&mut self) -> Option<String> {
+        match self.rx.try_recv() {
+            Ok(Out::Text(t)) => {
+                self.queued.fetch_sub(t.len(), Ordering::SeqCst);
+                Some(t)
+            }
+            Ok(Out::Close(code, reason)) => Some(format!("close {code} {reason}")),
+            Err(_) => None,
+        }
+    }
+
     /// Sends queued frames until a close, an abort or a broken socket.
     pub async fn run(mut self, mut sink: SplitSink<WebSocket, Message>) {
         // Once every outbox is gone no abort can come: what is queued is still sent.
@@ -180,7 +193,7 @@ impl Writer {
 }
 
 /// A close reason fits in 123 bytes (RFC 6455 §5.5): longer ones are cut at a char boundary.
-fn close_reason(reason: &str) -> &str {
+pub(super) fn close_reason(reason: &str) -> &str {
     let mut end = reason.len().min(123);
     while !reason.is_char_boundary(end) {
         end -= 1;
