@@ -10,6 +10,8 @@
 //! - **idle RSS**: the daemon's `VmRSS` 3 s after it started, before any turn;
 //! - **turn, CLI**: `clawbus post agent.main … --wait` (a process per call), `--turns` runs;
 //! - **turn, HTTP**: `POST /v1/agents/main/tasks {wait: true}` on one keep-alive client;
+//! - **turn, WebSocket**: `agent` then `agent.wait` on one connection (connect excluded), in
+//!   OpenClaw's frame protocol (see `ws.rs`);
 //! - **tool turn**: the model answers a `read` tool call, then text (two model calls, one tool);
 //! - **N concurrent turns** (20 and 200): N distinct sessions at once; total time (median of
 //!   `--repeats`), the slowest turn, and the daemon's RSS after;
@@ -26,6 +28,9 @@
 //!
 //! Every wait is bounded; a scenario that fails panics with the daemon's log.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "ws.rs"]
+mod ws;
 
 use bus::{Bus, Envelope, LocalBus, LocalOptions, Outcome, RequestId, Topic};
 use clawbus::testkit::{ScriptedServer, Turn};
@@ -418,6 +423,11 @@ pub fn run(opts: &Options) -> Report {
         "one turn, HTTP keep-alive",
         "ms",
         Stat::ms(&seq(&d, "main", "hello", sizes.turns)),
+    ));
+    rows.push(Row::new(
+        "one turn, WebSocket `agent` + `agent.wait` (connect excluded)",
+        "ms",
+        Stat::ms(&rt.block_on(ws::turns(&d.url, &d.token, "main", sizes.turns, REQUEST))),
     ));
     rows.push(Row::new(
         "turn with one tool call (2 model calls)",
