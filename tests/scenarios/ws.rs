@@ -411,15 +411,29 @@ async fn unknown_methods_and_malformed_frames_get_errors_and_the_connection_stay
 #[actix_rt::test]
 async fn a_frame_over_max_payload_closes_the_connection_with_1009() {
     let server = ScriptedServer::start(vec![]).await;
-    let p = project(&server, "[gateway]\nmax_body = 4096\n", "");
+    let p = project(
+        &server,
+        "[gateway]\nmax_body = 4096\nws_max_connections = 1\n",
+        "",
+    );
     let up = Up::start(&p).await;
     let (mut c, hello) = Client::connect(&up, &up.token).await;
     assert_eq!(hello["payload"]["policy"]["maxPayload"], 4096);
+    // One connection at most: the next upgrade is refused.
+    match tokio_tungstenite::connect_async(up.ws_url()).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => assert_eq!(resp.status(), 503),
+        other => panic!("a second connection must be refused with 503: {other:?}"),
+    }
     let big = json!({ "type": "req", "id": "big", "method": "health", "params": { "pad": "x".repeat(5000) } });
     c.send_text(big.to_string()).await;
     let (code, reason) = c.closed().await;
     assert_eq!(code, 1009, "{reason}");
     assert!(reason.contains("maxPayload"), "{reason}");
+    // Its place is given back.
+    crate::support::eventually("a new connection is accepted", async || {
+        tokio_tungstenite::connect_async(up.ws_url()).await.is_ok()
+    })
+    .await;
 }
 
 #[actix_rt::test]
@@ -539,4 +553,120 @@ async fn clawbus_chat_streams_each_answer_and_keeps_the_conversation() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("wrong gateway token"));
+}
+
+#[actix_rt::test]
+async fn operator_methods_abort_runs_and_manage_cron_jobs_sessions_and_tasks() {
+    let server = ScriptedServer::start(vec![
+        Turn::hang(),
+        Turn::text("cron done"),
+        Turn::text("sent"),
+    ])
+    .await;
+    let p = project(&server, "", "");
+    let up = Up::start(&p).await;
+    let (mut c, _) = Client::connect(&up, &up.token).await;
+
+    // A run that hangs in the model, aborted by its session.
+    let held = c
+        .call(
+            "chat.send",
+            json!({ "message": "wait", "agentId": "echo", "sessionKey": "hold" }),
+        )
+        .await;
+    assert_eq!(held["status"], "started");
+    let run = held["runId"].as_str().unwrap().to_string();
+    c.event_where("agent", |p| {
+        p["runId"] == run.as_str() && p["data"]["phase"] == "model"
+    })
+    .await;
+    let aborted = c
+        .call(
+            "chat.abort",
+            json!({ "sessionKey": "hold", "agentId": "echo" }),
+        )
+        .await;
+    assert_eq!(aborted["aborted"], true, "{aborted}");
+    assert_eq!(aborted["runIds"], json!([run]));
+    c.event_where("chat", |p| {
+        p["runId"] == run.as_str() && p["state"] == "aborted"
+    })
+    .await;
+    let waited = c.call("agent.wait", json!({ "runId": run })).await;
+    assert_eq!(
+        (waited["status"].as_str(), waited["stopReason"].as_str()),
+        (Some("error"), Some("aborted"))
+    );
+
+    // Cron: add, list, status, update, run, runs, remove.
+    let job = c
+        .call(
+            "cron.add",
+            json!({
+                "agent": "echo", "name": "hourly",
+                "schedule": { "kind": "every", "every_ms": 3_600_000 },
+                "payload": { "kind": "agentTurn", "message": "report" },
+            }),
+        )
+        .await;
+    let id = job["id"].as_str().unwrap().to_string();
+    let listed = c.call("cron.list", json!({})).await;
+    let jobs = listed["jobs"].as_array().unwrap();
+    assert!(
+        jobs.iter().any(|j| j["job"]["id"] == id.as_str()),
+        "{listed}"
+    );
+    let status = c.call("cron.status", json!({})).await;
+    assert_eq!(status["jobs"], jobs.len());
+    assert!(status["nextWakeAtMs"].as_u64().is_some(), "{status}");
+    let changed = c
+        .call(
+            "cron.update",
+            json!({ "id": id, "patch": { "name": "renamed" } }),
+        )
+        .await;
+    assert_eq!(changed["name"], "renamed", "{changed}");
+    let fired = c.call("cron.run", json!({ "id": id })).await;
+    let task = fired["task_id"].as_str().unwrap().to_string();
+    c.event_where("cron", |p| {
+        p["job_id"] == id.as_str() && p["kind"] == "finished"
+    })
+    .await;
+    let waited = c.call("agent.wait", json!({ "runId": task })).await;
+    assert_eq!(waited["text"], "cron done", "{waited}");
+    let runs = c.call("cron.runs", json!({ "id": id })).await;
+    assert!(!runs["runs"].as_array().unwrap().is_empty(), "{runs}");
+    c.call("cron.remove", json!({ "id": id })).await;
+    let id2 = c.send("cron.run", json!({ "id": id })).await;
+    let gone = c.answer(&id2).await;
+    assert_eq!(gone["error"]["code"], "NOT_FOUND", "{gone}");
+
+    // Sessions and tasks.
+    let sent = c
+        .call(
+            "sessions.send",
+            json!({ "key": "agent:echo:ws:direct:hold", "message": "again" }),
+        )
+        .await;
+    let waited = c
+        .call("agent.wait", json!({ "runId": sent["runId"] }))
+        .await;
+    assert_eq!(waited["text"], "sent", "{waited}");
+    let sessions = c.call("sessions.list", json!({ "agentId": "echo" })).await;
+    let keys: Vec<&str> = sessions["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["key"].as_str().unwrap())
+        .collect();
+    assert!(keys.contains(&"agent:echo:ws:direct:hold"), "{keys:?}");
+    let tasks = c.call("tasks.list", json!({ "agentId": "echo" })).await;
+    assert_eq!(tasks["tasks"].as_array().unwrap().len(), 3, "{tasks}");
+    let late = c
+        .call("tasks.cancel", json!({ "taskId": sent["runId"] }))
+        .await;
+    assert_eq!(
+        late["cancelled"], false,
+        "an ended task is not cancelled: {late}"
+    );
 }
