@@ -411,12 +411,18 @@ pub(super) fn bus_error(e: BusError) -> Response {
 // The error is the handler's whole answer, returned at once: boxing it would gain nothing.
 #[allow(clippy::result_large_err)]
 pub(super) fn lane(config: &Config, lane: Option<&str>) -> Result<String, Response> {
+    lane_of(config, lane).map_err(IntoResponse::into_response)
+}
+
+/// The lane a request names (`main` when none), checked against the configured lanes: 400
+/// `unknown_lane` naming them.
+pub(super) fn lane_of(config: &Config, lane: Option<&str>) -> Result<String, Failure> {
     let lane = lane.unwrap_or(crate::config::MAIN_LANE);
     if config.lanes.caps.contains_key(lane) {
         return Ok(lane.to_string());
     }
     let known: Vec<&str> = config.lanes.caps.keys().map(String::as_str).collect();
-    Err(error(
+    Err(Failure::new(
         StatusCode::BAD_REQUEST,
         "unknown_lane",
         format!(

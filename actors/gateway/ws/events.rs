@@ -27,13 +27,17 @@ pub struct Feed {
     cron: Subscription,
     approvals: Subscription,
     runs: HashMap<Uuid, Run>,
+    /// Runs seen so far: the order in which they are forgotten.
+    seen: u64,
 }
 
 /// What the forwarder keeps of a run.
 struct Run {
     session_key: Option<String>,
     agent: String,
+    /// The assistant text so far (`agent` assistant events carry it whole).
     text: String,
+    /// When it was first seen, among this connection's runs.
     order: u64,
 }
 
@@ -49,6 +53,7 @@ impl Feed {
             cron: state.bus.subscribe(pattern("events.cron.>")?).await?,
             approvals: state.bus.subscribe(pattern("approvals.>")?).await?,
             runs: HashMap::new(),
+            seen: 0,
         })
     }
 
@@ -84,43 +89,34 @@ impl Feed {
 
     /// The run an event belongs to, looked up (its session) on first sight.
     async fn run_of(&mut self, state: &ApiState, e: &TaskEvent) -> &mut Run {
-        if !self.runs.contains_key(&e.task_id) {
-            if self.runs.len() >= MAX_RUNS {
-                let mut orders: Vec<u64> = self.runs.values().map(|r| r.order).collect();
-                orders.sort_unstable();
-                let cut = orders[orders.len() / 2];
-                self.runs.retain(|_, r| r.order > cut);
-            }
-            let session_key = match state.bus.task(e.task_id).await {
+        if !self.runs.contains_key(&e.task_id) && self.runs.len() >= MAX_RUNS {
+            let mut orders: Vec<u64> = self.runs.values().map(|r| r.order).collect();
+            orders.sort_unstable();
+            let cut = orders[orders.len() / 2];
+            self.runs.retain(|_, r| r.order > cut);
+        }
+        let session_key = match self.runs.get(&e.task_id) {
+            Some(_) => None,
+            None => match state.bus.task(e.task_id).await {
                 Ok(Some(rec)) => Origin::of(&rec.envelope)
                     .ok()
                     .and_then(|o| o.session_key)
                     .map(|k| k.to_string()),
                 _ => None,
-            };
-            let agent = e
+            },
+        };
+        self.seen += 1;
+        let order = self.seen;
+        self.runs.entry(e.task_id).or_insert_with(|| Run {
+            session_key,
+            agent: e
                 .topic
                 .as_str()
                 .strip_prefix("agent.")
                 .unwrap_or_default()
-                .to_string();
-            let order = e.seq.max(1) + self.runs.len() as u64;
-            self.runs.insert(
-                e.task_id,
-                Run {
-                    session_key,
-                    agent,
-                    text: String::new(),
-                    order,
-                },
-            );
-        }
-        // Inserted just above when absent.
-        self.runs.entry(e.task_id).or_insert_with(|| Run {
-            session_key: None,
-            agent: String::new(),
+                .to_string(),
             text: String::new(),
-            order: 0,
+            order,
         })
     }
 

@@ -143,12 +143,7 @@ pub async fn start(state: &ApiState, method: Method, p: RunParams) -> Result<Val
         Some(Err(e)) => return Err(ErrorShape::invalid(format!("idempotencyKey: {e}"))),
     };
     let (key, chat_type, peer) = session_of(state, &agent, p.session_key.as_deref(), &request_id)?;
-    let lane = api::lane(&state.config, p.lane.as_deref()).map_err(|_| {
-        ErrorShape::invalid(format!(
-            "lane: unknown lane {:?}",
-            p.lane.unwrap_or_default()
-        ))
-    })?;
+    let lane = api::lane_of(&state.config, p.lane.as_deref())?;
     let origin = Origin {
         channel: CHANNEL.into(),
         chat_type,
