@@ -84,11 +84,13 @@ async fn chat(url: &str, token: &str, args: &ChatArgs) -> Result<(), ExitCode> {
 /// Opens the socket and runs the handshake.
 async fn connect(url: &str, token: &str) -> Result<Socket, ExitCode> {
     let handshake = async {
-        let (mut ws, _) = tokio_tungstenite::connect_async(url).await.map_err(|e| {
-            usage(format!(
-                "cannot reach the gateway at {url}: {e} (is `clawbus up` running?)"
-            ))
-        })?;
+        let (mut ws, _) = tokio_tungstenite::connect_async_with_config(url, None, true)
+            .await
+            .map_err(|e| {
+                usage(format!(
+                    "cannot reach the gateway at {url}: {e} (is `clawbus up` running?)"
+                ))
+            })?;
         let challenge = next_frame(&mut ws).await?;
         if challenge["event"] != "connect.challenge" {
             return Err(usage(format!("unexpected first frame: {challenge}")));

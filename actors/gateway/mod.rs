@@ -122,6 +122,13 @@ impl HttpChannel {
         });
         let mut shutdown = system.shutdown_listener();
         let server = tokio::spawn(async move {
+            // No Nagle delay: a WebSocket answer followed at once by events (or an SSE chunk)
+            // must not wait for the peer's delayed ACK (≈40 ms per turn otherwise).
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                if let Err(e) = tcp.set_nodelay(true) {
+                    tracing::warn!(error = %e, "Cannot set TCP_NODELAY on a connection.");
+                }
+            });
             let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
                 shutdown.recv().await;
             });

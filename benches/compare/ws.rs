@@ -49,7 +49,9 @@ pub async fn turns(
     within: Duration,
 ) -> Vec<Duration> {
     let ws_url = format!("{}/", url.replacen("http://", "ws://", 1));
-    let (mut ws, _) = tokio_tungstenite::connect_async(ws_url).await.unwrap();
+    let (mut ws, _) = tokio_tungstenite::connect_async_with_config(ws_url, None, true)
+        .await
+        .unwrap();
     let connect = json!({
         "minProtocol": 4, "maxProtocol": 4,
         "client": { "id": "test", "version": "0", "platform": "linux", "mode": "backend" },
