@@ -22,3 +22,4 @@ mod usage;
 mod web;
 mod webhooks;
 mod ws;
+mod ws_client;
