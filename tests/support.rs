@@ -302,3 +302,10 @@ pub async fn get_text(daemon: &Daemon, path: &str) -> String {
         .await
         .unwrap()
 }
+
+/// Waits at most [`NET`] for a child with piped output to exit, and collects what it wrote.
+pub fn wait_output(child: std::process::Child) -> std::process::Output {
+    within("a child to finish", move || {
+        child.wait_with_output().unwrap()
+    })
+}

@@ -74,6 +74,21 @@ impl GatewayClient {
         })
     }
 
+    /// The gateway's base URL (`http://host:port`).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The gateway token presented.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Runs a future to completion on the client's runtime.
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.rt.block_on(f)
+    }
+
     /// GETs `path` (under the gateway URL) and decodes the JSON answer.
     pub fn get(&self, path: &str) -> Result<serde_json::Value, ExitCode> {
         self.call(self.http.get(format!("{}{path}", self.url)))

@@ -1,4 +1,4 @@
-//! The `clawbus` command line: `up`, `check`, `post`, `tasks`, `cron`, `sessions`, `approvals`,
+//! The `clawbus` command line: `up`, `check`, `post`, `chat`, `tasks`, `cron`, `sessions`, `approvals`,
 //! `prompt`, `skills`, `tools`.
 //!
 //! Exit codes, the same for every subcommand: 0 success; 1 a failed task, a check that found
@@ -7,6 +7,7 @@
 //! that ran out.
 
 mod approvals;
+mod chat;
 mod client;
 mod cron;
 mod out;
@@ -116,6 +117,8 @@ pub enum Command {
     Up(up::UpArgs),
     /// Check `clawbus.toml` and `agents.d/`; print ✓/✗ per file and every problem.
     Check,
+    /// Talk to an agent in the terminal, answers streaming, over the WebSocket gateway.
+    Chat(chat::ChatArgs),
     /// Post a task to an agent topic (`agent.<id>`), optionally waiting for the reply.
     Post(post::PostArgs),
     /// Print the tools an agent is offered and, for each removed one, which policy layer removed it.
@@ -149,6 +152,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Up(args) => up::run(&cli.global, args),
         Command::Check => check(&cli.global),
         Command::Post(args) => post::run(&cli.global, args),
+        Command::Chat(args) => chat::run(&cli.global, args),
         Command::Tools(args) => tools::run(&cli.global, args),
         Command::Approvals(args) => approvals::run(&cli.global, args),
         Command::Sessions(args) => sessions::run(&cli.global, args),

@@ -60,6 +60,8 @@ pub(super) struct GatewayFile {
     pub shutdown_grace: Option<Spanned<DurationText>>,
     pub max_body: Option<Spanned<i64>>,
     pub timezone: Option<Spanned<String>>,
+    pub ws_max_connections: Option<Spanned<i64>>,
+    pub ws_max_buffered: Option<Spanned<i64>>,
 }
 
 /// `[bus]`.

@@ -102,6 +102,10 @@ pub const DEFAULT_DEDUP_WINDOW: Duration = Duration::from_secs(24 * 3600);
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// Default cap on an HTTP request body, in bytes (`[gateway] max_body`).
 pub const DEFAULT_MAX_BODY: usize = 1024 * 1024;
+/// Default cap on open WebSocket connections (`[gateway] ws_max_connections`).
+pub const DEFAULT_WS_MAX_CONNECTIONS: usize = 64;
+/// Default cap on the bytes queued for one WebSocket client (`[gateway] ws_max_buffered`).
+pub const DEFAULT_WS_MAX_BUFFERED: usize = 8 * 1024 * 1024;
 /// Default cap on what one model call may stream back (text plus tool-call arguments), in bytes
 /// (`[providers.<name>] max_response_bytes`).
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
@@ -172,6 +176,11 @@ pub struct GatewayDef {
     /// The timezone of cron schedules and heartbeats that name none (`[gateway] timezone`;
     /// default [`timezone::system_default`]).
     pub timezone: chrono_tz::Tz,
+    /// The most WebSocket connections open at once; one more is refused with 503.
+    pub ws_max_connections: usize,
+    /// The most bytes queued for one WebSocket client: a client that reads slower than its
+    /// events come is disconnected (close 1008) rather than buffered without end.
+    pub ws_max_buffered: usize,
 }
 
 /// The `[bus]` section.

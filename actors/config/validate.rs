@@ -184,6 +184,9 @@ pub(super) fn unreadable(path: &Path, e: &std::io::Error) -> Problem {
     )
 }
 
+/// The most WebSocket connections `[gateway] ws_max_connections` may allow.
+const MAX_WS_CONNECTIONS: usize = 100_000;
+
 fn gateway_defaults() -> Gateway {
     Gateway {
         state_dir: None,
@@ -194,6 +197,8 @@ fn gateway_defaults() -> Gateway {
             shutdown_grace: super::DEFAULT_SHUTDOWN_GRACE,
             max_body: super::DEFAULT_MAX_BODY,
             timezone: super::timezone::system_default(),
+            ws_max_connections: super::DEFAULT_WS_MAX_CONNECTIONS,
+            ws_max_buffered: super::DEFAULT_WS_MAX_BUFFERED,
         },
         bus: BusDef {
             dedup_window: DEFAULT_DEDUP_WINDOW,
@@ -269,6 +274,26 @@ fn gateway_file(src: &Source) -> (Gateway, Vec<Problem>) {
         super::DEFAULT_MAX_BODY,
         &mut problems,
     );
+    base.gateway.ws_max_buffered = byte_size(
+        src,
+        &f.gateway.ws_max_buffered,
+        "gateway.ws_max_buffered",
+        super::DEFAULT_WS_MAX_BUFFERED,
+        &mut problems,
+    );
+    if let Some(n) = &f.gateway.ws_max_connections {
+        match usize::try_from(*n.get_ref()) {
+            Ok(v) if (1..=MAX_WS_CONNECTIONS).contains(&v) => base.gateway.ws_max_connections = v,
+            _ => problems.push(src.at(
+                Some(n.span()),
+                "gateway.ws_max_connections",
+                format!(
+                    "{} is out of range (expected a number of connections from 1 to {MAX_WS_CONNECTIONS})",
+                    n.get_ref()
+                ),
+            )),
+        }
+    }
     if let Some(tz) = &f.gateway.timezone {
         match tz.get_ref().parse::<chrono_tz::Tz>() {
             Ok(t) => base.gateway.timezone = t,

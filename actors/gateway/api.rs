@@ -50,6 +50,8 @@ pub struct ApiState {
     pub cron: Arc<crate::cron::Scheduler>,
     /// The inbound webhooks with their secrets (`/v1/hooks/{name}`).
     pub hooks: Arc<super::webhooks::Hooks>,
+    /// The open WebSocket connections (`[gateway] ws_max_connections`).
+    pub ws: super::ws::Connections,
 }
 
 /// Builds the router: `/healthz` open, everything under `/v1` behind the token.
@@ -80,6 +82,8 @@ pub fn router(state: ApiState) -> Router {
         // The signature authenticates a webhook delivery: no bearer token.
         .merge(super::webhooks::routes())
         .merge(super::metrics::routes())
+        // The WebSocket handshake carries the token.
+        .merge(super::ws::routes())
         .route_layer(axum::middleware::from_fn(refuse_unknown_query))
         .layer(axum::extract::DefaultBodyLimit::max(max_body))
         .fallback(no_route)
@@ -355,6 +359,82 @@ pub(super) fn query<T>(
         .map_err(|e| error(StatusCode::BAD_REQUEST, "invalid_query", e.body_text()))
 }
 
+/// A refused request, shared by the HTTP API and the WebSocket gateway: the HTTP status, a stable
+/// code and a message naming what was wrong. HTTP answers it as `{"error": {code, message}}`, the
+/// WebSocket gateway as an error `res`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The HTTP status it answers with.
+    pub status: StatusCode,
+    /// The stable code (`unknown_task`, `invalid_query`, …).
+    pub code: &'static str,
+    /// What was wrong, naming the field or entity.
+    pub message: String,
+}
+
+impl Failure {
+    /// A failure with its status, code and message.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// A bus error as the API reports it (409 a reused request id, 400 an invalid task, else
+    /// 503).
+    pub fn bus(e: BusError) -> Self {
+        match e {
+            BusError::Conflict { .. } => {
+                Self::new(StatusCode::CONFLICT, "request_id_conflict", e.to_string())
+            }
+            BusError::Invalid(_) => {
+                Self::new(StatusCode::BAD_REQUEST, "invalid_task", e.to_string())
+            }
+            e => {
+                tracing::error!(error = %e, "Bus error in the API.");
+                Self::new(StatusCode::SERVICE_UNAVAILABLE, "bus", e.to_string())
+            }
+        }
+    }
+}
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        error(self.status, self.code, self.message)
+    }
+}
+
+/// The record of task `id` (a UUID): 400 `invalid_task_id`, 404 `unknown_task`.
+pub(super) async fn task_by_id(state: &ApiState, id: &str) -> Result<TaskRecord, Failure> {
+    let Ok(task_id) = uuid::Uuid::parse_str(id) else {
+        return Err(Failure::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_task_id",
+            format!("{id:?} is not a task id (a UUID)"),
+        ));
+    };
+    match state.bus.task(task_id).await {
+        Ok(Some(rec)) => Ok(rec),
+        Ok(None) => Err(Failure::new(
+            StatusCode::NOT_FOUND,
+            "unknown_task",
+            format!("no task {id}"),
+        )),
+        Err(e) => Err(Failure::bus(e)),
+    }
+}
+
+/// The agents as `GET /v1/agents` lists them.
+pub(super) fn agent_rows(config: &Config) -> Vec<serde_json::Value> {
+    config
+        .agents
+        .iter()
+        .map(|a| json!({ "id": a.id.as_str(), "model": a.model.to_string(), "description": a.description }))
+        .collect()
+}
+
 pub(super) fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
     (
         status,
@@ -364,28 +444,25 @@ pub(super) fn error(status: StatusCode, code: &str, message: impl Into<String>) 
 }
 
 pub(super) fn bus_error(e: BusError) -> Response {
-    match e {
-        BusError::Conflict { .. } => {
-            error(StatusCode::CONFLICT, "request_id_conflict", e.to_string())
-        }
-        BusError::Invalid(_) => error(StatusCode::BAD_REQUEST, "invalid_task", e.to_string()),
-        e => {
-            tracing::error!(error = %e, "Bus error in the API.");
-            error(StatusCode::SERVICE_UNAVAILABLE, "bus", e.to_string())
-        }
-    }
+    Failure::bus(e).into_response()
 }
 
 /// The lane a request names, checked against the configured lanes.
 // The error is the handler's whole answer, returned at once: boxing it would gain nothing.
 #[allow(clippy::result_large_err)]
 pub(super) fn lane(config: &Config, lane: Option<&str>) -> Result<String, Response> {
+    lane_of(config, lane).map_err(IntoResponse::into_response)
+}
+
+/// The lane a request names (`main` when none), checked against the configured lanes: 400
+/// `unknown_lane` naming them.
+pub(super) fn lane_of(config: &Config, lane: Option<&str>) -> Result<String, Failure> {
     let lane = lane.unwrap_or(crate::config::MAIN_LANE);
     if config.lanes.caps.contains_key(lane) {
         return Ok(lane.to_string());
     }
     let known: Vec<&str> = config.lanes.caps.keys().map(String::as_str).collect();
-    Err(error(
+    Err(Failure::new(
         StatusCode::BAD_REQUEST,
         "unknown_lane",
         format!(
@@ -443,13 +520,7 @@ pub(super) fn request_id(body: Option<&str>, headers: &HeaderMap) -> Result<Requ
 }
 
 async fn list_agents(State(state): State<ApiState>) -> Response {
-    let agents: Vec<_> = state
-        .config
-        .agents
-        .iter()
-        .map(|a| json!({ "id": a.id.as_str(), "model": a.model.to_string(), "description": a.description }))
-        .collect();
-    Json(json!({ "agents": agents })).into_response()
+    Json(json!({ "agents": agent_rows(&state.config) })).into_response()
 }
 
 async fn post_task(
@@ -528,20 +599,8 @@ async fn post_task(
 }
 
 async fn get_task(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
-    let Ok(task_id) = uuid::Uuid::parse_str(&id) else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "invalid_task_id",
-            format!("{id:?} is not a task id (a UUID)"),
-        );
-    };
-    match state.bus.task(task_id).await {
-        Ok(Some(rec)) => (StatusCode::OK, Json(TaskView::of(&rec, false))).into_response(),
-        Ok(None) => error(
-            StatusCode::NOT_FOUND,
-            "unknown_task",
-            format!("no task {id}"),
-        ),
-        Err(e) => bus_error(e),
+    match task_by_id(&state, &id).await {
+        Ok(rec) => (StatusCode::OK, Json(TaskView::of(&rec, false))).into_response(),
+        Err(f) => f.into_response(),
     }
 }

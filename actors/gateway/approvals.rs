@@ -1,7 +1,7 @@
 //! Approval requests over HTTP: `GET /v1/approvals` lists them, `POST /v1/approvals/{id}`
 //! `{decision: "allow" | "deny", always?}` answers one.
 
-use super::api::{ApiState, error};
+use super::api::{ApiState, Failure};
 use crate::approvals::{ApprovalError, ApprovalRecord, ApprovalState};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -48,19 +48,36 @@ pub enum DecisionKind {
     Deny,
 }
 
-fn store_error(e: ApprovalError) -> Response {
+/// An approvals error as the API reports it: 404 unknown, 409 already answered, 503 storage.
+pub(super) fn failure(e: ApprovalError) -> Failure {
     match e {
         ApprovalError::NotFound(_) => {
-            error(StatusCode::NOT_FOUND, "unknown_approval", e.to_string())
+            Failure::new(StatusCode::NOT_FOUND, "unknown_approval", e.to_string())
         }
         ApprovalError::Settled { .. } => {
-            error(StatusCode::CONFLICT, "already_settled", e.to_string())
+            Failure::new(StatusCode::CONFLICT, "already_settled", e.to_string())
         }
         e => {
             tracing::error!(error = %e, "Approvals store error in the API.");
-            error(StatusCode::SERVICE_UNAVAILABLE, "storage", e.to_string())
+            Failure::new(StatusCode::SERVICE_UNAVAILABLE, "storage", e.to_string())
         }
     }
+}
+
+fn store_error(e: ApprovalError) -> Response {
+    failure(e).into_response()
+}
+
+/// The requests (in `wanted`, else all), newest first.
+pub(super) fn list_requests(
+    state: &ApiState,
+    wanted: Option<ApprovalState>,
+) -> Result<Vec<ApprovalRecord>, Failure> {
+    let all = state.approvals.list().map_err(failure)?;
+    Ok(all
+        .into_iter()
+        .filter(|r| wanted.is_none_or(|s| r.state == s))
+        .collect())
 }
 
 async fn list(
@@ -71,15 +88,9 @@ async fn list(
         Ok(q) => q,
         Err(answer) => return answer,
     };
-    match state.approvals.list() {
-        Ok(all) => {
-            let approvals: Vec<ApprovalRecord> = all
-                .into_iter()
-                .filter(|r| q.state.is_none_or(|s| r.state == s))
-                .collect();
-            Json(json!({ "approvals": approvals })).into_response()
-        }
-        Err(e) => store_error(e),
+    match list_requests(&state, q.state) {
+        Ok(approvals) => Json(json!({ "approvals": approvals })).into_response(),
+        Err(f) => f.into_response(),
     }
 }
 

@@ -1,7 +1,7 @@
 //! Cron jobs over HTTP, under `/v1/cron`: list and add; show, change (`PATCH`, the fields given
 //! only) and remove one; enable, disable, run now; its run history.
 
-use super::api::{ApiState, error};
+use super::api::{ApiState, Failure};
 use crate::cron::{CronError, FlatSpec, JobId, JobSpec, StoreError};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -23,36 +23,47 @@ pub fn routes() -> Router<ApiState> {
 
 /// The answer to a failed cron operation: 400 a refused spec (nothing stored), 404 an unknown
 /// job, 409 an id taken or a job already running, 503 the store.
-fn cron_error(e: CronError) -> Response {
+pub(super) fn failure(e: CronError) -> Failure {
     match e {
-        CronError::Spec(e) => error(StatusCode::BAD_REQUEST, "invalid_job", e.to_string()),
-        CronError::Store(StoreError::UnknownJob(id)) => error(
+        CronError::Spec(e) => Failure::new(StatusCode::BAD_REQUEST, "invalid_job", e.to_string()),
+        CronError::Store(StoreError::UnknownJob(id)) => Failure::new(
             StatusCode::NOT_FOUND,
             "unknown_job",
             format!("unknown cron job {id:?}"),
         ),
         CronError::Store(e @ StoreError::Exists(_)) => {
-            error(StatusCode::CONFLICT, "job_exists", e.to_string())
+            Failure::new(StatusCode::CONFLICT, "job_exists", e.to_string())
         }
-        e @ CronError::Running(_) => error(StatusCode::CONFLICT, "job_running", e.to_string()),
-        e @ CronError::Fire { .. } => error(
+        e @ CronError::Running(_) => {
+            Failure::new(StatusCode::CONFLICT, "job_running", e.to_string())
+        }
+        e @ CronError::Fire { .. } => Failure::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "fire_failed",
             e.to_string(),
         ),
         e => {
             tracing::error!(error = %e, "Cron store error in the API.");
-            error(StatusCode::SERVICE_UNAVAILABLE, "storage", e.to_string())
+            Failure::new(StatusCode::SERVICE_UNAVAILABLE, "storage", e.to_string())
         }
     }
+}
+
+fn cron_error(e: CronError) -> Response {
+    failure(e).into_response()
 }
 
 /// A path id as a job id (a malformed one names no job: 404).
 // The error is the handler's whole answer, returned at once: boxing it would gain nothing.
 #[allow(clippy::result_large_err)]
 fn job_id(id: &str) -> Result<JobId, Response> {
+    parse_job_id(id).map_err(IntoResponse::into_response)
+}
+
+/// A job id given by a caller (a malformed one names no job: 404 `unknown_job`).
+pub(super) fn parse_job_id(id: &str) -> Result<JobId, Failure> {
     JobId::parse(id).map_err(|_| {
-        error(
+        Failure::new(
             StatusCode::NOT_FOUND,
             "unknown_job",
             format!("unknown cron job {id:?}"),
@@ -95,6 +106,25 @@ async fn show(State(state): State<ApiState>, Path(id): Path<String>) -> Response
     }
 }
 
+/// Changes the fields of job `id` that `flat` gives, as `PATCH /v1/cron/{id}` does.
+pub(super) fn change_job(
+    state: &ApiState,
+    id: &JobId,
+    mut flat: FlatSpec,
+) -> Result<crate::cron::Job, Failure> {
+    flat.id = None;
+    let base = match state.cron.store().job(id) {
+        Ok(Some(job)) => JobSpec::of_job(&job),
+        Ok(None) => return Err(failure(StoreError::UnknownJob(id.clone()).into())),
+        Err(e) => return Err(failure(e.into())),
+    };
+    let agent = base.agent.clone();
+    let spec = flat
+        .into_spec(&agent, Some(base))
+        .map_err(|message| Failure::new(StatusCode::BAD_REQUEST, "invalid_job", message))?;
+    state.cron.update(id, &spec).map_err(failure)
+}
+
 async fn change(
     State(state): State<ApiState>,
     Path(id): Path<String>,
@@ -104,24 +134,13 @@ async fn change(
         Ok(id) => id,
         Err(answer) => return answer,
     };
-    let mut flat = match super::api::body(&state, body) {
+    let flat = match super::api::body(&state, body) {
         Ok(b) => b,
         Err(answer) => return answer,
     };
-    flat.id = None;
-    let base = match state.cron.store().job(&id) {
-        Ok(Some(job)) => JobSpec::of_job(&job),
-        Ok(None) => return cron_error(StoreError::UnknownJob(id).into()),
-        Err(e) => return cron_error(e.into()),
-    };
-    let agent = base.agent.clone();
-    let spec = match flat.into_spec(&agent, Some(base)) {
-        Ok(spec) => spec,
-        Err(message) => return error(StatusCode::BAD_REQUEST, "invalid_job", message),
-    };
-    match state.cron.update(&id, &spec) {
+    match change_job(&state, &id, flat) {
         Ok(job) => Json(job).into_response(),
-        Err(e) => cron_error(e),
+        Err(f) => f.into_response(),
     }
 }
 
@@ -155,24 +174,26 @@ async fn disable(State(state): State<ApiState>, Path(id): Path<String>) -> Respo
     set_enabled(state, id, false).await
 }
 
+/// Fires job `id` now, out of schedule, as `POST /v1/cron/{id}/run` does.
+pub(super) async fn run_job(state: &ApiState, id: &JobId) -> Result<serde_json::Value, Failure> {
+    let fired = state.cron.run_now(id).await.map_err(failure)?;
+    Ok(json!({
+        "job_id": fired.job_id,
+        "scheduled_ms": fired.scheduled_ms,
+        "request_id": fired.request_id.as_str(),
+        "task_id": fired.task_id,
+        "duplicate": fired.duplicate,
+    }))
+}
+
 async fn run(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
     let id = match job_id(&id) {
         Ok(id) => id,
         Err(answer) => return answer,
     };
-    match state.cron.run_now(&id).await {
-        Ok(fired) => (
-            StatusCode::ACCEPTED,
-            Json(json!({
-                "job_id": fired.job_id,
-                "scheduled_ms": fired.scheduled_ms,
-                "request_id": fired.request_id.as_str(),
-                "task_id": fired.task_id,
-                "duplicate": fired.duplicate,
-            })),
-        )
-            .into_response(),
-        Err(e) => cron_error(e),
+    match run_job(&state, &id).await {
+        Ok(fired) => (StatusCode::ACCEPTED, Json(fired)).into_response(),
+        Err(f) => f.into_response(),
     }
 }
 

@@ -17,6 +17,20 @@ const MIN_FREE_DESCRIPTORS: u64 = 16;
 
 /// The readiness probe.
 pub(super) async fn healthz(State(state): State<ApiState>) -> Response {
+    let reasons = not_ready(&state).await;
+    if reasons.is_empty() {
+        return (StatusCode::OK, "ok").into_response();
+    }
+    tracing::warn!(reasons = ?reasons, "Health check failed.");
+    error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "not_ready",
+        reasons.join("; "),
+    )
+}
+
+/// Why the daemon cannot accept work now; empty when it can.
+pub(super) async fn not_ready(state: &ApiState) -> Vec<String> {
     let mut reasons = Vec::new();
     if state.shutdown.is_shutdown() {
         reasons.push("shutting down: no new work is accepted".to_string());
@@ -34,15 +48,7 @@ pub(super) async fn healthz(State(state): State<ApiState>) -> Response {
         Ok(found) => reasons.extend(found),
         Err(e) => reasons.push(format!("file probe did not finish: {e}")),
     }
-    if reasons.is_empty() {
-        return (StatusCode::OK, "ok").into_response();
-    }
-    tracing::warn!(reasons = ?reasons, "Health check failed.");
-    error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "not_ready",
-        reasons.join("; "),
-    )
+    reasons
 }
 
 /// What keeps the process from opening files: the state folder, or too few descriptors left.

@@ -17,6 +17,7 @@ pub mod token;
 pub mod topics;
 pub mod usage;
 pub mod webhooks;
+pub mod ws;
 
 use crate::agent::AgentHandle;
 use crate::config::Config;
@@ -119,9 +120,17 @@ impl HttpChannel {
             shutdown: system.shutdown_listener(),
             cron: system.cron().scheduler().clone(),
             hooks,
+            ws: ws::Connections::default(),
         });
         let mut shutdown = system.shutdown_listener();
         let server = tokio::spawn(async move {
+            // No Nagle delay: a WebSocket answer followed at once by events (or an SSE chunk)
+            // must not wait for the peer's delayed ACK (≈40 ms per turn otherwise).
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                if let Err(e) = tcp.set_nodelay(true) {
+                    tracing::warn!(error = %e, "Cannot set TCP_NODELAY on a connection.");
+                }
+            });
             let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
                 shutdown.recv().await;
             });

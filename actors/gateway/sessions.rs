@@ -1,7 +1,7 @@
 //! Sessions and cancellation over HTTP: `GET /v1/sessions`, `GET /v1/sessions/{key}`,
 //! `POST /v1/tasks/{id}/cancel`.
 
-use super::api::{ApiState, TaskView, bus_error, error};
+use super::api::{ApiState, Failure, TaskView};
 use crate::router::SessionKey;
 use crate::session::view::SessionReader;
 use axum::extract::{Path, Query, State};
@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use bus::TaskRecord;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -60,31 +61,20 @@ fn reader(state: &ApiState) -> SessionReader {
     }
 }
 
-async fn list(
-    State(state): State<ApiState>,
-    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
-) -> Response {
-    let q = match super::api::query(query) {
-        Ok(q) => q,
-        Err(answer) => return answer,
-    };
-    if let Some(agent) = q
-        .agent
-        .as_deref()
-        .filter(|a| state.config.agent(a).is_none())
-    {
-        return error(
+/// The sessions (of `agent`, else all) as `GET /v1/sessions` lists them; 404 `unknown_agent`.
+pub(super) fn rows(state: &ApiState, agent: Option<&str>) -> Result<Vec<SessionRow>, Failure> {
+    if let Some(agent) = agent.filter(|a| state.config.agent(a).is_none()) {
+        return Err(Failure::new(
             StatusCode::NOT_FOUND,
             "unknown_agent",
             format!("no agent \"{agent}\""),
-        );
+        ));
     }
-    let sessions = reader(&state);
-    let metas = match sessions.list(q.agent.as_deref()) {
-        Ok(m) => m,
-        Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, "store", e.to_string()),
-    };
-    let rows: Vec<SessionRow> = metas
+    let sessions = reader(state);
+    let metas = sessions
+        .list(agent)
+        .map_err(|e| Failure::new(StatusCode::SERVICE_UNAVAILABLE, "store", e.to_string()))?;
+    Ok(metas
         .into_iter()
         .map(|m| {
             let (st, queued) = sessions.state(&m.key);
@@ -100,26 +90,45 @@ async fn list(
                 tokens_out: m.tokens_out,
             }
         })
-        .collect();
-    Json(json!({ "sessions": rows })).into_response()
+        .collect())
 }
 
-async fn show(State(state): State<ApiState>, Path(key): Path<String>) -> Response {
-    let key = match SessionKey::parse(&key) {
-        Ok(k) => k,
-        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_session_key", e),
+async fn list(
+    State(state): State<ApiState>,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let q = match super::api::query(query) {
+        Ok(q) => q,
+        Err(answer) => return answer,
     };
-    let sessions = reader(&state);
+    match rows(&state, q.agent.as_deref()) {
+        Ok(rows) => Json(json!({ "sessions": rows })).into_response(),
+        Err(f) => f.into_response(),
+    }
+}
+
+/// A session's metadata, live state and transcript entries, as `GET /v1/sessions/{key}` shows
+/// them.
+pub(super) fn transcript(state: &ApiState, key: &str) -> Result<serde_json::Value, Failure> {
+    let key = SessionKey::parse(key)
+        .map_err(|e| Failure::new(StatusCode::BAD_REQUEST, "invalid_session_key", e))?;
+    let sessions = reader(state);
     let meta = match sessions.get(key.as_str()) {
         Ok(Some(m)) => m,
         Ok(None) => {
-            return error(
+            return Err(Failure::new(
                 StatusCode::NOT_FOUND,
                 "unknown_session",
                 format!("no session {key}"),
-            );
+            ));
         }
-        Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, "store", e.to_string()),
+        Err(e) => {
+            return Err(Failure::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store",
+                e.to_string(),
+            ));
+        }
     };
     let entries = match sessions.raw_entries(&meta) {
         Ok(e) => e,
@@ -127,48 +136,55 @@ async fn show(State(state): State<ApiState>, Path(key): Path<String>) -> Respons
             // The path stays in the log: the client learns nothing of the host's folders.
             let path = sessions.transcript_path(&meta);
             tracing::error!(session = %key, path = %path.display(), error = %e, "Transcript unreadable.");
-            return error(
+            return Err(Failure::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "transcript",
                 format!("the transcript of session {key} cannot be read"),
-            );
+            ));
         }
     };
     let (st, queued) = sessions.state(key.as_str());
-    Json(json!({ "session": meta, "state": st, "queued": queued, "entries": entries }))
-        .into_response()
+    Ok(json!({ "session": meta, "state": st, "queued": queued, "entries": entries }))
 }
 
-async fn cancel(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
-    let Ok(task_id) = uuid::Uuid::parse_str(&id) else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "invalid_task_id",
-            format!("{id:?} is not a task id (a UUID)"),
-        );
-    };
-    let record = match state.bus.task(task_id).await {
-        Ok(Some(r)) => r,
-        Ok(None) => {
-            return error(
-                StatusCode::NOT_FOUND,
-                "unknown_task",
-                format!("no task {id}"),
-            );
-        }
-        Err(e) => return bus_error(e),
-    };
-    if record.state.is_terminal() {
-        return (StatusCode::CONFLICT, Json(TaskView::of(&record, false))).into_response();
+async fn show(State(state): State<ApiState>, Path(key): Path<String>) -> Response {
+    match transcript(&state, &key) {
+        Ok(v) => Json(v).into_response(),
+        Err(f) => f.into_response(),
     }
-    let rec = match state
+}
+
+/// How a cancel went.
+pub(super) enum Cancelled {
+    /// The task was cancelled (with the work it started).
+    Now(TaskRecord),
+    /// The task had already ended: nothing changed.
+    AlreadyEnded(TaskRecord),
+}
+
+/// Cancels task `id` and its unfinished descendants, as `POST /v1/tasks/{id}/cancel` does.
+pub(super) async fn cancel_task(state: &ApiState, id: &str) -> Result<Cancelled, Failure> {
+    let record = super::api::task_by_id(state, id).await?;
+    if record.state.is_terminal() {
+        return Ok(Cancelled::AlreadyEnded(record));
+    }
+    let rec = state
         .bus
         .cancel(&record.request_id, "cancelled by request")
         .await
-    {
-        Ok(rec) => rec,
-        Err(e) => return bus_error(e),
-    };
+        .map_err(Failure::bus)?;
     // The work it started goes with it: the task coordinator cancels its descendants.
-    (StatusCode::OK, Json(TaskView::of(&rec, false))).into_response()
+    Ok(Cancelled::Now(rec))
+}
+
+async fn cancel(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
+    match cancel_task(&state, &id).await {
+        Ok(Cancelled::Now(rec)) => {
+            (StatusCode::OK, Json(TaskView::of(&rec, false))).into_response()
+        }
+        Ok(Cancelled::AlreadyEnded(rec)) => {
+            (StatusCode::CONFLICT, Json(TaskView::of(&rec, false))).into_response()
+        }
+        Err(f) => f.into_response(),
+    }
 }

@@ -2,7 +2,7 @@
 //! `GET /v1/tasks/{id}/tree`, `POST /v1/tasks/{id}/retry`. (A cancel reaches a task's descendants
 //! through the task coordinator.)
 
-use super::api::{ApiState, TaskView, bus_error, error, query};
+use super::api::{ApiState, Failure, TaskView, bus_error, error, query};
 use crate::coordinator::tree::{descendants, parent_of};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -38,6 +38,43 @@ fn parse_state(s: &str) -> Option<TaskState> {
     serde_json::from_value(Value::String(s.to_string())).ok()
 }
 
+/// The tasks in the store (in `state`, posted to `agent`), oldest first, as `GET /v1/tasks`
+/// lists them: 400 `invalid_query` an unknown state, 404 `unknown_agent`.
+pub(super) async fn list_rows(
+    state: &ApiState,
+    wanted: Option<&str>,
+    agent: Option<&str>,
+) -> Result<Vec<Value>, Failure> {
+    let wanted = match wanted.map(|s| (s, parse_state(s))) {
+        None => None,
+        Some((_, Some(s))) => Some(s),
+        Some((s, None)) => {
+            return Err(Failure::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_query",
+                format!(
+                    "state {s:?}: expected queued, running, succeeded, failed, cancelled, timed_out or dead_lettered"
+                ),
+            ));
+        }
+    };
+    if let Some(agent) = agent.filter(|a| state.config.agent(a).is_none()) {
+        return Err(Failure::new(
+            StatusCode::NOT_FOUND,
+            "unknown_agent",
+            format!("no agent \"{agent}\""),
+        ));
+    }
+    let all = state.bus.tasks().await.map_err(Failure::bus)?;
+    let topic = agent.map(bus::Topic::agent);
+    Ok(all
+        .iter()
+        .filter(|r| wanted.is_none_or(|s| r.state == s))
+        .filter(|r| topic.as_ref().is_none_or(|t| r.envelope.topic == *t))
+        .map(row)
+        .collect())
+}
+
 async fn list(
     State(state): State<ApiState>,
     q: Result<axum::extract::Query<ListQuery>, axum::extract::rejection::QueryRejection>,
@@ -46,44 +83,14 @@ async fn list(
         Ok(q) => q,
         Err(answer) => return answer,
     };
-    let wanted = match q.state.as_deref().map(|s| (s, parse_state(s))) {
-        None => None,
-        Some((_, Some(s))) => Some(s),
-        Some((s, None)) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "invalid_query",
-                format!(
-                    "state {s:?}: expected queued, running, succeeded, failed, cancelled, timed_out or dead_lettered"
-                ),
-            );
-        }
-    };
-    if let Some(agent) = &q.agent {
-        if state.config.agent(agent).is_none() {
-            return error(
-                StatusCode::NOT_FOUND,
-                "unknown_agent",
-                format!("no agent \"{agent}\""),
-            );
-        }
+    match list_rows(&state, q.state.as_deref(), q.agent.as_deref()).await {
+        Ok(tasks) => Json(json!({ "tasks": tasks })).into_response(),
+        Err(f) => f.into_response(),
     }
-    let all = match state.bus.tasks().await {
-        Ok(all) => all,
-        Err(e) => return bus_error(e),
-    };
-    let topic = q.agent.as_deref().map(bus::Topic::agent);
-    let tasks: Vec<Value> = all
-        .iter()
-        .filter(|r| wanted.is_none_or(|s| r.state == s))
-        .filter(|r| topic.as_ref().is_none_or(|t| r.envelope.topic == *t))
-        .map(row)
-        .collect();
-    Json(json!({ "tasks": tasks })).into_response()
 }
 
 /// A task as a listing shows it: its view plus parent, attempts and times.
-fn row(r: &TaskRecord) -> Value {
+pub(super) fn row(r: &TaskRecord) -> Value {
     let mut v = serde_json::to_value(TaskView::of(r, false)).unwrap_or(Value::Null);
     if let Some(obj) = v.as_object_mut() {
         obj.insert("parent".into(), json!(parent_of(r)));

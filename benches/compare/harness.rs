@@ -10,6 +10,8 @@
 //! - **idle RSS**: the daemon's `VmRSS` 3 s after it started, before any turn;
 //! - **turn, CLI**: `clawbus post agent.main … --wait` (a process per call), `--turns` runs;
 //! - **turn, HTTP**: `POST /v1/agents/main/tasks {wait: true}` on one keep-alive client;
+//! - **turn, WebSocket**: `agent` then `agent.wait` on one connection (connect excluded), in
+//!   OpenClaw's frame protocol (see `ws.rs`);
 //! - **tool turn**: the model answers a `read` tool call, then text (two model calls, one tool);
 //! - **N concurrent turns** (20 and 200): N distinct sessions at once; total time (median of
 //!   `--repeats`), the slowest turn, and the daemon's RSS after;
@@ -33,6 +35,8 @@
 
 #[path = "openclaw/mod.rs"]
 pub mod openclaw;
+#[path = "ws.rs"]
+mod ws;
 
 use bus::{Bus, Envelope, LocalBus, LocalOptions, Outcome, RequestId, Topic};
 use clawbus::testkit::{ScriptedServer, Turn};
@@ -234,8 +238,10 @@ pub enum Scenario {
     IdleRss,
     /// One turn through the CLI, a process per call.
     CliTurn,
-    /// One turn over a kept-open connection (clawbus: HTTP; OpenClaw: WebSocket).
+    /// One turn over a kept-open HTTP connection.
     HttpTurn,
+    /// One turn over the WebSocket protocol (`agent` + `agent.wait`), connect excluded.
+    WsTurn,
     /// A turn with one tool call.
     ToolTurn,
     /// A cross-agent call.
@@ -490,9 +496,15 @@ pub fn run(opts: &Options) -> Report {
     };
     rows.push(Row::new(
         Scenario::HttpTurn,
-        "one turn, HTTP keep-alive (OpenClaw: WebSocket)",
+        "one turn, HTTP keep-alive",
         "ms",
         Stat::ms(&seq(&d, "main", "hello", sizes.turns)),
+    ));
+    rows.push(Row::new(
+        Scenario::WsTurn,
+        "one turn, WebSocket `agent` + `agent.wait` (connect excluded)",
+        "ms",
+        Stat::ms(&rt.block_on(ws::turns(&d.url, &d.token, "main", sizes.turns, REQUEST))),
     ));
     rows.push(Row::new(
         Scenario::ToolTurn,

@@ -24,3 +24,5 @@ mod turn;
 mod usage;
 mod web;
 mod webhooks;
+mod ws;
+mod ws_client;

@@ -200,8 +200,9 @@ impl Outcome {
         let mut s = format!(
             "{}. Gateway on loopback with token auth, provider `zero` at the same model server; \
              sizes {} (fewer than clawbus's: a turn takes 0.3–2 s); RSS is the gateway's process \
-             tree; the HTTP row's OpenClaw figure is its WebSocket `agent` + `agent.wait` on one \
-             connection; the tool row runs over WebSocket. n/a: `agent_call` (no equivalent \
+             tree; the WebSocket row is `agent` + `agent.wait` on one connection on both sides; \
+             the tool row runs over WebSocket. n/a: the HTTP row (OpenClaw's turns were driven \
+             over its WebSocket protocol), `agent_call` (no equivalent \
              tool), subagent round trip and memory per idle session (not driven), the bus and \
              the disk floor (no equivalent).",
             self.install_line(),
@@ -347,7 +348,7 @@ fn scenarios(
     match rt.block_on(WsClient::connect(&gw.ws_url, &home.token)) {
         Ok(client) => {
             let r = rt.block_on(sequential(&client, "hello", sizes.ws_turns, "ok", None));
-            out.record(Scenario::HttpTurn, r);
+            out.record(Scenario::WsTurn, r);
             let r = rt.block_on(sequential(
                 &client,
                 "tool",

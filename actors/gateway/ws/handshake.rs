@@ -1,0 +1,172 @@
+//! The handshake: the server's `connect.challenge`, the client's `req connect`, and `hello-ok`.
+//!
+//! The first frame of the client must be `req connect`; anything else is answered with an error
+//! `res` and the connection is closed (1008), as OpenClaw does. A wrong or missing token closes
+//! it with 1008 and the reason; a protocol range without version 4 with 1002.
+
+use super::frames::{ErrorCode, ErrorShape, EventName, Frame, PROTOCOL_VERSION, Request};
+use super::methods::Method;
+use super::outbox::{CLOSE_POLICY, CLOSE_PROTOCOL};
+use crate::gateway::api::ApiState;
+use crate::gateway::token;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// How often `tick` is sent.
+pub const TICK_INTERVAL_MS: u64 = 30_000;
+
+/// The `params` of `req connect` (unknown fields are ignored: clients send more).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectParams {
+    /// The lowest protocol version the client speaks.
+    pub min_protocol: u64,
+    /// The highest protocol version the client speaks.
+    pub max_protocol: u64,
+    /// Who the client is: `{id, version, platform, mode}`.
+    #[serde(default)]
+    pub client: Value,
+    /// `operator` or `node`.
+    #[serde(default)]
+    pub role: Option<String>,
+    /// The scopes asked for.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// `{token}`: the gateway token.
+    #[serde(default)]
+    pub auth: Option<Auth>,
+}
+
+/// The credentials of `req connect`.
+#[derive(Debug, Deserialize)]
+pub struct Auth {
+    /// The gateway token.
+    #[serde(default)]
+    pub token: Option<String>,
+}
+
+/// A refused handshake: the error `res` (when the frame had an id), then a close.
+#[derive(Debug)]
+pub struct Refusal {
+    /// The error `res`, when there is a request to answer.
+    pub answer: Option<Box<Frame>>,
+    /// The close code.
+    pub code: u16,
+    /// The close reason.
+    pub reason: String,
+}
+
+impl Refusal {
+    fn new(id: Option<&str>, error: ErrorShape, code: u16) -> Self {
+        let reason = error.message.clone();
+        Self {
+            answer: Some(Box::new(Frame::err(id, error))),
+            code,
+            reason,
+        }
+    }
+}
+
+/// The client once connected.
+#[derive(Debug, Clone)]
+pub struct Client {
+    /// The role it connected as.
+    pub role: String,
+    /// The scopes it was granted.
+    pub scopes: Vec<String>,
+}
+
+/// The `connect.challenge` event: `{nonce, ts}`.
+pub fn challenge(nonce: &str, ts: u64) -> Frame {
+    Frame::Event {
+        event: EventName::ConnectChallenge,
+        payload: json!({ "nonce": nonce, "ts": ts }),
+        seq: None,
+    }
+}
+
+/// Checks the first request: `connect`, a protocol range holding version 4, the gateway token.
+pub fn accept(state: &ApiState, req: Request) -> Result<(Client, Frame), Refusal> {
+    if req.known_method() != Some(Method::Connect) {
+        return Err(Refusal::new(
+            Some(&req.id),
+            ErrorShape::invalid(format!(
+                "handshake: the first request must be \"connect\", not {:?}",
+                req.method
+            )),
+            CLOSE_POLICY,
+        ));
+    }
+    let params: ConnectParams = serde_json::from_value(req.params).map_err(|e| {
+        Refusal::new(
+            Some(&req.id),
+            ErrorShape::invalid(format!("connect params: {e}")),
+            CLOSE_POLICY,
+        )
+    })?;
+    if !(params.min_protocol..=params.max_protocol).contains(&PROTOCOL_VERSION) {
+        return Err(Refusal::new(
+            Some(&req.id),
+            ErrorShape::invalid(format!(
+                "protocol mismatch: the client speaks {}..={}, the server {PROTOCOL_VERSION}",
+                params.min_protocol, params.max_protocol
+            )),
+            CLOSE_PROTOCOL,
+        ));
+    }
+    let presented = params.auth.as_ref().and_then(|a| a.token.as_deref());
+    match presented {
+        Some(t) if token::matches(&state.token, t.trim()) => {}
+        Some(_) => {
+            return Err(Refusal::new(
+                Some(&req.id),
+                ErrorShape::new(ErrorCode::Unauthorized, "unauthorized: wrong gateway token"),
+                CLOSE_POLICY,
+            ));
+        }
+        None => {
+            return Err(Refusal::new(
+                Some(&req.id),
+                ErrorShape::new(
+                    ErrorCode::Unauthorized,
+                    "unauthorized: connect needs auth.token (see <state-dir>/gateway.token)",
+                ),
+                CLOSE_POLICY,
+            ));
+        }
+    }
+    let client = Client {
+        role: params.role.unwrap_or_else(|| "operator".into()),
+        scopes: params.scopes,
+    };
+    let hello = Frame::ok(&req.id, hello_ok(state, &client, &params.client));
+    Ok((client, hello))
+}
+
+/// The `hello-ok` payload: protocol, server, features, snapshot, policy.
+fn hello_ok(state: &ApiState, client: &Client, client_info: &Value) -> Value {
+    let methods: Vec<&str> = Method::ALL.iter().map(|m| m.as_str()).collect();
+    let events: Vec<&str> = EventName::ALL.iter().map(|e| e.as_str()).collect();
+    let default_agent = state.config.agents.first().map(|a| a.id.to_string());
+    json!({
+        "type": "hello-ok",
+        "protocol": PROTOCOL_VERSION,
+        "server": {
+            "version": env!("CARGO_PKG_VERSION"),
+            "connId": uuid::Uuid::now_v7().to_string(),
+        },
+        "features": { "methods": methods, "events": events },
+        "snapshot": {
+            "presence": [],
+            "health": { "ok": !state.shutdown.is_shutdown() },
+            "stateVersion": { "presence": 0, "health": 0 },
+            "sessionDefaults": { "defaultAgentId": default_agent, "mainKey": "main" },
+        },
+        "auth": { "role": client.role, "scopes": client.scopes, "client": client_info },
+        "policy": {
+            "maxPayload": state.config.gateway.max_body,
+            "maxBufferedBytes": state.config.gateway.ws_max_buffered,
+            "tickIntervalMs": TICK_INTERVAL_MS,
+        },
+    })
+}

@@ -1,0 +1,340 @@
+//! The WebSocket gateway, on the HTTP port (`GET /` or `/ws` with an upgrade), speaking
+//! OpenClaw's frame protocol version 4.
+//!
+//! - [`frames`]: `req` / `res` / `event` and error shapes, and the parsing of a client's frame.
+//! - `handshake`: `connect.challenge`, `req connect` (token compared in constant time), `hello-ok`.
+//! - [`methods`]: the methods and their dispatch onto what the HTTP API does; `runs`: the runs.
+//! - `events`: bus events (tasks, cron, approvals) to protocol events.
+//! - `outbox`: the bounded, ordered output of one connection.
+//!
+//! Errors: a malformed frame, an unknown method or bad params get an error `res` and the
+//! connection stays open; a first frame other than `req connect` gets an error `res`, then a
+//! close (1008); a wrong token closes with 1008 and the reason; a frame over `maxPayload`
+//! (`[gateway] max_body`) closes with 1009; a client whose queued output passes
+//! `maxBufferedBytes` (`[gateway] ws_max_buffered`) is disconnected (1008, "slow consumer"); past
+//! `[gateway] ws_max_connections` an upgrade answers 503.
+
+mod events;
+pub mod frames;
+mod handshake;
+pub mod methods;
+mod outbox;
+mod runs;
+#[cfg(test)]
+mod tests;
+
+use super::api::{ApiState, error};
+use axum::Router;
+use axum::extract::State;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use frames::{ErrorCode, ErrorShape, EventName, Frame};
+use futures::StreamExt as _;
+use futures::stream::SplitStream;
+use outbox::{CLOSE_GOING_AWAY, CLOSE_NORMAL, CLOSE_POLICY, CLOSE_PROTOCOL, CLOSE_TOO_BIG, Outbox};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use tokio::task::JoinSet;
+
+pub use handshake::TICK_INTERVAL_MS;
+pub use runs::CHANNEL;
+
+/// How long a client has to send `req connect` after the challenge.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Requests of one connection running at once; more are answered `UNAVAILABLE`.
+const MAX_IN_FLIGHT: usize = 64;
+
+/// The WebSocket routes (outside `/v1`: the handshake carries the token).
+pub fn routes() -> Router<ApiState> {
+    Router::new()
+        .route("/", get(upgrade))
+        .route("/ws", get(upgrade))
+}
+
+/// The count of open connections, shared by the server.
+#[derive(Debug, Clone, Default)]
+pub struct Connections(Arc<AtomicUsize>);
+
+/// One open connection's place in [`Connections`]; given back on drop.
+struct Slot(Arc<AtomicUsize>);
+
+impl Connections {
+    fn acquire(&self, max: usize) -> Option<Slot> {
+        let before = self.0.fetch_add(1, Ordering::SeqCst);
+        if before >= max {
+            self.0.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        Some(Slot(self.0.clone()))
+    }
+
+    /// How many are open.
+    pub fn open(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+async fn upgrade(
+    State(state): State<ApiState>,
+    ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Response {
+    let ws = match ws {
+        Ok(ws) => ws,
+        Err(e) => {
+            return error(
+                e.status(),
+                "websocket_upgrade",
+                format!("{} (this path serves the WebSocket gateway)", e.body_text()),
+            );
+        }
+    };
+    if state.shutdown.is_shutdown() {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the gateway is shutting down",
+        );
+    }
+    let max = state.config.gateway.ws_max_connections;
+    let Some(slot) = state.ws.acquire(max) else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_connections",
+            format!("{max} WebSocket connections are open ([gateway] ws_max_connections)"),
+        );
+    };
+    let max_payload = state.config.gateway.max_body;
+    ws.max_message_size(max_payload)
+        .max_frame_size(max_payload)
+        .on_upgrade(move |socket| connection(socket, state, slot))
+        .into_response()
+}
+
+/// What the client sent next.
+enum Incoming {
+    Text(String),
+    Binary,
+    TooBig,
+    End,
+}
+
+async fn next_message(stream: &mut SplitStream<WebSocket>) -> Incoming {
+    loop {
+        match stream.next().await {
+            Some(Ok(Message::Text(t))) => return Incoming::Text(t.to_string()),
+            Some(Ok(Message::Binary(_))) => return Incoming::Binary,
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+            Some(Ok(Message::Close(_))) | None => return Incoming::End,
+            Some(Err(e)) => {
+                let too_big = e
+                    .into_inner()
+                    .downcast_ref::<tokio_tungstenite::tungstenite::Error>()
+                    .is_some_and(|e| {
+                        matches!(e, tokio_tungstenite::tungstenite::Error::Capacity(_))
+                    });
+                return if too_big {
+                    Incoming::TooBig
+                } else {
+                    Incoming::End
+                };
+            }
+        }
+    }
+}
+
+fn too_big(state: &ApiState) -> String {
+    format!(
+        "frame larger than maxPayload ({} bytes, [gateway] max_body)",
+        state.config.gateway.max_body
+    )
+}
+
+/// Serves one connection: handshake, then requests and events until either side closes.
+async fn connection(socket: WebSocket, state: ApiState, _slot: Slot) {
+    let (sink, mut stream) = socket.split();
+    let (out, writer) = outbox::outbox(state.config.gateway.ws_max_buffered);
+    let writer = tokio::spawn(writer.run(sink));
+    let nonce = uuid::Uuid::new_v4().simple().to_string();
+    if out
+        .send(&handshake::challenge(&nonce, state.clock.now_ms()))
+        .is_ok()
+        && handshake(&state, &out, &mut stream).await
+    {
+        serve(&state, &out, &mut stream).await;
+    }
+    // Ends the writer (after what is queued), and with it the event and tick tasks.
+    out.close(CLOSE_NORMAL, "closing");
+    drop(out);
+    if tokio::time::timeout(Duration::from_secs(3), writer)
+        .await
+        .is_err()
+    {
+        tracing::warn!("WebSocket writer did not stop; dropping the connection.");
+    }
+}
+
+/// Runs the handshake; true once `hello-ok` is queued.
+async fn handshake(state: &ApiState, out: &Outbox, stream: &mut SplitStream<WebSocket>) -> bool {
+    let first = match tokio::time::timeout(HANDSHAKE_TIMEOUT, next_message(stream)).await {
+        Err(_) => {
+            out.close(
+                CLOSE_POLICY,
+                format!(
+                    "handshake timeout: no connect within {}s",
+                    HANDSHAKE_TIMEOUT.as_secs()
+                ),
+            );
+            return false;
+        }
+        Ok(Incoming::Text(t)) => t,
+        Ok(Incoming::Binary) => {
+            out.close(
+                CLOSE_PROTOCOL,
+                "handshake: binary frames are not part of the protocol",
+            );
+            return false;
+        }
+        Ok(Incoming::TooBig) => {
+            out.close(CLOSE_TOO_BIG, too_big(state));
+            return false;
+        }
+        Ok(Incoming::End) => return false,
+    };
+    let req = match frames::parse_request(&first) {
+        Ok(req) => req,
+        Err(bad) => {
+            let _ = out.send(&bad.answer());
+            out.close(
+                CLOSE_POLICY,
+                format!(
+                    "handshake: the first frame must be req connect ({})",
+                    bad.error.message
+                ),
+            );
+            return false;
+        }
+    };
+    let (client, hello) = match handshake::accept(state, req) {
+        Ok(ok) => ok,
+        Err(refusal) => {
+            tracing::warn!(reason = %refusal.reason, "WebSocket handshake refused.");
+            if let Some(answer) = refusal.answer {
+                let _ = out.send(&answer);
+            }
+            out.close(refusal.code, refusal.reason);
+            return false;
+        }
+    };
+    // Subscribed before hello-ok: every event of a run the client starts reaches it.
+    let feed = match events::Feed::subscribe(state).await {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::error!(error = %e, "WebSocket client cannot subscribe to the bus.");
+            out.close(1011, format!("bus unavailable: {e}"));
+            return false;
+        }
+    };
+    if out.send(&hello).is_err() {
+        return false;
+    }
+    tracing::info!(role = %client.role, "WebSocket client connected.");
+    tokio::spawn(feed.run(state.clone(), out.clone()));
+    tokio::spawn(tick(state.clock.clone(), out.clone()));
+    true
+}
+
+/// Answers requests until the client or the server closes.
+async fn serve(state: &ApiState, out: &Outbox, stream: &mut SplitStream<WebSocket>) {
+    let mut calls = JoinSet::new();
+    let mut shutdown = state.shutdown.clone();
+    loop {
+        tokio::select! {
+            msg = next_message(stream) => match msg {
+                Incoming::Text(t) => request(state, out, &mut calls, &t),
+                Incoming::Binary => {
+                    let error = ErrorShape::invalid("frame: binary frames are not part of the protocol (send JSON text)");
+                    if out.send(&Frame::err(None, error)).is_err() {
+                        break;
+                    }
+                }
+                Incoming::TooBig => {
+                    out.close(CLOSE_TOO_BIG, too_big(state));
+                    break;
+                }
+                Incoming::End => break,
+            },
+            Some(_) = calls.join_next(), if !calls.is_empty() => {}
+            () = out.closed() => break,
+            () = shutdown.recv() => {
+                out.close(CLOSE_GOING_AWAY, "the gateway is shutting down");
+                break;
+            }
+        }
+    }
+    calls.abort_all();
+}
+
+/// Parses one request and starts it; an error `res` answers what cannot run.
+fn request(state: &ApiState, out: &Outbox, calls: &mut JoinSet<()>, text: &str) {
+    let req = match frames::parse_request(text) {
+        Ok(req) => req,
+        Err(bad) => {
+            let _ = out.send(&bad.answer());
+            return;
+        }
+    };
+    let Some(method) = req.known_method() else {
+        let error = ErrorShape {
+            code: ErrorCode::MethodNotFound,
+            message: format!(
+                "unknown method {:?} (hello-ok lists features.methods)",
+                req.method
+            ),
+            details: Some(serde_json::json!({ "method": req.method })),
+        };
+        let _ = out.send(&Frame::err(Some(&req.id), error));
+        return;
+    };
+    if calls.len() >= MAX_IN_FLIGHT {
+        let error = ErrorShape::new(
+            ErrorCode::Unavailable,
+            format!("{MAX_IN_FLIGHT} requests of this connection are running; wait for an answer"),
+        );
+        let _ = out.send(&Frame::err(Some(&req.id), error));
+        return;
+    }
+    let (state, out) = (state.clone(), out.clone());
+    calls.spawn(async move {
+        let frame = match methods::call(&state, method, req.params).await {
+            Ok(payload) => Frame::ok(&req.id, payload),
+            Err(e) => Frame::err(Some(&req.id), e),
+        };
+        let _ = out.send(&frame);
+    });
+}
+
+/// `tick {ts}` every [`TICK_INTERVAL_MS`] (tokio time; `ts` from the one clock), until the
+/// connection closes.
+async fn tick(clock: Arc<dyn bus::Clock>, out: Outbox) {
+    let period = Duration::from_millis(TICK_INTERVAL_MS);
+    let mut every = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    loop {
+        tokio::select! {
+            _ = every.tick() => {
+                if out.event(EventName::Tick, serde_json::json!({ "ts": clock.now_ms() })).is_err() {
+                    return;
+                }
+            }
+            () = out.closed() => return,
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! Runs over the WebSocket: `agent`, `chat.send` and `sessions.send` submit a task (the run id is
+//! the task id, the idempotency key its request id), `agent.wait` waits for its end,
+//! `chat.abort` cancels, `chat.history` reads the transcript.
+//!
+//! Sessions: `sessionKey` is a full key (`agent:<id>:…`), `main` (the agent's main session), or
+//! a name (`agent:<id>:ws:direct:<name>`, through the router); without one each run is a
+//! conversation of its own (`agent:<id>:ws:task:<request id>`).
+
+use super::frames::{ErrorCode, ErrorShape};
+use super::methods::Method;
+use crate::gateway::api::{self, ApiState, Failure};
+use crate::gateway::sessions::{self, Cancelled};
+use crate::ids::AgentId;
+use crate::origin::Origin;
+use crate::router::{Inbound, SessionKey};
+use bus::{BusError, Envelope, RequestId, TaskRecord, TaskState, Topic};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// The channel name on the origin and in session keys.
+pub const CHANNEL: &str = "ws";
+/// How long `agent.wait` waits when the client names no `timeoutMs`.
+const DEFAULT_WAIT_MS: u64 = 30_000;
+/// How many transcript entries `chat.history` answers when the client names no `limit`.
+const DEFAULT_HISTORY: usize = 200;
+
+/// The params of `agent`, `chat.send` and `sessions.send` (other fields OpenClaw clients send,
+/// such as `thinking` or `deliver`, are ignored).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunParams {
+    /// The message for the agent.
+    #[serde(alias = "text")]
+    message: String,
+    /// The agent; the one the session key names, else the first agent.
+    #[serde(default)]
+    agent_id: Option<String>,
+    /// The session (see the module doc).
+    #[serde(default, alias = "key")]
+    session_key: Option<String>,
+    /// The request id: the same key again answers the same run, nothing runs twice.
+    #[serde(default)]
+    idempotency_key: Option<String>,
+    /// The lane (`main` by default).
+    #[serde(default)]
+    lane: Option<String>,
+}
+
+/// The agent a request names: `agentId`, else the one in a full session key, else the first.
+fn agent_of(
+    state: &ApiState,
+    agent_id: Option<&str>,
+    key: Option<&str>,
+) -> Result<AgentId, ErrorShape> {
+    let from_key = key
+        .filter(|k| k.starts_with("agent:"))
+        .map(SessionKey::parse)
+        .transpose()
+        .map_err(ErrorShape::invalid)?;
+    let named = match (agent_id, &from_key) {
+        (Some(a), Some(k)) if a != k.agent() => {
+            return Err(ErrorShape::invalid(format!(
+                "agentId {a:?} differs from the agent of sessionKey {k}"
+            )));
+        }
+        (Some(a), _) => a.to_string(),
+        (None, Some(k)) => k.agent().to_string(),
+        (None, None) => state
+            .config
+            .agents
+            .first()
+            .map(|a| a.id.to_string())
+            .ok_or_else(|| ErrorShape::new(ErrorCode::NotFound, "no agent is configured"))?,
+    };
+    if state.config.agent(&named).is_none() {
+        return Err(ErrorShape::new(
+            ErrorCode::NotFound,
+            format!("no agent \"{named}\""),
+        ));
+    }
+    AgentId::parse(&named).map_err(ErrorShape::invalid)
+}
+
+/// The session key of a run: `(key, chat type, peer)`.
+fn session_of(
+    state: &ApiState,
+    agent: &AgentId,
+    key: Option<&str>,
+    request_id: &RequestId,
+) -> Result<(SessionKey, String, String), ErrorShape> {
+    match key {
+        None => Ok((
+            SessionKey::peer(agent, CHANNEL, "task", request_id.as_str()),
+            "task".into(),
+            request_id.to_string(),
+        )),
+        Some(k) if k.starts_with("agent:") => Ok((
+            SessionKey::parse(k).map_err(ErrorShape::invalid)?,
+            "direct".into(),
+            String::new(),
+        )),
+        Some("main") => Ok((SessionKey::main(agent), "direct".into(), String::new())),
+        Some(name) => {
+            let valid = name.len() <= 128
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@' | '+'));
+            if !valid || name.is_empty() {
+                return Err(ErrorShape::invalid(format!(
+                    "sessionKey {name:?}: expected agent:<id>:…, \"main\", or 1-128 characters of A-Z, a-z, 0-9, '-', '_', '.', '@' or '+'"
+                )));
+            }
+            let inbound = Inbound {
+                channel: CHANNEL.into(),
+                chat_type: "direct".into(),
+                peer: name.to_string(),
+                agent: Some(agent.clone()),
+                session_name: None,
+                request_id: request_id.to_string(),
+            };
+            let route = state
+                .router
+                .route(&inbound)
+                .map_err(|e| ErrorShape::invalid(e.to_string()))?;
+            Ok((route.session, "direct".into(), name.to_string()))
+        }
+    }
+}
+
+/// Submits the run; answers `{runId, status, acceptedAt, sessionKey, duplicate}` at once.
+pub async fn start(state: &ApiState, method: Method, p: RunParams) -> Result<Value, ErrorShape> {
+    if p.message.trim().is_empty() {
+        return Err(ErrorShape::invalid(format!(
+            "{} params: field \"message\": empty (expected the message for the agent)",
+            method.as_str()
+        )));
+    }
+    let agent = agent_of(state, p.agent_id.as_deref(), p.session_key.as_deref())?;
+    let request_id = match p.idempotency_key.as_deref().map(RequestId::parse) {
+        None => RequestId::random(),
+        Some(Ok(id)) => id,
+        Some(Err(e)) => return Err(ErrorShape::invalid(format!("idempotencyKey: {e}"))),
+    };
+    let (key, chat_type, peer) = session_of(state, &agent, p.session_key.as_deref(), &request_id)?;
+    let lane = api::lane_of(&state.config, p.lane.as_deref())?;
+    let origin = Origin {
+        channel: CHANNEL.into(),
+        chat_type,
+        peer,
+        session_key: Some(key.clone()),
+        lane,
+        ..Origin::api()
+    };
+    let env = origin.apply(
+        Envelope::task(
+            Topic::agent(agent.as_str()),
+            request_id,
+            json!({ "text": p.message }),
+        )
+        .from(CHANNEL),
+    );
+    let admission = state.bus.submit(env).await.map_err(Failure::bus)?;
+    let status = if method == Method::ChatSend {
+        "started"
+    } else {
+        "accepted"
+    };
+    Ok(json!({
+        "runId": admission.task.task_id,
+        "status": status,
+        "acceptedAt": state.clock.now_ms(),
+        "sessionKey": key,
+        "agentId": agent.as_str(),
+        "duplicate": admission.duplicate,
+    }))
+}
+
+/// The params of `agent.wait`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WaitParams {
+    run_id: String,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+}
+
+/// Waits for a run's end (at most `timeoutMs`, 30 s by default, 1 h at most).
+pub async fn wait(state: &ApiState, p: WaitParams) -> Result<Value, ErrorShape> {
+    let rec = api::task_by_id(state, &p.run_id).await?;
+    let timeout = Duration::from_millis(p.timeout_ms.unwrap_or(DEFAULT_WAIT_MS)).min(api::MAX_WAIT);
+    let rec = if rec.state.is_terminal() {
+        rec
+    } else {
+        match state.bus.wait(&rec.request_id, timeout).await {
+            Ok(rec) => rec,
+            Err(BusError::TimedOut { .. }) => {
+                return Ok(
+                    json!({ "runId": p.run_id, "status": "timeout", "state": rec.state.as_str() }),
+                );
+            }
+            Err(e) => return Err(Failure::bus(e).into()),
+        }
+    };
+    Ok(ended(&rec))
+}
+
+/// A finished run as `agent.wait` answers it.
+fn ended(rec: &TaskRecord) -> Value {
+    let (status, stop) = match rec.state {
+        TaskState::Succeeded => ("ok", "stop"),
+        TaskState::Cancelled => ("error", "aborted"),
+        TaskState::TimedOut => ("error", "timeout"),
+        _ => ("error", "error"),
+    };
+    let mut v = json!({
+        "runId": rec.task_id,
+        "status": status,
+        "state": rec.state.as_str(),
+        "startedAt": rec.created_ms,
+        "endedAt": rec.updated_ms,
+        "stopReason": stop,
+    });
+    if let Some(obj) = v.as_object_mut() {
+        if let Some(text) = crate::gateway::openai::result_text(rec) {
+            obj.insert("text".into(), json!(text));
+        }
+        if let Some(e) = rec.error() {
+            obj.insert("error".into(), json!(e));
+        }
+    }
+    v
+}
+
+/// The params of `chat.abort`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AbortParams {
+    #[serde(default)]
+    session_key: Option<String>,
+    #[serde(default)]
+    run_id: Option<String>,
+    #[serde(default)]
+    agent_id: Option<String>,
+}
+
+/// Cancels `runId`, else every unfinished run of the session.
+pub async fn abort(state: &ApiState, p: AbortParams) -> Result<Value, ErrorShape> {
+    let ids: Vec<String> = match (&p.run_id, &p.session_key) {
+        (Some(id), _) => vec![id.clone()],
+        (None, Some(key)) => {
+            let agent = agent_of(state, p.agent_id.as_deref(), Some(key))?;
+            let (key, ..) = session_of(state, &agent, Some(key), &RequestId::random())?;
+            let all = state.bus.tasks().await.map_err(Failure::bus)?;
+            all.iter()
+                .filter(|r| !r.state.is_terminal())
+                .filter(|r| {
+                    Origin::of(&r.envelope)
+                        .ok()
+                        .and_then(|o| o.session_key)
+                        .is_some_and(|k| k == key)
+                })
+                .map(|r| r.task_id.to_string())
+                .collect()
+        }
+        (None, None) => {
+            return Err(ErrorShape::invalid(
+                "chat.abort params: expected \"runId\" or \"sessionKey\"",
+            ));
+        }
+    };
+    let mut aborted = Vec::new();
+    for id in ids {
+        if let Cancelled::Now(rec) = sessions::cancel_task(state, &id).await? {
+            aborted.push(rec.task_id);
+        }
+    }
+    Ok(json!({ "ok": true, "aborted": !aborted.is_empty(), "runIds": aborted }))
+}
+
+/// The params of `chat.history`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HistoryParams {
+    session_key: String,
+    #[serde(default)]
+    agent_id: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+/// The last `limit` transcript entries of a session.
+pub fn history(state: &ApiState, p: HistoryParams) -> Result<Value, ErrorShape> {
+    let agent = agent_of(state, p.agent_id.as_deref(), Some(&p.session_key))?;
+    let (key, ..) = session_of(state, &agent, Some(&p.session_key), &RequestId::random())?;
+    let mut shown = sessions::transcript(state, key.as_str())?;
+    let limit = p.limit.unwrap_or(DEFAULT_HISTORY);
+    let entries = shown["entries"].as_array().cloned().unwrap_or_default();
+    let skip = entries.len().saturating_sub(limit);
+    Ok(json!({
+        "sessionKey": key,
+        "session": shown["session"].take(),
+        "messages": entries[skip..],
+    }))
+}
