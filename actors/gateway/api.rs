@@ -52,6 +52,8 @@ pub struct ApiState {
     pub hooks: Arc<super::webhooks::Hooks>,
     /// The open WebSocket connections (`[gateway] ws_max_connections`).
     pub ws: super::ws::Connections,
+    /// When the gateway started, in ms on the system's clock (`uptimeMs` in `hello-ok`).
+    pub started_ms: u64,
 }
 
 /// Builds the router: `/healthz` open, everything under `/v1` behind the token.

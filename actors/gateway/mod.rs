@@ -121,6 +121,7 @@ impl HttpChannel {
             cron: system.cron().scheduler().clone(),
             hooks,
             ws: ws::Connections::default(),
+            started_ms: system.clock().now_ms(),
         });
         let mut shutdown = system.shutdown_listener();
         let server = tokio::spawn(async move {

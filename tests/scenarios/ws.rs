@@ -45,6 +45,7 @@ async fn a_run_streams_lifecycle_deltas_and_final_in_order_and_agent_wait_answer
     );
     assert_eq!(h["policy"]["maxPayload"], 1024 * 1024);
     assert_eq!(h["policy"]["tickIntervalMs"], 30_000);
+    assert!(h["snapshot"]["uptimeMs"].is_u64(), "{h}");
 
     let agents = c.call("agents.list", json!({})).await;
     assert_eq!(agents["agents"][0]["id"], "echo", "{agents}");

@@ -160,6 +160,7 @@ fn hello_ok(state: &ApiState, client: &Client, client_info: &Value) -> Value {
             "presence": [],
             "health": { "ok": !state.shutdown.is_shutdown() },
             "stateVersion": { "presence": 0, "health": 0 },
+            "uptimeMs": state.clock.now_ms().saturating_sub(state.started_ms),
             "sessionDefaults": { "defaultAgentId": default_agent, "mainKey": "main" },
         },
         "auth": { "role": client.role, "scopes": client.scopes, "client": client_info },
