@@ -14,7 +14,7 @@ fn every_compare_scenario_runs_at_tiny_sizes() {
     let opts = harness::Options::parse(args).unwrap();
     assert!(harness::Options::parse(["--nope".to_string()]).is_err());
     let report = harness::run(&opts);
-    assert_eq!(report.rows.len(), 17, "{:#?}", report.rows);
+    assert_eq!(report.rows.len(), 18, "{:#?}", report.rows);
     for row in &report.rows {
         assert!(row.clawbus.median.is_finite(), "{row:?}");
         assert!(row.ratio().is_none(), "{row:?}");
