@@ -3,27 +3,9 @@
 //! places a bad `[[cron]]`; an announcement to a channel that does not deliver is recorded
 //! failed (`no_channel`) on the run's task.
 
-use crate::support::{NET, Project, eventually, get_json, run_cmd};
+use crate::support::{Project, eventually, get_json, get_text, run_cmd, send, succeeded};
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::{Value, json};
-
-async fn send(
-    daemon: &clawbus::gateway::Daemon,
-    method: reqwest::Method,
-    path: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut req = reqwest::Client::new()
-        .request(method, format!("{}{path}", daemon.url()))
-        .bearer_auth(daemon.token())
-        .timeout(NET);
-    if let Some(body) = body {
-        req = req.json(&body);
-    }
-    let resp = req.send().await.unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
-}
 
 fn job(schedule: Value, agent: &str) -> Value {
     json!({
@@ -85,12 +67,7 @@ async fn a_job_added_over_http_and_run_from_the_cli_reaches_the_agent() {
     let mut cmd = project.clawbus();
     cmd.args(["cron", "run", &id, "--url", &daemon.url()]);
     let out = run_cmd(cmd).await;
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     let fired: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(
         fired["request_id"]
@@ -170,12 +147,7 @@ async fn cron_add_from_the_cli_and_declared_jobs_are_listed() {
         &daemon.url(),
     ]);
     let out = run_cmd(cmd).await;
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     let added: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(added["payload"]["kind"], "systemEvent");
     assert_eq!(added["session"], "main");
@@ -229,18 +201,7 @@ async fn an_announcement_to_a_channel_without_delivery_is_recorded_no_channel() 
     assert_eq!(out.status.code(), Some(0));
     let fired: Value = serde_json::from_slice(&out.stdout).unwrap();
     let task = fired["task_id"].as_str().unwrap().to_string();
-    let events = async || {
-        reqwest::Client::new()
-            .get(format!("{}/v1/tasks/{task}/events", daemon.url()))
-            .bearer_auth(daemon.token())
-            .timeout(NET)
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
-    };
+    let events = async || get_text(&daemon, &format!("/v1/tasks/{task}/events")).await;
     eventually(
         "the undeliverable announcement is on the task's events",
         async || events().await.contains("event: delivery_failed"),

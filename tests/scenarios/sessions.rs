@@ -1,6 +1,8 @@
 //! Sessions, the session lane, transcripts, cancellation, eviction and compaction, end to end.
 
-use crate::support::{NET, Project, eventually, get_json, in_fresh_system, last_user, post_task};
+use crate::support::{
+    NET, Project, eventually, get_json, in_fresh_system, last_user, post_task, succeeded,
+};
 use bus::Bus as _;
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::{Value, json};
@@ -462,12 +464,7 @@ async fn sessions_and_tasks_from_the_cli() {
     ])
     .await
     .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     let out = run(vec![
         "tasks".into(),
         "cancel".into(),
