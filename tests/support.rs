@@ -83,12 +83,7 @@ impl Project {
     }
 
     pub fn options(&self) -> LoadOptions {
-        LoadOptions {
-            config: self.config_path(),
-            agents_dir: self.agents_dir(),
-            state_dir: Some(self.state_dir()),
-            model_override: None,
-        }
+        LoadOptions::in_folder(self.path())
     }
 
     pub fn load(&self) -> Config {
@@ -100,10 +95,7 @@ impl Project {
 
     /// Starts the daemon on a free loopback port.
     pub async fn start(&self) -> Daemon {
-        let opts = StartOptions {
-            port: Some(0),
-            allow_public: false,
-        };
+        let opts = StartOptions::free_port();
         Daemon::start(self.load(), opts).await.unwrap()
     }
 }
@@ -341,4 +333,18 @@ pub fn wait_output(child: std::process::Child) -> std::process::Output {
     within("a child to finish", move || {
         child.wait_with_output().unwrap()
     })
+}
+
+/// The user messages of session `key` that announce how a task it started ended.
+pub async fn announcements(gateway: &impl Gateway, key: &str) -> Vec<String> {
+    let session = get_json(gateway, &format!("/v1/sessions/{key}")).await;
+    session["entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["message"]["role"] == "user")
+        .filter_map(|e| e["message"]["content"].as_str())
+        .filter(|t| t.starts_with("[task result]"))
+        .map(str::to_string)
+        .collect()
 }

@@ -168,15 +168,10 @@ async fn a_torn_transcript_line_is_set_aside_and_the_session_continues() {
     // dir released) when it returns, like a process that ended.
     let config = project.load();
     let first = in_fresh_system(move || async move {
-        let daemon = clawbus::gateway::Daemon::start(
-            config,
-            clawbus::gateway::StartOptions {
-                port: Some(0),
-                allow_public: false,
-            },
-        )
-        .await
-        .unwrap();
+        let daemon =
+            clawbus::gateway::Daemon::start(config, clawbus::gateway::StartOptions::free_port())
+                .await
+                .unwrap();
         let (_, first) = post_task(
             &daemon,
             "chat",
