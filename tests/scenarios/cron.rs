@@ -15,14 +15,20 @@ fn job(schedule: Value, agent: &str) -> Value {
     })
 }
 
-#[actix_rt::test]
-async fn a_job_added_over_http_and_run_from_the_cli_reaches_the_agent() {
-    let server = ScriptedServer::start(vec![Turn::text("queue is empty")]).await;
+/// A project with one agent, `ops`, on the scripted `server`, and its daemon.
+async fn ops_daemon(server: &ScriptedServer) -> (Project, clawbus::gateway::Daemon) {
     let project = Project::new();
     project
         .with_mock_provider(&server.base_url(), "10s", 0)
         .write("agents.d/ops.toml", "");
     let daemon = project.start().await;
+    (project, daemon)
+}
+
+#[actix_rt::test]
+async fn a_job_added_over_http_and_run_from_the_cli_reaches_the_agent() {
+    let server = ScriptedServer::start(vec![Turn::text("queue is empty")]).await;
+    let (project, daemon) = ops_daemon(&server).await;
     let before = get_json(&daemon, "/v1/cron").await["jobs"].clone();
     // Bad input: each a 400 naming the field, nothing stored.
     let bad = [
@@ -185,11 +191,7 @@ async fn cron_add_from_the_cli_and_declared_jobs_are_listed() {
 #[actix_rt::test]
 async fn an_announcement_to_a_channel_without_delivery_is_recorded_no_channel() {
     let server = ScriptedServer::start(vec![Turn::text("all green")]).await;
-    let project = Project::new();
-    project
-        .with_mock_provider(&server.base_url(), "10s", 0)
-        .write("agents.d/ops.toml", "");
-    let daemon = project.start().await;
+    let (project, daemon) = ops_daemon(&server).await;
     let mut body = job(json!({"kind": "every", "every_ms": 3_600_000}), "ops");
     body["delivery"] = json!({"mode": "announce", "channel": "telegram", "to": "42"});
     let (status, added) = send(&daemon, reqwest::Method::POST, "/v1/cron", Some(body)).await;
