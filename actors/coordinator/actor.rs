@@ -225,7 +225,7 @@ impl Coordinator {
                     return Overdue::AlreadyTold;
                 }
                 match bus.end(&request_id, outcome).await {
-                    Ok(record) => Overdue::Ended(record),
+                    Ok(record) => Overdue::Ended(Box::new(record)),
                     Err(e) => {
                         tracing::error!(task_id = %task_id, error = %e, "Could not end an overdue task.");
                         Overdue::NotEnded
@@ -241,11 +241,11 @@ impl Coordinator {
                     }
                     // It had ended already, and its terminal event never came (a lagging
                     // subscription): forget it now.
-                    Overdue::Ended(TaskRecord {
-                        outcome: Some(outcome),
-                        ..
-                    }) => act.ended(task_id, &outcome, ctx),
-                    Overdue::Ended(_) => {}
+                    Overdue::Ended(record) => {
+                        if let Some(outcome) = record.outcome {
+                            act.ended(task_id, &outcome, ctx);
+                        }
+                    }
                 },
             ));
         }
@@ -286,7 +286,7 @@ impl Coordinator {
 /// What became of an overdue task.
 enum Overdue {
     /// Ended by [`Bus::end`]: the record as it stands (timed out, or already ended before).
-    Ended(TaskRecord),
+    Ended(Box<TaskRecord>),
     /// Its run had already sent its outcome notice, so the run's outcome is kept.
     AlreadyTold,
     /// The store could not be written; logged.
