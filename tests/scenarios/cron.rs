@@ -25,6 +25,23 @@ async fn ops_daemon(server: &ScriptedServer) -> (Project, clawbus::gateway::Daem
     (project, daemon)
 }
 
+/// Adds the job `body` over HTTP and runs it now with `clawbus cron run`; returns its id and
+/// what the CLI printed.
+async fn add_and_run(
+    project: &Project,
+    daemon: &clawbus::gateway::Daemon,
+    body: Value,
+) -> (String, Value) {
+    let (status, added) = send(daemon, reqwest::Method::POST, "/v1/cron", Some(body)).await;
+    assert_eq!(status, 201, "{added}");
+    let id = added["id"].as_str().unwrap().to_string();
+    let mut cmd = project.clawbus();
+    cmd.args(["cron", "run", &id, "--url", &daemon.url()]);
+    let out = run_cmd(cmd).await;
+    let fired = serde_json::from_str(&succeeded(&out)).unwrap();
+    (id, fired)
+}
+
 #[actix_rt::test]
 async fn a_job_added_over_http_and_run_from_the_cli_reaches_the_agent() {
     let server = ScriptedServer::start(vec![Turn::text("queue is empty")]).await;
@@ -67,14 +84,7 @@ async fn a_job_added_over_http_and_run_from_the_cli_reaches_the_agent() {
 
     // A job every hour, run now from the CLI.
     let body = job(json!({"kind": "every", "every_ms": 3_600_000}), "ops");
-    let (status, added) = send(&daemon, reqwest::Method::POST, "/v1/cron", Some(body)).await;
-    assert_eq!(status, 201, "{added}");
-    let id = added["id"].as_str().unwrap().to_string();
-    let mut cmd = project.clawbus();
-    cmd.args(["cron", "run", &id, "--url", &daemon.url()]);
-    let out = run_cmd(cmd).await;
-    succeeded(&out);
-    let fired: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (id, fired) = add_and_run(&project, &daemon, body).await;
     assert!(
         fired["request_id"]
             .as_str()
@@ -194,14 +204,7 @@ async fn an_announcement_to_a_channel_without_delivery_is_recorded_no_channel() 
     let (project, daemon) = ops_daemon(&server).await;
     let mut body = job(json!({"kind": "every", "every_ms": 3_600_000}), "ops");
     body["delivery"] = json!({"mode": "announce", "channel": "telegram", "to": "42"});
-    let (status, added) = send(&daemon, reqwest::Method::POST, "/v1/cron", Some(body)).await;
-    assert_eq!(status, 201, "{added}");
-    let id = added["id"].as_str().unwrap().to_string();
-    let mut cmd = project.clawbus();
-    cmd.args(["cron", "run", &id, "--url", &daemon.url()]);
-    let out = run_cmd(cmd).await;
-    assert_eq!(out.status.code(), Some(0));
-    let fired: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (_, fired) = add_and_run(&project, &daemon, body).await;
     let task = fired["task_id"].as_str().unwrap().to_string();
     let events = async || get_text(&daemon, &format!("/v1/tasks/{task}/events")).await;
     eventually(
