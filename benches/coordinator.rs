@@ -97,22 +97,11 @@ async fn cross_agent_calls(calls: usize) {
     )
     .unwrap();
     std::fs::write(root.join("agents.d/b.toml"), "").unwrap();
-    let config = config::load(&LoadOptions {
-        config: root.join("clawbus.toml"),
-        agents_dir: root.join("agents.d"),
-        state_dir: Some(root.join(".clawbus")),
-        model_override: None,
-    })
-    .unwrap_or_else(|r| panic!("{}", r.render()));
-    let daemon = Daemon::start(
-        config,
-        StartOptions {
-            port: Some(0),
-            allow_public: false,
-        },
-    )
-    .await
-    .unwrap();
+    let config =
+        config::load(&LoadOptions::in_folder(root)).unwrap_or_else(|r| panic!("{}", r.render()));
+    let daemon = Daemon::start(config, StartOptions::free_port())
+        .await
+        .unwrap();
     let http = reqwest::Client::new();
     let mut whole = Vec::with_capacity(calls);
     for i in 0..calls {

@@ -119,22 +119,9 @@ async fn turns() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("agents.d")).unwrap();
     std::fs::write(dir.path().join("agents.d/echo.toml"), "").unwrap();
-    let opts = LoadOptions {
-        config: dir.path().join("clawbus.toml"),
-        agents_dir: dir.path().join("agents.d"),
-        state_dir: Some(dir.path().join(".clawbus")),
-        model_override: None,
-    };
+    let opts = LoadOptions::in_folder(dir.path());
     let cfg = config::load(&opts).unwrap_or_else(|r| panic!("{}", r.render()));
-    let daemon = Daemon::start(
-        cfg,
-        StartOptions {
-            port: Some(0),
-            allow_public: false,
-        },
-    )
-    .await
-    .unwrap();
+    let daemon = Daemon::start(cfg, StartOptions::free_port()).await.unwrap();
     let http = reqwest::Client::new();
     let url = format!("{}/v1/agents/echo/tasks", daemon.url());
     let mut samples = Vec::with_capacity(HTTP_TURNS);
@@ -191,22 +178,9 @@ async fn echo_daemon(dir: &std::path::Path) -> Daemon {
     std::fs::create_dir_all(dir.join("agents.d")).unwrap();
     std::fs::write(dir.join("agents.d/echo.toml"), "").unwrap();
     std::fs::write(dir.join("clawbus.toml"), "[sessions]\nmax_live = 5000\n").unwrap();
-    let opts = LoadOptions {
-        config: dir.join("clawbus.toml"),
-        agents_dir: dir.join("agents.d"),
-        state_dir: Some(dir.join(".clawbus")),
-        model_override: None,
-    };
+    let opts = LoadOptions::in_folder(dir);
     let cfg = config::load(&opts).unwrap_or_else(|r| panic!("{}", r.render()));
-    Daemon::start(
-        cfg,
-        StartOptions {
-            port: Some(0),
-            allow_public: false,
-        },
-    )
-    .await
-    .unwrap()
+    Daemon::start(cfg, StartOptions::free_port()).await.unwrap()
 }
 
 fn rss_bytes() -> u64 {

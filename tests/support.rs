@@ -83,12 +83,7 @@ impl Project {
     }
 
     pub fn options(&self) -> LoadOptions {
-        LoadOptions {
-            config: self.config_path(),
-            agents_dir: self.agents_dir(),
-            state_dir: Some(self.state_dir()),
-            model_override: None,
-        }
+        LoadOptions::in_folder(self.path())
     }
 
     pub fn load(&self) -> Config {
@@ -100,31 +95,68 @@ impl Project {
 
     /// Starts the daemon on a free loopback port.
     pub async fn start(&self) -> Daemon {
-        let opts = StartOptions {
-            port: Some(0),
-            allow_public: false,
-        };
+        let opts = StartOptions::free_port();
         Daemon::start(self.load(), opts).await.unwrap()
     }
 }
 
-/// POSTs a task with the daemon's token; returns status and JSON body.
-pub async fn post_task(daemon: &Daemon, agent: &str, body: Value) -> (u16, Value) {
-    post_json(daemon, &format!("/v1/agents/{agent}/tasks"), body).await
+/// A gateway a test talks to over HTTP: the in-process [`Daemon`] or a `clawbus up` child.
+pub trait Gateway {
+    /// The base URL, `http://127.0.0.1:PORT`.
+    fn base_url(&self) -> String;
+    /// The bearer token.
+    fn bearer(&self) -> &str;
 }
 
-/// POSTs `body` to a gateway path with the daemon's token; returns status and JSON body.
-pub async fn post_json(daemon: &Daemon, path: &str, body: Value) -> (u16, Value) {
-    let resp = reqwest::Client::new()
-        .post(format!("{}{path}", daemon.url()))
-        .bearer_auth(daemon.token())
-        .json(&body)
+impl Gateway for Daemon {
+    fn base_url(&self) -> String {
+        self.url()
+    }
+
+    fn bearer(&self) -> &str {
+        self.token()
+    }
+}
+
+/// POSTs a task with the gateway's token; returns status and JSON body.
+pub async fn post_task(gateway: &impl Gateway, agent: &str, body: Value) -> (u16, Value) {
+    post_json(gateway, &format!("/v1/agents/{agent}/tasks"), body).await
+}
+
+/// POSTs `body` to a gateway path with the gateway's token; returns status and JSON body.
+pub async fn post_json(gateway: &impl Gateway, path: &str, body: Value) -> (u16, Value) {
+    send(gateway, reqwest::Method::POST, path, Some(body)).await
+}
+
+/// Sends `method` to a gateway path (with `body` as JSON, if any) with the gateway's token;
+/// returns status and JSON body (`null` when there is none).
+pub async fn send(
+    gateway: &impl Gateway,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut req = reqwest::Client::new()
+        .request(method, format!("{}{path}", gateway.base_url()))
+        .bearer_auth(gateway.bearer())
+        .timeout(NET);
+    if let Some(body) = body {
+        req = req.json(&body);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+/// GETs a gateway path with the gateway's token.
+async fn get(gateway: &impl Gateway, path: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .get(format!("{}{path}", gateway.base_url()))
+        .bearer_auth(gateway.bearer())
         .timeout(NET)
         .send()
         .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
+        .unwrap()
 }
 
 /// The names of the tools offered in a recorded model request.
@@ -190,18 +222,9 @@ pub async fn run_cmd(cmd: std::process::Command) -> std::process::Output {
         .unwrap()
 }
 
-/// GETs a gateway path with the daemon's token and decodes the JSON answer.
-pub async fn get_json(daemon: &Daemon, path: &str) -> Value {
-    reqwest::Client::new()
-        .get(format!("{}{path}", daemon.url()))
-        .bearer_auth(daemon.token())
-        .timeout(NET)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+/// GETs a gateway path with the gateway's token and decodes the JSON answer.
+pub async fn get_json(gateway: &impl Gateway, path: &str) -> Value {
+    get(gateway, path).await.json().await.unwrap()
 }
 
 /// Runs `f` on its own thread and waits at most [`NET`] for its answer; `what` names it in the
@@ -288,19 +311,21 @@ pub fn tool_results(req: &Value) -> Vec<String> {
         .collect()
 }
 
-/// GETs a gateway path with the daemon's token and returns the body as text (an SSE stream
-/// that ends, for example).
-pub async fn get_text(daemon: &Daemon, path: &str) -> String {
-    reqwest::Client::new()
-        .get(format!("{}{path}", daemon.url()))
-        .bearer_auth(daemon.token())
-        .timeout(NET)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
+/// GETs a gateway path with the gateway's token and returns the body as text (an SSE stream
+/// that ends, or `/metrics`, for example).
+pub async fn get_text(gateway: &impl Gateway, path: &str) -> String {
+    get(gateway, path).await.text().await.unwrap()
+}
+
+/// Asserts that a finished command exited 0 (showing its stderr when not) and returns its stdout.
+pub fn succeeded(out: &std::process::Output) -> String {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Waits at most [`NET`] for a child with piped output to exit, and collects what it wrote.
@@ -308,4 +333,18 @@ pub fn wait_output(child: std::process::Child) -> std::process::Output {
     within("a child to finish", move || {
         child.wait_with_output().unwrap()
     })
+}
+
+/// The user messages of session `key` that announce how a task it started ended.
+pub async fn announcements(gateway: &impl Gateway, key: &str) -> Vec<String> {
+    let session = get_json(gateway, &format!("/v1/sessions/{key}")).await;
+    session["entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["message"]["role"] == "user")
+        .filter_map(|e| e["message"]["content"].as_str())
+        .filter(|t| t.starts_with("[task result]"))
+        .map(str::to_string)
+        .collect()
 }

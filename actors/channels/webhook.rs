@@ -11,7 +11,9 @@
 use super::OutboundMessage;
 use super::delivery::{SendError, Sink};
 use crate::config::Config;
-use crate::gateway::webhooks::{DELIVERY_HEADER, MissingSecret, SIGNATURE_HEADER, sign};
+use crate::gateway::webhooks::{
+    DELIVERY_HEADER, MissingSecret, SIGNATURE_HEADER, secret_from_env, sign,
+};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -39,18 +41,11 @@ impl WebhookSink {
             let Some(url) = &def.deliver_url else {
                 continue;
             };
-            let secret = std::env::var(&def.secret_env)
-                .ok()
-                .filter(|s| !s.is_empty())
-                .ok_or_else(|| MissingSecret {
-                    hook: name.clone(),
-                    env: def.secret_env.clone(),
-                })?;
             targets.insert(
                 name.clone(),
                 Target {
                     url: url.clone(),
-                    secret: secret.into_bytes(),
+                    secret: secret_from_env(name, def)?,
                 },
             );
         }

@@ -63,10 +63,7 @@ pub fn run(global: &Global, args: ApprovalsArgs) -> ExitCode {
         return ExitCode::from(EXIT_FAILED);
     }
     if args.json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&answer).unwrap_or_default()
-        );
+        super::out::json(&answer);
     } else {
         let always = if answer["always"] == json!(true) {
             " (added to the allowlist)"
@@ -97,7 +94,7 @@ fn list(client: &GatewayClient, args: &ApprovalsArgs) -> ExitCode {
         return usage("unexpected answer from the gateway: no \"approvals\" list");
     };
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(rows).unwrap_or_default());
+        super::out::json(rows);
         return ExitCode::SUCCESS;
     }
     if rows.is_empty() {

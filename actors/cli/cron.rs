@@ -138,10 +138,7 @@ pub fn run(global: &Global, cmd: CronCommand) -> ExitCode {
     match &cmd {
         CronCommand::List { json: false } => print_list(&answer),
         CronCommand::Runs { json: false, .. } => print_runs(&answer),
-        _ => outln!(
-            "{}",
-            serde_json::to_string_pretty(&answer).unwrap_or_default()
-        ),
+        _ => super::out::json(&answer),
     }
     ExitCode::SUCCESS
 }

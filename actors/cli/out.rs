@@ -14,6 +14,14 @@ pub(crate) fn write(text: &str) {
     }
 }
 
+/// Writes `value` to stdout as pretty JSON, one line break after it (what `--json` prints).
+pub(crate) fn json<T: serde::Serialize + ?Sized>(value: &T) {
+    write(&format!(
+        "{}\n",
+        serde_json::to_string_pretty(value).unwrap_or_default()
+    ));
+}
+
 /// Ends the process after a failed write to stdout.
 pub(crate) fn gone(e: &std::io::Error) -> ! {
     if e.kind() == std::io::ErrorKind::BrokenPipe {

@@ -104,7 +104,7 @@ pub fn run(global: &Global, args: PostArgs) -> ExitCode {
 
 fn report(view: &TaskView, args: &PostArgs) -> ExitCode {
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(view).unwrap_or_default());
+        super::out::json(view);
     } else if view.duplicate {
         // The request id was known: nothing ran again, and the answer says so.
         eprintln!(

@@ -57,10 +57,7 @@ fn list(client: &GatewayClient, agent: Option<&str>, json: bool) -> ExitCode {
         Err(code) => return code,
     };
     if json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&answer["sessions"]).unwrap_or_default()
-        );
+        super::out::json(&answer["sessions"]);
         return ExitCode::SUCCESS;
     }
     let rows = answer["sessions"].as_array().cloned().unwrap_or_default();
@@ -93,10 +90,7 @@ fn show(client: &GatewayClient, key: &str, json: bool) -> ExitCode {
         Err(code) => return code,
     };
     if json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&answer).unwrap_or_default()
-        );
+        super::out::json(&answer);
         return ExitCode::SUCCESS;
     }
     let s = &answer["session"];

@@ -47,10 +47,7 @@ pub fn run(global: &Global, args: UsageArgs) -> ExitCode {
         Err(code) => return code,
     };
     if args.json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&answer).unwrap_or_default()
-        );
+        super::out::json(&answer);
         return ExitCode::SUCCESS;
     }
     outln!(

@@ -91,10 +91,7 @@ pub fn run(global: &Global, cmd: TasksCommand) -> ExitCode {
         Ok(v) => v,
         Err(code) => return code,
     };
-    outln!(
-        "{}",
-        serde_json::to_string_pretty(&answer).unwrap_or_default()
-    );
+    super::out::json(&answer);
     match (&cmd, answer["state"].as_str()) {
         (TasksCommand::Cancel { .. }, Some("cancelled")) if status != 409 => ExitCode::SUCCESS,
         (TasksCommand::Cancel { .. }, Some(state)) => {
@@ -174,10 +171,7 @@ fn list(client: &GatewayClient, state: Option<&str>, agent: Option<&str>, json: 
         Err(code) => return code,
     };
     if json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&answer).unwrap_or_default()
-        );
+        super::out::json(&answer);
         return ExitCode::SUCCESS;
     }
     for task in answer["tasks"].as_array().into_iter().flatten() {

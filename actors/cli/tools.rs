@@ -52,7 +52,7 @@ pub fn run(global: &Global, args: ToolsArgs) -> ExitCode {
             "offered": offered,
             "removed": set.removed(),
         });
-        outln!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        super::out::json(&out);
         return ExitCode::SUCCESS;
     }
     let channel = args.channel.as_deref().map_or(

@@ -434,6 +434,19 @@ pub struct LoadOptions {
     pub model_override: Option<String>,
 }
 
+impl LoadOptions {
+    /// The layout of a project folder `root`: `clawbus.toml`, `agents.d/` and the state in
+    /// `.clawbus/`, no model override.
+    pub fn in_folder(root: &std::path::Path) -> Self {
+        Self {
+            config: root.join("clawbus.toml"),
+            agents_dir: root.join("agents.d"),
+            state_dir: Some(root.join(".clawbus")),
+            model_override: None,
+        }
+    }
+}
+
 impl Config {
     /// The agent with this id.
     pub fn agent(&self, id: &str) -> Option<&AgentDef> {

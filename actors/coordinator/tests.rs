@@ -122,14 +122,31 @@ impl Rig {
         let live = self.coord.status().await.live;
         let task = self.bus.submit(env).await.unwrap().task;
         // Followed once the coordinator has read it.
+        self.until(|s| s.live > live).await;
+        task
+    }
+
+    /// The outcome notice of `task`, once it is on the bus (a bounded wait).
+    async fn notice_of(&self, task: &bus::TaskRecord) -> bus::TaskRecord {
+        let notice = super::notice::notice_id(task.task_id).unwrap();
         tokio::time::timeout(BOUND, async {
-            while self.coord.status().await.live <= live {
+            loop {
+                if let Some(r) = self.bus.lookup(&notice).await.unwrap() {
+                    return r;
+                }
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
         })
         .await
-        .unwrap();
-        task
+        .unwrap()
+    }
+
+    /// The tasks addressed to agent `agent` (the notices its sessions were told).
+    async fn tasks_to(&self, agent: &str) -> Vec<bus::TaskRecord> {
+        let all = self.bus.tasks().await.unwrap();
+        all.into_iter()
+            .filter(|r| r.envelope.topic == Topic::agent(agent))
+            .collect()
     }
 
     /// Waits (bounded) until the coordinator's status satisfies `done`.
@@ -182,30 +199,12 @@ async fn an_overdue_task_nobody_runs_ends_timed_out_and_its_session_is_told_once
     assert_eq!(rig.coord.status().await.timed_out, 0, "not yet due");
     rig.clock.advance(Duration::from_secs(2));
     assert_eq!(rig.state(&task.request_id).await, TaskState::TimedOut);
-    let notice = RequestId::parse(&format!("notify-{}", task.task_id)).unwrap();
-    let told = tokio::time::timeout(BOUND, async {
-        loop {
-            if let Some(r) = rig.bus.lookup(&notice).await.unwrap() {
-                return r;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await
-    .unwrap();
+    let told = rig.notice_of(&task).await;
     assert_eq!(told.envelope.topic, Topic::agent("boss"));
     let text = told.envelope.payload["text"].as_str().unwrap();
     assert!(text.contains("timed_out"), "{text}");
     rig.until(|s| s.timed_out == 1).await;
-    let notices = rig
-        .bus
-        .tasks()
-        .await
-        .unwrap()
-        .iter()
-        .filter(|r| r.envelope.topic == Topic::agent("boss"))
-        .count();
-    assert_eq!(notices, 1, "told exactly once");
+    assert_eq!(rig.tasks_to("boss").await.len(), 1, "told exactly once");
 }
 
 #[actix_rt::test]
@@ -234,14 +233,7 @@ async fn an_overdue_task_whose_run_already_announced_its_outcome_keeps_that_outc
         "left for its run to record"
     );
     assert_eq!(rig.coord.status().await.timed_out, 0);
-    let notices: Vec<_> = rig
-        .bus
-        .tasks()
-        .await
-        .unwrap()
-        .into_iter()
-        .filter(|r| r.envelope.topic == Topic::agent("boss"))
-        .collect();
+    let notices = rig.tasks_to("boss").await;
     assert_eq!(notices.len(), 1, "told exactly once");
     let text = notices[0].envelope.payload["text"].as_str().unwrap();
     assert!(text.contains("succeeded"), "{text}");
@@ -286,26 +278,11 @@ async fn a_cancelled_subagent_is_announced_to_its_parent_session_once() {
         .await
         .unwrap();
     rig.bus.cancel(&task.request_id, "again").await.unwrap();
-    let notice = RequestId::parse(&format!("notify-{}", task.task_id)).unwrap();
-    let told = tokio::time::timeout(BOUND, async {
-        loop {
-            if let Some(r) = rig.bus.lookup(&notice).await.unwrap() {
-                return r;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await
-    .unwrap();
+    let told = rig.notice_of(&task).await;
     let text = told.envelope.payload["text"].as_str().unwrap();
     assert!(
         text.contains("agent \"helper\"") && text.contains("(cancelled): cancelled (by request)"),
         "{text}"
     );
-    let all = rig.bus.tasks().await.unwrap();
-    let notices = all
-        .iter()
-        .filter(|r| r.envelope.topic == Topic::agent("boss"))
-        .count();
-    assert_eq!(notices, 1, "told exactly once");
+    assert_eq!(rig.tasks_to("boss").await.len(), 1, "told exactly once");
 }

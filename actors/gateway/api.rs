@@ -361,6 +361,23 @@ pub(super) fn query<T>(
         .map_err(|e| error(StatusCode::BAD_REQUEST, "invalid_query", e.body_text()))
 }
 
+/// The answer to a list request: `{"<field>": [...]}` with the rows `list` makes of the query,
+/// or the `invalid_query` answer, or `list`'s failure.
+pub(super) fn listing<Q, T: serde::Serialize>(
+    query: Result<axum::extract::Query<Q>, axum::extract::rejection::QueryRejection>,
+    field: &str,
+    list: impl FnOnce(Q) -> Result<Vec<T>, Failure>,
+) -> Response {
+    let q = match self::query(query) {
+        Ok(q) => q,
+        Err(answer) => return answer,
+    };
+    match list(q) {
+        Ok(rows) => Json(json!({ field: rows })).into_response(),
+        Err(f) => f.into_response(),
+    }
+}
+
 /// A refused request, shared by the HTTP API and the WebSocket gateway: the HTTP status, a stable
 /// code and a message naming what was wrong. HTTP answers it as `{"error": {code, message}}`, the
 /// WebSocket gateway as an error `res`.

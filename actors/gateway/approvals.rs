@@ -9,7 +9,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
-use serde_json::json;
 
 /// The approval routes (mounted under `/v1`, behind the token).
 pub fn routes() -> Router<ApiState> {
@@ -84,14 +83,9 @@ async fn list(
     State(state): State<ApiState>,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
-    let q = match super::api::query(query) {
-        Ok(q) => q,
-        Err(answer) => return answer,
-    };
-    match list_requests(&state, q.state) {
-        Ok(approvals) => Json(json!({ "approvals": approvals })).into_response(),
-        Err(f) => f.into_response(),
-    }
+    super::api::listing(query, "approvals", |q: ListQuery| {
+        list_requests(&state, q.state)
+    })
 }
 
 async fn show(State(state): State<ApiState>, Path(id): Path<String>) -> Response {

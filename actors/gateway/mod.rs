@@ -38,6 +38,16 @@ pub struct StartOptions {
     pub allow_public: bool,
 }
 
+impl StartOptions {
+    /// A free port on loopback (what tests and benches run on).
+    pub fn free_port() -> Self {
+        Self {
+            port: Some(0),
+            allow_public: false,
+        }
+    }
+}
+
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

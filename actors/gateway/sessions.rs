@@ -97,14 +97,9 @@ async fn list(
     State(state): State<ApiState>,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
-    let q = match super::api::query(query) {
-        Ok(q) => q,
-        Err(answer) => return answer,
-    };
-    match rows(&state, q.agent.as_deref()) {
-        Ok(rows) => Json(json!({ "sessions": rows })).into_response(),
-        Err(f) => f.into_response(),
-    }
+    super::api::listing(query, "sessions", |q: ListQuery| {
+        rows(&state, q.agent.as_deref())
+    })
 }
 
 /// A session's metadata, live state and transcript entries, as `GET /v1/sessions/{key}` shows

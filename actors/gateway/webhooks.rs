@@ -6,7 +6,7 @@
 
 use super::api::{ApiState, error, submit_and_answer};
 use crate::config::{Config, WebhookDef};
-use crate::origin::Origin;
+use crate::origin::routed_task;
 use crate::router::Inbound;
 use axum::Router;
 use axum::body::Bytes;
@@ -14,9 +14,8 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
-use bus::{Envelope, RequestId, Topic};
+use bus::RequestId;
 use hmac::{Hmac, Mac};
-use serde_json::json;
 use sha2::Sha256;
 use std::collections::BTreeMap;
 
@@ -37,6 +36,18 @@ pub struct MissingSecret {
     pub hook: String,
     /// The variable it names.
     pub env: String,
+}
+
+/// The signing secret of hook `name`, read from the variable its `secret_env` names.
+pub fn secret_from_env(name: &str, def: &WebhookDef) -> Result<Vec<u8>, MissingSecret> {
+    std::env::var(&def.secret_env)
+        .ok()
+        .filter(|s| !s.is_empty())
+        .map(String::into_bytes)
+        .ok_or_else(|| MissingSecret {
+            hook: name.to_string(),
+            env: def.secret_env.clone(),
+        })
 }
 
 struct Hook {
@@ -62,16 +73,9 @@ impl Hooks {
     pub fn from_env(config: &Config) -> Result<Self, MissingSecret> {
         let mut hooks = BTreeMap::new();
         for (name, def) in &config.webhooks {
-            let secret = std::env::var(&def.secret_env)
-                .ok()
-                .filter(|s| !s.is_empty())
-                .ok_or_else(|| MissingSecret {
-                    hook: name.clone(),
-                    env: def.secret_env.clone(),
-                })?;
             let hook = Hook {
                 def: def.clone(),
-                secret: secret.into_bytes(),
+                secret: secret_from_env(name, def)?,
             };
             hooks.insert(name.clone(), hook);
         }
@@ -208,7 +212,7 @@ async fn deliver(
     let inbound = Inbound {
         channel: CHANNEL.into(),
         chat_type: name.clone(),
-        peer: peer.clone(),
+        peer,
         agent: Some(hook.def.agent.clone()),
         session_name: None,
         request_id: request_id.to_string(),
@@ -217,20 +221,12 @@ async fn deliver(
         Ok(r) => r,
         Err(e) => return error(StatusCode::NOT_FOUND, "unknown_agent", e.to_string()),
     };
-    let origin = Origin {
-        channel: CHANNEL.into(),
-        chat_type: name.clone(),
-        peer,
-        session_key: Some(route.session),
-        ..Origin::api()
-    };
-    let env = origin.apply(
-        Envelope::task(
-            Topic::agent(route.agent.as_str()),
-            request_id,
-            json!({ "text": text }),
-        )
-        .from(format!("webhook:{name}")),
+    let env = routed_task(
+        inbound,
+        &route,
+        request_id,
+        &text,
+        format!("webhook:{name}"),
     );
     submit_and_answer(&state, env, false, None).await
 }
@@ -240,15 +236,7 @@ mod tests {
     use super::*;
 
     fn sign(secret: &[u8], body: &[u8]) -> String {
-        let mut mac = Hmac::<Sha256>::new_from_slice(secret).unwrap();
-        mac.update(body);
-        let hex: String = mac
-            .finalize()
-            .into_bytes()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        format!("sha256={hex}")
+        super::sign(secret, body).unwrap()
     }
 
     #[test]

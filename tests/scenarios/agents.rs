@@ -1,7 +1,9 @@
 //! Agents working together: `agent_call` with and without waiting, the lane slot given up while
 //! waiting, one run per request id, and cycles refused at once.
 
-use crate::support::{Project, eventually, get_json, last_user, post_task, tool_results};
+use crate::support::{
+    Project, announcements, eventually, get_json, last_user, post_task, tool_results,
+};
 use clawbus::testkit::{Gate, ScriptedServer, Turn};
 use serde_json::{Value, json};
 
@@ -225,20 +227,6 @@ async fn a_three_agent_cycle_fails_at_once_naming_it() {
     assert!(text.contains("a → b → c → a"), "names the cycle: {text}");
     assert!(server.requests().iter().all(|r| last_user(r) != "loop"));
     daemon.shutdown().await;
-}
-
-/// The user messages of a session that announce a child's outcome.
-async fn announcements(daemon: &clawbus::gateway::Daemon, key: &str) -> Vec<String> {
-    let session = get_json(daemon, &format!("/v1/sessions/{key}")).await;
-    session["entries"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|e| e["message"]["role"] == "user")
-        .filter_map(|e| e["message"]["content"].as_str())
-        .filter(|t| t.starts_with("[task result]"))
-        .map(str::to_string)
-        .collect()
 }
 
 #[actix_rt::test]

@@ -1,7 +1,7 @@
 //! The `clawbus` binary as a script would use it.
 
 use crate::support::Project;
-use crate::support::run_cmd;
+use crate::support::{run_cmd, succeeded};
 use std::process::{Command, Stdio};
 
 #[test]
@@ -71,16 +71,7 @@ async fn post_wait_prints_the_reply_and_uses_exit_codes() {
         &daemon.url(),
     ]);
     let out = run_cmd(cmd).await;
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        "echo: hello there"
-    );
+    assert_eq!(succeeded(&out).trim(), "echo: hello there");
 
     let mut cmd = project.clawbus();
     cmd.args([

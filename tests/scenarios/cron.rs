@@ -3,27 +3,9 @@
 //! places a bad `[[cron]]`; an announcement to a channel that does not deliver is recorded
 //! failed (`no_channel`) on the run's task.
 
-use crate::support::{NET, Project, eventually, get_json, run_cmd};
+use crate::support::{Project, eventually, get_json, get_text, run_cmd, send, succeeded};
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::{Value, json};
-
-async fn send(
-    daemon: &clawbus::gateway::Daemon,
-    method: reqwest::Method,
-    path: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut req = reqwest::Client::new()
-        .request(method, format!("{}{path}", daemon.url()))
-        .bearer_auth(daemon.token())
-        .timeout(NET);
-    if let Some(body) = body {
-        req = req.json(&body);
-    }
-    let resp = req.send().await.unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
-}
 
 fn job(schedule: Value, agent: &str) -> Value {
     json!({
@@ -33,14 +15,37 @@ fn job(schedule: Value, agent: &str) -> Value {
     })
 }
 
-#[actix_rt::test]
-async fn a_job_added_over_http_and_run_from_the_cli_reaches_the_agent() {
-    let server = ScriptedServer::start(vec![Turn::text("queue is empty")]).await;
+/// A project with one agent, `ops`, on the scripted `server`, and its daemon.
+async fn ops_daemon(server: &ScriptedServer) -> (Project, clawbus::gateway::Daemon) {
     let project = Project::new();
     project
         .with_mock_provider(&server.base_url(), "10s", 0)
         .write("agents.d/ops.toml", "");
     let daemon = project.start().await;
+    (project, daemon)
+}
+
+/// Adds the job `body` over HTTP and runs it now with `clawbus cron run`; returns its id and
+/// what the CLI printed.
+async fn add_and_run(
+    project: &Project,
+    daemon: &clawbus::gateway::Daemon,
+    body: Value,
+) -> (String, Value) {
+    let (status, added) = send(daemon, reqwest::Method::POST, "/v1/cron", Some(body)).await;
+    assert_eq!(status, 201, "{added}");
+    let id = added["id"].as_str().unwrap().to_string();
+    let mut cmd = project.clawbus();
+    cmd.args(["cron", "run", &id, "--url", &daemon.url()]);
+    let out = run_cmd(cmd).await;
+    let fired = serde_json::from_str(&succeeded(&out)).unwrap();
+    (id, fired)
+}
+
+#[actix_rt::test]
+async fn a_job_added_over_http_and_run_from_the_cli_reaches_the_agent() {
+    let server = ScriptedServer::start(vec![Turn::text("queue is empty")]).await;
+    let (project, daemon) = ops_daemon(&server).await;
     let before = get_json(&daemon, "/v1/cron").await["jobs"].clone();
     // Bad input: each a 400 naming the field, nothing stored.
     let bad = [
@@ -79,19 +84,7 @@ async fn a_job_added_over_http_and_run_from_the_cli_reaches_the_agent() {
 
     // A job every hour, run now from the CLI.
     let body = job(json!({"kind": "every", "every_ms": 3_600_000}), "ops");
-    let (status, added) = send(&daemon, reqwest::Method::POST, "/v1/cron", Some(body)).await;
-    assert_eq!(status, 201, "{added}");
-    let id = added["id"].as_str().unwrap().to_string();
-    let mut cmd = project.clawbus();
-    cmd.args(["cron", "run", &id, "--url", &daemon.url()]);
-    let out = run_cmd(cmd).await;
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let fired: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (id, fired) = add_and_run(&project, &daemon, body).await;
     assert!(
         fired["request_id"]
             .as_str()
@@ -170,12 +163,7 @@ async fn cron_add_from_the_cli_and_declared_jobs_are_listed() {
         &daemon.url(),
     ]);
     let out = run_cmd(cmd).await;
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     let added: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(added["payload"]["kind"], "systemEvent");
     assert_eq!(added["session"], "main");
@@ -213,34 +201,12 @@ async fn cron_add_from_the_cli_and_declared_jobs_are_listed() {
 #[actix_rt::test]
 async fn an_announcement_to_a_channel_without_delivery_is_recorded_no_channel() {
     let server = ScriptedServer::start(vec![Turn::text("all green")]).await;
-    let project = Project::new();
-    project
-        .with_mock_provider(&server.base_url(), "10s", 0)
-        .write("agents.d/ops.toml", "");
-    let daemon = project.start().await;
+    let (project, daemon) = ops_daemon(&server).await;
     let mut body = job(json!({"kind": "every", "every_ms": 3_600_000}), "ops");
     body["delivery"] = json!({"mode": "announce", "channel": "telegram", "to": "42"});
-    let (status, added) = send(&daemon, reqwest::Method::POST, "/v1/cron", Some(body)).await;
-    assert_eq!(status, 201, "{added}");
-    let id = added["id"].as_str().unwrap().to_string();
-    let mut cmd = project.clawbus();
-    cmd.args(["cron", "run", &id, "--url", &daemon.url()]);
-    let out = run_cmd(cmd).await;
-    assert_eq!(out.status.code(), Some(0));
-    let fired: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (_, fired) = add_and_run(&project, &daemon, body).await;
     let task = fired["task_id"].as_str().unwrap().to_string();
-    let events = async || {
-        reqwest::Client::new()
-            .get(format!("{}/v1/tasks/{task}/events", daemon.url()))
-            .bearer_auth(daemon.token())
-            .timeout(NET)
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
-    };
+    let events = async || get_text(&daemon, &format!("/v1/tasks/{task}/events")).await;
     eventually(
         "the undeliverable announcement is on the task's events",
         async || events().await.contains("event: delivery_failed"),

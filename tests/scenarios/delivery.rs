@@ -5,7 +5,7 @@
 //! killed with `kill -9` is delivered from the outbox after the restart.
 
 use super::system::{Child, spawn_up, stop};
-use crate::support::{NET, Project, eventually};
+use crate::support::{NET, Project, eventually, get_text};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use clawbus::gateway::webhooks::{sign, signature_matches};
@@ -132,16 +132,7 @@ async fn deliver(child: &Child, delivery: &str, body: &str) -> String {
 
 /// The task's events (SSE), as text.
 async fn events(child: &Child, task_id: &str) -> String {
-    reqwest::Client::new()
-        .get(format!("{}/v1/tasks/{task_id}/events", child.url))
-        .bearer_auth(&child.token)
-        .timeout(NET)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
+    get_text(child, &format!("/v1/tasks/{task_id}/events")).await
 }
 
 #[actix_rt::test]
@@ -198,16 +189,7 @@ async fn a_receiver_that_always_fails_gets_the_failure_recorded_on_the_task() {
         text.contains("\"state\":\"succeeded\""),
         "the task itself succeeded: {text}"
     );
-    let metrics = reqwest::Client::new()
-        .get(format!("{}/metrics", child.url))
-        .bearer_auth(&child.token)
-        .timeout(NET)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = get_text(&child, "/metrics").await;
     assert!(
         metrics.contains("clawbus_deliveries_total{channel=\"webhook\",outcome=\"failed\"} 1")
             && metrics.contains("clawbus_delivery_retries_total{channel=\"webhook\"} 2"),

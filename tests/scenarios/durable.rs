@@ -3,7 +3,7 @@
 //! interrupted — and re-queued tasks run in admission order.
 
 use super::system::{Child, spawn_up, stop, task, up};
-use crate::support::{NET, Project, eventually, last_user, tool_results};
+use crate::support::{NET, Project, eventually, get_json, last_user, post_task, tool_results};
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -32,15 +32,8 @@ fn kill9(child: Child) {
 }
 
 async fn post_async(c: &Child, text: &str, request_id: &str) -> Value {
-    let resp = reqwest::Client::new()
-        .post(format!("{}/v1/agents/chat/tasks", c.url))
-        .bearer_auth(&c.token)
-        .json(&json!({ "text": text, "request_id": request_id, "session": "s" }))
-        .timeout(NET)
-        .send()
-        .await
-        .unwrap();
-    resp.json().await.unwrap()
+    let body = json!({ "text": text, "request_id": request_id, "session": "s" });
+    post_task(c, "chat", body).await.1
 }
 
 async fn until_succeeded(c: &Child, task_id: &str) -> Value {
@@ -312,16 +305,7 @@ async fn three_thousand_sessions_under_a_256_descriptor_limit_all_answer() {
         "descriptors stay bounded: {open} open after {sessions} sessions"
     );
     assert!(peak < 200, "peak descriptors {peak}");
-    let listed: Value = client
-        .get(format!("{url}/v1/sessions"))
-        .bearer_auth(&token)
-        .timeout(NET)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = get_json(&daemon, "/v1/sessions").await;
     let count = listed["sessions"].as_array().map_or(0, Vec::len);
     assert!(count >= sessions, "{count} sessions listed");
     stop(daemon).await;
@@ -393,17 +377,8 @@ async fn an_endless_model_stream_fails_at_the_cap_while_memory_stays_bounded() {
     // Another session answers while the flood streams.
     let mut peak = 0;
     for n in 0..5 {
-        let answer: Value = reqwest::Client::new()
-            .post(format!("{}/v1/agents/chat/tasks", daemon.url))
-            .bearer_auth(&daemon.token)
-            .json(&json!({ "text": format!("hello {n}"), "wait": true }))
-            .timeout(NET)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let body = json!({ "text": format!("hello {n}"), "wait": true });
+        let (_, answer) = post_task(&daemon, "chat", body).await;
         assert_eq!(answer["state"], "succeeded", "{answer}");
         peak = peak.max(rss_kib(pid));
     }
@@ -467,16 +442,7 @@ async fn a_subagent_lost_to_a_crash_still_reports_to_its_parent() {
     let second = up(&project).await;
     let key = "agent:chat:api:direct:s";
     eventually("the parent session heard of the child", async || {
-        let session: Value = reqwest::Client::new()
-            .get(format!("{}/v1/sessions/{key}", second.url))
-            .bearer_auth(&second.token)
-            .timeout(NET)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let session = get_json(&second, &format!("/v1/sessions/{key}")).await;
         session["entries"].as_array().is_some_and(|entries| {
             entries.iter().any(|e| {
                 e["message"]["role"] == "user"

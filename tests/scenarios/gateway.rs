@@ -55,15 +55,9 @@ async fn token_file_is_private_and_stable_across_restarts() {
     // when it returns, like a process that ended.
     let config = project.load();
     let first = in_fresh_system(move || async move {
-        let daemon = Daemon::start(
-            config,
-            StartOptions {
-                port: Some(0),
-                allow_public: false,
-            },
-        )
-        .await
-        .unwrap();
+        let daemon = Daemon::start(config, StartOptions::free_port())
+            .await
+            .unwrap();
         let token = daemon.token().to_string();
         daemon.shutdown().await;
         token
@@ -226,10 +220,7 @@ async fn a_second_daemon_on_the_same_state_dir_is_refused_clearly() {
     let first = project.start().await;
     let err = clawbus::gateway::Daemon::start(
         project.load(),
-        clawbus::gateway::StartOptions {
-            port: Some(0),
-            allow_public: false,
-        },
+        clawbus::gateway::StartOptions::free_port(),
     )
     .await
     .err()

@@ -3,8 +3,8 @@
 //! as text (a small local model's habit) ends the turn with that text, after one model call, and
 //! is logged once; `clawbus status` and `/metrics` show the circuit breakers.
 
-use super::system::{spawn_up_logging, stop};
-use crate::support::{NET, Project, last_user};
+use super::system::{Child, spawn_up_logging, stop};
+use crate::support::{Project, get_text, last_user, post_task};
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::{Value, json};
 
@@ -12,18 +12,9 @@ const JSON_CALL: &str = r#"{"name": "read", "arguments": {"path": "a.txt"}}"#;
 const TAGGED_CALL: &str =
     "<tool_call>\n{\"name\": \"read\", \"arguments\": {\"path\": \"a.txt\"}}\n</tool_call>";
 
-async fn post(url: &str, token: &str, text: &str, request_id: &str) -> Value {
-    reqwest::Client::new()
-        .post(format!("{url}/v1/agents/chat/tasks"))
-        .bearer_auth(token)
-        .json(&json!({ "text": text, "request_id": request_id, "wait": true }))
-        .timeout(NET)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+async fn post(child: &Child, text: &str, request_id: &str) -> Value {
+    let body = json!({ "text": text, "request_id": request_id, "wait": true });
+    post_task(child, "chat", body).await.1
 }
 
 #[actix_rt::test]
@@ -50,7 +41,7 @@ async fn prose_tool_calls_end_the_turn_and_a_failed_turn_logs_its_cause_with_its
         ("json", "prose-1", JSON_CALL),
         ("tagged", "prose-2", TAGGED_CALL),
     ] {
-        let done = post(&child.url, &child.token, text, request_id).await;
+        let done = post(&child, text, request_id).await;
         assert_eq!(done["state"], "succeeded", "{done}");
         assert_eq!(
             done["result"]["text"], expected,
@@ -63,7 +54,7 @@ async fn prose_tool_calls_end_the_turn_and_a_failed_turn_logs_its_cause_with_its
         2,
         "one model call per turn, no retry"
     );
-    let failed = post(&child.url, &child.token, "break", "broken-1").await;
+    let failed = post(&child, "break", "broken-1").await;
     assert_eq!(failed["state"], "failed", "{failed}");
     let failed_id = failed["task_id"].as_str().unwrap().to_string();
     stop(child).await;
@@ -118,7 +109,7 @@ async fn clawbus_status_and_metrics_show_a_breaker_opened_by_five_failures() {
     cmd.args(["up", "--port", "0"]);
     let child = spawn_up_logging(&project, cmd, std::process::Stdio::null()).await;
     for i in 0..6 {
-        let done = post(&child.url, &child.token, "hi", &format!("b-{i}")).await;
+        let done = post(&child, "hi", &format!("b-{i}")).await;
         assert_eq!(done["result"]["text"], "from the backup", "{done}");
     }
     assert_eq!(
@@ -162,16 +153,7 @@ async fn clawbus_status_and_metrics_show_a_breaker_opened_by_five_failures() {
         "{text}"
     );
 
-    let metrics = reqwest::Client::new()
-        .get(format!("{}/metrics", child.url))
-        .bearer_auth(&child.token)
-        .timeout(NET)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = get_text(&child, "/metrics").await;
     assert!(
         metrics
             .lines()

@@ -21,19 +21,23 @@ async fn until_ended(daemon: &clawbus::gateway::Daemon, task_id: &str) -> Value 
     last
 }
 
+/// A model that fails `flaky` twice with a 503 and then answers `finally`, answers `limited`
+/// with a 429 and `auth` with a 401, and anything else with `re: <text>`.
+async fn by_error_class() -> ScriptedServer {
+    let flaky = AtomicUsize::new(0);
+    ScriptedServer::with_responder(move |req| match last_user(req).as_str() {
+        "flaky" if flaky.fetch_add(1, Ordering::SeqCst) < 2 => Turn::http_error(503),
+        "flaky" => Turn::text("finally"),
+        "limited" => Turn::http_error(429),
+        "auth" => Turn::http_error(401),
+        other => Turn::text(format!("re: {other}")),
+    })
+    .await
+}
+
 #[actix_rt::test]
 async fn passing_failures_are_retried_and_final_ones_are_not() {
-    let flaky = Arc::new(AtomicUsize::new(0));
-    let server = {
-        let flaky = flaky.clone();
-        ScriptedServer::with_responder(move |req| match last_user(req).as_str() {
-            "flaky" if flaky.fetch_add(1, Ordering::SeqCst) < 2 => Turn::http_error(503),
-            "flaky" => Turn::text("finally"),
-            "auth" => Turn::http_error(401),
-            other => Turn::text(format!("re: {other}")),
-        })
-        .await
-    };
+    let server = by_error_class().await;
     let project = Project::new();
     project
         .with_mock_provider(&server.base_url(), "10s", 0)
@@ -264,18 +268,7 @@ async fn retry_events(daemon: &clawbus::gateway::Daemon, task_id: &str) -> Vec<(
 /// transient errors only); a task's own `max_attempts` dead-letters it sooner.
 #[actix_rt::test]
 async fn the_retry_policy_of_the_agent_and_the_task_applies_by_error_class() {
-    let flaky = Arc::new(AtomicUsize::new(0));
-    let server = {
-        let flaky = flaky.clone();
-        ScriptedServer::with_responder(move |req| match last_user(req).as_str() {
-            "flaky" if flaky.fetch_add(1, Ordering::SeqCst) < 2 => Turn::http_error(503),
-            "flaky" => Turn::text("finally"),
-            "limited" => Turn::http_error(429),
-            "auth" => Turn::http_error(401),
-            other => Turn::text(format!("re: {other}")),
-        })
-        .await
-    };
+    let server = by_error_class().await;
     let project = Project::new();
     project
         .with_mock_provider(&server.base_url(), "10s", 0)

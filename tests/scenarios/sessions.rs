@@ -1,6 +1,8 @@
 //! Sessions, the session lane, transcripts, cancellation, eviction and compaction, end to end.
 
-use crate::support::{NET, Project, eventually, get_json, in_fresh_system, last_user, post_task};
+use crate::support::{
+    NET, Project, eventually, get_json, in_fresh_system, last_user, post_task, succeeded,
+};
 use bus::Bus as _;
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::{Value, json};
@@ -166,15 +168,10 @@ async fn a_torn_transcript_line_is_set_aside_and_the_session_continues() {
     // dir released) when it returns, like a process that ended.
     let config = project.load();
     let first = in_fresh_system(move || async move {
-        let daemon = clawbus::gateway::Daemon::start(
-            config,
-            clawbus::gateway::StartOptions {
-                port: Some(0),
-                allow_public: false,
-            },
-        )
-        .await
-        .unwrap();
+        let daemon =
+            clawbus::gateway::Daemon::start(config, clawbus::gateway::StartOptions::free_port())
+                .await
+                .unwrap();
         let (_, first) = post_task(
             &daemon,
             "chat",
@@ -462,12 +459,7 @@ async fn sessions_and_tasks_from_the_cli() {
     ])
     .await
     .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     let out = run(vec![
         "tasks".into(),
         "cancel".into(),

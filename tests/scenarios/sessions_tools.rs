@@ -1,7 +1,9 @@
 //! The session tools: an agent lists its sessions, reads one's history and sends into one;
 //! another agent's session is refused.
 
-use crate::support::{Project, eventually, get_json, last_user, post_task, tool_results};
+use crate::support::{
+    Project, announcements, eventually, get_json, last_user, post_task, tool_results,
+};
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::{Value, json};
 
@@ -129,18 +131,7 @@ async fn send_runs_a_turn_in_the_named_session_and_refuses_a_peers() {
     let desk = get_json(&daemon, "/v1/sessions/agent:a:api:direct:desk").await;
     assert_eq!(desk["session"]["turns"], 2, "{desk}");
     // The sender hears how the turn it started ended, once.
-    let told = async || {
-        let ops = get_json(&daemon, "/v1/sessions/agent:a:api:direct:ops").await;
-        ops["entries"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|e| e["message"]["role"] == "user")
-            .filter_map(|e| e["message"]["content"].as_str())
-            .filter(|t| t.starts_with("[task result]"))
-            .map(str::to_string)
-            .collect::<Vec<_>>()
-    };
+    let told = async || announcements(&daemon, "agent:a:api:direct:ops").await;
     eventually("the sender's session was told", async || {
         told().await.len() == 1
     })

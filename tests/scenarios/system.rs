@@ -2,7 +2,7 @@
 //! replay, request-id conflicts, and the graceful drain of a real `clawbus up` process.
 
 use crate::support::{
-    NET, Project, eventually, first_line_async, get_json, last_user, post_json, post_task,
+    Gateway, NET, Project, eventually, first_line_async, get_json, last_user, post_json, post_task,
     wait_child_async,
 };
 use bus::Bus as _;
@@ -320,6 +320,16 @@ pub struct Child {
     pub token: String,
 }
 
+impl Gateway for Child {
+    fn base_url(&self) -> String {
+        self.url.clone()
+    }
+
+    fn bearer(&self) -> &str {
+        &self.token
+    }
+}
+
 /// Starts `clawbus up` in the project and reads its address and token.
 pub async fn up(project: &Project) -> Child {
     let mut cmd = project.clawbus();
@@ -364,16 +374,7 @@ pub async fn stop(c: Child) {
 
 /// A task's record from a child daemon.
 pub async fn task(c: &Child, id: &str) -> Value {
-    reqwest::Client::new()
-        .get(format!("{}/v1/tasks/{id}", c.url))
-        .bearer_auth(&c.token)
-        .timeout(NET)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    get_json(c, &format!("/v1/tasks/{id}")).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -452,15 +453,8 @@ async fn sigterm_lets_running_turns_finish_within_the_grace_and_the_rest_run_on_
     let mut stuck_ids = Vec::new();
     for rid in ["stuck-2", "stuck-3"] {
         // A duplicate post answers the stored task without running anything.
-        let resp = reqwest::Client::new()
-            .post(format!("{}/v1/agents/chat/tasks", second.url))
-            .bearer_auth(&second.token)
-            .json(&json!({ "text": rid.replace('-', " "), "request_id": rid, "wait": true }))
-            .timeout(NET)
-            .send()
-            .await
-            .unwrap();
-        let answer: Value = resp.json().await.unwrap();
+        let body = json!({ "text": rid.replace('-', " "), "request_id": rid, "wait": true });
+        let (_, answer) = post_task(&second, "chat", body).await;
         assert_eq!(answer["duplicate"], true, "{answer}");
         stuck_ids.push(answer["task_id"].as_str().unwrap().to_string());
     }

@@ -6,9 +6,12 @@
 //! `sessions_send` starts in a chat's session is answered in that chat.
 
 use super::system::{Child, spawn_up, stop};
-use crate::support::{NET, Project, eventually, last_user, offered_tools, run_cmd, tool_results};
+use crate::support::{
+    Project, eventually, get_json, get_text, last_user, offered_tools, post_task, run_cmd,
+    succeeded, tool_results,
+};
 use clawbus::testkit::{FakeBotApi, ScriptedServer, Turn};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 const TOKEN: &str = "123456:TEST-token";
 const CHAT: i64 = 42;
@@ -34,19 +37,6 @@ async fn up(p: &Project) -> Child {
     let mut cmd = p.clawbus();
     cmd.args(["up", "--port", "0"]).env("TEST_TG_TOKEN", TOKEN);
     spawn_up(p, cmd).await
-}
-
-async fn get(c: &Child, path: &str) -> Value {
-    reqwest::Client::new()
-        .get(format!("{}{path}", c.url))
-        .bearer_auth(&c.token)
-        .timeout(NET)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
 }
 
 fn sent_to(fake: &FakeBotApi, chat: i64) -> Vec<String> {
@@ -85,7 +75,7 @@ async fn updates_become_tasks_per_chat_and_replies_are_sent_split_and_never_no_r
 
     let first = fake.push_message(CHAT, "private", "hello");
     reply_arrives(&fake, CHAT, "re: hello").await;
-    let tasks = get(&child, "/v1/tasks?agent=assistant").await;
+    let tasks = get_json(&child, "/v1/tasks?agent=assistant").await;
     let task = &tasks["tasks"][0];
     assert_eq!(task["request_id"], format!("telegram:{first}"), "{tasks}");
     assert_eq!(task["session"], "agent:assistant:telegram:direct:42");
@@ -103,7 +93,7 @@ async fn updates_become_tasks_per_chat_and_replies_are_sent_split_and_never_no_r
             .all(|r| last_user(r) != "let me in"),
         "nothing from an unknown chat is enqueued"
     );
-    let tasks = get(&child, "/v1/tasks?agent=assistant").await;
+    let tasks = get_json(&child, "/v1/tasks?agent=assistant").await;
     let sessions: Vec<&str> = tasks["tasks"]
         .as_array()
         .unwrap()
@@ -220,15 +210,13 @@ async fn deny_tools_of_the_channel_holds_for_telegram_runs_and_its_sessions() {
     let child = up(&p).await;
     fake.push_message(CHAT, "private", "run something");
     reply_arrives(&fake, CHAT, "ok").await;
-    let resp = reqwest::Client::new()
-        .post(format!("{}/v1/agents/assistant/tasks", child.url))
-        .bearer_auth(&child.token)
-        .json(&serde_json::json!({ "text": "relay", "wait": true }))
-        .timeout(NET)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
+    let (status, _) = post_task(
+        &child,
+        "assistant",
+        json!({ "text": "relay", "wait": true }),
+    )
+    .await;
+    assert_eq!(status, 200);
     eventually("the relayed turn ran in the chat's session", async || {
         server
             .requests()
@@ -308,7 +296,7 @@ async fn an_approval_is_answered_from_the_chat_that_asked_and_not_from_another()
             .join("workspaces/assistant/approved.txt")
             .exists()
     );
-    let approval = get(&child, &format!("/v1/approvals/{id}")).await;
+    let approval = get_json(&child, &format!("/v1/approvals/{id}")).await;
     assert_eq!(approval["state"], "allowed", "{approval}");
     assert_eq!(server.request_count(), 2, "the answers were not tasks");
     stop(child).await;
@@ -360,7 +348,7 @@ async fn a_deny_from_the_chat_that_asked_refuses_the_command() {
             .exists(),
         "the command never ran"
     );
-    let approval = get(&child, &format!("/v1/approvals/{id}")).await;
+    let approval = get_json(&child, &format!("/v1/approvals/{id}")).await;
     assert_eq!(approval["state"], "denied", "{approval}");
     assert_eq!(server.request_count(), 2, "the answer was not a task");
     stop(child).await;
@@ -397,18 +385,12 @@ async fn a_turn_sent_into_a_chats_session_is_answered_in_that_chat() {
     reply_arrives(&fake, CHAT, "re: hello").await;
 
     // Another session of the agent (a script's) sends into the chat's session.
-    let resp = reqwest::Client::new()
-        .post(format!("{}/v1/agents/assistant/tasks", child.url))
-        .bearer_auth(&child.token)
-        .json(&serde_json::json!({
-            "text": format!("send agent:assistant:telegram:direct:{CHAT}"),
-            "session": "desk",
-        }))
-        .timeout(NET)
-        .send()
-        .await
-        .unwrap();
-    assert!(resp.status().is_success(), "{}", resp.status());
+    let body = json!({
+        "text": format!("send agent:assistant:telegram:direct:{CHAT}"),
+        "session": "desk",
+    });
+    let (status, _) = post_task(&child, "assistant", body).await;
+    assert!((200..300).contains(&status), "{status}");
     reply_arrives(&fake, CHAT, "re: time for the standup").await;
     assert_eq!(
         sent_to(&fake, CHAT),
@@ -442,36 +424,17 @@ async fn a_cron_announcement_reaches_the_chat_through_the_delivery_actor_after_a
         "telegram:42",
     ]))
     .await;
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     let job: Value = serde_json::from_slice(&out.stdout).unwrap();
     // Telegram's flood control answers the first send: 429 with parameters.retry_after.
     fake.fail_sends(1, 429, Some(1));
     let out = run_cmd(cli(&["cron", "run", job["id"].as_str().unwrap()])).await;
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     let fired: Value = serde_json::from_slice(&out.stdout).unwrap();
     reply_arrives(&fake, CHAT, "the daily report").await;
     let task_id = fired["task_id"].as_str().unwrap();
     eventually("the delivery is on the cron task's events", async || {
-        let events = reqwest::Client::new()
-            .get(format!("{}/v1/tasks/{task_id}/events", child.url))
-            .bearer_auth(&child.token)
-            .timeout(NET)
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let events = get_text(&child, &format!("/v1/tasks/{task_id}/events")).await;
         events.contains("event: delivered") && events.contains("\"attempts\":2")
     })
     .await;

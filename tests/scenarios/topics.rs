@@ -1,6 +1,6 @@
 //! Shared topics: agents subscribing to one compete for its tasks, so each runs exactly once.
 
-use crate::support::{Project, get_json, post_json, run_cmd};
+use crate::support::{Project, get_json, post_json, run_cmd, succeeded};
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -88,13 +88,7 @@ async fn clawbus_post_to_a_shared_topic_waits_for_the_one_answer() {
         &daemon.url(),
     ]);
     let out = run_cmd(cmd).await;
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "echo: find it");
+    assert_eq!(succeeded(&out).trim(), "echo: find it");
     let mut cmd = project.clawbus();
     cmd.args(["post", "team.nobody", "x", "--url", &daemon.url()]);
     let out = run_cmd(cmd).await;
@@ -182,16 +176,7 @@ async fn a_broadcast_runs_once_on_every_subscriber_as_one_group() {
         &daemon.url(),
     ]);
     let out = run_cmd(cmd).await;
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        "echo: one of you"
-    );
+    assert_eq!(succeeded(&out).trim(), "echo: one of you");
     let mut cmd = project.clawbus();
     cmd.args([
         "post",
@@ -203,12 +188,7 @@ async fn a_broadcast_runs_once_on_every_subscriber_as_one_group() {
         &daemon.url(),
     ]);
     let out = run_cmd(cmd).await;
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     let printed = String::from_utf8_lossy(&out.stdout);
     assert!(
         printed.contains("a: echo: everyone") && printed.contains("b: echo: everyone"),

@@ -1,6 +1,6 @@
 //! Usage and cost: a turn's tokens summed over its model calls on the task record, priced by
 //! `[prices]`, and summed again by `GET /v1/usage` and `clawbus usage --json`.
-use crate::support::{Project, get_json, post_task, run_cmd};
+use crate::support::{Project, get_json, get_text, post_task, run_cmd};
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::{Value, json};
 
@@ -86,16 +86,7 @@ async fn usage_of_three_calls_adds_up_on_the_task_and_in_clawbus_usage() {
     assert_eq!(rows[0]["agent"], "reader");
     assert_eq!(rows[0]["model"], "mock/m");
 
-    let metrics = reqwest::Client::new()
-        .get(format!("{}/metrics", daemon.url()))
-        .bearer_auth(daemon.token())
-        .timeout(std::time::Duration::from_secs(10))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = get_text(&daemon, "/metrics").await;
     let series = |name: &str, labels: &str| {
         let head = format!("{name}{{{labels}}} ");
         metrics

@@ -3,24 +3,14 @@
 //! redelivered id runs once.
 
 use super::system::{Child, spawn_up, stop};
-use crate::support::{NET, Project, eventually};
+use crate::support::{NET, Project, eventually, get_json};
 use clawbus::testkit::{ScriptedServer, Turn};
-use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
-use sha2::Sha256;
 
 const SECRET: &str = "hook-secret-for-tests";
 
 fn sign(body: &[u8]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
-    mac.update(body);
-    let hex: String = mac
-        .finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("sha256={hex}")
+    clawbus::gateway::webhooks::sign(SECRET.as_bytes(), body).unwrap()
 }
 
 async fn start(server: &ScriptedServer, hook: &str) -> (Project, Child) {
@@ -55,19 +45,6 @@ async fn deliver(
     (status, resp.json().await.unwrap_or(Value::Null))
 }
 
-async fn get(child: &Child, path: &str) -> Value {
-    reqwest::Client::new()
-        .get(format!("{}{path}", child.url))
-        .bearer_auth(&child.token)
-        .timeout(NET)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
 const HOOK: &str = "[webhooks.deploys]\nagent = \"ops\"\nsecret_env = \"TEST_HOOK_SECRET\"\n";
 
 #[actix_rt::test]
@@ -83,7 +60,7 @@ async fn a_signed_delivery_runs_once_and_a_bad_signature_is_refused_with_nothing
     let forged = sign(b"another body");
     let (status, answer) = deliver(&child, "d-1", &body, Some(forged)).await;
     assert_eq!(status, 401, "{answer}");
-    let tasks = get(&child, "/v1/tasks?agent=ops").await;
+    let tasks = get_json(&child, "/v1/tasks?agent=ops").await;
     assert_eq!(tasks["tasks"].as_array().map(Vec::len), Some(0), "{tasks}");
     assert_eq!(server.request_count(), 0);
 
@@ -95,7 +72,7 @@ async fn a_signed_delivery_runs_once_and_a_bad_signature_is_refused_with_nothing
     assert_eq!(answer["session"], "agent:ops:webhook:deploys:d-1");
     let task_id = answer["task_id"].as_str().unwrap().to_string();
     eventually("the delivery's task succeeded", async || {
-        get(&child, &format!("/v1/tasks/{task_id}")).await["state"] == "succeeded"
+        get_json(&child, &format!("/v1/tasks/{task_id}")).await["state"] == "succeeded"
     })
     .await;
     let requests = server.requests();
@@ -109,7 +86,7 @@ async fn a_signed_delivery_runs_once_and_a_bad_signature_is_refused_with_nothing
     assert_eq!(again["duplicate"], true);
     assert_eq!(again["task_id"], task_id.as_str());
     assert_eq!(server.request_count(), 1, "one run for the redelivery");
-    let tasks = get(&child, "/v1/tasks?agent=ops").await;
+    let tasks = get_json(&child, "/v1/tasks?agent=ops").await;
     assert_eq!(tasks["tasks"].as_array().map(Vec::len), Some(1), "{tasks}");
 
     // A missing delivery id is refused, also with a good signature.

@@ -1,10 +1,11 @@
 //! A WebSocket client written from the protocol description (OpenClaw's frames, version 4) and
 //! a `clawbus up` child to point it at, for the WebSocket scenarios.
 
-use crate::support::{NET, Project, first_line_async};
+use super::system::{Child as Daemon, up};
+use crate::support::{NET, Project};
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use tokio_tungstenite::tungstenite::Message;
 
 /// A `clawbus up` child on a free port; killed on drop.
@@ -16,23 +17,7 @@ pub struct Up {
 
 impl Up {
     pub async fn start(project: &Project) -> Self {
-        let mut child = project
-            .clawbus()
-            .args(["up", "--port", "0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let line = first_line_async(child.stdout.take().unwrap()).await;
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("first line must announce the address: {line:?}"))
-            .to_string();
-        let token = std::fs::read_to_string(project.state_dir().join("gateway.token"))
-            .unwrap()
-            .trim()
-            .to_string();
+        let Daemon { child, url, token } = up(project).await;
         Self { child, url, token }
     }
 

@@ -5,10 +5,9 @@ use super::api::Update;
 use super::{chat_of_session, chat_type};
 use crate::approvals::{ApprovalError, ApprovalState, Approvals};
 use crate::channels::{OutboundMessage, TELEGRAM_CHANNEL};
-use crate::origin::Origin;
+use crate::origin::routed_task;
 use crate::router::{Inbound, Router};
-use bus::{Bus, BusError, Envelope, RequestId, Topic};
-use serde_json::json;
+use bus::{Bus, BusError, RequestId};
 use std::sync::Arc;
 
 /// What the poller needs to turn updates into work.
@@ -103,21 +102,7 @@ impl Ingress {
                 return Ok(());
             }
         };
-        let origin = Origin {
-            channel: inbound.channel,
-            chat_type: inbound.chat_type,
-            peer: inbound.peer,
-            session_key: Some(route.session),
-            ..Origin::api()
-        };
-        let env = origin.apply(
-            Envelope::task(
-                Topic::agent(route.agent.as_str()),
-                request_id,
-                json!({ "text": text }),
-            )
-            .from(TELEGRAM_CHANNEL),
-        );
+        let env = routed_task(inbound, &route, request_id, text, TELEGRAM_CHANNEL);
         let admission = match self.bus.submit(env).await {
             Ok(a) => a,
             Err(e @ BusError::Conflict { .. }) => {

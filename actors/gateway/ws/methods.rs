@@ -194,6 +194,19 @@ struct TaskFilter {
     agent_id: Option<String>,
 }
 
+/// The id given as `id` or else as `alias`; an invalid-request error naming both fields
+/// (`names`: the id's wire name, then the alias's) when neither is.
+fn id_or_alias<'a>(
+    id: &'a Option<String>,
+    alias: &'a Option<String>,
+    names: (&str, &str),
+) -> Result<&'a str, ErrorShape> {
+    id.as_deref().or(alias.as_deref()).ok_or_else(|| {
+        let (id, alias) = names;
+        ErrorShape::invalid(format!("params: missing field \"{id}\" (or \"{alias}\")"))
+    })
+}
+
 /// `{taskId}` (or `runId`, the same id).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -206,10 +219,7 @@ struct TaskRef {
 
 impl TaskRef {
     fn id(&self) -> Result<&str, ErrorShape> {
-        self.task_id
-            .as_deref()
-            .or(self.run_id.as_deref())
-            .ok_or_else(|| ErrorShape::invalid("params: missing field \"taskId\" (or \"runId\")"))
+        id_or_alias(&self.task_id, &self.run_id, ("taskId", "runId"))
     }
 }
 
@@ -225,10 +235,7 @@ struct JobRef {
 
 impl JobRef {
     fn id(&self) -> Result<&str, ErrorShape> {
-        self.id
-            .as_deref()
-            .or(self.job_id.as_deref())
-            .ok_or_else(|| ErrorShape::invalid("params: missing field \"id\" (or \"jobId\")"))
+        id_or_alias(&self.id, &self.job_id, ("id", "jobId"))
     }
 }
 
@@ -245,10 +252,7 @@ struct CronUpdate {
 
 impl CronUpdate {
     fn id(&self) -> Result<&str, ErrorShape> {
-        self.id
-            .as_deref()
-            .or(self.job_id.as_deref())
-            .ok_or_else(|| ErrorShape::invalid("params: missing field \"id\" (or \"jobId\")"))
+        id_or_alias(&self.id, &self.job_id, ("id", "jobId"))
     }
 }
 
