@@ -72,10 +72,11 @@ pub async fn execute(input: RunInput) -> RunReport {
         request_id: delivery.envelope().request_id.to_string(),
         rt,
         key,
+        origin,
         delivery,
         transcript,
     };
-    match run.body(&origin, view).await {
+    match run.body(&run.origin, view).await {
         Step::Skipped => RunReport {
             entries: Vec::new(),
             end: RunEnd::Skipped,
@@ -167,6 +168,8 @@ struct Run {
     rt: Arc<AgentRuntime>,
     key: SessionKey,
     request_id: String,
+    /// The task's origin, read once from its envelope.
+    origin: Origin,
     delivery: Delivery,
     transcript: Arc<Transcript>,
 }
@@ -503,23 +506,17 @@ impl Run {
         })
     }
 
-    /// Records a failed run in the transcript, counts it, updates the index, and acknowledges the
-    /// outcome: last, so the transcript is on disk before anyone is answered.
     /// Tells the session that asked for this task without waiting (an `agent_call` with
     /// `wait: false`) how it ended, as a message that wakes that session. Sent before the
     /// outcome is recorded, under a request id of its own, so it arrives exactly once even if
     /// the process stops in between.
     async fn notify(&self, outcome: &Outcome) {
         let env = self.delivery.envelope();
-        let Ok(Origin {
-            notify_session: Some(to),
-            ..
-        }) = Origin::of(env)
-        else {
+        let Some(to) = &self.origin.notify_session else {
             return;
         };
         let Some(notice) =
-            crate::coordinator::outcome_notice(self.rt.id.as_str(), env.id, &to, outcome)
+            crate::coordinator::outcome_notice(self.rt.id.as_str(), env.id, to, outcome)
         else {
             return;
         };
@@ -562,6 +559,8 @@ impl Run {
         }
     }
 
+    /// Records a failed run in the transcript, counts it, updates the index, and acknowledges the
+    /// outcome: last, so the transcript is on disk before anyone is answered.
     async fn finish(&self, end: End) -> RunReport {
         let End {
             mut entries,
@@ -606,11 +605,10 @@ impl Run {
         self.notify(&outcome).await;
         // The reply is staged in the outbox before the outcome is recorded: the outcome's
         // durable write covers it, so a task never ends with its reply neither sent nor pending.
-        let reply = Origin::of(self.delivery.envelope()).ok().and_then(|o| {
-            rt.outbox
-                .routes()
-                .reply(&o, self.delivery.envelope().id, &outcome)
-        });
+        let reply = rt
+            .outbox
+            .routes()
+            .reply(&self.origin, self.delivery.envelope().id, &outcome);
         if let Some((channel, msg)) = &reply
             && let Err(e) = rt.outbox.stage(channel, msg)
         {
