@@ -1,7 +1,12 @@
-//! Identifier newtypes shared by the actors.
+//! Identifier newtypes shared by the actors: [`AgentId`], [`SessionKey`], and the names derived
+//! from them ([`chat_of_session`], [`outbound_topic`]).
 
+use bus::Topic;
 use serde::{Deserialize, Serialize};
 use std::fmt;
+
+/// The Telegram channel's name in a session key (the same as `config::TELEGRAM`).
+const TELEGRAM: &str = "telegram";
 
 /// The id of an agent: the stem of its file in `agents.d/` (`researcher` for `researcher.toml`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -40,4 +45,112 @@ impl fmt::Display for AgentId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
+}
+
+/// A session key: `agent:<agentId>:<channel>:<chatType>:<peerId>`, or `agent:<agentId>:main`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SessionKey(String);
+
+impl SessionKey {
+    /// The agent's main session: `agent:<id>:main`.
+    pub fn main(agent: &AgentId) -> Self {
+        Self(format!("agent:{agent}:main"))
+    }
+
+    /// A conversation with a peer on a channel: `agent:<id>:<channel>:<chatType>:<peer>`.
+    pub fn peer(agent: &AgentId, channel: &str, chat_type: &str, peer: &str) -> Self {
+        Self(format!(
+            "agent:{agent}:{}:{}:{}",
+            token(channel),
+            token(chat_type),
+            token(peer)
+        ))
+    }
+
+    /// A script's one-off task: `agent:<id>:api:task:<requestId>`.
+    pub fn task(agent: &AgentId, request_id: &str) -> Self {
+        Self::peer(agent, "api", "task", request_id)
+    }
+
+    /// A task taken from shared topic `topic`: `agent:<id>:topic:<topic>:<requestId>`.
+    pub fn shared_topic(agent: &AgentId, topic: &str, request_id: &str) -> Self {
+        Self::peer(agent, "topic", topic, request_id)
+    }
+
+    /// A script's named session: `agent:<id>:api:direct:<name>`.
+    pub fn named(agent: &AgentId, name: &str) -> Self {
+        Self::peer(agent, "api", "direct", name)
+    }
+
+    /// Parses a key given by a user (`clawbus sessions show <key>`).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let mut parts = s.split(':');
+        let ok = parts.next() == Some("agent")
+            && parts.next().is_some_and(|a| AgentId::parse(a).is_ok())
+            && s.split(':').count() >= 3
+            && s.split(':').all(|p| !p.is_empty());
+        if ok {
+            Ok(Self(s.to_string()))
+        } else {
+            Err(format!(
+                "invalid session key {s:?} (expected agent:<agentId>:main or agent:<agentId>:<channel>:<chatType>:<peerId>)"
+            ))
+        }
+    }
+
+    /// The channel a conversation key records (`agent:<id>:<channel>:<chatType>:<peer>`);
+    /// `None` for the main session.
+    pub fn channel(&self) -> Option<&str> {
+        let parts: Vec<&str> = self.0.splitn(5, ':').collect();
+        (parts.len() == 5).then(|| parts[2])
+    }
+
+    /// The agent part of the key.
+    pub fn agent(&self) -> &str {
+        self.0.split(':').nth(1).unwrap_or_default()
+    }
+
+    /// The key as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Key parts cannot hold `:`; anything else is kept.
+fn token(s: &str) -> String {
+    if s.is_empty() {
+        return "_".into();
+    }
+    s.replace(':', "_")
+}
+
+impl fmt::Display for SessionKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The chat a session belongs to, when it is a Telegram one
+/// (`agent:<id>:telegram:<chat type>:<chat id>`).
+pub fn chat_of_session(session: &str) -> Option<i64> {
+    let parts: Vec<&str> = session.split(':').collect();
+    match parts.as_slice() {
+        ["agent", _, channel, _, chat] if *channel == TELEGRAM => chat.parse().ok(),
+        _ => None,
+    }
+}
+
+/// The topic a channel adapter reads outgoing messages from: `channel.<name>.out`.
+pub fn outbound_topic(channel: &str) -> Result<Topic, String> {
+    let ok = !channel.is_empty()
+        && channel
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !ok {
+        return Err(format!(
+            "invalid channel name {channel:?} (expected letters, digits, '-' or '_')"
+        ));
+    }
+    Topic::parse(&format!("channel.{channel}.out")).map_err(|e| e.to_string())
 }

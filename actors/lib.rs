@@ -14,6 +14,7 @@
 //! - [`agent`]: the agent actor and its tool-call loop.
 //! - [`approvals`]: requests for a person's approval (exec in `ask` mode), stored in sled, answered from the CLI or HTTP.
 //! - [`coordinator`]: the task coordinator — the wait-for graph, deadlines, cascading cancel.
+//! - [`jobs`]: cron job and heartbeat specs (what config parses, what the scheduler runs).
 //! - [`cron`]: the cron scheduler — jobs in sled, leases, missed fires, backoff, run history.
 //! - [`router`]: session keys and the routing of inbound messages to agents.
 //! - [`session`]: session actors (the session lane), JSONL transcripts, the session index, compaction.
@@ -32,11 +33,13 @@ pub mod coordinator;
 pub mod cron;
 pub mod gateway;
 pub mod ids;
+pub mod jobs;
 pub mod lane;
 pub mod memory;
 pub mod metrics;
 pub mod model;
 pub mod origin;
+pub mod outbox;
 pub mod prompt;
 pub mod router;
 pub mod secrets;
@@ -46,4 +49,6 @@ pub mod system;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 pub mod tools;
+pub mod turn;
 pub mod untrusted;
+pub mod workspace;

@@ -4,7 +4,8 @@
 //! write goes through [`Origin`] and [`Header`], so no part of the daemon spells a header key.
 
 use crate::config::MAIN_LANE;
-use crate::router::{Inbound, Route, SessionKey};
+use crate::ids::SessionKey;
+use crate::router::{Inbound, Route};
 use bus::{Envelope, RequestId, Topic};
 use uuid::Uuid;
 

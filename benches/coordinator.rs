@@ -15,7 +15,7 @@
 //! Figures are printed, never asserted. `--tiny` runs a few of each.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use bus::{Bus, Envelope, LocalBus, LocalOptions, RequestId, Topic};
+use bus::{Bus, BusOptions, Envelope, RequestId, Topic};
 use clawbus::config::{self, LoadOptions};
 use clawbus::coordinator::{
     CoordinatorHandle, CoordinatorOptions, WaitEdge, end_wait, register_wait,
@@ -175,16 +175,15 @@ async fn memory_per_task(tasks: usize) {
     let dir = tempfile::tempdir().unwrap();
     let db = sled::open(dir.path().join("db")).unwrap();
     let clock: Arc<dyn bus::Clock> = Arc::new(bus::SystemClock);
-    let bus = Arc::new(
-        LocalBus::with_db(
-            db.clone(),
-            LocalOptions {
-                clock: clock.clone(),
-                ..LocalOptions::default()
-            },
-        )
-        .unwrap(),
-    );
+    let bus = bus::open(
+        BusOptions {
+            clock: clock.clone(),
+            ..BusOptions::default()
+        },
+        db.clone(),
+    )
+    .unwrap()
+    .bus;
     let before = rss_bytes();
     let far = clock.now_ms() + 3_600_000;
     let topic = Topic::agent("nobody");

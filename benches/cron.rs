@@ -1,6 +1,6 @@
 //! Cron scheduler figures, printed, never asserted: `cargo bench --bench cron`.
 //!
-//! Every scheduler here runs over a real `bus::LocalBus` sharing a temporary sled db with the cron
+//! Every scheduler here runs over a real local bus (`bus::open`) sharing a temporary sled db with the cron
 //! store, on the real `bus::SystemClock`, with a fake agent `a` that completes each task at once.
 //!
 //! 1. **10,000 jobs** (`CRON_JOBS`, default 10,000): `every 1h` jobs whose anchors are staggered
@@ -22,7 +22,7 @@
 //! Run: `cargo bench --bench cron` (or `CRON_FIRES=10 CRON_IDLE_SECS=5 cargo bench --bench cron`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use bus::{Bus, Clock, LocalBus, LocalOptions, Outcome, SystemClock, Topic};
+use bus::{Bus, BusOptions, Clock, Outcome, SystemClock, Topic};
 use clawbus::cron::{
     CatchUp, Delivery, JobSpec, Payload, PayloadKind, ScheduleSpec, Scheduler, SchedulerHandle,
     SessionTarget, Settings,
@@ -70,7 +70,7 @@ fn env_usize(name: &str, default: usize) -> usize {
 struct Rig {
     _dir: tempfile::TempDir,
     db: sled::Db,
-    bus: Arc<LocalBus>,
+    bus: Arc<dyn Bus>,
     delivered: mpsc::UnboundedReceiver<(String, f64)>,
 }
 
@@ -78,11 +78,11 @@ impl Rig {
     async fn new() -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let db = sled::open(dir.path()).expect("sled db");
-        let opts = LocalOptions {
+        let opts = BusOptions {
             clock: Arc::new(SystemClock),
-            ..LocalOptions::default()
+            ..BusOptions::default()
         };
-        let bus = Arc::new(LocalBus::with_db(db.clone(), opts).expect("bus"));
+        let bus = bus::open(opts, db.clone()).expect("bus").bus;
         let mut sub = bus
             .consume(Topic::agent("a"))
             .await

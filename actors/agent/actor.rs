@@ -1,9 +1,10 @@
 //! The agent actor: takes its tasks off the bus, routes each to a session actor, keeps the set of
 //! live sessions under its cap, and forwards cancellations.
 
-use super::runtime::AgentRuntime;
+use crate::ids::SessionKey;
 use crate::origin::{Origin, OriginError};
-use crate::router::{Inbound, RouteError, Router, SessionKey};
+use crate::router::{Inbound, RouteError, Router};
+use crate::session::runtime::AgentRuntime;
 use crate::session::{
     LiveSessions, RunDone, SessionActor, SessionHandle, SessionOpenError, SessionShards,
 };

@@ -1,25 +1,17 @@
-//! The agent actor: one per agent definition; consumes `agent.<id>` tasks and runs turns.
+//! The agent actor: one per agent definition; consumes `agent.<id>` tasks and hands each to its
+//! session ([`crate::session`]), which runs the turn ([`crate::turn`]).
+//!
+//! - [`tools`]: which tools an agent is offered (the policy layers) and the session tools.
 
 mod actor;
-pub mod prose_call;
-mod provider;
-pub mod retry;
-mod run_context;
-pub mod runtime;
-pub mod turn;
-pub mod usage;
-pub mod workspace;
+pub mod tools;
 
-#[cfg(test)]
-mod tests;
-
-pub use actor::{AgentActor, SessionLimits};
-pub use provider::{ModelBuildError, build_model, build_model_with};
-pub use run_context::{RunContext, RunSlot};
-pub use turn::{
-    INTERRUPTED_RESULT, Resume, TurnDeps, TurnError, TurnEvents, TurnHooks, TurnInput, TurnJournal,
-    TurnOutput, run_turn, run_turn_observed,
+pub use crate::tools::run_context::{RunContext, RunSlot};
+pub use crate::turn::{
+    INTERRUPTED_RESULT, ModelBuildError, Resume, TurnDeps, TurnError, TurnEvents, TurnHooks,
+    TurnInput, TurnJournal, TurnOutput, build_model, build_model_with, run_turn, run_turn_observed,
 };
+pub use actor::{AgentActor, SessionLimits};
 
 use crate::config::{AgentDef, Config};
 use crate::ids::AgentId;
@@ -27,10 +19,10 @@ use crate::lane::Lanes;
 use crate::router::Router;
 use crate::session::LiveSessions;
 use crate::session::index::SessionIndex;
+use crate::session::runtime::AgentRuntime;
 use actix::{Actor, Addr, AsyncContext};
 use bus::{Bus, Topic};
 use futures::StreamExt;
-use runtime::AgentRuntime;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -57,7 +49,7 @@ pub enum AgentError {
         model: String,
         /// What is wrong.
         #[source]
-        cause: Box<provider::ModelBuildError>,
+        cause: Box<ModelBuildError>,
     },
     /// The bus refused the subscription.
     #[error("agent \"{agent}\": {cause}")]
@@ -91,7 +83,7 @@ pub struct AgentContext {
     /// The one clock of the process.
     pub clock: Arc<dyn bus::Clock>,
     /// Runs in flight, and whether the daemon is shutting down.
-    pub drain: crate::system::Drain,
+    pub drain: crate::session::drain::Drain,
     /// The arbiters session actors are spread over.
     pub shards: crate::session::SessionShards,
     /// The cron scheduler the `cron` tool manages; `None`: the tool refuses.
@@ -99,7 +91,7 @@ pub struct AgentContext {
     /// The model providers' circuit breakers, shared by every agent of the process.
     pub breakers: Arc<crate::model::Breakers>,
     /// Where replies wait until they are delivered.
-    pub outbox: crate::channels::outbox::Outbox,
+    pub outbox: crate::outbox::Outbox,
 }
 
 /// The public handle of a running agent actor.
@@ -121,12 +113,14 @@ impl AgentHandle {
     ) -> Result<Self, AgentError> {
         let bus = shared.bus.clone();
         let agent = def.id.to_string();
-        let workspace = workspace::prepare(&config.state_dir, &agent, def.seed_dir.as_deref())
-            .map_err(|cause| AgentError::Workspace {
-                agent: agent.clone(),
-                path: config.state_dir.join("workspaces").join(&agent),
-                cause,
-            })?;
+        let workspace =
+            crate::workspace::prepare(&config.state_dir, &agent, def.seed_dir.as_deref()).map_err(
+                |cause| AgentError::Workspace {
+                    agent: agent.clone(),
+                    path: config.state_dir.join("workspaces").join(&agent),
+                    cause,
+                },
+            )?;
         let model =
             build_model_with(def, config, &shared.breakers).map_err(|cause| AgentError::Model {
                 agent: agent.clone(),
@@ -143,10 +137,10 @@ impl AgentHandle {
             model,
             model_name: def.model.model.clone(),
             model_label: def.model.to_string(),
-            tools: crate::tools::agent_tools(
+            tools: tools::agent_tools(
                 def,
                 config,
-                &crate::tools::ToolServices {
+                &tools::ToolServices {
                     bus: Some(bus.clone()),
                     approvals: shared.approvals.clone(),
                     cron: shared.cron.clone(),

@@ -1,7 +1,7 @@
 use super::*;
 use crate::config::{ExecDef, ExecRule, ExecSecurity};
 use crate::tools::{ExecTool, ToolContext, ToolSet};
-use bus::{LocalBus, LocalOptions, Subscription, SystemClock};
+use bus::{Bus, BusOptions, Subscription, SystemClock};
 use serde_json::{Value, json};
 
 const NET: Duration = Duration::from_secs(20);
@@ -9,15 +9,15 @@ const NET: Duration = Duration::from_secs(20);
 struct Fx {
     dir: tempfile::TempDir,
     db: sled::Db,
-    bus: LocalBus,
+    bus: Arc<dyn Bus>,
     approvals: Approvals,
 }
 
 async fn fx() -> Fx {
     let dir = tempfile::tempdir().unwrap();
     let db = sled::open(dir.path().join("db")).unwrap();
-    let bus = LocalBus::with_db(db.clone(), LocalOptions::default()).unwrap();
-    let approvals = Approvals::open(&db, Arc::new(bus.clone()), Arc::new(SystemClock)).unwrap();
+    let bus = bus::open(BusOptions::default(), db.clone()).unwrap().bus;
+    let approvals = Approvals::open(&db, bus.clone(), Arc::new(SystemClock)).unwrap();
     Fx {
         dir,
         db,
@@ -136,7 +136,7 @@ async fn requests_left_pending_by_an_earlier_run_expire_on_open() {
     });
     let (_, rec) = next(&mut sub).await;
     waiter.abort();
-    let reopened = Approvals::open(&f.db, Arc::new(f.bus.clone()), Arc::new(SystemClock)).unwrap();
+    let reopened = Approvals::open(&f.db, f.bus.clone(), Arc::new(SystemClock)).unwrap();
     assert_eq!(
         reopened.get(&rec.id).unwrap().unwrap().state,
         ApprovalState::Expired

@@ -5,66 +5,25 @@
 //!   it sends replies and cron announcements with retries (exponential backoff with jitter on
 //!   the injected clock, bounded tries), never sends `NO_REPLY` / `HEARTBEAT_OK`, and records
 //!   what became of each one in sled and on its task's events.
-//! - [`outbox`]: replies and announcements waiting to be delivered, in sled, so a restart
-//!   delivers what a killed daemon had not.
-//! - [`replies`]: which finished tasks have a reply to deliver, and where (the task's origin).
+//! - The outbox (replies waiting to be delivered, and where they go) is the runtime's:
+//!   [`crate::outbox`].
 //! - [`telegram`]: the Telegram Bot API channel: a long-polling actor that turns updates into
 //!   tasks, the `sendMessage` sink, message splitting, approvals answered from the chat.
-//! - [`webhook`]: outbound webhooks: replies POSTed, signed, to `[webhooks.<name>] deliver_url`.
+//! - [`webhook`]: outbound webhooks: replies POSTed, signed, to `[webhooks.<name>] deliver_url`;
+//!   [`webhook::sign`]: the signatures, inbound and outbound.
 
 pub mod delivery;
-pub mod outbox;
-pub mod replies;
 pub mod telegram;
 pub mod webhook;
 
-use bus::{BusError, Topic};
-use serde::{Deserialize, Serialize};
-use uuid::Uuid;
+use bus::BusError;
+
+pub use crate::outbox::{OutboundMessage, is_silent, out_topic};
 
 /// The Telegram channel's name.
 pub const TELEGRAM_CHANNEL: &str = crate::config::TELEGRAM;
 /// The channel name of outbound webhooks (as on the origin of inbound ones).
-pub const WEBHOOK: &str = crate::gateway::webhooks::CHANNEL;
-
-/// One message to send out, as published on `channel.<name>.out` (by a finished task, by a
-/// cron announcement).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OutboundMessage {
-    /// Who gets it on the channel: a Telegram chat id, a webhook's name.
-    #[serde(default)]
-    pub to: Option<String>,
-    /// The text.
-    pub text: String,
-    /// The task whose reply it is (its events record the delivery).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task_id: Option<Uuid>,
-    /// The cron job that announced it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub job: Option<String>,
-}
-
-impl OutboundMessage {
-    /// The id a receiver can drop a repeat by, and the outbox's key: the task id, else
-    /// `job:<job>`; `None` for a message that is neither (a chat notice).
-    pub fn delivery_id(&self) -> Option<String> {
-        self.task_id
-            .map(|t| t.to_string())
-            .or_else(|| self.job.as_ref().map(|j| format!("job:{j}")))
-    }
-}
-
-/// The topic a channel's delivery actor listens on: `channel.<name>.out`.
-pub fn out_topic(channel: &str) -> Result<Topic, BusError> {
-    Topic::parse(&format!("channel.{channel}.out")).map_err(|e| BusError::Invalid(e.to_string()))
-}
-
-/// True for a text that is never delivered: empty, exactly `NO_REPLY`, or a heartbeat acknowledgement
-/// (`HEARTBEAT_OK` with at most a few words), as the cron scheduler decides it.
-pub fn is_silent(text: &str) -> bool {
-    let t = text.trim();
-    t.is_empty() || t == crate::cron::fire::NO_REPLY || crate::cron::heartbeat::is_ack(t)
-}
+pub const WEBHOOK: &str = crate::config::WEBHOOK;
 
 /// Why the channels could not start.
 #[derive(Debug, thiserror::Error)]
@@ -80,7 +39,7 @@ pub enum ChannelError {
     },
     /// A webhook with a `deliver_url` has no secret to sign with.
     #[error(transparent)]
-    WebhookSecret(#[from] crate::gateway::webhooks::MissingSecret),
+    WebhookSecret(#[from] webhook::sign::MissingSecret),
     /// The delivery records or the Telegram offset could not be opened.
     #[error("channel state: {0}")]
     State(String),
@@ -103,7 +62,7 @@ pub struct ChannelParts<'a> {
     /// The system's database (the Telegram offset).
     pub db: &'a sled::Db,
     /// Pending deliveries and the delivery records.
-    pub outbox: outbox::Outbox,
+    pub outbox: crate::outbox::Outbox,
     /// The bus.
     pub bus: std::sync::Arc<dyn bus::Bus>,
     /// The one clock.

@@ -9,11 +9,11 @@
 
 use super::out::{out, outln};
 use super::{EXIT_USAGE, Global};
-use crate::agent::workspace;
+use crate::agent::tools::ToolServices;
 use crate::prompt::{PromptBuilder, ToolsReport, TurnInfo};
 use crate::secrets::Secrets;
 use crate::skills::{SkillCatalog, SkillSnapshot};
-use crate::tools::ToolServices;
+use crate::workspace;
 use clap::Args;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -75,7 +75,7 @@ pub fn run(global: &Global, args: PromptArgs) -> ExitCode {
         channel: "cli".into(),
     });
     let tools =
-        crate::tools::agent_tools(def, &config, &ToolServices::default()).for_channel("cli");
+        crate::agent::tools::agent_tools(def, &config, &ToolServices::default()).for_channel("cli");
     assembled.report.tools = Some(ToolsReport::of(&tools));
     if args.json {
         let value = serde_json::json!({

@@ -3,7 +3,7 @@
 use super::Global;
 use super::client::{GatewayClient, segment, usage};
 use super::out::outln;
-use crate::router::SessionKey;
+use crate::ids::SessionKey;
 use clap::{Args, Subcommand};
 use std::process::ExitCode;
 use std::time::Duration;

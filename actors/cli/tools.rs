@@ -5,7 +5,7 @@
 use super::Global;
 use super::client::usage;
 use super::out::outln;
-use crate::tools::{ToolServices, agent_tools};
+use crate::agent::tools::{ToolServices, agent_tools};
 use clap::Args;
 use serde_json::json;
 use std::process::ExitCode;

@@ -36,7 +36,7 @@ pub(super) fn agent_file(
     default_model: &ModelRef,
     known: &Known,
     gateway_tz: chrono_tz::Tz,
-    routes: &crate::channels::replies::ReplyRoutes,
+    routes: &super::ReplyRoutes,
 ) -> (Option<AgentDef>, Vec<Problem>) {
     let stem = path
         .file_stem()

@@ -5,8 +5,29 @@ use super::Problem;
 use super::duration::DurationText;
 use super::span::Source;
 use super::validate::duration;
-use crate::model::BreakerPolicy;
+use std::time::Duration;
 use toml::Spanned;
+
+/// When a breaker opens and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BreakerPolicy {
+    /// Consecutive failures that open a closed breaker (default 5).
+    pub failures: u32,
+    /// First cool-down (default 30 s).
+    pub cooldown: Duration,
+    /// Longest cool-down, reached by doubling while half-open calls keep failing (default 5 m).
+    pub max_cooldown: Duration,
+}
+
+impl Default for BreakerPolicy {
+    fn default() -> Self {
+        Self {
+            failures: 5,
+            cooldown: Duration::from_secs(30),
+            max_cooldown: Duration::from_secs(300),
+        }
+    }
+}
 
 /// The most consecutive failures a breaker may wait for.
 const MAX_FAILURES: i64 = 1000;

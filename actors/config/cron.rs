@@ -22,12 +22,12 @@
 //! ```
 
 use super::Problem;
+use super::ReplyRoutes;
 use super::duration::DurationText;
 use super::file::AgentFile;
 use super::span::Source;
 use super::validate::duration;
-use crate::channels::replies::ReplyRoutes;
-use crate::cron::{
+use crate::jobs::{
     ActiveHours, CatchUp, Delivery, DeliveryMode, HeartbeatSpec, JobId, JobSpec, Payload,
     PayloadKind, ScheduleSpec, SessionTarget, SpecContext, SpecError,
 };
@@ -106,7 +106,7 @@ fn target(
         Some((c, t)) => (c, Some(t.to_string()).filter(|t| !t.is_empty())),
         None => (text.get_ref().as_str(), None),
     };
-    if crate::tools::outbound_topic(channel).is_err() {
+    if crate::ids::outbound_topic(channel).is_err() {
         let message = format!(
             "invalid target {:?} (expected \"channel:to\", the channel of letters, digits, '-' or '_', e.g. \"telegram:12345\")",
             text.get_ref()
@@ -308,7 +308,7 @@ pub(super) fn heartbeat(
             .or_else(|| agent_tz(f))
             .unwrap_or(gateway_tz);
     let active_hours = h.active_hours.as_ref().and_then(|a| {
-        match crate::cron::heartbeat::parse_hours(a.get_ref()) {
+        match crate::jobs::heartbeat::parse_hours(a.get_ref()) {
             Ok((start_min, end_min)) => Some(ActiveHours {
                 start_min,
                 end_min,

@@ -28,6 +28,7 @@ mod prices;
 mod prompt;
 mod report;
 pub mod retry;
+mod routes;
 pub mod rules;
 mod session;
 mod skills;
@@ -51,23 +52,26 @@ use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 use std::time::Duration;
 
+pub use breaker::BreakerPolicy;
 pub use delivery::DeliveryDef;
 pub use duration::parse_duration;
 pub use exec::{
     ArgsPattern, DEFAULT_APPROVAL_TIMEOUT, DEFAULT_EXEC_TIMEOUT, ExecDef, ExecRule, ExecSecurity,
 };
 pub use lanes::{CRON_LANE, DEFAULT_WARN_AFTER, LanesDef, MAIN_LANE, MAX_LANE_CAP, SUBAGENT_LANE};
+pub use model_params::{ModelParams, RESERVED_BODY_KEYS, ReasoningEffort, Stop, ToolChoice};
 pub use prices::Price;
 pub use prompt::{
     DEFAULT_FILE_MAX_CHARS, DEFAULT_MEMORY_MAX_CHARS, DEFAULT_TOTAL_MAX_CHARS, PromptDef,
 };
 pub use report::{CheckReport, FileReport, Problem};
+pub use routes::ReplyRoutes;
 pub use session::{BindingDef, SessionDef, SessionsDef};
 pub use skills::{AgentSkillsDef, DEFAULT_BUNDLED_DIR, SkillsDef, is_skill_name};
 pub use telegram::{DEFAULT_TELEGRAM_BASE_URL, TELEGRAM, TelegramDef};
 pub use tools::{AgentRule, ChannelDef, Profile, TOOL_GROUPS, ToolsDef, entry_for, expand};
 pub use web::{DEFAULT_FETCH_MAX_BYTES, DEFAULT_FETCH_TIMEOUT, WebDef, WebSearchDef};
-pub use webhooks::WebhookDef;
+pub use webhooks::{WEBHOOK, WebhookDef};
 
 /// The tool catalogue: every tool name `tools.allow`/`tools.deny`/`deny_tools` may use (besides
 /// groups, see [`TOOL_GROUPS`]). Not every one is implemented yet; `clawbus tools` says which.
@@ -259,7 +263,7 @@ pub struct ProviderDef {
     /// by `anthropic` (default [`DEFAULT_ANTHROPIC_MAX_TOKENS`]), sent by `openai` when set.
     pub max_tokens: Option<u32>,
     /// Its circuit breaker (`breaker_failures`, `breaker_cooldown`, `breaker_max_cooldown`).
-    pub breaker: crate::model::BreakerPolicy,
+    pub breaker: BreakerPolicy,
 }
 
 impl ProviderDef {
@@ -274,7 +278,7 @@ impl ProviderDef {
             max_retries: DEFAULT_MAX_RETRIES,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             max_tokens: None,
-            breaker: crate::model::BreakerPolicy::default(),
+            breaker: BreakerPolicy::default(),
         }
     }
 }
@@ -351,11 +355,11 @@ pub struct AgentDef {
     /// Which skills the agent may see (`[skills] allow`).
     pub skills: AgentSkillsDef,
     /// Its `[[cron]]` jobs, checked, with their stored ids (`<agent>--<id>`).
-    pub cron: Vec<crate::cron::JobSpec>,
+    pub cron: Vec<crate::jobs::JobSpec>,
     /// Its heartbeat (`[heartbeat]`).
-    pub heartbeat: crate::cron::HeartbeatSpec,
+    pub heartbeat: crate::jobs::HeartbeatSpec,
     /// Request parameters sent with every model call (`[model_params]`).
-    pub model_params: crate::model::ModelParams,
+    pub model_params: ModelParams,
     /// Shared topics it takes work from besides `agent.<id>` (`subscribe`): each task posted to
     /// one goes to exactly one of its subscribers.
     pub subscribe: Vec<bus::Topic>,
@@ -498,6 +502,14 @@ fn is_env_name(s: &str) -> bool {
         .next()
         .is_some_and(|c| c.is_ascii_uppercase() || c == '_')
         && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// The gateway token file's name inside the state dir.
+pub const TOKEN_FILE: &str = "gateway.token";
+
+/// Where the gateway token lives for a state dir.
+pub fn token_path(state_dir: &Path) -> PathBuf {
+    state_dir.join(TOKEN_FILE)
 }
 
 /// The folder a relative `state_dir` in `clawbus.toml` is resolved against.

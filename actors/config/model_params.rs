@@ -4,9 +4,97 @@
 use super::span::Source;
 use super::tools::AgentRule;
 use super::{KNOWN_TOOLS, Problem, ProviderKind, ToolsDef};
-use crate::model::{ModelParams, RESERVED_BODY_KEYS, ReasoningEffort, Stop, ToolChoice};
 use serde::Deserialize;
+use serde_json::{Map, Value};
 use toml::Spanned;
+
+/// `tool_choice`: whether and which tool the model must call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// The model decides.
+    Auto,
+    /// The model must call some tool (Anthropic: `any`).
+    Required,
+    /// The model must not call tools.
+    None,
+    /// The model must call this tool.
+    Tool(String),
+}
+
+/// `reasoning_effort`: how hard a reasoning model thinks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReasoningEffort {
+    /// `low`.
+    Low,
+    /// `medium`.
+    Medium,
+    /// `high`.
+    High,
+}
+
+impl ReasoningEffort {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Low => "low",
+            Self::Medium => "medium",
+            Self::High => "high",
+        }
+    }
+}
+
+/// `stop`: one stop sequence, or several.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// `stop = "END"`.
+    One(String),
+    /// `stop = ["END", "###"]`.
+    Many(Vec<String>),
+}
+
+impl Stop {
+    /// As written: a string or an array (OpenAI accepts both).
+    pub fn to_json(&self) -> Value {
+        match self {
+            Self::One(s) => Value::String(s.clone()),
+            Self::Many(v) => Value::from(v.clone()),
+        }
+    }
+
+    /// Always a list (Anthropic's `stop_sequences`).
+    pub fn to_list(&self) -> Value {
+        match self {
+            Self::One(s) => Value::from(vec![s.clone()]),
+            Self::Many(v) => Value::from(v.clone()),
+        }
+    }
+}
+
+/// The validated `[model_params]` of an agent; `None` fields are not sent.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ModelParams {
+    /// Sampling temperature, 0 to 2.
+    pub temperature: Option<f64>,
+    /// Nucleus sampling, 0 to 1.
+    pub top_p: Option<f64>,
+    /// The most tokens one answer may have (overrides `[providers.x] max_tokens`).
+    pub max_tokens: Option<u32>,
+    /// Stop sequences.
+    pub stop: Option<Stop>,
+    /// Sampling seed (OpenAI-compatible servers only).
+    pub seed: Option<i64>,
+    /// Whether and which tool the model must call (see `model::params::tool_choice_for`).
+    pub tool_choice: Option<ToolChoice>,
+    /// Whether the model may call several tools in one answer.
+    pub parallel_tool_calls: Option<bool>,
+    /// Effort of reasoning models (OpenAI-compatible servers only).
+    pub reasoning_effort: Option<ReasoningEffort>,
+    /// Merged into the request body last, key by key: server-specific knobs.
+    pub extra: Map<String, Value>,
+}
+
+/// Body keys `extra` may not set: the client owns them.
+pub const RESERVED_BODY_KEYS: &[&str] = &["model", "messages", "stream", "tools", "system"];
 
 /// `[model_params]` as written.
 #[derive(Debug, Default, Deserialize)]

@@ -71,7 +71,7 @@ pub(super) fn check(opts: &LoadOptions) -> (CheckReport, Option<Config>) {
         }
     }
     let override_ok = override_problems.is_empty();
-    let routes = crate::channels::replies::ReplyRoutes::from_parts(&base.channels, &base.webhooks);
+    let routes = super::ReplyRoutes::from_parts(&base.channels, &base.webhooks);
     let mut agents = Vec::new();
     match agent::agent_files(&opts.agents_dir) {
         Ok(files) => {

@@ -126,7 +126,7 @@ pub(super) fn web_def(src: &Source, f: &WebFile, problems: &mut Vec<Problem>) ->
     let mut base_url = |value: &Option<Spanned<String>>, field: &str| -> Option<String> {
         let value = value.as_ref()?;
         let url = value.get_ref().trim_end_matches('/');
-        match reqwest::Url::parse(url) {
+        match url::Url::parse(url) {
             Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => {
                 Some(url.to_string())
             }
@@ -160,7 +160,7 @@ pub(super) fn normalize_host(host: &str) -> Option<String> {
     if after_brackets.contains(':') {
         return None;
     }
-    let url = reqwest::Url::parse(&format!("http://{host}/")).ok()?;
+    let url = url::Url::parse(&format!("http://{host}/")).ok()?;
     if url.port().is_some() {
         return None;
     }

@@ -1,8 +1,8 @@
 //! The announcement of a task's outcome in the session that posted it without waiting (a
 //! subagent, an `agent_call` with `wait: false`).
 
+use crate::ids::SessionKey;
 use crate::origin::Origin;
-use crate::router::SessionKey;
 use bus::{Envelope, Outcome, RequestId, Topic};
 use serde_json::json;
 use uuid::Uuid;

@@ -1,7 +1,7 @@
 use super::*;
+use crate::ids::SessionKey;
 use crate::origin::Origin;
-use crate::router::SessionKey;
-use bus::{LocalBus, LocalOptions, ManualClock, RequestId, TaskState};
+use bus::{Bus, BusOptions, ManualClock, RequestId, TaskState};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -80,7 +80,7 @@ fn waits_that_ended_no_longer_count() {
 
 struct Rig {
     _dir: tempfile::TempDir,
-    bus: Arc<LocalBus>,
+    bus: Arc<dyn Bus>,
     clock: Arc<ManualClock>,
     coord: CoordinatorHandle,
 }
@@ -89,11 +89,12 @@ impl Rig {
     async fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let clock = ManualClock::new(1_000_000);
-        let opts = LocalOptions {
+        let opts = BusOptions {
             clock: clock.clone(),
-            ..LocalOptions::default()
+            ..BusOptions::default()
         };
-        let bus = Arc::new(LocalBus::open(dir.path(), opts).unwrap());
+        let db = sled::open(dir.path()).unwrap();
+        let bus = bus::open(opts, db).unwrap().bus;
         let coord = CoordinatorHandle::start(
             bus.clone(),
             clock.clone(),

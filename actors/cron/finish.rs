@@ -117,7 +117,7 @@ impl Run {
             return;
         };
         if let Some(outbox) = &self.inner.settings.outbox {
-            let msg = crate::channels::OutboundMessage {
+            let msg = crate::outbox::OutboundMessage {
                 to: job.delivery.to.clone(),
                 text: text.to_string(),
                 task_id: Some(self.task_id),
@@ -135,7 +135,7 @@ impl Run {
                 return;
             }
         };
-        // The shape of `crate::channels::OutboundMessage`; the task's events record the delivery.
+        // The shape of `crate::outbox::OutboundMessage`; the task's events record the delivery.
         let payload =
             json!({ "to": job.delivery.to, "text": text, "job": job.id, "task_id": self.task_id });
         if let Err(e) = self

@@ -8,16 +8,15 @@ use super::scheduler::{Fired, Inner, Scheduler};
 use super::state::RunOutcome;
 use crate::config::CRON_LANE;
 use crate::ids::AgentId;
+use crate::ids::SessionKey;
 use crate::origin::Origin;
-use crate::router::SessionKey;
 use bus::{BusError, Envelope, Outcome, RequestId, TaskRecord, Topic};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
 
-/// The reply that is never delivered.
-pub const NO_REPLY: &str = "NO_REPLY";
+pub use crate::jobs::heartbeat::NO_REPLY;
 
 /// Why a job fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,20 +10,18 @@
 //! - [`heartbeat`]: per-agent heartbeats (`HEARTBEAT.md`, active hours, `HEARTBEAT_OK`).
 //! - [`sync`]: the jobs declared in agent files (`[[cron]]`, `[heartbeat]`) synced into the store.
 
+pub use crate::jobs::{expr, job, schedule, spec};
+
 pub mod admin;
 pub mod event;
-pub mod expr;
 mod finish;
 pub mod fire;
 pub mod flat;
 pub mod handle;
 pub mod heartbeat;
-pub mod job;
 mod reclaim;
-pub mod schedule;
 pub mod scheduler;
 pub mod settings;
-pub mod spec;
 pub mod state;
 pub mod store;
 pub mod sync;

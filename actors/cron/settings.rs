@@ -26,7 +26,7 @@ pub struct Settings {
     pub workspaces: Option<PathBuf>,
     /// Where announcements are handed over (staged, or recorded failed for a channel with no
     /// delivery actor); `None`: they are only published.
-    pub outbox: Option<crate::channels::outbox::Outbox>,
+    pub outbox: Option<crate::outbox::Outbox>,
 }
 
 impl Settings {
@@ -37,7 +37,7 @@ impl Settings {
     }
 
     /// Sets where announcements are handed over.
-    pub fn with_outbox(mut self, outbox: crate::channels::outbox::Outbox) -> Self {
+    pub fn with_outbox(mut self, outbox: crate::outbox::Outbox) -> Self {
         self.outbox = Some(outbox);
         self
     }

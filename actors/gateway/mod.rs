@@ -20,11 +20,12 @@ pub mod webhooks;
 pub mod ws;
 
 use crate::agent::AgentHandle;
+use crate::channels::{ChannelError, ChannelParts, Channels};
 use crate::config::Config;
 use crate::lane::Lanes;
 use crate::metrics::Metrics;
 use crate::system::{Clawbus, DrainReport, SystemError, SystemOptions};
-use bus::LocalBus;
+use bus::Bus;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -71,6 +72,9 @@ pub enum StartError {
     /// A webhook's secret is not in the environment.
     #[error(transparent)]
     WebhookSecret(#[from] webhooks::MissingSecret),
+    /// A channel (a delivery actor, the Telegram poller) could not start.
+    #[error(transparent)]
+    Channel(#[from] ChannelError),
     /// The listening socket could not be bound.
     #[error("cannot listen on {addr}: {cause}")]
     Listen {
@@ -169,9 +173,11 @@ impl HttpChannel {
     }
 }
 
-/// A running gateway: the system plus its HTTP channel.
+/// A running gateway: the system plus its channels (the HTTP one, the delivery actors and the
+/// Telegram poller).
 pub struct Daemon {
     system: Clawbus,
+    channels: Channels,
     http: HttpChannel,
 }
 
@@ -192,8 +198,23 @@ impl Daemon {
             return Err(StartError::PublicBind(bind));
         }
         let system = Clawbus::start(config, system_opts).await?;
+        let channels = Channels::start(ChannelParts {
+            config: system.config(),
+            db: system.db(),
+            outbox: system.outbox().clone(),
+            bus: system.bus().clone(),
+            clock: system.clock().clone(),
+            approvals: system.approvals().clone(),
+            router: system.router().clone(),
+            metrics: system.metrics().clone(),
+        })
+        .await?;
         let http = HttpChannel::start(&system, &opts).await?;
-        Ok(Self { system, http })
+        Ok(Self {
+            system,
+            channels,
+            http,
+        })
     }
 
     /// The bound address.
@@ -216,9 +237,14 @@ impl Daemon {
         &self.system
     }
 
+    /// The channels' delivery actors and pollers.
+    pub fn channels(&self) -> &Channels {
+        &self.channels
+    }
+
     /// The bus.
-    pub fn bus(&self) -> &LocalBus {
-        self.system.local_bus()
+    pub fn bus(&self) -> &dyn Bus {
+        self.system.bus().as_ref()
     }
 
     /// The running agents.
@@ -245,7 +271,12 @@ impl Daemon {
     /// Stops accepting, lets running turns finish for up to `grace`, stops the rest (they run
     /// again on the next start), answers what finished, flushes the stores.
     pub async fn shutdown_within(self, grace: Duration) -> DrainReport {
-        let Self { system, http } = self;
+        let Self {
+            system,
+            channels,
+            http,
+        } = self;
+        channels.stop_input().await;
         let report = system.shutdown(grace).await;
         http.stopped(Duration::from_secs(1)).await;
         tracing::info!("Gateway stopped.");

@@ -2,7 +2,7 @@
 //! `POST /v1/tasks/{id}/cancel`.
 
 use super::api::{ApiState, Failure, TaskView};
-use crate::router::SessionKey;
+use crate::ids::SessionKey;
 use crate::session::view::SessionReader;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;

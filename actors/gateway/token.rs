@@ -2,15 +2,9 @@
 
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// The token file's name inside the state dir.
-pub const TOKEN_FILE: &str = "gateway.token";
-
-/// Where the token lives for a state dir.
-pub fn token_path(state_dir: &Path) -> PathBuf {
-    state_dir.join(TOKEN_FILE)
-}
+pub use crate::config::{TOKEN_FILE, token_path};
 
 /// Reads the token, creating it (32 random bytes, hex) on first start.
 pub fn load_or_create(state_dir: &Path) -> io::Result<String> {

@@ -7,8 +7,8 @@ use super::api::{
     error, lane, max_attempts, request_id, submit_and_answer,
 };
 use crate::ids::AgentId;
+use crate::ids::SessionKey;
 use crate::origin::Origin;
-use crate::router::SessionKey;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};

@@ -3,7 +3,7 @@
 //! that answered.
 
 use super::api::{ApiState, bus_error, error, query};
-use crate::agent::usage::TurnUsage;
+use crate::turn::usage::TurnUsage;
 use axum::Json;
 use axum::Router;
 use axum::extract::State;

@@ -15,41 +15,14 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
 use bus::RequestId;
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
 use std::collections::BTreeMap;
 
+pub use crate::channels::webhook::sign::{
+    DELIVERY_HEADER, MissingSecret, SIGNATURE_HEADER, secret_from_env, sign, signature_matches,
+};
+
 /// The channel name on the origin and in session keys.
-pub const CHANNEL: &str = "webhook";
-/// The signature header.
-pub const SIGNATURE_HEADER: &str = "x-clawbus-signature";
-/// The delivery id header.
-pub const DELIVERY_HEADER: &str = "x-clawbus-delivery";
-
-/// A hook whose secret is not in the environment at start.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "webhooks.{hook}.secret_env: the environment variable {env} is unset or empty (expected the hook's signing secret)"
-)]
-pub struct MissingSecret {
-    /// The hook.
-    pub hook: String,
-    /// The variable it names.
-    pub env: String,
-}
-
-/// The signing secret of hook `name`, read from the variable its `secret_env` names.
-pub fn secret_from_env(name: &str, def: &WebhookDef) -> Result<Vec<u8>, MissingSecret> {
-    std::env::var(&def.secret_env)
-        .ok()
-        .filter(|s| !s.is_empty())
-        .map(String::into_bytes)
-        .ok_or_else(|| MissingSecret {
-            hook: name.to_string(),
-            env: def.secret_env.clone(),
-        })
-}
-
+pub const CHANNEL: &str = crate::config::WEBHOOK;
 struct Hook {
     def: WebhookDef,
     secret: Vec<u8>,
@@ -86,44 +59,6 @@ impl Hooks {
 /// The webhook route; mounted outside the bearer-token layer (the signature authenticates).
 pub fn routes() -> Router<ApiState> {
     Router::new().route("/v1/hooks/{name}", post(deliver))
-}
-
-/// Hex digits to bytes; `None` unless it is an even number of hex digits.
-fn from_hex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| s.get(i..i + 2).and_then(|b| u8::from_str_radix(b, 16).ok()))
-        .collect()
-}
-
-/// The signature header value of `body` with `secret`: `sha256=<hex HMAC-SHA256>` (what
-/// inbound deliveries must carry, and what outbound ones carry).
-pub fn sign(secret: &[u8], body: &[u8]) -> Option<String> {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret).ok()?;
-    mac.update(body);
-    let hex: String = mac
-        .finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    Some(format!("sha256={hex}"))
-}
-
-/// Whether `header` is `sha256=<hex>` of the HMAC-SHA256 of `body` with `secret`.
-pub fn signature_matches(secret: &[u8], body: &[u8], header: &str) -> bool {
-    let Some(sig) = header.trim().strip_prefix("sha256=").and_then(from_hex) else {
-        return false;
-    };
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else {
-        return false;
-    };
-    mac.update(body);
-    // `verify_slice` compares in constant time.
-    mac.verify_slice(&sig).is_ok()
 }
 
 fn is_delivery_id(s: &str) -> bool {

@@ -2,8 +2,7 @@
 
 use super::chunk::{self, Chunk};
 use super::{MEMORY_DIR, MEMORY_FILE, daily_log_date};
-use crate::agent::workspace::FileStamp;
-use crate::tools::confine;
+use crate::workspace::{FileStamp, confine};
 use chrono::{DateTime, NaiveDate, Utc};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;

@@ -5,17 +5,16 @@
 //!
 //! MEMORY.md and today's and yesterday's logs are injected into the system prompt (see
 //! [`crate::prompt`], capped); everything else is found with the tools:
-//! - [`MemorySearchTool`] (`memory_search {query, k?}`): BM25 over ~paragraph chunks of every
+//! - [`MemorySearchTool`](crate::tools::MemorySearchTool) (`memory_search {query, k?}`): BM25 over ~paragraph chunks of every
 //!   memory file ([`MemoryIndex`], updated incrementally per file), times a recency decay with a
 //!   30-day half-life; top-k with file and line range.
-//! - [`MemoryGetTool`] (`memory_get {path, from_line?, to_line?}`): lines of one memory file.
+//! - [`MemoryGetTool`](crate::tools::MemoryGetTool) (`memory_get {path, from_line?, to_line?}`): lines of one memory file.
 //!
 //! The seam for hybrid search is [`Retriever`]: BM25 ([`Bm25`]) is one; a vector retriever
 //! (or one mixing two others) plugs into [`MemoryIndex::search_with`].
 
 mod chunk;
 mod index;
-mod tools;
 
 #[cfg(test)]
 mod tests;
@@ -24,7 +23,6 @@ pub use chunk::{Chunk, MAX_CHUNK_LINES, chunks};
 pub use index::{
     Bm25, ChunkRef, HALF_LIFE_DAYS, Hit, MAX_FILE_BYTES, MemoryIndex, Refresh, Retriever,
 };
-pub use tools::{MemoryGetTool, MemorySearchTool};
 
 use chrono::NaiveDate;
 

@@ -1,5 +1,5 @@
 use super::*;
-use crate::tools::{Tool, ToolContext, ToolSet};
+use crate::tools::{MemoryGetTool, MemorySearchTool, Tool, ToolContext, ToolSet};
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 use serde_json::{Value, json};
 use std::path::Path;

@@ -20,26 +20,7 @@ use crate::metrics::{Gauge, Metrics};
 /// Name of the breaker-state gauge, labelled by `provider`.
 pub const BREAKER_GAUGE: &str = "clawbus_model_breaker_state";
 
-/// When a breaker opens and for how long.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BreakerPolicy {
-    /// Consecutive failures that open a closed breaker (default 5).
-    pub failures: u32,
-    /// First cool-down (default 30 s).
-    pub cooldown: Duration,
-    /// Longest cool-down, reached by doubling while half-open calls keep failing (default 5 m).
-    pub max_cooldown: Duration,
-}
-
-impl Default for BreakerPolicy {
-    fn default() -> Self {
-        Self {
-            failures: 5,
-            cooldown: Duration::from_secs(30),
-            max_cooldown: Duration::from_secs(300),
-        }
-    }
-}
+pub use crate::config::BreakerPolicy;
 
 /// Where a breaker stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

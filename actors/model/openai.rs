@@ -348,7 +348,7 @@ impl OpenAiClient {
         }
         if !req.tools.is_empty() {
             if let Some(choice) = &p.tool_choice {
-                let wire = match choice.for_request(req) {
+                let wire = match super::params::tool_choice_for(choice, req) {
                     ToolChoice::Auto => json!("auto"),
                     ToolChoice::Required => json!("required"),
                     ToolChoice::None => json!("none"),

@@ -1,8 +1,7 @@
 //! Workspace files as the prompt reads them: confined to the workspace and cached by stamp, so
 //! reassembling before every model call costs a `stat` per file, not a read.
 
-use crate::agent::workspace::FileStamp;
-use crate::tools::confine;
+use crate::workspace::{FileStamp, confine};
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};

@@ -32,7 +32,6 @@ mod tests;
 pub use assemble::{SOUL_FILES, WORKSPACE_FILES};
 pub use report::{CapsReport, FileReport, LayerReport, PromptReport, SkillsReport, ToolsReport};
 
-use crate::agent::turn::PromptSource;
 use crate::config::{AgentDef, Config, PromptDef};
 use crate::secrets::Secrets;
 use crate::untrusted::UNTRUSTED_NOTICE;
@@ -42,6 +41,20 @@ use chrono::{DateTime, Utc};
 use files::FileCache;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// Builds the system prompt; asked again before every model call of a turn, so what changed
+/// during the turn (a written memory note, a changed skill) is seen by the next call.
+pub trait PromptSource: Send + Sync {
+    /// The system prompt for the next model call.
+    fn system_prompt(&self) -> String;
+}
+
+/// A fixed system prompt.
+impl PromptSource for String {
+    fn system_prompt(&self) -> String {
+        self.clone()
+    }
+}
 
 /// Characters of a session key or channel name shown in the runtime line at most.
 const RUNTIME_FIELD_MAX: usize = 200;
@@ -101,7 +114,7 @@ pub struct PromptBuilder {
 
 impl PromptBuilder {
     /// A builder for agent `agent` on model `model` (`provider/model`), reading `workspace`
-    /// (absolute and canonical, as `agent::workspace::prepare` returns it), with the real
+    /// (absolute and canonical, as `workspace::prepare` returns it), with the real
     /// clock, no skills and no secrets.
     pub fn new(agent: &str, model: &str, workspace: PathBuf, settings: PromptDef) -> Self {
         Self {

@@ -60,7 +60,7 @@ impl Secrets {
     /// Same as [`Secrets::from_config`] with `lookup` in place of the process environment.
     pub fn from_config_with(config: &Config, lookup: impl Fn(&str) -> Option<String>) -> Self {
         let secrets = Self::default().with_names_from(Self::names_in(config), lookup);
-        let path = crate::gateway::token::token_path(&config.state_dir);
+        let path = crate::config::token_path(&config.state_dir);
         match std::fs::read_to_string(&path) {
             Ok(token) => secrets.with_value(GATEWAY_TOKEN, token),
             Err(_) => secrets,

@@ -227,9 +227,7 @@ fn the_gateway_token_and_the_channel_secrets_are_secrets() {
     .unwrap();
     std::fs::write(dir.path().join("agents.d/a.toml"), "").unwrap();
     std::fs::write(
-        dir.path()
-            .join("state")
-            .join(crate::gateway::token::TOKEN_FILE),
+        dir.path().join("state").join(crate::config::TOKEN_FILE),
         "file-token-0123456789abcdef\n",
     )
     .unwrap();

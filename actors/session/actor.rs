@@ -2,11 +2,11 @@
 
 use super::history::View;
 use super::run::{RunEnd, RunInput, RunReport, execute};
+use super::runtime::AgentRuntime;
 use super::transcript::{Entry, EntryBody, Transcript};
 use super::{CancelRun, Enqueue, LiveInfo, LiveSessions, RunDone, SessionState, Stop};
-use crate::agent::runtime::AgentRuntime;
+use crate::ids::SessionKey;
 use crate::origin::Origin;
-use crate::router::SessionKey;
 use actix::{
     Actor, ActorContext, ActorFutureExt, AsyncContext, Context, Handler, Recipient, WrapFuture,
 };

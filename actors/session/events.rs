@@ -1,8 +1,8 @@
 //! A run's own task events (model calls, streamed text, retries, tool calls) forwarded to the bus
 //! in order, off the turn's hot path.
 
-use crate::agent::TurnEvents;
 use crate::model::{ModelError, ModelObserver, ToolCall};
+use crate::turn::TurnEvents;
 use bus::events::TaskEventKind;
 use bus::{Bus, Delivery};
 use std::sync::Arc;

@@ -3,10 +3,12 @@
 
 mod actor;
 pub mod compaction;
+pub mod drain;
 mod events;
 pub mod history;
 pub mod index;
 pub mod run;
+pub mod runtime;
 mod shards;
 #[cfg(test)]
 mod tests;

@@ -3,18 +3,19 @@
 use super::compaction;
 use super::events::RunEvents;
 use super::history::View;
+use super::runtime::AgentRuntime;
 use super::transcript::{Entry, EntryBody, Transcript};
-use crate::agent::retry;
-use crate::agent::runtime::AgentRuntime;
-use crate::agent::turn::{Resume, TurnError, TurnHooks, TurnInput, TurnJournal, run_turn_observed};
-use crate::agent::usage::UsageByModel;
-use crate::agent::{RunContext, RunSlot};
+use crate::ids::SessionKey;
 use crate::lane::LaneError;
 use crate::model::ChatMessage;
 use crate::model::ToolCall;
 use crate::origin::Origin;
-use crate::router::SessionKey;
+use crate::outbox::ReplyTo as _;
 use crate::tools::ToolContext;
+use crate::tools::run_context::{RunContext, RunSlot};
+use crate::turn::retry;
+use crate::turn::usage::UsageByModel;
+use crate::turn::{Resume, TurnError, TurnHooks, TurnInput, TurnJournal, run_turn_observed};
 use bus::{Delivery, Outcome, TaskState};
 use serde_json::json;
 use std::collections::HashSet;
@@ -617,7 +618,7 @@ impl Run {
         match self.delivery.complete(outcome).await {
             Ok(()) => {
                 if let Some((channel, msg)) = reply {
-                    crate::channels::outbox::publish(rt.bus.as_ref(), channel, &msg).await;
+                    crate::outbox::publish(rt.bus.as_ref(), channel, &msg).await;
                 }
             }
             Err(e) => {

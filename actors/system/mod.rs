@@ -4,17 +4,15 @@
 //! A channel (HTTP today) only turns its input into envelopes and delivers what comes back; it
 //! does not build or own any of the parts here. `clawbus up` is this system plus its channels.
 
-mod drain;
 mod limits;
 mod shutdown;
 
-pub use drain::{Drain, DrainReport};
+pub use crate::session::drain::{Drain, DrainReport};
 pub use limits::raise_nofile;
 pub use shutdown::{Shutdown, ShutdownSignal};
 
 use crate::agent::{AgentContext, AgentError, AgentHandle, SessionLimits};
 use crate::approvals::Approvals;
-use crate::channels::{ChannelParts, Channels};
 use crate::config::{BusBackend, Config};
 use crate::coordinator::{CoordinatorError, CoordinatorHandle, CoordinatorOptions};
 use crate::cron::{Declared, Scheduler, SchedulerHandle, Settings};
@@ -23,7 +21,7 @@ use crate::metrics::Metrics;
 use crate::router::Router;
 use crate::session::index::SessionIndex;
 use crate::session::{LiveSessions, SessionShards};
-use bus::{Bus, Clock, LocalBus, LocalOptions, SystemClock};
+use bus::{Bus, BusOptions, Clock, SystemClock, TaskStore};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -63,9 +61,6 @@ pub enum SystemError {
     /// An agent could not start.
     #[error(transparent)]
     Agent(#[from] AgentError),
-    /// A channel (a delivery actor, the Telegram poller) could not start.
-    #[error(transparent)]
-    Channel(#[from] crate::channels::ChannelError),
     /// The task coordinator could not start.
     #[error(transparent)]
     Coordinator(#[from] CoordinatorError),
@@ -98,8 +93,8 @@ async fn open_db(path: &std::path::Path) -> Result<sled::Db, String> {
 pub struct Clawbus {
     config: Arc<Config>,
     db: sled::Db,
-    local: LocalBus,
     bus: Arc<dyn Bus>,
+    ledger: Arc<dyn TaskStore>,
     lanes: Lanes,
     metrics: Metrics,
     /// The model providers' circuit breakers, on the process's clock.
@@ -114,7 +109,7 @@ pub struct Clawbus {
     clock: Arc<dyn Clock>,
     shutdown: ShutdownSignal,
     cron: SchedulerHandle,
-    channels: Channels,
+    outbox: crate::outbox::Outbox,
     coordinator: CoordinatorHandle,
 }
 
@@ -131,17 +126,18 @@ impl Clawbus {
             .await
             .map_err(state_err)?;
         let clock = opts.clock.clone();
-        let local = match config.bus.backend {
-            BusBackend::Local => LocalBus::with_db(
-                db.clone(),
-                LocalOptions {
-                    dedup_window: config.bus.dedup_window,
-                    clock: clock.clone(),
-                    ..LocalOptions::default()
-                },
-            )?,
+        let backend = match config.bus.backend {
+            BusBackend::Local => bus::Backend::Local,
         };
-        let bus: Arc<dyn Bus> = Arc::new(local.clone());
+        let bus::OpenBus { bus, ledger } = bus::open(
+            BusOptions {
+                backend,
+                dedup_window: config.bus.dedup_window,
+                clock: clock.clone(),
+                ..BusOptions::default()
+            },
+            db.clone(),
+        )?;
         let metrics = Metrics::new();
         // Model circuit breakers are shared by every agent of the process; /metrics shows them.
         let breakers = Arc::new(crate::model::Breakers::new(
@@ -165,11 +161,8 @@ impl Clawbus {
             Some(n) => SessionShards::start(n),
             None => SessionShards::per_core(),
         };
-        let outbox = crate::channels::outbox::Outbox::open(
-            &db,
-            crate::channels::replies::ReplyRoutes::new(&config),
-        )
-        .map_err(|e| state_err(e.to_string()))?;
+        let outbox = crate::outbox::Outbox::open(&db, crate::config::ReplyRoutes::new(&config))
+            .map_err(|e| state_err(e.to_string()))?;
         let scheduler =
             Arc::new(start_scheduler(&config, &db, &bus, &clock, &outbox).map_err(state_err)?);
         let agent_ctx = AgentContext {
@@ -195,24 +188,13 @@ impl Clawbus {
         for def in &config.agents {
             agents.push(AgentHandle::start(def, &config, &agent_ctx).await?);
         }
-        let channels = Channels::start(ChannelParts {
-            config: &config,
-            db: &db,
-            outbox: outbox.clone(),
-            bus: bus.clone(),
-            clock: clock.clone(),
-            approvals: approvals.clone(),
-            router: router.clone(),
-            metrics: metrics.clone(),
-        })
-        .await?;
         let cron = SchedulerHandle::spawn(scheduler);
         tracing::info!(agents = agents.len(), backend = ?config.bus.backend, "System started.");
         Ok(Self {
             config: Arc::new(config),
             db,
-            local,
             bus,
+            ledger,
             lanes,
             metrics,
             breakers,
@@ -226,14 +208,19 @@ impl Clawbus {
             clock,
             shutdown: ShutdownSignal::new(),
             cron,
-            channels,
+            outbox,
             coordinator,
         })
     }
 
-    /// The channels' delivery actors and pollers.
-    pub fn channels(&self) -> &Channels {
-        &self.channels
+    /// The system's database (channels keep their state in it: the Telegram offset).
+    pub fn db(&self) -> &sled::Db {
+        &self.db
+    }
+
+    /// Replies and announcements waiting to be delivered, and their delivery records.
+    pub fn outbox(&self) -> &crate::outbox::Outbox {
+        &self.outbox
     }
 
     /// The cron scheduler (jobs, heartbeats).
@@ -256,9 +243,9 @@ impl Clawbus {
         &self.bus
     }
 
-    /// The embedded bus itself (its store, for tests and tools).
-    pub fn local_bus(&self) -> &LocalBus {
-        &self.local
+    /// The bus's task store (for tests and tools). Outcomes recorded through it emit task events.
+    pub fn ledger(&self) -> &Arc<dyn TaskStore> {
+        &self.ledger
     }
 
     /// The global lanes.
@@ -316,12 +303,12 @@ impl Clawbus {
         self.shutdown.listener()
     }
 
-    /// Stops the system: channels are told to stop accepting, running turns get `grace` to
+    /// Stops the system: channels are told to stop accepting (the HTTP ones by the shutdown
+    /// listener; the others are stopped by their owner first), running turns get `grace` to
     /// finish, the rest are stopped and left in the store for the next start, and the stores
     /// are flushed.
     pub async fn shutdown(self, grace: std::time::Duration) -> DrainReport {
         self.shutdown.fire();
-        self.channels.stop_input().await;
         // No new fires while the runs drain; runs in flight keep their leases, which lapse.
         self.cron.stop().await;
         let report = self.drain.drain(grace).await;
@@ -351,7 +338,7 @@ fn start_scheduler(
     db: &sled::Db,
     bus: &Arc<dyn Bus>,
     clock: &Arc<dyn Clock>,
-    outbox: &crate::channels::outbox::Outbox,
+    outbox: &crate::outbox::Outbox,
 ) -> Result<Scheduler, String> {
     let settings = Settings::new(
         config.gateway.timezone,

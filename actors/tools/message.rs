@@ -1,8 +1,9 @@
 //! The `message` tool: send text to a channel peer through the bus.
 
 use super::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use crate::ids::outbound_topic;
 use async_trait::async_trait;
-use bus::{Bus, Envelope, Topic};
+use bus::{Bus, Envelope};
 use serde::Deserialize;
 use serde_json::json;
 use std::fmt;
@@ -38,20 +39,6 @@ struct Args {
     channel: String,
     to: String,
     text: String,
-}
-
-/// The topic a channel adapter reads outgoing messages from: `channel.<name>.out`.
-pub fn outbound_topic(channel: &str) -> Result<Topic, String> {
-    let ok = !channel.is_empty()
-        && channel
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    if !ok {
-        return Err(format!(
-            "invalid channel name {channel:?} (expected letters, digits, '-' or '_')"
-        ));
-    }
-    Topic::parse(&format!("channel.{channel}.out")).map_err(|e| e.to_string())
 }
 
 #[async_trait]

@@ -4,8 +4,14 @@
 //! - [`ToolSet`]: the ordered set of tools one agent may use; [`ToolSet::invoke`] parses and validates
 //!   the model's arguments, runs the tool and caps the output. It never fails: every problem becomes
 //!   an error [`ToolOutput`] the model can read and recover from.
-//! - [`confine`]: the one function that turns a requested path into a real path inside the workspace.
-//! - [`policy`]: which tools an agent is offered — profile → allow/deny → availability → channel.
+//! - [`confine()`]: the one function that turns a requested path into a real path inside the workspace
+//!   (it lives in [`crate::workspace`]).
+//! - [`Layer`], [`Removed`]: what the policy took away; the policy itself (which tools an agent is
+//!   offered: profile → allow/deny → availability → channel) is [`crate::agent::tools`].
+//! - [`run_context`]: the run a tool is called from (task, call chain, lane slot).
+//! - The tools of agent cooperation that need only the bus: [`agent_call`], [`spawn`], [`cron`];
+//!   the session tools (`sessions_*`) are in `agent::tools` (they read the sessions).
+//! - [`MemorySearchTool`] / [`MemoryGetTool`]: the memory tools over [`crate::memory`].
 //! - Built-in tools: [`ReadTool`] (`read`), [`WriteTool`] (`write`), [`EditTool`] (`edit`),
 //!   [`ExecTool`] (`exec`, see [`exec`]), [`MessageTool`] (`message`), and the web tools ([`web`]).
 //!
@@ -15,31 +21,32 @@
 //! `not_utf8`, `offset_out_of_range`, `no_match`, `ambiguous_match`, `command_refused`,
 //! `approval_denied`, `approval_timeout`, `timeout`, `io`, `internal`.
 
-mod agent_call;
-mod confine;
+pub mod agent_call;
 pub mod cron;
 mod edit;
 pub mod exec;
+mod layer;
+mod memory;
 mod message;
 mod output;
 mod peers;
-pub mod policy;
 mod read;
+pub mod run_context;
 mod schema;
-pub mod sessions;
 pub mod spawn;
 pub mod web;
 mod write;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
-pub use confine::{ConfineError, confine};
+pub use crate::workspace::{ConfineError, confine};
 pub use edit::EditTool;
 pub use exec::ExecTool;
-pub use message::{MessageTool, outbound_topic};
+pub use layer::{Layer, Removed};
+pub use memory::{MemoryGetTool, MemorySearchTool};
+pub use message::MessageTool;
 pub use output::{SPILL_DIR, ToolError, ToolOutput};
-pub use policy::{Layer, Removed, ToolServices, agent_tools};
 pub use read::ReadTool;
 pub use web::{WebFetchTool, WebSearchTool};
 pub use write::WriteTool;
@@ -66,7 +73,7 @@ pub struct ToolContext {
     pub channel: String,
     /// The run calling the tool: its task, call chain and lane slot; `None` outside a run
     /// (tests, tools invoked directly).
-    pub run: Option<std::sync::Arc<crate::agent::RunContext>>,
+    pub run: Option<std::sync::Arc<run_context::RunContext>>,
 }
 
 /// One tool an agent can call.
@@ -119,15 +126,15 @@ impl fmt::Debug for ToolSet {
 impl ToolSet {
     /// Every built-in tool with default settings: `read`, `write`, `edit`, `exec` (allowlist
     /// mode, nothing allowed), `memory_search`, `memory_get`, `message` (no bus: it refuses).
-    /// Agents get theirs from [`policy::agent_tools`].
+    /// Agents get theirs from [`crate::agent::tools::agent_tools`].
     pub fn builtin() -> Self {
         Self::default()
             .with(ReadTool)
             .with(WriteTool)
             .with(EditTool)
             .with(ExecTool::new("", Default::default(), None))
-            .with(crate::memory::MemorySearchTool::default())
-            .with(crate::memory::MemoryGetTool)
+            .with(MemorySearchTool::default())
+            .with(MemoryGetTool)
             .with(MessageTool::new(None))
     }
 
@@ -137,7 +144,7 @@ impl ToolSet {
         self
     }
 
-    fn insert(&mut self, tool: Arc<dyn Tool>) {
+    pub(crate) fn insert(&mut self, tool: Arc<dyn Tool>) {
         self.removed.retain(|r| r.tool != tool.name());
         match self.tools.iter_mut().find(|t| t.name() == tool.name()) {
             Some(slot) => *slot = tool,

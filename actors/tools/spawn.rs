@@ -4,8 +4,8 @@
 use super::peers::Peers;
 use super::{Tool, ToolContext, ToolOutput, parse_args};
 use crate::ids::AgentId;
+use crate::ids::SessionKey;
 use crate::origin::Origin;
-use crate::router::SessionKey;
 use async_trait::async_trait;
 use bus::{Bus, BusError, Envelope, RequestId, Topic};
 use serde::Deserialize;

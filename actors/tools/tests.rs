@@ -7,18 +7,17 @@ use tempfile::TempDir;
 
 mod edit;
 mod output;
-mod policy;
 mod write;
 
 /// A tempdir holding `ws/` (the workspace) and `outside/secret.txt` next to it.
-struct Fixture {
+pub(crate) struct Fixture {
     _dir: TempDir,
     top: PathBuf,
     outside: PathBuf,
-    ctx: ToolContext,
+    pub(crate) ctx: ToolContext,
 }
 
-fn fixture() -> Fixture {
+pub(crate) fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let top = dir.path().canonicalize().unwrap();
     let ws = top.join("ws");
@@ -42,7 +41,7 @@ fn fixture() -> Fixture {
 }
 
 impl Fixture {
-    fn ws(&self) -> &Path {
+    pub(crate) fn ws(&self) -> &Path {
         &self.ctx.workspace
     }
 
@@ -60,7 +59,7 @@ impl Fixture {
 }
 
 /// The `error.type` of an error output, checking the output's shape on the way.
-fn error_type(out: &ToolOutput) -> String {
+pub(crate) fn error_type(out: &ToolOutput) -> String {
     assert!(out.is_error, "expected an error output, got {:?}", out.text);
     let v: Value = serde_json::from_str(&out.text).expect("error output must be JSON");
     v["error"]["message"]
@@ -69,7 +68,7 @@ fn error_type(out: &ToolOutput) -> String {
     v["error"]["type"].as_str().unwrap().to_string()
 }
 
-fn error_message(out: &ToolOutput) -> String {
+pub(crate) fn error_message(out: &ToolOutput) -> String {
     let v: Value = serde_json::from_str(&out.text).unwrap();
     v["error"]["message"].as_str().unwrap().to_string()
 }

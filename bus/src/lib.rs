@@ -8,6 +8,7 @@
 //!   [`commit`]: group commit to disk.
 //! - [`events`]: [`TaskEvent`]s, what happens to a task, on `events.task.<id>` and `events.<topic>`.
 //! - [`local`]: the embedded backend (an actix broker actor in this process).
+//! - [`open`](mod@open): [`open()`] a bus by [`Backend`]; the only place above which no backend is named.
 //! - [`clock`]: injected time.
 
 pub mod backend;
@@ -17,6 +18,7 @@ pub mod envelope;
 pub mod error;
 pub mod events;
 pub mod local;
+pub mod open;
 pub mod store;
 pub mod task;
 pub mod topic;
@@ -27,6 +29,7 @@ pub use envelope::{Envelope, Kind, RequestId};
 pub use error::{BusError, ConflictReason};
 pub use events::{TaskEvent, TaskEventKind, TaskEventStream};
 pub use local::{LocalBus, LocalOptions};
+pub use open::{Backend, BusOptions, OpenBus, open};
 pub use store::{Completion, SledTaskStore, TaskStore};
 /// The task store's name in earlier versions.
 pub type Ledger = SledTaskStore;

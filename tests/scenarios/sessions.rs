@@ -3,7 +3,6 @@
 use crate::support::{
     NET, Project, eventually, get_json, in_fresh_system, last_user, post_task, succeeded,
 };
-use bus::Bus as _;
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::{Value, json};
 
@@ -544,7 +543,7 @@ async fn a_task_cancelled_before_its_turn_does_not_wait_for_a_lane_slot() {
         .request_id;
     let reason = "cancelled, notice missed".to_string();
     daemon
-        .bus()
+        .system()
         .ledger()
         .complete(&rid, bus::Outcome::Cancelled { reason })
         .await

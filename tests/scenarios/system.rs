@@ -5,7 +5,6 @@ use crate::support::{
     Gateway, NET, Project, eventually, first_line_async, get_json, last_user, post_json, post_task,
     wait_child_async,
 };
-use bus::Bus as _;
 use clawbus::testkit::{Gate, ScriptedServer, Turn};
 use serde_json::{Value, json};
 use std::process::Stdio;

@@ -3,7 +3,6 @@
 
 use crate::support::{NET, Project, post_task, roles};
 use crate::support::{offered_tools, run_cmd, tool_results};
-use bus::Bus;
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::{Value, json};
 use std::process::{Command, Stdio};

@@ -42,5 +42,5 @@ impl Backoff {
 
 /// A jitter factor in 0.8..=1.2, so the retries of many deliveries do not arrive together.
 pub fn jitter() -> f64 {
-    crate::agent::retry::jitter()
+    crate::turn::retry::jitter()
 }

@@ -9,12 +9,12 @@
 //! dropped without a trace. `NO_REPLY` and heartbeat acknowledgements are never sent.
 //!
 //! Messages to the same target go out in order: a later one waits while an earlier one is still
-//! being tried. What reaches the actor is staged in the [`crate::channels::outbox`] until its
+//! being tried. What reaches the actor is staged in the [`crate::outbox`] until its
 //! outcome is recorded; on start the actor takes its channel's pending entries first, in order.
 
 mod actor;
 pub mod backoff;
-pub mod record;
+pub use crate::outbox::record;
 
 #[cfg(test)]
 mod tests;
@@ -68,7 +68,7 @@ pub struct DeliveryDeps {
     /// The one clock: retries are due on it.
     pub clock: Arc<dyn Clock>,
     /// Where pending deliveries wait and outcomes are recorded.
-    pub outbox: crate::channels::outbox::Outbox,
+    pub outbox: crate::outbox::Outbox,
     /// The retry schedule.
     pub backoff: Backoff,
     /// The jitter factor of each wait (0.8..=1.2; tests pass a constant).

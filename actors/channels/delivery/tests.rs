@@ -2,8 +2,8 @@
 //! every outcome is recorded; silent replies are never sent.
 
 use super::*;
-use crate::channels::OutboundMessage;
-use bus::{LocalBus, LocalOptions, ManualClock};
+use crate::outbox::OutboundMessage;
+use bus::{BusOptions, ManualClock};
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use tokio::sync::mpsc;
@@ -45,7 +45,7 @@ struct Rig {
     handle: DeliveryHandle,
     clock: Arc<ManualClock>,
     records: DeliveryRecords,
-    outbox: crate::channels::outbox::Outbox,
+    outbox: crate::outbox::Outbox,
     tries: mpsc::UnboundedReceiver<String>,
     _dir: tempfile::TempDir,
 }
@@ -63,10 +63,9 @@ async fn rig_with_outbox(
 ) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let db = sled::open(dir.path().join("db")).unwrap();
-    let bus: Arc<dyn Bus> =
-        Arc::new(LocalBus::with_db(db.clone(), LocalOptions::default()).unwrap());
+    let bus: Arc<dyn Bus> = bus::open(BusOptions::default(), db.clone()).unwrap().bus;
     let clock = ManualClock::new(T0);
-    let outbox = crate::channels::outbox::Outbox::open(&db, Default::default()).unwrap();
+    let outbox = crate::outbox::Outbox::open(&db, Default::default()).unwrap();
     for msg in &staged {
         outbox.stage("demo", msg).unwrap();
     }
@@ -305,11 +304,11 @@ async fn a_message_to_a_channel_without_delivery_actor_is_recorded_no_channel() 
     // The task's `delivery_failed` event is covered by the cron scenario (a real task).
     let dir = tempfile::tempdir().unwrap();
     let db = sled::open(dir.path().join("db")).unwrap();
-    let bus = LocalBus::with_db(db.clone(), LocalOptions::default()).unwrap();
-    let outbox = crate::channels::outbox::Outbox::open(&db, Default::default()).unwrap();
+    let bus = bus::open(BusOptions::default(), db.clone()).unwrap().bus;
+    let outbox = crate::outbox::Outbox::open(&db, Default::default()).unwrap();
     let clock: Arc<dyn Clock> = ManualClock::new(T0);
     outbox
-        .hand_over(&bus, &clock, "telegram", reply(9, "hello"))
+        .hand_over(&*bus, &clock, "telegram", reply(9, "hello"))
         .await;
     let records = outbox.records().list().unwrap();
     assert_eq!(records.len(), 1);

@@ -2,9 +2,10 @@
 //! nothing (another chat, not text).
 
 use super::api::Update;
-use super::{chat_of_session, chat_type};
+use super::chat_type;
 use crate::approvals::{ApprovalError, ApprovalState, Approvals};
 use crate::channels::{OutboundMessage, TELEGRAM_CHANNEL};
+use crate::ids::chat_of_session;
 use crate::origin::routed_task;
 use crate::router::{Inbound, Router};
 use bus::{Bus, BusError, RequestId};
@@ -157,7 +158,7 @@ impl Ingress {
             task_id: None,
             job: None,
         };
-        crate::channels::outbox::publish(self.bus.as_ref(), TELEGRAM_CHANNEL, &msg).await;
+        crate::outbox::publish(self.bus.as_ref(), TELEGRAM_CHANNEL, &msg).await;
     }
 }
 

@@ -33,16 +33,6 @@ pub fn chat_type(telegram: &str) -> &'static str {
     }
 }
 
-/// The chat a session belongs to, when it is a Telegram one
-/// (`agent:<id>:telegram:<chat type>:<chat id>`).
-pub fn chat_of_session(session: &str) -> Option<i64> {
-    let parts: Vec<&str> = session.split(':').collect();
-    match parts.as_slice() {
-        ["agent", _, channel, _, chat] if *channel == super::TELEGRAM_CHANNEL => chat.parse().ok(),
-        _ => None,
-    }
-}
-
 /// Sends replies with `sendMessage`, one message per part.
 pub struct TelegramSink {
     api: BotApi,
@@ -72,6 +62,7 @@ impl Sink for TelegramSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::chat_of_session;
 
     #[test]
     fn a_telegram_session_names_its_chat() {

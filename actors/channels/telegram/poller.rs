@@ -2,10 +2,10 @@
 //! offset kept in sled; and the approval requests of Telegram sessions sent to their chat.
 
 use super::api::{ApiError, BotApi, Update};
-use super::chat_of_session;
 use super::ingress::{Ingress, approval_prompt, is_request};
 use crate::approvals::{ApprovalRecord, Approvals};
 use crate::config::TelegramDef;
+use crate::ids::chat_of_session;
 use crate::router::Router;
 use actix::prelude::*;
 use bus::{Bus, BusError, Delivery, Topic};

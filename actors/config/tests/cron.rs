@@ -3,7 +3,7 @@
 
 use super::Fixture;
 use crate::config::load;
-use crate::cron::{DeliveryMode, PayloadKind, ScheduleSpec, SessionTarget};
+use crate::jobs::{DeliveryMode, PayloadKind, ScheduleSpec, SessionTarget};
 
 #[test]
 fn cron_tables_and_heartbeat_become_specs() {

@@ -3,7 +3,7 @@
 
 use super::Fixture;
 use crate::config::{DEFAULT_ANTHROPIC_BASE_URL, ProviderKind, load};
-use crate::model::{ReasoningEffort, Stop, ToolChoice};
+use crate::config::{ReasoningEffort, Stop, ToolChoice};
 use serde_json::json;
 
 const PROVIDERS: &str = r#"[providers.claude]

@@ -3,7 +3,7 @@
 use super::{Act, BOUND, Rig, every, ms, outcomes, spec, tick};
 use crate::cron::*;
 use crate::origin::Origin;
-use bus::{Bus as _, Envelope, Topic};
+use bus::{Envelope, Topic};
 use std::time::Duration;
 
 const MIN: u64 = 60_000;

@@ -3,7 +3,7 @@
 
 use super::{Act, BOUND, Rig, tick};
 use crate::cron::*;
-use bus::{Bus as _, Envelope, Topic};
+use bus::{Envelope, Topic};
 use std::time::Duration;
 
 const HALF_HOUR: u64 = 30 * 60_000;

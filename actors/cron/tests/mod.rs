@@ -1,4 +1,4 @@
-//! Scheduler tests: injected clock, a real `LocalBus` over a temporary sled, a fake agent.
+//! Scheduler tests: injected clock, a real local bus over a temporary sled, a fake agent.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod firing;
@@ -10,7 +10,7 @@ mod sync;
 mod tool;
 
 use super::*;
-use bus::{Bus as _, Delivery, Envelope, LocalBus, LocalOptions, ManualClock, Outcome, Topic};
+use bus::{Bus, BusOptions, Delivery, Envelope, ManualClock, Outcome, Topic};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -37,7 +37,7 @@ pub(super) enum Act {
 pub(super) struct Rig {
     pub _dir: tempfile::TempDir,
     pub db: sled::Db,
-    pub bus: Arc<LocalBus>,
+    pub bus: Arc<dyn Bus>,
     pub clock: Arc<ManualClock>,
     pub acts: Arc<Mutex<VecDeque<Act>>>,
     pub seen: Arc<Mutex<Vec<Envelope>>>,
@@ -49,12 +49,13 @@ impl Rig {
         let dir = tempfile::tempdir().unwrap();
         let db = sled::open(dir.path()).unwrap();
         let clock = ManualClock::new(ms(start));
-        let opts = LocalOptions {
+        let opts = BusOptions {
             dedup_window: Duration::from_secs(30 * 86_400),
             max_attempts: 3,
             clock: clock.clone(),
+            ..BusOptions::default()
         };
-        let bus = Arc::new(LocalBus::with_db(db.clone(), opts).unwrap());
+        let bus = bus::open(opts, db.clone()).unwrap().bus;
         let rig = Self {
             _dir: dir,
             db,

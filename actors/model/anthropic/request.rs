@@ -58,7 +58,10 @@ pub(crate) fn request_body(req: &ChatRequest, params: &ModelParams, max_tokens: 
 
 /// `{type: auto|any|none|tool}`, with `disable_parallel_tool_use` for `parallel_tool_calls = false`.
 fn tool_choice(req: &ChatRequest, params: &ModelParams) -> Option<Value> {
-    let choice = params.tool_choice.as_ref().map(|c| c.for_request(req));
+    let choice = params
+        .tool_choice
+        .as_ref()
+        .map(|c| crate::model::params::tool_choice_for(c, req));
     let no_parallel = params.parallel_tool_calls == Some(false);
     let mut wire = match choice {
         None if !no_parallel => return None,

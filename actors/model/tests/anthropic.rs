@@ -273,8 +273,8 @@ fn cached_prefix(body: &Value) -> String {
 
 #[tokio::test]
 async fn two_turns_of_a_session_send_a_byte_identical_prefix_up_to_the_breakpoint() {
-    use crate::agent::turn::PromptSource;
     use crate::prompt::PromptBuilder;
+    use crate::prompt::PromptSource;
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("SOUL.md"), "You are terse.\n").unwrap();
     std::fs::write(ws.path().join("AGENTS.md"), "Answer in English.\n").unwrap();

@@ -383,7 +383,7 @@ async fn agent_file_fallbacks_and_provider_breaker_settings_are_used_by_build_mo
     .unwrap();
     let (_clock, breakers) = manual();
     let model =
-        crate::agent::build_model_with(config.agent("a").unwrap(), &config, &breakers).unwrap();
+        crate::turn::build_model_with(config.agent("a").unwrap(), &config, &breakers).unwrap();
     let reply = model.complete(&ask()).await.unwrap();
     assert_eq!(reply.text.as_deref(), Some("backup answer"));
     assert_eq!(primary.request_count(), 1);

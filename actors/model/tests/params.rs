@@ -214,7 +214,7 @@ async fn agent_file_params_reach_the_anthropic_request_through_build_model() {
         model_override: None,
     })
     .unwrap();
-    let model = crate::agent::build_model(config.agent("a").unwrap(), &config).unwrap();
+    let model = crate::turn::build_model(config.agent("a").unwrap(), &config).unwrap();
     let (first, _) = rounds();
     model.complete(&first).await.unwrap();
     let body = &server.requests()[0].body;

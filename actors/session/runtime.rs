@@ -1,11 +1,11 @@
 //! What every session of one agent shares: its definition, model, tools, workspace, stores.
 
-use super::turn::{PromptSource, TurnDeps};
 use crate::config::AgentDef;
 use crate::ids::AgentId;
+use crate::ids::SessionKey;
 use crate::lane::{LaneError, LanePermit, Lanes, Ticket};
-use crate::router::SessionKey;
 use crate::session::index::SessionIndex;
+use crate::turn::{PromptSource, TurnDeps};
 use bus::{Bus, Clock, Envelope};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -36,12 +36,12 @@ pub struct AgentRuntime {
     /// The one clock of the process.
     pub clock: Arc<dyn Clock>,
     /// Runs in flight, and whether the daemon is shutting down.
-    pub drain: crate::system::Drain,
+    pub drain: super::drain::Drain,
     /// The prices of the agent's model and fallbacks that have one
     /// (`[prices."<provider>/<model>"]`), by `provider/model`.
     pub prices: std::collections::BTreeMap<String, crate::config::Price>,
     /// Which finished tasks' replies go back out, and the outbox they wait in until delivered.
-    pub outbox: crate::channels::outbox::Outbox,
+    pub outbox: crate::outbox::Outbox,
 }
 
 impl AgentRuntime {

@@ -1,9 +1,7 @@
 //! The `memory_search` and `memory_get` tools.
 
-use super::index::{MAX_FILE_BYTES, MemoryIndex};
-use super::{MEMORY_DIR, MEMORY_FILE};
-use crate::tools::{Tool, ToolContext, ToolOutput, confine};
-use crate::tools::{blocking, parse_args};
+use super::{Tool, ToolContext, ToolOutput, blocking, confine, parse_args};
+use crate::memory::{MAX_FILE_BYTES, MEMORY_DIR, MEMORY_FILE, MemoryIndex};
 use async_trait::async_trait;
 use bus::{Clock, SystemClock};
 use chrono::{DateTime, Utc};

@@ -1,4 +1,18 @@
 //! One turn of an agent: prompt → model → tools → model … until a final answer or a limit.
+//!
+//! - [`run_turn`] / [`run_turn_observed`]: the loop; [`TurnInput`], [`TurnDeps`], [`TurnOutput`].
+//! - [`retry`]: which failed turns are tried again, and when; [`usage`]: tokens and cost by model.
+//! - [`prose_call`]: a tool call a model wrote as prose; [`build_model`]: the agent's model client.
+
+pub mod prose_call;
+mod provider;
+pub mod retry;
+#[cfg(test)]
+mod tests;
+pub mod usage;
+
+pub use crate::prompt::PromptSource;
+pub use provider::{ModelBuildError, build_model, build_model_with};
 
 use crate::config::Limits;
 use crate::model::{
@@ -27,20 +41,6 @@ pub struct TurnDeps {
     pub tools: ToolSet,
     /// Iteration, time and size limits.
     pub limits: Limits,
-}
-
-/// Builds the system prompt; asked again before every model call of a turn, so what changed
-/// during the turn (a written memory note, a changed skill) is seen by the next call.
-pub trait PromptSource: Send + Sync {
-    /// The system prompt for the next model call.
-    fn system_prompt(&self) -> String;
-}
-
-/// A fixed system prompt.
-impl PromptSource for String {
-    fn system_prompt(&self) -> String {
-        self.clone()
-    }
 }
 
 /// The input of one turn.
@@ -130,7 +130,7 @@ pub struct TurnOutput {
     pub added: Vec<ChatMessage>,
     /// Tokens of the turn's model calls, summed per model that answered (estimated where a
     /// server reported none).
-    pub usage: super::usage::UsageByModel,
+    pub usage: usage::UsageByModel,
 }
 
 /// Why a turn ended without a final answer.
@@ -294,7 +294,7 @@ async fn tool_loop(
     // nor what the session's channel may not (a `sessions_send` into a Telegram chat's session
     // comes from the `agent` channel, but runs in Telegram's conversation).
     let mut tools = deps.tools.for_channel(&input.tool_context.channel);
-    let session_channel = crate::router::SessionKey::parse(&input.tool_context.session)
+    let session_channel = crate::ids::SessionKey::parse(&input.tool_context.session)
         .ok()
         .and_then(|k| k.channel().map(str::to_string));
     if let Some(channel) = session_channel.filter(|c| *c != input.tool_context.channel) {
@@ -320,7 +320,7 @@ async fn tool_loop(
     };
     let mut iterations = added.iter().filter(|m| m.role == Role::Assistant).count() as u32;
     let mut guard = RepeatGuard::default();
-    let mut usage = super::usage::UsageByModel::default();
+    let mut usage = usage::UsageByModel::default();
     loop {
         for call in pending_calls(&added) {
             guard.check(&call)?;
@@ -396,9 +396,9 @@ async fn tool_loop(
 }
 
 /// Logs at WARN a final answer that is a tool call written as text: the turn ends with that
-/// text (see [`super::prose_call`]).
+/// text (see [`prose_call`]).
 fn warn_prose_call(ctx: &ToolContext, model: &str, text: Option<&str>) {
-    let Some(tool) = text.and_then(super::prose_call::prose_tool_call) else {
+    let Some(tool) = text.and_then(prose_call::prose_tool_call) else {
         return;
     };
     let (task_id, request_id) = match &ctx.run {

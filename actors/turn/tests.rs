@@ -2,7 +2,7 @@
 //! `limits.turn_timeout` each stop the loop with their own [`TurnError`], and no guard lets more
 //! tool calls run than it allows.
 
-use super::turn::{PromptSource, TurnDeps, TurnError, TurnInput, run_turn};
+use super::{PromptSource, TurnDeps, TurnError, TurnInput, run_turn};
 use crate::config::Limits;
 use crate::model::{ChatModel, ChatRequest, ModelError, ModelReply, ToolCall};
 use crate::tools::{Tool, ToolContext, ToolOutput, ToolSet};

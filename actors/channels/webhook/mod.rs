@@ -8,13 +8,13 @@
 //! failure are tried again; any other status fails at once. The URL is the operator's: it may
 //! be loopback or private, and it is not checked against the `web_fetch` rules.
 
+pub mod sign;
+
 use super::OutboundMessage;
 use super::delivery::{SendError, Sink};
 use crate::config::Config;
-use crate::gateway::webhooks::{
-    DELIVERY_HEADER, MissingSecret, SIGNATURE_HEADER, secret_from_env, sign,
-};
 use serde_json::json;
+use sign::{DELIVERY_HEADER, MissingSecret, SIGNATURE_HEADER, secret_from_env, sign};
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -1,5 +1,10 @@
-//! The agent's workspace: seeded from `agents.d/<id>/` on first start. The prompt built from
-//! it is assembled by [`crate::prompt`].
+//! The agent's workspace: seeded from `agents.d/<id>/` on first start ([`prepare`]), file
+//! stamps ([`FileStamp`]), and [`confine()`]: paths kept inside it. The prompt built from it is
+//! assembled by [`crate::prompt`]; the tools that read and write it are in [`crate::tools`].
+
+pub mod confine;
+
+pub use confine::{ConfineError, confine};
 
 use std::io;
 use std::path::{Path, PathBuf};

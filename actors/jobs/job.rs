@@ -63,7 +63,7 @@ pub enum Schedule {
         anchor_ms: Option<u64>,
     },
     /// A 5-field (`min hour dom month dow`) or 6-field (seconds first) cron expression,
-    /// evaluated in the IANA timezone `tz`; see [`crate::cron::schedule`] for DST.
+    /// evaluated in the IANA timezone `tz`; see [`super::schedule`] for DST.
     Cron {
         /// The expression as the user wrote it.
         expr: String,
@@ -89,7 +89,7 @@ pub enum PayloadKind {
     AgentTurn,
     /// An agent's heartbeat (from `[heartbeat]`): a turn in its main session asking it to follow
     /// `HEARTBEAT.md`; skipped without a model call when that file has no content, and a
-    /// `HEARTBEAT_OK` reply is not delivered (see [`crate::cron::heartbeat`]).
+    /// `HEARTBEAT_OK` reply is not delivered (see [`super::heartbeat`]).
     Heartbeat,
 }
 

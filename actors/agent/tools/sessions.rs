@@ -5,12 +5,12 @@
 //! (its conversations, its task sessions, the subagents it ran on itself). Another agent's
 //! sessions are refused as `policy_denied`; other agents are reached with `agent_call`.
 
-use super::{Tool, ToolContext, ToolOutput, parse_args};
+use crate::ids::SessionKey;
 use crate::origin::Origin;
-use crate::router::SessionKey;
 use crate::session::index::SessionMeta;
 use crate::session::transcript::EntryBody;
 use crate::session::view::SessionReader;
+use crate::tools::{Tool, ToolContext, ToolOutput, parse_args};
 use async_trait::async_trait;
 use bus::{Bus, BusError, Envelope, RequestId, Topic};
 use serde::Deserialize;
@@ -218,7 +218,7 @@ impl Tool for SessionsHistoryTool {
             Err(out) => return out,
         };
         let limit = args.limit.unwrap_or(DEFAULT_HISTORY).clamp(1, MAX_HISTORY);
-        super::blocking("sessions_history", move || {
+        crate::tools::blocking("sessions_history", move || {
             let entries = match reader.entries(&meta) {
                 Ok(e) => e,
                 Err(e) => {

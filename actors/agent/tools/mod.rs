@@ -3,7 +3,7 @@
 //! 1. **profile** — `tools.profile` (`minimal`, `coding` (default), `messaging`, `full`), plus
 //!    what `tools.allow` adds (names or `group:…`);
 //! 2. **deny** — `tools.deny` removes names or groups, whatever added them;
-//! 3. **availability** — a tool whose backend is not configured ([`Tool::available`](super::Tool::available): no search
+//! 3. **availability** — a tool whose backend is not configured ([`Tool::available`](crate::tools::Tool::available): no search
 //!    provider, exec denied or with an empty allowlist) or that this binary does not implement;
 //! 4. **channel** — `[channels.<name>] deny_tools` for the channel a run came from, applied per
 //!    run by [`ToolSet::for_channel`].
@@ -12,56 +12,16 @@
 //! anything removed with a `policy_denied` error naming the layer. Tools are offered in
 //! catalogue order ([`KNOWN_TOOLS`]).
 
-use super::{ExecTool, MessageTool, ToolSet, WebFetchTool, WebSearchTool};
+pub mod sessions;
+#[cfg(test)]
+mod tests;
+
 use crate::approvals::Approvals;
 use crate::config::{AgentDef, AgentRule, Config, ExecDef, KNOWN_TOOLS};
+use crate::tools::{ExecTool, Layer, MessageTool, ToolSet, WebFetchTool, WebSearchTool};
 use bus::Bus;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::sync::Arc;
-
-/// The policy layer that removed a tool, outermost first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Layer {
-    /// Not in the agent's `tools.profile` (nor added by `tools.allow`).
-    Profile,
-    /// Removed by the agent's `tools.deny`.
-    Deny,
-    /// Its backend is not configured, or it is not built into this binary.
-    Availability,
-    /// Removed by `[channels.<name>] deny_tools` for the channel the run came from.
-    Channel,
-}
-
-impl Layer {
-    /// The name printed by `clawbus tools` (`profile`, `deny`, `availability`, `channel`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Profile => "profile",
-            Self::Deny => "deny",
-            Self::Availability => "availability",
-            Self::Channel => "channel",
-        }
-    }
-}
-
-impl fmt::Display for Layer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A tool the policy took away, with the layer that did it and why.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Removed {
-    /// The tool name.
-    pub tool: String,
-    /// The first layer that removed it.
-    pub layer: Layer,
-    /// Why, naming the setting (`tools.deny entry "group:runtime"`).
-    pub reason: String,
-}
 
 /// What tools need from the running process.
 #[derive(Clone, Default)]
@@ -88,25 +48,23 @@ pub fn registry(def: &AgentDef, config: &Config, services: &ToolServices) -> Too
             services.approvals.clone(),
         ))
         .with(MessageTool::new(services.bus.clone()))
-        .with(super::agent_call::AgentCallTool::new(
+        .with(crate::tools::agent_call::AgentCallTool::new(
             services.bus.clone(),
             config.agents.iter().map(|a| a.id.clone()).collect(),
         ))
-        .with(super::spawn::SpawnTool::new(
+        .with(crate::tools::spawn::SpawnTool::new(
             services.bus.clone(),
             config.agents.iter().map(|a| a.id.clone()).collect(),
         ))
-        .with(super::sessions::SessionsListTool::new(
+        .with(sessions::SessionsListTool::new(services.sessions.clone()))
+        .with(sessions::SessionsHistoryTool::new(
             services.sessions.clone(),
         ))
-        .with(super::sessions::SessionsHistoryTool::new(
-            services.sessions.clone(),
-        ))
-        .with(super::sessions::SessionsSendTool::new(
+        .with(sessions::SessionsSendTool::new(
             services.bus.clone(),
             services.sessions.clone(),
         ))
-        .with(super::cron::CronTool::new(services.cron.clone()))
+        .with(crate::tools::cron::CronTool::new(services.cron.clone()))
         .with(WebFetchTool::new(&config.web))
         .with(WebSearchTool::from_env(&config.web.search))
 }

@@ -2,6 +2,11 @@
 
 use super::*;
 use crate::config::{self, Config, LoadOptions};
+use crate::tools::tests::{error_message, error_type, fixture};
+use crate::tools::*;
+use serde_json::json;
+use std::fs;
+use tempfile::TempDir;
 
 /// Loads `clawbus.toml` and one agent file `a.toml` from a tempdir.
 fn load(gateway: &str, agent: &str) -> (TempDir, Config) {
@@ -152,7 +157,7 @@ fn exec_never_passes_a_secret_variable_to_commands_even_when_listed() {
         "[gateway]\ntoken_env = \"GW_TOKEN\"\n[providers.remote]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"REMOTE_KEY\"\n",
         "[exec]\nsecurity = \"full\"\nenv = [\"GIT_AUTHOR_NAME\", \"REMOTE_KEY\", \"GW_TOKEN\", \"BRAVE_API_KEY\"]\n",
     );
-    let def = crate::tools::policy::exec_def(&config.agents[0], &config);
+    let def = super::exec_def(&config.agents[0], &config);
     assert_eq!(def.env, ["GIT_AUTHOR_NAME"]);
     assert_eq!(def.security, config.agents[0].exec.security);
 }

@@ -17,12 +17,21 @@
 //!
 //! A message for a channel that has no delivery actor is not staged: it is recorded failed at
 //! once with the reason [`NO_CHANNEL`].
+//!
+//! - [`replies`]: which finished tasks have a reply to deliver, and where (the task's origin).
+//! - [`record`]: what became of each delivery ([`DeliveryRecords`], in sled).
+//!
+//! The channels' delivery actors (`channels::delivery`) take what is published here.
 
-use super::delivery::{DeliveryRecord, DeliveryRecords, DeliveryState};
-use super::replies::ReplyRoutes;
-use super::{OutboundMessage, out_topic};
+pub mod record;
+pub mod replies;
+
+pub use record::{DeliveryRecord, DeliveryRecords, DeliveryState};
+pub use replies::ReplyTo;
+
+use crate::config::ReplyRoutes;
 use bus::events::TaskEventKind;
-use bus::{Bus, Clock, Envelope};
+use bus::{Bus, BusError, Clock, Envelope, Topic};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use uuid::Uuid;
@@ -95,7 +104,7 @@ impl Outbox {
     /// no delivery id, or one never sent (`NO_REPLY`, a heartbeat acknowledgement), is not
     /// staged. Not flushed: the task store's next flush makes it durable.
     pub fn stage(&self, channel: &str, msg: &OutboundMessage) -> Result<(), OutboxError> {
-        let Some(key) = Self::key(channel, msg).filter(|_| !super::is_silent(&msg.text)) else {
+        let Some(key) = Self::key(channel, msg).filter(|_| !is_silent(&msg.text)) else {
             return Ok(());
         };
         let entry = Entry {
@@ -207,4 +216,43 @@ pub async fn publish(bus: &dyn Bus, channel: &str, msg: &OutboundMessage) {
     if let Err(e) = sent {
         tracing::error!(channel, task_id = ?msg.task_id, error = %e, "Message not handed to the channel's delivery actor.");
     }
+}
+
+/// One message to send out, as published on `channel.<name>.out` (by a finished task, by a
+/// cron announcement).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutboundMessage {
+    /// Who gets it on the channel: a Telegram chat id, a webhook's name.
+    #[serde(default)]
+    pub to: Option<String>,
+    /// The text.
+    pub text: String,
+    /// The task whose reply it is (its events record the delivery).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<Uuid>,
+    /// The cron job that announced it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+}
+
+impl OutboundMessage {
+    /// The id a receiver can drop a repeat by, and the outbox's key: the task id, else
+    /// `job:<job>`; `None` for a message that is neither (a chat notice).
+    pub fn delivery_id(&self) -> Option<String> {
+        self.task_id
+            .map(|t| t.to_string())
+            .or_else(|| self.job.as_ref().map(|j| format!("job:{j}")))
+    }
+}
+
+/// The topic a channel's delivery actor listens on: `channel.<name>.out`.
+pub fn out_topic(channel: &str) -> Result<Topic, BusError> {
+    Topic::parse(&format!("channel.{channel}.out")).map_err(|e| BusError::Invalid(e.to_string()))
+}
+
+/// True for a text that is never delivered: empty, exactly `NO_REPLY`, or a heartbeat acknowledgement
+/// (`HEARTBEAT_OK` with at most a few words), as the cron scheduler decides it.
+pub fn is_silent(text: &str) -> bool {
+    let t = text.trim();
+    t.is_empty() || t == crate::jobs::heartbeat::NO_REPLY || crate::jobs::heartbeat::is_ack(t)
 }

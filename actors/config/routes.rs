@@ -1,0 +1,77 @@
+//! Which channels deliver replies: Telegram when it polls, webhooks with a `deliver_url`
+//! ([`ReplyRoutes`]). What a finished task's reply is and where it goes is the runtime's
+//! (`outbox`'s `ReplyTo`); here only what the configuration sets up, which `clawbus check` judges
+//! announcement targets by.
+
+use super::{ChannelDef, Config, TELEGRAM, WEBHOOK, WebhookDef};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The channels (and webhooks) whose tasks' replies go back out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplyRoutes {
+    /// Telegram polls, so its chats get replies.
+    telegram: bool,
+    /// Webhooks with a `deliver_url`.
+    hooks: BTreeSet<String>,
+}
+
+impl ReplyRoutes {
+    /// The routes the configuration sets up.
+    pub fn new(config: &Config) -> Self {
+        Self::from_parts(&config.channels, &config.webhooks)
+    }
+
+    /// The routes of `[channels.*]` and `[webhooks.*]` (what `clawbus check` judges
+    /// announcement targets by).
+    pub fn from_parts(
+        channels: &BTreeMap<String, ChannelDef>,
+        webhooks: &BTreeMap<String, WebhookDef>,
+    ) -> Self {
+        Self {
+            telegram: channels.get(TELEGRAM).is_some_and(|c| c.telegram.is_some()),
+            hooks: webhooks
+                .iter()
+                .filter(|(_, h)| h.deliver_url.is_some())
+                .map(|(name, _)| name.clone())
+                .collect(),
+        }
+    }
+
+    /// Whether `channel` has a delivery actor (Telegram when it polls, `webhook` when a hook
+    /// has a `deliver_url`).
+    pub fn delivers(&self, channel: &str) -> bool {
+        match channel {
+            TELEGRAM => self.telegram,
+            WEBHOOK => !self.hooks.is_empty(),
+            _ => false,
+        }
+    }
+
+    /// Why an announcement to `channel` (`to` on it) could not be delivered; `None` when it can.
+    pub fn refuses(&self, channel: &str, to: Option<&str>) -> Option<String> {
+        match channel {
+            TELEGRAM if self.telegram => None,
+            TELEGRAM => Some(
+                "channel \"telegram\" is not configured (expected [channels.telegram] token_env in clawbus.toml)".into(),
+            ),
+            WEBHOOK => {
+                let hook = to.unwrap_or_default();
+                (!self.hooks.contains(hook)).then(|| {
+                    let known: Vec<&str> = self.hooks.iter().map(String::as_str).collect();
+                    format!(
+                        "no webhook {hook:?} with a deliver_url (expected one of: {})",
+                        if known.is_empty() { "none configured".to_string() } else { known.join(", ") }
+                    )
+                })
+            }
+            other => Some(format!(
+                "channel {other:?} has no delivery (expected \"telegram:<chat id>\" or \"webhook:<hook>\")"
+            )),
+        }
+    }
+
+    /// Whether webhook `hook` has a `deliver_url`.
+    pub fn has_hook(&self, hook: &str) -> bool {
+        self.hooks.contains(hook)
+    }
+}

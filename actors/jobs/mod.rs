@@ -1,0 +1,19 @@
+//! The cron job types (OpenClaw's shape) and their specs, without the scheduler: what config
+//! parses and the scheduler (`cron`) runs.
+//!
+//! - [`job`]: [`Job`](job::Job) and its parts; [`spec`]: [`JobSpec`](spec::JobSpec), checked into a job.
+//! - [`expr`]: 5/6-field cron expressions; [`schedule`]: the next fire, DST rules.
+//! - [`heartbeat`]: [`HeartbeatSpec`](heartbeat::HeartbeatSpec), `HEARTBEAT_OK`, `NO_REPLY`, active hours.
+
+pub mod expr;
+pub mod heartbeat;
+pub mod job;
+pub mod schedule;
+pub mod spec;
+
+pub use heartbeat::HeartbeatSpec;
+pub use job::{
+    ActiveHours, CatchUp, Delivery, DeliveryMode, Job, JobId, JobSource, Payload, PayloadKind,
+    Schedule, SessionTarget,
+};
+pub use spec::{JobSpec, ScheduleSpec, SpecContext, SpecError};

@@ -1,0 +1,74 @@
+//! Opening a bus by backend: the one place that names a concrete backend, so the runtime above
+//! holds only [`Bus`] and [`TaskStore`] and a second backend is a new [`Backend`] variant here.
+
+use crate::backend::Bus;
+use crate::clock::{Clock, SystemClock};
+use crate::error::BusError;
+use crate::local::{LocalBus, LocalOptions};
+use crate::store::{DEFAULT_WINDOW, TaskStore};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Which backend carries the messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Backend {
+    /// The embedded bus: an actix broker in this process, tasks journaled in sled.
+    #[default]
+    Local,
+}
+
+/// What [`open`] needs besides the database.
+#[derive(Clone)]
+pub struct BusOptions {
+    /// The backend to open.
+    pub backend: Backend,
+    /// How long a finished request id is remembered.
+    pub dedup_window: Duration,
+    /// Deliveries of one task before it fails for good.
+    pub max_attempts: u32,
+    /// The time source.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for BusOptions {
+    fn default() -> Self {
+        Self {
+            backend: Backend::Local,
+            dedup_window: DEFAULT_WINDOW,
+            max_attempts: 5,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+/// An open bus: the bus itself and the task store behind it.
+#[derive(Clone)]
+pub struct OpenBus {
+    /// The bus every part talks over.
+    pub bus: Arc<dyn Bus>,
+    /// Its task store. Outcomes recorded through it emit their task events, as the bus's own do.
+    pub ledger: Arc<dyn TaskStore>,
+}
+
+/// Opens the bus `opts.backend` names over `db`, re-queueing every unfinished task.
+/// Must be called inside a running actix `System`.
+pub fn open(opts: BusOptions, db: sled::Db) -> Result<OpenBus, BusError> {
+    match opts.backend {
+        Backend::Local => {
+            let local = LocalBus::with_db(
+                db,
+                LocalOptions {
+                    dedup_window: opts.dedup_window,
+                    max_attempts: opts.max_attempts,
+                    clock: opts.clock,
+                },
+            )?;
+            let ledger = local.ledger().clone();
+            Ok(OpenBus {
+                bus: Arc::new(local),
+                ledger,
+            })
+        }
+    }
+}
