@@ -188,7 +188,7 @@ fn run_one(
         .arg("--state-dir")
         .arg(&state)
         .current_dir(project)
-        .env("RUST_LOG", "warn,clawbus::session::shards=info")
+        .env("RUST_LOG", "warn,clawbus_runtime::session::shards=info")
         .env_remove("CLAWBUS_MODEL")
         .env_remove("CLAWBUS_TOKEN")
         .stdin(Stdio::null())

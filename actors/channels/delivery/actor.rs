@@ -4,8 +4,8 @@ use super::{
     Backoff, DeliveryDeps, DeliveryRecord, DeliveryState, Enqueue, Pending, PendingView, SendError,
     Sink, Tick,
 };
-use crate::channels::{OutboundMessage, is_silent};
 use crate::outbox::Outbox;
+use crate::{OutboundMessage, is_silent};
 use actix::prelude::*;
 use bus::events::TaskEventKind;
 use bus::{Bus, Clock, Delivery};

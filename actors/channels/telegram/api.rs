@@ -5,7 +5,7 @@
 //! (`<base>/bot<token>/<method>`), so URLs are never logged and reqwest's errors are stripped of
 //! theirs.
 
-use crate::channels::delivery::SendError;
+use crate::delivery::SendError;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};

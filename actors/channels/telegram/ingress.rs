@@ -4,10 +4,10 @@
 use super::api::Update;
 use super::chat_type;
 use crate::approvals::{ApprovalError, ApprovalState, Approvals};
-use crate::channels::{OutboundMessage, TELEGRAM_CHANNEL};
 use crate::ids::chat_of_session;
 use crate::origin::routed_task;
 use crate::router::{Inbound, Router};
+use crate::{OutboundMessage, TELEGRAM_CHANNEL};
 use bus::{Bus, BusError, RequestId};
 use std::sync::Arc;
 

@@ -13,7 +13,7 @@ pub use shutdown::{Shutdown, ShutdownSignal};
 
 use crate::agent::{AgentContext, AgentError, AgentHandle, SessionLimits};
 use crate::approvals::Approvals;
-use crate::config::{BusBackend, Config};
+use crate::config::Config;
 use crate::coordinator::{CoordinatorError, CoordinatorHandle, CoordinatorOptions};
 use crate::cron::{Declared, Scheduler, SchedulerHandle, Settings};
 use crate::lane::Lanes;
@@ -126,9 +126,7 @@ impl Clawbus {
             .await
             .map_err(state_err)?;
         let clock = opts.clock.clone();
-        let backend = match config.bus.backend {
-            BusBackend::Local => bus::Backend::Local,
-        };
+        let backend = config.bus.backend.to_bus();
         let bus::OpenBus { bus, ledger } = bus::open(
             BusOptions {
                 backend,

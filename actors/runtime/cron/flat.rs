@@ -2,7 +2,7 @@
 //! agent `cron` tool take them, turned into a [`JobSpec`]; and a stored [`Job`] back into the
 //! spec that describes it (so an update can change some fields only).
 
-use super::job::{Delivery, DeliveryMode, Job, Payload, PayloadKind, Schedule, SessionTarget};
+use super::job::{Delivery, DeliveryMode, Payload, PayloadKind, SessionTarget};
 use super::spec::{JobSpec, ScheduleSpec};
 use serde::Deserialize;
 
@@ -46,39 +46,6 @@ pub struct FlatSpec {
     /// Enabled or not.
     #[serde(default)]
     pub enabled: Option<bool>,
-}
-
-impl JobSpec {
-    /// The spec that describes a stored job.
-    pub fn of_job(job: &Job) -> Self {
-        Self {
-            id: Some(job.id.to_string()),
-            name: Some(job.name.clone()),
-            agent: job.agent.clone(),
-            schedule: match &job.schedule {
-                Schedule::At { at } => ScheduleSpec::At {
-                    at: at.to_rfc3339(),
-                },
-                Schedule::Every {
-                    every_ms,
-                    anchor_ms,
-                } => ScheduleSpec::Every {
-                    every_ms: *every_ms,
-                    anchor_ms: *anchor_ms,
-                },
-                Schedule::Cron { expr, tz } => ScheduleSpec::Cron {
-                    expr: expr.clone(),
-                    tz: Some(tz.clone()),
-                },
-            },
-            payload: job.payload.clone(),
-            session: job.session,
-            delivery: job.delivery.clone(),
-            enabled: job.enabled,
-            catch_up: job.catch_up,
-            delete_after_run: job.delete_after_run,
-        }
-    }
 }
 
 /// `channel` or `channel:to` as an announce delivery.

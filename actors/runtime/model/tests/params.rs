@@ -6,7 +6,7 @@ use crate::model::{
     AnthropicClient, AnthropicConfig, ChatMessage, ChatModel, ChatRequest, ModelParams,
     OpenAiClient, OpenAiConfig, ReasoningEffort, Stop, ToolCall, ToolChoice, ToolSchema,
 };
-use crate::testkit::{AnthropicServer, AnthropicTurn, AnthropicUsage, ScriptedServer, Turn};
+use clawbus_testkit::{AnthropicServer, AnthropicTurn, AnthropicUsage, ScriptedServer, Turn};
 
 fn params(tool_choice: ToolChoice) -> ModelParams {
     let mut extra = Map::new();

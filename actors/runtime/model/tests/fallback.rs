@@ -10,7 +10,7 @@ use crate::model::{
     BreakerPolicy, BreakerState, Breakers, Candidate, ChatMessage, ChatModel, ChatRequest,
     FallbackModel, Fallover, FalloverReason, ModelError, ModelObserver, OpenAiClient, OpenAiConfig,
 };
-use crate::testkit::{ScriptedServer, Turn};
+use clawbus_testkit::{ScriptedServer, Turn};
 
 fn client(server: &ScriptedServer, max_retries: u32) -> Arc<dyn ChatModel> {
     Arc::new(

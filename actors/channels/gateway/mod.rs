@@ -20,11 +20,11 @@ pub mod webhooks;
 pub mod ws;
 
 use crate::agent::AgentHandle;
-use crate::channels::{ChannelError, ChannelParts, Channels};
 use crate::config::Config;
 use crate::lane::Lanes;
 use crate::metrics::Metrics;
 use crate::system::{Clawbus, DrainReport, SystemError, SystemOptions};
+use crate::{ChannelError, ChannelParts, Channels};
 use bus::Bus;
 use std::net::SocketAddr;
 use std::sync::Arc;

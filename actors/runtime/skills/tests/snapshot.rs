@@ -164,7 +164,7 @@ fn skill_copies_follow_the_snapshot_and_never_a_planted_symlink() {
 
 #[test]
 fn the_shipped_skills_parse_and_are_visible_with_no_special_env() {
-    let bundled = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
+    let bundled = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../skills");
     let ws = tempfile::tempdir().unwrap();
     let catalog = SkillCatalog {
         workspace: ws.path().to_path_buf(),

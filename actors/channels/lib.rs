@@ -1,6 +1,11 @@
-//! The outbound side of the channels, and the channels that are not HTTP: every way out is an
-//! actor the composition root ([`crate::system`]) starts.
+//! clawbus channels: every way in and out of the runtime, and the [`Daemon`](gateway::Daemon)
+//! that runs them over the system (`clawbus up`).
 //!
+//! - [`gateway`]: the HTTP server — the API with token auth, channel inbound, task event streams,
+//!   the WebSocket protocol, the OpenAI-compatible endpoint, inbound webhooks — and the
+//!   [`Daemon`](gateway::Daemon): the runtime's [`Clawbus`](crate::system::Clawbus) plus these
+//!   channels, started and stopped together.
+//! - [`Channels`]: the channels that are not HTTP, each an actor the daemon starts:
 //! - [`delivery`]: one delivery actor per outbound channel, subscribed to `channel.<name>.out`;
 //!   it sends replies and cron announcements with retries (exponential backoff with jitter on
 //!   the injected clock, bounded tries), never sends `NO_REPLY` / `HEARTBEAT_OK`, and records
@@ -12,7 +17,16 @@
 //! - [`webhook`]: outbound webhooks: replies POSTed, signed, to `[webhooks.<name>] deliver_url`;
 //!   [`webhook::sign`]: the signatures, inbound and outbound.
 
+// Path shims: the lower crates' modules under their own names, so `crate::config::…` and
+// `crate::session::…` read as before the split.
+use clawbus_core::{config, ids};
+use clawbus_runtime::{
+    agent, approvals, coordinator, cron, lane, metrics, model, origin, outbox, router, session,
+    system, turn,
+};
+
 pub mod delivery;
+pub mod gateway;
 pub mod telegram;
 pub mod webhook;
 

@@ -17,7 +17,7 @@ use axum::routing::post;
 use bus::RequestId;
 use std::collections::BTreeMap;
 
-pub use crate::channels::webhook::sign::{
+pub use crate::webhook::sign::{
     DELIVERY_HEADER, MissingSecret, SIGNATURE_HEADER, secret_from_env, sign, signature_matches,
 };
 

@@ -6,7 +6,7 @@ use crate::model::{
     ChatMessage, ChatModel, ChatRequest, ModelError, OpenAiClient, OpenAiConfig, ToolCall,
     ToolSchema,
 };
-use crate::testkit::{ScriptedServer, Turn};
+use clawbus_testkit::{ScriptedServer, Turn};
 
 fn client_with(base_url: String, timeout: Duration, max_retries: u32) -> OpenAiClient {
     OpenAiClient::new(OpenAiConfig {

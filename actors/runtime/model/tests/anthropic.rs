@@ -7,7 +7,7 @@ use crate::model::{
     AnthropicClient, AnthropicConfig, ChatMessage, ChatModel, ChatRequest, ModelError,
     ModelObserver, ToolSchema,
 };
-use crate::testkit::{AnthropicServer, AnthropicTurn, AnthropicUsage};
+use clawbus_testkit::{AnthropicServer, AnthropicTurn, AnthropicUsage};
 
 fn client(server: &AnthropicServer, max_retries: u32) -> AnthropicClient {
     AnthropicClient::new(AnthropicConfig {

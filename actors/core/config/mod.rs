@@ -206,6 +206,13 @@ pub enum BusBackend {
 }
 
 impl BusBackend {
+    /// The bus backend it names.
+    pub fn to_bus(self) -> bus::Backend {
+        match self {
+            Self::Local => bus::Backend::Local,
+        }
+    }
+
     /// Parses the configured name.
     pub fn parse(s: &str) -> Result<Self, String> {
         match s {
