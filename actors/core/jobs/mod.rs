@@ -1,9 +1,9 @@
 //! The cron job types (OpenClaw's shape) and their specs, without the scheduler: what config
 //! parses and the scheduler (`cron`) runs.
 //!
-//! - [`job`]: [`Job`](job::Job) and its parts; [`spec`]: [`JobSpec`](spec::JobSpec), checked into a job.
+//! - [`job`]: [`Job`] and its parts; [`spec`]: [`JobSpec`], checked into a job.
 //! - [`expr`]: 5/6-field cron expressions; [`schedule`]: the next fire, DST rules.
-//! - [`heartbeat`]: [`HeartbeatSpec`](heartbeat::HeartbeatSpec), `HEARTBEAT_OK`, `NO_REPLY`, active hours.
+//! - [`heartbeat`]: [`HeartbeatSpec`], `HEARTBEAT_OK`, `NO_REPLY`, active hours.
 
 pub mod expr;
 pub mod heartbeat;

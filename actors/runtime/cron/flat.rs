@@ -1,5 +1,5 @@
 //! A job described by flat fields (`every = "10m"`, `message = "…"`), as the CLI flags and the
-//! agent `cron` tool take them, turned into a [`JobSpec`]; and a stored [`Job`] back into the
+//! agent `cron` tool take them, turned into a [`JobSpec`]; and a stored [`Job`](super::Job) back into the
 //! spec that describes it (so an update can change some fields only).
 
 use super::job::{Delivery, DeliveryMode, Payload, PayloadKind, SessionTarget};

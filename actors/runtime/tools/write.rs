@@ -9,7 +9,7 @@ use std::path::Path;
 /// `write {path, content}`: creates or replaces a file in the workspace, creating parent folders.
 /// The content goes to a temporary file in the same folder that is then renamed over the target,
 /// so readers see the old or the new file, never half of one, and a symlink is never written
-/// through (one pointing inside the workspace is followed to its real file by [`confine`]).
+/// through (one pointing inside the workspace is followed to its real file by [`confine()`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WriteTool;
 

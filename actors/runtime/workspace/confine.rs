@@ -1,4 +1,4 @@
-//! Path confinement: every file tool turns the model's path into a real path through [`confine`].
+//! Path confinement: every file tool turns the model's path into a real path through [`confine()`].
 
 use std::io;
 use std::path::{Component, Path, PathBuf};
