@@ -7,7 +7,7 @@
 //! series, so any actor can ask for its series at start without coordinating with others:
 //!
 //! ```
-//! # use clawbus::metrics::Metrics;
+//! # use clawbus_runtime::metrics::Metrics;
 //! let metrics = Metrics::new();
 //! let ok = metrics.counter("clawbus_turns_total", "Turns by outcome.", &[("outcome", "succeeded")]);
 //! ok.inc();
