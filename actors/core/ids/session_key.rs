@@ -1,51 +1,11 @@
-//! Identifier newtypes shared by the actors: [`AgentId`], [`SessionKey`], and the names derived
-//! from them ([`chat_of_session`], [`outbound_topic`]).
+//! [`SessionKey`]: a session's key in OpenClaw's format, and what can be read from it.
 
-use bus::Topic;
+use super::AgentId;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// The Telegram channel's name in a session key (the same as `config::TELEGRAM`).
 const TELEGRAM: &str = "telegram";
-
-/// The id of an agent: the stem of its file in `agents.d/` (`researcher` for `researcher.toml`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct AgentId(String);
-
-impl AgentId {
-    /// Wraps a string that has already been checked by [`AgentId::parse`] or comes from a trusted source.
-    pub fn new(id: impl Into<String>) -> Self {
-        Self(id.into())
-    }
-
-    /// Checks that `id` is a usable agent id: 1–64 chars of `[a-z0-9_-]`, starting with a letter or digit.
-    pub fn parse(id: &str) -> Result<Self, String> {
-        let ok_len = !id.is_empty() && id.len() <= 64;
-        let ok_chars = id
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
-        let ok_start = id.chars().next().is_some_and(|c| c.is_ascii_alphanumeric());
-        if ok_len && ok_chars && ok_start {
-            Ok(Self(id.to_string()))
-        } else {
-            Err(format!(
-                "invalid agent id {id:?} (expected 1-64 characters of a-z, 0-9, '-' or '_', starting with a letter or digit)"
-            ))
-        }
-    }
-
-    /// The id as a string slice.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for AgentId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
 
 /// A session key: `agent:<agentId>:<channel>:<chatType>:<peerId>`, or `agent:<agentId>:main`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -139,18 +99,4 @@ pub fn chat_of_session(session: &str) -> Option<i64> {
         ["agent", _, channel, _, chat] if *channel == TELEGRAM => chat.parse().ok(),
         _ => None,
     }
-}
-
-/// The topic a channel adapter reads outgoing messages from: `channel.<name>.out`.
-pub fn outbound_topic(channel: &str) -> Result<Topic, String> {
-    let ok = !channel.is_empty()
-        && channel
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    if !ok {
-        return Err(format!(
-            "invalid channel name {channel:?} (expected letters, digits, '-' or '_')"
-        ));
-    }
-    Topic::parse(&format!("channel.{channel}.out")).map_err(|e| e.to_string())
 }
