@@ -131,6 +131,9 @@ pub(super) struct AgentFile {
     /// Shared topics the agent consumes (see `subscribe.rs`).
     #[serde(default)]
     pub subscribe: Vec<Spanned<String>>,
+    /// The agents it may reach through `agent_call` and `sessions_spawn` (see `agent.rs`).
+    #[serde(default)]
+    pub may_call: Vec<Spanned<String>>,
 }
 
 /// `[limits]` of an agent.

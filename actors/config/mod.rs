@@ -359,6 +359,10 @@ pub struct AgentDef {
     /// Shared topics it takes work from besides `agent.<id>` (`subscribe`): each task posted to
     /// one goes to exactly one of its subscribers.
     pub subscribe: Vec<bus::Topic>,
+    /// The other agents it may reach through `agent_call` and `sessions_spawn` (`may_call`),
+    /// each an agent of this config, never itself (a subagent of itself needs no entry);
+    /// empty by default: it reaches no other agent.
+    pub may_call: Vec<AgentId>,
 }
 
 impl AgentDef {

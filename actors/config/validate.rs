@@ -75,10 +75,16 @@ pub(super) fn check(opts: &LoadOptions) -> (CheckReport, Option<Config>) {
     let mut agents = Vec::new();
     match agent::agent_files(&opts.agents_dir) {
         Ok(files) => {
+            let peers: Vec<String> = files
+                .iter()
+                .filter_map(|p| p.file_stem())
+                .map(|s| s.to_string_lossy().into_owned())
+                .collect();
             for path in files {
                 let (agent, problems) = agent::agent_file(
                     &path,
                     &opts.agents_dir,
+                    &peers,
                     &base.default_model,
                     &base.known,
                     base.gateway.timezone,

@@ -94,6 +94,12 @@ pub trait Tool: Send + Sync {
     fn idempotent(&self) -> bool {
         false
     }
+    /// A refusal decided on the arguments before the schema checks them (whom a call may
+    /// reach): `Some(error)` refuses the call. Cheap and side-effect free.
+    fn screen(&self, ctx: &ToolContext, args: &serde_json::Value) -> Option<ToolOutput> {
+        let _ = (ctx, args);
+        None
+    }
 }
 
 /// The ordered set of tools one agent may use, and what the policy removed.
@@ -315,6 +321,9 @@ impl ToolSet {
                 tool.as_ref(),
                 format!("arguments of {name:?} must be a JSON object, got {got}"),
             );
+        }
+        if let Some(refused) = tool.screen(ctx, &args) {
+            return refused;
         }
         if let Err(problem) = schema::validate(&tool.parameters(), &args) {
             return invalid(tool.as_ref(), format!("arguments of {name:?}: {problem}"));

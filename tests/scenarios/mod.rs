@@ -1,4 +1,5 @@
 mod agents;
+mod calls;
 mod cli;
 mod cron;
 mod delivery;
