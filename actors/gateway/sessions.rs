@@ -105,7 +105,7 @@ async fn list(
 /// A session's metadata, live state and transcript entries, as `GET /v1/sessions/{key}` shows
 /// them.
 pub(super) fn transcript(state: &ApiState, key: &str) -> Result<serde_json::Value, Failure> {
-    let key = SessionKey::parse(key)
+    let key = SessionKey::from_client(key)
         .map_err(|e| Failure::new(StatusCode::BAD_REQUEST, "invalid_session_key", e))?;
     let sessions = reader(state);
     let meta = match sessions.get(key.as_str()) {
