@@ -14,18 +14,24 @@ pub enum ListedState {
     Idle,
     /// Live with a run in progress.
     Processing,
-    /// Not live: only on disk.
-    Stopped,
+    /// Not live, only on disk (evicted, or not used since a restart): it takes work as an idle
+    /// one does, so it is shown as `idle` (with `live: false`).
+    #[serde(rename = "idle")]
+    Unloaded,
 }
 
 impl ListedState {
-    /// `idle`, `processing` or `stopped`.
+    /// `idle` or `processing`.
     pub fn as_str(self) -> &'static str {
         match self {
-            Self::Idle => "idle",
+            Self::Idle | Self::Unloaded => "idle",
             Self::Processing => "processing",
-            Self::Stopped => "stopped",
         }
+    }
+
+    /// Whether the session is live (its actor in memory).
+    pub fn is_live(self) -> bool {
+        self != Self::Unloaded
     }
 
     /// The state of a session and the runs waiting in its lane, from its live entry (`None`:
@@ -37,7 +43,7 @@ impl ListedState {
                 queued,
             }) => (Self::Processing, queued),
             Some(LiveInfo { queued, .. }) => (Self::Idle, queued),
-            None => (Self::Stopped, 0),
+            None => (Self::Unloaded, 0),
         }
     }
 }
