@@ -208,7 +208,9 @@ async fn require_token(State(state): State<ApiState>, req: Request, next: Next) 
     let message = match header.map(token::bearer) {
         Some(Some(t)) if token::matches(&state.token, t) => return next.run(req).await,
         Some(Some(_)) => "wrong bearer token",
-        Some(None) => "header Authorization: expected Bearer <token> (see <state-dir>/gateway.token)",
+        Some(None) => {
+            "header Authorization: expected Bearer <token> (see <state-dir>/gateway.token)"
+        }
         None => "missing header Authorization: Bearer <token> (see <state-dir>/gateway.token)",
     };
     // OpenAI's fields too (`type`, `param`), so the OpenAI SDKs raise their authentication error

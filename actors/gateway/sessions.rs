@@ -144,7 +144,9 @@ pub(super) fn transcript(state: &ApiState, key: &str) -> Result<serde_json::Valu
         }
     };
     let (st, queued) = sessions.state(key.as_str());
-    Ok(json!({ "session": meta, "state": st, "live": st.is_live(), "queued": queued, "entries": entries }))
+    Ok(
+        json!({ "session": meta, "state": st, "live": st.is_live(), "queued": queued, "entries": entries }),
+    )
 }
 
 async fn show(State(state): State<ApiState>, Path(key): Path<String>) -> Response {

@@ -20,11 +20,21 @@ async fn a_request_id_reused_with_another_session_or_lane_is_a_conflict() {
     let (status, done) = post_task(&daemon, "echo", first.clone()).await;
     assert_eq!(status, 200, "{done}");
     let (status, again) = post_task(&daemon, "echo", first).await;
-    assert_eq!((status, &again["duplicate"]), (200, &json!(true)), "{again}");
+    assert_eq!(
+        (status, &again["duplicate"]),
+        (200, &json!(true)),
+        "{again}"
+    );
 
     let cases = [
-        (json!({ "text": "hi", "request_id": "r-1", "session": "b" }), "session \"a\""),
-        (json!({ "text": "hi", "request_id": "r-1" }), "session \"a\""),
+        (
+            json!({ "text": "hi", "request_id": "r-1", "session": "b" }),
+            "session \"a\"",
+        ),
+        (
+            json!({ "text": "hi", "request_id": "r-1" }),
+            "session \"a\"",
+        ),
         (
             json!({ "text": "hi", "request_id": "r-1", "session": "a", "lane": "cron" }),
             "lane \"main\"",
@@ -36,7 +46,10 @@ async fn a_request_id_reused_with_another_session_or_lane_is_a_conflict() {
         assert_eq!(answer["error"]["code"], "request_id_conflict", "{answer}");
         let message = answer["error"]["message"].as_str().unwrap();
         assert!(message.contains(words), "{message}");
-        assert!(message.contains(done["task_id"].as_str().unwrap()), "{message}");
+        assert!(
+            message.contains(done["task_id"].as_str().unwrap()),
+            "{message}"
+        );
     }
 
     // A body request_id and an Idempotency-Key that differ: 400, nothing admitted.
@@ -52,7 +65,12 @@ async fn a_request_id_reused_with_another_session_or_lane_is_a_conflict() {
     assert_eq!(resp.status(), 400);
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["error"]["code"], "invalid_request_id", "{body}");
-    assert!(body["error"]["message"].as_str().unwrap().contains("\"k-2\""));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"k-2\"")
+    );
     let (_, listed) = send(&daemon, reqwest::Method::GET, "/v1/tasks?agent=echo", None).await;
     let ids: Vec<&str> = listed["tasks"]
         .as_array()
@@ -64,12 +82,23 @@ async fn a_request_id_reused_with_another_session_or_lane_is_a_conflict() {
 
     // The CLI prints the conflict and exits 2 (it took the 409 for a task before).
     let mut cmd = project.clawbus();
-    cmd.args(["post", "agent.echo", "hi", "--request-id", "r-1", "--session", "b"])
-        .args(["--url", &daemon.url]);
+    cmd.args([
+        "post",
+        "agent.echo",
+        "hi",
+        "--request-id",
+        "r-1",
+        "--session",
+        "b",
+    ])
+    .args(["--url", &daemon.url]);
     let out = run_cmd(cmd).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("is taken by task") && stderr.contains("session"), "{stderr}");
+    assert!(
+        stderr.contains("is taken by task") && stderr.contains("session"),
+        "{stderr}"
+    );
     assert!(!stderr.contains("invalid type"), "{stderr}");
     stop(daemon).await;
 }
@@ -99,15 +128,22 @@ async fn websocket_session_keys_go_through_the_one_name_validator() {
             assert_eq!(res["ok"], false, "{method} {key:?}: {res}");
             assert_eq!(res["error"]["code"], "INVALID_REQUEST", "{res}");
             let message = res["error"]["message"].as_str().unwrap();
-            assert!(message.len() < 400, "a long key is not echoed whole: {message}");
+            assert!(
+                message.len() < 400,
+                "a long key is not echoed whole: {message}"
+            );
         }
     }
     // The same alphabet as the HTTP API: a name with '@' and '+' is a session there and here.
     let ok = c
-        .call("chat.send", json!({ "message": "hi", "sessionKey": "bob@example.com+1" }))
+        .call(
+            "chat.send",
+            json!({ "message": "hi", "sessionKey": "bob@example.com+1" }),
+        )
         .await;
     assert_eq!(ok["sessionKey"], "agent:echo:ws:direct:bob@example.com+1");
-    let (status, _) = post_task_in(&up, json!({ "text": "hi", "session": "bob@example.com+1" })).await;
+    let (status, _) =
+        post_task_in(&up, json!({ "text": "hi", "session": "bob@example.com+1" })).await;
     assert_eq!(status, 202);
     let (status, refused) = post_task_in(&up, json!({ "text": "hi", "session": "a\nb" })).await;
     assert_eq!(status, 400, "{refused}");
@@ -120,7 +156,10 @@ async fn websocket_session_keys_go_through_the_one_name_validator() {
         .text()
         .await
         .unwrap();
-    assert!(!sessions.contains("forged") && !sessions.contains("xxxxxxxx"), "{sessions}");
+    assert!(
+        !sessions.contains("forged") && !sessions.contains("xxxxxxxx"),
+        "{sessions}"
+    );
 }
 
 async fn post_task_in(up: &Up, body: Value) -> (u16, Value) {
@@ -132,7 +171,10 @@ async fn post_task_in(up: &Up, body: Value) -> (u16, Value) {
         .send()
         .await
         .unwrap();
-    (resp.status().as_u16(), resp.json().await.unwrap_or(Value::Null))
+    (
+        resp.status().as_u16(),
+        resp.json().await.unwrap_or(Value::Null),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -165,7 +207,9 @@ async fn unauthenticated_websockets_cannot_keep_a_client_with_the_token_out() {
     let challenge = next_json(&mut ws).await;
     assert_eq!(challenge["event"], "connect.challenge");
     let connect = json!({ "type": "req", "id": "c", "method": "connect", "params": connect_params(&up.token) });
-    ws.send(Message::Text(connect.to_string().into())).await.unwrap();
+    ws.send(Message::Text(connect.to_string().into()))
+        .await
+        .unwrap();
     let hello = next_json(&mut ws).await;
     assert_eq!(hello["ok"], true, "{hello}");
     // `clawbus chat` presents the token on the upgrade too.
@@ -173,7 +217,12 @@ async fn unauthenticated_websockets_cannot_keep_a_client_with_the_token_out() {
     cmd.args(["chat", "--agent", "echo", "--url", &up.url])
         .stdin(std::process::Stdio::null());
     let out = run_cmd(cmd).await;
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     drop(idle);
 }
 
@@ -218,9 +267,18 @@ async fn healthz_answers_through_a_flood_of_idle_connections_under_a_low_descrip
         .send()
         .await
         .unwrap();
-    assert_eq!(health.status(), 200, "{}", health.text().await.unwrap_or_default());
+    assert_eq!(
+        health.status(),
+        200,
+        "{}",
+        health.text().await.unwrap_or_default()
+    );
     let (status, answer) = post_task(&daemon, "echo", json!({ "text": "hi", "wait": true })).await;
-    assert_eq!((status, &answer["state"]), (200, &json!("succeeded")), "{answer}");
+    assert_eq!(
+        (status, &answer["state"]),
+        (200, &json!("succeeded")),
+        "{answer}"
+    );
     drop(flood);
     stop(daemon).await;
 }
@@ -255,7 +313,10 @@ async fn through_the_drain_healthz_answers_503_and_new_work_is_refused() {
     let daemon: Child = up(&project).await;
     let (status, running) = post_task(&daemon, "chat", json!({ "text": "hold" })).await;
     assert_eq!(status, 202, "{running}");
-    eventually("the turn reached the model", async || server.request_count() == 1).await;
+    eventually("the turn reached the model", async || {
+        server.request_count() == 1
+    })
+    .await;
     std::process::Command::new("kill")
         .args(["-TERM", &daemon.child.id().to_string()])
         .status()
@@ -263,7 +324,12 @@ async fn through_the_drain_healthz_answers_503_and_new_work_is_refused() {
     let http = reqwest::Client::new();
     let mut last = String::new();
     eventually("/healthz answers 503 draining", async || {
-        match http.get(format!("{}/healthz", daemon.url)).timeout(NET).send().await {
+        match http
+            .get(format!("{}/healthz", daemon.url))
+            .timeout(NET)
+            .send()
+            .await
+        {
             Ok(r) => {
                 let status = r.status().as_u16();
                 last = r.text().await.unwrap_or_default();

@@ -20,7 +20,10 @@ async fn chat_with_an_unknown_agent_is_a_usage_error() {
     let out = run_cmd(cmd).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("\"nobody\"") && stderr.contains("echo"), "{stderr}");
+    assert!(
+        stderr.contains("\"nobody\"") && stderr.contains("echo"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -45,8 +48,12 @@ async fn a_transcript_line_that_is_not_utf8_is_skipped_and_reported() {
         .map(|e| e.path())
         .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
         .unwrap();
-    let mut f = std::fs::OpenOptions::new().append(true).open(&file).unwrap();
-    f.write_all(b"{\"type\":\"message\",\"text\":\"caf\xe9\"}\n").unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap();
+    f.write_all(b"{\"type\":\"message\",\"text\":\"caf\xe9\"}\n")
+        .unwrap();
     drop(f);
 
     let key = "agent:echo:api:direct:s";
@@ -63,12 +70,18 @@ async fn a_transcript_line_that_is_not_utf8_is_skipped_and_reported() {
     let bad = entries.last().unwrap();
     assert_eq!(bad["type"], "unreadable", "{bad}");
     assert!(bad["error"].as_str().unwrap().contains("UTF-8"), "{bad}");
-    assert!(entries.iter().any(|e| e["type"] == "message"), "the good lines stay");
+    assert!(
+        entries.iter().any(|e| e["type"] == "message"),
+        "the good lines stay"
+    );
 
     let mut cmd = project.clawbus();
     cmd.args(["sessions", "show", key, "--url", &up.url]);
     let out = succeeded(&run_cmd(cmd).await);
-    assert!(out.contains("first") && out.contains("unreadable, skipped"), "{out}");
+    assert!(
+        out.contains("first") && out.contains("unreadable, skipped"),
+        "{out}"
+    );
 
     let (mut c, _) = Client::connect(&up, &up.token).await;
     let history = c.call("chat.history", json!({ "sessionKey": key })).await;
@@ -88,8 +101,14 @@ async fn tasks_list_has_a_header_and_a_session_after_a_restart_is_idle() {
     let out = succeeded(&run_cmd(cmd).await);
     let mut lines = out.lines();
     let header = lines.next().unwrap_or_default();
-    assert!(header.starts_with("TASK") && header.contains("STATE"), "{out}");
-    assert!(lines.next().unwrap_or_default().contains("succeeded"), "{out}");
+    assert!(
+        header.starts_with("TASK") && header.contains("STATE"),
+        "{out}"
+    );
+    assert!(
+        lines.next().unwrap_or_default().contains("succeeded"),
+        "{out}"
+    );
     stop(daemon).await;
 
     let daemon = up(&project).await;
@@ -156,7 +175,13 @@ async fn tail_of_agent_topics_shows_the_task_messages() {
     let message: Value = serde_json::from_str(line.trim()).unwrap();
     assert_eq!(message["topic"], "agent.echo", "{line}");
     assert_eq!(message["kind"], "task", "{line}");
-    assert!(message["payload"]["text"].as_str().unwrap().starts_with('t'), "{line}");
+    assert!(
+        message["payload"]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with('t'),
+        "{line}"
+    );
     let _ = child.kill();
     let _ = child.wait();
     stop(daemon).await;

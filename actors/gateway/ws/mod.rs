@@ -167,7 +167,9 @@ fn place(state: &ApiState, headers: &axum::http::HeaderMap) -> Result<Held, Resp
         )
     };
     if crate::gateway::token::presented(&state.token, headers) {
-        return acquire(&state.ws.members, max).map(Held::member).ok_or_else(full);
+        return acquire(&state.ws.members, max)
+            .map(Held::member)
+            .ok_or_else(full);
     }
     if state.ws.open() >= max {
         return Err(full());
