@@ -33,7 +33,7 @@ pub(super) async fn healthz(State(state): State<ApiState>) -> Response {
 pub(super) async fn not_ready(state: &ApiState) -> Vec<String> {
     let mut reasons = Vec::new();
     if state.shutdown.is_shutdown() {
-        reasons.push("shutting down: no new work is accepted".to_string());
+        reasons.push("draining: shutting down, no new work is accepted".to_string());
     }
     match RequestId::parse("healthz-probe") {
         Ok(probe) => {

@@ -1,6 +1,7 @@
 //! The gateway: the HTTP channel (the API, the generic channel inbound) over the system that
 //! [`crate::system`] builds.
 
+mod admit;
 pub mod api;
 pub mod approvals;
 pub mod channels;
@@ -9,6 +10,7 @@ mod events;
 mod health;
 pub mod metrics;
 pub mod openai;
+mod serve;
 pub mod sessions;
 pub mod status;
 pub mod tail;
@@ -85,13 +87,23 @@ pub enum StartError {
 pub struct HttpChannel {
     addr: SocketAddr,
     token: String,
+    stop: tokio::sync::watch::Sender<bool>,
     server: tokio::task::JoinHandle<()>,
 }
 
-impl HttpChannel {
-    /// Binds the listener and serves the API over `system` until the system shuts down.
-    pub async fn start(system: &Clawbus, opts: &StartOptions) -> Result<Self, StartError> {
-        let config = system.config().clone();
+/// The listening socket, bound before the system starts (a port in use fails at once), with the
+/// token and the webhook secrets it will check.
+pub struct Listener {
+    listener: tokio::net::TcpListener,
+    addr: SocketAddr,
+    token: String,
+    hooks: Arc<webhooks::Hooks>,
+}
+
+impl Listener {
+    /// Reads the token and the webhook secrets and binds the port: everything that can refuse
+    /// the start on the gateway's side, done before anything else starts.
+    pub async fn bind(config: &Config, opts: &StartOptions) -> Result<Self, StartError> {
         let bind = config.gateway.bind;
         if !bind.is_loopback() && !opts.allow_public {
             return Err(StartError::PublicBind(bind));
@@ -108,7 +120,7 @@ impl HttpChannel {
                 cause: e.to_string(),
             })?,
         };
-        let hooks = Arc::new(webhooks::Hooks::from_env(&config)?);
+        let hooks = Arc::new(webhooks::Hooks::from_env(config)?);
         let addr = SocketAddr::new(bind, opts.port.unwrap_or(config.gateway.port));
         let listener = tokio::net::TcpListener::bind(addr)
             .await
@@ -116,9 +128,34 @@ impl HttpChannel {
         let addr = listener
             .local_addr()
             .map_err(|cause| StartError::Listen { addr, cause })?;
+        Ok(Self {
+            listener,
+            addr,
+            token,
+            hooks,
+        })
+    }
+}
+
+impl HttpChannel {
+    /// Binds the listener and serves the API over `system` until [`HttpChannel::stopped`].
+    pub async fn start(system: &Clawbus, opts: &StartOptions) -> Result<Self, StartError> {
+        let listener = Listener::bind(system.config(), opts).await?;
+        Ok(Self::serve(system, listener))
+    }
+
+    /// Serves the API over `system` on a bound listener until [`HttpChannel::stopped`]: through
+    /// the system's drain the port stays open (`/healthz` answers 503, new work is refused).
+    pub fn serve(system: &Clawbus, listener: Listener) -> Self {
+        let Listener {
+            listener,
+            addr,
+            token,
+            hooks,
+        } = listener;
         let app = api::router(api::ApiState {
             bus: system.bus().clone(),
-            config,
+            config: system.config().clone(),
             token: Arc::new(token.clone()),
             metrics: system.metrics().clone(),
             breakers: system.breakers().clone(),
@@ -133,41 +170,39 @@ impl HttpChannel {
             ws: ws::Connections::default(),
             started_ms: system.clock().now_ms(),
         });
-        let mut shutdown = system.shutdown_listener();
-        let server = tokio::spawn(async move {
-            // No Nagle delay: a WebSocket answer followed at once by events (or an SSE chunk)
-            // must not wait for the peer's delayed ACK (≈40 ms per turn otherwise).
-            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-                if let Err(e) = tcp.set_nodelay(true) {
-                    tracing::warn!(error = %e, "Cannot set TCP_NODELAY on a connection.");
-                }
-            });
-            let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
-                shutdown.recv().await;
-            });
-            if let Err(e) = serve.await {
-                tracing::error!(error = %e, "HTTP server failed.");
-            }
-        });
+        let (stop, stopping) = tokio::sync::watch::channel(false);
+        let server = tokio::spawn(serve::serve(
+            listener,
+            app,
+            serve::max_connections(),
+            stopping,
+            STOP_WITHIN,
+        ));
         tracing::info!(%addr, "HTTP channel listening.");
-        Ok(Self {
+        Self {
             addr,
             token,
+            stop,
             server,
-        })
+        }
     }
 
-    /// Waits up to `within` for the requests in flight to be answered, then drops the rest.
-    pub async fn stopped(mut self, within: Duration) {
+    /// Closes the listener, waits up to [`STOP_WITHIN`] for the requests in flight to be
+    /// answered, then drops the rest.
+    pub async fn stopped(mut self) {
+        self.stop.send_replace(true);
+        let within = STOP_WITHIN + Duration::from_secs(1);
         if tokio::time::timeout(within, &mut self.server)
             .await
             .is_err()
         {
-            tracing::warn!("HTTP requests still open after the drain; closing them.");
             self.server.abort();
         }
     }
 }
+
+/// How long open HTTP requests may take to finish once the system has drained.
+const STOP_WITHIN: Duration = Duration::from_secs(1);
 
 /// A running gateway: the system plus its HTTP channel.
 pub struct Daemon {
@@ -187,12 +222,10 @@ impl Daemon {
         opts: StartOptions,
         system_opts: SystemOptions,
     ) -> Result<Self, StartError> {
-        let bind = config.gateway.bind;
-        if !bind.is_loopback() && !opts.allow_public {
-            return Err(StartError::PublicBind(bind));
-        }
+        // The port first: one in use refuses the start before any store or agent starts.
+        let listener = Listener::bind(&config, &opts).await?;
         let system = Clawbus::start(config, system_opts).await?;
-        let http = HttpChannel::start(&system, &opts).await?;
+        let http = HttpChannel::serve(&system, listener);
         Ok(Self { system, http })
     }
 
@@ -242,12 +275,13 @@ impl Daemon {
         self.shutdown_within(grace).await
     }
 
-    /// Stops accepting, lets running turns finish for up to `grace`, stops the rest (they run
+    /// Refuses new work, lets running turns finish for up to `grace`, stops the rest (they run
     /// again on the next start), answers what finished, flushes the stores.
     pub async fn shutdown_within(self, grace: Duration) -> DrainReport {
         let Self { system, http } = self;
+        // The port stays open through the drain: `/healthz` answers 503 until the end.
         let report = system.shutdown(grace).await;
-        http.stopped(Duration::from_secs(1)).await;
+        http.stopped().await;
         tracing::info!("Gateway stopped.");
         report
     }

@@ -53,6 +53,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tracing::debug;
 
+/// Why a tool that reaches other agents or sessions (`agent_call`, `sessions_send`,
+/// `sessions_spawn`) is not offered where no daemon runs (`clawbus tools`, `clawbus prompt`).
+pub(crate) const OFFLINE: &str = "offered when the daemon runs (`clawbus up`): it reaches other agents or sessions through the running daemon, which this offline listing does not start";
+
 /// Who is calling a tool and where it may touch files.
 #[derive(Debug, Clone)]
 pub struct ToolContext {

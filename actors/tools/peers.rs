@@ -93,7 +93,7 @@ impl Peers {
     pub(super) fn available(&self) -> Result<(), String> {
         match self.bus {
             Some(_) => Ok(()),
-            None => Err("no bus in this process".into()),
+            None => Err(super::OFFLINE.into()),
         }
     }
 }

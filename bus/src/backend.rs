@@ -28,7 +28,8 @@ pub trait Bus: Send + Sync + 'static {
     /// [`BusError::Conflict`].
     async fn submit(&self, env: Envelope) -> Result<Admission, BusError>;
 
-    /// Subscribes to events and results on topics matching `pattern`.
+    /// Subscribes to events and results on topics matching `pattern`, and sees a copy of each
+    /// task dispatched to such a topic (a copy that cannot be settled: consumers run tasks).
     async fn subscribe(&self, pattern: Topic) -> Result<Subscription, BusError>;
 
     /// Consumes tasks on topics matching `pattern`, competing with the other consumers of it.

@@ -115,20 +115,9 @@ fn session_name(headers: &HeaderMap, user: Option<&str>) -> Result<Option<String
             None => return Ok(None),
         },
     };
-    let valid = !name.is_empty()
-        && name.len() <= 128
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@' | '+'));
-    if valid {
-        Ok(Some(name.to_string()))
-    } else {
-        Err(error::invalid(
-            "invalid_session",
-            format!(
-                "{source} {name:?}: expected 1-128 characters of A-Z, a-z, 0-9, '-', '_', '.', '@' or '+'"
-            ),
-        ))
+    match crate::ids::check_name(source, name) {
+        Ok(()) => Ok(Some(name.to_string())),
+        Err(e) => Err(error::invalid("invalid_session", e)),
     }
 }
 
