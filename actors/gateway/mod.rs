@@ -96,18 +96,7 @@ impl HttpChannel {
         if !bind.is_loopback() && !opts.allow_public {
             return Err(StartError::PublicBind(bind));
         }
-        let token = match config
-            .gateway
-            .token_env
-            .as_deref()
-            .and_then(|v| std::env::var(v).ok())
-        {
-            Some(t) if !t.trim().is_empty() => t.trim().to_string(),
-            _ => token::load_or_create(&config.state_dir).map_err(|e| StartError::Token {
-                path: config.state_dir.clone(),
-                cause: e.to_string(),
-            })?,
-        };
+        let token = gateway_token(&config)?;
         let hooks = Arc::new(webhooks::Hooks::from_env(&config)?);
         let addr = SocketAddr::new(bind, opts.port.unwrap_or(config.gateway.port));
         let listener = tokio::net::TcpListener::bind(addr)
@@ -169,6 +158,23 @@ impl HttpChannel {
     }
 }
 
+/// The gateway token: the value of `[gateway] token_env` when set, else the token file's
+/// (created on first start).
+fn gateway_token(config: &Config) -> Result<String, StartError> {
+    match config
+        .gateway
+        .token_env
+        .as_deref()
+        .and_then(|v| std::env::var(v).ok())
+    {
+        Some(t) if !t.trim().is_empty() => Ok(t.trim().to_string()),
+        _ => token::load_or_create(&config.state_dir).map_err(|e| StartError::Token {
+            path: config.state_dir.clone(),
+            cause: e.to_string(),
+        }),
+    }
+}
+
 /// A running gateway: the system plus its HTTP channel.
 pub struct Daemon {
     system: Clawbus,
@@ -191,6 +197,9 @@ impl Daemon {
         if !bind.is_loopback() && !opts.allow_public {
             return Err(StartError::PublicBind(bind));
         }
+        // The token exists before the agents start, so that their secret redaction knows it on
+        // the first start too (it reads the token file).
+        gateway_token(&config)?;
         let system = Clawbus::start(config, system_opts).await?;
         let http = HttpChannel::start(&system, &opts).await?;
         Ok(Self { system, http })
