@@ -6,6 +6,7 @@ mod durable;
 mod edges;
 mod gateway;
 mod gateway_input;
+mod hostile;
 mod lanes;
 mod memory;
 mod openai;
