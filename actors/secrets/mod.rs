@@ -6,7 +6,8 @@
 //! and any extra names (skills' `requires.env`, via [`Secrets::with_names`]), plus the gateway
 //! token file's content. [`Secrets::redact`] replaces each value found in a
 //! text with `[REDACTED:<VAR_NAME>]`; [`crate::tools::ToolSet::invoke`] applies it to every tool
-//! output. Values shorter than [`MIN_SECRET_LEN`] are ignored: they would redact ordinary words.
+//! output, and the model clients to every error they return
+//! ([`crate::model::ModelError::redacted`]): a provider may echo the key it was sent. Values shorter than [`MIN_SECRET_LEN`] are ignored: they would redact ordinary words.
 //! Each value is also matched in its Markdown-escaped spelling (`sk\_live\_…`), the form a secret
 //! takes in a web page that `web_fetch` rendered as Markdown.
 

@@ -250,7 +250,12 @@ async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
         Some(AnthropicTurn::HttpMessage { status, message }) => {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             let body = json!({"type": "error", "error": {"type": "authentication_error", "message": message}});
-            (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+            (
+                status,
+                [(header::CONTENT_TYPE, "application/json")],
+                body.to_string(),
+            )
+                .into_response()
         }
         Some(AnthropicTurn::Events(events)) => {
             // One event per chunk, as a real server flushes them.

@@ -48,9 +48,10 @@ async fn endless_answers_of_every_shape_fail_with_the_cap_error_and_the_daemon_s
         }
     })
     .await;
-    let anthropic = AnthropicServer::start(Flood::ALL.into_iter().map(AnthropicTurn::Flood).collect())
-        .await
-        .unwrap();
+    let anthropic =
+        AnthropicServer::start(Flood::ALL.into_iter().map(AnthropicTurn::Flood).collect())
+            .await
+            .unwrap();
     let project = Project::new();
     // The default cap (4 MiB) on both providers, retries allowed: a capped answer is not retried.
     project
@@ -102,7 +103,11 @@ async fn endless_answers_of_every_shape_fail_with_the_cap_error_and_the_daemon_s
         );
     }
     assert_eq!(openai.request_count(), 4, "a capped answer is not retried");
-    assert_eq!(anthropic.requests().len(), 4, "a capped answer is not retried");
+    assert_eq!(
+        anthropic.requests().len(),
+        4,
+        "a capped answer is not retried"
+    );
     let allocated = peak.saturating_sub(file_backed);
     assert!(
         allocated < MAX_RSS_KIB,

@@ -24,8 +24,8 @@ use super::http::{
     send, with_retries,
 };
 use super::params::ModelParams;
-use crate::secrets::Secrets;
 use super::{ChatModel, ChatRequest, ModelError, ModelObserver, ModelReply, Unobserved};
+use crate::secrets::Secrets;
 use stream::{MessageAccumulator, Step};
 
 /// The `anthropic-version` header sent with every request.

@@ -411,5 +411,8 @@ async fn a_key_echoed_by_the_server_is_redacted_from_the_error() {
         .unwrap_err()
         .to_string();
     assert!(!text.contains("sk-ant-test-echoed"), "{text}");
-    assert!(text.contains("invalid x-api-key: [REDACTED:api_key]"), "{text}");
+    assert!(
+        text.contains("invalid x-api-key: [REDACTED:api_key]"),
+        "{text}"
+    );
 }

@@ -607,7 +607,10 @@ async fn a_key_echoed_by_the_server_is_redacted_from_every_error_and_retry() {
         .await
         .unwrap_err();
     let text = err.to_string();
-    assert!(matches!(err, ModelError::Http { status: 401, .. }), "{err:?}");
+    assert!(
+        matches!(err, ModelError::Http { status: 401, .. }),
+        "{err:?}"
+    );
     assert!(!text.contains(key), "{text}");
     assert!(text.contains("Bearer [REDACTED:api_key]"), "{text}");
     let retries = seen.0.lock().unwrap().clone();

@@ -113,11 +113,19 @@ fn a_limited_parser_refuses_a_line_without_end_and_an_event_without_blank_line()
     // Under the limit, events of any number pass: the limit is per line and per event.
     let mut parser = SseParser::with_limit(100);
     for _ in 0..50 {
-        assert_eq!(parser.try_push(b"data: xxxxxxxxxx\n\n"), Ok(vec![data("xxxxxxxxxx")]));
+        assert_eq!(
+            parser.try_push(b"data: xxxxxxxxxx\n\n"),
+            Ok(vec![data("xxxxxxxxxx")])
+        );
     }
     // The last, unterminated line counts at the end too.
     let mut parser = SseParser::with_limit(20);
-    assert_eq!(parser.try_push(b"data: 1234567890
-data: 123456789"), Ok(vec![]));
+    assert_eq!(
+        parser.try_push(
+            b"data: 1234567890
+data: 123456789"
+        ),
+        Ok(vec![])
+    );
     assert_eq!(parser.try_finish(), Err(SseTooLarge::Event(20)));
 }
