@@ -222,7 +222,7 @@ impl ModelError {
     /// text that came from outside (a body, a message, a URL): a provider may echo the key it
     /// was sent. The clients apply it to every error before it is told, logged or returned.
     pub fn redacted(self, secrets: &crate::secrets::Secrets) -> Self {
-        let clean = |text: String| match secrets.redact(&text) {
+        let clean = |text: String| match secrets.redact_cut(&text) {
             std::borrow::Cow::Owned(clean) => clean,
             std::borrow::Cow::Borrowed(_) => text,
         };

@@ -629,6 +629,24 @@ async fn a_key_echoed_by_the_server_is_redacted_from_every_error_and_retry() {
     .with_secrets(secrets);
     let text = client.complete(&ask("hi")).await.unwrap_err().to_string();
     assert!(text.contains("Bearer [REDACTED:OPENAI_API_KEY]"), "{text}");
+
+    // A key cut by the 500-character truncation of the body leaves none of its head.
+    let padded = format!("{}Bearer {key}", "x".repeat(485));
+    let server = ScriptedServer::start(vec![Turn::HttpError {
+        status: 401,
+        body: padded,
+        retry_after: None,
+    }])
+    .await;
+    let client = OpenAiClient::new(OpenAiConfig {
+        base_url: server.base_url(),
+        api_key: Some(key.into()),
+        ..OpenAiConfig::default()
+    })
+    .unwrap();
+    let text = client.complete(&ask("hi")).await.unwrap_err().to_string();
+    assert!(text.contains("Bearer [REDACTED:api_key]…"), "{text}");
+    assert!(!text.contains("sk-ec"), "{text}");
 }
 
 /// Records the error text of each retry.
