@@ -4,7 +4,7 @@
 //! - [`config`]: `clawbus.toml` and `agents.d/` — parse, validate, report every problem with file:line:col.
 //! - [`model`]: chat-completion clients (OpenAI-compatible streaming, built-in scripted rules).
 //! - [`tools`]: the tools an agent may call, confined to its workspace.
-//! - [`secrets`]: secret values, redacted from every tool output.
+//! - [`secrets`]: secret values, redacted from every tool output and model error.
 //! - [`untrusted`]: the markers around external content (web pages, search results).
 //! - [`lane`]: global lanes — named concurrency caps (`main`, `cron`, `subagent`) with FIFO queues.
 //! - [`metrics`]: counters, gauges and histograms rendered for Prometheus (`GET /metrics`).

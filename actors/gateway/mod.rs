@@ -108,18 +108,7 @@ impl Listener {
         if !bind.is_loopback() && !opts.allow_public {
             return Err(StartError::PublicBind(bind));
         }
-        let token = match config
-            .gateway
-            .token_env
-            .as_deref()
-            .and_then(|v| std::env::var(v).ok())
-        {
-            Some(t) if !t.trim().is_empty() => t.trim().to_string(),
-            _ => token::load_or_create(&config.state_dir).map_err(|e| StartError::Token {
-                path: config.state_dir.clone(),
-                cause: e.to_string(),
-            })?,
-        };
+        let token = gateway_token(config)?;
         let hooks = Arc::new(webhooks::Hooks::from_env(config)?);
         let addr = SocketAddr::new(bind, opts.port.unwrap_or(config.gateway.port));
         let listener = tokio::net::TcpListener::bind(addr)
@@ -204,6 +193,23 @@ impl HttpChannel {
 /// How long open HTTP requests may take to finish once the system has drained.
 const STOP_WITHIN: Duration = Duration::from_secs(1);
 
+/// The gateway token: the value of `[gateway] token_env` when set, else the token file's
+/// (created on first start).
+fn gateway_token(config: &Config) -> Result<String, StartError> {
+    match config
+        .gateway
+        .token_env
+        .as_deref()
+        .and_then(|v| std::env::var(v).ok())
+    {
+        Some(t) if !t.trim().is_empty() => Ok(t.trim().to_string()),
+        _ => token::load_or_create(&config.state_dir).map_err(|e| StartError::Token {
+            path: config.state_dir.clone(),
+            cause: e.to_string(),
+        }),
+    }
+}
+
 /// A running gateway: the system plus its HTTP channel.
 pub struct Daemon {
     system: Clawbus,
@@ -222,7 +228,9 @@ impl Daemon {
         opts: StartOptions,
         system_opts: SystemOptions,
     ) -> Result<Self, StartError> {
-        // The port first: one in use refuses the start before any store or agent starts.
+        // The port and the token first: a port in use refuses the start before any store or
+        // agent starts, and the token exists before the agents start, so that their secret
+        // redaction knows it on the first start too (it reads the token file).
         let listener = Listener::bind(&config, &opts).await?;
         let system = Clawbus::start(config, system_opts).await?;
         let http = HttpChannel::serve(&system, listener);

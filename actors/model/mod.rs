@@ -218,6 +218,36 @@ pub enum ModelError {
 }
 
 impl ModelError {
+    /// This error with every secret value of `secrets` replaced by `[REDACTED:<NAME>]` in the
+    /// text that came from outside (a body, a message, a URL): a provider may echo the key it
+    /// was sent. The clients apply it to every error before it is told, logged or returned.
+    pub fn redacted(self, secrets: &crate::secrets::Secrets) -> Self {
+        let clean = |text: String| match secrets.redact_cut(&text) {
+            std::borrow::Cow::Owned(clean) => clean,
+            std::borrow::Cow::Borrowed(_) => text,
+        };
+        match self {
+            Self::TimedOut { after, target } => Self::TimedOut {
+                after,
+                target: clean(target),
+            },
+            Self::Http {
+                status,
+                body,
+                target,
+            } => Self::Http {
+                status,
+                body: clean(body),
+                target: clean(target),
+            },
+            Self::Connect(text) => Self::Connect(clean(text)),
+            Self::Protocol(text) => Self::Protocol(clean(text)),
+            Self::Script(text) => Self::Script(clean(text)),
+            Self::Config(text) => Self::Config(clean(text)),
+            Self::CircuitOpen { skipped } => Self::CircuitOpen { skipped },
+        }
+    }
+
     /// Whether trying the same request again may succeed: HTTP 429 and 5xx, connection failures,
     /// and the timeout of a single attempt.
     pub fn is_retryable(&self) -> bool {

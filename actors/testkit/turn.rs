@@ -41,6 +41,8 @@ pub enum Turn {
         /// The answer once it is open.
         then: Box<Turn>,
     },
+    /// An answer that never ends, in one of the hostile shapes of [`Flood`](super::Flood).
+    Flood(super::Flood),
     /// A 200 answer with this content type and body, verbatim: for servers that bend the format.
     Raw {
         /// `Content-Type` header.

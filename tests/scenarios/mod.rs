@@ -7,6 +7,7 @@ mod durable;
 mod edges;
 mod gateway;
 mod gateway_input;
+mod hostile;
 mod ingress;
 mod lanes;
 mod memory;
