@@ -71,6 +71,9 @@ pub enum StartError {
     /// A webhook's secret is not in the environment.
     #[error(transparent)]
     WebhookSecret(#[from] webhooks::MissingSecret),
+    /// The store of used webhook signatures could not be opened.
+    #[error("the store of used webhook signatures: {0}")]
+    WebhookStore(#[source] sled::Error),
     /// The listening socket could not be bound.
     #[error("cannot listen on {addr}: {cause}")]
     Listen {
@@ -108,7 +111,8 @@ impl HttpChannel {
                 cause: e.to_string(),
             })?,
         };
-        let hooks = Arc::new(webhooks::Hooks::from_env(&config)?);
+        let replay = webhooks::ReplayGuard::open(system.db()).map_err(StartError::WebhookStore)?;
+        let hooks = Arc::new(webhooks::Hooks::from_env(&config)?.with_replay_guard(replay));
         let addr = SocketAddr::new(bind, opts.port.unwrap_or(config.gateway.port));
         let listener = tokio::net::TcpListener::bind(addr)
             .await

@@ -246,6 +246,12 @@ impl Clawbus {
         &self.coordinator
     }
 
+    /// The sled database every store of the system lives in (channels keep small state of their
+    /// own in it).
+    pub fn db(&self) -> &sled::Db {
+        &self.db
+    }
+
     /// The configuration it was built from.
     pub fn config(&self) -> &Arc<Config> {
         &self.config
