@@ -71,6 +71,9 @@ pub enum SystemError {
     Coordinator(#[from] CoordinatorError),
 }
 
+/// The refusal journal in the state folder (see [`bus::store::RefusalJournal`]).
+pub const REFUSALS_FILE: &str = "refused-admissions";
+
 /// How long a start waits for the database lock that a process (or a system in this process)
 /// which just stopped still holds while its last handles close.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
@@ -132,14 +135,26 @@ impl Clawbus {
             .map_err(state_err)?;
         let clock = opts.clock.clone();
         let local = match config.bus.backend {
-            BusBackend::Local => LocalBus::with_db(
-                db.clone(),
-                LocalOptions {
-                    dedup_window: config.bus.dedup_window,
-                    clock: clock.clone(),
-                    ..LocalOptions::default()
-                },
-            )?,
+            BusBackend::Local => {
+                // Admissions answered 503 whose record reached the disk are removed first.
+                let store = bus::SledTaskStore::with_extras(
+                    db.clone(),
+                    clock.clone(),
+                    config.bus.dedup_window,
+                    bus::StoreExtras {
+                        refusals: Some(config.state_dir.join(REFUSALS_FILE)),
+                        fault: None,
+                    },
+                )?;
+                LocalBus::with_store(
+                    Arc::new(store),
+                    LocalOptions {
+                        dedup_window: config.bus.dedup_window,
+                        clock: clock.clone(),
+                        ..LocalOptions::default()
+                    },
+                )
+            }
         };
         let bus: Arc<dyn Bus> = Arc::new(local.clone());
         let metrics = Metrics::new();
