@@ -9,6 +9,7 @@ mod events;
 mod health;
 pub mod metrics;
 pub mod openai;
+mod recovery;
 pub mod sessions;
 pub mod status;
 pub mod tail;
@@ -131,6 +132,7 @@ impl HttpChannel {
             approvals: system.approvals().clone(),
             router: system.router().clone(),
             clock: system.clock().clone(),
+            storage: system.storage(),
             shutdown: system.shutdown_listener(),
             cron: system.cron().scheduler().clone(),
             hooks,

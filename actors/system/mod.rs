@@ -7,10 +7,12 @@
 mod drain;
 mod limits;
 mod shutdown;
+mod storage;
 
 pub use drain::{Drain, DrainReport};
 pub use limits::raise_nofile;
 pub use shutdown::{Shutdown, ShutdownSignal};
+pub use storage::{StorageProbe, folder_takes_writes};
 
 use crate::agent::{AgentContext, AgentError, AgentHandle, SessionLimits};
 use crate::approvals::Approvals;
@@ -265,6 +267,11 @@ impl Clawbus {
     /// own in it).
     pub fn db(&self) -> &sled::Db {
         &self.db
+    }
+
+    /// A probe of the database's writes (see [`StorageProbe`]).
+    pub fn storage(&self) -> StorageProbe {
+        StorageProbe::new(&self.db)
     }
 
     /// The configuration it was built from.

@@ -2,6 +2,7 @@ mod agents;
 mod cli;
 mod cron;
 mod delivery;
+mod disk;
 mod durable;
 mod edges;
 mod gateway;
