@@ -1,7 +1,7 @@
 //! Storage health. sled 0.34 keeps the first I/O error of a write (a full disk) and refuses every
 //! later write of that database until it is opened again; so the daemon watches for that state
-//! and, once the state folder takes writes again, restarts the system in this process (see
-//! [`crate::gateway::Daemon::restart`]), which opens the database afresh.
+//! and, once the state folder takes writes again, `clawbus up` restarts itself in place (see
+//! [`crate::gateway::Daemon::storage_recovered`]), which opens the database afresh.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -42,7 +42,7 @@ impl StorageProbe {
     }
 }
 
-/// Whether `dir` takes writes again: a file of [`RECOVERY_PROBE_BYTES`] is written, synced and
+/// Whether `dir` takes writes again: a file of 1 MiB is written, synced and
 /// removed.
 pub fn folder_takes_writes(dir: &Path) -> std::io::Result<()> {
     let mut file = tempfile::tempfile_in(dir)?;
