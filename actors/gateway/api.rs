@@ -44,6 +44,8 @@ pub struct ApiState {
     pub router: Arc<crate::router::Router>,
     /// The one clock (deadlines).
     pub clock: Arc<dyn bus::Clock>,
+    /// The database's write probe: `/healthz` answers 503 while it keeps a write error.
+    pub storage: crate::system::StorageProbe,
     /// Fires when the system shuts down: `/healthz` then answers 503.
     pub shutdown: crate::system::Shutdown,
     /// The cron scheduler, managed under `/v1/cron`.

@@ -10,6 +10,7 @@ mod events;
 mod health;
 pub mod metrics;
 pub mod openai;
+mod recovery;
 mod serve;
 pub mod sessions;
 pub mod status;
@@ -73,6 +74,9 @@ pub enum StartError {
     /// A webhook's secret is not in the environment.
     #[error(transparent)]
     WebhookSecret(#[from] webhooks::MissingSecret),
+    /// The store of used webhook signatures could not be opened.
+    #[error("the store of used webhook signatures: {0}")]
+    WebhookStore(#[source] sled::Error),
     /// The listening socket could not be bound.
     #[error("cannot listen on {addr}: {cause}")]
     Listen {
@@ -97,7 +101,7 @@ pub struct Listener {
     listener: tokio::net::TcpListener,
     addr: SocketAddr,
     token: String,
-    hooks: Arc<webhooks::Hooks>,
+    hooks: webhooks::Hooks,
 }
 
 impl Listener {
@@ -109,7 +113,7 @@ impl Listener {
             return Err(StartError::PublicBind(bind));
         }
         let token = gateway_token(config)?;
-        let hooks = Arc::new(webhooks::Hooks::from_env(config)?);
+        let hooks = webhooks::Hooks::from_env(config)?;
         let addr = SocketAddr::new(bind, opts.port.unwrap_or(config.gateway.port));
         let listener = tokio::net::TcpListener::bind(addr)
             .await
@@ -130,18 +134,21 @@ impl HttpChannel {
     /// Binds the listener and serves the API over `system` until [`HttpChannel::stopped`].
     pub async fn start(system: &Clawbus, opts: &StartOptions) -> Result<Self, StartError> {
         let listener = Listener::bind(system.config(), opts).await?;
-        Ok(Self::serve(system, listener))
+        Self::serve(system, listener)
     }
 
     /// Serves the API over `system` on a bound listener until [`HttpChannel::stopped`]: through
     /// the system's drain the port stays open (`/healthz` answers 503, new work is refused).
-    pub fn serve(system: &Clawbus, listener: Listener) -> Self {
+    /// Fails only when the webhook replay guard's tree cannot be opened in the system's store.
+    pub fn serve(system: &Clawbus, listener: Listener) -> Result<Self, StartError> {
         let Listener {
             listener,
             addr,
             token,
             hooks,
         } = listener;
+        let replay = webhooks::ReplayGuard::open(system.db()).map_err(StartError::WebhookStore)?;
+        let hooks = Arc::new(hooks.with_replay_guard(replay));
         let app = api::router(api::ApiState {
             bus: system.bus().clone(),
             config: system.config().clone(),
@@ -153,6 +160,7 @@ impl HttpChannel {
             approvals: system.approvals().clone(),
             router: system.router().clone(),
             clock: system.clock().clone(),
+            storage: system.storage(),
             shutdown: system.shutdown_listener(),
             cron: system.cron().scheduler().clone(),
             hooks,
@@ -168,12 +176,12 @@ impl HttpChannel {
             STOP_WITHIN,
         ));
         tracing::info!(%addr, "HTTP channel listening.");
-        Self {
+        Ok(Self {
             addr,
             token,
             stop,
             server,
-        }
+        })
     }
 
     /// Closes the listener, waits up to [`STOP_WITHIN`] for the requests in flight to be
@@ -233,7 +241,7 @@ impl Daemon {
         // redaction knows it on the first start too (it reads the token file).
         let listener = Listener::bind(&config, &opts).await?;
         let system = Clawbus::start(config, system_opts).await?;
-        let http = HttpChannel::serve(&system, listener);
+        let http = HttpChannel::serve(&system, listener)?;
         Ok(Self { system, http })
     }
 

@@ -1,8 +1,17 @@
 //! `POST /v1/hooks/{name}`: inbound webhooks. The signature is the authentication (no bearer
-//! token): `X-Clawbus-Signature: sha256=<hex>`, the HMAC-SHA256 of the raw body with the hook's
-//! secret, compared in constant time. The delivery id (`X-Clawbus-Delivery`) is the request id
-//! (`hook-<name>-<id>`), so a redelivery runs once. The body (JSON or text) is the task's text,
-//! for the hook's agent, in `agent:<id>:webhook:<name>:<delivery id>` (or the configured session).
+//! token): `X-Clawbus-Timestamp: <Unix seconds>` and `X-Clawbus-Signature: sha256=<hex>`, the
+//! HMAC-SHA256 of `"{timestamp}.{body}"` with the hook's secret, compared in constant time; a
+//! timestamp further than the hook's tolerance from the clock is refused (see [`signature`]).
+//! The delivery id (`X-Clawbus-Delivery`) is the request id (`hook-<name>-<id>`), so a
+//! redelivery runs once; a signature already used by another delivery id is a replay (see
+//! [`replay`]). The body (JSON or text) is the task's text, for the hook's agent, in
+//! `agent:<id>:webhook:<name>:<delivery id>` (or the configured session).
+
+pub mod replay;
+pub mod signature;
+
+pub use replay::ReplayGuard;
+pub use signature::{SIGNATURE_HEADER, TIMESTAMP_HEADER, sign, signature_matches};
 
 use super::api::{ApiState, error, submit_and_answer};
 use crate::config::{Config, WebhookDef};
@@ -15,14 +24,10 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
 use bus::RequestId;
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
 use std::collections::BTreeMap;
 
 /// The channel name on the origin and in session keys.
 pub const CHANNEL: &str = "webhook";
-/// The signature header.
-pub const SIGNATURE_HEADER: &str = "x-clawbus-signature";
 /// The delivery id header.
 pub const DELIVERY_HEADER: &str = "x-clawbus-delivery";
 
@@ -59,6 +64,9 @@ struct Hook {
 #[derive(Default)]
 pub struct Hooks {
     hooks: BTreeMap<String, Hook>,
+    /// The signatures already used; `None` only for a gateway with no store (then replays
+    /// inside the tolerance are not caught).
+    replay: Option<ReplayGuard>,
 }
 
 impl std::fmt::Debug for Hooks {
@@ -79,51 +87,22 @@ impl Hooks {
             };
             hooks.insert(name.clone(), hook);
         }
-        Ok(Self { hooks })
+        Ok(Self {
+            hooks,
+            replay: None,
+        })
+    }
+
+    /// Remembers used signatures in `guard` (what the gateway does over the system's store).
+    pub fn with_replay_guard(mut self, guard: ReplayGuard) -> Self {
+        self.replay = Some(guard);
+        self
     }
 }
 
 /// The webhook route; mounted outside the bearer-token layer (the signature authenticates).
 pub fn routes() -> Router<ApiState> {
     Router::new().route("/v1/hooks/{name}", post(deliver))
-}
-
-/// Hex digits to bytes; `None` unless it is an even number of hex digits.
-fn from_hex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| s.get(i..i + 2).and_then(|b| u8::from_str_radix(b, 16).ok()))
-        .collect()
-}
-
-/// The signature header value of `body` with `secret`: `sha256=<hex HMAC-SHA256>` (what
-/// inbound deliveries must carry, and what outbound ones carry).
-pub fn sign(secret: &[u8], body: &[u8]) -> Option<String> {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret).ok()?;
-    mac.update(body);
-    let hex: String = mac
-        .finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    Some(format!("sha256={hex}"))
-}
-
-/// Whether `header` is `sha256=<hex>` of the HMAC-SHA256 of `body` with `secret`.
-pub fn signature_matches(secret: &[u8], body: &[u8], header: &str) -> bool {
-    let Some(sig) = header.trim().strip_prefix("sha256=").and_then(from_hex) else {
-        return false;
-    };
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else {
-        return false;
-    };
-    mac.update(body);
-    // `verify_slice` compares in constant time.
-    mac.verify_slice(&sig).is_ok()
 }
 
 fn is_delivery_id(s: &str) -> bool {
@@ -169,22 +148,23 @@ async fn deliver(
         }
         Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_body", e.body_text()),
     };
-    let signature = headers.get(SIGNATURE_HEADER).and_then(|v| v.to_str().ok());
-    let Some(signature) = signature else {
-        return error(
-            StatusCode::UNAUTHORIZED,
-            "invalid_signature",
-            "missing header X-Clawbus-Signature: sha256=<hex HMAC-SHA256 of the body>",
-        );
+    let verified = match signature::verify(
+        &hook.secret,
+        &headers,
+        &body,
+        state.clock.now_ms(),
+        hook.def.tolerance,
+    ) {
+        Ok(v) => v,
+        Err(refusal) => {
+            tracing::warn!(hook = %name, reason = %refusal, "Webhook delivery refused.");
+            return error(
+                StatusCode::UNAUTHORIZED,
+                refusal.code(),
+                refusal.to_string(),
+            );
+        }
     };
-    if !signature_matches(&hook.secret, &body, signature) {
-        tracing::warn!(hook = %name, "Webhook delivery with a bad signature refused.");
-        return error(
-            StatusCode::UNAUTHORIZED,
-            "invalid_signature",
-            "X-Clawbus-Signature does not match the body (expected sha256=<hex HMAC-SHA256 of the raw body with the hook's secret>)",
-        );
-    }
     let delivery = headers.get(DELIVERY_HEADER).and_then(|v| v.to_str().ok());
     let Some(delivery) = delivery.filter(|d| is_delivery_id(d)) else {
         return error(
@@ -200,6 +180,31 @@ async fn deliver(
             "the body is empty or not UTF-8 (expected JSON or text for the agent)",
         );
     };
+    if let Some(guard) = &state.hooks.replay {
+        let claimed = guard.claim(
+            &name,
+            &verified.signature,
+            delivery,
+            verified.timestamp_s,
+            hook.def.tolerance,
+            state.clock.now_ms(),
+        );
+        match claimed {
+            Ok(()) => {}
+            Err(e @ replay::ClaimError::Replayed { .. }) => {
+                tracing::warn!(hook = %name, delivery, error = %e, "Replayed webhook delivery refused.");
+                return error(
+                    StatusCode::UNAUTHORIZED,
+                    "replayed_signature",
+                    e.to_string(),
+                );
+            }
+            Err(e) => {
+                tracing::error!(hook = %name, error = %e, "Webhook signature store failed.");
+                return error(StatusCode::SERVICE_UNAVAILABLE, "storage", e.to_string());
+            }
+        }
+    }
     let request_id = match RequestId::parse(&format!("hook-{name}-{delivery}")) {
         Ok(id) => id,
         Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_delivery", e),
@@ -234,24 +239,6 @@ async fn deliver(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn sign(secret: &[u8], body: &[u8]) -> String {
-        super::sign(secret, body).unwrap()
-    }
-
-    #[test]
-    fn a_signature_of_the_body_matches_and_others_do_not() {
-        let header = sign(b"s3cret", b"hello");
-        assert!(signature_matches(b"s3cret", b"hello", &header));
-        assert!(!signature_matches(b"s3cret", b"hello!", &header));
-        assert!(!signature_matches(b"other", b"hello", &header));
-        assert!(!signature_matches(b"s3cret", b"hello", "sha256=zz"));
-        assert!(!signature_matches(
-            b"s3cret",
-            b"hello",
-            header.trim_start_matches("sha256=")
-        ));
-    }
 
     #[test]
     fn a_json_string_body_is_its_value() {

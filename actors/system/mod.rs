@@ -7,10 +7,12 @@
 mod drain;
 mod limits;
 mod shutdown;
+mod storage;
 
 pub use drain::{Drain, DrainReport};
 pub use limits::raise_nofile;
 pub use shutdown::{Shutdown, ShutdownSignal};
+pub use storage::{StorageProbe, folder_takes_writes};
 
 use crate::agent::{AgentContext, AgentError, AgentHandle, SessionLimits};
 use crate::approvals::Approvals;
@@ -70,6 +72,9 @@ pub enum SystemError {
     #[error(transparent)]
     Coordinator(#[from] CoordinatorError),
 }
+
+/// The refusal journal in the state folder (see [`bus::store::RefusalJournal`]).
+pub const REFUSALS_FILE: &str = "refused-admissions";
 
 /// How long a start waits for the database lock that a process (or a system in this process)
 /// which just stopped still holds while its last handles close.
@@ -132,14 +137,26 @@ impl Clawbus {
             .map_err(state_err)?;
         let clock = opts.clock.clone();
         let local = match config.bus.backend {
-            BusBackend::Local => LocalBus::with_db(
-                db.clone(),
-                LocalOptions {
-                    dedup_window: config.bus.dedup_window,
-                    clock: clock.clone(),
-                    ..LocalOptions::default()
-                },
-            )?,
+            BusBackend::Local => {
+                // Admissions answered 503 whose record reached the disk are removed first.
+                let store = bus::SledTaskStore::with_extras(
+                    db.clone(),
+                    clock.clone(),
+                    config.bus.dedup_window,
+                    bus::StoreExtras {
+                        refusals: Some(config.state_dir.join(REFUSALS_FILE)),
+                        fault: None,
+                    },
+                )?;
+                LocalBus::with_store(
+                    Arc::new(store),
+                    LocalOptions {
+                        dedup_window: config.bus.dedup_window,
+                        clock: clock.clone(),
+                        ..LocalOptions::default()
+                    },
+                )
+            }
         };
         let bus: Arc<dyn Bus> = Arc::new(local.clone());
         let metrics = Metrics::new();
@@ -244,6 +261,17 @@ impl Clawbus {
     /// The task coordinator.
     pub fn coordinator(&self) -> &CoordinatorHandle {
         &self.coordinator
+    }
+
+    /// The sled database every store of the system lives in (channels keep small state of their
+    /// own in it).
+    pub fn db(&self) -> &sled::Db {
+        &self.db
+    }
+
+    /// A probe of the database's writes (see [`StorageProbe`]).
+    pub fn storage(&self) -> StorageProbe {
+        StorageProbe::new(&self.db)
     }
 
     /// The configuration it was built from.

@@ -27,7 +27,7 @@ pub use envelope::{Envelope, Kind, RequestId};
 pub use error::{BusError, ConflictReason};
 pub use events::{TaskEvent, TaskEventKind, TaskEventStream};
 pub use local::{LocalBus, LocalOptions};
-pub use store::{Completion, SledTaskStore, TaskStore};
+pub use store::{Completion, SledTaskStore, StoreExtras, TaskStore};
 /// The task store's name in earlier versions.
 pub type Ledger = SledTaskStore;
 pub use task::{Admission, Outcome, TaskRecord, TaskState};

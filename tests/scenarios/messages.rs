@@ -191,7 +191,10 @@ async fn tail_of_agent_topics_shows_the_task_messages() {
 fn offline_tools_explains_agent_call_without_a_bus() {
     let project = Project::new();
     project
-        .write("agents.d/a.toml", "[tools]\nprofile = \"full\"\n")
+        .write(
+            "agents.d/a.toml",
+            "may_call = [\"b\"]\n[tools]\nprofile = \"full\"\n",
+        )
         .write("agents.d/b.toml", "");
     let out = crate::support::output({
         let mut cmd = project.clawbus();

@@ -3,6 +3,7 @@ mod calls;
 mod cli;
 mod cron;
 mod delivery;
+mod disk;
 mod durable;
 mod edges;
 mod gateway;
