@@ -4,7 +4,8 @@
 //! - [`job`]: [`Job`] in OpenClaw's shape; [`spec`]: [`JobSpec`], checked into a job.
 //! - [`expr`]: 5/6-field cron expressions; [`schedule`]: the next fire, DST rules.
 //! - [`state`]: leases, failures, backoff, run records; [`store`]: the sled trees.
-//! - [`scheduler`]: [`Scheduler::tick`], the firing step; `fire`/`finish`: one run.
+//! - [`scheduler`]: [`Scheduler::tick`], the firing step; `fire`/`finish`: one run; `recover`:
+//!   the leases found on start ([`Scheduler::recover`]).
 //! - [`admin`]: add, update, remove, enable, run now, list, history; [`handle`]: the loop.
 //! - [`event`]: what is published on `events.cron.<jobId>`.
 //! - [`heartbeat`]: per-agent heartbeats (`HEARTBEAT.md`, active hours, `HEARTBEAT_OK`).
@@ -20,6 +21,7 @@ pub mod handle;
 pub mod heartbeat;
 pub mod job;
 mod reclaim;
+mod recover;
 pub mod schedule;
 pub mod scheduler;
 pub mod settings;

@@ -191,6 +191,23 @@ impl CronStore {
         Ok(())
     }
 
+    /// The id of the node that owns this store, made once and kept (tree `cron.meta`): a
+    /// scheduler started again over the same store is the same node in a new life.
+    pub fn node_id(&self) -> Result<String, StoreError> {
+        let meta = self.db.open_tree("cron.meta").map_err(storage)?;
+        let fresh = uuid::Uuid::now_v7().simple().to_string();
+        let old = meta
+            .compare_and_swap(b"node", None::<&[u8]>, Some(fresh.as_bytes()))
+            .map_err(storage)?;
+        match old {
+            Ok(()) => Ok(fresh),
+            Err(e) => match e.current {
+                Some(id) => Ok(String::from_utf8_lossy(&id).into_owned()),
+                None => Err(StoreError::Storage("cron.meta node id vanished".into())),
+            },
+        }
+    }
+
     /// A job's history, oldest first.
     pub fn runs(&self, id: &JobId) -> Result<Vec<RunRecord>, StoreError> {
         self.runs
