@@ -25,7 +25,7 @@ fn transcript_lines(project: &Project) -> Vec<Value> {
     lines
 }
 
-fn kill9(child: Child) {
+pub(super) fn kill9(child: Child) {
     let mut process = child.child;
     process.kill().unwrap();
     process.wait().unwrap();
