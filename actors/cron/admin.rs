@@ -19,10 +19,33 @@ pub enum CronError {
     #[error(transparent)]
     Store(#[from] StoreError),
     /// `run_now` of a job that is running.
-    #[error("cron job {0:?} is running")]
+    #[error("cron job \"{0}\" is running")]
     Running(JobId),
+    /// A job a model schedules through the `cron` tool would fire more often than
+    /// `[cron] min_interval` allows; nothing was stored.
+    #[error(
+        "schedule: it fires every {} but jobs you schedule may fire at most every {} ([cron] min_interval)",
+        super::job::human_ms(*every_ms),
+        super::job::human_ms(*min_ms)
+    )]
+    TooFrequent {
+        /// The shortest interval between two of its fires (ms).
+        every_ms: u64,
+        /// The minimum (ms).
+        min_ms: u64,
+    },
+    /// Models already created `[cron] max_agent_jobs` jobs for this agent; nothing was stored.
+    #[error(
+        "agent {agent:?} already has {max} jobs its model created, the most allowed ([cron] max_agent_jobs)"
+    )]
+    TooManyJobs {
+        /// The agent.
+        agent: String,
+        /// The cap.
+        max: usize,
+    },
     /// The fire could not be submitted.
-    #[error("cron job {job:?} could not fire: {reason}")]
+    #[error("cron job \"{job}\" could not fire: {reason}")]
     Fire {
         /// The job.
         job: JobId,

@@ -68,6 +68,8 @@ pub(crate) struct Inner {
     pub(crate) settings: Settings,
     /// Woken when a job changes or a run ends, so the loop recomputes its sleep.
     pub(crate) wake: Notify,
+    /// Held while a model's job is counted against its agent's cap and stored.
+    pub(crate) model_adds: std::sync::Mutex<()>,
 }
 
 /// The cron scheduler. Dropping it aborts its runs in flight without releasing their leases
@@ -103,6 +105,7 @@ impl Scheduler {
                 owner: owner.into(),
                 settings,
                 wake: Notify::new(),
+                model_adds: std::sync::Mutex::new(()),
             }),
             fires: Mutex::new(JoinSet::new()),
         })

@@ -27,10 +27,10 @@ pub enum StoreError {
         reason: String,
     },
     /// No job with that id.
-    #[error("unknown cron job {0:?}")]
+    #[error("unknown cron job \"{0}\"")]
     UnknownJob(JobId),
     /// A job with that id already exists.
-    #[error("a cron job with id {0:?} already exists")]
+    #[error("a cron job with id \"{0}\" already exists")]
     Exists(JobId),
 }
 
