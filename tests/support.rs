@@ -28,11 +28,7 @@ pub async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
 
 /// Like [`eventually`], with `limit` instead of [`NET`]: for a wait whose bound is what the
 /// test checks ("within 2 s of the restart").
-pub async fn eventually_within(
-    limit: Duration,
-    what: &str,
-    mut check: impl AsyncFnMut() -> bool,
-) {
+pub async fn eventually_within(limit: Duration, what: &str, mut check: impl AsyncFnMut() -> bool) {
     let polled = tokio::time::timeout(limit, async {
         while !check().await {
             tokio::time::sleep(POLL).await;

@@ -255,14 +255,20 @@ mod tests {
         assert_eq!(error("61 * * * *"), "minute 61 is out of range 0-59");
         assert_eq!(error("0 24 * * *"), "hour 24 is out of range 0-23");
         assert_eq!(error("0 9 0 * *"), "day-of-month 0 is out of range 1-31");
-        assert_eq!(error("0 9 * 13 *"), "month 13 is out of range 1-12 or JAN-DEC");
+        assert_eq!(
+            error("0 9 * 13 *"),
+            "month 13 is out of range 1-12 or JAN-DEC"
+        );
         assert_eq!(
             error("0 9 * * 8"),
             "day-of-week 8 is out of range 0-7 or SUN-SAT, 0 and 7 are Sunday"
         );
         assert_eq!(error("60 0 9 * * *"), "second 60 is out of range 0-59");
         assert_eq!(error("0 5-2 * * *"), "hour range \"5-2\" runs backwards");
-        assert_eq!(error("*/0 * * * *"), "minute step \"0\" is not a positive number");
+        assert_eq!(
+            error("*/0 * * * *"),
+            "minute step \"0\" is not a positive number"
+        );
         assert_eq!(
             error("x * * * *"),
             "minute \"x\" is not a value (expected 0-59)"

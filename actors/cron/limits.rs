@@ -62,7 +62,8 @@ impl Scheduler {
 
     /// [`CronError::TooFrequent`] when `job` fires more often than the minimum interval.
     fn check_interval(&self, job: &Job) -> Result<(), CronError> {
-        let min_ms = u64::try_from(self.inner.settings.min_interval.as_millis()).unwrap_or(u64::MAX);
+        let min_ms =
+            u64::try_from(self.inner.settings.min_interval.as_millis()).unwrap_or(u64::MAX);
         let compiled =
             Compiled::new(&job.schedule, job.created_at).map_err(|reason| CronError::Fire {
                 job: job.id.clone(),

@@ -43,7 +43,10 @@ fn the_rule_for_a_lease_found_on_start() {
     assert_eq!(decide("x", Some("n2"), &l, false), Found::Keep);
     assert_eq!(decide("x", Some("n2"), &unsubmitted, false), Found::Keep);
     // A scheduler without a node recognises no previous life.
-    assert_eq!(decide("x", None, &lease("y", None, true), false), Found::Keep);
+    assert_eq!(
+        decide("x", None, &lease("y", None, true), false),
+        Found::Keep
+    );
 }
 
 /// A job every minute whose first fire is held by the scheduler `life1` of node `n1`, which then
@@ -67,7 +70,10 @@ async fn a_previous_life_fire_still_running_is_taken_over_and_released_when_it_e
     let r = b.recover().await;
     assert_eq!(r.adopted, std::slice::from_ref(&id));
     let view = b.list().unwrap().remove(0);
-    assert_eq!(view.state.lease.as_ref().map(|l| l.owner.as_str()), Some("life2"));
+    assert_eq!(
+        view.state.lease.as_ref().map(|l| l.owner.as_str()),
+        Some("life2")
+    );
     assert!(view.state.next_fire_ms >= Some(rig.clock_now()));
     // The fire's task ends (the bus ran it again after the restart): recorded, lease let go,
     // long before the 5-minute TTL.
@@ -125,7 +131,11 @@ async fn a_previous_life_lease_never_submitted_is_released_and_the_fire_runs() {
     assert_eq!(r.reclaimed, std::slice::from_ref(&id));
     let r = super::tick(&b).await;
     assert_eq!(r.fired.len(), 1);
-    assert_eq!(r.fired[0].scheduled_ms, t0 + MIN, "the same fire, same request id");
+    assert_eq!(
+        r.fired[0].scheduled_ms,
+        t0 + MIN,
+        "the same fire, same request id"
+    );
 }
 
 #[actix_rt::test]
@@ -134,7 +144,10 @@ async fn another_nodes_lease_is_released_only_once_its_fire_has_ended() {
     let (id, _) = crashed_mid_run(&rig).await;
     let other = rig.scheduler_on("x", "n2");
     let r = other.recover().await;
-    assert!(r.adopted.is_empty() && r.reclaimed.is_empty(), "still running: kept");
+    assert!(
+        r.adopted.is_empty() && r.reclaimed.is_empty(),
+        "still running: kept"
+    );
     assert!(other.list().unwrap()[0].state.lease.is_some());
     rig.complete_held(done()).await;
     let r = other.recover().await;
@@ -170,7 +183,11 @@ async fn list_never_shows_a_next_fire_in_the_past() {
     };
     assert_eq!(next(&due), now, "due now: runs at once");
     assert_eq!(next(&running), now, "its lease lapsed: runs at once");
-    assert_eq!(next(&none), t0 + 180 * MIN, "missed and not caught up: the next slot");
+    assert_eq!(
+        next(&none),
+        t0 + 180 * MIN,
+        "missed and not caught up: the next slot"
+    );
     let views = s.list().unwrap();
     assert!(views.iter().all(|v| v.state.next_fire_ms >= Some(now)));
 }

@@ -75,9 +75,7 @@ async fn an_agent_adds_a_job_with_the_tool_and_it_fires_later() {
 /// A tool over a scheduler whose models may add jobs every minute at most, two per agent.
 fn limited(rig: &Rig) -> (Arc<Scheduler>, crate::tools::cron::CronTool) {
     let bus: Arc<dyn bus::Bus> = rig.bus.clone();
-    let settings = rig
-        .settings()
-        .with_tool_limits(Duration::from_secs(60), 2);
+    let settings = rig.settings().with_tool_limits(Duration::from_secs(60), 2);
     let s = Arc::new(Scheduler::new(&rig.db, bus, rig.clock.clone(), "s1", settings).unwrap());
     let tool = crate::tools::cron::CronTool::new(Some(s.clone()));
     (s, tool)
@@ -152,7 +150,10 @@ async fn the_tool_caps_the_jobs_models_created_per_agent_and_marks_them() {
     }
     let (kind, v) = refusal(&tool.call(&ctx, add.clone()).await);
     assert_eq!(kind, "too_many_jobs", "{v}");
-    assert!(v["error"]["message"].as_str().unwrap().contains("2 jobs"), "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("2 jobs"),
+        "{v}"
+    );
     assert!(v["error"]["suggestion"].as_str().is_some(), "{v}");
     assert_eq!(s.list().unwrap().len(), 3);
     // The list marks who made each job; removing one makes room again.
