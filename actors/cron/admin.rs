@@ -199,13 +199,12 @@ impl Scheduler {
             return Some(next);
         }
         let compiled = Compiled::new(&job.schedule, job.created_at).ok()?;
-        let latest = compiled
-            .fires_between(next, now, 1)
-            .0
-            .last()
-            .copied()
-            .unwrap_or(next);
-        let missed = latest.saturating_add(self.inner.settings.misfire_grace_ms()) < now;
+        // Missed: no fire (the due one included) within the grace before now.
+        let grace_start = now.saturating_sub(self.inner.settings.misfire_grace_ms());
+        let missed = next < grace_start
+            && compiled
+                .next_after(grace_start.saturating_sub(1))
+                .is_none_or(|f| f > now);
         let runs = !missed || job.catch_up == CatchUp::Latest || job.schedule.is_one_shot();
         if runs && job.enabled && !state.is_running(now) {
             Some(now)
