@@ -26,6 +26,20 @@ pub async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
     }
 }
 
+/// Like [`eventually`], with `limit` instead of [`NET`]: for a wait whose bound is what the
+/// test checks ("within 2 s of the restart").
+pub async fn eventually_within(limit: Duration, what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let polled = tokio::time::timeout(limit, async {
+        while !check().await {
+            tokio::time::sleep(POLL).await;
+        }
+    })
+    .await;
+    if polled.is_err() {
+        panic!("timed out after {limit:?} waiting until {what}");
+    }
+}
+
 /// A throwaway project folder: `clawbus.toml`, `agents.d/`, `.clawbus/`.
 pub struct Project {
     pub dir: tempfile::TempDir,

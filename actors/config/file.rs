@@ -48,6 +48,8 @@ pub(super) struct ConfigFile {
     pub prices: super::prices::PricesFile,
     #[serde(default)]
     pub delivery: super::delivery::DeliveryFile,
+    #[serde(default)]
+    pub cron: super::cron_limits::CronLimitsFile,
 }
 
 /// `[gateway]`.

@@ -13,11 +13,13 @@
 //! system-prompt caps, [`PromptDef`]), `skills` (`[skills]`, [`SkillsDef`], [`AgentSkillsDef`]), `web`
 //! (`[web]`, [`WebDef`]), `lanes` (`[lanes]`, [`LanesDef`]), `tools` (`[tools]` profiles and groups,
 //! `[channels.<name>]`, [`ToolsDef`]), `exec` (`[exec]`, [`ExecDef`]), `cron` (`[[cron]]`,
-//! `[heartbeat]`), `timezone` (`[gateway] timezone` and its default).
+//! `[heartbeat]`), `cron_limits` (`[cron]`, [`CronDef`]), `timezone` (`[gateway] timezone` and its
+//! default).
 
 mod agent;
 mod breaker;
 pub mod cron;
+mod cron_limits;
 mod delivery;
 mod duration;
 mod exec;
@@ -51,6 +53,7 @@ use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 use std::time::Duration;
 
+pub use cron_limits::CronDef;
 pub use delivery::DeliveryDef;
 pub use duration::parse_duration;
 pub use exec::{
@@ -157,6 +160,8 @@ pub struct Config {
     pub prices: BTreeMap<String, Price>,
     /// How replies and announcements are retried (`[delivery]`).
     pub delivery: DeliveryDef,
+    /// The limits on jobs models add through the `cron` tool (`[cron]`).
+    pub cron: CronDef,
 }
 
 /// The `[gateway]` section.

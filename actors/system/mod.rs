@@ -381,12 +381,17 @@ fn start_scheduler(
     clock: &Arc<dyn Clock>,
     outbox: &crate::channels::outbox::Outbox,
 ) -> Result<Scheduler, String> {
+    let node = crate::cron::CronStore::open(db)
+        .and_then(|s| s.node_id())
+        .map_err(|e| format!("cron: {e}"))?;
     let settings = Settings::new(
         config.gateway.timezone,
         config.agents.iter().map(|a| a.id.to_string()),
     )
     .with_workspaces(config.state_dir.join("workspaces"))
-    .with_outbox(outbox.clone());
+    .with_outbox(outbox.clone())
+    .with_node(node)
+    .with_tool_limits(config.cron.min_interval, config.cron.max_agent_jobs);
     let owner = format!(
         "clawbus-{}-{}",
         std::process::id(),
