@@ -52,6 +52,7 @@ impl ChatModel for Looping {
             finish_reason: Some("tool_calls".to_string()),
             usage: None,
             model: None,
+            served_model: None,
         })
     }
 }

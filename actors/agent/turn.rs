@@ -65,14 +65,17 @@ pub struct Resume {
     pub messages: Vec<ChatMessage>,
     /// Tool calls that had started and recorded no result.
     pub started: HashSet<String>,
+    /// Tool calls of replies cut off by the output-token limit: never run.
+    pub cut: HashSet<String>,
 }
 
 /// Records each step of a turn as it happens, so a turn interrupted by a crash resumes from
 /// its last durable step instead of starting over.
 pub trait TurnJournal: Send + Sync {
-    /// The model's reply, before any of its tool calls runs, and the model that answered
-    /// (`provider/model`).
-    fn model_reply(&self, message: &ChatMessage, model: &str) -> std::io::Result<()>;
+    /// The model's reply, before any of its tool calls runs, the model that answered
+    /// (`provider/model`), and whether the output-token limit cut it off.
+    fn model_reply(&self, message: &ChatMessage, model: &str, truncated: bool)
+    -> std::io::Result<()>;
     /// The call moved from model `from` to model `to` (the agent's fallbacks), for `reason`.
     fn fell_over(&self, from: &str, to: &str, reason: &str) -> std::io::Result<()>;
     /// A tool call is about to run; durable before the call has any effect.
@@ -83,7 +86,7 @@ pub trait TurnJournal: Send + Sync {
 
 /// No journal: the turn's messages are only in its output (memory-flush turns, tests).
 impl TurnJournal for Unobserved {
-    fn model_reply(&self, _: &ChatMessage, _: &str) -> std::io::Result<()> {
+    fn model_reply(&self, _: &ChatMessage, _: &str, _: bool) -> std::io::Result<()> {
         Ok(())
     }
     fn fell_over(&self, _: &str, _: &str, _: &str) -> std::io::Result<()> {
@@ -116,6 +119,10 @@ impl TurnHooks<'static> {
     }
 }
 
+/// The result the model gets for each call of a reply the output-token limit cut off: the
+/// calls are not run (their arguments are most likely incomplete).
+pub const TRUNCATED_CALL_RESULT: &str = r#"{"error":{"type":"truncated","message":"your reply was cut off by the output-token limit (max_tokens) while you wrote this tool call, so it was not run; call the tool again with shorter arguments, or answer in text"}}"#;
+
 /// The result the model gets for a call that was running when the process stopped.
 pub const INTERRUPTED_RESULT: &str = r#"{"error":{"type":"interrupted","message":"the process stopped while this call ran; its effects are unknown"}}"#;
 
@@ -131,6 +138,8 @@ pub struct TurnOutput {
     /// Tokens of the turn's model calls, summed per model that answered (estimated where a
     /// server reported none).
     pub usage: super::usage::UsageByModel,
+    /// The answer was cut off by the output-token limit (`finish_reason: "length"`).
+    pub truncated: bool,
 }
 
 /// Why a turn ended without a final answer.
@@ -154,6 +163,11 @@ pub enum TurnError {
     /// The task's deadline passed during the turn.
     #[error("the task's deadline passed during the turn")]
     DeadlinePassed,
+    /// A second reply of the turn was cut off by the output-token limit in a tool call.
+    #[error(
+        "truncated: the model's reply was cut off by the output-token limit (max_tokens) while it called tool \"{0}\", again after being told; raise max_tokens ([model_params] or [providers.<name>] max_tokens)"
+    )]
+    Truncated(String),
     /// A step could not be journaled; the turn stops rather than act unrecorded.
     #[error("transcript write failed: {0}")]
     Journal(#[from] std::io::Error),
@@ -171,6 +185,11 @@ pub trait TurnEvents: ModelObserver {
     /// the agent's own model (a fallback answered). Ignored unless overridden.
     fn answered_by(&self, iteration: u32, model: &str) {
         let _ = (iteration, model);
+    }
+    /// The text streamed since the last reset is not (part of) the answer: its step ended in
+    /// tool calls (`reason` `tool_calls`). Ignored unless overridden.
+    fn reset(&self, reason: &str) {
+        let _ = reason;
     }
 }
 
@@ -314,17 +333,27 @@ async fn tool_loop(
             parameters,
         })
         .collect();
-    let (mut added, started) = match input.resume {
-        Some(r) if !r.messages.is_empty() => (r.messages, r.started),
-        _ => (vec![ChatMessage::user(input.message)], HashSet::new()),
+    let (mut added, started, mut cut) = match input.resume {
+        Some(r) if !r.messages.is_empty() => (r.messages, r.started, r.cut),
+        _ => (
+            vec![ChatMessage::user(input.message)],
+            HashSet::new(),
+            HashSet::new(),
+        ),
     };
     let mut iterations = added.iter().filter(|m| m.role == Role::Assistant).count() as u32;
     let mut guard = RepeatGuard::default();
     let mut usage = super::usage::UsageByModel::default();
+    // Replies of this turn cut off in a tool call; the second one ends the turn.
+    let mut cut_replies = u32::from(!cut.is_empty());
+    let mut truncated = false;
     loop {
         for call in pending_calls(&added) {
-            guard.check(&call)?;
-            let result = if started.contains(&call.id) && !deps.tools.is_idempotent(&call.name) {
+            let result = if cut.contains(&call.id) {
+                TRUNCATED_CALL_RESULT.to_string()
+            } else if let Err(e) = guard.check(&call) {
+                return Err(e);
+            } else if started.contains(&call.id) && !deps.tools.is_idempotent(&call.name) {
                 tracing::warn!(tool = %call.name, call_id = %call.id, "Tool call interrupted by a stop; its effects are unknown, so it is not run again.");
                 INTERRUPTED_RESULT.to_string()
             } else {
@@ -346,6 +375,7 @@ async fn tool_loop(
                     iterations,
                     added,
                     usage,
+                    truncated,
                 });
             }
         }
@@ -374,24 +404,68 @@ async fn tool_loop(
         if answered != deps.model_label {
             events.answered_by(iterations, answered);
         }
-        usage.add_call(answered, &request, &reply);
+        // Tokens are counted under the model the server says answered (llama-server ignores
+        // the name requested), priced as the one requested.
+        let served = served_label(answered, reply.served_model.as_deref());
+        usage.add_call(&served, &request, &reply);
+        usage.priced_as(&served, answered);
         tracing::debug!(
             iteration = iterations,
             calls = reply.tool_calls.len(),
+            model = %served,
+            finish_reason = reply.finish_reason.as_deref().unwrap_or(""),
             model_ms = started_at.elapsed().as_millis() as u64,
             "Model answered."
         );
         let answered = answered.to_owned();
+        let cut_off = reply.is_truncated();
         if reply.tool_calls.is_empty() {
             warn_prose_call(&input.tool_context, &answered, reply.text.as_deref());
+            truncated = cut_off;
+        } else {
+            // The step's text is not the answer: clients that show the answer drop it.
+            events.reset("tool_calls");
         }
         let message = if reply.tool_calls.is_empty() {
             ChatMessage::assistant(Some(reply.text.unwrap_or_default()), Vec::new())
         } else {
             ChatMessage::assistant(reply.text, reply.tool_calls)
         };
-        journal.model_reply(&message, &answered)?;
+        journal.model_reply(&message, &answered, cut_off)?;
+        if cut_off && !message.tool_calls.is_empty() {
+            cut.extend(message.tool_calls.iter().map(|c| c.id.clone()));
+            cut_replies += 1;
+            let tool = message
+                .tool_calls
+                .first()
+                .map(|c| c.name.clone())
+                .unwrap_or_default();
+            tracing::warn!(agent = %input.tool_context.agent, session = %input.tool_context.session, model = %served, tool = %tool, again = cut_replies > 1, "The model's reply was cut off by the output-token limit in a tool call; the call is not run.");
+            added.push(message);
+            if cut_replies > 1 {
+                // Its calls are answered (the session's history stays well-formed), then the
+                // turn ends.
+                for call in pending_calls(&added) {
+                    let note = ChatMessage::tool(call.id, TRUNCATED_CALL_RESULT);
+                    journal.tool_result(&note)?;
+                    added.push(note);
+                }
+                return Err(TurnError::Truncated(tool));
+            }
+            continue;
+        }
         added.push(message);
+    }
+}
+
+/// The `provider/model` label tokens are counted under: the provider of `answered` with the
+/// model name the server gave, when it gave another one.
+fn served_label(answered: &str, served: Option<&str>) -> String {
+    match (answered.split_once('/'), served) {
+        (Some((provider, requested)), Some(served)) if served != requested => {
+            format!("{provider}/{served}")
+        }
+        _ => answered.to_owned(),
     }
 }
 

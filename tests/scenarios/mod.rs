@@ -8,6 +8,7 @@ mod gateway;
 mod gateway_input;
 mod lanes;
 mod memory;
+mod model_servers;
 mod openai;
 mod operator;
 mod prompt;

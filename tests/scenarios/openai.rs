@@ -32,7 +32,7 @@ async fn send(req: reqwest::RequestBuilder) -> (u16, Value) {
 
 /// Reads an SSE body as the SDK does: the `data` of each event, in order, up to and including
 /// `[DONE]`.
-fn sse_data(body: &str) -> Vec<String> {
+pub(crate) fn sse_data(body: &str) -> Vec<String> {
     let mut out = Vec::new();
     for event in body.replace("\r\n", "\n").split("\n\n") {
         let data: Vec<&str> = event
