@@ -74,8 +74,12 @@ pub struct Resume {
 pub trait TurnJournal: Send + Sync {
     /// The model's reply, before any of its tool calls runs, the model that answered
     /// (`provider/model`), and whether the output-token limit cut it off.
-    fn model_reply(&self, message: &ChatMessage, model: &str, truncated: bool)
-    -> std::io::Result<()>;
+    fn model_reply(
+        &self,
+        message: &ChatMessage,
+        model: &str,
+        truncated: bool,
+    ) -> std::io::Result<()>;
     /// The call moved from model `from` to model `to` (the agent's fallbacks), for `reason`.
     fn fell_over(&self, from: &str, to: &str, reason: &str) -> std::io::Result<()>;
     /// A tool call is about to run; durable before the call has any effect.
@@ -303,28 +307,19 @@ fn pending_calls(added: &[ChatMessage]) -> Vec<ToolCall> {
         .collect()
 }
 
-async fn tool_loop(
-    deps: &TurnDeps,
-    input: TurnInput,
-    hooks: TurnHooks<'_>,
-) -> Result<TurnOutput, TurnError> {
-    let TurnHooks { events, journal } = hooks;
-    // The channel layer of the tool policy: what this run's channel may not use is not offered,
-    // nor what the session's channel may not (a `sessions_send` into a Telegram chat's session
-    // comes from the `agent` channel, but runs in Telegram's conversation).
-    let mut tools = deps.tools.for_channel(&input.tool_context.channel);
-    let session_channel = crate::router::SessionKey::parse(&input.tool_context.session)
+/// The turn's deps with the channel layer of the tool policy applied, and the schemas of the
+/// tools left: what this run's channel may not use is not offered, nor what the session's
+/// channel may not (a `sessions_send` into a Telegram chat's session comes from the `agent`
+/// channel, but runs in Telegram's conversation).
+fn for_channels(deps: &TurnDeps, ctx: &ToolContext) -> (TurnDeps, Vec<ToolSchema>) {
+    let mut tools = deps.tools.for_channel(&ctx.channel);
+    let session_channel = crate::router::SessionKey::parse(&ctx.session)
         .ok()
         .and_then(|k| k.channel().map(str::to_string));
-    if let Some(channel) = session_channel.filter(|c| *c != input.tool_context.channel) {
+    if let Some(channel) = session_channel.filter(|c| *c != ctx.channel) {
         tools = tools.for_channel(&channel);
     }
-    let deps = &TurnDeps {
-        tools,
-        ..deps.clone()
-    };
-    let schemas: Vec<ToolSchema> = deps
-        .tools
+    let schemas = tools
         .schemas()
         .into_iter()
         .map(|(name, description, parameters)| ToolSchema {
@@ -333,6 +328,52 @@ async fn tool_loop(
             parameters,
         })
         .collect();
+    let deps = TurnDeps {
+        tools,
+        ..deps.clone()
+    };
+    (deps, schemas)
+}
+
+/// A reply the output-token limit cut off in a tool call, added to the turn: its calls are
+/// marked `cut` (never run; each is answered with [`TRUNCATED_CALL_RESULT`]). The second such
+/// reply of a turn answers its calls at once, so the session's history stays well-formed, and
+/// ends the turn with [`TurnError::Truncated`].
+fn record_cut_off(
+    message: ChatMessage,
+    added: &mut Vec<ChatMessage>,
+    cut: &mut HashSet<String>,
+    cut_replies: &mut u32,
+    journal: &dyn TurnJournal,
+    ctx: &ToolContext,
+) -> Result<(), TurnError> {
+    cut.extend(message.tool_calls.iter().map(|c| c.id.clone()));
+    *cut_replies += 1;
+    let tool = message
+        .tool_calls
+        .first()
+        .map(|c| c.name.clone())
+        .unwrap_or_default();
+    tracing::warn!(agent = %ctx.agent, session = %ctx.session, tool = %tool, again = *cut_replies > 1, "The model's reply was cut off by the output-token limit in a tool call; the call is not run.");
+    added.push(message);
+    if *cut_replies < 2 {
+        return Ok(());
+    }
+    for call in pending_calls(added) {
+        let note = ChatMessage::tool(call.id, TRUNCATED_CALL_RESULT);
+        journal.tool_result(&note)?;
+        added.push(note);
+    }
+    Err(TurnError::Truncated(tool))
+}
+
+async fn tool_loop(
+    deps: &TurnDeps,
+    input: TurnInput,
+    hooks: TurnHooks<'_>,
+) -> Result<TurnOutput, TurnError> {
+    let TurnHooks { events, journal } = hooks;
+    let (deps, schemas) = &for_channels(deps, &input.tool_context);
     let (mut added, started, mut cut) = match input.resume {
         Some(r) if !r.messages.is_empty() => (r.messages, r.started, r.cut),
         _ => (
@@ -433,28 +474,18 @@ async fn tool_loop(
         };
         journal.model_reply(&message, &answered, cut_off)?;
         if cut_off && !message.tool_calls.is_empty() {
-            cut.extend(message.tool_calls.iter().map(|c| c.id.clone()));
-            cut_replies += 1;
-            let tool = message
-                .tool_calls
-                .first()
-                .map(|c| c.name.clone())
-                .unwrap_or_default();
-            tracing::warn!(agent = %input.tool_context.agent, session = %input.tool_context.session, model = %served, tool = %tool, again = cut_replies > 1, "The model's reply was cut off by the output-token limit in a tool call; the call is not run.");
+            let ctx = &input.tool_context;
+            record_cut_off(
+                message,
+                &mut added,
+                &mut cut,
+                &mut cut_replies,
+                journal,
+                ctx,
+            )?;
+        } else {
             added.push(message);
-            if cut_replies > 1 {
-                // Its calls are answered (the session's history stays well-formed), then the
-                // turn ends.
-                for call in pending_calls(&added) {
-                    let note = ChatMessage::tool(call.id, TRUNCATED_CALL_RESULT);
-                    journal.tool_result(&note)?;
-                    added.push(note);
-                }
-                return Err(TurnError::Truncated(tool));
-            }
-            continue;
         }
-        added.push(message);
     }
 }
 

@@ -496,11 +496,7 @@ impl Run {
                     result["finish_reason"] = json!("length");
                     tracing::warn!(agent = %rt.id, session = %key, request_id, "The answer was cut off by the output-token limit (max_tokens); recorded as truncated.");
                 }
-                (
-                    Outcome::Succeeded { result },
-                    out.iterations,
-                    usage,
-                )
+                (Outcome::Succeeded { result }, out.iterations, usage)
             }
             Err(e) if retried => (
                 Outcome::DeadLettered {

@@ -179,7 +179,10 @@ async fn a_reply_cut_off_by_max_tokens_never_runs_its_call_and_a_cut_answer_is_m
     let (status, body) = completion(&child, ask("plain", false)).await;
     assert_eq!(status, 200, "{body}");
     let answer: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(answer["choices"][0]["message"]["content"], "He was a fierce");
+    assert_eq!(
+        answer["choices"][0]["message"]["content"],
+        "He was a fierce"
+    );
     assert_eq!(answer["choices"][0]["finish_reason"], "length", "{answer}");
     let requests = server.requests();
     assert_eq!(requests.len(), 2, "no retry, no third call: {requests:?}");
@@ -229,7 +232,10 @@ async fn a_reply_cut_off_by_max_tokens_never_runs_its_call_and_a_cut_answer_is_m
 
     // A 500 that blames the request is not tried again: neither by the client nor the turn.
     let (_, failed) = post_task(&child, "story", json!({ "text": "blame", "wait": true })).await;
-    assert_eq!(failed["state"], "failed", "not retried, not dead-lettered: {failed}");
+    assert_eq!(
+        failed["state"], "failed",
+        "not retried, not dead-lettered: {failed}"
+    );
     let blamed = server
         .requests()
         .iter()

@@ -65,7 +65,9 @@ impl Feed {
                     let chunk = self.ids.chunk(json!({ "content": text }), None);
                     self.pending.push_back(chunk);
                 }
-                let last = self.ids.chunk(json!({}), Some(super::finish_reason(&result)));
+                let last = self
+                    .ids
+                    .chunk(json!({}), Some(super::finish_reason(&result)));
                 self.pending.push_back(last);
             }
             other => {
