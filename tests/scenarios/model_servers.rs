@@ -6,6 +6,7 @@
 
 use super::openai::sse_data;
 use super::system::{Child, spawn_up_logging, stop, up};
+use super::ws_client::{Client, Up};
 use crate::support::{NET, Project, eventually, get_json, get_text, last_user, post_task};
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::{Value, json};
@@ -354,4 +355,66 @@ async fn the_streamed_text_equals_the_answer_after_a_tool_step_a_500_and_cut_str
         .unwrap();
     assert!(line.contains("iterations=2"), "{line}");
     stop(child).await;
+}
+
+/// Over the WebSocket gateway: `chat` events carry only the answer (no delta of the tool step's
+/// text), `agent` events show the steps and withdraw the tool step's text with a reset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_chat_events_carry_only_the_answer_and_agent_events_reset_a_tool_steps_text() {
+    let server = ScriptedServer::with_responder(|req| {
+        if last_role(req) == "tool" {
+            return Turn::text_chunks(vec!["All ", "done."]);
+        }
+        Turn::sse(
+            vec![
+                role(),
+                text("Checking. "),
+                call("read", r#"{"path":"notes.txt"}"#),
+                chunk(json!({}), Some("tool_calls")),
+            ],
+            true,
+        )
+    })
+    .await;
+    let project = Project::new();
+    project
+        .with_mock_provider(&server.base_url(), "10s", 0)
+        .write("agents.d/echo.toml", "");
+    let up = Up::start(&project).await;
+    let (mut c, hello) = Client::connect(&up, &up.token).await;
+    assert_eq!(hello["ok"], true, "{hello}");
+    let params = json!({ "message": "go", "agentId": "echo", "sessionKey": "s1", "idempotencyKey": "ws-reset" });
+    let accepted = c.call("agent", params).await;
+    let run = accepted["runId"].as_str().unwrap().to_string();
+    let of_run = |p: &Value| p["runId"] == run.as_str();
+    let last = c
+        .event_where("chat", |p| of_run(p) && p["state"] == "final")
+        .await;
+    assert_eq!(
+        last["payload"]["message"]["content"][0]["text"], "All done.",
+        "{last}"
+    );
+    let mine = |name: &str| -> Vec<Value> {
+        c.events
+            .iter()
+            .filter(|e| e["event"] == name && of_run(&e["payload"]))
+            .map(|e| e["payload"].clone())
+            .collect()
+    };
+    // Every event before the final one is in `c.events`: no chat event came before it.
+    let chats = mine("chat");
+    assert!(chats.is_empty(), "only the final answer: {chats:?}");
+    let assistant: Vec<Value> = mine("agent")
+        .into_iter()
+        .filter(|p| p["stream"] == "assistant")
+        .map(|p| p["data"].clone())
+        .collect();
+    let reset = assistant
+        .iter()
+        .position(|d| d["reset"] == true)
+        .unwrap_or_else(|| panic!("a reset: {assistant:?}"));
+    assert_eq!(assistant[reset]["reason"], "tool_calls");
+    assert_eq!(assistant[reset]["text"], "");
+    assert_eq!(assistant[..reset].last().unwrap()["text"], "Checking. ");
+    assert_eq!(assistant.last().unwrap()["text"], "All done.");
 }
