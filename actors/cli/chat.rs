@@ -1,6 +1,7 @@
 //! `clawbus chat --agent ID [--session NAME]`: a conversation in the terminal over the WebSocket
-//! gateway. Each line read from stdin is sent with `chat.send`; the answer is printed as its
-//! `chat` deltas stream in, then a newline. `/exit` or end of input quits.
+//! gateway. Each line read from stdin is sent with `chat.send`; the answer is printed from its
+//! `chat` events (whole with `final`: chat events carry only the answer), then a newline. `/exit`
+//! or end of input quits.
 //!
 //! Exit codes: 0 when the input ends or on `/exit`; 2 when the gateway cannot be reached,
 //! refuses the token, does not run the agent, refuses a message, or goes away mid-conversation.

@@ -362,6 +362,11 @@ impl TaskView {
                 if let (Some(obj), Some(usage)) = (view.as_object_mut(), r.get("usage")) {
                     obj.insert("usage".into(), usage.clone());
                 }
+                // An answer the output-token limit cut off says so.
+                if r.get("truncated") == Some(&json!(true)) {
+                    view["truncated"] = json!(true);
+                    view["finish_reason"] = json!("length");
+                }
                 view
             }),
             error: rec.error().map(str::to_string),

@@ -413,6 +413,18 @@ pub(crate) fn request_body(req: &ChatRequest) -> Value {
     body
 }
 
+/// A tool call's arguments as sent back in the history: the model's text when it is JSON, else
+/// `{}` (the call's result already told the model what was wrong). Servers that parse the history
+/// (llama-server) answer a request holding invalid arguments with an error, so a cut-off or
+/// malformed call would make every later request of the session fail.
+fn wire_arguments(arguments: &str) -> &str {
+    if serde_json::from_str::<serde::de::IgnoredAny>(arguments).is_ok() {
+        arguments
+    } else {
+        "{}"
+    }
+}
+
 fn wire_message(m: &ChatMessage) -> Value {
     let role = match m.role {
         Role::System => "system",
@@ -429,7 +441,7 @@ fn wire_message(m: &ChatMessage) -> Value {
                 json!({
                     "id": c.id,
                     "type": "function",
-                    "function": { "name": c.name, "arguments": c.arguments },
+                    "function": { "name": c.name, "arguments": wire_arguments(&c.arguments) },
                 })
             })
             .collect();

@@ -161,6 +161,17 @@ impl Turn {
         }
     }
 
+    /// A 200 event stream of these chunk objects, one `data:` event each, verbatim, then
+    /// `data: [DONE]` when `done`: what a real server sent (llama-server's
+    /// `finish_reason: "length"` mid tool call, a stream cut after a few chunks).
+    pub fn sse(chunks: Vec<Value>, done: bool) -> Self {
+        let mut body: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+        if done {
+            body.push_str("data: [DONE]\n\n");
+        }
+        Self::raw("text/event-stream", body)
+    }
+
     /// Splits each tool call's arguments into `n`-character fragments, one SSE chunk each.
     /// No effect on other turns, or with `n == 0`.
     pub fn split_args(mut self, n: usize) -> Self {

@@ -13,6 +13,7 @@ mod ingress;
 mod lanes;
 mod memory;
 mod messages;
+mod model_servers;
 mod openai;
 mod operator;
 mod prompt;

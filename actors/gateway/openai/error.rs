@@ -48,6 +48,22 @@ pub fn error(
         .into_response()
 }
 
+/// [`error`] with `x-should-retry: false`, the header the Stainless-built SDKs (the official
+/// OpenAI ones among them) obey: for an answer whose request must not be sent again.
+pub fn no_retry(
+    status: StatusCode,
+    kind: ErrorType,
+    code: &str,
+    message: impl Into<String>,
+) -> Response {
+    let mut response = error(status, kind, code, message);
+    response.headers_mut().insert(
+        "x-should-retry",
+        axum::http::HeaderValue::from_static("false"),
+    );
+    response
+}
+
 /// A 400 `invalid_request_error`.
 pub fn invalid(code: &str, message: impl Into<String>) -> Response {
     error(

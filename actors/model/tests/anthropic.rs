@@ -416,3 +416,25 @@ async fn a_key_echoed_by_the_server_is_redacted_from_the_error() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn a_max_tokens_stop_mid_tool_use_is_a_truncated_reply_naming_the_served_model() {
+    let AnthropicTurn::Events(mut events) =
+        AnthropicTurn::tool_use("", "toolu_1", "read", &["{\"pa"], USAGE)
+    else {
+        unreachable!()
+    };
+    for e in &mut events {
+        if e["type"] == "message_delta" {
+            e["delta"]["stop_reason"] = json!("max_tokens");
+        }
+    }
+    let server = AnthropicServer::start(vec![AnthropicTurn::Events(events)])
+        .await
+        .unwrap();
+    let reply = client(&server, 0).complete(&ask("s", "hi")).await.unwrap();
+    assert_eq!(reply.finish_reason.as_deref(), Some("length"));
+    assert!(reply.is_truncated(), "the turn treats it as cut off");
+    assert_eq!(reply.tool_calls[0].arguments, "{\"pa");
+    assert_eq!(reply.served_model.as_deref(), Some("claude-fake"));
+}

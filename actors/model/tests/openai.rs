@@ -160,6 +160,38 @@ async fn bad_request_fails_at_once_with_the_body() {
 }
 
 #[tokio::test]
+async fn a_500_that_blames_the_request_is_not_retried_and_invalid_arguments_go_back_as_empty() {
+    let blamed = Turn::HttpError {
+        status: 500,
+        body: r#"{"error":{"code":500,"message":"Failed to parse tool call arguments as JSON","type":"server_error"}}"#.into(),
+        retry_after: None,
+    };
+    let server = ScriptedServer::start(vec![blamed, Turn::text("unused")]).await;
+    let client = client_with(server.base_url(), Duration::from_secs(10), 3);
+    let mut req = ask("hi");
+    let cut = ToolCall {
+        id: "call_1".into(),
+        name: "write".into(),
+        arguments: "{".into(),
+    };
+    req.messages.push(ChatMessage::assistant(None, vec![cut]));
+    req.messages.push(ChatMessage::tool("call_1", "not run"));
+    let err = client.complete(&req).await.unwrap_err();
+    assert!(err.is_invalid_request(), "{err}");
+    assert!(!err.is_retryable() && !err.falls_over(), "{err}");
+    assert_eq!(
+        server.request_count(),
+        1,
+        "the same request would fail again"
+    );
+    let sent = &server.requests()[0];
+    assert_eq!(
+        sent["messages"][1]["tool_calls"][0]["function"]["arguments"], "{}",
+        "{sent}"
+    );
+}
+
+#[tokio::test]
 async fn error_body_is_truncated_to_500_chars() {
     let long = "x".repeat(2000);
     let turn = Turn::HttpError {
