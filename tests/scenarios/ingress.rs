@@ -104,6 +104,44 @@ async fn a_request_id_reused_with_another_session_or_lane_is_a_conflict() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openai_idempotency_key_reused_with_another_session_is_a_conflict_in_openais_shape() {
+    let project = Project::new();
+    project.write("agents.d/echo.toml", "");
+    let daemon = up(&project).await;
+    let complete = |session: &'static str| {
+        reqwest::Client::new()
+            .post(format!("{}/v1/chat/completions", daemon.url))
+            .bearer_auth(&daemon.token)
+            .header("Idempotency-Key", "o-1")
+            .header("X-Clawbus-Session", session)
+            .json(&json!({ "model": "agent:echo",
+                           "messages": [{ "role": "user", "content": "hi" }] }))
+            .timeout(NET)
+            .send()
+    };
+    let first = complete("a").await.unwrap();
+    assert_eq!(first.status(), 200);
+    let again = complete("a").await.unwrap();
+    assert_eq!(
+        again.status(),
+        200,
+        "the same key in the same session is answered"
+    );
+    let elsewhere = complete("b").await.unwrap();
+    assert_eq!(elsewhere.status(), 409);
+    let body: Value = elsewhere.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "request_id_conflict", "{body}");
+    assert_eq!(body["error"]["type"], "invalid_request_error", "{body}");
+    let (_, listed) = send(&daemon, reqwest::Method::GET, "/v1/tasks?agent=echo", None).await;
+    assert_eq!(
+        listed["tasks"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
+    stop(daemon).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn websocket_session_keys_go_through_the_one_name_validator() {
     let project = Project::new();
     project.write("agents.d/echo.toml", "");

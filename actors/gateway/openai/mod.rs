@@ -195,9 +195,9 @@ async fn chat_completions(
         )
         .from(CHANNEL),
     );
-    let admission = match state.bus.submit(env).await {
+    let admission = match super::admit::admit(&state, env).await {
         Ok(a) => a,
-        Err(e) => return error::bus(e),
+        Err(f) => return error::failure(f),
     };
     let model = format!("agent:{agent}");
     let created = created(&state);
