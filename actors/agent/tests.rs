@@ -99,6 +99,7 @@ fn deps(model: Arc<Looping>, tool: &Count, limits: Limits) -> TurnDeps {
         model_label: "scripted/m".to_string(),
         tools: ToolSet::default().with(tool.clone()),
         limits,
+        clock: Arc::new(bus::SystemClock),
     }
 }
 
