@@ -286,6 +286,20 @@ impl StreamHandler<Cancelled> for AgentActor {
     fn finished(&mut self, _: &mut Self::Context) {}
 }
 
+/// Test-only: the runs each live session has pending (one entry per live session actor).
+#[cfg(test)]
+#[derive(actix::Message)]
+#[rtype(result = "Vec<usize>")]
+pub(super) struct PendingRuns;
+
+#[cfg(test)]
+impl Handler<PendingRuns> for AgentActor {
+    type Result = Vec<usize>;
+    fn handle(&mut self, _: PendingRuns, _: &mut Context<Self>) -> Vec<usize> {
+        self.sessions.values().map(|l| l.pending).collect()
+    }
+}
+
 /// Stops the agent: its task and cancel streams close, and its sessions with it.
 #[derive(actix::Message)]
 #[rtype(result = "()")]
