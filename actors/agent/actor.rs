@@ -177,9 +177,7 @@ impl AgentActor {
         let stale: Vec<SessionKey> = self
             .sessions
             .iter()
-            .filter(|(_, l)| {
-                l.pending == 0 && now.saturating_duration_since(l.last_used) >= cutoff
-            })
+            .filter(|(_, l)| l.pending == 0 && now.saturating_duration_since(l.last_used) >= cutoff)
             .map(|(k, _)| k.clone())
             .collect();
         for key in stale {

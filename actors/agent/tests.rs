@@ -255,8 +255,7 @@ async fn system_on(clock: Arc<bus::ManualClock>) -> (tempfile::TempDir, crate::s
         "[sessions]\nidle_timeout = \"100s\"\n\n[lanes]\nmain = 1\n",
     )
     .unwrap();
-    let config =
-        crate::config::load(&crate::config::LoadOptions::in_folder(dir.path())).unwrap();
+    let config = crate::config::load(&crate::config::LoadOptions::in_folder(dir.path())).unwrap();
     let opts = crate::system::SystemOptions {
         clock,
         shards: Some(1),
@@ -269,7 +268,11 @@ async fn system_on(clock: Arc<bus::ManualClock>) -> (tempfile::TempDir, crate::s
 const BOUND: Duration = Duration::from_secs(20);
 
 /// Posts "hi" to the echo agent in session `session`, with an optional deadline (clock ms).
-async fn post(system: &crate::system::Clawbus, session: &str, deadline: Option<u64>) -> bus::RequestId {
+async fn post(
+    system: &crate::system::Clawbus,
+    session: &str,
+    deadline: Option<u64>,
+) -> bus::RequestId {
     let origin = crate::origin::Origin {
         session_name: Some(session.to_string()),
         ..crate::origin::Origin::api()
@@ -321,12 +324,19 @@ async fn an_idle_session_actor_is_evicted_once_its_idle_time_passes_on_the_clock
     .await;
     // 99 s idle on the clock: the sweep due at 10 s ran now, and kept the session.
     advance(&clock, Duration::from_secs(99)).await;
-    assert_eq!(pending(agent).await, [0], "not evicted before its idle time");
+    assert_eq!(
+        pending(agent).await,
+        [0],
+        "not evicted before its idle time"
+    );
     assert_eq!(system.live().len(), 1);
     // 109 s: the next sweep (a tenth of the idle time later) finds it idle past 100 s.
     advance(&clock, Duration::from_secs(10)).await;
     assert!(pending(agent).await.is_empty(), "evicted");
-    until("the session actor stopped", async || system.live().is_empty()).await;
+    until("the session actor stopped", async || {
+        system.live().is_empty()
+    })
+    .await;
     system.shutdown(BOUND).await;
 }
 
@@ -355,7 +365,11 @@ async fn a_task_waiting_for_a_slot_times_out_when_its_deadline_passes_on_the_clo
     })
     .await;
     advance(&clock, Duration::from_secs(29)).await;
-    assert_eq!(main_waiting(&system).await, 1, "still waiting before its deadline");
+    assert_eq!(
+        main_waiting(&system).await,
+        1,
+        "still waiting before its deadline"
+    );
     let record = system.bus().lookup(&request_id).await.unwrap().unwrap();
     assert!(!record.state.is_terminal(), "{:?}", record.state);
     advance(&clock, Duration::from_secs(1)).await;

@@ -102,7 +102,13 @@ impl Lane {
     }
 
     /// Grants free slots to the waiters at the head of the queue.
-    fn pump(&mut self, next_grant: &mut u64, me: &Addr<LaneActor>, warn_after: Duration, now: Instant) {
+    fn pump(
+        &mut self,
+        next_grant: &mut u64,
+        me: &Addr<LaneActor>,
+        warn_after: Duration,
+        now: Instant,
+    ) {
         while self.holders.len() < self.cap {
             let Some(waiter) = self.queue.pop_front() else {
                 break;

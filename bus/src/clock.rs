@@ -141,7 +141,11 @@ impl ManualClock {
     /// every task woken by the last [`ManualClock::advance`] has run past its timer.
     pub fn due_timers(&self) -> usize {
         let now = self.state.now();
-        self.state.timers().values().filter(|at| **at <= now).count()
+        self.state
+            .timers()
+            .values()
+            .filter(|at| **at <= now)
+            .count()
     }
 
     /// How many timers are live (due or not).
