@@ -159,6 +159,7 @@ impl AgentHandle {
             )
             .with_secrets(Arc::new(secrets.clone())),
             limits: def.limits.clone(),
+            clock: shared.clock.clone(),
         };
         let bus_err = |cause| AgentError::Bus {
             agent: agent.clone(),

@@ -8,7 +8,7 @@ use crate::model::{
 use crate::tools::{ToolContext, ToolSet};
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How many identical tool calls in a row stop the loop.
 const IDENTICAL_CALL_LIMIT: usize = 3;
@@ -27,6 +27,8 @@ pub struct TurnDeps {
     pub tools: ToolSet,
     /// Iteration, time and size limits.
     pub limits: Limits,
+    /// The one clock: the turn timeout runs on it, and model and tool times are measured on it.
+    pub clock: Arc<dyn bus::Clock>,
 }
 
 /// Builds the system prompt; asked again before every model call of a turn, so what changed
@@ -257,9 +259,11 @@ pub async fn run_turn_observed(
     hooks: TurnHooks<'_>,
 ) -> Result<TurnOutput, TurnError> {
     let limit = deps.limits.turn_timeout;
-    match tokio::time::timeout(limit, tool_loop(deps, input, hooks)).await {
-        Ok(r) => r,
-        Err(_) => Err(TurnError::TimedOut(limit)),
+    let expired = deps.clock.sleep(limit);
+    tokio::select! {
+        biased;
+        turn = tool_loop(deps, input, hooks) => turn,
+        () = expired => Err(TurnError::TimedOut(limit)),
     }
 }
 
@@ -434,7 +438,7 @@ async fn tool_loop(
             messages,
             tools: schemas.clone(),
         };
-        let started_at = Instant::now();
+        let started_at = deps.clock.now();
         events.model_call(iterations);
         let observer = Forward::new(events);
         let reply = deps.model.complete_observed(&request, &observer).await;
@@ -455,7 +459,7 @@ async fn tool_loop(
             calls = reply.tool_calls.len(),
             model = %served,
             finish_reason = reply.finish_reason.as_deref().unwrap_or(""),
-            model_ms = started_at.elapsed().as_millis() as u64,
+            model_ms = deps.clock.since(started_at).as_millis() as u64,
             "Model answered."
         );
         let answered = answered.to_owned();
@@ -518,7 +522,7 @@ fn warn_prose_call(ctx: &ToolContext, model: &str, text: Option<&str>) {
 
 /// Runs one tool call: its result text, and whether it succeeded.
 async fn run_tool(deps: &TurnDeps, ctx: &ToolContext, call: &ToolCall) -> (String, bool) {
-    let started = Instant::now();
+    let started = deps.clock.now();
     let out = deps
         .tools
         .invoke(
@@ -533,7 +537,7 @@ async fn run_tool(deps: &TurnDeps, ctx: &ToolContext, call: &ToolCall) -> (Strin
         session = %ctx.session,
         tool = %call.name,
         error = out.is_error,
-        duration_ms = started.elapsed().as_millis() as u64,
+        duration_ms = deps.clock.since(started).as_millis() as u64,
         "Tool ran."
     );
     (out.text, !out.is_error)

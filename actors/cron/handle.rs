@@ -74,7 +74,7 @@ async fn run_loop(scheduler: Arc<Scheduler>, mut stopped: watch::Receiver<bool>)
             sleep = sleep.max(ERROR_PAUSE);
         }
         tokio::select! {
-            () = tokio::time::sleep(sleep) => {}
+            () = inner.clock.sleep(sleep) => {}
             () = inner.wake.notified() => {}
             _ = stopped.changed() => return,
         }

@@ -21,7 +21,6 @@ use bus::{Delivery, Outcome, TaskState};
 use serde_json::json;
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// What the session actor hands a run.
 pub struct RunInput {
@@ -291,7 +290,7 @@ impl Run {
                 tracing::warn!(agent = %rt.id, session = %key, request_id, error = %e, "Could not look the task up before its lane wait.")
             }
         }
-        let waited = Instant::now();
+        let waited = rt.clock.now();
         let slot = match rt.run_slot(env, &origin.lane).await {
             Ok(s) => s,
             Err(LaneError::Closed) => return Step::Released,
@@ -312,7 +311,7 @@ impl Run {
         if rt.drain.is_draining() {
             return Step::Released;
         }
-        let wait_ms = waited.elapsed().as_millis() as u64;
+        let wait_ms = rt.clock.since(waited).as_millis() as u64;
         match self.delivery.start().await {
             Ok(true) => {}
             Ok(false) => return Step::Skipped,
@@ -414,7 +413,7 @@ impl Run {
             }
         };
 
-        let started = Instant::now();
+        let started = rt.clock.now();
         let input = TurnInput {
             prompt,
             history,
@@ -436,10 +435,12 @@ impl Run {
         let turn = match env.deadline {
             Some(deadline) => {
                 let left = deadline.saturating_sub(rt.clock.now_ms());
-                let limit = std::time::Duration::from_millis(left);
-                tokio::time::timeout(limit, run_turn_observed(&rt.deps, input, hooks))
-                    .await
-                    .unwrap_or(Err(TurnError::DeadlinePassed))
+                let expired = rt.clock.sleep(std::time::Duration::from_millis(left));
+                tokio::select! {
+                    biased;
+                    turn = run_turn_observed(&rt.deps, input, hooks) => turn,
+                    () = expired => Err(TurnError::DeadlinePassed),
+                }
             }
             None => run_turn_observed(&rt.deps, input, hooks).await,
         };
@@ -526,7 +527,7 @@ impl Run {
         {
             tracing::warn!(agent = %rt.id, session = %key, task_id = %env.id, request_id, iterations, error = %error, "Turn failed.");
         }
-        let duration_ms = started.elapsed().as_millis() as u64;
+        let duration_ms = rt.clock.since(started).as_millis() as u64;
         let state = outcome.state().as_str();
         tracing::info!(agent = %rt.id, session = %key, request_id, iterations, duration_ms, state, "Turn finished.");
         Step::Ended(End {

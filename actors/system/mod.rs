@@ -166,7 +166,7 @@ impl Clawbus {
             clock.clone(),
         ));
         breakers.attach_metrics(&metrics);
-        let lanes = Lanes::start(&config.lanes, metrics.clone());
+        let lanes = Lanes::start(&config.lanes, metrics.clone(), clock.clone());
         // Before the agents: it follows every task from the first one, and picks up the
         // unfinished ones a previous run left.
         let coordinator =
