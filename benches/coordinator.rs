@@ -93,7 +93,7 @@ async fn cross_agent_calls(calls: usize) {
     .unwrap();
     std::fs::write(
         root.join("agents.d/a.toml"),
-        "[tools]\nallow = [\"agent_call\"]\n",
+        "may_call = [\"b\"]\n[tools]\nallow = [\"agent_call\"]\n",
     )
     .unwrap();
     std::fs::write(root.join("agents.d/b.toml"), "").unwrap();

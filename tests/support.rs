@@ -26,6 +26,20 @@ pub async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
     }
 }
 
+/// Like [`eventually`], with `limit` instead of [`NET`]: for a wait whose bound is what the
+/// test checks ("within 2 s of the restart").
+pub async fn eventually_within(limit: Duration, what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let polled = tokio::time::timeout(limit, async {
+        while !check().await {
+            tokio::time::sleep(POLL).await;
+        }
+    })
+    .await;
+    if polled.is_err() {
+        panic!("timed out after {limit:?} waiting until {what}");
+    }
+}
+
 /// A throwaway project folder: `clawbus.toml`, `agents.d/`, `.clawbus/`.
 pub struct Project {
     pub dir: tempfile::TempDir,
@@ -288,6 +302,33 @@ pub async fn first_line_async(stdout: std::process::ChildStdout) -> String {
     tokio::task::spawn_blocking(move || first_line(stdout))
         .await
         .unwrap()
+}
+
+/// Reads a child's output (stdout or stderr) line by line until one equals `line`, waiting at
+/// most [`NET`]; answers the reader, to keep the pipe open for what the child writes later.
+pub async fn line_async<R: std::io::Read + Send + 'static>(
+    from: R,
+    line: &str,
+) -> std::io::BufReader<R> {
+    use std::io::BufRead;
+    let wanted = line.to_string();
+    tokio::task::spawn_blocking(move || {
+        let what = format!("the line {wanted:?} from a child");
+        within(&what, move || {
+            let mut reader = std::io::BufReader::new(from);
+            let mut got = String::new();
+            loop {
+                got.clear();
+                let read = reader.read_line(&mut got).unwrap();
+                assert!(read > 0, "the child's output ended before {wanted:?}");
+                if got.trim_end() == wanted {
+                    return reader;
+                }
+            }
+        })
+    })
+    .await
+    .unwrap()
 }
 
 /// The last user message of a recorded model request.

@@ -103,7 +103,7 @@ impl Channels {
             metrics: parts.metrics.clone(),
         };
         let mut channels = Self::default();
-        if let Some(sink) = webhook::WebhookSink::from_config(config)? {
+        if let Some(sink) = webhook::WebhookSink::from_config(config, parts.clock.clone())? {
             let handle =
                 delivery::DeliveryHandle::start(WEBHOOK, std::sync::Arc::new(sink), deps()).await?;
             channels.deliveries.push(handle);

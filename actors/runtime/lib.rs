@@ -4,7 +4,7 @@
 //! Module map, bottom to top (a module imports only those above it in this list, and the core):
 //! - [`metrics`]: counters, gauges and histograms rendered for Prometheus (`GET /metrics`).
 //! - [`untrusted`]: the markers around external content (web pages, search results).
-//! - [`secrets`]: secret values, redacted from every tool output.
+//! - [`secrets`]: secret values, redacted from every tool output and model error.
 //! - [`router`]: the routing of inbound messages to agents and session keys.
 //! - [`origin`]: the typed origin a channel sets on a task (channel, peer, session, lane, parent).
 //! - [`lane`]: global lanes — named concurrency caps (`main`, `cron`, `subagent`) with FIFO queues.

@@ -44,6 +44,16 @@ pub enum AnthropicTurn {
         /// `retry-after` in seconds.
         retry_after: Option<u64>,
     },
+    /// An answer that never ends, in one of the hostile shapes of [`Flood`](super::Flood).
+    Flood(super::Flood),
+    /// An HTTP error whose Anthropic error body carries this message (e.g. one that echoes the
+    /// key it was sent).
+    HttpMessage {
+        /// Status code.
+        status: u16,
+        /// `error.message` of the body.
+        message: String,
+    },
 }
 
 impl AnthropicTurn {
@@ -235,6 +245,17 @@ async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
                 response.headers_mut().insert(header::RETRY_AFTER, secs);
             }
             response
+        }
+        Some(AnthropicTurn::Flood(flood)) => flood.response(()),
+        Some(AnthropicTurn::HttpMessage { status, message }) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let body = json!({"type": "error", "error": {"type": "authentication_error", "message": message}});
+            (
+                status,
+                [(header::CONTENT_TYPE, "application/json")],
+                body.to_string(),
+            )
+                .into_response()
         }
         Some(AnthropicTurn::Events(events)) => {
             // One event per chunk, as a real server flushes them.

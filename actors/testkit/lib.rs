@@ -7,6 +7,7 @@
 //! An exhausted script answers HTTP 500 naming the request number. Dropping the server stops it.
 
 mod anthropic;
+mod flood;
 mod telegram;
 mod turn;
 
@@ -31,6 +32,7 @@ use tokio::sync::watch;
 use tracing::{debug, warn};
 
 pub use anthropic::{AnthropicRequest, AnthropicServer, AnthropicTurn, AnthropicUsage};
+pub use flood::{FLOOD_LIMIT, Flood};
 pub use telegram::{FakeBotApi, SentMessage};
 use turn::Completion;
 pub use turn::{Gate, Turn};
@@ -275,6 +277,7 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
             )
                 .into_response()
         }
+        Turn::Flood(flood) => flood.response(guard),
         Turn::Raw { content_type, body } => (
             [(header::CONTENT_TYPE, content_type.clone())],
             body_with(guard, vec![body.clone()]),

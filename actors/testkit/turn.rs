@@ -41,6 +41,8 @@ pub enum Turn {
         /// The answer once it is open.
         then: Box<Turn>,
     },
+    /// An answer that never ends, in one of the hostile shapes of [`Flood`](super::Flood).
+    Flood(super::Flood),
     /// A 200 answer with this content type and body, verbatim: for servers that bend the format.
     Raw {
         /// `Content-Type` header.
@@ -157,6 +159,17 @@ impl Turn {
             content_type: content_type.into(),
             body: body.into(),
         }
+    }
+
+    /// A 200 event stream of these chunk objects, one `data:` event each, verbatim, then
+    /// `data: [DONE]` when `done`: what a real server sent (llama-server's
+    /// `finish_reason: "length"` mid tool call, a stream cut after a few chunks).
+    pub fn sse(chunks: Vec<Value>, done: bool) -> Self {
+        let mut body: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+        if done {
+            body.push_str("data: [DONE]\n\n");
+        }
+        Self::raw("text/event-stream", body)
     }
 
     /// Splits each tool call's arguments into `n`-character fragments, one SSE chunk each.

@@ -25,12 +25,12 @@ pub fn write_project(base: &Path, model_url: &str, sessions: usize) -> PathBuf {
         ),
     )
     .unwrap();
-    let call = "[tools]\nallow = [\"agent_call\"]\n";
+    let call = |peer: &str| format!("may_call = [\"{peer}\"]\n[tools]\nallow = [\"agent_call\"]\n");
     for (name, body) in [
-        ("main", ""),
-        ("a", call),
-        ("b", call),
-        ("s", "[tools]\nallow = [\"sessions_spawn\"]\n"),
+        ("main", String::new()),
+        ("a", call("b")),
+        ("b", call("a")),
+        ("s", "[tools]\nallow = [\"sessions_spawn\"]\n".to_string()),
     ] {
         std::fs::write(p.join(format!("agents.d/{name}.toml")), body).unwrap();
     }

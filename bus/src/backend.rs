@@ -28,7 +28,8 @@ pub trait Bus: Send + Sync + 'static {
     /// [`BusError::Conflict`].
     async fn submit(&self, env: Envelope) -> Result<Admission, BusError>;
 
-    /// Subscribes to events and results on topics matching `pattern`.
+    /// Subscribes to events and results on topics matching `pattern`, and sees a copy of each
+    /// task dispatched to such a topic (a copy that cannot be settled: consumers run tasks).
     async fn subscribe(&self, pattern: Topic) -> Result<Subscription, BusError>;
 
     /// Consumes tasks on topics matching `pattern`, competing with the other consumers of it.
@@ -98,6 +99,8 @@ pub enum Settle {
     Nack {
         /// How long to wait before redelivery.
         delay: Duration,
+        /// Why the attempt failed, for the `retry` event; `None` says only that it was nacked.
+        reason: Option<String>,
     },
     /// The task reached its terminal outcome.
     Complete(Outcome),
@@ -200,7 +203,21 @@ impl Delivery {
 
     /// Asks for redelivery after `delay` (a new attempt of the same request id).
     pub async fn nack(&self, delay: Duration) -> Result<(), BusError> {
-        self.settle(Settle::Nack { delay }).await
+        self.settle(Settle::Nack {
+            delay,
+            reason: None,
+        })
+        .await
+    }
+
+    /// Like [`Delivery::nack`], saying why the attempt failed: the `retry` event carries
+    /// `reason` instead of `nacked`.
+    pub async fn nack_because(&self, delay: Duration, reason: &str) -> Result<(), BusError> {
+        self.settle(Settle::Nack {
+            delay,
+            reason: Some(reason.to_string()),
+        })
+        .await
     }
 
     /// Records the task's terminal outcome, answered to every caller of its request id.

@@ -4,8 +4,31 @@
 //! stalls its arbiter; so writers insert on their own thread and then wait here for durability.
 
 use crate::error::BusError;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use tokio::sync::oneshot;
+
+/// A switch that makes every flush fail while it is on, without flushing: a store fault for
+/// tests (a full disk without filling one). Off unless a test turns it on.
+#[derive(Debug, Default)]
+pub struct FlushFault(AtomicBool);
+
+impl FlushFault {
+    /// A switch, off.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Turns the fault on or off.
+    pub fn set(&self, on: bool) {
+        self.0.store(on, Ordering::SeqCst);
+    }
+
+    fn is_on(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
 
 type Waiter = oneshot::Sender<Result<(), String>>;
 
@@ -19,6 +42,14 @@ pub struct Committer {
 impl Committer {
     /// Starts the flushing thread for `db`.
     pub fn start(db: sled::Db) -> Result<Self, BusError> {
+        Self::start_with_fault(db, None)
+    }
+
+    /// Starts the flushing thread for `db`; while `fault` is on, flushes fail.
+    pub fn start_with_fault(
+        db: sled::Db,
+        fault: Option<Arc<FlushFault>>,
+    ) -> Result<Self, BusError> {
         let (tx, rx) = mpsc::channel::<Waiter>();
         let thread = std::thread::Builder::new()
             .name("clawbus-commit".into())
@@ -26,7 +57,10 @@ impl Committer {
                 while let Ok(first) = rx.recv() {
                     let mut batch = vec![first];
                     batch.extend(rx.try_iter());
-                    let res = db.flush().map(|_| ()).map_err(|e| e.to_string());
+                    let res = match &fault {
+                        Some(f) if f.is_on() => Err("injected fault (FlushFault)".to_string()),
+                        _ => db.flush().map(|_| ()).map_err(|e| e.to_string()),
+                    };
                     if let Err(e) = &res {
                         tracing::error!(error = %e, waiters = batch.len(), "Flush to disk failed.");
                     }

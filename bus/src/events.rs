@@ -49,6 +49,13 @@ pub enum TaskEventKind {
         /// The text added.
         text: String,
     },
+    /// The text deltas since the attempt started or the last reset are withdrawn: they are not
+    /// part of the answer (their step ended in tool calls, or their model call or attempt failed
+    /// and is tried again). A client that shows the answer drops them.
+    Reset {
+        /// Why: `tool_calls`, `retry`, `fell_over` or `failed`.
+        reason: String,
+    },
     /// A tool call began.
     ToolStart {
         /// The model's id for the call.

@@ -30,7 +30,7 @@ pub use error::{BusError, ConflictReason};
 pub use events::{TaskEvent, TaskEventKind, TaskEventStream};
 pub use local::{LocalBus, LocalOptions};
 pub use open::{Backend, BusOptions, OpenBus, open};
-pub use store::{Completion, SledTaskStore, TaskStore};
+pub use store::{Completion, SledTaskStore, StoreExtras, TaskStore};
 /// The task store's name in earlier versions.
 pub type Ledger = SledTaskStore;
 pub use task::{Admission, Outcome, TaskRecord, TaskState};

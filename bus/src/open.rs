@@ -5,7 +5,7 @@ use crate::backend::Bus;
 use crate::clock::{Clock, SystemClock};
 use crate::error::BusError;
 use crate::local::{LocalBus, LocalOptions};
-use crate::store::{DEFAULT_WINDOW, TaskStore};
+use crate::store::{DEFAULT_WINDOW, SledTaskStore, StoreExtras, TaskStore};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,6 +29,9 @@ pub struct BusOptions {
     pub max_attempts: u32,
     /// The time source.
     pub clock: Arc<dyn Clock>,
+    /// What the task store has beyond its database (the refusal journal of admissions answered
+    /// as failed; a flush fault in tests).
+    pub store: StoreExtras,
 }
 
 impl Default for BusOptions {
@@ -38,6 +41,7 @@ impl Default for BusOptions {
             dedup_window: DEFAULT_WINDOW,
             max_attempts: 5,
             clock: Arc::new(SystemClock),
+            store: StoreExtras::default(),
         }
     }
 }
@@ -56,14 +60,16 @@ pub struct OpenBus {
 pub fn open(opts: BusOptions, db: sled::Db) -> Result<OpenBus, BusError> {
     match opts.backend {
         Backend::Local => {
-            let local = LocalBus::with_db(
-                db,
+            let store =
+                SledTaskStore::with_extras(db, opts.clock.clone(), opts.dedup_window, opts.store)?;
+            let local = LocalBus::with_store(
+                Arc::new(store),
                 LocalOptions {
                     dedup_window: opts.dedup_window,
                     max_attempts: opts.max_attempts,
                     clock: opts.clock,
                 },
-            )?;
+            );
             let ledger = local.ledger().clone();
             Ok(OpenBus {
                 bus: Arc::new(local),

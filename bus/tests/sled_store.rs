@@ -139,3 +139,95 @@ fn when_released<T, E: std::fmt::Display>(open: impl Fn() -> Result<T, E>) -> T 
         }
     }
 }
+
+fn task(request_id: &str, text: &str) -> Envelope {
+    Envelope::task(
+        Topic::parse("agent.a").unwrap(),
+        RequestId::parse(request_id).unwrap(),
+        json!({ "text": text }),
+    )
+}
+
+/// A full disk, injected: the flush after an admission fails, so the client is told the task
+/// was not admitted, although its record reaches the disk later. The next open must not run it.
+#[tokio::test]
+async fn an_admission_answered_as_failed_never_runs_after_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let db_dir = dir.path().join("db");
+    let journal = dir.path().join("refused-admissions");
+    let clock = ManualClock::new(store::T0);
+    let fault = bus::commit::FlushFault::new();
+    let extras = || bus::StoreExtras {
+        refusals: Some(journal.clone()),
+        fault: Some(fault.clone()),
+    };
+    let db = sled::open(&db_dir).unwrap();
+    let store =
+        SledTaskStore::with_extras(db.clone(), clock.clone(), store::WINDOW, extras()).unwrap();
+    let kept = store.admit(task("kept", "a")).await.unwrap().task;
+    let failed = store.admit(task("failed-before", "c")).await.unwrap().task;
+    store.start(&failed.request_id, 1).await.unwrap();
+    store
+        .complete(
+            &failed.request_id,
+            bus::Outcome::Failed {
+                error: "boom".into(),
+            },
+        )
+        .await
+        .unwrap();
+
+    fault.set(true);
+    let refused = store.admit(task("refused", "b")).await;
+    assert!(
+        matches!(refused, Err(BusError::Storage { .. })),
+        "{refused:?}"
+    );
+    let retry = store.admit(task("failed-before", "c")).await;
+    assert!(matches!(retry, Err(BusError::Storage { .. })), "{retry:?}");
+    // What the failing flush held reaches the disk after all (a partial write).
+    fault.set(false);
+    db.flush().unwrap();
+    drop(store);
+    drop(db);
+
+    // Without the journal the refused task would be queued on disk.
+    let plain = open_when_released(&db_dir);
+    let on_disk = plain.lookup(&RequestId::parse("refused").unwrap()).await;
+    assert_eq!(on_disk.unwrap().map(|r| r.state), Some(TaskState::Queued));
+    drop(plain);
+
+    let db = sled_when_released(&db_dir);
+    let store = SledTaskStore::with_extras(db, clock.clone(), store::WINDOW, extras()).unwrap();
+    let unfinished: Vec<_> = store
+        .unfinished()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.request_id.to_string())
+        .collect();
+    assert_eq!(
+        unfinished,
+        vec!["kept".to_string()],
+        "only the admitted task runs"
+    );
+    let refused_id = RequestId::parse("refused").unwrap();
+    assert!(store.lookup(&refused_id).await.unwrap().is_none());
+    assert_eq!(
+        store
+            .lookup(&failed.request_id)
+            .await
+            .unwrap()
+            .map(|r| r.state),
+        Some(TaskState::Failed),
+        "a refused retry of a task that ran ends it again, retryable by a repost"
+    );
+    // Posted again, it is a new task; the journal was emptied, so it stays.
+    let again = store.admit(task("refused", "b")).await.unwrap();
+    assert!(!again.duplicate);
+    assert_ne!(again.task.task_id, kept.task_id);
+    drop(store);
+    let db = sled_when_released(&db_dir);
+    let store = SledTaskStore::with_extras(db, clock, store::WINDOW, extras()).unwrap();
+    assert!(store.lookup(&refused_id).await.unwrap().is_some());
+}

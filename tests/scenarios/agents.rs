@@ -11,10 +11,19 @@ use serde_json::{Value, json};
 fn team(server: &ScriptedServer, lanes: &str) -> Project {
     let p = Project::new();
     p.with_mock_and(&server.base_url(), lanes)
-        .write("agents.d/a.toml", "[tools]\nallow = [\"agent_call\"]\n")
-        .write("agents.d/b.toml", "[tools]\nallow = [\"agent_call\"]\n")
+        .write("agents.d/a.toml", &caller(&["b"]))
+        .write("agents.d/b.toml", &caller(&["a"]))
         .write("agents.d/c.toml", "");
     p
+}
+
+/// An agent file allowing `agent_call` to `peers`.
+pub(super) fn caller(peers: &[&str]) -> String {
+    let list: Vec<String> = peers.iter().map(|p| format!("{p:?}")).collect();
+    format!(
+        "may_call = [{}]\n[tools]\nallow = [\"agent_call\"]\n",
+        list.join(", ")
+    )
 }
 
 #[actix_rt::test]
@@ -214,12 +223,11 @@ async fn a_three_agent_cycle_fails_at_once_naming_it() {
     })
     .await;
     let project = Project::new();
-    let allow = "[tools]\nallow = [\"agent_call\"]\n";
     project
         .with_mock_and(&server.base_url(), "")
-        .write("agents.d/a.toml", allow)
-        .write("agents.d/b.toml", allow)
-        .write("agents.d/c.toml", allow);
+        .write("agents.d/a.toml", &caller(&["b"]))
+        .write("agents.d/b.toml", &caller(&["c"]))
+        .write("agents.d/c.toml", &caller(&["a"]));
     let daemon = project.start().await;
     let (status, done) = post_task(&daemon, "a", json!({ "text": "start", "wait": true })).await;
     assert_eq!(status, 200, "{done}");
@@ -504,9 +512,9 @@ async fn a_cycle_through_tasks_joined_across_two_trees_fails_at_once() {
     let project = Project::new();
     project
         .with_mock_and(&server.base_url(), "")
-        .write("agents.d/a.toml", "[tools]\nallow = [\"agent_call\"]\n")
-        .write("agents.d/b.toml", "[tools]\nallow = [\"agent_call\"]\n")
-        .write("agents.d/c.toml", "[tools]\nallow = [\"agent_call\"]\n");
+        .write("agents.d/a.toml", &caller(&["b"]))
+        .write("agents.d/b.toml", &caller(&["a"]))
+        .write("agents.d/c.toml", &caller(&["a"]));
     let daemon = project.start().await;
     let (status, root_c) = post_task(&daemon, "c", json!({ "text": "go" })).await;
     assert_eq!(status, 202, "{root_c}");

@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 
 const SECRET: &str = "outbound-secret-for-tests";
 
-/// One call a receiver got: (signature header, delivery id header, body).
-type Call = (String, String, String);
+/// One call a receiver got: (signature header, delivery id header, body, timestamp header).
+type Call = (String, String, String, String);
 
 /// What a receiver answers (statuses, then 200) and the calls it got.
 #[derive(Default)]
@@ -48,6 +48,7 @@ async fn receive(
         header("x-clawbus-signature"),
         header("x-clawbus-delivery"),
         body,
+        header("x-clawbus-timestamp"),
     ));
     let status = if s.statuses.is_empty() {
         200
@@ -114,12 +115,17 @@ async fn up_with_secret(project: &Project) -> Child {
 
 /// Sends a signed inbound delivery; returns the task id.
 async fn deliver(child: &Child, delivery: &str, body: &str) -> String {
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
     let resp = reqwest::Client::new()
         .post(format!("{}/v1/hooks/deploys", child.url))
         .header("X-Clawbus-Delivery", delivery)
+        .header("X-Clawbus-Timestamp", now_s.to_string())
         .header(
             "X-Clawbus-Signature",
-            sign(SECRET.as_bytes(), body.as_bytes()).unwrap(),
+            sign(SECRET.as_bytes(), now_s, body.as_bytes()).unwrap(),
         )
         .body(body.to_string())
         .timeout(NET)
@@ -147,10 +153,10 @@ async fn a_failing_receiver_is_retried_and_the_signed_reply_then_delivered() {
     .await;
     let calls = receiver.calls();
     assert_eq!(calls.len(), 3, "two failures, then the delivery");
-    let (signature, delivery, body) = &calls[2];
+    let (signature, delivery, body, timestamp) = &calls[2];
     assert!(
-        signature_matches(SECRET.as_bytes(), body.as_bytes(), signature),
-        "signed with the hook's secret"
+        signature_matches(SECRET.as_bytes(), timestamp, body.as_bytes(), signature).is_some(),
+        "signed with the hook's secret over the timestamp and the body"
     );
     assert_eq!(delivery, &task_id, "the delivery id is the task id");
     let body: Value = serde_json::from_str(body).unwrap();
@@ -224,7 +230,7 @@ async fn a_reply_pending_when_the_daemon_is_killed_is_delivered_after_the_restar
         2,
         "the refused try, then the delivery after the restart"
     );
-    let (_, delivery, body) = &calls[1];
+    let (_, delivery, body, _) = &calls[1];
     assert_eq!(
         delivery, &task_id,
         "the same delivery id, so a receiver can drop a repeat"

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Every transcript line of the project's agent `chat`.
-fn transcript_lines(project: &Project) -> Vec<Value> {
+pub(super) fn transcript_lines(project: &Project) -> Vec<Value> {
     let dir = project.state_dir().join("sessions").join("chat");
     let mut lines = Vec::new();
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
@@ -25,7 +25,7 @@ fn transcript_lines(project: &Project) -> Vec<Value> {
     lines
 }
 
-fn kill9(child: Child) {
+pub(super) fn kill9(child: Child) {
     let mut process = child.child;
     process.kill().unwrap();
     process.wait().unwrap();
@@ -36,7 +36,7 @@ async fn post_async(c: &Child, text: &str, request_id: &str) -> Value {
     post_task(c, "chat", body).await.1
 }
 
-async fn until_succeeded(c: &Child, task_id: &str) -> Value {
+pub(super) async fn until_succeeded(c: &Child, task_id: &str) -> Value {
     let mut last = Value::Null;
     eventually("the task succeeded after the restart", async || {
         last = task(c, task_id).await;

@@ -32,7 +32,7 @@ async fn send(req: reqwest::RequestBuilder) -> (u16, Value) {
 
 /// Reads an SSE body as the SDK does: the `data` of each event, in order, up to and including
 /// `[DONE]`.
-fn sse_data(body: &str) -> Vec<String> {
+pub(crate) fn sse_data(body: &str) -> Vec<String> {
     let mut out = Vec::new();
     for event in body.replace("\r\n", "\n").split("\n\n") {
         let data: Vec<&str> = event
@@ -291,5 +291,78 @@ async fn the_official_python_sdk_talks_to_an_agent_when_installed() {
         ["['agent:echo']", "re: one", "re: two", "model_not_found"],
         "{stderr}"
     );
+    daemon.shutdown().await;
+}
+
+/// A model that refuses every request (400): every turn fails at once.
+async fn refusing_server() -> ScriptedServer {
+    ScriptedServer::with_responder(|_| Turn::http_error(400)).await
+}
+
+/// A failed turn answers 422 with `x-should-retry: false`, not a 5xx the SDKs would send again
+/// (each retry a new task running the turn, and its tools, again).
+#[actix_rt::test]
+async fn a_failed_turn_answers_a_status_the_sdks_do_not_retry() {
+    let server = refusing_server().await;
+    let project = Project::new();
+    project
+        .with_mock_provider(&server.base_url(), "10s", 0)
+        .write("agents.d/echo.toml", "");
+    let daemon = project.start().await;
+    let body = json!({ "model": "agent:echo", "messages": [{ "role": "user", "content": "x" }] });
+    let resp = create(&daemon, &body).send().await.unwrap();
+    assert_eq!(resp.status(), 422);
+    assert_eq!(resp.headers()["x-should-retry"], "false");
+    let answer: Value = resp.json().await.unwrap();
+    assert_eq!(answer["error"]["code"], "task_failed", "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("HTTP 400"),
+        "{answer}"
+    );
+    daemon.shutdown().await;
+}
+
+/// The SDK with its default retries (2) against an agent whose turns fail.
+const SDK_RETRY_SCRIPT: &str = r#"
+import sys, openai
+from openai import OpenAI
+c = OpenAI(base_url=sys.argv[1] + "/v1", api_key=sys.argv[2], timeout=20)
+try:
+    c.chat.completions.create(model="agent:echo", messages=[{"role": "user", "content": "fail"}])
+    print("no error")
+except openai.APIStatusError as e:
+    print(type(e).__name__, e.status_code)
+"#;
+
+/// The official Python SDK, its default retries on, against a failing agent: the turn runs
+/// once, as one task (skipped without `CLAWBUS_TEST_OPENAI_PYTHON`).
+#[actix_rt::test]
+async fn the_official_python_sdk_does_not_run_a_failed_turn_again() {
+    let Ok(python) = std::env::var("CLAWBUS_TEST_OPENAI_PYTHON") else {
+        eprintln!("skipped: set CLAWBUS_TEST_OPENAI_PYTHON to a python with the openai package");
+        return;
+    };
+    let server = refusing_server().await;
+    let project = Project::new();
+    project
+        .with_mock_provider(&server.base_url(), "10s", 0)
+        .write("agents.d/echo.toml", "")
+        .write("sdk.py", SDK_RETRY_SCRIPT);
+    let daemon = project.start().await;
+    let mut cmd = std::process::Command::new(python);
+    cmd.arg(project.path().join("sdk.py"))
+        .arg(daemon.url())
+        .arg(daemon.token());
+    let out = crate::support::run_cmd(cmd).await;
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(stdout.trim(), "UnprocessableEntityError 422", "{stderr}");
+    assert_eq!(server.request_count(), 1, "the turn ran once");
+    let tasks = get_json(&daemon, "/v1/tasks?agent=echo").await;
+    assert_eq!(tasks["tasks"].as_array().unwrap().len(), 1, "{tasks}");
     daemon.shutdown().await;
 }

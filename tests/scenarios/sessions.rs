@@ -246,7 +246,7 @@ async fn evicted_sessions_reload_with_their_history() {
                 .as_array()
                 .unwrap()
                 .iter()
-                .filter(|r| r["state"] != "stopped")
+                .filter(|r| r["live"] == true)
                 .count();
             assert!(live <= 10, "at most 10 live sessions, saw {live}");
         }

@@ -44,6 +44,8 @@ pub struct ApiState {
     pub router: Arc<crate::router::Router>,
     /// The one clock (deadlines).
     pub clock: Arc<dyn bus::Clock>,
+    /// The database's write probe: `/healthz` answers 503 while it keeps a write error.
+    pub storage: crate::system::StorageProbe,
     /// Fires when the system shuts down: `/healthz` then answers 503.
     pub shutdown: crate::system::Shutdown,
     /// The cron scheduler, managed under `/v1/cron`.
@@ -87,6 +89,10 @@ pub fn router(state: ApiState) -> Router {
         // The WebSocket handshake carries the token.
         .merge(super::ws::routes())
         .route_layer(axum::middleware::from_fn(refuse_unknown_query))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            refuse_while_draining,
+        ))
         .layer(axum::extract::DefaultBodyLimit::max(max_body))
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
@@ -197,24 +203,47 @@ async fn wrong_method(method: axum::http::Method, uri: axum::http::Uri) -> Respo
 }
 
 async fn require_token(State(state): State<ApiState>, req: Request, next: Next) -> Response {
-    let presented = req
+    let header = req
         .headers()
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    match presented {
-        Some(t) if token::matches(&state.token, t.trim()) => next.run(req).await,
-        Some(_) => error(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "wrong bearer token",
-        ),
-        None => error(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "missing header Authorization: Bearer <token> (see <state-dir>/gateway.token)",
-        ),
+        .and_then(|v| v.to_str().ok());
+    let message = match header.map(token::bearer) {
+        Some(Some(t)) if token::matches(&state.token, t) => return next.run(req).await,
+        Some(Some(_)) => "wrong bearer token",
+        Some(None) => {
+            "header Authorization: expected Bearer <token> (see <state-dir>/gateway.token)"
+        }
+        None => "missing header Authorization: Bearer <token> (see <state-dir>/gateway.token)",
+    };
+    // OpenAI's fields too (`type`, `param`), so the OpenAI SDKs raise their authentication error
+    // with the message.
+    (
+        StatusCode::UNAUTHORIZED,
+        Json(json!({ "error": {
+            "code": "unauthorized",
+            "message": message,
+            "type": "invalid_request_error",
+            "param": null,
+        } })),
+    )
+        .into_response()
+}
+
+/// While the daemon drains, new work is refused (503 `draining`) and the listener stays open:
+/// `/healthz` answers 503 until the end, and reads (a task's record, its events) still answer.
+async fn refuse_while_draining(
+    State(state): State<ApiState>,
+    req: Request,
+    next: Next,
+) -> Response {
+    if !state.shutdown.is_shutdown() || req.method() == axum::http::Method::GET {
+        return next.run(req).await;
     }
+    error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "draining",
+        "the daemon is shutting down: no new work is accepted (try again after it restarts)",
+    )
 }
 
 /// The body of `POST /v1/agents/{id}/tasks`.
@@ -332,6 +361,11 @@ impl TaskView {
                 // A turn's token usage (and cost) travels with its answer.
                 if let (Some(obj), Some(usage)) = (view.as_object_mut(), r.get("usage")) {
                     obj.insert("usage".into(), usage.clone());
+                }
+                // An answer the output-token limit cut off says so.
+                if r.get("truncated") == Some(&json!(true)) {
+                    view["truncated"] = json!(true);
+                    view["finish_reason"] = json!("length");
                 }
                 view
             }),
@@ -499,9 +533,9 @@ pub(super) async fn submit_and_answer(
     timeout_ms: Option<u64>,
 ) -> Response {
     let request_id = env.request_id.clone();
-    let admission = match state.bus.submit(env).await {
+    let admission = match super::admit::admit(state, env).await {
         Ok(a) => a,
-        Err(e) => return bus_error(e),
+        Err(f) => return f.into_response(),
     };
     if !wait || admission.task.state.is_terminal() {
         return TaskView::response(&admission.task, admission.duplicate);
@@ -521,17 +555,34 @@ pub(super) async fn submit_and_answer(
     }
 }
 
-/// The request id a caller chose (body field, else the `Idempotency-Key` header), or a fresh one.
+/// The request id a caller chose (body field, else the `Idempotency-Key` header), or a fresh one;
+/// both given and different: 400 `invalid_request_id`.
 // The error is the handler's whole answer, returned at once: boxing it would gain nothing.
 #[allow(clippy::result_large_err)]
 pub(super) fn request_id(body: Option<&str>, headers: &HeaderMap) -> Result<RequestId, Response> {
-    let key = body.map(str::to_string).or_else(|| {
-        headers
-            .get("idempotency-key")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-    });
-    match key.as_deref().map(RequestId::parse) {
+    let header = match headers.get("idempotency-key").map(|v| v.to_str()) {
+        None => None,
+        Some(Ok(h)) => Some(h),
+        Some(Err(_)) => {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_id",
+                "header Idempotency-Key: not visible ASCII",
+            ));
+        }
+    };
+    if let (Some(b), Some(h)) = (body, header)
+        && b != h
+    {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_id",
+            format!(
+                "request_id {b:?} differs from header Idempotency-Key {h:?} (send one, or the same in both)"
+            ),
+        ));
+    }
+    match body.or(header).map(RequestId::parse) {
         None => Ok(RequestId::random()),
         Some(Ok(id)) => Ok(id),
         Some(Err(e)) => Err(error(StatusCode::BAD_REQUEST, "invalid_request_id", e)),
@@ -587,19 +638,8 @@ async fn post_task(
         Err(answer) => return answer,
     };
     if let Some(session) = &body.session {
-        let valid = !session.is_empty()
-            && session.len() <= 128
-            && session
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-        if !valid {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "invalid_session",
-                format!(
-                    "session {session:?}: expected 1-128 characters of A-Z, a-z, 0-9, '-', '_' or '.'"
-                ),
-            );
+        if let Err(e) = crate::ids::check_name("session", session) {
+            return error(StatusCode::BAD_REQUEST, "invalid_session", e);
         }
         origin.session_name = Some(session.clone());
     }

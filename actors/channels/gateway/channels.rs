@@ -43,13 +43,6 @@ pub struct ChannelMessage {
     pub lane: Option<String>,
 }
 
-fn is_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 128
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@' | '+'))
-}
-
 async fn post_message(
     State(state): State<ApiState>,
     Path(channel): Path<String>,
@@ -74,22 +67,15 @@ async fn post_message(
             ),
         );
     }
-    if !is_token(&body.peer) {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "invalid_body",
-            format!(
-                "peer {:?}: expected 1-128 characters of A-Z, a-z, 0-9, '-', '_', '.', '@' or '+'",
-                body.peer
-            ),
-        );
+    if let Err(e) = crate::ids::check_name("peer", &body.peer) {
+        return error(StatusCode::BAD_REQUEST, "invalid_body", e);
     }
     let chat_type = body.chat_type.clone().unwrap_or_else(|| "direct".into());
-    if !is_token(&chat_type) {
+    if let Err(e) = crate::ids::check_name("chat_type", &chat_type) {
         return error(
             StatusCode::BAD_REQUEST,
             "invalid_body",
-            format!("chat_type {chat_type:?}: expected a word such as direct or group"),
+            format!("{e}, a word such as direct or group"),
         );
     }
     if body.text.trim().is_empty() {

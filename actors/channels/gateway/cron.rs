@@ -26,11 +26,12 @@ pub fn routes() -> Router<ApiState> {
 pub(super) fn failure(e: CronError) -> Failure {
     match e {
         CronError::Spec(e) => Failure::new(StatusCode::BAD_REQUEST, "invalid_job", e.to_string()),
-        CronError::Store(StoreError::UnknownJob(id)) => Failure::new(
-            StatusCode::NOT_FOUND,
-            "unknown_job",
-            format!("unknown cron job {id:?}"),
-        ),
+        CronError::Store(e @ StoreError::UnknownJob(_)) => {
+            Failure::new(StatusCode::NOT_FOUND, "unknown_job", e.to_string())
+        }
+        e @ (CronError::TooFrequent { .. } | CronError::TooManyJobs { .. }) => {
+            Failure::new(StatusCode::BAD_REQUEST, "invalid_job", e.to_string())
+        }
         CronError::Store(e @ StoreError::Exists(_)) => {
             Failure::new(StatusCode::CONFLICT, "job_exists", e.to_string())
         }

@@ -1,6 +1,8 @@
 //! `GET /healthz`: 200 `ok` only while the daemon can accept work, else 503 with the reasons.
 //!
-//! Checked on every call: the system is not shutting down, the task store answers a read, a
+//! Checked on every call: the system is not shutting down, the task store answers a read, the
+//! database takes a write (after a write error, such as a full disk, it refuses every write until
+//! the daemon opens it again, which it does by itself once the state folder has room), a
 //! file can be created in the state folder (it is writable and the process has descriptors
 //! left), and the open descriptors leave some headroom under the soft limit.
 
@@ -33,7 +35,7 @@ pub(super) async fn healthz(State(state): State<ApiState>) -> Response {
 pub(super) async fn not_ready(state: &ApiState) -> Vec<String> {
     let mut reasons = Vec::new();
     if state.shutdown.is_shutdown() {
-        reasons.push("shutting down: no new work is accepted".to_string());
+        reasons.push("draining: shutting down, no new work is accepted".to_string());
     }
     match RequestId::parse("healthz-probe") {
         Ok(probe) => {
@@ -42,6 +44,11 @@ pub(super) async fn not_ready(state: &ApiState) -> Vec<String> {
             }
         }
         Err(e) => reasons.push(format!("task store: cannot build the probe: {e}")),
+    }
+    if let Some(e) = state.storage.fault() {
+        reasons.push(format!(
+            "the store refuses writes after an error ({e}); it reopens by itself once the state folder takes writes again"
+        ));
     }
     let dir = state.config.state_dir.clone();
     match tokio::task::spawn_blocking(move || files(&dir)).await {

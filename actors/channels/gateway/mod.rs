@@ -1,6 +1,7 @@
 //! The gateway: the HTTP channel (the API, the generic channel inbound) over the system that
 //! [`crate::system`] builds.
 
+mod admit;
 pub mod api;
 pub mod approvals;
 pub mod channels;
@@ -9,6 +10,8 @@ mod events;
 mod health;
 pub mod metrics;
 pub mod openai;
+mod recovery;
+mod serve;
 pub mod sessions;
 pub mod status;
 pub mod tail;
@@ -75,6 +78,9 @@ pub enum StartError {
     /// A channel (a delivery actor, the Telegram poller) could not start.
     #[error(transparent)]
     Channel(#[from] ChannelError),
+    /// The store of used webhook signatures could not be opened.
+    #[error("the store of used webhook signatures: {0}")]
+    WebhookStore(#[source] sled::Error),
     /// The listening socket could not be bound.
     #[error("cannot listen on {addr}: {cause}")]
     Listen {
@@ -89,30 +95,29 @@ pub enum StartError {
 pub struct HttpChannel {
     addr: SocketAddr,
     token: String,
+    stop: tokio::sync::watch::Sender<bool>,
     server: tokio::task::JoinHandle<()>,
 }
 
-impl HttpChannel {
-    /// Binds the listener and serves the API over `system` until the system shuts down.
-    pub async fn start(system: &Clawbus, opts: &StartOptions) -> Result<Self, StartError> {
-        let config = system.config().clone();
+/// The listening socket, bound before the system starts (a port in use fails at once), with the
+/// token and the webhook secrets it will check.
+pub struct Listener {
+    listener: tokio::net::TcpListener,
+    addr: SocketAddr,
+    token: String,
+    hooks: webhooks::Hooks,
+}
+
+impl Listener {
+    /// Reads the token and the webhook secrets and binds the port: everything that can refuse
+    /// the start on the gateway's side, done before anything else starts.
+    pub async fn bind(config: &Config, opts: &StartOptions) -> Result<Self, StartError> {
         let bind = config.gateway.bind;
         if !bind.is_loopback() && !opts.allow_public {
             return Err(StartError::PublicBind(bind));
         }
-        let token = match config
-            .gateway
-            .token_env
-            .as_deref()
-            .and_then(|v| std::env::var(v).ok())
-        {
-            Some(t) if !t.trim().is_empty() => t.trim().to_string(),
-            _ => token::load_or_create(&config.state_dir).map_err(|e| StartError::Token {
-                path: config.state_dir.clone(),
-                cause: e.to_string(),
-            })?,
-        };
-        let hooks = Arc::new(webhooks::Hooks::from_env(&config)?);
+        let token = gateway_token(config)?;
+        let hooks = webhooks::Hooks::from_env(config)?;
         let addr = SocketAddr::new(bind, opts.port.unwrap_or(config.gateway.port));
         let listener = tokio::net::TcpListener::bind(addr)
             .await
@@ -120,9 +125,37 @@ impl HttpChannel {
         let addr = listener
             .local_addr()
             .map_err(|cause| StartError::Listen { addr, cause })?;
+        Ok(Self {
+            listener,
+            addr,
+            token,
+            hooks,
+        })
+    }
+}
+
+impl HttpChannel {
+    /// Binds the listener and serves the API over `system` until [`HttpChannel::stopped`].
+    pub async fn start(system: &Clawbus, opts: &StartOptions) -> Result<Self, StartError> {
+        let listener = Listener::bind(system.config(), opts).await?;
+        Self::serve(system, listener)
+    }
+
+    /// Serves the API over `system` on a bound listener until [`HttpChannel::stopped`]: through
+    /// the system's drain the port stays open (`/healthz` answers 503, new work is refused).
+    /// Fails only when the webhook replay guard's tree cannot be opened in the system's store.
+    pub fn serve(system: &Clawbus, listener: Listener) -> Result<Self, StartError> {
+        let Listener {
+            listener,
+            addr,
+            token,
+            hooks,
+        } = listener;
+        let replay = webhooks::ReplayGuard::open(system.db()).map_err(StartError::WebhookStore)?;
+        let hooks = Arc::new(hooks.with_replay_guard(replay));
         let app = api::router(api::ApiState {
             bus: system.bus().clone(),
-            config,
+            config: system.config().clone(),
             token: Arc::new(token.clone()),
             metrics: system.metrics().clone(),
             breakers: system.breakers().clone(),
@@ -131,45 +164,61 @@ impl HttpChannel {
             approvals: system.approvals().clone(),
             router: system.router().clone(),
             clock: system.clock().clone(),
+            storage: system.storage(),
             shutdown: system.shutdown_listener(),
             cron: system.cron().scheduler().clone(),
             hooks,
             ws: ws::Connections::default(),
             started_ms: system.clock().now_ms(),
         });
-        let mut shutdown = system.shutdown_listener();
-        let server = tokio::spawn(async move {
-            // No Nagle delay: a WebSocket answer followed at once by events (or an SSE chunk)
-            // must not wait for the peer's delayed ACK (≈40 ms per turn otherwise).
-            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-                if let Err(e) = tcp.set_nodelay(true) {
-                    tracing::warn!(error = %e, "Cannot set TCP_NODELAY on a connection.");
-                }
-            });
-            let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
-                shutdown.recv().await;
-            });
-            if let Err(e) = serve.await {
-                tracing::error!(error = %e, "HTTP server failed.");
-            }
-        });
+        let (stop, stopping) = tokio::sync::watch::channel(false);
+        let server = tokio::spawn(serve::serve(
+            listener,
+            app,
+            serve::max_connections(),
+            stopping,
+            STOP_WITHIN,
+        ));
         tracing::info!(%addr, "HTTP channel listening.");
         Ok(Self {
             addr,
             token,
+            stop,
             server,
         })
     }
 
-    /// Waits up to `within` for the requests in flight to be answered, then drops the rest.
-    pub async fn stopped(mut self, within: Duration) {
+    /// Closes the listener, waits up to [`STOP_WITHIN`] for the requests in flight to be
+    /// answered, then drops the rest.
+    pub async fn stopped(mut self) {
+        self.stop.send_replace(true);
+        let within = STOP_WITHIN + Duration::from_secs(1);
         if tokio::time::timeout(within, &mut self.server)
             .await
             .is_err()
         {
-            tracing::warn!("HTTP requests still open after the drain; closing them.");
             self.server.abort();
         }
+    }
+}
+
+/// How long open HTTP requests may take to finish once the system has drained.
+const STOP_WITHIN: Duration = Duration::from_secs(1);
+
+/// The gateway token: the value of `[gateway] token_env` when set, else the token file's
+/// (created on first start).
+fn gateway_token(config: &Config) -> Result<String, StartError> {
+    match config
+        .gateway
+        .token_env
+        .as_deref()
+        .and_then(|v| std::env::var(v).ok())
+    {
+        Some(t) if !t.trim().is_empty() => Ok(t.trim().to_string()),
+        _ => token::load_or_create(&config.state_dir).map_err(|e| StartError::Token {
+            path: config.state_dir.clone(),
+            cause: e.to_string(),
+        }),
     }
 }
 
@@ -193,10 +242,10 @@ impl Daemon {
         opts: StartOptions,
         system_opts: SystemOptions,
     ) -> Result<Self, StartError> {
-        let bind = config.gateway.bind;
-        if !bind.is_loopback() && !opts.allow_public {
-            return Err(StartError::PublicBind(bind));
-        }
+        // The port and the token first: a port in use refuses the start before any store or
+        // agent starts, and the token exists before the agents start, so that their secret
+        // redaction knows it on the first start too (it reads the token file).
+        let listener = Listener::bind(&config, &opts).await?;
         let system = Clawbus::start(config, system_opts).await?;
         let channels = Channels::start(ChannelParts {
             config: system.config(),
@@ -209,7 +258,7 @@ impl Daemon {
             metrics: system.metrics().clone(),
         })
         .await?;
-        let http = HttpChannel::start(&system, &opts).await?;
+        let http = HttpChannel::serve(&system, listener)?;
         Ok(Self {
             system,
             channels,
@@ -268,7 +317,7 @@ impl Daemon {
         self.shutdown_within(grace).await
     }
 
-    /// Stops accepting, lets running turns finish for up to `grace`, stops the rest (they run
+    /// Refuses new work, lets running turns finish for up to `grace`, stops the rest (they run
     /// again on the next start), answers what finished, flushes the stores.
     pub async fn shutdown_within(self, grace: Duration) -> DrainReport {
         let Self {
@@ -277,8 +326,9 @@ impl Daemon {
             http,
         } = self;
         channels.stop_input().await;
+        // The port stays open through the drain: `/healthz` answers 503 until the end.
         let report = system.shutdown(grace).await;
-        http.stopped(Duration::from_secs(1)).await;
+        http.stopped().await;
         tracing::info!("Gateway stopped.");
         report
     }

@@ -30,8 +30,12 @@ pub struct SessionRow {
     pub agent: String,
     /// The transcript id.
     pub session_id: String,
-    /// `idle`, `processing`, or `stopped` (not live; on disk).
+    /// `idle` or `processing`.
     pub state: String,
+    /// Whether the session is live (in memory); an idle one that is not (evicted, or not used
+    /// since a restart) loads from disk when work comes.
+    #[serde(default)]
+    pub live: bool,
     /// Runs waiting in the session lane.
     pub queued: usize,
     /// Runs finished.
@@ -83,6 +87,7 @@ pub(super) fn rows(state: &ApiState, agent: Option<&str>) -> Result<Vec<SessionR
                 agent: m.agent,
                 session_id: m.session_id.to_string(),
                 state: st.as_str().into(),
+                live: st.is_live(),
                 queued,
                 turns: m.turns,
                 updated_ms: m.updated_ms,
@@ -105,7 +110,7 @@ async fn list(
 /// A session's metadata, live state and transcript entries, as `GET /v1/sessions/{key}` shows
 /// them.
 pub(super) fn transcript(state: &ApiState, key: &str) -> Result<serde_json::Value, Failure> {
-    let key = SessionKey::parse(key)
+    let key = SessionKey::from_client(key)
         .map_err(|e| Failure::new(StatusCode::BAD_REQUEST, "invalid_session_key", e))?;
     let sessions = reader(state);
     let meta = match sessions.get(key.as_str()) {
@@ -139,7 +144,9 @@ pub(super) fn transcript(state: &ApiState, key: &str) -> Result<serde_json::Valu
         }
     };
     let (st, queued) = sessions.state(key.as_str());
-    Ok(json!({ "session": meta, "state": st, "queued": queued, "entries": entries }))
+    Ok(
+        json!({ "session": meta, "state": st, "live": st.is_live(), "queued": queued, "entries": entries }),
+    )
 }
 
 async fn show(State(state): State<ApiState>, Path(key): Path<String>) -> Response {

@@ -49,3 +49,38 @@ pub fn matches(expected: &str, presented: &str) -> bool {
     use subtle::ConstantTimeEq;
     expected.as_bytes().ct_eq(presented.as_bytes()).into()
 }
+
+/// The token of an `Authorization` header value: `Bearer <token>`, the scheme in any case (RFC
+/// 9110: schemes are case-insensitive; `bearer` is what some clients send). `None` for another
+/// scheme or none.
+pub fn bearer(header: &str) -> Option<&str> {
+    let (scheme, token) = header.trim_start().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+/// True when `headers` carry `Authorization: Bearer <expected>`.
+pub fn presented(expected: &str, headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(bearer)
+        .is_some_and(|t| matches(expected, t))
+}
+
+#[cfg(test)]
+mod bearer_tests {
+    use super::bearer;
+
+    #[test]
+    fn the_scheme_is_taken_in_any_case() {
+        assert_eq!(bearer("Bearer abc"), Some("abc"));
+        assert_eq!(bearer("bearer abc"), Some("abc"));
+        assert_eq!(bearer("BEARER  abc "), Some("abc"));
+        assert_eq!(bearer("Basic abc"), None);
+        assert_eq!(bearer("Bearer"), None);
+        assert_eq!(bearer("Bearer "), None);
+    }
+}

@@ -1,8 +1,15 @@
 //! `POST /v1/hooks/{name}`: inbound webhooks. The signature is the authentication (no bearer
-//! token): `X-Clawbus-Signature: sha256=<hex>`, the HMAC-SHA256 of the raw body with the hook's
-//! secret, compared in constant time. The delivery id (`X-Clawbus-Delivery`) is the request id
-//! (`hook-<name>-<id>`), so a redelivery runs once. The body (JSON or text) is the task's text,
-//! for the hook's agent, in `agent:<id>:webhook:<name>:<delivery id>` (or the configured session).
+//! token): `X-Clawbus-Timestamp: <Unix seconds>` and `X-Clawbus-Signature: sha256=<hex>`, the
+//! HMAC-SHA256 of `"{timestamp}.{body}"` with the hook's secret, compared in constant time; a
+//! timestamp further than the hook's tolerance from the clock is refused (see [`crate::webhook::sign`]).
+//! The delivery id (`X-Clawbus-Delivery`) is the request id (`hook-<name>-<id>`), so a
+//! redelivery runs once; a signature already used by another delivery id is a replay (see
+//! [`replay`]). The body (JSON or text) is the task's text, for the hook's agent, in
+//! `agent:<id>:webhook:<name>:<delivery id>` (or the configured session).
+
+pub mod replay;
+
+pub use replay::ReplayGuard;
 
 use super::api::{ApiState, error, submit_and_answer};
 use crate::config::{Config, WebhookDef};
@@ -17,8 +24,10 @@ use axum::routing::post;
 use bus::RequestId;
 use std::collections::BTreeMap;
 
+use crate::webhook::sign as signature;
 pub use crate::webhook::sign::{
-    DELIVERY_HEADER, MissingSecret, SIGNATURE_HEADER, secret_from_env, sign, signature_matches,
+    DELIVERY_HEADER, MissingSecret, SIGNATURE_HEADER, TIMESTAMP_HEADER, secret_from_env, sign,
+    signature_matches,
 };
 
 /// The channel name on the origin and in session keys.
@@ -32,6 +41,9 @@ struct Hook {
 #[derive(Default)]
 pub struct Hooks {
     hooks: BTreeMap<String, Hook>,
+    /// The signatures already used; `None` only for a gateway with no store (then replays
+    /// inside the tolerance are not caught).
+    replay: Option<ReplayGuard>,
 }
 
 impl std::fmt::Debug for Hooks {
@@ -52,7 +64,16 @@ impl Hooks {
             };
             hooks.insert(name.clone(), hook);
         }
-        Ok(Self { hooks })
+        Ok(Self {
+            hooks,
+            replay: None,
+        })
+    }
+
+    /// Remembers used signatures in `guard` (what the gateway does over the system's store).
+    pub fn with_replay_guard(mut self, guard: ReplayGuard) -> Self {
+        self.replay = Some(guard);
+        self
     }
 }
 
@@ -104,22 +125,23 @@ async fn deliver(
         }
         Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_body", e.body_text()),
     };
-    let signature = headers.get(SIGNATURE_HEADER).and_then(|v| v.to_str().ok());
-    let Some(signature) = signature else {
-        return error(
-            StatusCode::UNAUTHORIZED,
-            "invalid_signature",
-            "missing header X-Clawbus-Signature: sha256=<hex HMAC-SHA256 of the body>",
-        );
+    let verified = match signature::verify(
+        &hook.secret,
+        &headers,
+        &body,
+        state.clock.now_ms(),
+        hook.def.tolerance,
+    ) {
+        Ok(v) => v,
+        Err(refusal) => {
+            tracing::warn!(hook = %name, reason = %refusal, "Webhook delivery refused.");
+            return error(
+                StatusCode::UNAUTHORIZED,
+                refusal.code(),
+                refusal.to_string(),
+            );
+        }
     };
-    if !signature_matches(&hook.secret, &body, signature) {
-        tracing::warn!(hook = %name, "Webhook delivery with a bad signature refused.");
-        return error(
-            StatusCode::UNAUTHORIZED,
-            "invalid_signature",
-            "X-Clawbus-Signature does not match the body (expected sha256=<hex HMAC-SHA256 of the raw body with the hook's secret>)",
-        );
-    }
     let delivery = headers.get(DELIVERY_HEADER).and_then(|v| v.to_str().ok());
     let Some(delivery) = delivery.filter(|d| is_delivery_id(d)) else {
         return error(
@@ -135,6 +157,31 @@ async fn deliver(
             "the body is empty or not UTF-8 (expected JSON or text for the agent)",
         );
     };
+    if let Some(guard) = &state.hooks.replay {
+        let claimed = guard.claim(
+            &name,
+            &verified.signature,
+            delivery,
+            verified.timestamp_s,
+            hook.def.tolerance,
+            state.clock.now_ms(),
+        );
+        match claimed {
+            Ok(()) => {}
+            Err(e @ replay::ClaimError::Replayed { .. }) => {
+                tracing::warn!(hook = %name, delivery, error = %e, "Replayed webhook delivery refused.");
+                return error(
+                    StatusCode::UNAUTHORIZED,
+                    "replayed_signature",
+                    e.to_string(),
+                );
+            }
+            Err(e) => {
+                tracing::error!(hook = %name, error = %e, "Webhook signature store failed.");
+                return error(StatusCode::SERVICE_UNAVAILABLE, "storage", e.to_string());
+            }
+        }
+    }
     let request_id = match RequestId::parse(&format!("hook-{name}-{delivery}")) {
         Ok(id) => id,
         Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_delivery", e),
@@ -169,24 +216,6 @@ async fn deliver(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn sign(secret: &[u8], body: &[u8]) -> String {
-        super::sign(secret, body).unwrap()
-    }
-
-    #[test]
-    fn a_signature_of_the_body_matches_and_others_do_not() {
-        let header = sign(b"s3cret", b"hello");
-        assert!(signature_matches(b"s3cret", b"hello", &header));
-        assert!(!signature_matches(b"s3cret", b"hello!", &header));
-        assert!(!signature_matches(b"other", b"hello", &header));
-        assert!(!signature_matches(b"s3cret", b"hello", "sha256=zz"));
-        assert!(!signature_matches(
-            b"s3cret",
-            b"hello",
-            header.trim_start_matches("sha256=")
-        ));
-    }
 
     #[test]
     fn a_json_string_body_is_its_value() {

@@ -1,8 +1,9 @@
 //! Outbound webhooks: the reply of a task that came in through `[webhooks.<name>]` (and a cron
 //! announcement to `webhook:<name>`) is POSTed to the hook's `deliver_url` as JSON
-//! `{hook, text, task_id?, job?}`, signed like inbound deliveries (`X-Clawbus-Signature:
-//! sha256=<hex HMAC-SHA256 of the body with the hook's secret>`) with `X-Clawbus-Delivery` set
-//! to the task id (or the announcement's job), so a receiver can drop a repeat.
+//! `{hook, text, task_id?, job?}`, signed like inbound deliveries (`X-Clawbus-Timestamp: <Unix
+//! seconds>`, `X-Clawbus-Signature: sha256=<hex HMAC-SHA256 of "{timestamp}.{body}" with the
+//! hook's secret>`, the timestamp of each try its own) with `X-Clawbus-Delivery` set to the task
+//! id (or the announcement's job), so a receiver can drop a repeat.
 //!
 //! A 2xx is delivered; a 408, 429 or 5xx (waiting what `Retry-After` says) and a connection
 //! failure are tried again; any other status fails at once. The URL is the operator's: it may
@@ -14,8 +15,11 @@ use super::OutboundMessage;
 use super::delivery::{SendError, Sink};
 use crate::config::Config;
 use serde_json::json;
-use sign::{DELIVERY_HEADER, MissingSecret, SIGNATURE_HEADER, secret_from_env, sign};
+use sign::{
+    DELIVERY_HEADER, MissingSecret, SIGNATURE_HEADER, TIMESTAMP_HEADER, secret_from_env, sign,
+};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long one POST may take.
@@ -30,12 +34,17 @@ struct Target {
 pub struct WebhookSink {
     client: reqwest::Client,
     targets: BTreeMap<String, Target>,
+    /// The signing time of each try.
+    clock: Arc<dyn bus::Clock>,
 }
 
 impl WebhookSink {
     /// The hooks with a `deliver_url`, their secrets read from the environment; `None` when no
-    /// hook delivers.
-    pub fn from_config(config: &Config) -> Result<Option<Self>, MissingSecret> {
+    /// hook delivers. Each try is signed at `clock`'s time.
+    pub fn from_config(
+        config: &Config,
+        clock: Arc<dyn bus::Clock>,
+    ) -> Result<Option<Self>, MissingSecret> {
         let mut targets = BTreeMap::new();
         for (name, def) in &config.webhooks {
             let Some(url) = &def.deliver_url else {
@@ -52,6 +61,7 @@ impl WebhookSink {
         Ok((!targets.is_empty()).then(|| Self {
             client: reqwest::Client::new(),
             targets,
+            clock,
         }))
     }
 }
@@ -66,10 +76,12 @@ impl Sink for WebhookSink {
         };
         let body =
             json!({ "hook": to, "text": part, "task_id": msg.task_id, "job": msg.job }).to_string();
-        let signature =
-            sign(&target.secret, body.as_bytes()).ok_or_else(|| SendError::Permanent {
+        let timestamp_s = self.clock.now_ms() / 1000;
+        let signature = sign(&target.secret, timestamp_s, body.as_bytes()).ok_or_else(|| {
+            SendError::Permanent {
                 reason: "the hook's secret cannot key an HMAC".into(),
-            })?;
+            }
+        })?;
         let delivery = msg
             .task_id
             .map(|t| t.to_string())
@@ -79,6 +91,7 @@ impl Sink for WebhookSink {
             .client
             .post(&target.url)
             .header("Content-Type", "application/json")
+            .header(TIMESTAMP_HEADER, timestamp_s.to_string())
             .header(SIGNATURE_HEADER, signature)
             .header(DELIVERY_HEADER, delivery)
             .body(body)

@@ -30,9 +30,12 @@ pub(super) fn agent_files(dir: &Path) -> Result<Vec<PathBuf>, Problem> {
     Ok(files)
 }
 
+/// Reads and checks one agent file; `peers` are the ids of every agent file in the folder (for
+/// `may_call`).
 pub(super) fn agent_file(
     path: &Path,
     agents_dir: &Path,
+    peers: &[String],
     default_model: &ModelRef,
     known: &Known,
     gateway_tz: chrono_tz::Tz,
@@ -80,6 +83,7 @@ pub(super) fn agent_file(
     let model_params =
         super::model_params::model_params(&src, &f.model_params, &tools, kind, &mut problems);
     let subscribe = super::subscribe::subscriptions(&src, &f.subscribe, &mut problems);
+    let may_call = may_call(&src, &stem, &f, peers, agents_dir, &mut problems);
     let problems = parsed.merge(problems);
     let Ok(id) = id else { return (None, problems) };
     let seed = agents_dir.join(id.as_str());
@@ -102,8 +106,47 @@ pub(super) fn agent_file(
         heartbeat,
         model_params,
         subscribe,
+        may_call,
     };
     (Some(def), problems)
+}
+
+/// `may_call`: each entry the id of another agent file in the folder, listed once.
+fn may_call(
+    src: &Source,
+    me: &str,
+    f: &AgentFile,
+    peers: &[String],
+    agents_dir: &Path,
+    problems: &mut Vec<Problem>,
+) -> Vec<AgentId> {
+    let mut out: Vec<AgentId> = Vec::with_capacity(f.may_call.len());
+    for name in &f.may_call {
+        let text = name.get_ref().as_str();
+        let problem = if text == me {
+            Some(format!(
+                "\"{text}\" is this agent: it never calls itself with agent_call (a waiting call would wait on itself), and sessions_spawn on itself needs no entry"
+            ))
+        } else if !peers.iter().any(|p| p == text) {
+            Some(format!(
+                "no agent \"{text}\" (expected the id of a file in {}: {})",
+                agents_dir.display(),
+                peers.join(", ")
+            ))
+        } else if out.iter().any(|a| a.as_str() == text) {
+            Some(format!("\"{text}\" is listed twice"))
+        } else {
+            None
+        };
+        match problem {
+            Some(message) => problems.push(src.at(Some(name.span()), "may_call", message)),
+            None => match AgentId::parse(text) {
+                Ok(id) => out.push(id),
+                Err(message) => problems.push(src.at(Some(name.span()), "may_call", message)),
+            },
+        }
+    }
+    out
 }
 
 /// `fallbacks`: each a model ref of a known provider, none repeating the model or another.

@@ -48,6 +48,8 @@ pub(super) struct ConfigFile {
     pub prices: super::prices::PricesFile,
     #[serde(default)]
     pub delivery: super::delivery::DeliveryFile,
+    #[serde(default)]
+    pub cron: super::cron_limits::CronLimitsFile,
 }
 
 /// `[gateway]`.
@@ -131,6 +133,9 @@ pub(super) struct AgentFile {
     /// Shared topics the agent consumes (see `subscribe.rs`).
     #[serde(default)]
     pub subscribe: Vec<Spanned<String>>,
+    /// The agents it may reach through `agent_call` and `sessions_spawn` (see `agent.rs`).
+    #[serde(default)]
+    pub may_call: Vec<Spanned<String>>,
 }
 
 /// `[limits]` of an agent.

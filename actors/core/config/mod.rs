@@ -13,11 +13,13 @@
 //! system-prompt caps, [`PromptDef`]), `skills` (`[skills]`, [`SkillsDef`], [`AgentSkillsDef`]), `web`
 //! (`[web]`, [`WebDef`]), `lanes` (`[lanes]`, [`LanesDef`]), `tools` (`[tools]` profiles and groups,
 //! `[channels.<name>]`, [`ToolsDef`]), `exec` (`[exec]`, [`ExecDef`]), `cron` (`[[cron]]`,
-//! `[heartbeat]`), `timezone` (`[gateway] timezone` and its default).
+//! `[heartbeat]`), `cron_limits` (`[cron]`, [`CronDef`]), `timezone` (`[gateway] timezone` and its
+//! default).
 
 mod agent;
 mod breaker;
 pub mod cron;
+pub mod cron_limits;
 mod delivery;
 mod duration;
 mod exec;
@@ -53,6 +55,7 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 pub use breaker::BreakerPolicy;
+pub use cron_limits::CronDef;
 pub use delivery::DeliveryDef;
 pub use duration::parse_duration;
 pub use exec::{
@@ -161,6 +164,8 @@ pub struct Config {
     pub prices: BTreeMap<String, Price>,
     /// How replies and announcements are retried (`[delivery]`).
     pub delivery: DeliveryDef,
+    /// The limits on jobs models add through the `cron` tool (`[cron]`).
+    pub cron: CronDef,
 }
 
 /// The `[gateway]` section.
@@ -370,6 +375,10 @@ pub struct AgentDef {
     /// Shared topics it takes work from besides `agent.<id>` (`subscribe`): each task posted to
     /// one goes to exactly one of its subscribers.
     pub subscribe: Vec<bus::Topic>,
+    /// The other agents it may reach through `agent_call` and `sessions_spawn` (`may_call`),
+    /// each an agent of this config, never itself (a subagent of itself needs no entry);
+    /// empty by default: it reaches no other agent.
+    pub may_call: Vec<AgentId>,
 }
 
 impl AgentDef {

@@ -34,6 +34,7 @@ struct Gateway {
     webhooks: BTreeMap<String, super::WebhookDef>,
     prices: BTreeMap<String, super::Price>,
     delivery: super::DeliveryDef,
+    cron: super::CronDef,
 }
 
 /// Examines every file and builds the [`Config`] when nothing is wrong.
@@ -75,10 +76,16 @@ pub(super) fn check(opts: &LoadOptions) -> (CheckReport, Option<Config>) {
     let mut agents = Vec::new();
     match agent::agent_files(&opts.agents_dir) {
         Ok(files) => {
+            let peers: Vec<String> = files
+                .iter()
+                .filter_map(|p| p.file_stem())
+                .map(|s| s.to_string_lossy().into_owned())
+                .collect();
             for path in files {
                 let (agent, problems) = agent::agent_file(
                     &path,
                     &opts.agents_dir,
+                    &peers,
                     &base.default_model,
                     &base.known,
                     base.gateway.timezone,
@@ -172,6 +179,7 @@ pub(super) fn check(opts: &LoadOptions) -> (CheckReport, Option<Config>) {
         webhooks: base.webhooks,
         prices: base.prices,
         delivery: base.delivery,
+        cron: base.cron,
     };
     (report, Some(config))
 }
@@ -218,6 +226,7 @@ fn gateway_defaults() -> Gateway {
         webhooks: BTreeMap::new(),
         prices: BTreeMap::new(),
         delivery: Default::default(),
+        cron: Default::default(),
     }
 }
 
@@ -240,6 +249,7 @@ fn gateway_file(src: &Source) -> (Gateway, Vec<Problem>) {
     base.channels = super::tools::channels(src, &f.channels, &mut problems);
     base.webhooks = super::webhooks::webhooks(src, &f.webhooks, &mut problems);
     base.delivery = super::delivery::delivery_def(src, &f.delivery, &mut problems);
+    base.cron = super::cron_limits::cron_def(src, &f.cron, &mut problems);
     if let Some(bind) = &f.gateway.bind {
         match bind.get_ref().parse() {
             Ok(ip) => base.gateway.bind = ip,

@@ -1,11 +1,13 @@
 //! `[webhooks.<name>]` of `clawbus.toml`: inbound webhooks, each bound to one agent and signed
 //! with a secret read from the environment at start (never from a file).
 
+use super::duration::DurationText;
 use super::span::Source;
 use super::{Problem, is_env_name, is_name};
 use crate::ids::AgentId;
 use serde::Deserialize;
 use std::collections::BTreeMap;
+use std::time::Duration;
 use toml::Spanned;
 
 /// The channel name of webhooks, inbound and outbound (on origins and in session keys).
@@ -24,7 +26,13 @@ pub struct WebhookDef {
     /// Where the replies of this hook's tasks (and announcements to `webhook:<name>`) are POSTed,
     /// signed like inbound deliveries; `None`: replies are not sent anywhere.
     pub deliver_url: Option<String>,
+    /// How far a delivery's `X-Clawbus-Timestamp` may be from the clock, in the past or the
+    /// future, before it is refused (and how long a used signature is remembered).
+    pub tolerance: Duration,
 }
+
+/// The default [`WebhookDef::tolerance`]: 5 minutes (the Stripe/Slack default).
+pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 
 /// The file shape of `[webhooks.<name>]`.
 #[derive(Debug, Default, Deserialize)]
@@ -34,6 +42,7 @@ pub(super) struct WebhookFile {
     pub secret_env: Option<Spanned<String>>,
     pub session: Option<Spanned<String>>,
     pub deliver_url: Option<Spanned<String>>,
+    pub tolerance: Option<Spanned<DurationText>>,
 }
 
 fn is_session_name(s: &str) -> bool {
@@ -125,6 +134,13 @@ pub(super) fn webhooks(
             }
             u => u.as_ref().map(|u| u.get_ref().clone()),
         };
+        let tolerance = super::validate::duration(
+            src,
+            &h.tolerance,
+            &format!("webhooks.{n}.tolerance"),
+            DEFAULT_TOLERANCE,
+            problems,
+        );
         if let (Some(agent), Some(secret_env), true) = (agent, secret_env, problems.len() == before)
         {
             out.insert(
@@ -134,6 +150,7 @@ pub(super) fn webhooks(
                     secret_env,
                     session,
                     deliver_url,
+                    tolerance,
                 },
             );
         }

@@ -59,6 +59,29 @@ impl SessionKey {
         }
     }
 
+    /// A key a client names on an ingress (a WebSocket `sessionKey`, `GET /v1/sessions/{key}`):
+    /// [`SessionKey::parse`], at most [`MAX_CLIENT_KEY_LEN`] characters, and every part after
+    /// `agent:<id>` a name ([`crate::ids::check_name`]; the last may be a request id instead).
+    pub fn from_client(s: &str) -> Result<Self, String> {
+        if s.len() > MAX_CLIENT_KEY_LEN {
+            return Err(format!(
+                "session key {}: longer than {MAX_CLIENT_KEY_LEN} characters",
+                crate::ids::shown(s)
+            ));
+        }
+        let key = Self::parse(s)?;
+        let parts: Vec<&str> = s.split(':').skip(2).collect();
+        for (i, part) in parts.iter().enumerate() {
+            let request_id = i + 1 == parts.len() && bus::RequestId::parse(part).is_ok();
+            if let Err(e) = crate::ids::check_name("part", part)
+                && !request_id
+            {
+                return Err(format!("session key {}: {e}", crate::ids::shown(s)));
+            }
+        }
+        Ok(key)
+    }
+
     /// The channel a conversation key records (`agent:<id>:<channel>:<chatType>:<peer>`);
     /// `None` for the main session.
     pub fn channel(&self) -> Option<&str> {
@@ -76,6 +99,10 @@ impl SessionKey {
         &self.0
     }
 }
+
+/// The longest session key a client may name: `agent:<id>:<channel>:<chat type>:<peer>` with a
+/// 64-character agent id and a request id (256) for the peer fits.
+pub const MAX_CLIENT_KEY_LEN: usize = 512;
 
 /// Key parts cannot hold `:`; anything else is kept.
 fn token(s: &str) -> String {

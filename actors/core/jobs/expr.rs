@@ -37,6 +37,9 @@ impl CronExpr {
                 ));
             }
         };
+        for (text, field) in six.iter().zip(&FIELDS) {
+            field.check(text)?;
+        }
         if let Some(dow) = six.get_mut(5) {
             *dow = day_of_week(dow)?;
         }
@@ -47,6 +50,118 @@ impl CronExpr {
     /// The crate's schedule (6 fields, crate day numbering).
     pub fn schedule(&self) -> &cron::Schedule {
         &self.schedule
+    }
+}
+
+/// One field of a 6-field expression, as people name it, with its allowed values.
+struct Field {
+    name: &'static str,
+    lo: u32,
+    hi: u32,
+    /// Names accepted besides numbers (`JAN`…), numbered from `lo`.
+    names: &'static [&'static str],
+    /// What a value may be, for the error.
+    expected: &'static str,
+}
+
+const MONTHS: [&str; 12] = [
+    "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
+];
+
+/// The fields of the 6-field form, seconds first.
+const FIELDS: [Field; 6] = [
+    Field::numbers("second", 0, 59, "0-59"),
+    Field::numbers("minute", 0, 59, "0-59"),
+    Field::numbers("hour", 0, 23, "0-23"),
+    Field::numbers("day-of-month", 1, 31, "1-31"),
+    Field {
+        name: "month",
+        lo: 1,
+        hi: 12,
+        names: &MONTHS,
+        expected: "1-12 or JAN-DEC",
+    },
+    Field {
+        name: "day-of-week",
+        lo: 0,
+        hi: 7,
+        names: &DAY_NAMES,
+        expected: "0-7 or SUN-SAT, 0 and 7 are Sunday",
+    },
+];
+
+impl Field {
+    const fn numbers(name: &'static str, lo: u32, hi: u32, expected: &'static str) -> Self {
+        Self {
+            name,
+            lo,
+            hi,
+            names: &[],
+            expected,
+        }
+    }
+
+    /// Checks every item of a field (`*`, `?`, `a`, `a-b`, each with an optional `/step`,
+    /// comma-separated); the error names the field and its range (`minute 61 is out of range
+    /// 0-59`).
+    fn check(&self, text: &str) -> Result<(), String> {
+        for item in text.split(',') {
+            let (range, step) = match item.split_once('/') {
+                Some((r, s)) => (r, Some(s)),
+                None => (item, None),
+            };
+            if let Some(step) = step {
+                if !step.parse::<u32>().is_ok_and(|n| n > 0) {
+                    return Err(format!(
+                        "{} step {step:?} is not a positive number",
+                        self.name
+                    ));
+                }
+            }
+            if range == "*" || range == "?" {
+                continue;
+            }
+            match range.split_once('-') {
+                Some((a, b)) => {
+                    let (a, b) = (self.value(a)?, self.value(b)?);
+                    // `5-0` in day-of-week is Friday to Sunday.
+                    let wraps_to_sunday = self.name == "day-of-week" && b == 0;
+                    if a > b && !wraps_to_sunday {
+                        return Err(format!("{} range {range:?} runs backwards", self.name));
+                    }
+                }
+                None => {
+                    self.value(range)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One value: a number in range or a name.
+    fn value(&self, text: &str) -> Result<u32, String> {
+        if let Ok(n) = text.parse::<u32>() {
+            return if (self.lo..=self.hi).contains(&n) {
+                Ok(n)
+            } else {
+                Err(format!(
+                    "{} {n} is out of range {}",
+                    self.name, self.expected
+                ))
+            };
+        }
+        let named = self.names.iter().position(|n| n.eq_ignore_ascii_case(text));
+        match named.and_then(|i| u32::try_from(i).ok()) {
+            Some(i) => Ok(self.lo + i),
+            None if text.is_empty() => Err(format!(
+                "{} has an empty value (expected {})",
+                self.name, self.expected
+            )),
+            None => Err(format!(
+                "{} {text:?} is not a value (expected {})",
+                self.name, self.expected
+            )),
+        }
     }
 }
 
@@ -129,6 +244,37 @@ mod tests {
         assert_eq!(day_of_week("mon,Fri").ok().as_deref(), Some("MON,FRI"));
         assert!(day_of_week("8").is_err());
         assert!(day_of_week("5-1").is_err());
+    }
+
+    fn error(expr: &str) -> String {
+        CronExpr::parse(expr).err().unwrap_or_default()
+    }
+
+    #[test]
+    fn a_bad_field_is_named_with_its_range() {
+        assert_eq!(error("61 * * * *"), "minute 61 is out of range 0-59");
+        assert_eq!(error("0 24 * * *"), "hour 24 is out of range 0-23");
+        assert_eq!(error("0 9 0 * *"), "day-of-month 0 is out of range 1-31");
+        assert_eq!(
+            error("0 9 * 13 *"),
+            "month 13 is out of range 1-12 or JAN-DEC"
+        );
+        assert_eq!(
+            error("0 9 * * 8"),
+            "day-of-week 8 is out of range 0-7 or SUN-SAT, 0 and 7 are Sunday"
+        );
+        assert_eq!(error("60 0 9 * * *"), "second 60 is out of range 0-59");
+        assert_eq!(error("0 5-2 * * *"), "hour range \"5-2\" runs backwards");
+        assert_eq!(
+            error("*/0 * * * *"),
+            "minute step \"0\" is not a positive number"
+        );
+        assert_eq!(
+            error("x * * * *"),
+            "minute \"x\" is not a value (expected 0-59)"
+        );
+        assert!(CronExpr::parse("0 9 * jan-mar mon-fri").is_ok());
+        assert!(CronExpr::parse("0,30 8-18/2 1,15 * 5-0").is_ok());
     }
 
     #[test]

@@ -61,6 +61,7 @@ impl HeartbeatSpec {
             updated_at: existing.map_or(now_ms, |j| j.updated_at),
             source: JobSource::Heartbeat,
             active_hours: self.active_hours.clone(),
+            created_by: None,
         })
     }
 }

@@ -222,4 +222,48 @@ pub struct Job {
     /// When set, fires outside these hours are skipped (heartbeats).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_hours: Option<ActiveHours>,
+    /// `agent:<id>` for a job a model created through the `cron` tool (such jobs are held to
+    /// `[cron] min_interval` and `max_agent_jobs`); `None` for jobs people made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_by: Option<String>,
+}
+
+/// The [`Job::created_by`] of a job the model of `agent` created.
+pub fn created_by_agent(agent: &str) -> String {
+    format!("agent:{agent}")
+}
+
+/// A span of milliseconds as people write it: `10m`, `1h30m`, `1d`, `1s500ms`, `0ms`; the same
+/// form `every = "…"` takes.
+pub fn human_ms(ms: u64) -> String {
+    const UNITS: [(u64, &str); 5] = [
+        (86_400_000, "d"),
+        (3_600_000, "h"),
+        (60_000, "m"),
+        (1_000, "s"),
+        (1, "ms"),
+    ];
+    if ms == 0 {
+        return "0ms".into();
+    }
+    let mut rest = ms;
+    let mut out = String::new();
+    for (size, unit) in UNITS {
+        if rest >= size {
+            out.push_str(&format!("{}{unit}", rest / size));
+            rest %= size;
+        }
+    }
+    out
+}
+
+impl fmt::Display for Schedule {
+    /// `at 2026-03-08T09:00:00+01:00`, `every 10m`, `cron "0 9 * * 1-5" Europe/Paris`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::At { at } => write!(f, "at {}", at.to_rfc3339()),
+            Self::Every { every_ms, .. } => write!(f, "every {}", human_ms(*every_ms)),
+            Self::Cron { expr, tz } => write!(f, "cron {expr:?} {tz}"),
+        }
+    }
 }

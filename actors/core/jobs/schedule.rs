@@ -117,6 +117,30 @@ impl Compiled {
     }
 }
 
+impl Compiled {
+    /// The shortest time between two consecutive fires among the first `samples` fires after
+    /// `after_ms`; `None` for a schedule that fires at most once from there.
+    pub fn shortest_gap_ms(&self, after_ms: u64, samples: usize) -> Option<u64> {
+        match self {
+            Self::At { .. } => None,
+            Self::Every { every_ms, .. } => Some(*every_ms),
+            Self::Cron { .. } => {
+                let mut shortest: Option<u64> = None;
+                let mut prev = self.next_after(after_ms)?;
+                for _ in 1..samples {
+                    let Some(next) = self.next_after(prev) else {
+                        break;
+                    };
+                    let gap = next - prev;
+                    shortest = Some(shortest.map_or(gap, |s| s.min(gap)));
+                    prev = next;
+                }
+                shortest
+            }
+        }
+    }
+}
+
 /// The next fire of a cron schedule in `tz` strictly after `after_ms`, by the DST rules above.
 fn next_cron(schedule: &cron::Schedule, tz: Tz, after_ms: u64) -> Option<u64> {
     let after = i64::try_from(after_ms).ok()?;

@@ -197,6 +197,7 @@ impl JobSpec {
             updated_at: ctx.now_ms,
             source: existing.map_or(JobSource::Api, |j| j.source),
             active_hours: existing.and_then(|j| j.active_hours.clone()),
+            created_by: existing.and_then(|j| j.created_by.clone()),
         })
     }
 

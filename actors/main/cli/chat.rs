@@ -1,9 +1,10 @@
 //! `clawbus chat --agent ID [--session NAME]`: a conversation in the terminal over the WebSocket
-//! gateway. Each line read from stdin is sent with `chat.send`; the answer is printed as its
-//! `chat` deltas stream in, then a newline. `/exit` or end of input quits.
+//! gateway. Each line read from stdin is sent with `chat.send`; the answer is printed from its
+//! `chat` events (whole with `final`: chat events carry only the answer), then a newline. `/exit`
+//! or end of input quits.
 //!
 //! Exit codes: 0 when the input ends or on `/exit`; 2 when the gateway cannot be reached,
-//! refuses the token, or goes away mid-conversation.
+//! refuses the token, does not run the agent, refuses a message, or goes away mid-conversation.
 
 use super::client::{GatewayClient, usage};
 use super::{Global, out::out};
@@ -48,6 +49,7 @@ pub fn run(global: &Global, args: ChatArgs) -> ExitCode {
 
 async fn chat(url: &str, token: &str, args: &ChatArgs) -> Result<(), ExitCode> {
     let mut ws = connect(url, token).await?;
+    known_agent(&mut ws, &args.agent).await?;
     let session = args.session.clone().unwrap_or_else(|| "main".into());
     let prompt = std::io::stdin().is_terminal();
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
@@ -84,7 +86,19 @@ async fn chat(url: &str, token: &str, args: &ChatArgs) -> Result<(), ExitCode> {
 /// Opens the socket and runs the handshake.
 async fn connect(url: &str, token: &str) -> Result<Socket, ExitCode> {
     let handshake = async {
-        let (mut ws, _) = tokio_tungstenite::connect_async_with_config(url, None, true)
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+        let mut request = url
+            .into_client_request()
+            .map_err(|e| usage(format!("gateway URL {url}: {e}")))?;
+        // The token on the upgrade too: the gateway then counts the connection among the
+        // authenticated ones, which a flood of unauthenticated sockets cannot fill.
+        if let Ok(value) = format!("Bearer {token}").parse() {
+            request.headers_mut().insert(
+                tokio_tungstenite::tungstenite::http::header::AUTHORIZATION,
+                value,
+            );
+        }
+        let (mut ws, _) = tokio_tungstenite::connect_async_with_config(request, None, true)
             .await
             .map_err(|e| {
                 usage(format!(
@@ -124,6 +138,31 @@ async fn connect(url: &str, token: &str) -> Result<Socket, ExitCode> {
         })?
 }
 
+/// Refuses (exit 2) an agent the gateway does not run, before any input is read.
+async fn known_agent(ws: &mut Socket, agent: &str) -> Result<(), ExitCode> {
+    let req = json!({ "type": "req", "id": "agents", "method": "agents.list", "params": {} });
+    ws.send(Message::Text(req.to_string().into()))
+        .await
+        .map_err(|e| usage(format!("the gateway went away: {e}")))?;
+    let answer = loop {
+        let frame = next_frame(ws).await?;
+        if frame["type"] == "res" && frame["id"] == "agents" {
+            break frame;
+        }
+    };
+    let known: Vec<&str> = answer["payload"]["agents"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|r| r["id"].as_str()).collect())
+        .unwrap_or_default();
+    if known.contains(&agent) {
+        return Ok(());
+    }
+    Err(usage(format!(
+        "--agent {agent:?}: no such agent (the gateway runs: {})",
+        known.join(", ")
+    )))
+}
+
 /// The next JSON frame; a close or a broken socket is an error naming why.
 async fn next_frame(ws: &mut Socket) -> Result<Value, ExitCode> {
     loop {
@@ -153,13 +192,12 @@ async fn turn(ws: &mut Socket, id: &str) -> Result<(), ExitCode> {
         let frame = next_frame(ws).await?;
         if frame["type"] == "res" && frame["id"] == id {
             if frame["ok"] != true {
-                eprintln!(
-                    "error: {}",
+                // A refused message (bad session, unknown agent) cannot be sent again as it is.
+                return Err(usage(
                     frame["error"]["message"]
                         .as_str()
-                        .unwrap_or("chat.send failed")
-                );
-                return Ok(());
+                        .unwrap_or("chat.send failed"),
+                ));
             }
             let mine = frame["payload"]["runId"]
                 .as_str()

@@ -122,7 +122,18 @@ impl GatewayClient {
 
     /// Reads the server-sent events at `path` until the server ends the stream, handing each
     /// event's data to `on_event`. No overall timeout: a task may run for long.
-    pub fn stream(&self, path: &str, mut on_event: impl FnMut(&str)) -> Result<(), ExitCode> {
+    pub fn stream(&self, path: &str, on_event: impl FnMut(&str)) -> Result<(), ExitCode> {
+        self.stream_opened(path, || {}, on_event)
+    }
+
+    /// [`GatewayClient::stream`], calling `on_open` once the gateway has accepted the stream
+    /// (its answer's head is in, before any event).
+    pub fn stream_opened(
+        &self,
+        path: &str,
+        on_open: impl FnOnce(),
+        mut on_event: impl FnMut(&str),
+    ) -> Result<(), ExitCode> {
         use futures::StreamExt;
         let url = format!("{}{path}", self.url);
         self.rt.block_on(async move {
@@ -151,6 +162,7 @@ impl GatewayClient {
                     .unwrap_or(text);
                 return Err(usage(format!("gateway answered {status}: {message}")));
             }
+            on_open();
             let mut parser = crate::model::sse::SseParser::new();
             let mut body = resp.bytes_stream();
             while let Some(chunk) = body.next().await {

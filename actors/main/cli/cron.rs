@@ -178,17 +178,20 @@ fn time(v: &serde_json::Value) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
+/// A schedule as people read it: `every 10m`, `at …`, `cron "0 9 * * 1-5" Europe/Paris`.
 fn schedule(s: &serde_json::Value) -> String {
-    match s["kind"].as_str() {
-        Some("at") => format!("at {}", s["at"].as_str().unwrap_or("?")),
-        Some("every") => format!("every {}ms", s["every_ms"]),
-        Some("cron") => format!(
-            "cron \"{}\" {}",
-            s["expr"].as_str().unwrap_or("?"),
-            s["tz"].as_str().unwrap_or("")
-        ),
-        _ => "?".into(),
-    }
+    serde_json::from_value::<crate::cron::Schedule>(s.clone())
+        .map(|s| s.to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// Who made a job: `agent:<id>` (its model, through the `cron` tool), else where it came from
+/// (`api`: the CLI or HTTP, `file`, `heartbeat`).
+fn made_by(job: &serde_json::Value) -> &str {
+    job["created_by"]
+        .as_str()
+        .or_else(|| job["source"].as_str())
+        .unwrap_or("api")
 }
 
 fn print_list(answer: &serde_json::Value) {
@@ -197,17 +200,18 @@ fn print_list(answer: &serde_json::Value) {
         outln!("no cron jobs");
         return;
     }
-    outln!("ID\tAGENT\tENABLED\tSCHEDULE\tNEXT\tLAST\tNAME");
+    outln!("ID\tAGENT\tENABLED\tSCHEDULE\tNEXT\tLAST\tCREATED_BY\tNAME");
     for v in jobs {
         let (job, state) = (&v["job"], &v["state"]);
         outln!(
-            "{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
             job["id"].as_str().unwrap_or("?"),
             job["agent"].as_str().unwrap_or("?"),
             job["enabled"],
             schedule(&job["schedule"]),
             time(&state["next_fire_ms"]),
             state["last_outcome"].as_str().unwrap_or("-"),
+            made_by(job),
             job["name"].as_str().unwrap_or(""),
         );
     }

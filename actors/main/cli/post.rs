@@ -92,8 +92,16 @@ pub fn run(global: &Global, args: PostArgs) -> ExitCode {
     if let Some(n) = args.max_attempts {
         body["max_attempts"] = n.into();
     }
-    let answer = match client.post(&path, &body) {
-        Ok(v) => v,
+    let answer = match client.post_with_status(&path, &body) {
+        // The request id is taken by other work (another agent, text, session or lane).
+        Ok((409, v)) => {
+            return usage(
+                v["error"]["message"]
+                    .as_str()
+                    .unwrap_or("the request id is taken by another task"),
+            );
+        }
+        Ok((_, v)) => v,
         Err(code) => return code,
     };
     match serde_json::from_value::<TaskView>(answer) {

@@ -171,6 +171,11 @@ pub fn render_entry(e: &serde_json::Value) -> String {
             )
         }
         "session" => format!("[{at}] — session started"),
+        "unreadable" => format!(
+            "— transcript line {} unreadable, skipped: {}",
+            e["line"],
+            e["error"].as_str().unwrap_or("not a transcript entry")
+        ),
         other => format!("[{at}] ({other}) {e}"),
     }
 }

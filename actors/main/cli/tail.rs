@@ -1,5 +1,6 @@
 //! `clawbus tail [PATTERN]`: bus traffic matching a topic pattern, one JSON line per message,
-//! until interrupted.
+//! until interrupted. Once the subscription is live it says so on stderr, one line:
+//! `tail: subscribed to 'PATTERN'` ([`ready_line`]); stdout carries only the messages.
 
 use super::Global;
 use super::client::{GatewayClient, usage};
@@ -29,8 +30,16 @@ pub fn run(global: &Global, args: TailArgs) -> ExitCode {
         "/v1/bus/tail?pattern={}",
         super::client::segment(&args.pattern)
     );
-    match client.stream(&path, |data| outln!("{data}")) {
+    // The gateway subscribes before it answers: once the answer's head is in, it is live.
+    let ready = || eprintln!("{}", ready_line(&args.pattern));
+    match client.stream_opened(&path, ready, |data| outln!("{data}")) {
         Ok(()) => ExitCode::SUCCESS,
         Err(code) => code,
     }
+}
+
+/// The line `clawbus tail` prints on stderr once its subscription is live (scripts and tests wait
+/// for it before they publish).
+pub fn ready_line(pattern: &str) -> String {
+    format!("tail: subscribed to '{pattern}'")
 }

@@ -174,6 +174,13 @@ fn list(client: &GatewayClient, state: Option<&str>, agent: Option<&str>, json: 
         super::out::json(&answer);
         return ExitCode::SUCCESS;
     }
+    outln!(
+        "{:<36}  {:<10} {:<12} {:<10}  REQUEST ID  (ERROR)",
+        "TASK",
+        "STATE",
+        "AGENT",
+        "ATTEMPTS"
+    );
     for task in answer["tasks"].as_array().into_iter().flatten() {
         outln!("{}", line(task, 0));
     }

@@ -1,5 +1,5 @@
-//! `clawbus tools --agent ID [--channel C] [--json]`: the tools an agent is offered, and for each
-//! removed one the policy layer that removed it. Works offline, from the config files and this
+//! `clawbus tools --agent ID [--channel C] [--json]`: the tools an agent is offered, for each
+//! removed one the policy layer that removed it, and the agents it may call (`may_call`). Works offline, from the config files and this
 //! process's environment (which decides `web_search`'s availability, as the daemon's does).
 
 use super::Global;
@@ -44,6 +44,7 @@ pub fn run(global: &Global, args: ToolsArgs) -> ExitCode {
         set = set.for_channel(channel);
     }
     let offered = set.names();
+    let may_call: Vec<&str> = def.may_call.iter().map(|a| a.as_str()).collect();
     if args.json {
         let out = json!({
             "agent": def.id.as_str(),
@@ -51,6 +52,7 @@ pub fn run(global: &Global, args: ToolsArgs) -> ExitCode {
             "channel": args.channel,
             "offered": offered,
             "removed": set.removed(),
+            "may_call": may_call,
         });
         super::out::json(&out);
         return ExitCode::SUCCESS;
@@ -65,6 +67,12 @@ pub fn run(global: &Global, args: ToolsArgs) -> ExitCode {
         def.tools.profile
     );
     outln!("offered ({}): {}", offered.len(), offered.join(", "));
+    let reach = if may_call.is_empty() {
+        "none".to_string()
+    } else {
+        may_call.join(", ")
+    };
+    outln!("may call (agent_call, sessions_spawn): {reach}");
     if !set.removed().is_empty() {
         outln!("removed:");
         let width = set

@@ -47,7 +47,21 @@ pub fn run(global: &Global, args: UpArgs) -> ExitCode {
         // A closed stdout is no reason not to serve.
         let mut out = std::io::stdout();
         let _ = writeln!(out, "listening on {}", daemon.url()).and_then(|()| out.flush());
-        wait_for_signal().await;
+        // A store that refuses writes after an error (a full disk) stays refused until the
+        // database is opened again: once the state folder takes writes, restart in place.
+        let recovered = tokio::select! {
+            () = wait_for_signal() => None,
+            fault = daemon.storage_recovered() => Some(fault),
+        };
+        if let Some(fault) = recovered {
+            tracing::warn!(error = %fault, "The state folder takes writes again; restarting in place over a reopened store.");
+            let port = daemon.addr().port();
+            let report = daemon.shutdown_within(RESTART_GRACE).await;
+            tracing::info!(stopped = report.stopped, "Stopped for the restart; unfinished tasks run again.");
+            let e = restart_in_place(port);
+            eprintln!("error: restart after a storage failure: {e}");
+            return ExitCode::FAILURE;
+        }
         let grace = daemon.system().config().gateway.shutdown_grace;
         tracing::info!(
             grace_ms = grace.as_millis() as u64,
@@ -75,6 +89,34 @@ pub fn run(global: &Global, args: UpArgs) -> ExitCode {
     let _entered = handle.enter();
     drop(system);
     code
+}
+
+/// How long running turns get to finish before a restart in place (they cannot record
+/// anything while the store refuses writes).
+const RESTART_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Replaces this process with a fresh `clawbus` run with the same arguments and environment,
+/// pinned to `port` (the one it listened on): the same process id, the same address, every
+/// store opened afresh. Every descriptor the daemon opened closes (they are close-on-exec),
+/// the database lock with them. Returns only when the exec failed.
+fn restart_in_place(port: u16) -> std::io::Error {
+    use std::os::unix::process::CommandExt as _;
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => return e,
+    };
+    let mut args = std::env::args_os().skip(1);
+    let mut kept = Vec::new();
+    while let Some(arg) = args.next() {
+        if arg == "--port" {
+            args.next();
+        } else if !arg.to_string_lossy().starts_with("--port=") {
+            kept.push(arg);
+        }
+    }
+    kept.push("--port".into());
+    kept.push(port.to_string().into());
+    std::process::Command::new(exe).args(kept).exec()
 }
 
 async fn wait_for_signal() {

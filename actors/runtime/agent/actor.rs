@@ -8,7 +8,7 @@ use crate::session::runtime::AgentRuntime;
 use crate::session::{
     LiveSessions, RunDone, SessionActor, SessionHandle, SessionOpenError, SessionShards,
 };
-use actix::{Actor, ActorContext, AsyncContext, Context, Handler, StreamHandler};
+use actix::{Actor, ActorContext, ActorFutureExt, AsyncContext, Context, Handler, StreamHandler};
 use bus::{Delivery, Kind, Outcome};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -141,7 +141,7 @@ impl AgentActor {
                 key.clone(),
                 Live {
                     handle,
-                    last_used: Instant::now(),
+                    last_used: self.rt.clock.now(),
                     pending: 0,
                 },
             );
@@ -171,12 +171,14 @@ impl AgentActor {
         }
     }
 
+    /// Stops the sessions idle for the idle timeout, by the clock.
     fn evict_idle(&mut self) {
         let cutoff = self.limits.idle_timeout;
+        let now = self.rt.clock.now();
         let stale: Vec<SessionKey> = self
             .sessions
             .iter()
-            .filter(|(_, l)| l.pending == 0 && l.last_used.elapsed() >= cutoff)
+            .filter(|(_, l)| l.pending == 0 && now.saturating_duration_since(l.last_used) >= cutoff)
             .map(|(k, _)| k.clone())
             .collect();
         for key in stale {
@@ -185,6 +187,18 @@ impl AgentActor {
                 l.handle.stop();
             }
         }
+    }
+
+    /// Sweeps idle sessions once a tenth of the idle timeout (1 s to 60 s) has passed on the
+    /// clock, then schedules the next sweep, for as long as the actor runs.
+    fn sweep_later(&self, ctx: &mut Context<Self>) {
+        let every =
+            (self.limits.idle_timeout / 10).clamp(Duration::from_secs(1), Duration::from_secs(60));
+        let timer = actix::fut::wrap_future(self.rt.clock.sleep(every));
+        ctx.spawn(timer.map(|(), act: &mut Self, ctx| {
+            act.evict_idle();
+            act.sweep_later(ctx);
+        }));
     }
 
     /// The number of live session actors.
@@ -198,9 +212,7 @@ impl Actor for AgentActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(4096);
-        let every =
-            (self.limits.idle_timeout / 10).clamp(Duration::from_secs(1), Duration::from_secs(60));
-        ctx.run_interval(every, |act, _| act.evict_idle());
+        self.sweep_later(ctx);
     }
 }
 
@@ -215,10 +227,11 @@ impl StreamHandler<Task> for AgentActor {
             return;
         }
         let task_id = delivery.envelope().id;
+        let now = self.rt.clock.now();
         let routed = self.route(&delivery).and_then(|(key, origin)| {
             let live = self.session(&key, ctx)?;
             live.pending += 1;
-            live.last_used = Instant::now();
+            live.last_used = now;
             live.handle.enqueue(delivery.clone(), origin);
             Ok(key)
         });
@@ -272,6 +285,20 @@ impl StreamHandler<Cancelled> for AgentActor {
     fn finished(&mut self, _: &mut Self::Context) {}
 }
 
+/// Test-only: the runs each live session has pending (one entry per live session actor).
+#[cfg(test)]
+#[derive(actix::Message)]
+#[rtype(result = "Vec<usize>")]
+pub(super) struct PendingRuns;
+
+#[cfg(test)]
+impl Handler<PendingRuns> for AgentActor {
+    type Result = Vec<usize>;
+    fn handle(&mut self, _: PendingRuns, _: &mut Context<Self>) -> Vec<usize> {
+        self.sessions.values().map(|l| l.pending).collect()
+    }
+}
+
 /// Stops the agent: its task and cancel streams close, and its sessions with it.
 #[derive(actix::Message)]
 #[rtype(result = "()")]
@@ -293,7 +320,7 @@ impl Handler<RunDone> for AgentActor {
         if let Some(key) = self.tasks.remove(&msg.task_id) {
             if let Some(live) = self.sessions.get_mut(&key) {
                 live.pending = live.pending.saturating_sub(1);
-                live.last_used = Instant::now();
+                live.last_used = self.rt.clock.now();
             }
         }
     }

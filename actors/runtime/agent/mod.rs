@@ -4,6 +4,8 @@
 //! - [`tools`]: which tools an agent is offered (the policy layers) and the session tools.
 
 mod actor;
+#[cfg(test)]
+mod tests;
 pub mod tools;
 
 pub use crate::tools::run_context::{RunContext, RunSlot};
@@ -153,6 +155,7 @@ impl AgentHandle {
             )
             .with_secrets(Arc::new(secrets.clone())),
             limits: def.limits.clone(),
+            clock: shared.clock.clone(),
         };
         let bus_err = |cause| AgentError::Bus {
             agent: agent.clone(),

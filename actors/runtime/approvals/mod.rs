@@ -215,11 +215,18 @@ impl Approvals {
         }
         tracing::info!(approval = %rec.id, agent = %rec.agent, command = %rec.command, timeout_ms = req.timeout.as_millis() as u64, "Approval requested.");
         self.publish("requested", &rec).await;
-        match tokio::time::timeout(req.timeout, rx).await {
-            Ok(Ok(answer)) => Ok(answer),
+        // The wait runs on the clock its `expires_ms` was set by.
+        let expired = self.inner.clock.sleep(req.timeout);
+        let answer = tokio::select! {
+            biased;
+            answer = rx => Some(answer),
+            () = expired => None,
+        };
+        match answer {
+            Some(Ok(answer)) => Ok(answer),
             // The sender went without an answer: only when the store is going away.
-            Ok(Err(_)) => Ok(Answer::Denied),
-            Err(_) => {
+            Some(Err(_)) => Ok(Answer::Denied),
+            None => {
                 self.inner.waiting.remove(&rec.id);
                 self.expire(&rec.id).await
             }

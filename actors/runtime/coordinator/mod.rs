@@ -49,7 +49,7 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How the coordinator runs.
 #[derive(Debug, Clone, Copy)]
 pub struct CoordinatorOptions {
-    /// How often it compares the earliest deadline with the clock.
+    /// How often it compares the earliest deadline with the clock (time on the clock).
     pub tick: Duration,
 }
 

@@ -197,7 +197,13 @@ async fn an_overdue_task_nobody_runs_ends_timed_out_and_its_session_is_told_once
     let now = rig.clock.now_ms();
     let task = rig.post("agent.helper", origin, Some(now + 60_000)).await;
     rig.clock.advance(Duration::from_secs(59));
+    // The check the advance made due has run (the deadline check runs on the clock's timer).
+    tokio::time::timeout(BOUND, rig.clock.settle())
+        .await
+        .unwrap();
     assert_eq!(rig.coord.status().await.timed_out, 0, "not yet due");
+    let record = rig.bus.lookup(&task.request_id).await.unwrap().unwrap();
+    assert_eq!(record.state, TaskState::Queued);
     rig.clock.advance(Duration::from_secs(2));
     assert_eq!(rig.state(&task.request_id).await, TaskState::TimedOut);
     let told = rig.notice_of(&task).await;

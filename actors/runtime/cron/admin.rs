@@ -1,11 +1,11 @@
 //! Managing jobs: add, update, remove, enable/disable, run now, list, history.
 
 use super::fire::FireKind;
-use super::job::{Job, JobId};
+use super::job::{CatchUp, Job, JobId};
 use super::schedule::Compiled;
 use super::scheduler::{Fired, JobView, Scheduler};
 use super::spec::{JobSpec, SpecContext, SpecError};
-use super::state::{JobState, Lease, RunRecord};
+use super::state::{JobState, RunRecord};
 use super::store::StoreError;
 
 /// Why a cron operation failed.
@@ -19,10 +19,33 @@ pub enum CronError {
     #[error(transparent)]
     Store(#[from] StoreError),
     /// `run_now` of a job that is running.
-    #[error("cron job {0:?} is running")]
+    #[error("cron job \"{0}\" is running")]
     Running(JobId),
+    /// A job a model schedules through the `cron` tool would fire more often than
+    /// `[cron] min_interval` allows; nothing was stored.
+    #[error(
+        "schedule: it fires every {} but jobs you schedule may fire at most every {} ([cron] min_interval)",
+        super::job::human_ms(*every_ms),
+        super::job::human_ms(*min_ms)
+    )]
+    TooFrequent {
+        /// The shortest interval between two of its fires (ms).
+        every_ms: u64,
+        /// The minimum (ms).
+        min_ms: u64,
+    },
+    /// Models already created `[cron] max_agent_jobs` jobs for this agent; nothing was stored.
+    #[error(
+        "agent {agent:?} already has {max} jobs its model created, the most allowed ([cron] max_agent_jobs)"
+    )]
+    TooManyJobs {
+        /// The agent.
+        agent: String,
+        /// The cap.
+        max: usize,
+    },
     /// The fire could not be submitted.
-    #[error("cron job {job:?} could not fire: {reason}")]
+    #[error("cron job \"{job}\" could not fire: {reason}")]
     Fire {
         /// The job.
         job: JobId,
@@ -132,19 +155,13 @@ impl Scheduler {
     pub async fn run_now(&self, id: &JobId) -> Result<Fired, CronError> {
         let job = self.existing(id)?;
         let now = self.inner.clock.now_ms();
-        let owner = self.inner.owner.clone();
-        let until = now.saturating_add(self.inner.settings.lease_ttl_ms());
+        let lease = self.inner.lease(now, now, true);
         let taken = self.inner.store.update_state(id, |s| {
             if s.is_running(now) {
                 return None;
             }
             let mut new = s.clone();
-            new.lease = Some(Lease {
-                owner: owner.clone(),
-                until_ms: until,
-                scheduled_ms: now,
-                task_id: None,
-            });
+            new.lease = Some(lease.clone());
             Some((new, ()))
         })?;
         if taken.is_none() {
@@ -158,17 +175,42 @@ impl Scheduler {
             })
     }
 
-    /// Every job with its state, by id.
+    /// Every job with its state, by id. The `next_fire_ms` shown is never in the past: a fire
+    /// that is due and free to run shows now (the loop runs it at once); one that waits on a
+    /// running fire, or that its catch-up policy skips, shows the next scheduled time after now.
     pub fn list(&self) -> Result<Vec<JobView>, CronError> {
         let store = &self.inner.store;
+        let now = self.inner.clock.now_ms();
         store
             .jobs()?
             .into_iter()
             .map(|job| {
-                let state = store.state(&job.id)?.unwrap_or_default();
+                let mut state = store.state(&job.id)?.unwrap_or_default();
+                state.next_fire_ms = self.shown_next(&job, &state, now);
                 Ok(JobView { job, state })
             })
             .collect()
+    }
+
+    /// The next fire of `job` as people see it at `now` (see [`Scheduler::list`]).
+    fn shown_next(&self, job: &Job, state: &JobState, now: u64) -> Option<u64> {
+        let next = state.next_fire_ms?;
+        if next >= now {
+            return Some(next);
+        }
+        let compiled = Compiled::new(&job.schedule, job.created_at).ok()?;
+        // Missed: no fire (the due one included) within the grace before now.
+        let grace_start = now.saturating_sub(self.inner.settings.misfire_grace_ms());
+        let missed = next < grace_start
+            && compiled
+                .next_after(grace_start.saturating_sub(1))
+                .is_none_or(|f| f > now);
+        let runs = !missed || job.catch_up == CatchUp::Latest || job.schedule.is_one_shot();
+        if runs && job.enabled && !state.is_running(now) {
+            Some(now)
+        } else {
+            compiled.next_after(now)
+        }
     }
 
     /// A job's run history (the last 50), oldest first.

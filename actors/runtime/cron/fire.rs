@@ -218,7 +218,8 @@ pub(crate) struct Run {
 }
 
 impl Run {
-    async fn await_outcome(self) {
+    /// Awaits the task (renewing the lease meanwhile), then records how it ended.
+    pub(crate) async fn await_outcome(self) {
         let timeout = self.inner.settings.run_timeout;
         let waited = tokio::select! {
             r = self.inner.bus.wait(&self.request_id, timeout) => r,

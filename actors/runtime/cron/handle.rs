@@ -47,6 +47,17 @@ impl Scheduler {
 
 async fn run_loop(scheduler: Arc<Scheduler>, mut stopped: watch::Receiver<bool>) {
     let inner = scheduler.inner.clone();
+    let recovered = scheduler.recover().await;
+    for e in &recovered.errors {
+        tracing::warn!(error = %e, "cron: a lease found on start was not recovered");
+    }
+    if !recovered.adopted.is_empty() || !recovered.reclaimed.is_empty() {
+        tracing::info!(
+            adopted = recovered.adopted.len(),
+            released = recovered.reclaimed.len(),
+            "cron: leases left by a stopped scheduler taken over or released"
+        );
+    }
     loop {
         let report = scheduler.tick().await;
         for e in &report.errors {
@@ -63,7 +74,7 @@ async fn run_loop(scheduler: Arc<Scheduler>, mut stopped: watch::Receiver<bool>)
             sleep = sleep.max(ERROR_PAUSE);
         }
         tokio::select! {
-            () = tokio::time::sleep(sleep) => {}
+            () = inner.clock.sleep(sleep) => {}
             () = inner.wake.notified() => {}
             _ = stopped.changed() => return,
         }

@@ -4,8 +4,10 @@
 //! - [`job`]: [`Job`] in OpenClaw's shape; [`spec`]: [`JobSpec`], checked into a job.
 //! - [`expr`]: 5/6-field cron expressions; [`schedule`]: the next fire, DST rules.
 //! - [`state`]: leases, failures, backoff, run records; [`store`]: the sled trees.
-//! - [`scheduler`]: [`Scheduler::tick`], the firing step; `fire`/`finish`: one run.
-//! - [`admin`]: add, update, remove, enable, run now, list, history; [`handle`]: the loop.
+//! - [`scheduler`]: [`Scheduler::tick`], the firing step; `fire`/`finish`: one run; `recover`:
+//!   the leases found on start ([`Scheduler::recover`]).
+//! - [`admin`]: add, update, remove, enable, run now, list, history; [`handle`]: the loop;
+//!   `limits`: what the `cron` tool may add (minimum interval, per-agent cap).
 //! - [`event`]: what is published on `events.cron.<jobId>`.
 //! - [`heartbeat`]: per-agent heartbeats (`HEARTBEAT.md`, active hours, `HEARTBEAT_OK`).
 //! - [`sync`]: the jobs declared in agent files (`[[cron]]`, `[heartbeat]`) synced into the store.
@@ -19,7 +21,9 @@ pub mod fire;
 pub mod flat;
 pub mod handle;
 pub mod heartbeat;
+mod limits;
 mod reclaim;
+mod recover;
 pub mod scheduler;
 pub mod settings;
 pub mod state;
@@ -35,7 +39,7 @@ pub use handle::SchedulerHandle;
 pub use heartbeat::HeartbeatSpec;
 pub use job::{
     ActiveHours, CatchUp, Delivery, DeliveryMode, Job, JobId, JobSource, Payload, PayloadKind,
-    Schedule, SessionTarget,
+    Schedule, SessionTarget, created_by_agent, human_ms,
 };
 pub use schedule::Compiled;
 pub use scheduler::{Fired, JobView, Scheduler, Skipped, TickReport};

@@ -47,8 +47,12 @@ pub struct TickReport {
     pub fired: Vec<Fired>,
     /// Missed fires recorded as skipped, per job.
     pub skipped: Vec<(super::JobId, Skipped)>,
-    /// Jobs whose expired lease (a scheduler that stopped mid-run) was cleared.
+    /// Jobs whose expired lease (a scheduler that stopped mid-run) was cleared, or, on start,
+    /// whose lease covered a fire that had ended.
     pub reclaimed: Vec<super::JobId>,
+    /// On start: jobs whose fire in flight, leased by this node's previous life, this scheduler
+    /// took over (it awaits the fire's task and records its outcome).
+    pub adopted: Vec<super::JobId>,
     /// What went wrong (the jobs concerned are retried on a later tick).
     pub errors: Vec<String>,
     /// When something next needs doing (a fire, a lease expiring), Unix ms.
@@ -64,6 +68,8 @@ pub(crate) struct Inner {
     pub(crate) settings: Settings,
     /// Woken when a job changes or a run ends, so the loop recomputes its sleep.
     pub(crate) wake: Notify,
+    /// Held while a model's job is counted against its agent's cap and stored.
+    pub(crate) model_adds: std::sync::Mutex<()>,
 }
 
 /// The cron scheduler. Dropping it aborts its runs in flight without releasing their leases
@@ -99,6 +105,7 @@ impl Scheduler {
                 owner: owner.into(),
                 settings,
                 wake: Notify::new(),
+                model_adds: std::sync::Mutex::new(()),
             }),
             fires: Mutex::new(JoinSet::new()),
         })
@@ -180,8 +187,7 @@ impl Scheduler {
         if skip_reason.is_some() {
             run = false;
         }
-        let owner = self.inner.owner.clone();
-        let until = now.saturating_add(self.inner.settings.lease_ttl_ms());
+        let lease = self.inner.lease(now, latest, false);
         let after = compiled.next_after(now);
         let taken = store
             .update_state(&job.id, |s| {
@@ -192,12 +198,7 @@ impl Scheduler {
                 let mut new = s.clone();
                 if run {
                     new.next_fire_ms = Some(latest);
-                    new.lease = Some(Lease {
-                        owner: owner.clone(),
-                        until_ms: until,
-                        scheduled_ms: latest,
-                        task_id: None,
-                    });
+                    new.lease = Some(lease.clone());
                 } else {
                     new.next_fire_ms = after;
                     new.lease = None;
@@ -241,6 +242,18 @@ impl Scheduler {
 }
 
 impl Inner {
+    /// A fresh lease of this scheduler, taken at `now`, on the fire scheduled at `scheduled_ms`.
+    pub(crate) fn lease(&self, now: u64, scheduled_ms: u64, manual: bool) -> Lease {
+        Lease {
+            owner: self.owner.clone(),
+            node: self.settings.node.clone(),
+            until_ms: now.saturating_add(self.settings.lease_ttl_ms()),
+            scheduled_ms,
+            task_id: None,
+            manual,
+        }
+    }
+
     /// Publishes a cron event; a failure is logged (events are notifications).
     pub(crate) async fn publish(&self, event: CronEvent) {
         let sent = match event.envelope() {

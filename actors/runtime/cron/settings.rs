@@ -27,7 +27,19 @@ pub struct Settings {
     /// Where announcements are handed over (staged, or recorded failed for a channel with no
     /// delivery actor); `None`: they are only published.
     pub outbox: Option<crate::outbox::Outbox>,
+    /// The node this scheduler runs on, stable across restarts (the daemon's store names it):
+    /// on start, the leases a previous life of the node left are taken over at once instead of
+    /// lapsing. `None`: no previous life is recognised.
+    pub node: Option<String>,
+    /// The shortest interval between two fires of a job a model adds or reschedules through
+    /// the `cron` tool (`[cron] min_interval`).
+    pub min_interval: Duration,
+    /// The most jobs a model may have created for one agent through the `cron` tool
+    /// (`[cron] max_agent_jobs`).
+    pub max_agent_jobs: usize,
 }
+
+pub use crate::config::cron_limits::{DEFAULT_MAX_AGENT_JOBS, DEFAULT_MIN_INTERVAL};
 
 impl Settings {
     /// Sets where heartbeats read `HEARTBEAT.md` (`<workspaces>/<agent>/HEARTBEAT.md`).
@@ -42,7 +54,21 @@ impl Settings {
         self
     }
 
-    /// Defaults: lease 5 min, run timeout 30 min, grace 60 s, sleep at most 60 s.
+    /// Sets the node this scheduler runs on (see [`Settings::node`]).
+    pub fn with_node(mut self, node: impl Into<String>) -> Self {
+        self.node = Some(node.into());
+        self
+    }
+
+    /// Sets the limits on the jobs models add through the `cron` tool.
+    pub fn with_tool_limits(mut self, min_interval: Duration, max_agent_jobs: usize) -> Self {
+        self.min_interval = min_interval;
+        self.max_agent_jobs = max_agent_jobs;
+        self
+    }
+
+    /// Defaults: lease 5 min, run timeout 30 min, grace 60 s, sleep at most 60 s; models may add
+    /// jobs at most every minute, 10 per agent.
     pub fn new(default_tz: Tz, agents: impl IntoIterator<Item = String>) -> Self {
         Self {
             default_tz,
@@ -53,6 +79,9 @@ impl Settings {
             max_sleep: Duration::from_secs(60),
             workspaces: None,
             outbox: None,
+            node: None,
+            min_interval: DEFAULT_MIN_INTERVAL,
+            max_agent_jobs: DEFAULT_MAX_AGENT_JOBS,
         }
     }
 

@@ -46,11 +46,15 @@ impl RunOutcome {
 }
 
 /// The claim of one scheduler on one fire of a job. It expires: a scheduler that dies mid-run
-/// leaves a lease that lapses, never a "running" flag.
+/// leaves a lease that lapses, never a "running" flag. A scheduler that starts again on the same
+/// node takes over the leases of its previous life at once (see [`crate::cron::Scheduler::recover`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lease {
-    /// The scheduler holding it.
+    /// The scheduler holding it (unique per process life).
     pub owner: String,
+    /// The node of that scheduler (stable across its restarts), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     /// Unix ms after which it is void (renewed while the run is alive).
     pub until_ms: u64,
     /// The fire it is for.
@@ -58,6 +62,9 @@ pub struct Lease {
     /// The task, once submitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_id: Option<Uuid>,
+    /// A `run_now` fire (out of schedule), not a scheduled one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub manual: bool,
 }
 
 /// A job's scheduling state.

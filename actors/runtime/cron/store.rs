@@ -27,10 +27,10 @@ pub enum StoreError {
         reason: String,
     },
     /// No job with that id.
-    #[error("unknown cron job {0:?}")]
+    #[error("unknown cron job \"{0}\"")]
     UnknownJob(JobId),
     /// A job with that id already exists.
-    #[error("a cron job with id {0:?} already exists")]
+    #[error("a cron job with id \"{0}\" already exists")]
     Exists(JobId),
 }
 
@@ -189,6 +189,23 @@ impl CronStore {
             self.runs.remove(k).map_err(storage)?;
         }
         Ok(())
+    }
+
+    /// The id of the node that owns this store, made once and kept (tree `cron.meta`): a
+    /// scheduler started again over the same store is the same node in a new life.
+    pub fn node_id(&self) -> Result<String, StoreError> {
+        let meta = self.db.open_tree("cron.meta").map_err(storage)?;
+        let fresh = uuid::Uuid::now_v7().simple().to_string();
+        let old = meta
+            .compare_and_swap(b"node", None::<&[u8]>, Some(fresh.as_bytes()))
+            .map_err(storage)?;
+        match old {
+            Ok(()) => Ok(fresh),
+            Err(e) => match e.current {
+                Some(id) => Ok(String::from_utf8_lossy(&id).into_owned()),
+                None => Err(StoreError::Storage("cron.meta node id vanished".into())),
+            },
+        }
     }
 
     /// A job's history, oldest first.

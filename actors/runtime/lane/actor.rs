@@ -4,6 +4,7 @@ use super::{CancelRun, Enqueue, LaneError, LaneStatus, Leave, Release, Slot, Sta
 use crate::config::LanesDef;
 use crate::metrics::{Counter, Gauge, Histogram, Metrics, SECONDS_BUCKETS};
 use actix::{Actor, Addr, AsyncContext, Context, Handler};
+use bus::Clock;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +20,8 @@ pub(crate) struct LaneActor {
     lanes: BTreeMap<Arc<str>, Lane>,
     warn_after: Duration,
     next_grant: u64,
+    /// The one clock (how long runs waited and held their slots).
+    clock: Arc<dyn Clock>,
 }
 
 struct Lane {
@@ -99,7 +102,13 @@ impl Lane {
     }
 
     /// Grants free slots to the waiters at the head of the queue.
-    fn pump(&mut self, next_grant: &mut u64, me: &Addr<LaneActor>, warn_after: Duration) {
+    fn pump(
+        &mut self,
+        next_grant: &mut u64,
+        me: &Addr<LaneActor>,
+        warn_after: Duration,
+        now: Instant,
+    ) {
         while self.holders.len() < self.cap {
             let Some(waiter) = self.queue.pop_front() else {
                 break;
@@ -111,7 +120,6 @@ impl Lane {
                 grant,
                 actor: Some(me.clone()),
             };
-            let now = Instant::now();
             let waited = now.saturating_duration_since(waiter.since);
             if let Err(bounced) = waiter.reply.send(Ok(slot)) {
                 // The waiter's future is gone; its Leave message is on the way. Keep the slot.
@@ -142,7 +150,7 @@ impl Lane {
 }
 
 impl LaneActor {
-    pub(super) fn new(def: &LanesDef, metrics: &Metrics) -> Self {
+    pub(super) fn new(def: &LanesDef, metrics: &Metrics, clock: Arc<dyn Clock>) -> Self {
         let lanes = def
             .caps
             .iter()
@@ -163,6 +171,7 @@ impl LaneActor {
             lanes,
             warn_after: def.warn_after,
             next_grant: 0,
+            clock,
         }
     }
 }
@@ -202,7 +211,8 @@ impl Handler<Enqueue> for LaneActor {
             reply: msg.reply,
         });
         tracing::debug!(lane = %lane.name, run_id = %msg.run_id, queue_size = lane.queue.len(), active = lane.holders.len(), "Run queued for a lane slot.");
-        lane.pump(&mut self.next_grant, &ctx.address(), self.warn_after);
+        let now = self.clock.now();
+        lane.pump(&mut self.next_grant, &ctx.address(), self.warn_after, now);
     }
 }
 
@@ -225,7 +235,7 @@ impl Handler<Leave> for LaneActor {
         let Some(waiter) = lane.queue.remove(at) else {
             return;
         };
-        let waited = Instant::now().saturating_duration_since(waiter.since);
+        let waited = self.clock.since(waiter.since);
         let wait_ms = waited.as_millis() as u64;
         let queue_size = lane.queue.len();
         let reason = msg.reason.as_str();
@@ -249,11 +259,10 @@ impl Handler<Release> for LaneActor {
             tracing::debug!(lane = %lane.name, grant = msg.grant, "Release of a slot not held; ignored.");
             return;
         };
-        let held_ms = Instant::now()
-            .saturating_duration_since(holder.since)
-            .as_millis() as u64;
+        let held_ms = self.clock.since(holder.since).as_millis() as u64;
         tracing::debug!(lane = %lane.name, run_id = %holder.run_id, queue_size = lane.queue.len(), active = lane.holders.len(), held_ms, "Run released its lane slot.");
-        lane.pump(&mut self.next_grant, &ctx.address(), self.warn_after);
+        let now = self.clock.now();
+        lane.pump(&mut self.next_grant, &ctx.address(), self.warn_after, now);
     }
 }
 
@@ -271,9 +280,7 @@ impl Handler<CancelRun> for LaneActor {
             for waiter in gone {
                 cancelled += 1;
                 lane.metrics.cancelled.inc();
-                let wait_ms = Instant::now()
-                    .saturating_duration_since(waiter.since)
-                    .as_millis() as u64;
+                let wait_ms = self.clock.since(waiter.since).as_millis() as u64;
                 tracing::debug!(lane = %lane.name, run_id = %waiter.run_id, queue_size = lane.queue.len(), wait_ms, "Queued run cancelled.");
                 // A waiter that is already gone needs no answer.
                 let _ = waiter.reply.send(Err(LaneError::Cancelled {

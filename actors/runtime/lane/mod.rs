@@ -32,6 +32,7 @@ use crate::config::LanesDef;
 use crate::metrics::Metrics;
 use actix::{Actor, Addr, Message};
 use actor::LaneActor;
+use bus::Clock;
 use permit::Slot;
 pub use permit::{LanePermit, ParentToken, Ticket};
 use std::future::pending;
@@ -194,6 +195,8 @@ impl Drop for Queued {
 pub struct Lanes {
     actor: Addr<LaneActor>,
     next_waiter: Arc<AtomicU64>,
+    /// The one clock: waits are measured and deadlines kept on its monotonic time.
+    clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for Lanes {
@@ -205,13 +208,15 @@ impl std::fmt::Debug for Lanes {
 }
 
 impl Lanes {
-    /// Starts the lanes actor with these lanes, reporting to `metrics`. Must be called inside a
+    /// Starts the lanes actor with these lanes, reporting to `metrics`, keeping time on `clock`
+    /// (a [`Ticket`]'s deadline is an instant of its monotonic time). Must be called inside a
     /// running actix `System`.
-    pub fn start(def: &LanesDef, metrics: Metrics) -> Lanes {
-        let actor = LaneActor::new(def, &metrics).start();
+    pub fn start(def: &LanesDef, metrics: Metrics, clock: Arc<dyn Clock>) -> Lanes {
+        let actor = LaneActor::new(def, &metrics, clock.clone()).start();
         Lanes {
             actor,
             next_waiter: Arc::new(AtomicU64::new(0)),
+            clock,
         }
     }
 
@@ -231,7 +236,8 @@ impl Lanes {
             tracing::debug!(lane, run_id = %run_id, "Nested run shares its parent's lane slot.");
             return Ok(LanePermit::new(slot, &parent, run_id, Duration::ZERO, true));
         }
-        let started = Instant::now();
+        let clock = &self.clock;
+        let started = clock.now();
         if deadline.is_some_and(|d| d <= started) {
             return Err(LaneError::DeadlineExceeded {
                 lane: lane.to_string(),
@@ -270,7 +276,7 @@ impl Lanes {
         };
         let expired = async move {
             match deadline {
-                Some(at) => tokio::time::sleep_until(at).await,
+                Some(at) => clock.sleep_until(at).await,
                 None => pending().await,
             }
         };
@@ -279,7 +285,7 @@ impl Lanes {
             result = wait => {
                 queued.reason = None;
                 let slot = result?;
-                let waited = started.elapsed();
+                let waited = clock.since(started);
                 return Ok(LanePermit::new(Arc::new(slot), &parent, run_id, waited, false));
             }
             () = cancelled => LeaveReason::Cancelled,
@@ -289,7 +295,7 @@ impl Lanes {
         Err(match reason {
             LeaveReason::Deadline => LaneError::DeadlineExceeded {
                 lane: lane.to_string(),
-                waited: started.elapsed(),
+                waited: clock.since(started),
                 queued: queued_by_lane.load(Ordering::Relaxed),
             },
             _ => LaneError::Cancelled {

@@ -29,7 +29,8 @@ impl Ticket {
         }
     }
 
-    /// Bounds the wait: past `at`, the acquire fails with
+    /// Bounds the wait: once the lanes' clock reaches `at` (an instant of its monotonic time,
+    /// `clock.now() + limit`), the acquire fails with
     /// [`LaneError::DeadlineExceeded`](super::LaneError::DeadlineExceeded).
     pub fn deadline(mut self, at: Instant) -> Self {
         self.deadline = Some(at);

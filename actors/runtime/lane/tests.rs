@@ -9,12 +9,17 @@ use tokio::time::timeout;
 const NET: Duration = Duration::from_secs(20);
 
 fn start(caps: &[(&str, usize)]) -> (Lanes, Metrics) {
+    start_on(caps, Arc::new(bus::SystemClock))
+}
+
+/// Lanes keeping time on `clock`.
+fn start_on(caps: &[(&str, usize)], clock: Arc<dyn bus::Clock>) -> (Lanes, Metrics) {
     let def = LanesDef {
         caps: caps.iter().map(|(n, c)| (n.to_string(), *c)).collect(),
         warn_after: Duration::from_secs(2),
     };
     let metrics = Metrics::new();
-    (Lanes::start(&def, metrics.clone()), metrics)
+    (Lanes::start(&def, metrics.clone(), clock), metrics)
 }
 
 async fn status(lanes: &Lanes, lane: &str) -> LaneStatus {
@@ -278,6 +283,44 @@ async fn a_deadline_bounds_the_wait_and_the_slot_accounting_stays_right() {
     );
     assert!(
         text.contains("clawbus_lane_active{lane=\"main\"} 0\n"),
+        "{text}"
+    );
+}
+
+#[actix_rt::test]
+async fn a_queued_wait_ends_when_its_deadline_passes_on_the_manual_clock_and_not_before() {
+    use bus::Clock;
+    let clock = bus::ManualClock::new(1_000_000);
+    let (lanes, metrics) = start_on(&[("main", 1)], clock.clone());
+    let holder = lanes.acquire("main", Ticket::new(id(1))).await.unwrap();
+    let deadline = clock.now() + Duration::from_secs(5);
+    let mut waiting = Box::pin(lanes.acquire("main", Ticket::new(id(2)).deadline(deadline)));
+    assert!(poll!(&mut waiting).is_pending());
+    assert_eq!(status(&lanes, "main").await.waiting, [id(2)], "queued");
+    clock.advance(Duration::from_millis(4_999));
+    assert!(poll!(&mut waiting).is_pending(), "not before the deadline");
+    assert_eq!(status(&lanes, "main").await.waiting, [id(2)]);
+    clock.advance(Duration::from_millis(1));
+    match timeout(NET, waiting).await.unwrap() {
+        Err(LaneError::DeadlineExceeded { waited, queued, .. }) => {
+            assert_eq!(waited, Duration::from_secs(5), "measured on the clock");
+            assert!(queued);
+        }
+        other => panic!("expected DeadlineExceeded, got {other:?}"),
+    }
+    assert!(status(&lanes, "main").await.waiting.is_empty());
+    assert_eq!(clock.live_timers(), 0, "the wait's timer is gone with it");
+    // A wait that gets its slot is measured on the clock too.
+    let mut next = Box::pin(lanes.acquire("main", Ticket::new(id(3))));
+    assert!(poll!(&mut next).is_pending());
+    assert_eq!(status(&lanes, "main").await.waiting, [id(3)]);
+    clock.advance(Duration::from_secs(3));
+    drop(holder);
+    let permit = timeout(NET, next).await.unwrap().unwrap();
+    assert_eq!(permit.waited(), Duration::from_secs(3));
+    let text = metrics.render_prometheus();
+    assert!(
+        text.contains("clawbus_lane_abandoned_total{lane=\"main\",reason=\"deadline\"} 1\n"),
         "{text}"
     );
 }

@@ -37,6 +37,8 @@ pub(crate) struct ReplyAccumulator {
     finish_reason: Option<String>,
     usage: Option<Usage>,
     chunks: usize,
+    /// The `model` the server named in its chunks.
+    served_model: Option<String>,
 }
 
 impl ReplyAccumulator {
@@ -79,6 +81,11 @@ impl ReplyAccumulator {
             ));
         }
         self.chunks += 1;
+        if let Some(model) = non_empty_str(payload.get("model")) {
+            if self.served_model.as_deref() != Some(model) {
+                self.served_model = Some(model.to_owned());
+            }
+        }
         if let Some(usage) = payload.get("usage").filter(|u| u.is_object()) {
             self.usage = Some(Usage {
                 prompt_tokens: usage
@@ -219,6 +226,7 @@ impl ReplyAccumulator {
             finish_reason: self.finish_reason,
             usage: self.usage,
             model: None,
+            served_model: self.served_model,
         }
     }
 }

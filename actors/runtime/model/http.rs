@@ -1,5 +1,6 @@
 //! What the HTTP model clients share: the retry loop with its backoff, `Retry-After`, the
-//! response-size cap, error bodies, and reading a whole body under the cap.
+//! response-size cap, error bodies, reading a whole body under the cap, and the redaction of
+//! secret values (the client's own key first) from every error a call returns, retries or logs.
 
 use std::future::Future;
 use std::time::Duration;
@@ -10,6 +11,7 @@ use tracing::{debug, warn};
 
 use super::accumulate::truncate_chars;
 use super::{ModelError, ModelObserver, ModelReply};
+use crate::secrets::Secrets;
 
 /// Longest wait between two attempts, whatever the backoff or `Retry-After` says.
 pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -46,12 +48,14 @@ impl From<ModelError> for Failure {
 
 /// Runs `attempt` until it succeeds, fails for good, or the retries are spent. Each attempt runs
 /// under `policy.timeout`; a retryable failure waits `backoff_base * 2^n` (capped at 30 s), or
-/// what the server's `Retry-After` asked (capped the same), and tells `observer`.
+/// what the server's `Retry-After` asked (capped the same), and tells `observer`. Every error is
+/// redacted with `secrets` before it is told, logged or returned: a server may echo the key.
 pub(crate) async fn with_retries<F, Fut>(
     policy: RetryPolicy,
     model: &str,
     target: &str,
     observer: &dyn ModelObserver,
+    secrets: &Secrets,
     mut attempt: F,
 ) -> Result<ModelReply, ModelError>
 where
@@ -61,7 +65,7 @@ where
     let mut n: u32 = 0;
     loop {
         debug!(%model, %target, attempt = n, "Model request started.");
-        let failure = match tokio::time::timeout(policy.timeout, attempt()).await {
+        let mut failure = match tokio::time::timeout(policy.timeout, attempt()).await {
             Ok(Ok(reply)) => return Ok(reply),
             Ok(Err(failure)) => failure,
             Err(_) => Failure::from(ModelError::TimedOut {
@@ -69,6 +73,7 @@ where
                 target: target.to_owned(),
             }),
         };
+        failure.error = failure.error.redacted(secrets);
         if !failure.error.is_retryable() || n >= policy.max_retries {
             return Err(failure.error);
         }
@@ -92,10 +97,12 @@ where
 }
 
 /// Sends `request`; a non-success status becomes a [`Failure`] carrying the (truncated) body and
-/// the server's `Retry-After`.
+/// the server's `Retry-After`. The error body is read under the cap (a body that never ends fails
+/// with the cap's error) and only its first [`ERROR_BODY_CHARS`] characters are kept.
 pub(crate) async fn send(
     request: reqwest::RequestBuilder,
     target: &str,
+    cap: &ResponseCap,
 ) -> Result<reqwest::Response, Failure> {
     let response = request
         .send()
@@ -106,10 +113,17 @@ pub(crate) async fn send(
         return Ok(response);
     }
     let retry_after = retry_after(response.headers());
-    let text = response.text().await.unwrap_or_default();
+    // A UTF-8 character is at most 4 bytes: this many bytes hold the characters kept.
+    let keep = ERROR_BODY_CHARS.saturating_mul(4).saturating_add(4);
+    let head = match read_capped(response, target, cap, keep, Overrun::ErrorBody).await {
+        Ok(head) => head,
+        // An interrupted error body still says what the status says.
+        Err(ModelError::Connect(_)) => Vec::new(),
+        Err(e) => return Err(Failure::from(e)),
+    };
     let error = ModelError::Http {
         status: status.as_u16(),
-        body: truncate_chars(&text, ERROR_BODY_CHARS),
+        body: truncate_chars(&String::from_utf8_lossy(&head), ERROR_BODY_CHARS),
         target: target.to_owned(),
     };
     Err(Failure { error, retry_after })
@@ -154,21 +168,55 @@ impl ResponseCap {
 
     /// The error of an answer past the cap.
     pub(crate) fn exceeded(&self, target: &str) -> ModelError {
+        self.overrun(target, Overrun::Content)
+    }
+
+    /// The error of an answer whose `what` went past what the cap allows. Every one names the
+    /// setting and its value, and is a [`ModelError::Protocol`]: refused, not retried.
+    pub(crate) fn overrun(&self, target: &str, what: Overrun) -> ModelError {
         let setting = match &self.provider {
             Some(name) => format!("[providers.{name}] max_response_bytes"),
             None => "max_response_bytes".to_owned(),
         };
+        let (max, raw) = (self.max_bytes, self.raw_bytes());
+        let passed = match what {
+            Overrun::Content => {
+                format!("the answer exceeded {max} bytes of text and tool-call arguments")
+            }
+            Overrun::Stream(too_large) => too_large.to_string(),
+            Overrun::Body => format!("the answer's body passed {raw} bytes"),
+            Overrun::ErrorBody => format!("the error answer's body passed {raw} bytes"),
+        };
         ModelError::Protocol(format!(
-            "{target}: the answer exceeded {} bytes of text and tool-call arguments ({setting} = {}); the call was stopped",
-            self.max_bytes, self.max_bytes
+            "{target}: {passed} ({setting} = {max}); the call was stopped"
         ))
     }
 
-    /// The most raw body bytes read from an answer that is not an event stream: the content cap
-    /// plus room for the JSON around it.
+    /// The most raw body bytes read from an answer that is not an event stream, from an error
+    /// answer, or in one line or one event of a stream: the content cap plus room for the JSON
+    /// around it.
     pub(crate) fn raw_bytes(&self) -> usize {
         self.max_bytes.saturating_mul(2).saturating_add(64 * 1024)
     }
+
+    /// An event-stream parser that holds at most [`raw_bytes`](Self::raw_bytes) of one line and
+    /// of one event.
+    pub(crate) fn parser(&self) -> super::sse::SseParser {
+        super::sse::SseParser::with_limit(self.raw_bytes())
+    }
+}
+
+/// What went past the cap, for [`ResponseCap::overrun`]'s message.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Overrun {
+    /// The text and tool-call arguments.
+    Content,
+    /// One line or one event of the event stream.
+    Stream(super::sse::SseTooLarge),
+    /// A whole (non-streamed) body.
+    Body,
+    /// The body of an error answer.
+    ErrorBody,
 }
 
 /// Reads a whole (non-streamed) body, refusing one larger than the cap allows.
@@ -177,16 +225,31 @@ pub(crate) async fn read_body(
     target: &str,
     cap: &ResponseCap,
 ) -> Result<Vec<u8>, ModelError> {
+    read_capped(response, target, cap, usize::MAX, Overrun::Body).await
+}
+
+/// Reads a body to its end, keeping its first `keep` bytes; fails with the cap's error once more
+/// than [`ResponseCap::raw_bytes`] arrived, whatever was kept.
+async fn read_capped(
+    response: reqwest::Response,
+    target: &str,
+    cap: &ResponseCap,
+    keep: usize,
+    what: Overrun,
+) -> Result<Vec<u8>, ModelError> {
     let mut stream = response.bytes_stream();
     let mut body = Vec::new();
+    let mut read = 0usize;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| {
             ModelError::Connect(format!("{target}: body interrupted: {}", chain(&e)))
         })?;
-        if body.len().saturating_add(chunk.len()) > cap.raw_bytes() {
-            return Err(cap.exceeded(target));
+        read = read.saturating_add(chunk.len());
+        if read > cap.raw_bytes() {
+            return Err(cap.overrun(target, what));
         }
-        body.extend_from_slice(&chunk);
+        let room = keep.saturating_sub(body.len()).min(chunk.len());
+        body.extend_from_slice(&chunk[..room]);
     }
     Ok(body)
 }
@@ -230,4 +293,16 @@ pub(crate) fn endpoint(
         .build()
         .map_err(|e| ModelError::Config(format!("cannot build HTTP client for {url}: {e}")))?;
     Ok((url, http))
+}
+
+/// The name a client's own key is redacted under when no configured variable holds it.
+pub(crate) const OWN_KEY: &str = "api_key";
+
+/// `secrets` plus the client's own `key` (under [`OWN_KEY`] unless a configured variable already
+/// holds it).
+pub(crate) fn own_key(secrets: Secrets, key: Option<&str>) -> Secrets {
+    match key {
+        Some(key) => secrets.with_value(OWN_KEY, key),
+        None => secrets,
+    }
 }

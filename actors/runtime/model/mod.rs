@@ -173,6 +173,17 @@ pub struct ModelReply {
     /// The `provider/model` that answered, set by a [`FallbackModel`] (which may have moved past
     /// its primary); `None` from a single client, whose caller knows its model.
     pub model: Option<String>,
+    /// The model name the provider's answer gave (`model` of the response), when it gave one:
+    /// it may differ from the name requested (`llama-server` answers with its own).
+    pub served_model: Option<String>,
+}
+
+impl ModelReply {
+    /// Whether the answer was cut off by the output-token limit (`finish_reason: "length"`;
+    /// Anthropic's `max_tokens` stop reason is mapped to it).
+    pub fn is_truncated(&self) -> bool {
+        self.finish_reason.as_deref() == Some("length")
+    }
 }
 
 /// Why a model call failed.
@@ -218,11 +229,44 @@ pub enum ModelError {
 }
 
 impl ModelError {
+    /// This error with every secret value of `secrets` replaced by `[REDACTED:<NAME>]` in the
+    /// text that came from outside (a body, a message, a URL): a provider may echo the key it
+    /// was sent. The clients apply it to every error before it is told, logged or returned.
+    pub fn redacted(self, secrets: &crate::secrets::Secrets) -> Self {
+        let clean = |text: String| match secrets.redact_cut(&text) {
+            std::borrow::Cow::Owned(clean) => clean,
+            std::borrow::Cow::Borrowed(_) => text,
+        };
+        match self {
+            Self::TimedOut { after, target } => Self::TimedOut {
+                after,
+                target: clean(target),
+            },
+            Self::Http {
+                status,
+                body,
+                target,
+            } => Self::Http {
+                status,
+                body: clean(body),
+                target: clean(target),
+            },
+            Self::Connect(text) => Self::Connect(clean(text)),
+            Self::Protocol(text) => Self::Protocol(clean(text)),
+            Self::Script(text) => Self::Script(clean(text)),
+            Self::Config(text) => Self::Config(clean(text)),
+            Self::CircuitOpen { skipped } => Self::CircuitOpen { skipped },
+        }
+    }
+
     /// Whether trying the same request again may succeed: HTTP 429 and 5xx, connection failures,
     /// and the timeout of a single attempt.
+    /// A 5xx that says the request itself is invalid ([`ModelError::is_invalid_request`]) is not
+    /// retried: the same request would fail the same way.
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::TimedOut { .. } | Self::Connect(_) => true,
+            Self::Http { .. } if self.is_invalid_request() => false,
             Self::Http { status, .. } => *status == 429 || *status >= 500,
             Self::Protocol(_) | Self::Script(_) | Self::Config(_) | Self::CircuitOpen { .. } => {
                 false
@@ -239,11 +283,40 @@ impl ModelError {
     pub fn falls_over(&self) -> bool {
         match self {
             Self::TimedOut { .. } | Self::Connect(_) | Self::CircuitOpen { .. } => true,
+            Self::Http { .. } if self.is_invalid_request() => false,
             Self::Http { status, .. } => matches!(*status, 408 | 429) || *status >= 500,
             Self::Protocol(_) | Self::Script(_) | Self::Config(_) => false,
         }
     }
 }
+
+impl ModelError {
+    /// Whether the server said the request itself is invalid, so sending it again cannot help:
+    /// a 4xx other than 401, 403, 408 and 429, or a 5xx whose body says so (an error `type` of
+    /// `invalid_request_error`, or a message like llama-server's 500 "Failed to parse tool call
+    /// arguments as JSON").
+    pub fn is_invalid_request(&self) -> bool {
+        let Self::Http { status, body, .. } = self else {
+            return false;
+        };
+        match *status {
+            401 | 403 | 408 | 429 => false,
+            400..=499 => true,
+            _ => {
+                let body = body.to_ascii_lowercase();
+                INVALID_REQUEST_MARKERS.iter().any(|m| body.contains(m))
+            }
+        }
+    }
+}
+
+/// What a 5xx body says when the server blames the request, lowercased.
+const INVALID_REQUEST_MARKERS: &[&str] = &[
+    "invalid_request_error",
+    "failed to parse tool call arguments",
+    "failed to parse messages",
+    "invalid request",
+];
 
 /// Sees a model call as it happens: text as it streams, retries as they are decided.
 pub trait ModelObserver: Send + Sync {

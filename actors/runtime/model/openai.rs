@@ -9,10 +9,12 @@ use serde_json::{Value, json};
 
 use super::accumulate::{ReplyAccumulator, short};
 use super::http::{
-    Failure, ResponseCap, RetryPolicy, chain, content_type, endpoint, read_body, send, with_retries,
+    Failure, Overrun, ResponseCap, RetryPolicy, chain, content_type, endpoint, own_key, read_body,
+    send, with_retries,
 };
 use super::params::{ModelParams, ToolChoice, merge_extra};
-use super::sse::SseParser;
+use crate::secrets::Secrets;
+
 use super::{
     ChatMessage, ChatModel, ChatRequest, ModelError, ModelObserver, ModelReply, Role, Unobserved,
 };
@@ -66,6 +68,8 @@ pub struct OpenAiClient {
     cap: ResponseCap,
     params: ModelParams,
     default_max_tokens: Option<u32>,
+    /// Redacted from every error: the key, and what [`OpenAiClient::with_secrets`] added.
+    secrets: Secrets,
 }
 
 impl OpenAiClient {
@@ -73,6 +77,7 @@ impl OpenAiClient {
     pub fn new(cfg: OpenAiConfig) -> Result<Self, ModelError> {
         let (url, http) = endpoint(&cfg.base_url, "chat/completions")?;
         Ok(Self {
+            secrets: own_key(Secrets::default(), cfg.api_key.as_deref()),
             cfg,
             url,
             http,
@@ -80,6 +85,14 @@ impl OpenAiClient {
             params: ModelParams::default(),
             default_max_tokens: None,
         })
+    }
+
+    /// Redacts the values of `secrets` (and always the client's own key) from every error the
+    /// client returns, tells or logs, as tool output is redacted: a server may echo what it was
+    /// sent.
+    pub fn with_secrets(mut self, secrets: Secrets) -> Self {
+        self.secrets = own_key(secrets, self.cfg.api_key.as_deref());
+        self
     }
 
     /// Sends `params` (an agent's `[model_params]`) with every request.
@@ -119,9 +132,10 @@ impl OpenAiClient {
         observer: &dyn ModelObserver,
     ) -> Result<ModelReply, ModelError> {
         let target = self.target("recorded");
-        let mut parser = SseParser::new();
-        let mut events = parser.push(body);
-        events.extend(parser.finish());
+        let mut parser = self.cap.parser();
+        let overrun = |e| self.cap.overrun(&target, Overrun::Stream(e));
+        let mut events = parser.try_push(body).map_err(overrun)?;
+        events.extend(parser.try_finish().map_err(overrun)?);
         let mut acc = ReplyAccumulator::default();
         for event in events {
             if apply_event(&mut acc, &event.data, &target, observer, &self.cap)? {
@@ -146,7 +160,7 @@ impl OpenAiClient {
         if let Some(key) = &self.cfg.api_key {
             request = request.bearer_auth(key);
         }
-        let response = send(request, target).await?;
+        let response = send(request, target, &self.cap).await?;
         let status = response.status();
         let content_type = content_type(&response);
         if content_type.contains("event-stream") {
@@ -174,10 +188,11 @@ impl OpenAiClient {
             }
             return Ok(reply);
         }
-        let mut parser = SseParser::new();
+        let mut parser = self.cap.parser();
         let mut acc = ReplyAccumulator::default();
-        let mut events = parser.push(&bytes);
-        events.extend(parser.finish());
+        let overrun = |e| Failure::from(self.cap.overrun(target, Overrun::Stream(e)));
+        let mut events = parser.try_push(&bytes).map_err(overrun)?;
+        events.extend(parser.try_finish().map_err(overrun)?);
         let mut done = false;
         for event in events {
             if apply_event(&mut acc, &event.data, target, observer, &self.cap)? {
@@ -212,19 +227,20 @@ async fn read_stream(
     cap: &ResponseCap,
 ) -> Result<ModelReply, ModelError> {
     let mut stream = response.bytes_stream();
-    let mut parser = SseParser::new();
+    let mut parser = cap.parser();
     let mut acc = ReplyAccumulator::default();
+    let overrun = |e| cap.overrun(target, Overrun::Stream(e));
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| {
             ModelError::Connect(format!("{target}: stream interrupted: {}", chain(&e)))
         })?;
-        for event in parser.push(&chunk) {
+        for event in parser.try_push(&chunk).map_err(overrun)? {
             if apply_event(&mut acc, &event.data, target, observer, cap)? {
                 return Ok(acc.finish());
             }
         }
     }
-    if let Some(event) = parser.finish() {
+    if let Some(event) = parser.try_finish().map_err(overrun)? {
         if apply_event(&mut acc, &event.data, target, observer, cap)? {
             return Ok(acc.finish());
         }
@@ -315,7 +331,7 @@ impl ChatModel for OpenAiClient {
             max_retries: self.cfg.max_retries,
             backoff_base: self.cfg.backoff_base,
         };
-        with_retries(policy, &req.model, &target, observer, || {
+        with_retries(policy, &req.model, &target, observer, &self.secrets, || {
             self.attempt(&body, &target, observer)
         })
         .await
@@ -397,6 +413,18 @@ pub(crate) fn request_body(req: &ChatRequest) -> Value {
     body
 }
 
+/// A tool call's arguments as sent back in the history: the model's text when it is JSON, else
+/// `{}` (the call's result already told the model what was wrong). Servers that parse the history
+/// (llama-server) answer a request holding invalid arguments with an error, so a cut-off or
+/// malformed call would make every later request of the session fail.
+fn wire_arguments(arguments: &str) -> &str {
+    if serde_json::from_str::<serde::de::IgnoredAny>(arguments).is_ok() {
+        arguments
+    } else {
+        "{}"
+    }
+}
+
 fn wire_message(m: &ChatMessage) -> Value {
     let role = match m.role {
         Role::System => "system",
@@ -413,7 +441,7 @@ fn wire_message(m: &ChatMessage) -> Value {
                 json!({
                     "id": c.id,
                     "type": "function",
-                    "function": { "name": c.name, "arguments": c.arguments },
+                    "function": { "name": c.name, "arguments": wire_arguments(&c.arguments) },
                 })
             })
             .collect();

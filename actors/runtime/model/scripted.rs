@@ -319,6 +319,7 @@ impl ChatModel for ScriptedModel {
                     finish_reason: Some("tool_calls".to_owned()),
                     usage: None,
                     model: None,
+                    served_model: None,
                 })
             }
         }

@@ -6,7 +6,8 @@
 //! and any extra names (skills' `requires.env`, via [`Secrets::with_names`]), plus the gateway
 //! token file's content. [`Secrets::redact`] replaces each value found in a
 //! text with `[REDACTED:<VAR_NAME>]`; [`crate::tools::ToolSet::invoke`] applies it to every tool
-//! output. Values shorter than [`MIN_SECRET_LEN`] are ignored: they would redact ordinary words.
+//! output, and the model clients to every error they return
+//! ([`crate::model::ModelError::redacted`]): a provider may echo the key it was sent. Values shorter than [`MIN_SECRET_LEN`] are ignored: they would redact ordinary words.
 //! Each value is also matched in its Markdown-escaped spelling (`sk\_live\_…`), the form a secret
 //! takes in a web page that `web_fetch` rendered as Markdown.
 
@@ -19,6 +20,9 @@ use std::fmt;
 
 /// Values shorter than this (in bytes) are not treated as secrets.
 pub const MIN_SECRET_LEN: usize = 8;
+
+/// The fewest bytes of a secret's head that [`Secrets::redact_cut`] redacts at a cut.
+const CUT_HEAD_MIN: usize = 4;
 
 /// The environment variables of the web search providers, always treated as secrets.
 pub const SEARCH_KEY_VARS: &[&str] = &["BRAVE_API_KEY", "TAVILY_API_KEY"];
@@ -155,6 +159,28 @@ impl Secrets {
                     &format!("[REDACTED:{}]", secret.name),
                 );
                 out = Cow::Owned(replaced);
+            }
+        }
+        out
+    }
+
+    /// Like [`Secrets::redact`], for a text that may have been cut short with a trailing `…`
+    /// (an error body kept to its first characters): a cut secret's head (4 bytes or more) just
+    /// before the `…` is redacted too.
+    pub fn redact_cut<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let out = self.redact(text);
+        let Some(head) = out.strip_suffix('…') else {
+            return out;
+        };
+        for secret in &self.entries {
+            let value = secret.value.as_str();
+            let cut = (CUT_HEAD_MIN..value.len())
+                .rev()
+                .filter(|&n| value.is_char_boundary(n))
+                .find(|&n| head.ends_with(&value[..n]));
+            if let Some(n) = cut {
+                let kept = &head[..head.len() - n];
+                return Cow::Owned(format!("{kept}[REDACTED:{}]…", secret.name));
             }
         }
         out

@@ -248,3 +248,22 @@ fn the_gateway_token_and_the_channel_secrets_are_secrets() {
         "cat said [REDACTED:gateway.token] and [REDACTED:MY_GW_TOKEN]"
     );
 }
+
+#[test]
+fn a_secret_cut_by_truncation_is_redacted_up_to_the_cut() {
+    let secrets = Secrets::default().with_value("API_KEY", "sk-live-0123456789");
+    assert_eq!(
+        secrets.redact_cut("Incorrect key: Bearer sk-live-01…"),
+        "Incorrect key: Bearer [REDACTED:API_KEY]…"
+    );
+    assert_eq!(
+        secrets.redact_cut("whole sk-live-0123456789 then cut sk-l…"),
+        "whole [REDACTED:API_KEY] then cut [REDACTED:API_KEY]…"
+    );
+    // Fewer than 4 bytes of the head, or no cut at all: left alone.
+    assert_eq!(secrets.redact_cut("ends in sk-…"), "ends in sk-…");
+    assert_eq!(
+        secrets.redact_cut("ends in sk-live-01"),
+        "ends in sk-live-01"
+    );
+}

@@ -6,14 +6,23 @@ use crate::turn::TurnEvents;
 use bus::events::TaskEventKind;
 use bus::{Bus, Delivery};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// The turn's observer: queues each event for the forwarder, which emits them on the bus in the
 /// order they happened. The queue holds at most one turn's events (bounded by its iterations and
 /// the model's response size); consecutive text deltas are merged before they are emitted.
+///
+/// Text deltas stream as they come; when text already streamed turns out not to be the answer
+/// (its step ended in tool calls, its model call is tried again or moves to a fallback, the
+/// attempt failed) a `reset` event withdraws it.
 pub(super) struct RunEvents {
     tx: mpsc::UnboundedSender<TaskEventKind>,
+    /// Text was streamed since the last reset.
+    dirty: AtomicBool,
+    /// The last model call's iteration: the turn's model calls so far.
+    iterations: AtomicU32,
 }
 
 /// The forwarder of a run's events; [`Forwarder::finish`] returns once every event is on the bus.
@@ -66,12 +75,32 @@ impl RunEvents {
                 }
             }
         });
-        (Self { tx }, Forwarder { task })
+        let events = Self {
+            tx,
+            dirty: AtomicBool::new(false),
+            iterations: AtomicU32::new(0),
+        };
+        (events, Forwarder { task })
     }
 
     fn send(&self, event: TaskEventKind) {
         // The forwarder only stops when this sender is gone.
         let _ = self.tx.send(event);
+    }
+
+    /// Model calls the turn made, as its `model_call` events numbered them (a resumed turn
+    /// counts on from its journal); 0 when it made none.
+    pub(super) fn iterations(&self) -> u32 {
+        self.iterations.load(Ordering::SeqCst)
+    }
+
+    /// Withdraws the text streamed since the last reset, if any, saying why.
+    fn withdraw(&self, reason: &str) {
+        if self.dirty.swap(false, Ordering::SeqCst) {
+            self.send(TaskEventKind::Reset {
+                reason: reason.to_string(),
+            });
+        }
     }
 }
 
@@ -87,12 +116,14 @@ impl Forwarder {
 
 impl ModelObserver for RunEvents {
     fn text(&self, delta: &str) {
+        self.dirty.store(true, Ordering::SeqCst);
         self.send(TaskEventKind::Delta {
             text: delta.to_string(),
         });
     }
 
     fn fell_over(&self, event: &crate::model::Fallover<'_>) {
+        self.withdraw("fell_over");
         let reason = event.reason.to_string();
         // Which model answers, and why the turn moved, is on the task's events.
         self.send(TaskEventKind::Progress {
@@ -103,6 +134,7 @@ impl ModelObserver for RunEvents {
     }
 
     fn retry(&self, attempt: u32, delay: Duration, error: &ModelError) {
+        self.withdraw("retry");
         self.send(TaskEventKind::Retry {
             attempt,
             delay_ms: delay.as_millis() as u64,
@@ -113,6 +145,7 @@ impl ModelObserver for RunEvents {
 
 impl TurnEvents for RunEvents {
     fn model_call(&self, iteration: u32) {
+        self.iterations.fetch_max(iteration, Ordering::SeqCst);
         self.send(TaskEventKind::ModelCall { iteration });
     }
 
@@ -122,6 +155,10 @@ impl TurnEvents for RunEvents {
                 "answered_by": { "iteration": iteration, "model": model }
             }),
         });
+    }
+
+    fn reset(&self, reason: &str) {
+        self.withdraw(reason);
     }
 
     fn tool_start(&self, call: &ToolCall) {

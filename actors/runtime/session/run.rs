@@ -15,12 +15,13 @@ use crate::tools::ToolContext;
 use crate::tools::run_context::{RunContext, RunSlot};
 use crate::turn::retry;
 use crate::turn::usage::UsageByModel;
-use crate::turn::{Resume, TurnError, TurnHooks, TurnInput, TurnJournal, run_turn_observed};
+use crate::turn::{
+    Resume, TurnError, TurnEvents, TurnHooks, TurnInput, TurnJournal, run_turn_observed,
+};
 use bus::{Delivery, Outcome, TaskState};
 use serde_json::json;
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// What the session actor hands a run.
 pub struct RunInput {
@@ -89,8 +90,12 @@ pub async fn execute(input: RunInput) -> RunReport {
                 end: RunEnd::Released,
             }
         }
-        Step::Retry { entries, delay } => {
-            if let Err(e) = run.delivery.nack(delay).await {
+        Step::Retry {
+            entries,
+            delay,
+            reason,
+        } => {
+            if let Err(e) = run.delivery.nack_because(delay, &reason).await {
                 tracing::error!(request_id = %run.request_id, error = %e, "Could not ask for the retry; the task will be redelivered.");
             }
             RunReport {
@@ -130,9 +135,14 @@ impl Journal<'_> {
 }
 
 impl TurnJournal for Journal<'_> {
-    fn model_reply(&self, message: &ChatMessage, model: &str) -> std::io::Result<()> {
+    fn model_reply(
+        &self,
+        message: &ChatMessage,
+        model: &str,
+        truncated: bool,
+    ) -> std::io::Result<()> {
         self.write(
-            Entry::model_reply(message.clone(), self.request_id, model),
+            Entry::model_reply(message.clone(), self.request_id, model, truncated),
             false,
         )
     }
@@ -187,6 +197,8 @@ enum Step {
         entries: Vec<Entry>,
         /// How long to wait.
         delay: std::time::Duration,
+        /// Why the attempt failed (its error class and error), for the `retry` event.
+        reason: String,
     },
     /// The run reached an outcome to record.
     Ended(End),
@@ -227,10 +239,16 @@ impl Run {
                     message,
                     request_id: Some(r),
                     silent: false,
+                    truncated,
                     ..
                 } if *r == self.request_id => {
                     if let Some(id) = &message.tool_call_id {
                         results.insert(id.clone());
+                    }
+                    if *truncated {
+                        resume
+                            .cut
+                            .extend(message.tool_calls.iter().map(|c| c.id.clone()));
                     }
                     resume.messages.push(message.clone());
                     mine.insert(e.id);
@@ -273,7 +291,7 @@ impl Run {
                 tracing::warn!(agent = %rt.id, session = %key, request_id, error = %e, "Could not look the task up before its lane wait.")
             }
         }
-        let waited = Instant::now();
+        let waited = rt.clock.now();
         let slot = match rt.run_slot(env, &origin.lane).await {
             Ok(s) => s,
             Err(LaneError::Closed) => return Step::Released,
@@ -294,7 +312,7 @@ impl Run {
         if rt.drain.is_draining() {
             return Step::Released;
         }
-        let wait_ms = waited.elapsed().as_millis() as u64;
+        let wait_ms = rt.clock.since(waited).as_millis() as u64;
         match self.delivery.start().await {
             Ok(true) => {}
             Ok(false) => return Step::Skipped,
@@ -396,7 +414,7 @@ impl Run {
             }
         };
 
-        let started = Instant::now();
+        let started = rt.clock.now();
         let input = TurnInput {
             prompt,
             history,
@@ -418,13 +436,20 @@ impl Run {
         let turn = match env.deadline {
             Some(deadline) => {
                 let left = deadline.saturating_sub(rt.clock.now_ms());
-                let limit = std::time::Duration::from_millis(left);
-                tokio::time::timeout(limit, run_turn_observed(&rt.deps, input, hooks))
-                    .await
-                    .unwrap_or(Err(TurnError::DeadlinePassed))
+                let expired = rt.clock.sleep(std::time::Duration::from_millis(left));
+                tokio::select! {
+                    biased;
+                    turn = run_turn_observed(&rt.deps, input, hooks) => turn,
+                    () = expired => Err(TurnError::DeadlinePassed),
+                }
             }
             None => run_turn_observed(&rt.deps, input, hooks).await,
         };
+        if turn.is_err() {
+            // What the failed attempt streamed is not an answer.
+            events.reset("failed");
+        }
+        let model_calls = events.iterations();
         // Every event of the turn is on the bus before its terminal one.
         forwarder.finish(events).await;
         entries.extend(journal.into_written());
@@ -449,45 +474,51 @@ impl Run {
             let max_attempts = origin.max_attempts.unwrap_or(policy.max_attempts);
             if env.attempt < max_attempts {
                 let delay = retry::backoff(policy, env.attempt + 1, retry::jitter());
-                tracing::warn!(agent = %rt.id, session = %key, task_id = %env.id, request_id, attempt = env.attempt, max_attempts, class = ?retry::classify(e), delay_ms = delay.as_millis() as u64, error = %e, "Turn failed; trying again.");
-                return Step::Retry { entries, delay };
+                let class = retry::classify(e).map_or("error", |c| c.as_str());
+                tracing::warn!(agent = %rt.id, session = %key, task_id = %env.id, request_id, attempt = env.attempt, max_attempts, iterations = model_calls, class, delay_ms = delay.as_millis() as u64, error = %e, "Turn failed; trying again.");
+                return Step::Retry {
+                    entries,
+                    delay,
+                    reason: format!("{class}: {e}"),
+                };
             }
         }
         let (outcome, iterations, usage) = match turn {
             Ok(out) => {
                 let mut usage = compaction_usage;
                 usage.merge(&out.usage);
-                (
-                    Outcome::Succeeded {
-                        result: json!({
-                            "text": out.text,
-                            "iterations": out.iterations,
-                            "usage": usage.to_json(rt.id.as_str(), &rt.deps.model_label, &rt.prices),
-                        }),
-                    },
-                    out.iterations,
-                    usage,
-                )
+                let mut result = json!({
+                    "text": out.text,
+                    "iterations": out.iterations,
+                    "usage": usage.to_json(rt.id.as_str(), &rt.deps.model_label, &rt.prices),
+                });
+                if out.truncated {
+                    // Cut off by the output-token limit: the answer is incomplete.
+                    result["truncated"] = json!(true);
+                    result["finish_reason"] = json!("length");
+                    tracing::warn!(agent = %rt.id, session = %key, request_id, "The answer was cut off by the output-token limit (max_tokens); recorded as truncated.");
+                }
+                (Outcome::Succeeded { result }, out.iterations, usage)
             }
             Err(e) if retried => (
                 Outcome::DeadLettered {
                     error: format!("{e} (after {} attempts)", env.attempt),
                 },
-                0,
+                model_calls,
                 UsageByModel::default(),
             ),
             Err(e @ (TurnError::TimedOut(_) | TurnError::DeadlinePassed)) => (
                 Outcome::TimedOut {
                     error: e.to_string(),
                 },
-                0,
+                model_calls,
                 UsageByModel::default(),
             ),
             Err(e) => (
                 Outcome::Failed {
                     error: e.to_string(),
                 },
-                0,
+                model_calls,
                 UsageByModel::default(),
             ),
         };
@@ -495,9 +526,9 @@ impl Run {
         | Outcome::TimedOut { error }
         | Outcome::DeadLettered { error } = &outcome
         {
-            tracing::warn!(agent = %rt.id, session = %key, task_id = %env.id, request_id, error = %error, "Turn failed.");
+            tracing::warn!(agent = %rt.id, session = %key, task_id = %env.id, request_id, iterations, error = %error, "Turn failed.");
         }
-        let duration_ms = started.elapsed().as_millis() as u64;
+        let duration_ms = rt.clock.since(started).as_millis() as u64;
         let state = outcome.state().as_str();
         tracing::info!(agent = %rt.id, session = %key, request_id, iterations, duration_ms, state, "Turn finished.");
         Step::Ended(End {
@@ -529,9 +560,9 @@ impl Run {
     /// Adds a run's usage to `clawbus_tokens_total` and, for a model with a price,
     /// `clawbus_cost_usd_micros_total` (micro-dollars: the counters hold integers), each under
     /// the model that answered.
-    fn count_usage(&self, usage: &UsageByModel) {
+    fn count_usage(&self, usage_by_model: &UsageByModel) {
         let rt = &self.rt;
-        for (model, usage) in usage.iter() {
+        for (model, usage) in usage_by_model.iter() {
             let kinds = [
                 ("input", usage.uncached_input_tokens()),
                 ("output", usage.completion_tokens),
@@ -547,7 +578,7 @@ impl Run {
                     )
                     .inc_by(n);
             }
-            if let Some(price) = rt.prices.get(model) {
+            if let Some(price) = usage_by_model.price(model, &rt.prices) {
                 let micros = (usage.cost_usd(price) * 1_000_000.0).round();
                 rt.metrics
                     .counter(

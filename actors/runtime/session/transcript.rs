@@ -53,6 +53,10 @@ pub enum EntryBody {
         /// For a model's reply: the model that answered, as `provider/model`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         model: Option<String>,
+        /// For a model's reply: the output-token limit cut it off (`finish_reason: "length"`);
+        /// a cut-off reply's tool calls are never run.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        truncated: bool,
     },
     /// A model call moved from one model to the next (the agent's `fallbacks`), before the reply
     /// of the model that answered.
@@ -123,16 +127,24 @@ impl Entry {
             request_id: request_id.map(str::to_string),
             silent,
             model: None,
+            truncated: false,
         })
     }
 
-    /// A model's reply to request `request_id`, answered by `model` (`provider/model`).
-    pub fn model_reply(message: ChatMessage, request_id: &str, model: &str) -> Self {
+    /// A model's reply to request `request_id`, answered by `model` (`provider/model`);
+    /// `truncated` when the output-token limit cut it off.
+    pub fn model_reply(
+        message: ChatMessage,
+        request_id: &str,
+        model: &str,
+        truncated: bool,
+    ) -> Self {
         Self::new(EntryBody::Message {
             message,
             request_id: Some(request_id.to_string()),
             silent: false,
             model: Some(model.to_string()),
+            truncated,
         })
     }
 }

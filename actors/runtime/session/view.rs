@@ -14,18 +14,24 @@ pub enum ListedState {
     Idle,
     /// Live with a run in progress.
     Processing,
-    /// Not live: only on disk.
-    Stopped,
+    /// Not live, only on disk (evicted, or not used since a restart): it takes work as an idle
+    /// one does, so it is shown as `idle` (with `live: false`).
+    #[serde(rename = "idle")]
+    Unloaded,
 }
 
 impl ListedState {
-    /// `idle`, `processing` or `stopped`.
+    /// `idle` or `processing`.
     pub fn as_str(self) -> &'static str {
         match self {
-            Self::Idle => "idle",
+            Self::Idle | Self::Unloaded => "idle",
             Self::Processing => "processing",
-            Self::Stopped => "stopped",
         }
+    }
+
+    /// Whether the session is live (its actor in memory).
+    pub fn is_live(self) -> bool {
+        self != Self::Unloaded
     }
 
     /// The state of a session and the runs waiting in its lane, from its live entry (`None`:
@@ -37,7 +43,7 @@ impl ListedState {
                 queued,
             }) => (Self::Processing, queued),
             Some(LiveInfo { queued, .. }) => (Self::Idle, queued),
-            None => (Self::Stopped, 0),
+            None => (Self::Unloaded, 0),
         }
     }
 }
@@ -83,32 +89,53 @@ impl SessionReader {
     }
 
     /// The transcript of a session as raw JSON lines, without repairing it (the session actor
-    /// owns repairs): unreadable lines come back in place as `{"type":"unreadable"}`. A session
-    /// that has no file yet has no entries.
+    /// owns repairs): unreadable lines (not JSON, not UTF-8) come back in place as
+    /// `{"type":"unreadable","line":N,"error":…,"text":…}` and are logged. A session that has no
+    /// file yet has no entries.
     pub fn raw_entries(&self, meta: &SessionMeta) -> std::io::Result<Vec<serde_json::Value>> {
-        Ok(read_lines(&self.transcript_path(meta))?
-            .lines()
-            .map(|l| {
-                serde_json::from_str(l)
-                    .unwrap_or_else(|_| serde_json::json!({ "type": "unreadable", "text": l }))
+        let path = self.transcript_path(meta);
+        Ok(lines(&read_bytes(&path)?)
+            .enumerate()
+            .map(|(i, line)| {
+                let read = std::str::from_utf8(line)
+                    .map_err(|e| format!("not UTF-8: {e}"))
+                    .and_then(|l| serde_json::from_str(l).map_err(|e| e.to_string()));
+                read.unwrap_or_else(|error| {
+                    tracing::warn!(file = %path.display(), line = i + 1, %error, "Transcript line unreadable; skipped.");
+                    serde_json::json!({
+                        "type": "unreadable",
+                        "line": i + 1,
+                        "error": error,
+                        "text": String::from_utf8_lossy(line),
+                    })
+                })
             })
             .collect())
     }
 
     /// The intact entries of a session's transcript, in order (unreadable lines skipped).
     pub fn entries(&self, meta: &SessionMeta) -> std::io::Result<Vec<Entry>> {
-        Ok(read_lines(&self.transcript_path(meta))?
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Entry>(l).ok())
+        Ok(lines(&read_bytes(&self.transcript_path(meta))?)
+            .filter_map(|l| serde_json::from_slice::<Entry>(l).ok())
             .collect())
     }
 }
 
-/// The text of a file, empty when it does not exist.
-fn read_lines(path: &std::path::Path) -> std::io::Result<String> {
-    match std::fs::read_to_string(path) {
+/// The lines of a file's bytes, without their newlines; an empty last line is no line.
+fn lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    bytes
+        .split(|&b| b == b'\n')
+        .filter(move |_| !bytes.is_empty())
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+}
+
+/// The bytes of a file (a transcript may hold a line that is not UTF-8), empty when it does not
+/// exist.
+fn read_bytes(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    match std::fs::read(path) {
         Ok(t) => Ok(t),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
         Err(e) => Err(e),
     }
 }

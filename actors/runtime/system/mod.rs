@@ -6,10 +6,12 @@
 
 mod limits;
 mod shutdown;
+mod storage;
 
 pub use crate::session::drain::{Drain, DrainReport};
 pub use limits::raise_nofile;
 pub use shutdown::{Shutdown, ShutdownSignal};
+pub use storage::{StorageProbe, folder_takes_writes};
 
 use crate::agent::{AgentContext, AgentError, AgentHandle, SessionLimits};
 use crate::approvals::Approvals;
@@ -65,6 +67,9 @@ pub enum SystemError {
     #[error(transparent)]
     Coordinator(#[from] CoordinatorError),
 }
+
+/// The refusal journal in the state folder (see [`bus::store::RefusalJournal`]).
+pub const REFUSALS_FILE: &str = "refused-admissions";
 
 /// How long a start waits for the database lock that a process (or a system in this process)
 /// which just stopped still holds while its last handles close.
@@ -132,6 +137,11 @@ impl Clawbus {
                 backend,
                 dedup_window: config.bus.dedup_window,
                 clock: clock.clone(),
+                // Admissions answered 503 whose record reached the disk are removed first.
+                store: bus::StoreExtras {
+                    refusals: Some(config.state_dir.join(REFUSALS_FILE)),
+                    fault: None,
+                },
                 ..BusOptions::default()
             },
             db.clone(),
@@ -143,7 +153,7 @@ impl Clawbus {
             clock.clone(),
         ));
         breakers.attach_metrics(&metrics);
-        let lanes = Lanes::start(&config.lanes, metrics.clone());
+        let lanes = Lanes::start(&config.lanes, metrics.clone(), clock.clone());
         // Before the agents: it follows every task from the first one, and picks up the
         // unfinished ones a previous run left.
         let coordinator =
@@ -211,11 +221,6 @@ impl Clawbus {
         })
     }
 
-    /// The system's database (channels keep their state in it: the Telegram offset).
-    pub fn db(&self) -> &sled::Db {
-        &self.db
-    }
-
     /// Replies and announcements waiting to be delivered, and their delivery records.
     pub fn outbox(&self) -> &crate::outbox::Outbox {
         &self.outbox
@@ -229,6 +234,17 @@ impl Clawbus {
     /// The task coordinator.
     pub fn coordinator(&self) -> &CoordinatorHandle {
         &self.coordinator
+    }
+
+    /// The sled database every store of the system lives in (channels keep small state of their
+    /// own in it).
+    pub fn db(&self) -> &sled::Db {
+        &self.db
+    }
+
+    /// A probe of the database's writes (see [`StorageProbe`]).
+    pub fn storage(&self) -> StorageProbe {
+        StorageProbe::new(&self.db)
     }
 
     /// The configuration it was built from.
@@ -338,12 +354,17 @@ fn start_scheduler(
     clock: &Arc<dyn Clock>,
     outbox: &crate::outbox::Outbox,
 ) -> Result<Scheduler, String> {
+    let node = crate::cron::CronStore::open(db)
+        .and_then(|s| s.node_id())
+        .map_err(|e| format!("cron: {e}"))?;
     let settings = Settings::new(
         config.gateway.timezone,
         config.agents.iter().map(|a| a.id.to_string()),
     )
     .with_workspaces(config.state_dir.join("workspaces"))
-    .with_outbox(outbox.clone());
+    .with_outbox(outbox.clone())
+    .with_node(node)
+    .with_tool_limits(config.cron.min_interval, config.cron.max_agent_jobs);
     let owner = format!(
         "clawbus-{}-{}",
         std::process::id(),

@@ -29,17 +29,41 @@ const MAX_TIMEOUT_S: u64 = 3600;
 /// refuses one inside this tree before posting, the task coordinator's wait-for graph any other
 /// (see [`crate::coordinator::graph`]). A call that does not wait returns the task id; the answer is
 /// delivered to this session as a message when the task ends.
+///
+/// It reaches only the agents its file's `may_call` lists (never itself); the schema offers just
+/// those. A call is idempotent by its request id, so a turn resumed after a crash runs an
+/// interrupted call again: it joins the task it had posted and waits for (or reads) its answer.
 #[derive(Clone, Debug)]
 pub struct AgentCallTool {
     peers: Peers,
 }
 
 impl AgentCallTool {
-    /// A tool posting on `bus` to one of `agents`.
-    pub fn new(bus: Option<Arc<dyn Bus>>, agents: Vec<AgentId>) -> Self {
+    /// Agent `me`'s tool posting on `bus` to the agents of `may_call` among `agents`.
+    pub fn new(
+        bus: Option<Arc<dyn Bus>>,
+        me: AgentId,
+        agents: Vec<AgentId>,
+        may_call: Vec<AgentId>,
+    ) -> Self {
         Self {
-            peers: Peers::new(bus, agents),
+            peers: Peers::new(bus, me, agents, may_call),
         }
+    }
+
+    /// The refusal of a call to `name`: itself, or an agent `may_call` does not list.
+    fn refuse(&self, name: &str) -> Option<ToolOutput> {
+        if name == self.peers.me().as_str() {
+            return Some(
+                super::ToolError::new(
+                    "invalid_arguments",
+                    format!("agent_call cannot call agent \"{name}\": that is you"),
+                )
+                .suggest("do the work yourself, or start a subagent with sessions_spawn")
+                .into(),
+            );
+        }
+        self.peers.reach(name).err()
     }
 }
 
@@ -113,7 +137,7 @@ impl Tool for AgentCallTool {
             "properties": {
                 "agent": {
                     "type": "string",
-                    "enum": self.peers.names(),
+                    "enum": self.peers.callees(),
                     "description": "The agent to ask."
                 },
                 "task": { "type": "string", "description": "What it should do, self-contained." },
@@ -127,7 +151,19 @@ impl Tool for AgentCallTool {
     }
 
     fn available(&self) -> Result<(), String> {
+        if self.peers.callees().is_empty() {
+            return Err("may_call in the agent's file names no agent".into());
+        }
         self.peers.available()
+    }
+
+    /// The same call with the same request id joins the task it posted before.
+    fn idempotent(&self) -> bool {
+        true
+    }
+
+    fn screen(&self, _ctx: &ToolContext, args: &serde_json::Value) -> Option<ToolOutput> {
+        self.refuse(args.get("agent")?.as_str()?)
     }
 
     async fn call(&self, ctx: &ToolContext, args: serde_json::Value) -> ToolOutput {
@@ -141,16 +177,12 @@ impl Tool for AgentCallTool {
                 "agent_call works only inside an agent's run on the bus",
             );
         };
-        let Some(callee) = self.peers.find(&args.agent) else {
-            let known = self.peers.names();
-            return ToolOutput::error(
-                "invalid_arguments",
-                format!(
-                    "no agent \"{}\" (expected one of: {})",
-                    args.agent,
-                    known.join(", ")
-                ),
-            );
+        if let Some(refused) = self.refuse(&args.agent) {
+            return refused;
+        }
+        let callee = match self.peers.reach(&args.agent) {
+            Ok(callee) => callee,
+            Err(out) => return out,
         };
         if args.task.trim().is_empty() {
             return ToolOutput::error("invalid_arguments", "\"task\" is empty");

@@ -1,5 +1,7 @@
 //! The `cron` tool: an agent schedules its own future work (`list | add | update | remove |
-//! run | runs`). An agent sees and manages only its own jobs; jobs it adds run on it.
+//! run | runs`). An agent sees and manages only its own jobs; jobs it adds run on it, are marked
+//! `created_by: "agent:<id>"`, fire at most every `[cron] min_interval` and number at most
+//! `[cron] max_agent_jobs` per agent (refused as `too_frequent` / `too_many_jobs`).
 
 use super::{Tool, ToolContext, ToolOutput, parse_args};
 use crate::cron::{CronError, FlatSpec, JobId, JobSpec, Scheduler, StoreError};
@@ -54,8 +56,21 @@ struct Args {
 fn cron_error(e: CronError) -> ToolOutput {
     match e {
         CronError::Spec(e) => ToolOutput::error("invalid_arguments", e),
+        e @ CronError::TooFrequent { min_ms, .. } => ToolOutput::error_with_suggestion(
+            "too_frequent",
+            e,
+            format!(
+                "schedule it every {} or less often",
+                crate::cron::human_ms(min_ms)
+            ),
+        ),
+        e @ CronError::TooManyJobs { .. } => ToolOutput::error_with_suggestion(
+            "too_many_jobs",
+            e,
+            "remove a job you no longer need (action \"remove\") or update one instead",
+        ),
         CronError::Store(StoreError::UnknownJob(id)) => {
-            ToolOutput::error("not_found", format!("no cron job {id}"))
+            ToolOutput::error("not_found", format!("no cron job \"{id}\""))
         }
         e => ToolOutput::error("internal", e),
     }
@@ -101,7 +116,7 @@ impl CronTool {
                 Err(e) => cron_error(e),
             },
             Action::Add => match args.job.into_spec(&ctx.agent, None) {
-                Ok(spec) => match s.add(&spec) {
+                Ok(spec) => match s.add_from_model(&spec, &ctx.agent) {
                     Ok(job) => json_out(job),
                     Err(e) => cron_error(e),
                 },
@@ -120,7 +135,7 @@ impl CronTool {
                 let mut flat = args.job;
                 flat.id = None;
                 match flat.into_spec(&ctx.agent, Some(base)) {
-                    Ok(spec) => match s.update(&id, &spec) {
+                    Ok(spec) => match s.update_from_model(&id, &spec) {
                         Ok(job) => json_out(job),
                         Err(e) => cron_error(e),
                     },
@@ -177,7 +192,7 @@ impl Tool for CronTool {
                 "action": { "type": "string", "enum": ["list", "add", "update", "remove", "run", "runs"] },
                 "id": s("The job id (update, remove, run, runs; optional chosen id for add)."),
                 "at": s("Once, at this RFC 3339 time (e.g. 2026-03-08T09:00:00+01:00)."),
-                "every": s("Repeat every this long (e.g. \"10m\", \"2h\")."),
+                "every": s("Repeat every this long (e.g. \"10m\", \"2h\"; at least the minimum interval, 1m by default)."),
                 "cron": s("A 5-field cron expression (e.g. \"0 9 * * 1-5\")."),
                 "tz": s("The IANA timezone of the cron expression (default: the gateway's)."),
                 "message": s("The task you will be given when it fires."),

@@ -60,6 +60,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tracing::debug;
 
+/// Why a tool that reaches other agents or sessions (`agent_call`, `sessions_send`,
+/// `sessions_spawn`) is not offered where no daemon runs (`clawbus tools`, `clawbus prompt`).
+pub(crate) const OFFLINE: &str = "offered when the daemon runs (`clawbus up`): it reaches other agents or sessions through the running daemon, which this offline listing does not start";
+
 /// Who is calling a tool and where it may touch files.
 #[derive(Debug, Clone)]
 pub struct ToolContext {
@@ -100,6 +104,12 @@ pub trait Tool: Send + Sync {
     /// otherwise the model is told that its effects are unknown.
     fn idempotent(&self) -> bool {
         false
+    }
+    /// A refusal decided on the arguments before the schema checks them (whom a call may
+    /// reach): `Some(error)` refuses the call. Cheap and side-effect free.
+    fn screen(&self, ctx: &ToolContext, args: &serde_json::Value) -> Option<ToolOutput> {
+        let _ = (ctx, args);
+        None
     }
 }
 
@@ -322,6 +332,9 @@ impl ToolSet {
                 tool.as_ref(),
                 format!("arguments of {name:?} must be a JSON object, got {got}"),
             );
+        }
+        if let Some(refused) = tool.screen(ctx, &args) {
+            return refused;
         }
         if let Err(problem) = schema::validate(&tool.parameters(), &args) {
             return invalid(tool.as_ref(), format!("arguments of {name:?}: {problem}"));

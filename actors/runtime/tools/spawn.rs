@@ -24,6 +24,9 @@ const MAX_TIMEOUT_S: u64 = 3600;
 
 /// `sessions_spawn {task, label?, agent?, timeout_s?}`.
 ///
+/// The child runs on the calling agent itself unless `agent` names one its file's `may_call`
+/// lists.
+///
 /// The child runs in `agent:<agent>:subagent:<parent task>-<n>` on the `subagent` lane, with this run as
 /// its parent and a deadline never later than the parent's. When it ends — with an answer, an
 /// error, a timeout or a cancel, also after the process stopped and ran it again — its outcome
@@ -34,11 +37,24 @@ pub struct SpawnTool {
 }
 
 impl SpawnTool {
-    /// A tool spawning on `bus` children of one of `agents`.
-    pub fn new(bus: Option<Arc<dyn Bus>>, agents: Vec<AgentId>) -> Self {
+    /// Agent `me`'s tool spawning on `bus` children of itself or of the agents of `may_call`
+    /// among `agents`.
+    pub fn new(
+        bus: Option<Arc<dyn Bus>>,
+        me: AgentId,
+        agents: Vec<AgentId>,
+        may_call: Vec<AgentId>,
+    ) -> Self {
         Self {
-            peers: Peers::new(bus, agents),
+            peers: Peers::new(bus, me, agents, may_call),
         }
+    }
+
+    /// Itself and the agents it may call, for the schema.
+    fn agents(&self) -> Vec<&str> {
+        let mut names = vec![self.peers.me().as_str()];
+        names.extend(self.peers.callees());
+        names
     }
 }
 
@@ -74,7 +90,7 @@ impl Tool for SpawnTool {
                 "label": { "type": "string", "description": "A short name for it, shown with its result." },
                 "agent": {
                     "type": "string",
-                    "enum": self.peers.names(),
+                    "enum": self.agents(),
                     "description": "Which agent runs it (default: yourself)."
                 },
                 "timeout_s": { "type": "integer", "minimum": 1, "description": "Seconds it may take (default 600, at most 3600)." }
@@ -86,6 +102,10 @@ impl Tool for SpawnTool {
 
     fn available(&self) -> Result<(), String> {
         self.peers.available()
+    }
+
+    fn screen(&self, _ctx: &ToolContext, args: &serde_json::Value) -> Option<ToolOutput> {
+        self.peers.reach(args.get("agent")?.as_str()?).err()
     }
 
     async fn call(&self, ctx: &ToolContext, args: serde_json::Value) -> ToolOutput {
@@ -102,9 +122,12 @@ impl Tool for SpawnTool {
         if args.task.trim().is_empty() {
             return ToolOutput::error("invalid_arguments", "\"task\" is empty");
         }
-        let agent = args.agent.as_deref().unwrap_or(&ctx.agent);
-        let Some(agent) = self.peers.find(agent) else {
-            return ToolOutput::error("invalid_arguments", format!("no agent \"{agent}\""));
+        let agent = match args.agent.as_deref() {
+            None => self.peers.me(),
+            Some(name) => match self.peers.reach(name) {
+                Ok(agent) => agent,
+                Err(out) => return out,
+            },
         };
         if run.depth >= MAX_DEPTH {
             return ToolOutput::error(

@@ -22,7 +22,7 @@ use crate::model::{
 use crate::tools::{ToolContext, ToolSet};
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How many identical tool calls in a row stop the loop.
 const IDENTICAL_CALL_LIMIT: usize = 3;
@@ -41,6 +41,8 @@ pub struct TurnDeps {
     pub tools: ToolSet,
     /// Iteration, time and size limits.
     pub limits: Limits,
+    /// The one clock: the turn timeout runs on it, and model and tool times are measured on it.
+    pub clock: Arc<dyn bus::Clock>,
 }
 
 /// The input of one turn.
@@ -65,14 +67,21 @@ pub struct Resume {
     pub messages: Vec<ChatMessage>,
     /// Tool calls that had started and recorded no result.
     pub started: HashSet<String>,
+    /// Tool calls of replies cut off by the output-token limit: never run.
+    pub cut: HashSet<String>,
 }
 
 /// Records each step of a turn as it happens, so a turn interrupted by a crash resumes from
 /// its last durable step instead of starting over.
 pub trait TurnJournal: Send + Sync {
-    /// The model's reply, before any of its tool calls runs, and the model that answered
-    /// (`provider/model`).
-    fn model_reply(&self, message: &ChatMessage, model: &str) -> std::io::Result<()>;
+    /// The model's reply, before any of its tool calls runs, the model that answered
+    /// (`provider/model`), and whether the output-token limit cut it off.
+    fn model_reply(
+        &self,
+        message: &ChatMessage,
+        model: &str,
+        truncated: bool,
+    ) -> std::io::Result<()>;
     /// The call moved from model `from` to model `to` (the agent's fallbacks), for `reason`.
     fn fell_over(&self, from: &str, to: &str, reason: &str) -> std::io::Result<()>;
     /// A tool call is about to run; durable before the call has any effect.
@@ -83,7 +92,7 @@ pub trait TurnJournal: Send + Sync {
 
 /// No journal: the turn's messages are only in its output (memory-flush turns, tests).
 impl TurnJournal for Unobserved {
-    fn model_reply(&self, _: &ChatMessage, _: &str) -> std::io::Result<()> {
+    fn model_reply(&self, _: &ChatMessage, _: &str, _: bool) -> std::io::Result<()> {
         Ok(())
     }
     fn fell_over(&self, _: &str, _: &str, _: &str) -> std::io::Result<()> {
@@ -116,6 +125,10 @@ impl TurnHooks<'static> {
     }
 }
 
+/// The result the model gets for each call of a reply the output-token limit cut off: the
+/// calls are not run (their arguments are most likely incomplete).
+pub const TRUNCATED_CALL_RESULT: &str = r#"{"error":{"type":"truncated","message":"your reply was cut off by the output-token limit (max_tokens) while you wrote this tool call, so it was not run; call the tool again with shorter arguments, or answer in text"}}"#;
+
 /// The result the model gets for a call that was running when the process stopped.
 pub const INTERRUPTED_RESULT: &str = r#"{"error":{"type":"interrupted","message":"the process stopped while this call ran; its effects are unknown"}}"#;
 
@@ -131,6 +144,8 @@ pub struct TurnOutput {
     /// Tokens of the turn's model calls, summed per model that answered (estimated where a
     /// server reported none).
     pub usage: usage::UsageByModel,
+    /// The answer was cut off by the output-token limit (`finish_reason: "length"`).
+    pub truncated: bool,
 }
 
 /// Why a turn ended without a final answer.
@@ -154,6 +169,11 @@ pub enum TurnError {
     /// The task's deadline passed during the turn.
     #[error("the task's deadline passed during the turn")]
     DeadlinePassed,
+    /// A second reply of the turn was cut off by the output-token limit in a tool call.
+    #[error(
+        "truncated: the model's reply was cut off by the output-token limit (max_tokens) while it called tool \"{0}\", again after being told; raise max_tokens ([model_params] or [providers.<name>] max_tokens)"
+    )]
+    Truncated(String),
     /// A step could not be journaled; the turn stops rather than act unrecorded.
     #[error("transcript write failed: {0}")]
     Journal(#[from] std::io::Error),
@@ -171,6 +191,11 @@ pub trait TurnEvents: ModelObserver {
     /// the agent's own model (a fallback answered). Ignored unless overridden.
     fn answered_by(&self, iteration: u32, model: &str) {
         let _ = (iteration, model);
+    }
+    /// The text streamed since the last reset is not (part of) the answer: its step ended in
+    /// tool calls (`reason` `tool_calls`). Ignored unless overridden.
+    fn reset(&self, reason: &str) {
+        let _ = reason;
     }
 }
 
@@ -234,9 +259,11 @@ pub async fn run_turn_observed(
     hooks: TurnHooks<'_>,
 ) -> Result<TurnOutput, TurnError> {
     let limit = deps.limits.turn_timeout;
-    match tokio::time::timeout(limit, tool_loop(deps, input, hooks)).await {
-        Ok(r) => r,
-        Err(_) => Err(TurnError::TimedOut(limit)),
+    let expired = deps.clock.sleep(limit);
+    tokio::select! {
+        biased;
+        turn = tool_loop(deps, input, hooks) => turn,
+        () = expired => Err(TurnError::TimedOut(limit)),
     }
 }
 
@@ -284,28 +311,19 @@ fn pending_calls(added: &[ChatMessage]) -> Vec<ToolCall> {
         .collect()
 }
 
-async fn tool_loop(
-    deps: &TurnDeps,
-    input: TurnInput,
-    hooks: TurnHooks<'_>,
-) -> Result<TurnOutput, TurnError> {
-    let TurnHooks { events, journal } = hooks;
-    // The channel layer of the tool policy: what this run's channel may not use is not offered,
-    // nor what the session's channel may not (a `sessions_send` into a Telegram chat's session
-    // comes from the `agent` channel, but runs in Telegram's conversation).
-    let mut tools = deps.tools.for_channel(&input.tool_context.channel);
-    let session_channel = crate::ids::SessionKey::parse(&input.tool_context.session)
+/// The turn's deps with the channel layer of the tool policy applied, and the schemas of the
+/// tools left: what this run's channel may not use is not offered, nor what the session's
+/// channel may not (a `sessions_send` into a Telegram chat's session comes from the `agent`
+/// channel, but runs in Telegram's conversation).
+fn for_channels(deps: &TurnDeps, ctx: &ToolContext) -> (TurnDeps, Vec<ToolSchema>) {
+    let mut tools = deps.tools.for_channel(&ctx.channel);
+    let session_channel = crate::ids::SessionKey::parse(&ctx.session)
         .ok()
         .and_then(|k| k.channel().map(str::to_string));
-    if let Some(channel) = session_channel.filter(|c| *c != input.tool_context.channel) {
+    if let Some(channel) = session_channel.filter(|c| *c != ctx.channel) {
         tools = tools.for_channel(&channel);
     }
-    let deps = &TurnDeps {
-        tools,
-        ..deps.clone()
-    };
-    let schemas: Vec<ToolSchema> = deps
-        .tools
+    let schemas = tools
         .schemas()
         .into_iter()
         .map(|(name, description, parameters)| ToolSchema {
@@ -314,17 +332,73 @@ async fn tool_loop(
             parameters,
         })
         .collect();
-    let (mut added, started) = match input.resume {
-        Some(r) if !r.messages.is_empty() => (r.messages, r.started),
-        _ => (vec![ChatMessage::user(input.message)], HashSet::new()),
+    let deps = TurnDeps {
+        tools,
+        ..deps.clone()
+    };
+    (deps, schemas)
+}
+
+/// A reply the output-token limit cut off in a tool call, added to the turn: its calls are
+/// marked `cut` (never run; each is answered with [`TRUNCATED_CALL_RESULT`]). The second such
+/// reply of a turn answers its calls at once, so the session's history stays well-formed, and
+/// ends the turn with [`TurnError::Truncated`].
+fn record_cut_off(
+    message: ChatMessage,
+    added: &mut Vec<ChatMessage>,
+    cut: &mut HashSet<String>,
+    cut_replies: &mut u32,
+    journal: &dyn TurnJournal,
+    ctx: &ToolContext,
+) -> Result<(), TurnError> {
+    cut.extend(message.tool_calls.iter().map(|c| c.id.clone()));
+    *cut_replies += 1;
+    let tool = message
+        .tool_calls
+        .first()
+        .map(|c| c.name.clone())
+        .unwrap_or_default();
+    tracing::warn!(agent = %ctx.agent, session = %ctx.session, tool = %tool, again = *cut_replies > 1, "The model's reply was cut off by the output-token limit in a tool call; the call is not run.");
+    added.push(message);
+    if *cut_replies < 2 {
+        return Ok(());
+    }
+    for call in pending_calls(added) {
+        let note = ChatMessage::tool(call.id, TRUNCATED_CALL_RESULT);
+        journal.tool_result(&note)?;
+        added.push(note);
+    }
+    Err(TurnError::Truncated(tool))
+}
+
+async fn tool_loop(
+    deps: &TurnDeps,
+    input: TurnInput,
+    hooks: TurnHooks<'_>,
+) -> Result<TurnOutput, TurnError> {
+    let TurnHooks { events, journal } = hooks;
+    let (deps, schemas) = &for_channels(deps, &input.tool_context);
+    let (mut added, started, mut cut) = match input.resume {
+        Some(r) if !r.messages.is_empty() => (r.messages, r.started, r.cut),
+        _ => (
+            vec![ChatMessage::user(input.message)],
+            HashSet::new(),
+            HashSet::new(),
+        ),
     };
     let mut iterations = added.iter().filter(|m| m.role == Role::Assistant).count() as u32;
     let mut guard = RepeatGuard::default();
     let mut usage = usage::UsageByModel::default();
+    // Replies of this turn cut off in a tool call; the second one ends the turn.
+    let mut cut_replies = u32::from(!cut.is_empty());
+    let mut truncated = false;
     loop {
         for call in pending_calls(&added) {
-            guard.check(&call)?;
-            let result = if started.contains(&call.id) && !deps.tools.is_idempotent(&call.name) {
+            let result = if cut.contains(&call.id) {
+                TRUNCATED_CALL_RESULT.to_string()
+            } else if let Err(e) = guard.check(&call) {
+                return Err(e);
+            } else if started.contains(&call.id) && !deps.tools.is_idempotent(&call.name) {
                 tracing::warn!(tool = %call.name, call_id = %call.id, "Tool call interrupted by a stop; its effects are unknown, so it is not run again.");
                 INTERRUPTED_RESULT.to_string()
             } else {
@@ -346,6 +420,7 @@ async fn tool_loop(
                     iterations,
                     added,
                     usage,
+                    truncated,
                 });
             }
         }
@@ -363,7 +438,7 @@ async fn tool_loop(
             messages,
             tools: schemas.clone(),
         };
-        let started_at = Instant::now();
+        let started_at = deps.clock.now();
         events.model_call(iterations);
         let observer = Forward::new(events);
         let reply = deps.model.complete_observed(&request, &observer).await;
@@ -374,24 +449,58 @@ async fn tool_loop(
         if answered != deps.model_label {
             events.answered_by(iterations, answered);
         }
-        usage.add_call(answered, &request, &reply);
+        // Tokens are counted under the model the server says answered (llama-server ignores
+        // the name requested), priced as the one requested.
+        let served = served_label(answered, reply.served_model.as_deref());
+        usage.add_call(&served, &request, &reply);
+        usage.priced_as(&served, answered);
         tracing::debug!(
             iteration = iterations,
             calls = reply.tool_calls.len(),
-            model_ms = started_at.elapsed().as_millis() as u64,
+            model = %served,
+            finish_reason = reply.finish_reason.as_deref().unwrap_or(""),
+            model_ms = deps.clock.since(started_at).as_millis() as u64,
             "Model answered."
         );
         let answered = answered.to_owned();
+        let cut_off = reply.is_truncated();
         if reply.tool_calls.is_empty() {
             warn_prose_call(&input.tool_context, &answered, reply.text.as_deref());
+            truncated = cut_off;
+        } else {
+            // The step's text is not the answer: clients that show the answer drop it.
+            events.reset("tool_calls");
         }
         let message = if reply.tool_calls.is_empty() {
             ChatMessage::assistant(Some(reply.text.unwrap_or_default()), Vec::new())
         } else {
             ChatMessage::assistant(reply.text, reply.tool_calls)
         };
-        journal.model_reply(&message, &answered)?;
-        added.push(message);
+        journal.model_reply(&message, &answered, cut_off)?;
+        if cut_off && !message.tool_calls.is_empty() {
+            let ctx = &input.tool_context;
+            record_cut_off(
+                message,
+                &mut added,
+                &mut cut,
+                &mut cut_replies,
+                journal,
+                ctx,
+            )?;
+        } else {
+            added.push(message);
+        }
+    }
+}
+
+/// The `provider/model` label tokens are counted under: the provider of `answered` with the
+/// model name the server gave, when it gave another one.
+fn served_label(answered: &str, served: Option<&str>) -> String {
+    match (answered.split_once('/'), served) {
+        (Some((provider, requested)), Some(served)) if served != requested => {
+            format!("{provider}/{served}")
+        }
+        _ => answered.to_owned(),
     }
 }
 
@@ -413,7 +522,7 @@ fn warn_prose_call(ctx: &ToolContext, model: &str, text: Option<&str>) {
 
 /// Runs one tool call: its result text, and whether it succeeded.
 async fn run_tool(deps: &TurnDeps, ctx: &ToolContext, call: &ToolCall) -> (String, bool) {
-    let started = Instant::now();
+    let started = deps.clock.now();
     let out = deps
         .tools
         .invoke(
@@ -428,7 +537,7 @@ async fn run_tool(deps: &TurnDeps, ctx: &ToolContext, call: &ToolCall) -> (Strin
         session = %ctx.session,
         tool = %call.name,
         error = out.is_error,
-        duration_ms = started.elapsed().as_millis() as u64,
+        duration_ms = deps.clock.since(started).as_millis() as u64,
         "Tool ran."
     );
     (out.text, !out.is_error)

@@ -5,6 +5,7 @@ use crate::model::{
     AnthropicClient, AnthropicConfig, Breakers, Candidate, ChatModel, FallbackModel, OpenAiClient,
     OpenAiConfig, ScriptedModel,
 };
+use crate::secrets::Secrets;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,6 +43,7 @@ pub enum ModelBuildError {
 /// variable the provider names, never from a file. An agent with `fallbacks` gets a
 /// [`FallbackModel`] over its model and the fallbacks, guarded by the circuit breakers of
 /// [`Breakers::global`]; a running system passes its own registry to [`build_model_with`].
+/// The HTTP clients redact every secret value of `config` (their key first) from their errors.
 pub fn build_model(def: &AgentDef, config: &Config) -> Result<Arc<dyn ChatModel>, ModelBuildError> {
     build_model_with(def, config, Breakers::global())
 }
@@ -112,7 +114,8 @@ fn build_client(
             })?
             .with_max_response_bytes(&provider.name, provider.max_response_bytes)
             .with_default_max_tokens(provider.max_tokens)
-            .with_params(def.model_params.clone());
+            .with_params(def.model_params.clone())
+            .with_secrets(Secrets::from_config(config));
             Ok(Arc::new(client))
         }
         ProviderKind::Anthropic => {
@@ -126,7 +129,8 @@ fn build_client(
                 max_tokens: provider.max_tokens.unwrap_or(defaults.max_tokens),
             })?
             .with_max_response_bytes(&provider.name, provider.max_response_bytes)
-            .with_params(def.model_params.clone());
+            .with_params(def.model_params.clone())
+            .with_secrets(Secrets::from_config(config));
             Ok(Arc::new(client))
         }
     }

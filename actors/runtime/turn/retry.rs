@@ -23,6 +23,8 @@ fn classify_model(error: &ModelError) -> Option<ErrorClass> {
         ModelError::Http {
             status: 401 | 403, ..
         } => Some(ErrorClass::Auth),
+        // A 5xx that blames the request (llama-server's "Failed to parse tool call arguments").
+        e if e.is_invalid_request() => Some(ErrorClass::InvalidInput),
         ModelError::Http { status, .. } if *status >= 500 => Some(ErrorClass::Transient),
         ModelError::Http { .. } => Some(ErrorClass::InvalidInput),
         ModelError::Connect(_) | ModelError::CircuitOpen { .. } => Some(ErrorClass::Transient),
@@ -49,6 +51,10 @@ pub fn jitter() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn policy_retries(e: &TurnError) -> bool {
+        RetryPolicy::default().retries(classify(e))
+    }
 
     #[test]
     fn backoff_doubles_from_the_base_up_to_the_cap() {
@@ -80,6 +86,17 @@ mod tests {
         assert_eq!(classify(&http(401)), Some(ErrorClass::Auth));
         assert_eq!(classify(&http(403)), Some(ErrorClass::Auth));
         assert_eq!(classify(&http(400)), Some(ErrorClass::InvalidInput));
+        let blamed = TurnError::Model(ModelError::Http {
+            status: 500,
+            body: r#"{"error":{"code":500,"message":"Failed to parse tool call arguments as JSON: [json.exception.parse_error.101]","type":"server_error"}}"#.into(),
+            target: "m".into(),
+        });
+        assert_eq!(
+            classify(&blamed),
+            Some(ErrorClass::InvalidInput),
+            "a 500 that blames the request is not transient"
+        );
+        assert!(!policy_retries(&blamed));
         assert_eq!(
             classify(&TurnError::TimedOut(Duration::from_secs(1))),
             Some(ErrorClass::Timeout)

@@ -18,6 +18,8 @@ struct Looping {
     replies: AtomicU32,
     calls_per_reply: u32,
     same_args: bool,
+    /// The finish reason of every reply: `tool_calls`, or `length` (cut off by `max_tokens`).
+    finish: &'static str,
 }
 
 impl Looping {
@@ -26,6 +28,17 @@ impl Looping {
             replies: AtomicU32::new(0),
             calls_per_reply,
             same_args,
+            finish: "tool_calls",
+        })
+    }
+
+    /// Every reply a tool call cut off by the output-token limit.
+    fn cut_off() -> Arc<Self> {
+        Arc::new(Self {
+            replies: AtomicU32::new(0),
+            calls_per_reply: 1,
+            same_args: false,
+            finish: "length",
         })
     }
 
@@ -49,9 +62,10 @@ impl ChatModel for Looping {
         Ok(ModelReply {
             text: None,
             tool_calls,
-            finish_reason: Some("tool_calls".to_string()),
+            finish_reason: Some(self.finish.to_string()),
             usage: None,
             model: None,
+            served_model: None,
         })
     }
 }
@@ -99,6 +113,7 @@ fn deps(model: Arc<Looping>, tool: &Count, limits: Limits) -> TurnDeps {
         model_label: "scripted/m".to_string(),
         tools: ToolSet::default().with(tool.clone()),
         limits,
+        clock: Arc::new(bus::SystemClock),
     }
 }
 
@@ -241,4 +256,39 @@ async fn turn_timeout_stops_a_turn_stuck_in_a_tool() {
     assert_eq!(model.replies(), 1);
     assert_eq!(tool.started(), 1, "no tool call after the first");
     assert_eq!(tool.finished(), 0, "the stuck call was abandoned");
+}
+
+#[tokio::test]
+async fn a_call_cut_off_by_max_tokens_never_runs_and_a_second_cut_fails_the_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Looping::cut_off();
+    let tool = Count::default();
+    let result = tokio::time::timeout(
+        NET,
+        run_turn(&deps(model.clone(), &tool, Limits::default()), input(&dir)),
+    )
+    .await
+    .expect("the second cut-off reply ends the turn");
+    match &result {
+        Err(e @ TurnError::Truncated(name)) => {
+            assert_eq!(name, "count");
+            assert!(e.to_string().starts_with("truncated: "), "{e}");
+        }
+        other => panic!("expected Truncated(\"count\"), got {other:?}"),
+    }
+    assert_eq!(
+        model.replies(),
+        2,
+        "the model was told once, then the turn ended"
+    );
+    assert_eq!(
+        tool.started(),
+        0,
+        "a cut-off call never runs, even with valid arguments"
+    );
+    assert_eq!(
+        crate::turn::retry::classify(result.as_ref().unwrap_err()),
+        None,
+        "a truncated turn is not retried"
+    );
 }

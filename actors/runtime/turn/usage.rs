@@ -103,6 +103,9 @@ pub struct UsageByModel {
     models: Vec<(String, TurnUsage)>,
     /// The model that answered the last call.
     last: Option<String>,
+    /// For a model named by the server's answer rather than configured: the configured model
+    /// whose price applies.
+    priced_as: BTreeMap<String, String>,
 }
 
 impl UsageByModel {
@@ -121,10 +124,31 @@ impl UsageByModel {
         }
     }
 
+    /// Prices the tokens counted under `model` (a name a server answered with) at the price of
+    /// `configured`, the model requested, when `model` has no price of its own.
+    pub fn priced_as(&mut self, model: &str, configured: &str) {
+        if model != configured {
+            self.priced_as
+                .insert(model.to_owned(), configured.to_owned());
+        }
+    }
+
+    /// The price of `model`: its own, else that of the configured model it answered for.
+    pub fn price<'p>(&self, model: &str, prices: &'p BTreeMap<String, Price>) -> Option<&'p Price> {
+        prices.get(model).or_else(|| {
+            self.priced_as
+                .get(model)
+                .and_then(|configured| prices.get(configured))
+        })
+    }
+
     /// Adds every model's tokens of `other`.
     pub fn merge(&mut self, other: &UsageByModel) {
         if other.last.is_some() {
             self.last.clone_from(&other.last);
+        }
+        for (served, configured) in &other.priced_as {
+            self.priced_as.insert(served.clone(), configured.clone());
         }
         for (model, tokens) in &other.models {
             match self.models.iter_mut().find(|(m, _)| m == model) {
@@ -153,7 +177,7 @@ impl UsageByModel {
     pub fn cost_usd(&self, prices: &BTreeMap<String, Price>) -> Option<f64> {
         self.models
             .iter()
-            .filter_map(|(m, u)| prices.get(m).map(|p| u.cost_usd(p)))
+            .filter_map(|(m, u)| self.price(m, prices).map(|p| u.cost_usd(p)))
             .reduce(|a, b| a + b)
     }
 
@@ -170,7 +194,7 @@ impl UsageByModel {
                 .models
                 .iter()
                 .map(|(m, u)| {
-                    let mut one = u.to_json(agent, m, prices.get(m));
+                    let mut one = u.to_json(agent, m, self.price(m, prices));
                     if let Some(o) = one.as_object_mut() {
                         o.remove("agent");
                     }
@@ -288,5 +312,33 @@ mod tests {
         assert_eq!(v["models"][0]["model"], "a/big");
         assert_eq!(v["models"][1]["prompt_tokens"], 2_000_000);
         assert!(v["models"][1].get("agent").is_none());
+    }
+
+    #[test]
+    fn a_model_the_server_named_is_counted_under_its_name_at_the_requested_price() {
+        let reply = ModelReply {
+            usage: Some(Usage {
+                prompt_tokens: 1_000_000,
+                completion_tokens: 0,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut usage = UsageByModel::default();
+        usage.add_call("local/SmolLM2-135M", &ChatRequest::default(), &reply);
+        usage.priced_as("local/SmolLM2-135M", "local/m");
+        let prices = BTreeMap::from([(
+            "local/m".to_owned(),
+            Price {
+                input_per_mtok: 3.0,
+                output_per_mtok: 0.0,
+                cache_read_per_mtok: 0.0,
+                cache_write_per_mtok: 0.0,
+            },
+        )]);
+        let v = usage.to_json("agent", "local/m", &prices);
+        assert_eq!(v["model"], "local/SmolLM2-135M", "{v}");
+        assert_eq!(v["models"][0]["model"], "local/SmolLM2-135M");
+        assert_eq!(v["cost_usd"], 3.0, "{v}");
     }
 }

@@ -71,7 +71,7 @@ impl Acker for LocalAcker {
                 self.finish(env, Outcome::Succeeded { result }).await
             }
             Settle::Complete(outcome) => self.finish(env, outcome).await,
-            Settle::Nack { delay } => {
+            Settle::Nack { delay, reason } => {
                 if env.attempt >= self.max_attempts {
                     let error = format!("gave up after {} attempts", env.attempt);
                     tracing::warn!(request_id = %env.request_id, attempts = env.attempt, "Task dead-lettered.");
@@ -82,7 +82,7 @@ impl Acker for LocalAcker {
                 }
                 let mut next = env.clone();
                 next.attempt += 1;
-                self.retry(&next, delay, "nacked");
+                self.retry(&next, delay, reason.as_deref().unwrap_or("nacked"));
                 self.broker
                     .send(Redeliver { env: next, delay })
                     .await

@@ -98,6 +98,27 @@ impl Broker {
         }));
     }
 
+    /// Hands a copy of `env` to every subscriber (not consumer) whose pattern matches; one that
+    /// lags misses it.
+    fn broadcast(&mut self, env: &Envelope) {
+        let mut closed = Vec::new();
+        let exact = self.exact.get(&env.topic).into_iter().flatten();
+        for s in exact.chain(self.subs.iter()) {
+            if !matches!(s.mode, Mode::Broadcast) || !s.pattern.matches(&env.topic) {
+                continue;
+            }
+            match s.tx.try_send(Delivery::new(env.clone(), None)) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) => {
+                    self.lagged += 1;
+                    tracing::warn!(topic = %env.topic, pattern = %s.pattern, lagged_total = self.lagged, "Subscriber lagging; event dropped for it.");
+                }
+                Err(TrySendError::Closed(_)) => closed.push(s.id),
+            }
+        }
+        self.prune(closed);
+    }
+
     fn dispatch(&mut self, env: Envelope) {
         if env.attempt > self.max_attempts {
             // Every attempt was dropped unsettled (its consumer died) or lost in a crash.
@@ -112,6 +133,9 @@ impl Broker {
             });
             return;
         }
+        // Subscribers to the topic (`clawbus tail 'agent.>'`) see the task go by; they cannot
+        // settle it (no acker), only one consumer runs it.
+        self.broadcast(&env);
         // Tasks parked for the same topic go first: a new one must not overtake them.
         if self.parked.iter().any(|p| p.topic == env.topic) {
             self.parked.push_back(env);
@@ -267,22 +291,7 @@ pub(super) struct Publish(pub Envelope);
 impl Handler<Publish> for Broker {
     type Result = ();
     fn handle(&mut self, msg: Publish, _: &mut Context<Self>) {
-        let mut closed = Vec::new();
-        let exact = self.exact.get(&msg.0.topic).into_iter().flatten();
-        for s in exact.chain(self.subs.iter()) {
-            if !matches!(s.mode, Mode::Broadcast) || !s.pattern.matches(&msg.0.topic) {
-                continue;
-            }
-            match s.tx.try_send(Delivery::new(msg.0.clone(), None)) {
-                Ok(()) => {}
-                Err(TrySendError::Full(_)) => {
-                    self.lagged += 1;
-                    tracing::warn!(topic = %msg.0.topic, pattern = %s.pattern, lagged_total = self.lagged, "Subscriber lagging; event dropped for it.");
-                }
-                Err(TrySendError::Closed(_)) => closed.push(s.id),
-            }
-        }
-        self.prune(closed);
+        self.broadcast(&msg.0);
     }
 }
 

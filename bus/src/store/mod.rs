@@ -4,10 +4,12 @@
 //! rules shared by all of them (when a known request id is a duplicate, when it is a conflict)
 //! live here as plain functions, so a store only decides where the bytes go.
 
+mod refusals;
 mod rules;
 mod sled;
 
-pub use self::sled::SledTaskStore;
+pub use self::sled::{SledTaskStore, StoreExtras};
+pub use refusals::RefusalJournal;
 pub use rules::{fingerprint, reuse};
 
 use crate::envelope::{Envelope, RequestId};

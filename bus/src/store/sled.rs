@@ -4,14 +4,15 @@
 //! request ids in `bus.task_ids`. Records of earlier versions, keyed by the raw request id in
 //! `bus.tasks`, are moved over when the store opens.
 
+use super::refusals::RefusalJournal;
 use super::{Completion, TaskStore, fingerprint, reuse};
 use crate::clock::Clock;
-use crate::commit::Committer;
+use crate::commit::{Committer, FlushFault};
 use crate::envelope::{Envelope, RequestId};
 use crate::error::BusError;
 use crate::task::{Admission, Outcome, TaskRecord, TaskState};
 use async_trait::async_trait;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -37,6 +38,19 @@ pub struct SledTaskStore {
     window: Duration,
     /// Clock time (Unix ms) after which the next admission purges expired records first.
     next_purge_ms: AtomicU64,
+    /// Admissions answered as failed whose record may be on disk; `None`: not kept (a refused
+    /// admission whose record reached the disk could then run after a restart).
+    refusals: Option<RefusalJournal>,
+}
+
+/// What a store may have beyond its database.
+#[derive(Default, Clone)]
+pub struct StoreExtras {
+    /// The refusal journal's file (see [`RefusalJournal`]); the daemon keeps it in the state
+    /// folder.
+    pub refusals: Option<PathBuf>,
+    /// A flush fault for tests.
+    pub fault: Option<Arc<FlushFault>>,
 }
 
 impl SledTaskStore {
@@ -53,6 +67,17 @@ impl SledTaskStore {
         clock: Arc<dyn Clock>,
         window: Duration,
     ) -> Result<Self, BusError> {
+        Self::with_extras(db, clock, window, StoreExtras::default())
+    }
+
+    /// Uses an already open sled database, with a refusal journal (whose entries from an
+    /// earlier run are applied first: those records are removed) and a flush fault.
+    pub fn with_extras(
+        db: sled::Db,
+        clock: Arc<dyn Clock>,
+        window: Duration,
+        extras: StoreExtras,
+    ) -> Result<Self, BusError> {
         let tasks = db
             .open_tree(RECORDS_TREE)
             .map_err(|e| BusError::storage("open tree of task records", e))?;
@@ -63,12 +88,17 @@ impl SledTaskStore {
             db: db.clone(),
             tasks,
             task_ids,
-            committer: Committer::start(db)?,
+            committer: Committer::start_with_fault(db, extras.fault)?,
             clock,
             window,
             next_purge_ms: AtomicU64::new(0),
+            refusals: None,
         };
         store.migrate_legacy()?;
+        let store = match &extras.refusals {
+            Some(path) => store.with_refusals(path)?,
+            None => store,
+        };
         store.next_purge_ms.store(
             store.clock.now_ms() + store.purge_every_ms(),
             Ordering::SeqCst,
@@ -109,6 +139,81 @@ impl SledTaskStore {
             tracing::info!(moved, "Task records moved to store keys.");
         }
         Ok(())
+    }
+
+    /// Opens the refusal journal at `path`, removes the records it names that never ended
+    /// (admissions answered as failed), flushes, and empties it.
+    fn with_refusals(mut self, path: &Path) -> Result<Self, BusError> {
+        let what = format!("open refusal journal {}", path.display());
+        let (journal, refused) =
+            RefusalJournal::open(path).map_err(|e| BusError::storage(what, e))?;
+        if !refused.is_empty() {
+            let mut removed = 0usize;
+            for item in self.tasks.iter() {
+                let (k, v) = item.map_err(|e| BusError::storage("scan tasks", e))?;
+                let r = decode(&v)?;
+                if !refused.contains(&r.task_id) || r.state.is_terminal() {
+                    continue;
+                }
+                if r.attempts == 0 {
+                    // A new task: rolled back, as if never posted.
+                    let gone = self
+                        .tasks
+                        .compare_and_swap(&k, Some(v), None as Option<&[u8]>)
+                        .map_err(|e| BusError::storage("remove refused task", e))?;
+                    if gone.is_ok() {
+                        self.task_ids
+                            .remove(r.task_id.as_bytes())
+                            .map_err(|e| BusError::storage("remove refused task id", e))?;
+                    }
+                } else {
+                    // A refused retry of a task that ran: it ends again, retryable by a repost.
+                    let mut ended = r.clone();
+                    ended.state = TaskState::Failed;
+                    ended.outcome = Some(Outcome::Failed {
+                        error: "a retry was refused: the store could not write it (post again to retry)".into(),
+                    });
+                    self.tasks
+                        .compare_and_swap(&k, Some(v), Some(encode(&ended)?))
+                        .map_err(|e| BusError::storage("end refused retry", e))?
+                        .ok();
+                }
+                removed += 1;
+                tracing::warn!(request_id = %r.request_id, task_id = %r.task_id, "A task answered as not admitted reached the disk; it never runs.");
+            }
+            self.db
+                .flush()
+                .map_err(|e| BusError::storage("flush removed refused tasks", e))?;
+            journal
+                .clear()
+                .map_err(|e| BusError::storage("clear refusal journal", e))?;
+            tracing::info!(
+                refused = refused.len(),
+                removed,
+                "Refused admissions applied."
+            );
+        }
+        self.refusals = Some(journal);
+        Ok(self)
+    }
+
+    /// Flushes the admission of `task_id`; when that fails, the task id goes into the refusal
+    /// journal first (its record may be on disk in part), so no later open runs it.
+    async fn commit_admission(&self, task_id: Uuid) -> Result<(), BusError> {
+        let Err(e) = self.committer.commit().await else {
+            return Ok(());
+        };
+        match &self.refusals {
+            Some(journal) => {
+                if let Err(j) = journal.record(task_id) {
+                    tracing::error!(%task_id, error = %j, "Refused admission not journaled; it may run after a restart.");
+                }
+            }
+            None => {
+                tracing::warn!(%task_id, "Refused admission not journaled (no journal); it may run after a restart.")
+            }
+        }
+        Err(e)
     }
 
     fn purge_every_ms(&self) -> u64 {
@@ -233,7 +338,7 @@ impl TaskStore for SledTaskStore {
                     if answer.task.state.is_retryable_end() {
                         // An explicit retry: the same task again, as its next attempt.
                         let retried = self
-                            .update(&env.request_id, true, |r| {
+                            .update(&env.request_id, false, |r| {
                                 if !r.state.is_retryable_end() {
                                     return false;
                                 }
@@ -244,6 +349,7 @@ impl TaskStore for SledTaskStore {
                             })
                             .await?;
                         if let Some(task) = retried {
+                            self.commit_admission(task.task_id).await?;
                             return Ok(Admission {
                                 task,
                                 duplicate: false,
@@ -293,7 +399,7 @@ impl TaskStore for SledTaskStore {
                             .remove(old_id.as_bytes())
                             .map_err(|e| BusError::storage("remove replaced task id", e))?;
                     }
-                    self.committer.commit().await?;
+                    self.commit_admission(task_id).await?;
                     return Ok(Admission {
                         task: record,
                         duplicate: false,

@@ -243,7 +243,7 @@ pub async fn wait_is_answered_by_the_terminal_event<B: Backend>() {
         .unwrap()
         .unwrap();
     assert!(d.start().await.unwrap());
-    d.nack(Duration::ZERO).await.unwrap();
+    d.nack_because(Duration::ZERO, "model down").await.unwrap();
     let d = tokio::time::timeout(NET, sub.next())
         .await
         .unwrap()
@@ -274,8 +274,9 @@ pub async fn wait_is_answered_by_the_terminal_event<B: Backend>() {
         TaskEventKind::Retry {
             attempt: 2,
             delay_ms: 0,
-            reason: "nacked".into()
-        }
+            reason: "model down".into()
+        },
+        "the retry event gives the cause the consumer named"
     );
 }
 

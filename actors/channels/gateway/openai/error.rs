@@ -1,6 +1,7 @@
 //! Errors in OpenAI's shape, `{"error": {"message", "type", "code"}}`, so the OpenAI SDKs raise
 //! the right exception with the message.
 
+use crate::gateway::api::Failure;
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -48,6 +49,22 @@ pub fn error(
         .into_response()
 }
 
+/// [`error`] with `x-should-retry: false`, the header the Stainless-built SDKs (the official
+/// OpenAI ones among them) obey: for an answer whose request must not be sent again.
+pub fn no_retry(
+    status: StatusCode,
+    kind: ErrorType,
+    code: &str,
+    message: impl Into<String>,
+) -> Response {
+    let mut response = error(status, kind, code, message);
+    response.headers_mut().insert(
+        "x-should-retry",
+        axum::http::HeaderValue::from_static("false"),
+    );
+    response
+}
+
 /// A 400 `invalid_request_error`.
 pub fn invalid(code: &str, message: impl Into<String>) -> Response {
     error(
@@ -71,24 +88,18 @@ pub fn unknown_model(model: &str, known: &[String]) -> Response {
     )
 }
 
-/// A bus error as OpenAI's shape.
+/// A bus error as OpenAI's shape: [`Failure::bus`]'s status, code and message.
 pub fn bus(e: BusError) -> Response {
-    match e {
-        BusError::Conflict { .. } => error(
-            StatusCode::CONFLICT,
-            ErrorType::InvalidRequest,
-            "request_id_conflict",
-            e.to_string(),
-        ),
-        BusError::Invalid(_) => invalid("invalid_task", e.to_string()),
-        e => {
-            tracing::error!(error = %e, "Bus error in the OpenAI endpoint.");
-            error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                ErrorType::Server,
-                "bus",
-                e.to_string(),
-            )
-        }
-    }
+    failure(Failure::bus(e))
+}
+
+/// A gateway [`Failure`] as OpenAI's shape: a 5xx is a `server_error`, the rest
+/// `invalid_request_error`.
+pub fn failure(f: Failure) -> Response {
+    let kind = if f.status.is_server_error() {
+        ErrorType::Server
+    } else {
+        ErrorType::InvalidRequest
+    };
+    error(f.status, kind, f.code, f.message)
 }

@@ -115,20 +115,9 @@ fn session_name(headers: &HeaderMap, user: Option<&str>) -> Result<Option<String
             None => return Ok(None),
         },
     };
-    let valid = !name.is_empty()
-        && name.len() <= 128
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@' | '+'));
-    if valid {
-        Ok(Some(name.to_string()))
-    } else {
-        Err(error::invalid(
-            "invalid_session",
-            format!(
-                "{source} {name:?}: expected 1-128 characters of A-Z, a-z, 0-9, '-', '_', '.', '@' or '+'"
-            ),
-        ))
+    match crate::ids::check_name(source, name) {
+        Ok(()) => Ok(Some(name.to_string())),
+        Err(e) => Err(error::invalid("invalid_session", e)),
     }
 }
 
@@ -206,9 +195,9 @@ async fn chat_completions(
         )
         .from(CHANNEL),
     );
-    let admission = match state.bus.submit(env).await {
+    let admission = match super::admit::admit(&state, env).await {
         Ok(a) => a,
-        Err(e) => return error::bus(e),
+        Err(f) => return error::failure(f),
     };
     let model = format!("agent:{agent}");
     let created = created(&state);
@@ -221,7 +210,8 @@ async fn chat_completions(
         match state.bus.wait(&request_id, COMPLETION_WAIT).await {
             Ok(rec) => rec,
             Err(BusError::TimedOut { .. }) => {
-                return error::error(
+                // Sent again, the request would start the turn a second time.
+                return error::no_retry(
                     StatusCode::GATEWAY_TIMEOUT,
                     ErrorType::Timeout,
                     "timeout",
@@ -253,9 +243,19 @@ pub(super) fn completion_id(rec: &TaskRecord) -> String {
     format!("chatcmpl-{}", rec.task_id.simple())
 }
 
+/// OpenAI's `finish_reason` of a task's result: `"length"` when the output-token limit cut the
+/// answer off (`truncated`), else `"stop"`.
+pub fn finish_reason(result: &serde_json::Value) -> &'static str {
+    if result.get("truncated").and_then(serde_json::Value::as_bool) == Some(true) {
+        "length"
+    } else {
+        "stop"
+    }
+}
+
 /// The `chat.completion` object of a finished task, or the error it ended with.
 fn completion(rec: &TaskRecord, model: &str, created: u64) -> Response {
-    let Some(content) = result_text(rec) else {
+    let (Some(content), Some(result)) = (result_text(rec), rec.result()) else {
         return task_error(rec);
     };
     Json(json!({
@@ -266,17 +266,20 @@ fn completion(rec: &TaskRecord, model: &str, created: u64) -> Response {
         "choices": [{
             "index": 0,
             "message": { "role": "assistant", "content": content },
-            "finish_reason": "stop",
+            "finish_reason": finish_reason(result),
             "logprobs": null,
         }],
     }))
     .into_response()
 }
 
-/// The 500 answer of a task that ended without a result.
+/// The answer of a task that ended without a result: 422 with `x-should-retry: false`. The
+/// request was taken and its turn ran (tools and all); the SDKs retry a 5xx (the official Python
+/// one twice by default, each a new task running the turn again) but not a 422, and the Stainless
+/// SDKs obey `x-should-retry` whatever the status.
 fn task_error(rec: &TaskRecord) -> Response {
-    error::error(
-        StatusCode::INTERNAL_SERVER_ERROR,
+    error::no_retry(
+        StatusCode::UNPROCESSABLE_ENTITY,
         ErrorType::Server,
         &format!("task_{}", rec.state.as_str()),
         format!(

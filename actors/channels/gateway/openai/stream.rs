@@ -1,7 +1,12 @@
-//! `stream: true`: the task's events as `chat.completion.chunk` server-sent events — a first
-//! chunk with the role, one per `delta` event, the rest of the answer the deltas did not carry,
-//! a last chunk with `finish_reason: "stop"`, then `data: [DONE]`. A task that ends without a
-//! result sends `data: {"error": …}` (the SDKs raise it) before `[DONE]`.
+//! `stream: true`: the task's answer as `chat.completion.chunk` server-sent events — a first
+//! chunk with the role, the answer's text, a last chunk with `finish_reason` (`"stop"`, or
+//! `"length"` when the output-token limit cut the answer off), then `data: [DONE]`. A task that
+//! ends without a result sends `data: {"error": …}` (the SDKs raise it) before `[DONE]`.
+//!
+//! The text is sent once the task has its answer, not as the model streams it: a model call's
+//! text may turn out not to be the answer (its step ends in tool calls, or the call fails and is
+//! tried again), and what a client was sent cannot be taken back. So the content of the chunks
+//! always adds up to the stored answer. Keep-alive comments hold the connection meanwhile.
 
 use super::super::api::ApiState;
 use super::{completion_id, error};
@@ -45,7 +50,6 @@ struct Feed {
     events: TaskEventStream,
     ids: Ids,
     pending: VecDeque<Event>,
-    streamed: String,
     done: bool,
 }
 
@@ -57,15 +61,13 @@ impl Feed {
                     Some(Value::String(s)) => s.clone(),
                     _ => String::new(),
                 };
-                // Deltas the stream missed (a duplicate request, a model that does not stream):
-                // the rest of the answer, so the chunks add up to it.
-                if let Some(rest) = text.strip_prefix(self.streamed.as_str())
-                    && !rest.is_empty()
-                {
-                    let chunk = self.ids.chunk(json!({ "content": rest }), None);
+                if !text.is_empty() {
+                    let chunk = self.ids.chunk(json!({ "content": text }), None);
                     self.pending.push_back(chunk);
                 }
-                let last = self.ids.chunk(json!({}), Some("stop"));
+                let last = self
+                    .ids
+                    .chunk(json!({}), Some(super::finish_reason(&result)));
                 self.pending.push_back(last);
             }
             other => {
@@ -95,12 +97,8 @@ impl Feed {
             if self.done {
                 return None;
             }
+            // Deltas are not forwarded (see the module's doc): the answer comes with the outcome.
             match self.events.next().await.map(|e| e.event) {
-                Some(TaskEventKind::Delta { text }) => {
-                    self.streamed.push_str(&text);
-                    let chunk = self.ids.chunk(json!({ "content": text }), None);
-                    self.pending.push_back(chunk);
-                }
                 Some(TaskEventKind::Terminal { outcome }) => self.finish(Some(outcome)),
                 Some(_) => {}
                 None => self.finish(None),
@@ -130,7 +128,6 @@ pub(super) async fn respond(
         events,
         ids,
         pending: VecDeque::from([first]),
-        streamed: String::new(),
         done: false,
     };
     let stream = futures::stream::unfold(feed, |mut feed| async move {

@@ -5,7 +5,12 @@
 //! (`approvals.>`), and turns them into `agent`, `chat`, `task`, `cron` and `exec.approval.*`
 //! events. A run's `agent` events carry `{runId, sessionKey, agentId, stream, data, seq, ts}`:
 //! `lifecycle` (`start`, `model`, `retry`, `end`, `error`), `assistant` (`{text, delta}`: the text
-//! so far and what was added) and `tool` (`start`, `end`).
+//! so far and what was added; `{text: "", delta: "", reset: true, reason}` when the text so far
+//! is withdrawn) and `tool` (`start`, `end`).
+//!
+//! `chat` events show only the answer: no `delta` is sent for text the model streams (it may
+//! turn out not to be the answer: a step that ends in tool calls, a call tried again), and the
+//! answer comes whole with `final`.
 
 use super::frames::EventName;
 use super::outbox::{Closed, Outbox};
@@ -156,13 +161,17 @@ impl Feed {
                 agent("lifecycle", json!({ "phase": "retry", "attempt": attempt, "delayMs": delay_ms, "reason": reason })),
             ),
             TaskEventKind::Delta { text } => {
-                let mut so_far = std::mem::take(&mut run.text);
-                so_far.push_str(text);
-                let a = agent("assistant", json!({ "text": so_far, "delta": text }));
-                let c = chat(&e, &key, "delta", json!({ "message": message(&so_far) }));
-                run.text = so_far;
-                out.event(EventName::Agent, a)?;
-                out.event(EventName::Chat, c)
+                run.text.push_str(text);
+                let a = agent("assistant", json!({ "text": run.text, "delta": text }));
+                out.event(EventName::Agent, a)
+            }
+            TaskEventKind::Reset { reason } => {
+                run.text.clear();
+                let a = agent(
+                    "assistant",
+                    json!({ "text": "", "delta": "", "reset": true, "reason": reason }),
+                );
+                out.event(EventName::Agent, a)
             }
             TaskEventKind::ToolStart { call_id, name } => out.event(
                 EventName::Agent,
@@ -182,9 +191,10 @@ impl Feed {
                             Some(other) => other.to_string(),
                             None => result.to_string(),
                         };
+                        let stop = crate::gateway::openai::finish_reason(result);
                         (
                             json!({ "phase": "end", "endedAt": e.ts_ms, "state": state }),
-                            chat(&e, &key, "final", json!({ "message": message(&text), "stopReason": "stop" })),
+                            chat(&e, &key, "final", json!({ "message": message(&text), "stopReason": stop })),
                         )
                     }
                     Outcome::Cancelled { reason } => (

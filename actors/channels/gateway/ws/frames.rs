@@ -106,7 +106,7 @@ pub enum EventName {
     /// A run's stream: lifecycle, assistant deltas, tools.
     #[serde(rename = "agent")]
     Agent,
-    /// A run as a chat sees it: `delta`, `final`, `error`, `aborted`.
+    /// A run as a chat sees it, only its answer: `final`, `error`, `aborted`.
     #[serde(rename = "chat")]
     Chat,
     /// A task was queued or ended.

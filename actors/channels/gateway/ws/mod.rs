@@ -12,7 +12,9 @@
 //! close (1008); a wrong token closes with 1008 and the reason; a frame over `maxPayload`
 //! (`[gateway] max_body`) closes with 1009; a client whose queued output passes
 //! `maxBufferedBytes` (`[gateway] ws_max_buffered`) is disconnected (1008, "slow consumer"); past
-//! `[gateway] ws_max_connections` an upgrade answers 503.
+//! `[gateway] ws_max_connections` an upgrade answers 503. Connections still in their handshake
+//! (no `Authorization: Bearer` on the upgrade) have their own [`MAX_UNAUTHENTICATED`] places and
+//! [`HANDSHAKE_TIMEOUT`]; past those an upgrade without the header answers 503.
 
 mod events;
 pub mod frames;
@@ -33,7 +35,10 @@ use axum::routing::get;
 use frames::{ErrorCode, ErrorShape, EventName, Frame};
 use futures::StreamExt as _;
 use futures::stream::SplitStream;
-use outbox::{CLOSE_GOING_AWAY, CLOSE_NORMAL, CLOSE_POLICY, CLOSE_PROTOCOL, CLOSE_TOO_BIG, Outbox};
+use outbox::{
+    CLOSE_GOING_AWAY, CLOSE_NORMAL, CLOSE_POLICY, CLOSE_PROTOCOL, CLOSE_TOO_BIG, CLOSE_TRY_AGAIN,
+    Outbox,
+};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -43,7 +48,7 @@ pub use handshake::TICK_INTERVAL_MS;
 pub use runs::CHANNEL;
 
 /// How long a client has to send `req connect` after the challenge.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Requests of one connection running at once; more are answered `UNAVAILABLE`.
 const MAX_IN_FLIGHT: usize = 64;
 
@@ -54,26 +59,58 @@ pub fn routes() -> Router<ApiState> {
         .route("/ws", get(upgrade))
 }
 
-/// The count of open connections, shared by the server.
-#[derive(Debug, Clone, Default)]
-pub struct Connections(Arc<AtomicUsize>);
+/// Connections that have not authenticated yet (no `Authorization: Bearer` on the upgrade, no
+/// `connect` yet) may hold at most this many places, apart from `[gateway] ws_max_connections`:
+/// a flood of them cannot keep a client with the token out.
+pub const MAX_UNAUTHENTICATED: usize = 16;
 
-/// One open connection's place in [`Connections`]; given back on drop.
+/// The counts of open connections, shared by the server: authenticated ones (`[gateway]
+/// ws_max_connections`) and ones still in their handshake ([`MAX_UNAUTHENTICATED`]).
+#[derive(Debug, Clone, Default)]
+pub struct Connections {
+    members: Arc<AtomicUsize>,
+    pending: Arc<AtomicUsize>,
+}
+
+/// One open connection's place in a count of [`Connections`]; given back on drop.
 struct Slot(Arc<AtomicUsize>);
 
-impl Connections {
-    fn acquire(&self, max: usize) -> Option<Slot> {
-        let before = self.0.fetch_add(1, Ordering::SeqCst);
-        if before >= max {
-            self.0.fetch_sub(1, Ordering::SeqCst);
-            return None;
+/// The place a connection holds (given back when it is dropped): among the authenticated, or
+/// among those still in their handshake.
+struct Held {
+    member: bool,
+    _slot: Slot,
+}
+
+impl Held {
+    fn member(slot: Slot) -> Self {
+        Self {
+            member: true,
+            _slot: slot,
         }
-        Some(Slot(self.0.clone()))
     }
 
-    /// How many are open.
+    fn pending(slot: Slot) -> Self {
+        Self {
+            member: false,
+            _slot: slot,
+        }
+    }
+}
+
+fn acquire(count: &Arc<AtomicUsize>, max: usize) -> Option<Slot> {
+    let before = count.fetch_add(1, Ordering::SeqCst);
+    if before >= max {
+        count.fetch_sub(1, Ordering::SeqCst);
+        return None;
+    }
+    Some(Slot(count.clone()))
+}
+
+impl Connections {
+    /// How many authenticated connections are open.
     pub fn open(&self) -> usize {
-        self.0.load(Ordering::SeqCst)
+        self.members.load(Ordering::SeqCst)
     }
 }
 
@@ -85,6 +122,7 @@ impl Drop for Slot {
 
 async fn upgrade(
     State(state): State<ApiState>,
+    headers: axum::http::HeaderMap,
     ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Response {
     let ws = match ws {
@@ -104,19 +142,68 @@ async fn upgrade(
             "the gateway is shutting down",
         );
     }
-    let max = state.config.gateway.ws_max_connections;
-    let Some(slot) = state.ws.acquire(max) else {
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too_many_connections",
-            format!("{max} WebSocket connections are open ([gateway] ws_max_connections)"),
-        );
+    let held = match place(&state, &headers) {
+        Ok(held) => held,
+        Err(answer) => return answer,
     };
     let max_payload = state.config.gateway.max_body;
     ws.max_message_size(max_payload)
         .max_frame_size(max_payload)
-        .on_upgrade(move |socket| connection(socket, state, slot))
+        .on_upgrade(move |socket| connection(socket, state, held))
         .into_response()
+}
+
+/// The place of a new connection: an authenticated one (`Authorization: Bearer <token>` on the
+/// upgrade) among the members, else one among the [`MAX_UNAUTHENTICATED`]; 503 when full.
+// The error is the handler's whole answer, returned at once: boxing it would gain nothing.
+#[allow(clippy::result_large_err)]
+fn place(state: &ApiState, headers: &axum::http::HeaderMap) -> Result<Held, Response> {
+    let max = state.config.gateway.ws_max_connections;
+    let full = || {
+        error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_connections",
+            format!("{max} WebSocket connections are open ([gateway] ws_max_connections)"),
+        )
+    };
+    if crate::gateway::token::presented(&state.token, headers) {
+        return acquire(&state.ws.members, max)
+            .map(Held::member)
+            .ok_or_else(full);
+    }
+    if state.ws.open() >= max {
+        return Err(full());
+    }
+    acquire(&state.ws.pending, MAX_UNAUTHENTICATED)
+        .map(Held::pending)
+        .ok_or_else(|| {
+            error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too_many_unauthenticated",
+                format!(
+                    "{MAX_UNAUTHENTICATED} WebSocket connections are still in their handshake; try again, or send Authorization: Bearer <token> with the upgrade"
+                ),
+            )
+        })
+}
+
+/// Moves an authenticated connection among the members; false (closed with 1013) when they
+/// are full.
+fn admit(state: &ApiState, out: &Outbox, held: &mut Held) -> bool {
+    if !held.member {
+        let max = state.config.gateway.ws_max_connections;
+        match acquire(&state.ws.members, max) {
+            Some(slot) => *held = Held::member(slot),
+            None => {
+                out.close(
+                    CLOSE_TRY_AGAIN,
+                    format!("{max} WebSocket connections are open ([gateway] ws_max_connections)"),
+                );
+                return false;
+            }
+        }
+    }
+    true
 }
 
 /// What the client sent next.
@@ -159,7 +246,7 @@ fn too_big(state: &ApiState) -> String {
 }
 
 /// Serves one connection: handshake, then requests and events until either side closes.
-async fn connection(socket: WebSocket, state: ApiState, _slot: Slot) {
+async fn connection(socket: WebSocket, state: ApiState, mut held: Held) {
     let (sink, mut stream) = socket.split();
     let (out, writer) = outbox::outbox(state.config.gateway.ws_max_buffered);
     let writer = tokio::spawn(writer.run(sink));
@@ -167,7 +254,7 @@ async fn connection(socket: WebSocket, state: ApiState, _slot: Slot) {
     if out
         .send(&handshake::challenge(&nonce, state.clock.now_ms()))
         .is_ok()
-        && handshake(&state, &out, &mut stream).await
+        && handshake(&state, &out, &mut stream, &mut held).await
     {
         serve(&state, &out, &mut stream).await;
     }
@@ -183,7 +270,12 @@ async fn connection(socket: WebSocket, state: ApiState, _slot: Slot) {
 }
 
 /// Runs the handshake; true once `hello-ok` is queued.
-async fn handshake(state: &ApiState, out: &Outbox, stream: &mut SplitStream<WebSocket>) -> bool {
+async fn handshake(
+    state: &ApiState,
+    out: &Outbox,
+    stream: &mut SplitStream<WebSocket>,
+    held: &mut Held,
+) -> bool {
     let first = match tokio::time::timeout(HANDSHAKE_TIMEOUT, next_message(stream)).await {
         Err(_) => {
             out.close(
@@ -234,6 +326,9 @@ async fn handshake(state: &ApiState, out: &Outbox, stream: &mut SplitStream<WebS
             return false;
         }
     };
+    if !admit(state, out, held) {
+        return false;
+    }
     // Subscribed before hello-ok: every event of a run the client starts reaches it.
     let feed = match events::Feed::subscribe(state).await {
         Ok(f) => f,

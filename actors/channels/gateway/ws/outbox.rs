@@ -23,6 +23,8 @@ pub const CLOSE_TOO_BIG: u16 = 1009;
 pub const CLOSE_PROTOCOL: u16 = 1002;
 /// Close code: the server is going away (shutdown).
 pub const CLOSE_GOING_AWAY: u16 = 1001;
+/// Close code: the server is too busy now; try again later.
+pub const CLOSE_TRY_AGAIN: u16 = 1013;
 /// How long a close frame may take to go out before the socket is dropped.
 const CLOSE_WRITE: Duration = Duration::from_secs(2);
 

@@ -56,7 +56,7 @@ fn agent_of(
 ) -> Result<AgentId, ErrorShape> {
     let from_key = key
         .filter(|k| k.starts_with("agent:"))
-        .map(SessionKey::parse)
+        .map(SessionKey::from_client)
         .transpose()
         .map_err(ErrorShape::invalid)?;
     let named = match (agent_id, &from_key) {
@@ -97,21 +97,15 @@ fn session_of(
             request_id.to_string(),
         )),
         Some(k) if k.starts_with("agent:") => Ok((
-            SessionKey::parse(k).map_err(ErrorShape::invalid)?,
+            SessionKey::from_client(k).map_err(ErrorShape::invalid)?,
             "direct".into(),
             String::new(),
         )),
         Some("main") => Ok((SessionKey::main(agent), "direct".into(), String::new())),
         Some(name) => {
-            let valid = name.len() <= 128
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@' | '+'));
-            if !valid || name.is_empty() {
-                return Err(ErrorShape::invalid(format!(
-                    "sessionKey {name:?}: expected agent:<id>:…, \"main\", or 1-128 characters of A-Z, a-z, 0-9, '-', '_', '.', '@' or '+'"
-                )));
-            }
+            crate::ids::check_name("sessionKey", name).map_err(|e| {
+                ErrorShape::invalid(format!("{e} (or a full key agent:<id>:…, or \"main\")"))
+            })?;
             let inbound = Inbound {
                 channel: CHANNEL.into(),
                 chat_type: "direct".into(),
@@ -161,7 +155,7 @@ pub async fn start(state: &ApiState, method: Method, p: RunParams) -> Result<Val
         )
         .from(CHANNEL),
     );
-    let admission = state.bus.submit(env).await.map_err(Failure::bus)?;
+    let admission = crate::gateway::admit::admit(state, env).await?;
     let status = if method == Method::ChatSend {
         "started"
     } else {

@@ -161,3 +161,37 @@ to = "slack:ops"
     }
     assert_eq!(lines.len(), expected.len(), "{lines:#?}");
 }
+
+#[test]
+fn the_cron_section_sets_the_limits_on_jobs_models_add() {
+    let fx = Fixture::new();
+    fx.write("agents.d/ops.toml", "");
+    let config = load(&fx.opts()).unwrap();
+    assert_eq!(config.cron, crate::config::CronDef::default());
+    assert_eq!(config.cron.min_interval, std::time::Duration::from_secs(60));
+    assert_eq!(config.cron.max_agent_jobs, 10);
+    fx.write(
+        "clawbus.toml",
+        "[cron]\nmin_interval = \"5m\"\nmax_agent_jobs = 3\n",
+    );
+    let config = load(&fx.opts()).unwrap();
+    assert_eq!(
+        config.cron.min_interval,
+        std::time::Duration::from_secs(300)
+    );
+    assert_eq!(config.cron.max_agent_jobs, 3);
+    fx.write(
+        "clawbus.toml",
+        "[cron]\nmin_interval = \"soon\"\nmax_agent_jobs = -1\n",
+    );
+    let lines = fx.lines(&fx.errors(&fx.opts()));
+    for want in [
+        "clawbus.toml:2:16: field \"cron.min_interval\": invalid duration \"soon\"",
+        "clawbus.toml:3:18: field \"cron.max_agent_jobs\": -1 is out of range",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(want)),
+            "{want}: {lines:#?}"
+        );
+    }
+}

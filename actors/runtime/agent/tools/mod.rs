@@ -41,6 +41,7 @@ pub struct ToolServices {
 
 /// Every implemented tool, built for this agent (no policy applied).
 pub fn registry(def: &AgentDef, config: &Config, services: &ToolServices) -> ToolSet {
+    let agents: Vec<crate::ids::AgentId> = config.agents.iter().map(|a| a.id.clone()).collect();
     ToolSet::builtin()
         .with(ExecTool::new(
             def.id.as_str(),
@@ -50,11 +51,15 @@ pub fn registry(def: &AgentDef, config: &Config, services: &ToolServices) -> Too
         .with(MessageTool::new(services.bus.clone()))
         .with(crate::tools::agent_call::AgentCallTool::new(
             services.bus.clone(),
-            config.agents.iter().map(|a| a.id.clone()).collect(),
+            def.id.clone(),
+            agents.clone(),
+            def.may_call.clone(),
         ))
         .with(crate::tools::spawn::SpawnTool::new(
             services.bus.clone(),
-            config.agents.iter().map(|a| a.id.clone()).collect(),
+            def.id.clone(),
+            agents,
+            def.may_call.clone(),
         ))
         .with(sessions::SessionsListTool::new(services.sessions.clone()))
         .with(sessions::SessionsHistoryTool::new(

@@ -314,7 +314,7 @@ impl Tool for SessionsSendTool {
     fn available(&self) -> Result<(), String> {
         match self.bus {
             Some(_) => needs_reader(&self.reader),
-            None => Err("no bus in this process".into()),
+            None => Err(crate::tools::OFFLINE.into()),
         }
     }
 

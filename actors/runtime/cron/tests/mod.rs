@@ -4,6 +4,7 @@
 mod firing;
 mod heartbeat;
 mod leases;
+mod recover;
 mod schedule;
 mod spec;
 mod sync;
@@ -115,6 +116,32 @@ impl Rig {
     pub fn scheduler(&self, owner: &str) -> Scheduler {
         let bus: Arc<dyn bus::Bus> = self.bus.clone();
         Scheduler::new(&self.db, bus, self.clock.clone(), owner, self.settings()).unwrap()
+    }
+
+    /// A scheduler `owner` on node `node` (a life of that node).
+    pub fn scheduler_on(&self, owner: &str, node: &str) -> Scheduler {
+        let bus: Arc<dyn bus::Bus> = self.bus.clone();
+        let settings = self.settings().with_node(node);
+        Scheduler::new(&self.db, bus, self.clock.clone(), owner, settings).unwrap()
+    }
+
+    /// Ends the oldest held task with `outcome` (waiting, bounded, for the agent to hold one).
+    pub async fn complete_held(&self, outcome: Outcome) {
+        let d = tokio::time::timeout(BOUND, async {
+            loop {
+                let first = {
+                    let mut held = self.held.lock().unwrap();
+                    (!held.is_empty()).then(|| held.remove(0))
+                };
+                match first {
+                    Some(d) => return d,
+                    None => tokio::time::sleep(Duration::from_millis(2)).await,
+                }
+            }
+        })
+        .await
+        .expect("the agent holds a task");
+        d.complete(outcome).await.unwrap();
     }
 
     /// The workspaces folder heartbeats read from (`<tmp>/workspaces`).

@@ -151,3 +151,60 @@ fn every_counts_from_its_anchor() {
     assert_eq!(c.next_after(1499), Some(1500));
     assert_eq!(c.fires_between(500, 4500, 2), (vec![3500, 4500], 4));
 }
+
+#[test]
+fn schedules_print_as_people_write_them() {
+    use crate::cron::human_ms;
+    assert_eq!(human_ms(600_000), "10m");
+    assert_eq!(human_ms(5_400_000), "1h30m");
+    assert_eq!(human_ms(86_400_000), "1d");
+    assert_eq!(human_ms(1_500), "1s500ms");
+    assert_eq!(human_ms(0), "0ms");
+    for ms in [600_000, 5_400_000, 1_500, 90_061_001] {
+        let back = crate::config::parse_duration(&human_ms(ms)).unwrap();
+        assert_eq!(back.as_millis(), u128::from(ms), "{}", human_ms(ms));
+    }
+    let every = Schedule::Every {
+        every_ms: 600_000,
+        anchor_ms: None,
+    };
+    assert_eq!(every.to_string(), "every 10m");
+    let c = Schedule::Cron {
+        expr: "0 9 * * 1-5".into(),
+        tz: "Europe/Paris".into(),
+    };
+    assert_eq!(c.to_string(), "cron \"0 9 * * 1-5\" Europe/Paris");
+}
+
+#[test]
+fn the_shortest_gap_of_a_schedule() {
+    let from = ms("2026-01-05T08:00:00Z");
+    assert_eq!(
+        cron("*/30 * * * * *", "UTC").shortest_gap_ms(from, 100),
+        Some(30_000)
+    );
+    assert_eq!(
+        cron("0 9 * * 1-5", "UTC").shortest_gap_ms(from, 100),
+        Some(86_400_000)
+    );
+    assert_eq!(
+        cron("0,1 9 * * *", "UTC").shortest_gap_ms(from, 100),
+        Some(60_000)
+    );
+    let every = Compiled::Every {
+        every_ms: 1_000,
+        anchor_ms: 0,
+    };
+    assert_eq!(every.shortest_gap_ms(from, 100), Some(1_000));
+    assert_eq!(
+        Compiled::At { at_ms: from + 1 }.shortest_gap_ms(from, 100),
+        None
+    );
+}
+
+#[test]
+fn an_unknown_job_is_named_by_its_id() {
+    let id = crate::cron::JobId::parse("nosuch").unwrap();
+    let e = crate::cron::StoreError::UnknownJob(id);
+    assert_eq!(e.to_string(), "unknown cron job \"nosuch\"");
+}

@@ -20,11 +20,12 @@ pub use request::RUNTIME_HEADING;
 
 use super::accumulate::short;
 use super::http::{
-    Failure, ResponseCap, RetryPolicy, chain, content_type, endpoint, read_body, send, with_retries,
+    Failure, Overrun, ResponseCap, RetryPolicy, chain, content_type, endpoint, own_key, read_body,
+    send, with_retries,
 };
 use super::params::ModelParams;
-use super::sse::SseParser;
 use super::{ChatModel, ChatRequest, ModelError, ModelObserver, ModelReply, Unobserved};
+use crate::secrets::Secrets;
 use stream::{MessageAccumulator, Step};
 
 /// The `anthropic-version` header sent with every request.
@@ -82,6 +83,8 @@ pub struct AnthropicClient {
     http: reqwest::Client,
     cap: ResponseCap,
     params: ModelParams,
+    /// Redacted from every error: the key, and what [`AnthropicClient::with_secrets`] added.
+    secrets: Secrets,
 }
 
 impl AnthropicClient {
@@ -89,6 +92,7 @@ impl AnthropicClient {
     pub fn new(cfg: AnthropicConfig) -> Result<Self, ModelError> {
         let (url, http) = endpoint(&cfg.base_url, "v1/messages")?;
         Ok(Self {
+            secrets: own_key(Secrets::default(), cfg.api_key.as_deref()),
             cfg,
             url,
             http,
@@ -114,6 +118,13 @@ impl AnthropicClient {
         self
     }
 
+    /// Redacts the values of `secrets` (and always the client's own key) from every error the
+    /// client returns, tells or logs: a server may echo what it was sent.
+    pub fn with_secrets(mut self, secrets: Secrets) -> Self {
+        self.secrets = own_key(secrets, self.cfg.api_key.as_deref());
+        self
+    }
+
     /// The full endpoint URL this client posts to.
     pub fn url(&self) -> &str {
         &self.url
@@ -134,9 +145,10 @@ impl AnthropicClient {
     ) -> Result<ModelReply, ModelError> {
         let target = format!("recorded stream of {}", self.url);
         let mut acc = MessageAccumulator::default();
-        let mut parser = SseParser::new();
-        let mut events = parser.push(body);
-        events.extend(parser.finish());
+        let mut parser = self.cap.parser();
+        let overrun = |e| self.cap.overrun(&target, Overrun::Stream(e));
+        let mut events = parser.try_push(body).map_err(overrun)?;
+        events.extend(parser.try_finish().map_err(overrun)?);
         for event in events {
             if self.apply_data(&mut acc, &event.data, &target, observer)? {
                 break;
@@ -159,7 +171,7 @@ impl AnthropicClient {
         if let Some(key) = &self.cfg.api_key {
             request = request.header("x-api-key", key);
         }
-        let response = send(request, target).await?;
+        let response = send(request, target, &self.cap).await?;
         let mut acc = MessageAccumulator::default();
         if content_type(&response).contains("event-stream") {
             self.read_stream(response, &mut acc, target, observer)
@@ -187,18 +199,19 @@ impl AnthropicClient {
         observer: &dyn ModelObserver,
     ) -> Result<(), ModelError> {
         let mut body = response.bytes_stream();
-        let mut parser = SseParser::new();
+        let mut parser = self.cap.parser();
+        let overrun = |e| self.cap.overrun(target, Overrun::Stream(e));
         while let Some(chunk) = body.next().await {
             let chunk = chunk.map_err(|e| {
                 ModelError::Connect(format!("{target}: stream interrupted: {}", chain(&e)))
             })?;
-            for event in parser.push(&chunk) {
+            for event in parser.try_push(&chunk).map_err(overrun)? {
                 if self.apply_data(acc, &event.data, target, observer)? {
                     return Ok(());
                 }
             }
         }
-        if let Some(event) = parser.finish() {
+        if let Some(event) = parser.try_finish().map_err(overrun)? {
             self.apply_data(acc, &event.data, target, observer)?;
         }
         Ok(())
@@ -279,7 +292,7 @@ impl ChatModel for AnthropicClient {
             max_retries: self.cfg.max_retries,
             backoff_base: self.cfg.backoff_base,
         };
-        with_retries(policy, &req.model, &target, observer, || {
+        with_retries(policy, &req.model, &target, observer, &self.secrets, || {
             self.attempt(&body, &target, observer)
         })
         .await

@@ -85,6 +85,8 @@ pub(super) struct MessageAccumulator {
     usage: RawUsage,
     started: bool,
     stopped: bool,
+    /// The `model` the message named.
+    served_model: Option<String>,
 }
 
 impl MessageAccumulator {
@@ -155,6 +157,13 @@ impl MessageAccumulator {
     }
 
     fn message(&mut self, message: &Value) {
+        if let Some(model) = message
+            .get("model")
+            .and_then(Value::as_str)
+            .filter(|m| !m.is_empty())
+        {
+            self.served_model = Some(model.to_owned());
+        }
         if let Some(usage) = message.get("usage") {
             self.usage.update(usage);
         }
@@ -260,6 +269,7 @@ impl MessageAccumulator {
             finish_reason: self.stop_reason.as_deref().map(finish_reason),
             usage: self.usage.finish(),
             model: None,
+            served_model: self.served_model,
         })
     }
 }

@@ -368,3 +368,73 @@ fn a_recorded_stream_decodes_as_a_streamed_call() {
         Some((5, 2))
     );
 }
+
+#[tokio::test]
+async fn every_endless_answer_shape_fails_with_the_cap_error_and_is_not_retried() {
+    use clawbus_testkit::Flood;
+    for flood in Flood::ALL {
+        let server = AnthropicServer::start(vec![
+            AnthropicTurn::Flood(flood),
+            AnthropicTurn::text(&["unused"], USAGE),
+        ])
+        .await
+        .unwrap();
+        let client = client(&server, 2).with_max_response_bytes("claude", 1000);
+        let err = client.complete(&ask("s", "hi")).await.unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, ModelError::Protocol(_)), "{flood:?}: {err:?}");
+        assert!(
+            text.contains("([providers.claude] max_response_bytes = 1000); the call was stopped"),
+            "{flood:?}: {text}"
+        );
+        assert_eq!(server.requests().len(), 1, "{flood:?} is not retried");
+    }
+}
+
+#[tokio::test]
+async fn a_key_echoed_by_the_server_is_redacted_from_the_error() {
+    let server = AnthropicServer::start(vec![AnthropicTurn::HttpMessage {
+        status: 401,
+        message: "invalid x-api-key: sk-ant-test-echoed".into(),
+    }])
+    .await
+    .unwrap();
+    let client = AnthropicClient::new(AnthropicConfig {
+        base_url: server.base_url(),
+        api_key: Some("sk-ant-test-echoed".into()),
+        ..AnthropicConfig::default()
+    })
+    .unwrap();
+    let text = client
+        .complete(&ask("s", "hi"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(!text.contains("sk-ant-test-echoed"), "{text}");
+    assert!(
+        text.contains("invalid x-api-key: [REDACTED:api_key]"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_max_tokens_stop_mid_tool_use_is_a_truncated_reply_naming_the_served_model() {
+    let AnthropicTurn::Events(mut events) =
+        AnthropicTurn::tool_use("", "toolu_1", "read", &["{\"pa"], USAGE)
+    else {
+        unreachable!()
+    };
+    for e in &mut events {
+        if e["type"] == "message_delta" {
+            e["delta"]["stop_reason"] = json!("max_tokens");
+        }
+    }
+    let server = AnthropicServer::start(vec![AnthropicTurn::Events(events)])
+        .await
+        .unwrap();
+    let reply = client(&server, 0).complete(&ask("s", "hi")).await.unwrap();
+    assert_eq!(reply.finish_reason.as_deref(), Some("length"));
+    assert!(reply.is_truncated(), "the turn treats it as cut off");
+    assert_eq!(reply.tool_calls[0].arguments, "{\"pa");
+    assert_eq!(reply.served_model.as_deref(), Some("claude-fake"));
+}

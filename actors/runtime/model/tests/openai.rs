@@ -160,6 +160,38 @@ async fn bad_request_fails_at_once_with_the_body() {
 }
 
 #[tokio::test]
+async fn a_500_that_blames_the_request_is_not_retried_and_invalid_arguments_go_back_as_empty() {
+    let blamed = Turn::HttpError {
+        status: 500,
+        body: r#"{"error":{"code":500,"message":"Failed to parse tool call arguments as JSON","type":"server_error"}}"#.into(),
+        retry_after: None,
+    };
+    let server = ScriptedServer::start(vec![blamed, Turn::text("unused")]).await;
+    let client = client_with(server.base_url(), Duration::from_secs(10), 3);
+    let mut req = ask("hi");
+    let cut = ToolCall {
+        id: "call_1".into(),
+        name: "write".into(),
+        arguments: "{".into(),
+    };
+    req.messages.push(ChatMessage::assistant(None, vec![cut]));
+    req.messages.push(ChatMessage::tool("call_1", "not run"));
+    let err = client.complete(&req).await.unwrap_err();
+    assert!(err.is_invalid_request(), "{err}");
+    assert!(!err.is_retryable() && !err.falls_over(), "{err}");
+    assert_eq!(
+        server.request_count(),
+        1,
+        "the same request would fail again"
+    );
+    let sent = &server.requests()[0];
+    assert_eq!(
+        sent["messages"][1]["tool_calls"][0]["function"]["arguments"], "{}",
+        "{sent}"
+    );
+}
+
+#[tokio::test]
 async fn error_body_is_truncated_to_500_chars() {
     let long = "x".repeat(2000);
     let turn = Turn::HttpError {
@@ -564,4 +596,98 @@ fn a_recorded_stream_decodes_as_a_streamed_call_and_a_cut_one_is_an_error() {
         .decode_stream(cut.as_bytes(), &crate::model::Unobserved)
         .unwrap_err();
     assert!(matches!(err, ModelError::Connect(_)), "{err}");
+}
+
+#[tokio::test]
+async fn every_endless_answer_shape_fails_with_the_cap_error_and_is_not_retried() {
+    use clawbus_testkit::Flood;
+    for flood in Flood::ALL {
+        let server = ScriptedServer::start(vec![Turn::Flood(flood), Turn::text("unused")]).await;
+        let capped = client_with(server.base_url(), Duration::from_secs(30), 2)
+            .with_max_response_bytes("local", 1024);
+        let err = capped.complete(&ask("hi")).await.unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, ModelError::Protocol(_)), "{flood:?}: {err:?}");
+        assert!(
+            text.contains("([providers.local] max_response_bytes = 1024); the call was stopped"),
+            "{flood:?}: {text}"
+        );
+        assert_eq!(server.request_count(), 1, "{flood:?} is not retried");
+    }
+}
+
+#[tokio::test]
+async fn a_key_echoed_by_the_server_is_redacted_from_every_error_and_retry() {
+    let key = "sk-echoed-secret-0123456789";
+    let echo = |status| Turn::HttpError {
+        status,
+        body: format!(r#"{{"error":{{"message":"Incorrect API key provided: Bearer {key}"}}}}"#),
+        retry_after: Some(0),
+    };
+    let server = ScriptedServer::start(vec![echo(500), echo(401)]).await;
+    let client = OpenAiClient::new(OpenAiConfig {
+        base_url: server.base_url(),
+        api_key: Some(key.into()),
+        timeout: Duration::from_secs(10),
+        max_retries: 2,
+        backoff_base: Duration::from_millis(2),
+    })
+    .unwrap();
+    let seen = RetrySeen::default();
+    let err = client
+        .complete_observed(&ask("hi"), &seen)
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        matches!(err, ModelError::Http { status: 401, .. }),
+        "{err:?}"
+    );
+    assert!(!text.contains(key), "{text}");
+    assert!(text.contains("Bearer [REDACTED:api_key]"), "{text}");
+    let retries = seen.0.lock().unwrap().clone();
+    assert_eq!(retries.len(), 1, "the 500 was retried once");
+    assert!(!retries[0].contains(key), "{retries:?}");
+
+    // With the configured secrets, the variable's name is shown.
+    let server = ScriptedServer::start(vec![echo(401)]).await;
+    let secrets = crate::secrets::Secrets::default().with_value("OPENAI_API_KEY", key);
+    let client = OpenAiClient::new(OpenAiConfig {
+        base_url: server.base_url(),
+        api_key: Some(key.into()),
+        ..OpenAiConfig::default()
+    })
+    .unwrap()
+    .with_secrets(secrets);
+    let text = client.complete(&ask("hi")).await.unwrap_err().to_string();
+    assert!(text.contains("Bearer [REDACTED:OPENAI_API_KEY]"), "{text}");
+
+    // A key cut by the 500-character truncation of the body leaves none of its head.
+    let padded = format!("{}Bearer {key}", "x".repeat(485));
+    let server = ScriptedServer::start(vec![Turn::HttpError {
+        status: 401,
+        body: padded,
+        retry_after: None,
+    }])
+    .await;
+    let client = OpenAiClient::new(OpenAiConfig {
+        base_url: server.base_url(),
+        api_key: Some(key.into()),
+        ..OpenAiConfig::default()
+    })
+    .unwrap();
+    let text = client.complete(&ask("hi")).await.unwrap_err().to_string();
+    assert!(text.contains("Bearer [REDACTED:api_key]…"), "{text}");
+    assert!(!text.contains("sk-ec"), "{text}");
+}
+
+/// Records the error text of each retry.
+#[derive(Default)]
+struct RetrySeen(std::sync::Mutex<Vec<String>>);
+
+impl crate::model::ModelObserver for RetrySeen {
+    fn text(&self, _: &str) {}
+    fn retry(&self, _: u32, _: Duration, error: &ModelError) {
+        self.0.lock().unwrap().push(error.to_string());
+    }
 }

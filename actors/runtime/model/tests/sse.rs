@@ -90,3 +90,42 @@ fn data_field_without_colon_is_an_empty_line() {
     let events = feed_in_pieces(b"data\ndata: x\n\n", 4);
     assert_eq!(events, vec![data("\nx")]);
 }
+
+#[test]
+fn a_limited_parser_refuses_a_line_without_end_and_an_event_without_blank_line() {
+    use crate::model::sse::SseTooLarge;
+    // One line that never ends, fed in small pieces.
+    let mut parser = SseParser::with_limit(100);
+    assert_eq!(parser.try_push(b"data: "), Ok(vec![]));
+    let err = (0..20)
+        .map(|_| parser.try_push(&[b'x'; 10]))
+        .find_map(Result::err);
+    assert_eq!(err, Some(SseTooLarge::Line(100)));
+
+    // `data:` lines, each short, with no blank line between them.
+    let mut parser = SseParser::with_limit(100);
+    let err = (0..20)
+        .map(|_| parser.try_push(b"data: xxxxxxxxxx\n"))
+        .find_map(Result::err);
+    assert_eq!(err, Some(SseTooLarge::Event(100)));
+    assert!(err.unwrap().to_string().contains("100 bytes"));
+
+    // Under the limit, events of any number pass: the limit is per line and per event.
+    let mut parser = SseParser::with_limit(100);
+    for _ in 0..50 {
+        assert_eq!(
+            parser.try_push(b"data: xxxxxxxxxx\n\n"),
+            Ok(vec![data("xxxxxxxxxx")])
+        );
+    }
+    // The last, unterminated line counts at the end too.
+    let mut parser = SseParser::with_limit(20);
+    assert_eq!(
+        parser.try_push(
+            b"data: 1234567890
+data: 123456789"
+        ),
+        Ok(vec![])
+    );
+    assert_eq!(parser.try_finish(), Err(SseTooLarge::Event(20)));
+}
