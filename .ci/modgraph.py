@@ -26,7 +26,7 @@ from collections import defaultdict
 # (turn, workspace, outbox) are what the plan creates; unknown modules are reported as such.
 ORDER = [
     ("core", ["ids", "jobs", "config"]),
-    ("runtime", ["metrics", "untrusted", "secrets", "router", "origin", "lane", "workspace",
+    ("runtime", ["metrics", "untrusted", "secrets", "router", "origin", "ingress", "lane", "workspace",
                  "model", "skills", "memory", "approvals", "coordinator", "outbox", "cron",
                  "tools", "prompt", "turn", "session", "agent", "system"]),
     ("testkit", ["testkit"]),

@@ -21,8 +21,8 @@
 // `crate::session::…` read as before the split.
 use clawbus_core::{config, ids};
 use clawbus_runtime::{
-    agent, approvals, coordinator, cron, lane, metrics, model, origin, outbox, router, session,
-    system, turn,
+    agent, approvals, coordinator, cron, ingress, lane, metrics, model, origin, outbox, router,
+    session, system, turn,
 };
 
 pub mod delivery;

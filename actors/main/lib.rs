@@ -22,8 +22,8 @@ pub use clawbus_channels as channels;
 pub use clawbus_channels::gateway;
 pub use clawbus_core::{config, ids, jobs};
 pub use clawbus_runtime::{
-    agent, approvals, coordinator, cron, lane, memory, metrics, model, origin, outbox, prompt,
-    router, secrets, session, skills, system, tools, turn, untrusted, workspace,
+    agent, approvals, coordinator, cron, ingress, lane, memory, metrics, model, origin, outbox,
+    prompt, router, secrets, session, skills, system, tools, turn, untrusted, workspace,
 };
 #[cfg(feature = "testkit")]
 pub use clawbus_testkit as testkit;

@@ -7,6 +7,8 @@
 //! - [`secrets`]: secret values, redacted from every tool output and model error.
 //! - [`router`]: the routing of inbound messages to agents and session keys.
 //! - [`origin`]: the typed origin a channel sets on a task (channel, peer, session, lane, parent).
+//! - [`ingress`]: the one way work comes in — route, origin, envelope, admission, wait — for
+//!   every channel, the cron scheduler and the tools that start work.
 //! - [`lane`]: global lanes — named concurrency caps (`main`, `cron`, `subagent`) with FIFO queues.
 //! - [`workspace`]: an agent's workspace folder, seeded on first start; `confine` keeps paths in it.
 //! - [`model`]: chat-completion clients (OpenAI-compatible and Anthropic streaming, fallback,
@@ -33,6 +35,7 @@ pub mod agent;
 pub mod approvals;
 pub mod coordinator;
 pub mod cron;
+pub mod ingress;
 pub mod lane;
 pub mod memory;
 pub mod metrics;

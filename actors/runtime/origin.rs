@@ -5,8 +5,7 @@
 
 use crate::config::MAIN_LANE;
 use crate::ids::SessionKey;
-use crate::router::{Inbound, Route};
-use bus::{Envelope, RequestId, Topic};
+use bus::Envelope;
 use uuid::Uuid;
 
 /// The channel of a task one run started for another (`sessions_send`, `agent_call`, the notice
@@ -91,31 +90,6 @@ pub struct Origin {
     pub members: Option<u32>,
     /// The attempts this task may take (the poster's `max_attempts`); `None`: its agent's policy.
     pub max_attempts: Option<u32>,
-}
-
-/// The task that runs `text` for a message that came in on a channel (`inbound`) and was routed
-/// (`route`): its origin names the inbound's channel, chat type and peer and the route's session,
-/// and it comes `from` the sender.
-pub fn routed_task(
-    inbound: Inbound,
-    route: &Route,
-    request_id: RequestId,
-    text: &str,
-    from: impl Into<String>,
-) -> Envelope {
-    let origin = Origin {
-        channel: inbound.channel,
-        chat_type: inbound.chat_type,
-        peer: inbound.peer,
-        session_key: Some(route.session.clone()),
-        ..Origin::api()
-    };
-    let task = Envelope::task(
-        Topic::agent(route.agent.as_str()),
-        request_id,
-        serde_json::json!({ "text": text }),
-    );
-    origin.apply(task.from(from))
 }
 
 impl Default for Origin {

@@ -3,14 +3,16 @@
 use super::token;
 use crate::config::Config;
 use crate::config::retry::MAX_ATTEMPTS;
+use crate::ids::{AgentId, SessionName};
+use crate::ingress::{Request, Target};
 use crate::origin::Origin;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use bus::{Bus, BusError, Envelope, RequestId, TaskRecord, Topic};
+use bus::{Bus, BusError, RequestId, TaskRecord};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::sync::Arc;
@@ -115,7 +117,7 @@ fn query_params(route: &str) -> &'static [&'static str] {
 /// naming it (a `wait=true` in the query is not the body's `wait`, and must not pass unnoticed).
 async fn refuse_unknown_query(
     route: Option<axum::extract::MatchedPath>,
-    req: Request,
+    req: axum::extract::Request,
     next: Next,
 ) -> Response {
     let Some(raw) = req.uri().query().filter(|q| !q.is_empty()) else {
@@ -202,7 +204,11 @@ async fn wrong_method(method: axum::http::Method, uri: axum::http::Uri) -> Respo
     )
 }
 
-async fn require_token(State(state): State<ApiState>, req: Request, next: Next) -> Response {
+async fn require_token(
+    State(state): State<ApiState>,
+    req: axum::extract::Request,
+    next: Next,
+) -> Response {
     let header = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -233,7 +239,7 @@ async fn require_token(State(state): State<ApiState>, req: Request, next: Next) 
 /// `/healthz` answers 503 until the end, and reads (a task's record, its events) still answer.
 async fn refuse_while_draining(
     State(state): State<ApiState>,
-    req: Request,
+    req: axum::extract::Request,
     next: Next,
 ) -> Response {
     if !state.shutdown.is_shutdown() || req.method() == axum::http::Method::GET {
@@ -525,33 +531,34 @@ pub(super) fn lane_of(config: &Config, lane: Option<&str>) -> Result<String, Fai
     ))
 }
 
-/// Submits a task and answers as the task API does: at once, or after waiting for its outcome.
+/// Submits a request through the ingress pipeline and answers as the task API does: at once,
+/// or after waiting for its outcome. A refusal is answered as `refused` makes it (a hint added).
 pub(super) async fn submit_and_answer(
     state: &ApiState,
-    env: Envelope,
+    req: Request,
     wait: bool,
     timeout_ms: Option<u64>,
+    refused: impl FnOnce(Failure) -> Failure,
 ) -> Response {
-    let request_id = env.request_id.clone();
-    let admission = match super::admit::admit(state, env).await {
-        Ok(a) => a,
-        Err(f) => return f.into_response(),
+    let request_id = req.request_id.clone();
+    let submitted = match super::admit::submit(state, req).await {
+        Ok(s) => s,
+        Err(f) => return refused(f).into_response(),
     };
-    if !wait || admission.task.state.is_terminal() {
-        return TaskView::response(&admission.task, admission.duplicate);
+    if !wait {
+        return TaskView::response(&submitted.task, submitted.duplicate);
     }
     let wait = timeout_ms
         .map(Duration::from_millis)
         .unwrap_or(DEFAULT_WAIT)
         .min(MAX_WAIT);
-    match state.bus.wait(&request_id, wait).await {
-        Ok(rec) => TaskView::response(&rec, admission.duplicate),
-        Err(BusError::TimedOut { .. }) => match state.bus.lookup(&request_id).await {
-            Ok(Some(rec)) => TaskView::response(&rec, admission.duplicate),
-            Ok(None) => TaskView::response(&admission.task, admission.duplicate),
-            Err(e) => bus_error(e),
-        },
-        Err(e) => bus_error(e),
+    match state
+        .ingress()
+        .wait(&request_id, wait, &submitted.task)
+        .await
+    {
+        Ok(waited) => TaskView::response(waited.record(), submitted.duplicate),
+        Err(e) => super::admit::failure(e).into_response(),
     }
 }
 
@@ -638,23 +645,29 @@ async fn post_task(
         Err(answer) => return answer,
     };
     if let Some(session) = &body.session {
-        if let Err(e) = crate::ids::check_name("session", session) {
-            return error(StatusCode::BAD_REQUEST, "invalid_session", e);
+        match SessionName::parse("session", session) {
+            Ok(name) => origin.session_name = Some(name.to_string()),
+            Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_session", e.to_string()),
         }
-        origin.session_name = Some(session.clone());
     }
-    let mut env = origin.apply(
-        Envelope::task(
-            Topic::agent(&agent),
-            request_id,
-            json!({ "text": body.text }),
-        )
-        .from("http"),
+    let mut req = Request::new(
+        Target::Agent(AgentId::new(agent)),
+        request_id,
+        body.text,
+        "http",
+        origin,
     );
-    if let Some(ms) = body.deadline_ms {
-        env.deadline = Some(state.clock.now_ms().saturating_add(ms));
-    }
-    submit_and_answer(&state, env, body.wait, body.timeout_ms).await
+    req.deadline_ms = body
+        .deadline_ms
+        .map(|ms| state.clock.now_ms().saturating_add(ms));
+    submit_and_answer(
+        &state,
+        req,
+        body.wait,
+        body.timeout_ms,
+        std::convert::identity,
+    )
+    .await
 }
 
 async fn get_task(State(state): State<ApiState>, Path(id): Path<String>) -> Response {

@@ -1,17 +1,16 @@
 //! `POST /v1/channels/{name}/messages`: the generic inbound of a named channel. The router is
 //! consulted here, at ingress: the message goes to the agent and session its bindings choose.
 
-use super::api::{ApiState, error, lane, request_id, submit_and_answer};
+use super::api::{ApiState, Failure, error, lane, request_id, submit_and_answer};
+use crate::ids::{ChatType, Peer};
+use crate::ingress::{Request, Target};
 use crate::origin::Origin;
-use crate::router::{Inbound, RouteError};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
 use axum::{Json, Router};
-use bus::{Envelope, Topic};
 use serde::Deserialize;
-use serde_json::json;
 
 /// The routes of channel inbound.
 pub fn routes() -> Router<ApiState> {
@@ -67,17 +66,21 @@ async fn post_message(
             ),
         );
     }
-    if let Err(e) = crate::ids::check_name("peer", &body.peer) {
-        return error(StatusCode::BAD_REQUEST, "invalid_body", e);
-    }
-    let chat_type = body.chat_type.clone().unwrap_or_else(|| "direct".into());
-    if let Err(e) = crate::ids::check_name("chat_type", &chat_type) {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "invalid_body",
-            format!("{e}, a word such as direct or group"),
-        );
-    }
+    let peer = match Peer::parse("peer", &body.peer) {
+        Ok(p) => p,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_body", e.to_string()),
+    };
+    let chat_type = body.chat_type.as_deref().unwrap_or("direct");
+    let chat_type = match ChatType::parse("chat_type", chat_type) {
+        Ok(c) => c,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_body",
+                format!("{e}, a word such as direct or group"),
+            );
+        }
+    };
     if body.text.trim().is_empty() {
         return error(
             StatusCode::BAD_REQUEST,
@@ -93,48 +96,29 @@ async fn post_message(
         Ok(l) => l,
         Err(answer) => return answer,
     };
-    let inbound = Inbound {
-        channel: channel.clone(),
-        chat_type: chat_type.clone(),
-        peer: body.peer.clone(),
-        agent: None,
-        session_name: None,
-        request_id: request_id.to_string(),
-    };
-    let route = match state.router.route(&inbound) {
-        Ok(r) => r,
-        Err(e @ RouteError::Unbound { .. }) => {
-            return error(
-                StatusCode::NOT_FOUND,
-                "unbound",
-                format!(
-                    "{e}; add a [[bindings]] entry to an agent, or [channels.{channel}] agent = \"<id>\" in clawbus.toml"
-                ),
-            );
-        }
-        Err(e) => return error(StatusCode::NOT_FOUND, "unknown_agent", e.to_string()),
-    };
     let origin = Origin {
         channel: channel.clone(),
-        chat_type,
-        peer: body.peer,
-        session_name: None,
-        session_key: Some(route.session),
+        chat_type: chat_type.to_string(),
+        peer: peer.to_string(),
         lane,
-        parent_task: None,
-        call_chain: Vec::new(),
-        notify_session: None,
-        depth: 0,
-        members: None,
-        max_attempts: None,
+        ..Origin::api()
     };
-    let env = origin.apply(
-        Envelope::task(
-            Topic::agent(route.agent.as_str()),
-            request_id,
-            json!({ "text": body.text }),
-        )
-        .from(format!("channel:{channel}")),
+    let req = Request::new(
+        Target::Routed { agent: None },
+        request_id,
+        body.text,
+        format!("channel:{channel}"),
+        origin,
     );
-    submit_and_answer(&state, env, body.wait, body.timeout_ms).await
+    let hint = |f: Failure| match f.code {
+        "unbound" => Failure {
+            message: format!(
+                "{}; add a [[bindings]] entry to an agent, or [channels.{channel}] agent = \"<id>\" in clawbus.toml",
+                f.message
+            ),
+            ..f
+        },
+        _ => f,
+    };
+    submit_and_answer(&state, req, body.wait, body.timeout_ms, hint).await
 }

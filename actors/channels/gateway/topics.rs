@@ -8,14 +8,14 @@ use super::api::{
 };
 use crate::ids::AgentId;
 use crate::ids::SessionKey;
+use crate::ingress::{Duplicates, Request, Target};
 use crate::origin::Origin;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use bus::{BusError, Envelope, RequestId, Topic};
-use serde_json::json;
+use bus::{BusError, RequestId, Topic};
 use std::time::Duration;
 
 /// The topic routes (mounted under `/v1`, behind the token).
@@ -101,10 +101,16 @@ async fn post_topic_task(
         )
         .await;
     }
-    let mut env =
-        origin.apply(Envelope::task(topic, request_id, json!({ "text": req.text })).from("http"));
-    env.deadline = deadline;
-    submit_and_answer(&state, env, req.wait, req.timeout_ms).await
+    let mut task = Request::new(Target::Topic(topic), request_id, req.text, "http", origin);
+    task.deadline_ms = deadline;
+    submit_and_answer(
+        &state,
+        task,
+        req.wait,
+        req.timeout_ms,
+        std::convert::identity,
+    )
+    .await
 }
 
 /// The request id of `agent`'s member task in broadcast group `group`.
@@ -124,23 +130,25 @@ async fn broadcast(
     deadline: Option<u64>,
     subscribers: &[&AgentId],
 ) -> Response {
-    let payload = json!({ "text": req.text });
+    let ingress = state.ingress();
+    // Every task of a group is the same work whatever its place: the bus's comparison.
+    let request = |target, rid, origin| Request {
+        deadline_ms: deadline,
+        duplicates: Duplicates::SameWork,
+        ..Request::new(target, rid, req.text.clone(), "http", origin)
+    };
     let group = Origin {
         members: Some(subscribers.len() as u32),
         ..origin.clone()
     };
-    let mut env = group.apply(
-        Envelope::task(
-            Topic::broadcast_group(&topic),
-            group_id.clone(),
-            payload.clone(),
-        )
-        .from("http"),
+    let group_task = request(
+        Target::Topic(Topic::broadcast_group(&topic)),
+        group_id.clone(),
+        group,
     );
-    env.deadline = deadline;
-    let admission = match state.bus.submit(env).await {
+    let admission = match ingress.submit(group_task).await {
         Ok(a) => a,
-        Err(e) => return bus_error(e),
+        Err(e) => return super::admit::failure(e).into_response(),
     };
     let mut members = Vec::new();
     for agent in subscribers {
@@ -157,18 +165,15 @@ async fn broadcast(
             )),
             ..origin.clone()
         };
-        let mut env = member.apply(
-            Envelope::task(Topic::agent(agent.as_str()), rid.clone(), payload.clone()).from("http"),
-        );
-        env.deadline = deadline;
+        let member_task = request(Target::Agent((*agent).clone()), rid.clone(), member);
         // A repeated broadcast finds its members answered from the store, as the group is.
-        match state.bus.submit(env).await {
+        match ingress.submit(member_task).await {
             Ok(m) => members.push(BroadcastMember {
                 agent: agent.to_string(),
                 task_id: m.task.task_id.to_string(),
                 request_id: rid.to_string(),
             }),
-            Err(e) => return bus_error(e),
+            Err(e) => return super::admit::failure(e).into_response(),
         }
     }
     let mut record = admission.task;

@@ -11,10 +11,10 @@ pub mod replay;
 
 pub use replay::ReplayGuard;
 
-use super::api::{ApiState, error, submit_and_answer};
+use super::api::{ApiState, Failure, error, submit_and_answer};
 use crate::config::{Config, WebhookDef};
-use crate::origin::routed_task;
-use crate::router::Inbound;
+use crate::ingress::{Request, Target};
+use crate::origin::Origin;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -191,26 +191,30 @@ async fn deliver(
         .session
         .clone()
         .unwrap_or_else(|| delivery.to_string());
-    let inbound = Inbound {
+    let origin = Origin {
         channel: CHANNEL.into(),
         chat_type: name.clone(),
         peer,
-        agent: Some(hook.def.agent.clone()),
-        session_name: None,
-        request_id: request_id.to_string(),
+        ..Origin::api()
     };
-    let route = match state.router.route(&inbound) {
-        Ok(r) => r,
-        Err(e) => return error(StatusCode::NOT_FOUND, "unknown_agent", e.to_string()),
-    };
-    let env = routed_task(
-        inbound,
-        &route,
+    let req = Request::new(
+        Target::Routed {
+            agent: Some(hook.def.agent.clone()),
+        },
         request_id,
-        &text,
+        text,
         format!("webhook:{name}"),
+        origin,
     );
-    submit_and_answer(&state, env, false, None).await
+    // The hook names its agent: a route that fails is an agent that does not exist.
+    let refused = |f: Failure| match f.code {
+        "unbound" => Failure {
+            code: "unknown_agent",
+            ..f
+        },
+        _ => f,
+    };
+    submit_and_answer(&state, req, false, None, refused).await
 }
 
 #[cfg(test)]

@@ -5,8 +5,9 @@ use super::api::Update;
 use super::chat_type;
 use crate::approvals::{ApprovalError, ApprovalState, Approvals};
 use crate::ids::chat_of_session;
-use crate::origin::routed_task;
-use crate::router::{Inbound, Router};
+use crate::ingress::{self as pipeline, Duplicates, IngressError, Request, Target};
+use crate::origin::Origin;
+use crate::router::Router;
 use crate::{OutboundMessage, TELEGRAM_CHANNEL};
 use bus::{Bus, BusError, RequestId};
 use std::sync::Arc;
@@ -88,32 +89,44 @@ impl Ingress {
     ) -> Result<(), BusError> {
         let request_id =
             RequestId::parse(&format!("telegram:{update_id}")).map_err(BusError::Invalid)?;
-        let inbound = Inbound {
+        let origin = Origin {
             channel: TELEGRAM_CHANNEL.into(),
             chat_type: chat_type(kind).into(),
             peer: chat.to_string(),
-            agent: None,
-            session_name: None,
-            request_id: request_id.to_string(),
+            ..Origin::api()
         };
-        let route = match self.router.route(&inbound) {
-            Ok(r) => r,
-            Err(e) => {
+        // An update id is one message: a redelivery is the same work wherever it runs.
+        let req = Request {
+            duplicates: Duplicates::SameWork,
+            ..Request::new(
+                Target::Routed { agent: None },
+                request_id,
+                text,
+                TELEGRAM_CHANNEL,
+                origin,
+            )
+        };
+        let submitted = match self.ingress().submit(req).await {
+            Ok(s) => s,
+            Err(e @ (IngressError::Unbound(_) | IngressError::UnknownAgent(_))) => {
                 tracing::warn!(update_id, chat, error = %e, "Telegram message not routed; add [channels.telegram] agent or a [[bindings]] entry.");
                 return Ok(());
             }
-        };
-        let env = routed_task(inbound, &route, request_id, text, TELEGRAM_CHANNEL);
-        let admission = match self.bus.submit(env).await {
-            Ok(a) => a,
-            Err(e @ BusError::Conflict { .. }) => {
+            Err(IngressError::Bus(e @ BusError::Conflict { .. })) => {
                 tracing::warn!(update_id, chat, error = %e, "Telegram update id already used for other work; skipped.");
                 return Ok(());
             }
-            Err(e) => return Err(e),
+            Err(IngressError::Bus(e)) => return Err(e),
+            Err(e) => return Err(BusError::Invalid(e.to_string())),
         };
-        tracing::info!(update_id, chat, agent = %route.agent, duplicate = admission.duplicate, task_id = %admission.task.task_id, "Telegram message enqueued.");
+        let agent = submitted.agent.as_ref().map_or("", |a| a.as_str());
+        tracing::info!(update_id, chat, agent, duplicate = submitted.duplicate, task_id = %submitted.task.task_id, "Telegram message enqueued.");
         Ok(())
+    }
+
+    /// The ingress pipeline over the poller's bus and routing table.
+    fn ingress(&self) -> pipeline::Ingress {
+        pipeline::Ingress::routed(self.bus.clone(), self.router.clone())
     }
 
     /// Resolves an approval asked by a run of this very chat; any other answer is ignored.

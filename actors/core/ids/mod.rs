@@ -1,9 +1,12 @@
-//! Identifier newtypes shared by the actors: [`AgentId`], [`SessionKey`], and the names derived
-//! from them ([`chat_of_session`], [`outbound_topic`]).
+//! Identifier newtypes shared by the actors: [`AgentId`], [`SessionKey`], the names a client
+//! gives on an ingress ([`SessionName`], [`Peer`], [`ChatType`], one alphabet, one [`NameError`]),
+//! and the names derived from them ([`chat_of_session`], [`outbound_topic`]).
 
+mod name;
 mod session_key;
 mod topic;
 
+pub use name::{ChatType, MAX_NAME_LEN, NameError, Peer, SessionName, check_name, shown};
 pub use session_key::{SessionKey, chat_of_session};
 pub use topic::outbound_topic;
 
@@ -46,56 +49,5 @@ impl AgentId {
 impl fmt::Display for AgentId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
-    }
-}
-
-/// The longest name a client may give on any ingress (a session name, a peer, a chat type).
-pub const MAX_NAME_LEN: usize = 128;
-
-/// Checks a name a client gives on any ingress (HTTP, the channel inbound, the OpenAI endpoint,
-/// the WebSocket gateway): 1-128 characters of `A-Z a-z 0-9 - _ . @ +`. The one alphabet keeps
-/// control characters (a forged log line) and separators (`:` in a session key) out. `what`
-/// names the field in the error, which shows at most the first 64 characters of a long name.
-pub fn check_name(what: &str, name: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
-        && name.len() <= MAX_NAME_LEN
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@' | '+'));
-    if ok {
-        return Ok(());
-    }
-    Err(format!(
-        "{what} {}: expected 1-{MAX_NAME_LEN} characters of A-Z, a-z, 0-9, '-', '_', '.', '@' or '+'",
-        shown(name)
-    ))
-}
-
-/// A client's text for an error message: quoted, the first 64 characters of a longer one with
-/// its length.
-pub fn shown(text: &str) -> String {
-    const SHOWN: usize = 64;
-    let count = text.chars().count();
-    if count <= SHOWN {
-        return format!("{text:?}");
-    }
-    let head: String = text.chars().take(SHOWN).collect();
-    format!("{head:?}… ({count} characters)")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{check_name, shown};
-
-    #[test]
-    fn one_alphabet_for_names_and_long_ones_shown_cut() {
-        assert!(check_name("session", "alice@example.com+1_a-b.c").is_ok());
-        for bad in ["", "a b", "a\nb", "a:b", "é"] {
-            assert!(check_name("session", bad).is_err(), "{bad:?}");
-        }
-        let long = "x".repeat(129);
-        let e = check_name("session", &long).unwrap_err();
-        assert!(e.contains("(129 characters)") && e.len() < 250, "{e}");
-        assert_eq!(shown("ab"), "\"ab\"");
     }
 }

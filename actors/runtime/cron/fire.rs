@@ -9,9 +9,9 @@ use super::state::RunOutcome;
 use crate::config::CRON_LANE;
 use crate::ids::AgentId;
 use crate::ids::SessionKey;
+use crate::ingress::{Duplicates, Ingress, Request, Target};
 use crate::origin::Origin;
-use bus::{BusError, Envelope, Outcome, RequestId, TaskRecord, Topic};
-use serde_json::json;
+use bus::{BusError, Outcome, RequestId, TaskRecord};
 use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
@@ -170,22 +170,20 @@ async fn submit(
         },
         _ => job.payload.task_text(),
     };
-    let env = Envelope::task(
-        Topic::agent(&job.agent),
-        request_id.clone(),
-        json!({ "text": text }),
-    )
-    .from("cron");
-    let env = origin(job, scheduled_ms).apply(env);
-    match inner.bus.submit(env).await {
-        Ok(a) => Ok((request_id, a.task, a.duplicate)),
-        // The request id already ran other work (the job changed between two schedulers'
-        // fires): the fire happened; await that task.
-        Err(BusError::Conflict { .. }) => match inner.bus.lookup(&request_id).await {
-            Ok(Some(rec)) => Ok((request_id, rec, true)),
-            Ok(None) => Err(format!("request id {request_id} conflicts but is unknown")),
-            Err(e) => Err(e.to_string()),
-        },
+    // The request id already ran other work (the job changed between two schedulers' fires):
+    // the fire happened; await that task.
+    let req = Request {
+        duplicates: Duplicates::Join,
+        ..Request::new(
+            Target::Agent(AgentId::new(job.agent.clone())),
+            request_id.clone(),
+            text,
+            "cron",
+            origin(job, scheduled_ms),
+        )
+    };
+    match Ingress::new(inner.bus.clone()).submit(req).await {
+        Ok(s) => Ok((request_id, s.task, s.duplicate)),
         Err(e) => Err(e.to_string()),
     }
 }

@@ -95,6 +95,11 @@ impl Router {
         }
     }
 
+    /// Whether `agent` is one of the configured agents.
+    pub fn knows(&self, agent: &AgentId) -> bool {
+        self.agents.contains(agent)
+    }
+
     /// Routes one inbound message.
     pub fn route(&self, m: &Inbound) -> Result<Route, RouteError> {
         let agent = match &m.agent {

@@ -6,9 +6,10 @@ use super::{Tool, ToolContext, ToolOutput, parse_args};
 use crate::coordinator::{self, WaitEdge, WaitError};
 use crate::ids::AgentId;
 use crate::ids::SessionKey;
+use crate::ingress::{Duplicates, Ingress, IngressError, Request, Target};
 use crate::origin::Origin;
 use async_trait::async_trait;
-use bus::{Bus, BusError, Envelope, Outcome, RequestId, TaskRecord, Topic};
+use bus::{Bus, BusError, Outcome, RequestId, TaskRecord};
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;
@@ -243,18 +244,20 @@ impl Tool for AgentCallTool {
             lane: crate::config::SUBAGENT_LANE.into(),
             ..Origin::api()
         };
-        let mut env = origin.apply(
-            Envelope::task(
-                Topic::agent(&args.agent),
+        let req = Request {
+            deadline_ms: Some(deadline),
+            duplicates: Duplicates::SameWork,
+            ..Request::new(
+                Target::Agent(callee.clone()),
                 request_id.clone(),
-                json!({ "text": args.task }),
+                args.task.clone(),
+                format!("agent:{}", ctx.agent),
+                origin,
             )
-            .from(format!("agent:{}", ctx.agent)),
-        );
-        env.deadline = Some(deadline);
-        let admission = match bus.submit(env).await {
+        };
+        let admission = match Ingress::new(bus.clone()).submit(req).await {
             Ok(a) => a,
-            Err(e @ BusError::Conflict { .. }) => {
+            Err(IngressError::Bus(e @ BusError::Conflict { .. })) => {
                 return ToolOutput::error("request_id_conflict", e);
             }
             Err(e) => {

@@ -5,9 +5,10 @@ use super::peers::Peers;
 use super::{Tool, ToolContext, ToolOutput, parse_args};
 use crate::ids::AgentId;
 use crate::ids::SessionKey;
+use crate::ingress::{Duplicates, Ingress, IngressError, Request, Target};
 use crate::origin::Origin;
 use async_trait::async_trait;
-use bus::{Bus, BusError, Envelope, RequestId, Topic};
+use bus::{Bus, BusError, RequestId};
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;
@@ -179,16 +180,18 @@ impl Tool for SpawnTool {
             depth: run.depth + 1,
             ..Origin::api()
         };
-        let mut env = origin.apply(
-            Envelope::task(
-                Topic::agent(agent.as_str()),
+        let req = Request {
+            deadline_ms: Some(deadline),
+            duplicates: Duplicates::SameWork,
+            ..Request::new(
+                Target::Agent(agent.clone()),
                 request_id.clone(),
-                json!({ "text": args.task }),
+                args.task,
+                format!("agent:{}", ctx.agent),
+                origin,
             )
-            .from(format!("agent:{}", ctx.agent)),
-        );
-        env.deadline = Some(deadline);
-        match bus.submit(env).await {
+        };
+        match Ingress::new(bus.clone()).submit(req).await {
             Ok(admission) => {
                 tracing::info!(agent = %ctx.agent, child = %admission.task.task_id, session = %session, label, "Subagent spawned.");
                 announce_child(bus.as_ref(), run.task_id, &admission.task, "subagent").await;
@@ -203,7 +206,9 @@ impl Tool for SpawnTool {
                     .to_string(),
                 )
             }
-            Err(e @ BusError::Conflict { .. }) => ToolOutput::error("request_id_conflict", e),
+            Err(IngressError::Bus(e @ BusError::Conflict { .. })) => {
+                ToolOutput::error("request_id_conflict", e)
+            }
             Err(e) => ToolOutput::error("unavailable", format!("the bus refused the spawn: {e}")),
         }
     }

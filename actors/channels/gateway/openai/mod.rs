@@ -12,14 +12,15 @@ mod request;
 mod stream;
 
 use super::api::ApiState;
+use crate::ids::SessionName;
+use crate::ingress::{IngressError, Request, Target};
 use crate::origin::Origin;
-use crate::router::{Inbound, RouteError};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use bus::{BusError, Envelope, RequestId, TaskRecord, Topic};
+use bus::{BusError, RequestId, TaskRecord};
 use error::ErrorType;
 pub use request::{ChatMessage, ChatRequest, Content, ContentPart, Role};
 use serde_json::json;
@@ -115,9 +116,9 @@ fn session_name(headers: &HeaderMap, user: Option<&str>) -> Result<Option<String
             None => return Ok(None),
         },
     };
-    match crate::ids::check_name(source, name) {
-        Ok(()) => Ok(Some(name.to_string())),
-        Err(e) => Err(error::invalid("invalid_session", e)),
+    match SessionName::parse(source, name) {
+        Ok(name) => Ok(Some(name.to_string())),
+        Err(e) => Err(error::invalid("invalid_session", e.to_string())),
     }
 }
 
@@ -167,37 +168,26 @@ async fn chat_completions(
         Ok(id) => id,
         Err(e) => return error::invalid("model_not_found", e),
     };
-    let inbound = Inbound {
-        channel: CHANNEL.into(),
-        chat_type: chat_type.into(),
-        peer: peer.clone(),
-        agent: Some(agent_id),
-        session_name: None,
-        request_id: request_id.to_string(),
-    };
-    let route = match state.router.route(&inbound) {
-        Ok(r) => r,
-        Err(RouteError::UnknownAgent(_)) => return error::unknown_model(&body.model, &[]),
-        Err(e) => return error::invalid("unbound", e.to_string()),
-    };
     let origin = Origin {
         channel: CHANNEL.into(),
         chat_type: chat_type.into(),
         peer,
-        session_key: Some(route.session),
         ..Origin::api()
     };
-    let env = origin.apply(
-        Envelope::task(
-            Topic::agent(route.agent.as_str()),
-            request_id.clone(),
-            json!({ "text": text }),
-        )
-        .from(CHANNEL),
+    let req = Request::new(
+        Target::Routed {
+            agent: Some(agent_id),
+        },
+        request_id.clone(),
+        text,
+        CHANNEL,
+        origin,
     );
-    let admission = match super::admit::admit(&state, env).await {
+    let admission = match state.ingress().submit(req).await {
         Ok(a) => a,
-        Err(f) => return error::failure(f),
+        Err(IngressError::UnknownAgent(_)) => return error::unknown_model(&body.model, &[]),
+        Err(e @ IngressError::Unbound(_)) => return error::invalid("unbound", e.to_string()),
+        Err(e) => return error::failure(super::admit::failure(e)),
     };
     let model = format!("agent:{agent}");
     let created = created(&state);

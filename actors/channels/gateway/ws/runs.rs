@@ -10,11 +10,11 @@ use super::frames::{ErrorCode, ErrorShape};
 use super::methods::Method;
 use crate::gateway::api::{self, ApiState, Failure};
 use crate::gateway::sessions::{self, Cancelled};
-use crate::ids::AgentId;
-use crate::ids::SessionKey;
+use crate::ids::{AgentId, SessionKey, SessionName};
+use crate::ingress::{Request, Target};
 use crate::origin::Origin;
 use crate::router::Inbound;
-use bus::{BusError, Envelope, RequestId, TaskRecord, TaskState, Topic};
+use bus::{BusError, RequestId, TaskRecord, TaskState};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -103,7 +103,7 @@ fn session_of(
         )),
         Some("main") => Ok((SessionKey::main(agent), "direct".into(), String::new())),
         Some(name) => {
-            crate::ids::check_name("sessionKey", name).map_err(|e| {
+            SessionName::parse("sessionKey", name).map_err(|e| {
                 ErrorShape::invalid(format!("{e} (or a full key agent:<id>:…, or \"main\")"))
             })?;
             let inbound = Inbound {
@@ -147,27 +147,26 @@ pub async fn start(state: &ApiState, method: Method, p: RunParams) -> Result<Val
         lane,
         ..Origin::api()
     };
-    let env = origin.apply(
-        Envelope::task(
-            Topic::agent(agent.as_str()),
-            request_id,
-            json!({ "text": p.message }),
-        )
-        .from(CHANNEL),
+    let req = Request::new(
+        Target::Agent(agent.clone()),
+        request_id,
+        p.message,
+        CHANNEL,
+        origin,
     );
-    let admission = crate::gateway::admit::admit(state, env).await?;
+    let submitted = crate::gateway::admit::submit(state, req).await?;
     let status = if method == Method::ChatSend {
         "started"
     } else {
         "accepted"
     };
     Ok(json!({
-        "runId": admission.task.task_id,
+        "runId": submitted.task.task_id,
         "status": status,
         "acceptedAt": state.clock.now_ms(),
         "sessionKey": key,
         "agentId": agent.as_str(),
-        "duplicate": admission.duplicate,
+        "duplicate": submitted.duplicate,
     }))
 }
 

@@ -5,14 +5,15 @@
 //! (its conversations, its task sessions, the subagents it ran on itself). Another agent's
 //! sessions are refused as `policy_denied`; other agents are reached with `agent_call`.
 
-use crate::ids::SessionKey;
+use crate::ids::{AgentId, SessionKey};
+use crate::ingress::{Duplicates, Ingress, IngressError, Request, Target};
 use crate::origin::Origin;
 use crate::session::index::SessionMeta;
 use crate::session::transcript::EntryBody;
 use crate::session::view::SessionReader;
 use crate::tools::{Tool, ToolContext, ToolOutput, parse_args};
 use async_trait::async_trait;
-use bus::{Bus, BusError, Envelope, RequestId, Topic};
+use bus::{Bus, BusError, RequestId};
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;
@@ -366,17 +367,19 @@ impl Tool for SessionsSendTool {
             notify_session: Some(run.session.clone()),
             ..Origin::api()
         };
-        let mut env = origin.apply(
-            Envelope::task(
-                Topic::agent(&ctx.agent),
+        let req = Request {
+            // A child's deadline is never later than its parent's.
+            deadline_ms: run.deadline_ms,
+            duplicates: Duplicates::SameWork,
+            ..Request::new(
+                Target::Agent(AgentId::new(ctx.agent.clone())),
                 request_id.clone(),
-                json!({ "text": args.text }),
+                args.text,
+                format!("agent:{}", ctx.agent),
+                origin,
             )
-            .from(format!("agent:{}", ctx.agent)),
-        );
-        // A child's deadline is never later than its parent's.
-        env.deadline = run.deadline_ms;
-        match bus.submit(env).await {
+        };
+        match Ingress::new(bus.clone()).submit(req).await {
             Ok(admission) => {
                 tracing::info!(agent = %ctx.agent, session = %session, task_id = %admission.task.task_id, duplicate = admission.duplicate, "Message sent into a session.");
                 ToolOutput::ok(
@@ -389,7 +392,9 @@ impl Tool for SessionsSendTool {
                     .to_string(),
                 )
             }
-            Err(e @ BusError::Conflict { .. }) => ToolOutput::error("request_id_conflict", e),
+            Err(IngressError::Bus(e @ BusError::Conflict { .. })) => {
+                ToolOutput::error("request_id_conflict", e)
+            }
             Err(e) => ToolOutput::error("unavailable", format!("the bus refused the message: {e}")),
         }
     }
