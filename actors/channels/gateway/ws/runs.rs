@@ -83,44 +83,67 @@ fn agent_of(
     AgentId::parse(&named).map_err(ErrorShape::invalid)
 }
 
-/// The session key of a run: `(key, chat type, peer)`.
+/// Where a run goes: `(key, chat type, peer)`. A session name has no key yet: the router
+/// chooses it (in the ingress pipeline for a run, in [`session_of`] for a lookup).
+fn place_of(
+    agent: &AgentId,
+    key: Option<&str>,
+    request_id: &RequestId,
+) -> Result<(Option<SessionKey>, String, String), ErrorShape> {
+    match key {
+        None => Ok((
+            Some(SessionKey::peer(
+                agent,
+                CHANNEL,
+                "task",
+                request_id.as_str(),
+            )),
+            "task".into(),
+            request_id.to_string(),
+        )),
+        Some(k) if k.starts_with("agent:") => Ok((
+            Some(SessionKey::from_client(k).map_err(ErrorShape::invalid)?),
+            "direct".into(),
+            String::new(),
+        )),
+        Some("main") => Ok((
+            Some(SessionKey::main(agent)),
+            "direct".into(),
+            String::new(),
+        )),
+        Some(name) => {
+            let name = SessionName::parse("sessionKey", name).map_err(|e| {
+                ErrorShape::invalid(format!("{e} (or a full key agent:<id>:…, or \"main\")"))
+            })?;
+            Ok((None, "direct".into(), name.to_string()))
+        }
+    }
+}
+
+/// The session key a client names (see [`place_of`]), routed when it is a name.
 fn session_of(
     state: &ApiState,
     agent: &AgentId,
     key: Option<&str>,
     request_id: &RequestId,
-) -> Result<(SessionKey, String, String), ErrorShape> {
-    match key {
-        None => Ok((
-            SessionKey::peer(agent, CHANNEL, "task", request_id.as_str()),
-            "task".into(),
-            request_id.to_string(),
-        )),
-        Some(k) if k.starts_with("agent:") => Ok((
-            SessionKey::from_client(k).map_err(ErrorShape::invalid)?,
-            "direct".into(),
-            String::new(),
-        )),
-        Some("main") => Ok((SessionKey::main(agent), "direct".into(), String::new())),
-        Some(name) => {
-            SessionName::parse("sessionKey", name).map_err(|e| {
-                ErrorShape::invalid(format!("{e} (or a full key agent:<id>:…, or \"main\")"))
-            })?;
-            let inbound = Inbound {
-                channel: CHANNEL.into(),
-                chat_type: "direct".into(),
-                peer: name.to_string(),
-                agent: Some(agent.clone()),
-                session_name: None,
-                request_id: request_id.to_string(),
-            };
-            let route = state
-                .router
-                .route(&inbound)
-                .map_err(|e| ErrorShape::invalid(e.to_string()))?;
-            Ok((route.session, "direct".into(), name.to_string()))
-        }
+) -> Result<SessionKey, ErrorShape> {
+    let (key, chat_type, peer) = place_of(agent, key, request_id)?;
+    if let Some(key) = key {
+        return Ok(key);
     }
+    let inbound = Inbound {
+        channel: CHANNEL.into(),
+        chat_type,
+        peer,
+        agent: Some(agent.clone()),
+        session_name: None,
+        request_id: request_id.to_string(),
+    };
+    let route = state
+        .router
+        .route(&inbound)
+        .map_err(|e| ErrorShape::invalid(e.to_string()))?;
+    Ok(route.session)
 }
 
 /// Submits the run; answers `{runId, status, acceptedAt, sessionKey, duplicate}` at once.
@@ -137,23 +160,24 @@ pub async fn start(state: &ApiState, method: Method, p: RunParams) -> Result<Val
         Some(Ok(id)) => id,
         Some(Err(e)) => return Err(ErrorShape::invalid(format!("idempotencyKey: {e}"))),
     };
-    let (key, chat_type, peer) = session_of(state, &agent, p.session_key.as_deref(), &request_id)?;
+    let (key, chat_type, peer) = place_of(&agent, p.session_key.as_deref(), &request_id)?;
     let lane = api::lane_of(&state.config, p.lane.as_deref())?;
+    // A session name is routed by the pipeline; a key goes to the agent as it is.
+    let target = match key {
+        Some(_) => Target::Agent(agent.clone()),
+        None => Target::Routed {
+            agent: Some(agent.clone()),
+        },
+    };
     let origin = Origin {
         channel: CHANNEL.into(),
         chat_type,
         peer,
-        session_key: Some(key.clone()),
+        session_key: key,
         lane,
         ..Origin::api()
     };
-    let req = Request::new(
-        Target::Agent(agent.clone()),
-        request_id,
-        p.message,
-        CHANNEL,
-        origin,
-    );
+    let req = Request::new(target, request_id, p.message, CHANNEL, origin);
     let submitted = crate::gateway::admit::submit(state, req).await?;
     let status = if method == Method::ChatSend {
         "started"
@@ -164,7 +188,7 @@ pub async fn start(state: &ApiState, method: Method, p: RunParams) -> Result<Val
         "runId": submitted.task.task_id,
         "status": status,
         "acceptedAt": state.clock.now_ms(),
-        "sessionKey": key,
+        "sessionKey": submitted.session,
         "agentId": agent.as_str(),
         "duplicate": submitted.duplicate,
     }))
@@ -244,7 +268,7 @@ pub async fn abort(state: &ApiState, p: AbortParams) -> Result<Value, ErrorShape
         (Some(id), _) => vec![id.clone()],
         (None, Some(key)) => {
             let agent = agent_of(state, p.agent_id.as_deref(), Some(key))?;
-            let (key, ..) = session_of(state, &agent, Some(key), &RequestId::random())?;
+            let key = session_of(state, &agent, Some(key), &RequestId::random())?;
             let all = state.bus.tasks().await.map_err(Failure::bus)?;
             all.iter()
                 .filter(|r| !r.state.is_terminal())
@@ -286,7 +310,7 @@ pub struct HistoryParams {
 /// The last `limit` transcript entries of a session.
 pub fn history(state: &ApiState, p: HistoryParams) -> Result<Value, ErrorShape> {
     let agent = agent_of(state, p.agent_id.as_deref(), Some(&p.session_key))?;
-    let (key, ..) = session_of(state, &agent, Some(&p.session_key), &RequestId::random())?;
+    let key = session_of(state, &agent, Some(&p.session_key), &RequestId::random())?;
     let mut shown = sessions::transcript(state, key.as_str())?;
     let limit = p.limit.unwrap_or(DEFAULT_HISTORY);
     let entries = shown["entries"].as_array().cloned().unwrap_or_default();
