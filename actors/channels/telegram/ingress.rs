@@ -7,7 +7,6 @@ use crate::approvals::{ApprovalError, ApprovalState, Approvals};
 use crate::ids::chat_of_session;
 use crate::ingress::{self as pipeline, Duplicates, IngressError, Request, Target};
 use crate::origin::Origin;
-use crate::router::Router;
 use crate::{OutboundMessage, TELEGRAM_CHANNEL};
 use bus::{Bus, BusError, RequestId};
 use std::sync::Arc;
@@ -16,7 +15,8 @@ use std::sync::Arc;
 #[derive(Clone)]
 pub(super) struct Ingress {
     pub bus: Arc<dyn Bus>,
-    pub router: Arc<Router>,
+    /// The ingress pipeline every message is submitted through (routed by the system's router).
+    pub pipeline: pipeline::Ingress,
     pub approvals: Approvals,
     pub allow_chats: Arc<Vec<i64>>,
 }
@@ -106,7 +106,7 @@ impl Ingress {
                 origin,
             )
         };
-        let submitted = match self.ingress().submit(req).await {
+        let submitted = match self.pipeline.submit(req).await {
             Ok(s) => s,
             Err(e @ (IngressError::Unbound(_) | IngressError::UnknownAgent(_))) => {
                 tracing::warn!(update_id, chat, error = %e, "Telegram message not routed; add [channels.telegram] agent or a [[bindings]] entry.");
@@ -122,11 +122,6 @@ impl Ingress {
         let agent = submitted.agent.as_ref().map_or("", |a| a.as_str());
         tracing::info!(update_id, chat, agent, duplicate = submitted.duplicate, task_id = %submitted.task.task_id, "Telegram message enqueued.");
         Ok(())
-    }
-
-    /// The ingress pipeline over the poller's bus and routing table.
-    fn ingress(&self) -> pipeline::Ingress {
-        pipeline::Ingress::routed(self.bus.clone(), self.router.clone())
     }
 
     /// Resolves an approval asked by a run of this very chat; any other answer is ignored.

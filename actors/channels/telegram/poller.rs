@@ -89,8 +89,8 @@ impl TelegramHandle {
             api,
             poll_timeout: def.poll_timeout,
             ingress: Ingress {
+                pipeline: crate::ingress::Ingress::routed(bus.clone(), router),
                 bus,
-                router,
                 approvals,
                 allow_chats: Arc::new(def.allow_chats.clone()),
             },
