@@ -91,6 +91,25 @@ async fn a_channel_message_reaches_the_bound_agent_and_session() {
         "{message}"
     );
     assert_eq!(server.request_count(), before);
+
+    // A channel name out of its alphabet, and "api" (the scripts' channel): 400 naming it.
+    for (channel, shown) in [("Demo", "\"Demo\""), ("api", "\"api\"")] {
+        let (status, answer) = post_json(
+            &daemon,
+            &format!("/v1/channels/{channel}/messages"),
+            json!({ "peer": "bob", "text": "hey" }),
+        )
+        .await;
+        assert_eq!(status, 400, "{answer}");
+        assert_eq!(answer["error"]["code"], "invalid_channel");
+        assert_eq!(
+            answer["error"]["message"],
+            format!(
+                "channel {shown}: expected lowercase letters, digits, '-' or '_' (\"api\" is reserved for scripts)"
+            )
+        );
+    }
+    assert_eq!(server.request_count(), before);
     daemon.shutdown().await;
 }
 

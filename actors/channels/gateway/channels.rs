@@ -2,7 +2,7 @@
 //! consulted here, at ingress: the message goes to the agent and session its bindings choose.
 
 use super::api::{ApiState, Failure, error, lane, request_id, submit_and_answer};
-use crate::ids::{ChatType, Peer};
+use crate::ids::{ChannelName, ChatType, Peer};
 use crate::ingress::{Request, Target};
 use crate::origin::Origin;
 use axum::extract::{Path, State};
@@ -52,20 +52,21 @@ async fn post_message(
         Ok(b) => b,
         Err(answer) => return answer,
     };
-    let valid_channel = !channel.is_empty()
-        && channel.len() <= 64
-        && channel
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_'));
-    if !valid_channel || channel == "api" {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "invalid_channel",
-            format!(
-                "channel {channel:?}: expected lowercase letters, digits, '-' or '_' (\"api\" is reserved for scripts)"
-            ),
-        );
-    }
+    // "api" is the channel of scripts' tasks: no inbound may speak for it.
+    let channel = match ChannelName::parse("channel", &channel) {
+        Ok(c) if c.as_str() != "api" => c.to_string(),
+        _ => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_channel",
+                format!(
+                    "channel {}: expected {} (\"api\" is reserved for scripts)",
+                    crate::ids::shown(&channel),
+                    ChannelName::EXPECTED
+                ),
+            );
+        }
+    };
     let peer = match Peer::parse("peer", &body.peer) {
         Ok(p) => p,
         Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_body", e.to_string()),

@@ -1,12 +1,16 @@
 //! Identifier newtypes shared by the actors: [`AgentId`], [`SessionKey`], the names a client
-//! gives on an ingress ([`SessionName`], [`Peer`], [`ChatType`], one alphabet, one [`NameError`]),
+//! gives on an ingress ([`SessionName`], [`Peer`], [`ChatType`], [`ChannelName`], one
+//! [`NameError`]),
 //! and the names derived from them ([`chat_of_session`], [`outbound_topic`]).
 
 mod name;
 mod session_key;
 mod topic;
 
-pub use name::{ChatType, MAX_NAME_LEN, NameError, Peer, SessionName, check_name, shown};
+pub use name::{
+    ChannelName, ChatType, MAX_CHANNEL_LEN, MAX_NAME_LEN, NameError, Peer, SessionName, check_name,
+    shown,
+};
 pub use session_key::{SessionKey, chat_of_session};
 pub use topic::outbound_topic;
 

@@ -1,22 +1,31 @@
 //! The names a client gives on an ingress, one newtype per kind: [`SessionName`], [`Peer`],
-//! [`ChatType`]. All share one alphabet ([`check_name`]) and one error ([`NameError`]); a value
-//! of one of these types has been checked, so the pipeline behind the ingress never checks again.
+//! [`ChatType`] share one alphabet ([`check_name`]); [`ChannelName`] is stricter (a channel name
+//! is also a topic segment, `channel.<name>.out`, and a config key). All answer one error,
+//! [`NameError`]; a value of one of these types has been checked, so the pipeline behind the
+//! ingress never checks again.
 
 use std::fmt;
 
 /// The longest name a client may give on any ingress (a session name, a peer, a chat type).
 pub const MAX_NAME_LEN: usize = 128;
 
-/// A name that is not one: which field held it, and the name as shown (cut when long).
+/// The alphabet of names, as an error states it.
+const NAME_ALPHABET: &str = "1-128 characters of A-Z, a-z, 0-9, '-', '_', '.', '@' or '+'";
+
+/// The longest channel name.
+pub const MAX_CHANNEL_LEN: usize = 64;
+
+/// A name that is not one: which field held it, the name as shown (cut when long), and what
+/// was expected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "{what} {shown}: expected 1-{MAX_NAME_LEN} characters of A-Z, a-z, 0-9, '-', '_', '.', '@' or '+'"
-)]
+#[error("{what} {shown}: expected {expected}")]
 pub struct NameError {
     /// The field that held the name (`session`, `peer`, `X-Clawbus-Session` …).
     pub what: String,
     /// The name, quoted, at most its first 64 characters ([`shown`]).
     pub shown: String,
+    /// The alphabet and length the name must have.
+    pub expected: &'static str,
 }
 
 /// Checks a name a client gives on any ingress (HTTP, the channel inbound, the OpenAI endpoint,
@@ -35,6 +44,7 @@ pub fn check_name(what: &str, name: &str) -> Result<(), NameError> {
     Err(NameError {
         what: what.to_string(),
         shown: shown(name),
+        expected: NAME_ALPHABET,
     })
 }
 
@@ -90,6 +100,44 @@ name_type!(
     /// The kind of chat a message came from (`direct`, `group` …), as the client names it.
     ChatType
 );
+
+/// The name of a channel a client posts on (`POST /v1/channels/{name}/messages`): 1-64
+/// characters of `a-z 0-9 - _`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ChannelName(String);
+
+impl ChannelName {
+    /// The alphabet of channel names, as an error states it.
+    pub const EXPECTED: &str = "lowercase letters, digits, '-' or '_'";
+
+    /// Checks `name`; `what` names the field it came in for the error.
+    pub fn parse(what: &str, name: &str) -> Result<Self, NameError> {
+        let ok = !name.is_empty()
+            && name.len() <= MAX_CHANNEL_LEN
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_'));
+        if ok {
+            return Ok(Self(name.to_string()));
+        }
+        Err(NameError {
+            what: what.to_string(),
+            shown: shown(name),
+            expected: Self::EXPECTED,
+        })
+    }
+
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ChannelName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
 
 #[cfg(test)]
 mod tests {
