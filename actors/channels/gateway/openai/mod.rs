@@ -13,14 +13,14 @@ mod stream;
 
 use super::api::ApiState;
 use crate::ids::SessionName;
-use crate::ingress::{IngressError, Request, Target};
+use crate::ingress::{IngressError, Request, Target, Waited};
 use crate::origin::Origin;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use bus::{BusError, RequestId, TaskRecord};
+use bus::{RequestId, TaskRecord};
 use error::ErrorType;
 pub use request::{ChatMessage, ChatRequest, Content, ContentPart, Role};
 use serde_json::json;
@@ -194,27 +194,27 @@ async fn chat_completions(
     if body.stream.unwrap_or(false) {
         return stream::respond(&state, &admission.task, model, created).await;
     }
-    let rec = if admission.task.state.is_terminal() {
-        admission.task
-    } else {
-        match state.bus.wait(&request_id, COMPLETION_WAIT).await {
-            Ok(rec) => rec,
-            Err(BusError::TimedOut { .. }) => {
-                // Sent again, the request would start the turn a second time.
-                return error::no_retry(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    ErrorType::Timeout,
-                    "timeout",
-                    format!(
-                        "no answer within {}s; the task {} goes on (GET /v1/tasks/{})",
-                        COMPLETION_WAIT.as_secs(),
-                        admission.task.task_id,
-                        admission.task.task_id
-                    ),
-                );
-            }
-            Err(e) => return error::bus(e),
+    let waited = state
+        .ingress()
+        .wait(&request_id, COMPLETION_WAIT, &admission.task)
+        .await;
+    let rec = match waited {
+        Ok(Waited::Ended(rec)) => rec,
+        Ok(Waited::Pending(_)) => {
+            // Sent again, the request would start the turn a second time.
+            return error::no_retry(
+                StatusCode::GATEWAY_TIMEOUT,
+                ErrorType::Timeout,
+                "timeout",
+                format!(
+                    "no answer within {}s; the task {} goes on (GET /v1/tasks/{})",
+                    COMPLETION_WAIT.as_secs(),
+                    admission.task.task_id,
+                    admission.task.task_id
+                ),
+            );
         }
+        Err(e) => return error::failure(super::admit::failure(e)),
     };
     completion(&rec, &model, created)
 }
