@@ -188,7 +188,7 @@ impl HttpChannel {
         })
     }
 
-    /// Closes the listener, waits up to [`STOP_WITHIN`] for the requests in flight to be
+    /// Closes the listener, waits up to one second (`STOP_WITHIN`) for the requests in flight to be
     /// answered, then drops the rest.
     pub async fn stopped(mut self) {
         self.stop.send_replace(true);

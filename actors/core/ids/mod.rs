@@ -11,7 +11,7 @@ pub use name::{
     ChannelName, ChatType, MAX_CHANNEL_LEN, MAX_NAME_LEN, NameError, Peer, SessionName, check_name,
     shown,
 };
-pub use session_key::{SessionKey, chat_of_session};
+pub use session_key::{MAX_CLIENT_KEY_LEN, SessionKey, chat_of_session};
 pub use topic::outbound_topic;
 
 use serde::{Deserialize, Serialize};
