@@ -9,7 +9,10 @@
 //! - [`config`]: `clawbus.toml` and `agents.d/`: parse, validate, report every problem with
 //!   file:line:col; the spec types it parses (model parameters, breaker and retry policies,
 //!   reply routes, lanes, tools policy, channels, webhooks).
+//! - [`task`]: the payloads of an agent task on the bus: [`TaskInput`](task::TaskInput) and
+//!   [`TaskResult`](task::TaskResult).
 
 pub mod config;
 pub mod ids;
 pub mod jobs;
+pub mod task;

@@ -13,6 +13,7 @@ use super::transcript::{Entry, Transcript};
 use crate::ids::SessionKey;
 use crate::lane::{LaneError, LanePermit};
 use crate::origin::Origin;
+use crate::task::{TaskInput, TaskResult};
 use crate::tools::ToolContext;
 use crate::tools::run_context::{RunContext, RunSlot};
 use crate::turn::retry;
@@ -22,7 +23,6 @@ use crate::turn::{
 };
 use bus::{Delivery, Outcome, TaskState};
 use journal::{Journal, Prepared};
-use serde_json::json;
 use std::sync::Arc;
 
 /// What the session actor hands a run.
@@ -189,14 +189,9 @@ impl Run {
             Ok(slot) => slot,
             Err(step) => return step,
         };
-        let Some(text) = self
-            .delivery
-            .envelope()
-            .payload
-            .get("text")
-            .and_then(|t| t.as_str())
-        else {
-            return End::failed(Vec::new(), "task payload has no \"text\" string".into());
+        let text = match TaskInput::text_of(&self.delivery.envelope().payload) {
+            Ok(text) => text,
+            Err(e) => return End::failed(Vec::new(), e.to_string()),
         };
         let (tool_context, prompt) = self.context(permit, wait_ms);
         let prepared = match self
@@ -409,17 +404,17 @@ impl Run {
             Ok(out) => {
                 let mut usage = compaction_usage;
                 usage.merge(&out.usage);
-                let mut result = json!({
-                    "text": out.text,
-                    "iterations": out.iterations,
-                    "usage": usage.to_json(rt.id.as_str(), &rt.deps.model_label, &rt.prices),
-                });
+                let mut result = TaskResult {
+                    iterations: Some(out.iterations),
+                    usage: Some(usage.to_json(rt.id.as_str(), &rt.deps.model_label, &rt.prices)),
+                    ..TaskResult::text(out.text)
+                };
                 if out.truncated {
                     // Cut off by the output-token limit: the answer is incomplete.
-                    result["truncated"] = json!(true);
-                    result["finish_reason"] = json!("length");
+                    result = result.truncated();
                     tracing::warn!(agent = %rt.id, session = %key, request_id, "The answer was cut off by the output-token limit (max_tokens); recorded as truncated.");
                 }
+                let result = result.to_value();
                 (Outcome::Succeeded { result }, out.iterations, usage)
             }
             Err(e) => (
