@@ -74,7 +74,8 @@ pub enum FetchError {
         /// What was given.
         url: String,
         /// The parser's complaint.
-        cause: String,
+        #[source]
+        cause: url::ParseError,
     },
     /// The guard refused a hop.
     #[error("refused to fetch {url}: {cause}")]
@@ -148,9 +149,9 @@ impl FetchError {
 
 /// Fetches `url` within `limits`: redirects followed by hand, every hop guarded.
 pub async fn fetch(url: &str, limits: &FetchLimits) -> Result<Fetched, FetchError> {
-    let start = Url::parse(url.trim()).map_err(|e| FetchError::InvalidUrl {
+    let start = Url::parse(url.trim()).map_err(|cause| FetchError::InvalidUrl {
         url: url.to_string(),
-        cause: e.to_string(),
+        cause,
     })?;
     match tokio::time::timeout(limits.timeout, follow(start.clone(), limits)).await {
         Ok(r) => r,
