@@ -2,8 +2,8 @@
 //! crate (for topics) and on no runtime, HTTP server or CLI.
 //!
 //! - [`ids`]: [`AgentId`](ids::AgentId), [`SessionKey`](ids::SessionKey) (OpenClaw's
-//!   `agent:<id>:<channel>:<chatType>:<peer>`), the Telegram chat of a session, the
-//!   `channel.<name>.out` topic.
+//!   `agent:<id>:<channel>:<chatType>:<peer>`), [`Channel`](ids::Channel), the Telegram chat of
+//!   a session, the `channel.<name>.out` topic.
 //! - [`jobs`]: cron job and heartbeat specs (what config parses, what the scheduler runs):
 //!   expressions, schedules and their next fire (DST rules), `HEARTBEAT_OK` / `NO_REPLY`.
 //! - [`config`]: `clawbus.toml` and `agents.d/`: parse, validate, report every problem with

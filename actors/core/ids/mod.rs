@@ -1,10 +1,12 @@
-//! Identifier newtypes shared by the actors: [`AgentId`], [`SessionKey`], and the names derived
+//! Identifier newtypes shared by the actors: [`AgentId`], [`SessionKey`], [`Channel`], and the names derived
 //! from them ([`chat_of_session`], [`outbound_topic`]).
 
+mod channel;
 mod session_key;
 mod topic;
 
-pub use session_key::{SessionKey, chat_of_session};
+pub use channel::Channel;
+pub use session_key::{SessionKey, SessionKeyError, chat_of_session};
 pub use topic::outbound_topic;
 
 use serde::{Deserialize, Serialize};
@@ -46,6 +48,36 @@ impl AgentId {
 impl fmt::Display for AgentId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+impl AsRef<str> for AgentId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<str> for AgentId {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for AgentId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<AgentId> for &str {
+    fn eq(&self, other: &AgentId) -> bool {
+        *self == other.0
+    }
+}
+
+impl PartialEq<AgentId> for String {
+    fn eq(&self, other: &AgentId) -> bool {
+        *self == other.0
     }
 }
 

@@ -10,7 +10,7 @@ use super::events::RunEvents;
 use super::history::View;
 use super::runtime::AgentRuntime;
 use super::transcript::{Entry, Transcript};
-use crate::ids::SessionKey;
+use crate::ids::{Channel, SessionKey};
 use crate::lane::{LaneError, LanePermit};
 use crate::origin::Origin;
 use crate::task::{TaskInput, TaskResult};
@@ -286,9 +286,9 @@ impl Run {
         let channel = origin.channel.as_str();
         let tool_context = ToolContext {
             workspace: rt.workspace.clone(),
-            agent: rt.id.to_string(),
-            session: key.to_string(),
-            channel: channel.to_string(),
+            agent: rt.id.clone(),
+            session: key.clone(),
+            channel: Channel::from(channel),
             run: Some(run_context),
         };
         (tool_context, rt.prompt(key, channel))

@@ -114,7 +114,7 @@ impl Tool for SessionsListTool {
             Ok(r) => r,
             Err(out) => return out,
         };
-        let metas = match reader.list(Some(&ctx.agent)) {
+        let metas = match reader.list(Some(ctx.agent.as_str())) {
             Ok(m) => m,
             Err(e) => return ToolOutput::error("unavailable", e.to_string()),
         };
@@ -359,7 +359,7 @@ impl Tool for SessionsSendTool {
         let origin = Origin {
             channel: crate::origin::AGENT_CHANNEL.into(),
             chat_type: "session".into(),
-            peer: ctx.agent.clone(),
+            peer: ctx.agent.to_string(),
             session_key: Some(session.clone()),
             parent_task: Some(run.task_id),
             // The sender hears how the turn it started ended, as a message in its session.
@@ -368,7 +368,7 @@ impl Tool for SessionsSendTool {
         };
         let mut env = origin.apply(
             Envelope::task(
-                Topic::agent(&ctx.agent),
+                Topic::agent(ctx.agent.as_str()),
                 request_id.clone(),
                 json!({ "text": args.text }),
             )
