@@ -25,7 +25,7 @@ from collections import defaultdict
 # position or below; anything else is reported as an upward edge.  Folders that do not exist yet
 # (turn, workspace, outbox) are what the plan creates; unknown modules are reported as such.
 ORDER = [
-    ("core", ["ids", "jobs", "config"]),
+    ("core", ["ids", "task", "jobs", "config"]),
     ("runtime", ["metrics", "untrusted", "secrets", "router", "origin", "ingress", "lane", "workspace",
                  "model", "skills", "memory", "approvals", "coordinator", "outbox", "cron",
                  "tools", "prompt", "turn", "session", "agent", "system"]),

@@ -28,8 +28,8 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = ToolContext {
         workspace: dir.path().canonicalize().unwrap(),
-        agent: "bench".into(),
-        session: "bench".into(),
+        agent: clawbus::ids::AgentId::new("bench"),
+        session: clawbus::ids::SessionKey::parse("agent:bench:main").unwrap(),
         channel: "api".into(),
         run: None,
     };

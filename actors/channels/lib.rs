@@ -19,7 +19,7 @@
 
 // Path shims: the lower crates' modules under their own names, so `crate::config::…` and
 // `crate::session::…` read as before the split.
-use clawbus_core::{config, ids};
+use clawbus_core::{config, ids, task};
 use clawbus_runtime::{
     agent, approvals, coordinator, cron, ingress, lane, metrics, model, origin, outbox, router,
     session, system, turn,

@@ -8,7 +8,7 @@
 //! ```
 //!
 //! - `bus` (bus/): envelopes, topics, the task store, the [`bus::Bus`] trait and its backends.
-//! - `clawbus-core` (actors/core/): [`ids`], [`jobs`], [`config`].
+//! - `clawbus-core` (actors/core/): [`ids`], [`jobs`], [`config`], [`task`].
 //! - `clawbus-runtime` (actors/runtime/): [`metrics`], [`untrusted`], [`secrets`], [`router`],
 //!   [`origin`], [`lane`], [`workspace`], [`model`], [`skills`], [`memory`], [`approvals`],
 //!   [`coordinator`], [`outbox`], [`cron`], [`tools`], [`prompt`], [`turn`], [`session`],
@@ -20,7 +20,7 @@
 
 pub use clawbus_channels as channels;
 pub use clawbus_channels::gateway;
-pub use clawbus_core::{config, ids, jobs};
+pub use clawbus_core::{config, ids, jobs, task};
 pub use clawbus_runtime::{
     agent, approvals, coordinator, cron, ingress, lane, memory, metrics, model, origin, outbox,
     prompt, router, secrets, session, skills, system, tools, turn, untrusted, workspace,

@@ -29,7 +29,7 @@
 //!   coordinator — and the graceful shutdown. Channels attach to it.
 
 // Path shims: the core's modules under their own names, so `crate::config::…` reads as before.
-pub use clawbus_core::{config, ids, jobs};
+pub use clawbus_core::{config, ids, jobs, task};
 
 pub mod agent;
 pub mod approvals;

@@ -176,9 +176,9 @@ impl Origin {
         origin.peer = get(Header::Peer).unwrap_or_default();
         origin.session_name = get(Header::SessionName);
         if let Some(key) = get(Header::SessionKey) {
-            origin.session_key = Some(SessionKey::parse(&key).map_err(|message| OriginError {
+            origin.session_key = Some(SessionKey::parse(&key).map_err(|e| OriginError {
                 key: Header::SessionKey.as_str(),
-                message,
+                message: e.to_string(),
             })?);
         }
         if let Some(lane) = get(Header::Lane) {
@@ -194,11 +194,10 @@ impl Origin {
             origin.call_chain = chain.split(',').map(str::to_string).collect();
         }
         if let Some(key) = get(Header::NotifySession) {
-            origin.notify_session =
-                Some(SessionKey::parse(&key).map_err(|message| OriginError {
-                    key: Header::NotifySession.as_str(),
-                    message,
-                })?);
+            origin.notify_session = Some(SessionKey::parse(&key).map_err(|e| OriginError {
+                key: Header::NotifySession.as_str(),
+                message: e.to_string(),
+            })?);
         }
         if let Some(depth) = get(Header::Depth) {
             origin.depth = depth.parse().map_err(|e| OriginError {

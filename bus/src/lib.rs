@@ -33,5 +33,5 @@ pub use open::{Backend, BusOptions, OpenBus, open};
 pub use store::{Completion, SledTaskStore, StoreExtras, TaskStore};
 /// The task store's name in earlier versions.
 pub type Ledger = SledTaskStore;
-pub use task::{Admission, Outcome, TaskRecord, TaskState};
+pub use task::{Admission, CancelNotice, Outcome, TaskRecord, TaskState};
 pub use topic::Topic;

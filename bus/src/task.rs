@@ -159,3 +159,60 @@ pub struct Admission {
     /// True when this request id was already known: nothing new was started.
     pub duplicate: bool,
 }
+
+/// The notice published on [`Topic::cancellations`](crate::Topic::cancellations) when a task
+/// ends from outside its consumer (cancelled, timed out, failed by an operator): the consumer
+/// running it stops. On the wire: `{"task_id": …, "request_id": …, "reason": …}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelNotice {
+    /// The task that ended.
+    pub task_id: Uuid,
+    /// Its request id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<RequestId>,
+    /// Why it ended (the outcome's reason or error).
+    #[serde(default = "CancelNotice::default_reason")]
+    pub reason: String,
+}
+
+impl CancelNotice {
+    fn default_reason() -> String {
+        "cancelled".to_string()
+    }
+
+    /// Its payload on the bus.
+    pub fn to_payload(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// The notice in a `tasks.cancelled` payload; `None` when the payload is not one (no
+    /// `task_id` uuid).
+    pub fn from_payload(payload: &serde_json::Value) -> Option<Self> {
+        Self::deserialize(payload).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_cancel_notice_keeps_its_wire_shape() {
+        let task_id = Uuid::nil();
+        let notice = CancelNotice {
+            task_id,
+            request_id: RequestId::parse("r-1").ok(),
+            reason: "stop".into(),
+        };
+        let payload = notice.to_payload();
+        assert_eq!(
+            payload,
+            json!({ "task_id": task_id, "request_id": "r-1", "reason": "stop" })
+        );
+        assert_eq!(CancelNotice::from_payload(&payload), Some(notice));
+        let bare = CancelNotice::from_payload(&json!({ "task_id": task_id.to_string() }));
+        assert_eq!(bare.map(|n| n.reason), Some("cancelled".to_string()));
+        assert_eq!(CancelNotice::from_payload(&json!({ "task_id": "x" })), None);
+    }
+}

@@ -3,6 +3,7 @@
 //! that answered.
 
 use super::api::{ApiState, bus_error, error, query};
+use crate::task::TaskResult;
 use crate::turn::usage::TurnUsage;
 use axum::Json;
 use axum::Router;
@@ -80,7 +81,7 @@ fn usage_of(record: &TaskRecord) -> Option<TaskUsage> {
     let Some(Outcome::Succeeded { result }) = &record.outcome else {
         return None;
     };
-    let raw = result.get("usage")?;
+    let raw = TaskResult::usage_of(result)?;
     let tokens = |v: &Value| serde_json::from_value::<TurnUsage>(v.clone()).ok();
     let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
     let cost = |v: &Value| v.get("cost_usd").and_then(Value::as_f64);

@@ -1,17 +1,19 @@
-//! Identifier newtypes shared by the actors: [`AgentId`], [`SessionKey`], the names a client
+//! Identifier newtypes shared by the actors: [`AgentId`], [`SessionKey`], [`Channel`], the names a client
 //! gives on an ingress ([`SessionName`], [`Peer`], [`ChatType`], [`ChannelName`], one
 //! [`NameError`]),
 //! and the names derived from them ([`chat_of_session`], [`outbound_topic`]).
 
+mod channel;
 mod name;
 mod session_key;
 mod topic;
 
+pub use channel::Channel;
 pub use name::{
     ChannelName, ChatType, MAX_CHANNEL_LEN, MAX_NAME_LEN, NameError, Peer, SessionName, check_name,
     shown,
 };
-pub use session_key::{MAX_CLIENT_KEY_LEN, SessionKey, chat_of_session};
+pub use session_key::{MAX_CLIENT_KEY_LEN, SessionKey, SessionKeyError, chat_of_session};
 pub use topic::outbound_topic;
 
 use serde::{Deserialize, Serialize};
@@ -53,5 +55,35 @@ impl AgentId {
 impl fmt::Display for AgentId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+impl AsRef<str> for AgentId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<str> for AgentId {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for AgentId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<AgentId> for &str {
+    fn eq(&self, other: &AgentId) -> bool {
+        *self == other.0
+    }
+}
+
+impl PartialEq<AgentId> for String {
+    fn eq(&self, other: &AgentId) -> bool {
+        *self == other.0
     }
 }

@@ -44,7 +44,7 @@ impl SessionKey {
     }
 
     /// Parses a key given by a user (`clawbus sessions show <key>`).
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, SessionKeyError> {
         let mut parts = s.split(':');
         let ok = parts.next() == Some("agent")
             && parts.next().is_some_and(|a| AgentId::parse(a).is_ok())
@@ -53,9 +53,9 @@ impl SessionKey {
         if ok {
             Ok(Self(s.to_string()))
         } else {
-            Err(format!(
-                "invalid session key {s:?} (expected agent:<agentId>:main or agent:<agentId>:<channel>:<chatType>:<peerId>)"
-            ))
+            Err(SessionKeyError {
+                given: s.to_string(),
+            })
         }
     }
 
@@ -69,7 +69,7 @@ impl SessionKey {
                 crate::ids::shown(s)
             ));
         }
-        let key = Self::parse(s)?;
+        let key = Self::parse(s).map_err(|e| e.to_string())?;
         let parts: Vec<&str> = s.split(':').skip(2).collect();
         for (i, part) in parts.iter().enumerate() {
             let request_id = i + 1 == parts.len() && bus::RequestId::parse(part).is_ok();
@@ -98,6 +98,16 @@ impl SessionKey {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// A session key that does not parse: not `agent:<agentId>:…` with no empty part.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid session key {given:?} (expected agent:<agentId>:main or agent:<agentId>:<channel>:<chatType>:<peerId>)"
+)]
+pub struct SessionKeyError {
+    /// What was given.
+    pub given: String,
 }
 
 /// The longest session key a client may name: `agent:<id>:<channel>:<chat type>:<peer>` with a

@@ -144,13 +144,7 @@ fn report(view: &TaskView, args: &PostArgs) -> ExitCode {
     };
     if !args.json {
         match (&view.result, args.wait) {
-            (Some(r), _) => outln!(
-                "{}",
-                r["text"]
-                    .as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| r["text"].to_string())
-            ),
+            (Some(r), _) => outln!("{}", crate::task::TaskResult::shown(r)),
             (None, false) => outln!("{}", view.task_id),
             (None, true) => {}
         }

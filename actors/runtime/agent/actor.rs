@@ -9,7 +9,7 @@ use crate::session::{
     LiveSessions, RunDone, SessionActor, SessionHandle, SessionOpenError, SessionShards,
 };
 use actix::{Actor, ActorContext, ActorFutureExt, AsyncContext, Context, Handler, StreamHandler};
-use bus::{Delivery, Kind, Outcome};
+use bus::{CancelNotice, Delivery, Kind, Outcome};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -259,13 +259,12 @@ impl StreamHandler<Task> for AgentActor {
 
 impl StreamHandler<Cancelled> for AgentActor {
     fn handle(&mut self, Cancelled(notice): Cancelled, ctx: &mut Self::Context) {
-        let task_id = notice
-            .envelope()
-            .payload
-            .get("task_id")
-            .and_then(|v| v.as_str())
-            .and_then(|s| Uuid::parse_str(s).ok());
-        let Some(task_id) = task_id else { return };
+        let Some(CancelNotice {
+            task_id, reason, ..
+        }) = CancelNotice::from_payload(&notice.envelope().payload)
+        else {
+            return;
+        };
         let Some(key) = self.tasks.get(&task_id).cloned() else {
             return;
         };
@@ -273,10 +272,6 @@ impl StreamHandler<Cancelled> for AgentActor {
             return;
         };
         let handle = live.handle.clone();
-        let reason = notice.envelope().payload["reason"]
-            .as_str()
-            .unwrap_or("cancelled")
-            .to_string();
         ctx.spawn(actix::fut::wrap_future(async move {
             handle.cancel(task_id, reason).await;
         }));

@@ -160,8 +160,8 @@ fn ask_tool(approvals: &Approvals, approval_timeout: Duration) -> ExecTool {
 async fn exec(tool: &ExecTool, ws: &std::path::Path, command: &str) -> crate::tools::ToolOutput {
     let ctx = ToolContext {
         workspace: ws.to_path_buf(),
-        agent: "coder".into(),
-        session: "s1".into(),
+        agent: crate::ids::AgentId::new("coder"),
+        session: crate::ids::SessionKey::parse("agent:a:s1").unwrap(),
         channel: "api".into(),
         run: None,
     };

@@ -1,5 +1,6 @@
 //! The outcome of a broadcast group, from its members' records.
 
+use crate::task::TaskResult;
 use bus::{Bus, Outcome, TaskState};
 use serde_json::json;
 use uuid::Uuid;
@@ -28,8 +29,7 @@ pub(super) async fn outcome(bus: &dyn Bus, members: &[Uuid]) -> Outcome {
             .to_string();
         let text = record
             .result()
-            .and_then(|r| r.get("text"))
-            .and_then(|t| t.as_str())
+            .and_then(TaskResult::text_of)
             .map(str::to_string);
         any_succeeded |= record.state == TaskState::Succeeded;
         lines.push(match (&text, record.error()) {
@@ -50,7 +50,11 @@ pub(super) async fn outcome(bus: &dyn Bus, members: &[Uuid]) -> Outcome {
     }
     if any_succeeded {
         Outcome::Succeeded {
-            result: json!({ "text": lines.join("\n"), "members": rows }),
+            result: TaskResult {
+                members: Some(rows),
+                ..TaskResult::text(lines.join("\n"))
+            }
+            .to_value(),
         }
     } else {
         Outcome::Failed {

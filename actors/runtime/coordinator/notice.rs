@@ -3,8 +3,8 @@
 
 use crate::ids::SessionKey;
 use crate::origin::Origin;
+use crate::task::{TaskInput, TaskResult};
 use bus::{Envelope, Outcome, RequestId, Topic};
-use serde_json::json;
 use uuid::Uuid;
 
 /// The task that tells session `to` how task `task_id` of `agent` ended: a message that wakes
@@ -17,11 +17,9 @@ pub fn outcome_notice(
     outcome: &Outcome,
 ) -> Option<Envelope> {
     let answer = match outcome {
-        Outcome::Succeeded { result } => result
-            .get("text")
-            .and_then(|t| t.as_str())
-            .unwrap_or_default()
-            .to_string(),
+        Outcome::Succeeded { result } => {
+            TaskResult::text_of(result).unwrap_or_default().to_string()
+        }
         other => format!("{} ({})", other.state().as_str(), error_text(other)),
     };
     let text = format!(
@@ -42,7 +40,7 @@ pub fn outcome_notice(
             Envelope::task(
                 Topic::agent(to.agent()),
                 request_id,
-                json!({ "text": text }),
+                TaskInput::new(text).to_payload(),
             )
             .from(format!("agent:{agent}")),
         ),

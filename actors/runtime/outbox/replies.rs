@@ -8,6 +8,7 @@ use super::OutboundMessage;
 use crate::config::{TELEGRAM as TELEGRAM_CHANNEL, WEBHOOK};
 use crate::ids::chat_of_session;
 use crate::origin::{AGENT_CHANNEL, Origin};
+use crate::task::TaskResult;
 use bus::Outcome;
 use uuid::Uuid;
 
@@ -62,11 +63,9 @@ impl ReplyTo for ReplyRoutes {
     ) -> Option<(&'static str, OutboundMessage)> {
         let (channel, to) = self.target(origin)?;
         let text = match outcome {
-            Outcome::Succeeded { result } => result
-                .get("text")
-                .and_then(|t| t.as_str())
-                .unwrap_or_default()
-                .to_string(),
+            Outcome::Succeeded { result } => {
+                TaskResult::text_of(result).unwrap_or_default().to_string()
+            }
             other => format!(
                 "Sorry, this request could not be answered ({}).",
                 other.state().as_str()

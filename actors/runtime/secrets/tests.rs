@@ -156,8 +156,8 @@ mod through_the_tool_set {
     fn ctx(dir: &tempfile::TempDir) -> ToolContext {
         ToolContext {
             workspace: dir.path().canonicalize().unwrap(),
-            agent: "a".into(),
-            session: "s".into(),
+            agent: crate::ids::AgentId::new("a"),
+            session: crate::ids::SessionKey::parse("agent:a:s").unwrap(),
             channel: "api".into(),
             run: None,
         }

@@ -25,7 +25,8 @@ pub enum SessionOpenError {
         /// The session.
         key: SessionKey,
         /// The store's error.
-        cause: String,
+        #[source]
+        cause: super::index::IndexError,
     },
     /// The transcript could not be opened or started.
     #[error("transcript {}: {cause}", path.display())]
@@ -33,6 +34,7 @@ pub enum SessionOpenError {
         /// The file.
         path: std::path::PathBuf,
         /// The I/O error.
+        #[source]
         cause: std::io::Error,
     },
 }
@@ -69,9 +71,9 @@ impl SessionActor {
         let meta = rt
             .index
             .get_or_create(key.as_str(), rt.id.as_str(), rt.clock.now_ms())
-            .map_err(|e| SessionOpenError::Index {
+            .map_err(|cause| SessionOpenError::Index {
                 key: key.clone(),
-                cause: e.to_string(),
+                cause,
             })?;
         let path = Transcript::path_for(&rt.state_dir, rt.id.as_str(), &meta.session_id);
         let transcript_err = |cause| SessionOpenError::Transcript {

@@ -226,10 +226,10 @@ impl Tool for AgentCallTool {
             .map_or(now + timeout.as_millis() as u64, |d| {
                 d.min(now + timeout.as_millis() as u64)
             });
-        let session = SessionKey::peer(callee, "agent", &ctx.agent, request_id.as_str());
+        let session = SessionKey::peer(callee, "agent", ctx.agent.as_str(), request_id.as_str());
         let origin = Origin {
             channel: crate::origin::AGENT_CHANNEL.into(),
-            chat_type: ctx.agent.clone(),
+            chat_type: ctx.agent.to_string(),
             peer: request_id.to_string(),
             session_key: Some(session),
             parent_task: Some(run.task_id),
@@ -284,7 +284,7 @@ impl Tool for AgentCallTool {
         // (a call that joins an existing task by its request id).
         let edge = WaitEdge {
             waiter: run.task_id,
-            waiter_agent: ctx.agent.clone(),
+            waiter_agent: ctx.agent.to_string(),
             callee: admission.task.task_id,
             callee_agent: args.agent.clone(),
         };

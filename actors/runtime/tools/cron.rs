@@ -115,8 +115,8 @@ impl CronTool {
                 ),
                 Err(e) => cron_error(e),
             },
-            Action::Add => match args.job.into_spec(&ctx.agent, None) {
-                Ok(spec) => match s.add_from_model(&spec, &ctx.agent) {
+            Action::Add => match args.job.into_spec(ctx.agent.as_str(), None) {
+                Ok(spec) => match s.add_from_model(&spec, ctx.agent.as_str()) {
                     Ok(job) => json_out(job),
                     Err(e) => cron_error(e),
                 },
@@ -134,7 +134,7 @@ impl CronTool {
                 };
                 let mut flat = args.job;
                 flat.id = None;
-                match flat.into_spec(&ctx.agent, Some(base)) {
+                match flat.into_spec(ctx.agent.as_str(), Some(base)) {
                     Ok(spec) => match s.update_from_model(&id, &spec) {
                         Ok(job) => json_out(job),
                         Err(e) => cron_error(e),

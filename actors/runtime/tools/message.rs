@@ -94,7 +94,7 @@ impl Tool for MessageTool {
             json!({ "to": args.to, "text": args.text, "from_agent": ctx.agent }),
         )
         .from(format!("agent:{}", ctx.agent))
-        .header("session", ctx.session.clone());
+        .header("session", ctx.session.to_string());
         match bus.publish(env).await {
             Ok(()) => {
                 tracing::info!(agent = %ctx.agent, topic = %topic, to = %args.to, bytes = args.text.len(), "Message handed to the bus.");

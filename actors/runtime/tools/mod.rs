@@ -51,6 +51,7 @@ pub use read::ReadTool;
 pub use web::{WebFetchTool, WebSearchTool};
 pub use write::WriteTool;
 
+use crate::ids::{AgentId, Channel, SessionKey};
 use async_trait::async_trait;
 use futures::FutureExt;
 use std::collections::BTreeMap;
@@ -69,12 +70,12 @@ pub(crate) const OFFLINE: &str = "offered when the daemon runs (`clawbus up`): i
 pub struct ToolContext {
     /// The agent's workspace folder: absolute, canonical, and existing. File tools never leave it.
     pub workspace: PathBuf,
-    /// The calling agent's id, for logs.
-    pub agent: String,
-    /// The session key of the run, for logs.
-    pub session: String,
+    /// The calling agent's id.
+    pub agent: AgentId,
+    /// The session key of the run.
+    pub session: SessionKey,
     /// The channel the run came from (`api`, `cli`, `telegram` …), for per-channel policy.
-    pub channel: String,
+    pub channel: Channel,
     /// The run calling the tool: its task, call chain and lane slot; `None` outside a run
     /// (tests, tools invoked directly).
     pub run: Option<std::sync::Arc<run_context::RunContext>>,
@@ -354,7 +355,7 @@ impl ToolSet {
             return Some(r.clone());
         }
         self.get(name)?;
-        self.channel_denies(&ctx.channel, name)
+        self.channel_denies(ctx.channel.as_str(), name)
             .map(|reason| Removed {
                 tool: name.to_string(),
                 layer: Layer::Channel,
@@ -366,7 +367,7 @@ impl ToolSet {
         let names: Vec<&str> = self
             .names()
             .into_iter()
-            .filter(|n| self.channel_denies(&ctx.channel, n).is_none())
+            .filter(|n| self.channel_denies(ctx.channel.as_str(), n).is_none())
             .collect();
         if names.is_empty() {
             "(none)".to_string()

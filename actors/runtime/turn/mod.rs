@@ -316,12 +316,9 @@ fn pending_calls(added: &[ChatMessage]) -> Vec<ToolCall> {
 /// channel may not (a `sessions_send` into a Telegram chat's session comes from the `agent`
 /// channel, but runs in Telegram's conversation).
 fn for_channels(deps: &TurnDeps, ctx: &ToolContext) -> (TurnDeps, Vec<ToolSchema>) {
-    let mut tools = deps.tools.for_channel(&ctx.channel);
-    let session_channel = crate::ids::SessionKey::parse(&ctx.session)
-        .ok()
-        .and_then(|k| k.channel().map(str::to_string));
-    if let Some(channel) = session_channel.filter(|c| *c != ctx.channel) {
-        tools = tools.for_channel(&channel);
+    let mut tools = deps.tools.for_channel(ctx.channel.as_str());
+    if let Some(channel) = ctx.session.channel().filter(|c| ctx.channel != *c) {
+        tools = tools.for_channel(channel);
     }
     let schemas = tools
         .schemas()

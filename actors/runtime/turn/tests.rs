@@ -126,8 +126,8 @@ fn input(dir: &tempfile::TempDir) -> TurnInput {
         resume: None,
         tool_context: ToolContext {
             workspace: dir.path().canonicalize().unwrap(),
-            agent: "a".into(),
-            session: "s".into(),
+            agent: crate::ids::AgentId::new("a"),
+            session: crate::ids::SessionKey::parse("agent:a:s").unwrap(),
             channel: "api".into(),
             run: None,
         },

@@ -14,7 +14,7 @@ use crate::envelope::{Envelope, Kind, RequestId};
 use crate::error::BusError;
 use crate::events::{TaskEventKind, TaskEventStream};
 use crate::store::{DEFAULT_WINDOW, SledTaskStore, TaskStore};
-use crate::task::{Admission, Outcome, TaskRecord};
+use crate::task::{Admission, CancelNotice, Outcome, TaskRecord};
 use crate::topic::Topic;
 use acker::LocalAcker;
 use actix::{Addr, AsyncContext as _, Context};
@@ -280,10 +280,13 @@ impl Bus for LocalBus {
             // The task ended first: its consumer must not be told to stop (and record a cancel).
             return Ok(record);
         }
-        let mut notice = Envelope::event(
-            Topic::cancellations(),
-            serde_json::json!({ "task_id": record.task_id, "request_id": record.request_id, "reason": reason }),
-        );
+        let payload = CancelNotice {
+            task_id: record.task_id,
+            request_id: Some(record.request_id.clone()),
+            reason,
+        }
+        .to_payload();
+        let mut notice = Envelope::event(Topic::cancellations(), payload);
         notice.request_id = record.request_id.clone();
         self.broker.send(Publish(notice)).await.map_err(closed)?;
         Ok(record)

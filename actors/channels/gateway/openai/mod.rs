@@ -221,11 +221,7 @@ async fn chat_completions(
 
 /// The text of a successful task's result.
 pub(super) fn result_text(rec: &TaskRecord) -> Option<String> {
-    rec.result().map(|r| match r.get("text") {
-        Some(serde_json::Value::String(s)) => s.clone(),
-        Some(other) => other.to_string(),
-        None => r.to_string(),
-    })
+    rec.result().map(crate::task::TaskResult::shown)
 }
 
 /// The id of the completion: the task's.
@@ -236,7 +232,7 @@ pub(super) fn completion_id(rec: &TaskRecord) -> String {
 /// OpenAI's `finish_reason` of a task's result: `"length"` when the output-token limit cut the
 /// answer off (`truncated`), else `"stop"`.
 pub fn finish_reason(result: &serde_json::Value) -> &'static str {
-    if result.get("truncated").and_then(serde_json::Value::as_bool) == Some(true) {
+    if crate::task::TaskResult::is_truncated(result) {
         "length"
     } else {
         "stop"

@@ -10,6 +10,7 @@
 
 use super::super::api::ApiState;
 use super::{completion_id, error};
+use crate::task::TaskResult;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use bus::events::{TaskEventKind, TaskEventStream};
@@ -57,10 +58,7 @@ impl Feed {
     fn finish(&mut self, outcome: Option<Outcome>) {
         match outcome {
             Some(Outcome::Succeeded { result }) => {
-                let text = match result.get("text") {
-                    Some(Value::String(s)) => s.clone(),
-                    _ => String::new(),
-                };
+                let text = TaskResult::text_of(&result).unwrap_or_default();
                 if !text.is_empty() {
                     let chunk = self.ids.chunk(json!({ "content": text }), None);
                     self.pending.push_back(chunk);

@@ -16,6 +16,7 @@ use super::frames::EventName;
 use super::outbox::{Closed, Outbox};
 use crate::gateway::api::ApiState;
 use crate::origin::Origin;
+use crate::task::TaskResult;
 use bus::events::{TaskEvent, TaskEventKind};
 use bus::{BusError, Outcome, Subscription, Topic};
 use serde_json::{Value, json};
@@ -186,11 +187,7 @@ impl Feed {
                 let state = outcome.state().as_str();
                 let (lifecycle, final_chat) = match outcome {
                     Outcome::Succeeded { result } => {
-                        let text = match result.get("text") {
-                            Some(Value::String(s)) => s.clone(),
-                            Some(other) => other.to_string(),
-                            None => result.to_string(),
-                        };
+                        let text = TaskResult::shown(result);
                         let stop = crate::gateway::openai::finish_reason(result);
                         (
                             json!({ "phase": "end", "endedAt": e.ts_ms, "state": state }),

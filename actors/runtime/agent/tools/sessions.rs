@@ -5,7 +5,7 @@
 //! (its conversations, its task sessions, the subagents it ran on itself). Another agent's
 //! sessions are refused as `policy_denied`; other agents are reached with `agent_call`.
 
-use crate::ids::{AgentId, SessionKey};
+use crate::ids::SessionKey;
 use crate::ingress::{Duplicates, Ingress, IngressError, Request, Target};
 use crate::origin::Origin;
 use crate::session::index::SessionMeta;
@@ -115,7 +115,7 @@ impl Tool for SessionsListTool {
             Ok(r) => r,
             Err(out) => return out,
         };
-        let metas = match reader.list(Some(&ctx.agent)) {
+        let metas = match reader.list(Some(ctx.agent.as_str())) {
             Ok(m) => m,
             Err(e) => return ToolOutput::error("unavailable", e.to_string()),
         };
@@ -360,7 +360,7 @@ impl Tool for SessionsSendTool {
         let origin = Origin {
             channel: crate::origin::AGENT_CHANNEL.into(),
             chat_type: "session".into(),
-            peer: ctx.agent.clone(),
+            peer: ctx.agent.to_string(),
             session_key: Some(session.clone()),
             parent_task: Some(run.task_id),
             // The sender hears how the turn it started ended, as a message in its session.
@@ -372,7 +372,7 @@ impl Tool for SessionsSendTool {
             deadline_ms: run.deadline_ms,
             duplicates: Duplicates::SameWork,
             ..Request::new(
-                Target::Agent(AgentId::new(ctx.agent.clone())),
+                Target::Agent(ctx.agent.clone()),
                 request_id.clone(),
                 args.text,
                 format!("agent:{}", ctx.agent),

@@ -11,8 +11,8 @@ use std::time::Duration;
 fn ctx(agent: &str, dir: &std::path::Path) -> ToolContext {
     ToolContext {
         workspace: dir.to_path_buf(),
-        agent: agent.into(),
-        session: format!("agent:{agent}:main"),
+        agent: crate::ids::AgentId::new(agent),
+        session: crate::ids::SessionKey::parse(&format!("agent:{agent}:main")).unwrap(),
         channel: "api".into(),
         run: None,
     }

@@ -108,9 +108,9 @@ async fn the_model_can_read_every_location_it_is_given() {
     assert!(outside.materialised);
     let ctx = crate::tools::ToolContext {
         workspace: fx.path("ws"),
-        agent: "a".to_string(),
-        session: "s".to_string(),
-        channel: "test".to_string(),
+        agent: crate::ids::AgentId::new("a"),
+        session: crate::ids::SessionKey::parse("agent:a:s").unwrap(),
+        channel: "test".into(),
         run: None,
     };
     for skill in &snapshot.skills {

@@ -289,7 +289,7 @@ impl ExecTool {
         info!(agent, program, decision = "ask", reason = "not in the allowlist", command = %plan.shown, "Exec decision.");
         let request = ApprovalRequest {
             agent: agent.to_string(),
-            session: ctx.session.clone(),
+            session: ctx.session.to_string(),
             command: plan.shown.clone(),
             rule: argv::glob_escape(&plan.shown),
             timeout: self.def.approval_timeout,

@@ -29,8 +29,8 @@ pub(super) fn fx() -> Fx {
     fs::create_dir(&bin).unwrap();
     let ctx = ToolContext {
         workspace: ws.clone(),
-        agent: "tester".into(),
-        session: "agent:tester:test".into(),
+        agent: crate::ids::AgentId::new("tester"),
+        session: crate::ids::SessionKey::parse("agent:tester:test").unwrap(),
         channel: "api".into(),
         run: None,
     };

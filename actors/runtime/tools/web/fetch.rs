@@ -74,7 +74,8 @@ pub enum FetchError {
         /// What was given.
         url: String,
         /// The parser's complaint.
-        cause: String,
+        #[source]
+        cause: url::ParseError,
     },
     /// The guard refused a hop.
     #[error("refused to fetch {url}: {cause}")]
@@ -114,12 +115,13 @@ pub enum FetchError {
         content_type: String,
     },
     /// Connection, TLS or protocol failure.
-    #[error("fetching {url} failed: {cause}")]
+    #[error("fetching {url} failed: {}", chain(cause))]
     Network {
         /// The URL.
         url: String,
-        /// The error chain.
-        cause: String,
+        /// The client's error (its message shows the whole chain).
+        #[source]
+        cause: reqwest::Error,
     },
     /// The whole fetch ran past its timeout.
     #[error("fetching {url} timed out after {after:?}")]
@@ -148,9 +150,9 @@ impl FetchError {
 
 /// Fetches `url` within `limits`: redirects followed by hand, every hop guarded.
 pub async fn fetch(url: &str, limits: &FetchLimits) -> Result<Fetched, FetchError> {
-    let start = Url::parse(url.trim()).map_err(|e| FetchError::InvalidUrl {
+    let start = Url::parse(url.trim()).map_err(|cause| FetchError::InvalidUrl {
         url: url.to_string(),
-        cause: e.to_string(),
+        cause,
     })?;
     match tokio::time::timeout(limits.timeout, follow(start.clone(), limits)).await {
         Ok(r) => r,
@@ -172,9 +174,9 @@ async fn follow(start: Url, limits: &FetchLimits) -> Result<Fetched, FetchError>
                 cause,
             })?;
         tracing::debug!(url = %url, target = %target, allowed = target.allowed, "Fetching.");
-        let network = |e: reqwest::Error| FetchError::Network {
+        let network = |cause: reqwest::Error| FetchError::Network {
             url: url.to_string(),
-            cause: chain(&e),
+            cause,
         };
         let mut builder = reqwest::Client::builder()
             .redirect(redirect::Policy::none())
@@ -247,9 +249,9 @@ async fn read(
     }
     let mut body = Vec::new();
     let mut cut = false;
-    while let Some(chunk) = resp.chunk().await.map_err(|e| FetchError::Network {
+    while let Some(chunk) = resp.chunk().await.map_err(|cause| FetchError::Network {
         url: url.to_string(),
-        cause: chain(&e),
+        cause,
     })? {
         let room = max_bytes - body.len();
         if chunk.len() >= room {
