@@ -32,7 +32,7 @@ ORDER = [
     ("testkit", ["testkit"]),
     # After the split the channels crate is flattened: its root (today's channels/mod.rs) shows as
     # "lib", its folders as delivery/telegram/webhook; before it they are all inside "channels".
-    ("channels", ["delivery", "telegram", "webhook", "channels", "gateway"]),
+    ("channels", ["delivery", "telegram", "webhook", "channels", "gateway", "daemon"]),
     ("clawbus(main)", ["cli", "main", "lib"]),
 ]
 RANK, CRATE = {}, {}

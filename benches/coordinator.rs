@@ -20,7 +20,7 @@ use clawbus::config::{self, LoadOptions};
 use clawbus::coordinator::{
     CoordinatorHandle, CoordinatorOptions, WaitEdge, end_wait, register_wait,
 };
-use clawbus::gateway::{Daemon, StartOptions};
+use clawbus::daemon::{Daemon, StartOptions};
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::{Value, json};
 use std::sync::Arc;

@@ -11,7 +11,7 @@
 
 use bus::{Bus, Envelope, LocalBus, LocalOptions, Outcome, RequestId, Topic};
 use clawbus::config::{self, LoadOptions};
-use clawbus::gateway::{Daemon, StartOptions};
+use clawbus::daemon::{Daemon, StartOptions};
 use serde_json::json;
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! Shared fixtures: a config folder in a tempdir, a daemon on a free port, HTTP helpers.
 
 use clawbus::config::{self, Config, LoadOptions};
-use clawbus::gateway::{Daemon, StartOptions};
+use clawbus::daemon::{Daemon, StartOptions};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -1,11 +1,15 @@
-//! clawbus channels: every way in and out of the runtime, and the [`Daemon`](gateway::Daemon)
+//! clawbus channels: every way in and out of the runtime, and the [`Daemon`](daemon::Daemon)
 //! that runs them over the system (`clawbus up`).
 //!
-//! - [`gateway`]: the HTTP server — the API with token auth, channel inbound, task event streams,
-//!   the WebSocket protocol, the OpenAI-compatible endpoint, inbound webhooks — and the
-//!   [`Daemon`](gateway::Daemon): the runtime's [`Clawbus`](crate::system::Clawbus) plus these
-//!   channels, started and stopped together.
-//! - [`Channels`]: the channels that are not HTTP, each an actor the daemon starts:
+//! Every channel has one lifecycle: [`Prepared`] before the system starts (what can refuse the
+//! start without the system: a port, a token, a secret), [`Prepared::start`] over the running
+//! system, then a [`Channel`] stopped in two steps around the drain ([`Channel::stop_input`],
+//! [`Channel::stop`]).
+//!
+//! - [`daemon`]: the composition root: the runtime's [`Clawbus`](crate::system::Clawbus) plus
+//!   every channel, prepared, started and stopped together.
+//! - [`gateway`]: the HTTP channel: the API with token auth, the admin API, channel inbound, task
+//!   event streams, the WebSocket protocol, the OpenAI-compatible endpoint, inbound webhooks.
 //! - [`delivery`]: one delivery actor per outbound channel, subscribed to `channel.<name>.out`;
 //!   it sends replies and cron announcements with retries (exponential backoff with jitter on
 //!   the injected clock, bounded tries), never sends `NO_REPLY` / `HEARTBEAT_OK`, and records
@@ -25,6 +29,7 @@ use clawbus_runtime::{
     session, system, turn,
 };
 
+pub mod daemon;
 pub mod delivery;
 pub mod gateway;
 pub mod telegram;
@@ -39,7 +44,7 @@ pub const TELEGRAM_CHANNEL: &str = crate::config::TELEGRAM;
 /// The channel name of outbound webhooks (as on the origin of inbound ones).
 pub const WEBHOOK: &str = crate::config::WEBHOOK;
 
-/// Why the channels could not start.
+/// Why a channel could not start (before the system starts or over it).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ChannelError {
@@ -51,109 +56,65 @@ pub enum ChannelError {
         /// The variable.
         env: String,
     },
-    /// A webhook with a `deliver_url` has no secret to sign with.
+    /// A webhook has no secret (to check inbound deliveries, or to sign outbound ones).
     #[error(transparent)]
     WebhookSecret(#[from] webhook::sign::MissingSecret),
     /// The delivery records or the Telegram offset could not be opened.
     #[error("channel state: {0}")]
     State(String),
+    /// Binding the gateway beyond loopback needs `--allow-public`.
+    #[error(
+        "refusing to bind {0}: not a loopback address (pass --allow-public to expose the gateway)"
+    )]
+    PublicBind(std::net::IpAddr),
+    /// The gateway's token file could not be read or written.
+    #[error("state dir {}: token: {cause}", path.display())]
+    Token {
+        /// The state folder.
+        path: std::path::PathBuf,
+        /// What failed.
+        cause: String,
+    },
+    /// The store of used webhook signatures could not be opened.
+    #[error("the store of used webhook signatures: {0}")]
+    WebhookStore(#[source] sled::Error),
+    /// The gateway's listening socket could not be bound.
+    #[error("cannot listen on {addr}: {cause}")]
+    Listen {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// The I/O error.
+        cause: std::io::Error,
+    },
     /// The bus refused a subscription.
     #[error("bus: {0}")]
     Bus(#[from] BusError),
 }
 
-/// The running channels: the delivery actors and the Telegram poller.
-#[derive(Default)]
-pub struct Channels {
-    deliveries: Vec<delivery::DeliveryHandle>,
-    telegram: Option<telegram::TelegramHandle>,
+/// A channel before the system starts: what can refuse the start on its side without the
+/// system (a port, a token, a secret) is already done. The [`Daemon`](daemon::Daemon) prepares
+/// every channel, starts the system, then starts each prepared channel over it.
+#[async_trait::async_trait(?Send)]
+pub trait Prepared {
+    /// Starts the channel over the running system. Must run inside an actix `System`.
+    async fn start(
+        self: Box<Self>,
+        system: &crate::system::Clawbus,
+    ) -> Result<Box<dyn Channel>, ChannelError>;
 }
 
-/// What the channels are built from.
-pub struct ChannelParts<'a> {
-    /// The validated configuration.
-    pub config: &'a crate::config::Config,
-    /// The system's database (the Telegram offset).
-    pub db: &'a sled::Db,
-    /// Pending deliveries and the delivery records.
-    pub outbox: crate::outbox::Outbox,
-    /// The bus.
-    pub bus: std::sync::Arc<dyn bus::Bus>,
-    /// The one clock.
-    pub clock: std::sync::Arc<dyn bus::Clock>,
-    /// Approval requests (answered from Telegram).
-    pub approvals: crate::approvals::Approvals,
-    /// The routing table (Telegram messages are routed at ingress).
-    pub router: std::sync::Arc<crate::router::Router>,
-    /// The metrics registry (deliveries by outcome).
-    pub metrics: crate::metrics::Metrics,
-}
+/// A running channel, stopped in two steps around the system's drain: [`Channel::stop_input`]
+/// before it (no new work comes in), [`Channel::stop`] after it.
+#[async_trait::async_trait]
+pub trait Channel: Send + Sync {
+    /// The channel's name.
+    fn name(&self) -> &str;
 
-impl Channels {
-    /// Starts a delivery actor per outbound channel (Telegram when it polls, webhooks when one
-    /// has a `deliver_url`) and the Telegram poller. Must run inside an actix `System`.
-    pub async fn start(parts: ChannelParts<'_>) -> Result<Self, ChannelError> {
-        let config = parts.config;
-        let deps = || delivery::DeliveryDeps {
-            bus: parts.bus.clone(),
-            clock: parts.clock.clone(),
-            outbox: parts.outbox.clone(),
-            backoff: delivery::Backoff::from_def(&config.delivery),
-            jitter: delivery::backoff::jitter,
-            metrics: parts.metrics.clone(),
-        };
-        let mut channels = Self::default();
-        if let Some(sink) = webhook::WebhookSink::from_config(config, parts.clock.clone())? {
-            let handle =
-                delivery::DeliveryHandle::start(WEBHOOK, std::sync::Arc::new(sink), deps()).await?;
-            channels.deliveries.push(handle);
-        }
-        let telegram_def = config
-            .channels
-            .get(TELEGRAM_CHANNEL)
-            .and_then(|c| c.telegram.as_ref());
-        if let Some(def) = telegram_def {
-            let token = std::env::var(&def.token_env)
-                .ok()
-                .filter(|t| !t.trim().is_empty())
-                .ok_or_else(|| ChannelError::MissingToken {
-                    env: def.token_env.clone(),
-                })?;
-            let api = telegram::BotApi::new(&def.base_url, token.trim());
-            let sink = telegram::TelegramSink::new(api.clone());
-            let handle = delivery::DeliveryHandle::start(
-                TELEGRAM_CHANNEL,
-                std::sync::Arc::new(sink),
-                deps(),
-            )
-            .await?;
-            channels.deliveries.push(handle);
-            let offsets = telegram::OffsetStore::open(parts.db)
-                .map_err(|e| ChannelError::State(format!("telegram offset: {e}")))?;
-            let poller = telegram::TelegramHandle::start(
-                def,
-                api,
-                parts.bus.clone(),
-                parts.router.clone(),
-                parts.approvals.clone(),
-                offsets,
-            )
-            .await?;
-            channels.telegram = Some(poller);
-        }
-        Ok(channels)
-    }
+    /// Stops taking input; called before the system drains. By default nothing stops (a
+    /// delivery actor goes on delivering through the drain; the HTTP port stays open and its
+    /// `/healthz` answers 503).
+    async fn stop_input(&self) {}
 
-    /// The delivery actor of `channel`, when it has one.
-    pub fn delivery(&self, channel: &str) -> Option<&delivery::DeliveryHandle> {
-        self.deliveries.iter().find(|d| d.channel() == channel)
-    }
-
-    /// Stops taking input (the Telegram poller); deliveries in flight go on while the system
-    /// drains.
-    pub async fn stop_input(&self) {
-        if let Some(t) = &self.telegram {
-            t.stop().await;
-        }
-    }
+    /// Stops for good; called after the drain. By default nothing is left to stop.
+    async fn stop(self: Box<Self>) {}
 }

@@ -14,12 +14,13 @@
 //!   [`coordinator`], [`outbox`], [`cron`], [`tools`], [`prompt`], [`turn`], [`session`],
 //!   [`agent`], [`system`].
 //! - `clawbus-channels` (actors/channels/): [`channels`] (delivery, Telegram, outbound
-//!   webhooks) and [`gateway`] (HTTP, WebSocket, OpenAI endpoint, inbound webhooks, the `Daemon`).
+//!   webhooks), [`gateway`] (HTTP, WebSocket, OpenAI endpoint, inbound webhooks) and [`daemon`]
+//!   (the `Daemon`: the composition root that starts the system and every channel).
 //! - `clawbus-testkit` (actors/testkit/): scripted model and Telegram servers for tests and
 //!   benchmarks, as `testkit` (cargo feature `testkit`).
 
 pub use clawbus_channels as channels;
-pub use clawbus_channels::gateway;
+pub use clawbus_channels::{daemon, gateway};
 pub use clawbus_core::{config, ids, jobs, task};
 pub use clawbus_runtime::{
     agent, approvals, coordinator, cron, ingress, lane, memory, metrics, model, origin, outbox,

@@ -24,7 +24,7 @@ fn job(schedule: Value, agent: &str) -> Value {
 }
 
 /// A project with one agent, `ops`, on the scripted `server`, and its daemon.
-async fn ops_daemon(server: &ScriptedServer) -> (Project, clawbus::gateway::Daemon) {
+async fn ops_daemon(server: &ScriptedServer) -> (Project, clawbus::daemon::Daemon) {
     let project = Project::new();
     project
         .with_mock_provider(&server.base_url(), "10s", 0)
@@ -37,7 +37,7 @@ async fn ops_daemon(server: &ScriptedServer) -> (Project, clawbus::gateway::Daem
 /// what the CLI printed.
 async fn add_and_run(
     project: &Project,
-    daemon: &clawbus::gateway::Daemon,
+    daemon: &clawbus::daemon::Daemon,
     body: Value,
 ) -> (String, Value) {
     let (status, added) = send(daemon, reqwest::Method::POST, "/v1/cron", Some(body)).await;

@@ -1,8 +1,8 @@
 //! Gateway auth, idempotency headers and task lookup.
 
 use crate::support::{NET, Project, in_fresh_system};
+use clawbus::daemon::{Daemon, StartOptions};
 use clawbus::gateway::token;
-use clawbus::gateway::{Daemon, StartOptions};
 use serde_json::json;
 
 #[actix_rt::test]
@@ -130,7 +130,7 @@ async fn non_loopback_bind_is_refused_without_allow_public() {
     project
         .write("clawbus.toml", "[gateway]\nbind = \"0.0.0.0\"\n")
         .write("agents.d/echo.toml", "");
-    let err = clawbus::gateway::Daemon::start(project.load(), Default::default())
+    let err = clawbus::daemon::Daemon::start(project.load(), Default::default())
         .await
         .err()
         .unwrap();
@@ -218,13 +218,11 @@ async fn a_second_daemon_on_the_same_state_dir_is_refused_clearly() {
     let project = Project::new();
     project.write("agents.d/echo.toml", "");
     let first = project.start().await;
-    let err = clawbus::gateway::Daemon::start(
-        project.load(),
-        clawbus::gateway::StartOptions::free_port(),
-    )
-    .await
-    .err()
-    .expect("the state dir is held by the first daemon");
+    let err =
+        clawbus::daemon::Daemon::start(project.load(), clawbus::daemon::StartOptions::free_port())
+            .await
+            .err()
+            .expect("the state dir is held by the first daemon");
     let text = err.to_string();
     assert!(
         text.contains("in use by another clawbus process") && text.contains(".clawbus"),

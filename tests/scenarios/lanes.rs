@@ -68,7 +68,7 @@ fn hold_until(n: usize) -> impl Fn(&Value) -> Turn + Send + Sync + 'static {
     }
 }
 
-async fn get_metrics(daemon: &clawbus::gateway::Daemon, token: Option<&str>) -> (u16, String) {
+async fn get_metrics(daemon: &clawbus::daemon::Daemon, token: Option<&str>) -> (u16, String) {
     let mut req = reqwest::Client::new()
         .get(format!("{}/metrics", daemon.url()))
         .timeout(NET);

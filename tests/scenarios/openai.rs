@@ -3,7 +3,7 @@
 //! blank-line-terminated event, stop at `[DONE]`, raise on an `error` object).
 
 use crate::support::{NET, Project, get_json, last_user};
-use clawbus::gateway::Daemon;
+use clawbus::daemon::Daemon;
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::{Value, json};
 

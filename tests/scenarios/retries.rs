@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 const FAST_RETRIES: &str =
     "[limits]\nmax_attempts = 3\nretry_backoff = \"10ms\"\nretry_backoff_max = \"40ms\"\n";
 
-async fn until_ended(daemon: &clawbus::gateway::Daemon, task_id: &str) -> Value {
+async fn until_ended(daemon: &clawbus::daemon::Daemon, task_id: &str) -> Value {
     let mut last = Value::Null;
     eventually("the task ended", async || {
         last = get_json(daemon, &format!("/v1/tasks/{task_id}")).await;
@@ -248,7 +248,7 @@ async fn a_failing_primary_falls_over_and_the_events_say_so() {
 }
 
 /// The `retry` events of a finished task: (attempt, delay_ms), in order.
-async fn retry_events(daemon: &clawbus::gateway::Daemon, task_id: &str) -> Vec<(u64, u64)> {
+async fn retry_events(daemon: &clawbus::daemon::Daemon, task_id: &str) -> Vec<(u64, u64)> {
     let body = crate::support::get_text(daemon, &format!("/v1/tasks/{task_id}/events")).await;
     body.lines()
         .filter_map(|l| l.strip_prefix("data:"))

@@ -37,7 +37,7 @@ fn project_on(server: &ScriptedServer) -> Project {
     p
 }
 
-async fn wait_task(daemon: &clawbus::gateway::Daemon, task_id: &str, state: &str) -> Value {
+async fn wait_task(daemon: &clawbus::daemon::Daemon, task_id: &str, state: &str) -> Value {
     let rid = daemon
         .bus()
         .task(task_id.parse().unwrap())
@@ -168,7 +168,7 @@ async fn a_torn_transcript_line_is_set_aside_and_the_session_continues() {
     let config = project.load();
     let first = in_fresh_system(move || async move {
         let daemon =
-            clawbus::gateway::Daemon::start(config, clawbus::gateway::StartOptions::free_port())
+            clawbus::daemon::Daemon::start(config, clawbus::daemon::StartOptions::free_port())
                 .await
                 .unwrap();
         let (_, first) = post_task(
@@ -502,7 +502,7 @@ async fn a_deadline_bounds_the_wait_for_a_lane_slot() {
 }
 
 /// Polls the agent's session listing until `ok` holds for the row of `key`.
-async fn until_session(daemon: &clawbus::gateway::Daemon, key: &str, ok: impl Fn(&Value) -> bool) {
+async fn until_session(daemon: &clawbus::daemon::Daemon, key: &str, ok: impl Fn(&Value) -> bool) {
     let what = format!("session {key} reaches the expected state");
     eventually(&what, async || {
         let rows = get_json(daemon, "/v1/sessions?agent=chat").await;

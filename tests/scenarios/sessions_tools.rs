@@ -49,7 +49,7 @@ fn project(server: &ScriptedServer) -> Project {
 }
 
 /// Posts `text` to `agent` in named session `session` and waits for the answer text.
-async fn ask(daemon: &clawbus::gateway::Daemon, agent: &str, session: &str, text: &str) -> String {
+async fn ask(daemon: &clawbus::daemon::Daemon, agent: &str, session: &str, text: &str) -> String {
     let (status, done) = post_task(
         daemon,
         agent,

@@ -154,7 +154,7 @@ async fn cron_and_main_lanes_run_side_by_side_and_an_unknown_lane_is_refused() {
 }
 
 /// Reads a whole SSE body into `(event name, data)` pairs.
-async fn sse(daemon: &clawbus::gateway::Daemon, path: &str) -> Vec<(String, Value)> {
+async fn sse(daemon: &clawbus::daemon::Daemon, path: &str) -> Vec<(String, Value)> {
     let body = crate::support::get_text(daemon, path).await;
     let mut out = Vec::new();
     for block in body.split("\n\n") {

@@ -77,6 +77,21 @@ pub struct DeliveryDeps {
     pub metrics: crate::metrics::Metrics,
 }
 
+impl DeliveryDeps {
+    /// The dependencies of a delivery actor over the running system (the configured backoff,
+    /// the jitter of [`backoff::jitter`]).
+    pub fn of(system: &crate::system::Clawbus) -> Self {
+        Self {
+            bus: system.bus().clone(),
+            clock: system.clock().clone(),
+            outbox: system.outbox().clone(),
+            backoff: Backoff::from_def(&system.config().delivery),
+            jitter: backoff::jitter,
+            metrics: system.metrics().clone(),
+        }
+    }
+}
+
 /// One delivery still being tried, for status and tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingView {
@@ -156,5 +171,13 @@ impl DeliveryHandle {
     /// The deliveries still being tried.
     pub async fn pending(&self) -> Result<Vec<PendingView>, MailboxError> {
         self.addr.send(Pending).await
+    }
+}
+
+/// A delivery actor is a running channel: it goes on delivering through the drain, and stops
+/// with the system.
+impl crate::Channel for DeliveryHandle {
+    fn name(&self) -> &str {
+        &self.channel
     }
 }

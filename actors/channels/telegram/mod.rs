@@ -23,6 +23,80 @@ pub use poller::{OffsetStore, TelegramHandle, TelegramPoller};
 use super::OutboundMessage;
 use super::delivery::{SendError, Sink};
 
+/// The Telegram channel, prepared: the Bot API with the token read from the environment before
+/// the system starts. Started, it is the `telegram` delivery actor and the poller.
+pub struct TelegramChannel {
+    def: crate::config::TelegramDef,
+    api: BotApi,
+}
+
+impl TelegramChannel {
+    /// The channel when `[channels.telegram]` is configured, else `None`; fails when its
+    /// `token_env` is unset or empty.
+    pub fn prepare(config: &crate::config::Config) -> Result<Option<Self>, crate::ChannelError> {
+        let telegram = config.channels.get(crate::TELEGRAM_CHANNEL);
+        let Some(def) = telegram.and_then(|c| c.telegram.as_ref()) else {
+            return Ok(None);
+        };
+        let token = std::env::var(&def.token_env)
+            .ok()
+            .filter(|t| !t.trim().is_empty())
+            .ok_or_else(|| crate::ChannelError::MissingToken {
+                env: def.token_env.clone(),
+            })?;
+        Ok(Some(Self {
+            api: BotApi::new(&def.base_url, token.trim()),
+            def: def.clone(),
+        }))
+    }
+}
+
+#[async_trait::async_trait(?Send)]
+impl crate::Prepared for TelegramChannel {
+    async fn start(
+        self: Box<Self>,
+        system: &crate::system::Clawbus,
+    ) -> Result<Box<dyn crate::Channel>, crate::ChannelError> {
+        let sink = TelegramSink::new(self.api.clone());
+        let delivery = crate::delivery::DeliveryHandle::start(
+            crate::TELEGRAM_CHANNEL,
+            std::sync::Arc::new(sink),
+            crate::delivery::DeliveryDeps::of(system),
+        )
+        .await?;
+        let offsets = OffsetStore::open(system.db())
+            .map_err(|e| crate::ChannelError::State(format!("telegram offset: {e}")))?;
+        let poller = TelegramHandle::start(
+            &self.def,
+            self.api,
+            system.bus().clone(),
+            system.router().clone(),
+            system.approvals().clone(),
+            offsets,
+        )
+        .await?;
+        Ok(Box::new(RunningTelegram { delivery, poller }))
+    }
+}
+
+/// The running Telegram channel: its poller stops before the drain (updates not yet taken stay
+/// on Telegram's side), its delivery actor goes on through it.
+struct RunningTelegram {
+    delivery: crate::delivery::DeliveryHandle,
+    poller: TelegramHandle,
+}
+
+#[async_trait::async_trait]
+impl crate::Channel for RunningTelegram {
+    fn name(&self) -> &str {
+        self.delivery.channel()
+    }
+
+    async fn stop_input(&self) {
+        self.poller.stop().await;
+    }
+}
+
 /// The session chat type of a Telegram chat type: `private` → `direct`, `group` and
 /// `supergroup` → `group`, `channel` → `channel`.
 pub fn chat_type(telegram: &str) -> &'static str {

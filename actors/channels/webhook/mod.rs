@@ -38,13 +38,17 @@ pub struct WebhookSink {
     clock: Arc<dyn bus::Clock>,
 }
 
-impl WebhookSink {
+/// The outbound webhooks channel, prepared: the hooks with a `deliver_url` and their secrets,
+/// read from the environment before the system starts. Started, it is the `webhook` delivery
+/// actor.
+pub struct WebhookChannel {
+    targets: BTreeMap<String, Target>,
+}
+
+impl WebhookChannel {
     /// The hooks with a `deliver_url`, their secrets read from the environment; `None` when no
-    /// hook delivers. Each try is signed at `clock`'s time.
-    pub fn from_config(
-        config: &Config,
-        clock: Arc<dyn bus::Clock>,
-    ) -> Result<Option<Self>, MissingSecret> {
+    /// hook delivers.
+    pub fn prepare(config: &Config) -> Result<Option<Self>, MissingSecret> {
         let mut targets = BTreeMap::new();
         for (name, def) in &config.webhooks {
             let Some(url) = &def.deliver_url else {
@@ -58,11 +62,26 @@ impl WebhookSink {
                 },
             );
         }
-        Ok((!targets.is_empty()).then(|| Self {
+        Ok((!targets.is_empty()).then_some(Self { targets }))
+    }
+}
+
+#[async_trait::async_trait(?Send)]
+impl crate::Prepared for WebhookChannel {
+    async fn start(
+        self: Box<Self>,
+        system: &crate::system::Clawbus,
+    ) -> Result<Box<dyn crate::Channel>, crate::ChannelError> {
+        // Each try is signed at the system clock's time.
+        let sink = WebhookSink {
             client: reqwest::Client::new(),
-            targets,
-            clock,
-        }))
+            targets: self.targets,
+            clock: system.clock().clone(),
+        };
+        let deps = crate::delivery::DeliveryDeps::of(system);
+        let handle =
+            crate::delivery::DeliveryHandle::start(crate::WEBHOOK, Arc::new(sink), deps).await?;
+        Ok(Box::new(handle))
     }
 }
 

@@ -1,7 +1,7 @@
 //! `clawbus up`: check, then run the daemon until SIGINT/SIGTERM.
 
 use super::{EXIT_USAGE, Global};
-use crate::gateway::{Daemon, StartOptions};
+use crate::daemon::{Daemon, StartOptions};
 use clap::Args;
 use std::io::Write;
 use std::process::ExitCode;

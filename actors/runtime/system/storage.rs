@@ -1,7 +1,7 @@
 //! Storage health. sled 0.34 keeps the first I/O error of a write (a full disk) and refuses every
 //! later write of that database until it is opened again; so the daemon watches for that state
 //! and, once the state folder takes writes again, `clawbus up` restarts itself in place (see
-//! [`crate::gateway::Daemon::storage_recovered`]), which opens the database afresh.
+//! [`crate::daemon::Daemon::storage_recovered`]), which opens the database afresh.
 
 use std::io::Write as _;
 use std::path::Path;
