@@ -1,5 +1,5 @@
-//! The composition root of a running gateway (`clawbus up`): the runtime's
-//! [`Clawbus`](crate::system::Clawbus) plus every channel, each started and stopped the same way.
+//! The composition root of a running gateway (`clawbus up`): the runtime's [`Clawbus`] plus
+//! every channel, each started and stopped the same way.
 //!
 //! 1. Prepare every channel ([`Prepared`]): the HTTP listener binds its port and reads the
 //!    token and the inbound webhook secrets, outbound webhooks read their secrets, Telegram its
