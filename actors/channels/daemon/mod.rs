@@ -172,15 +172,27 @@ impl Daemon {
         let Self {
             system, channels, ..
         } = self;
-        for channel in &channels {
-            channel.stop_input().await;
-        }
-        // The HTTP port stays open through the drain: `/healthz` answers 503 until the end.
-        let report = system.shutdown(grace).await;
-        for channel in channels.into_iter().rev() {
-            channel.stop().await;
-        }
+        let report = stop_around(channels, system.shutdown(grace)).await;
         tracing::info!("Gateway stopped.");
         report
     }
 }
+
+/// Stops every channel's input, runs `drain`, then stops every channel, the last started first.
+/// The HTTP port stays open through the drain: `/healthz` answers 503 until the end.
+async fn stop_around<T>(
+    channels: Vec<Box<dyn Channel>>,
+    drain: impl std::future::Future<Output = T>,
+) -> T {
+    for channel in &channels {
+        channel.stop_input().await;
+    }
+    let out = drain.await;
+    for channel in channels.into_iter().rev() {
+        channel.stop().await;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
