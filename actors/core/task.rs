@@ -98,6 +98,12 @@ impl TaskResult {
         }
     }
 
+    /// The answer of a recorded `result` as a JSON value, kept as recorded: its `text` value,
+    /// else the whole result.
+    pub fn text_value_of(result: &Value) -> &Value {
+        result.get("text").unwrap_or(result)
+    }
+
     /// Whether a recorded `result` is marked cut off by the output-token limit.
     pub fn is_truncated(result: &Value) -> bool {
         result.get("truncated").and_then(Value::as_bool) == Some(true)
@@ -158,6 +164,8 @@ mod tests {
     fn a_result_is_shown_by_its_text_else_as_json() {
         assert_eq!(TaskResult::shown(&json!({ "text": "hi" })), "hi");
         assert_eq!(TaskResult::shown(&json!({ "text": 3 })), "3");
+        assert_eq!(TaskResult::text_value_of(&json!({ "text": 3 })), &json!(3));
+        assert_eq!(TaskResult::text_value_of(&json!("bare")), &json!("bare"));
         assert_eq!(TaskResult::shown(&json!({ "n": 1 })), r#"{"n":1}"#);
     }
 }

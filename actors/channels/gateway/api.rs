@@ -6,6 +6,7 @@ use crate::config::retry::MAX_ATTEMPTS;
 use crate::ids::{AgentId, SessionName};
 use crate::ingress::{Request, Target};
 use crate::origin::Origin;
+use crate::task::TaskResult;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
@@ -363,13 +364,13 @@ impl TaskView {
             state: rec.state.as_str().to_string(),
             duplicate,
             result: rec.result().map(|r| {
-                let mut view = json!({ "text": r.get("text").cloned().unwrap_or(r.clone()) });
+                let mut view = json!({ "text": TaskResult::text_value_of(r) });
                 // A turn's token usage (and cost) travels with its answer.
-                if let (Some(obj), Some(usage)) = (view.as_object_mut(), r.get("usage")) {
+                if let (Some(obj), Some(usage)) = (view.as_object_mut(), TaskResult::usage_of(r)) {
                     obj.insert("usage".into(), usage.clone());
                 }
                 // An answer the output-token limit cut off says so.
-                if r.get("truncated") == Some(&json!(true)) {
+                if TaskResult::is_truncated(r) {
                     view["truncated"] = json!(true);
                     view["finish_reason"] = json!("length");
                 }

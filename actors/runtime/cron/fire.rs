@@ -11,6 +11,7 @@ use crate::ids::AgentId;
 use crate::ids::SessionKey;
 use crate::ingress::{Duplicates, Ingress, Request, Target};
 use crate::origin::Origin;
+use crate::task::TaskResult;
 use bus::{BusError, Outcome, RequestId, TaskRecord};
 use std::sync::Arc;
 use std::time::Duration;
@@ -227,10 +228,7 @@ impl Run {
             Ok(rec) => match &rec.outcome {
                 Some(o) => {
                     let (outcome, error) = outcome_of(o);
-                    let text = rec
-                        .result()
-                        .and_then(|r| r.get("text"))
-                        .and_then(|t| t.as_str());
+                    let text = rec.result().and_then(TaskResult::text_of);
                     (outcome, error, text.map(str::to_string))
                 }
                 None => (RunOutcome::Failed, Some("no outcome recorded".into()), None),

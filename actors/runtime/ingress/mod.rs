@@ -18,6 +18,7 @@ pub use admit::Duplicates;
 use crate::ids::{AgentId, SessionKey};
 use crate::origin::Origin;
 use crate::router::{Inbound, RouteError, Router};
+use crate::task::TaskInput;
 use bus::{Admission, Bus, BusError, Envelope, RequestId, TaskRecord, Topic};
 use std::sync::Arc;
 use std::time::Duration;
@@ -187,9 +188,8 @@ impl Ingress {
             duplicates,
         } = req;
         let (topic, agent) = self.route(target, &mut origin, &request_id)?;
-        let mut env = origin.apply(
-            Envelope::task(topic, request_id, serde_json::json!({ "text": text })).from(from),
-        );
+        let mut env = origin
+            .apply(Envelope::task(topic, request_id, TaskInput::new(text).to_payload()).from(from));
         env.deadline = deadline_ms;
         let Admission { task, duplicate } =
             admit::admit(self.bus.as_ref(), env, duplicates).await?;

@@ -8,6 +8,7 @@ use crate::ids::AgentId;
 use crate::ids::SessionKey;
 use crate::ingress::{Duplicates, Ingress, IngressError, Request, Target};
 use crate::origin::Origin;
+use crate::task::TaskResult;
 use async_trait::async_trait;
 use bus::{Bus, BusError, Outcome, RequestId, TaskRecord};
 use serde::Deserialize;
@@ -96,13 +97,9 @@ fn derived_request_id(parent: uuid::Uuid, agent: &str, task: &str) -> String {
 /// The answer of an ended task as the tool's output.
 fn answer(agent: &str, record: &TaskRecord) -> ToolOutput {
     match &record.outcome {
-        Some(Outcome::Succeeded { result }) => ToolOutput::ok(
-            result
-                .get("text")
-                .and_then(|t| t.as_str())
-                .unwrap_or_default()
-                .to_string(),
-        ),
+        Some(Outcome::Succeeded { result }) => {
+            ToolOutput::ok(TaskResult::text_of(result).unwrap_or_default().to_string())
+        }
         Some(other) => ToolOutput::error(
             "call_failed",
             format!(
