@@ -7,14 +7,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// A safety net for awaits; never a synchronisation device.
-pub const NET: Duration = Duration::from_secs(20);
+pub(crate) const NET: Duration = Duration::from_secs(20);
 
 /// How long [`eventually`] sleeps between two checks.
 const POLL: Duration = Duration::from_millis(5);
 
 /// Polls `check` until it holds, sleeping a little between checks; fails the test, naming `what`
 /// (written as the condition awaited), when it still does not hold after [`NET`].
-pub async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+pub(crate) async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
     let polled = tokio::time::timeout(NET, async {
         while !check().await {
             tokio::time::sleep(POLL).await;
@@ -28,7 +28,11 @@ pub async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
 
 /// Like [`eventually`], with `limit` instead of [`NET`]: for a wait whose bound is what the
 /// test checks ("within 2 s of the restart").
-pub async fn eventually_within(limit: Duration, what: &str, mut check: impl AsyncFnMut() -> bool) {
+pub(crate) async fn eventually_within(
+    limit: Duration,
+    what: &str,
+    mut check: impl AsyncFnMut() -> bool,
+) {
     let polled = tokio::time::timeout(limit, async {
         while !check().await {
             tokio::time::sleep(POLL).await;
@@ -41,35 +45,35 @@ pub async fn eventually_within(limit: Duration, what: &str, mut check: impl Asyn
 }
 
 /// A throwaway project folder: `clawbus.toml`, `agents.d/`, `.clawbus/`.
-pub struct Project {
+pub(crate) struct Project {
     pub dir: tempfile::TempDir,
 }
 
 impl Project {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("agents.d")).unwrap();
         Self { dir }
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
 
-    pub fn config_path(&self) -> PathBuf {
+    pub(crate) fn config_path(&self) -> PathBuf {
         self.path().join("clawbus.toml")
     }
 
-    pub fn agents_dir(&self) -> PathBuf {
+    pub(crate) fn agents_dir(&self) -> PathBuf {
         self.path().join("agents.d")
     }
 
-    pub fn state_dir(&self) -> PathBuf {
+    pub(crate) fn state_dir(&self) -> PathBuf {
         self.path().join(".clawbus")
     }
 
     /// Writes a file relative to the project folder, creating parents.
-    pub fn write(&self, rel: &str, content: &str) -> &Self {
+    pub(crate) fn write(&self, rel: &str, content: &str) -> &Self {
         let p = self.path().join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, content).unwrap();
@@ -77,7 +81,12 @@ impl Project {
     }
 
     /// A config with one OpenAI-compatible provider `mock` at `base_url`.
-    pub fn with_mock_provider(&self, base_url: &str, timeout: &str, max_retries: u32) -> &Self {
+    pub(crate) fn with_mock_provider(
+        &self,
+        base_url: &str,
+        timeout: &str,
+        max_retries: u32,
+    ) -> &Self {
         self.write(
             "clawbus.toml",
             &format!(
@@ -87,7 +96,7 @@ impl Project {
     }
 
     /// A config with the `mock` provider at `base_url` (10 s timeout, no retries) plus `extra` TOML.
-    pub fn with_mock_and(&self, base_url: &str, extra: &str) -> &Self {
+    pub(crate) fn with_mock_and(&self, base_url: &str, extra: &str) -> &Self {
         self.write(
             "clawbus.toml",
             &format!(
@@ -96,11 +105,11 @@ impl Project {
         )
     }
 
-    pub fn options(&self) -> LoadOptions {
+    pub(crate) fn options(&self) -> LoadOptions {
         LoadOptions::in_folder(self.path())
     }
 
-    pub fn load(&self) -> Config {
+    pub(crate) fn load(&self) -> Config {
         match config::load(&self.options()) {
             Ok(c) => c,
             Err(report) => panic!("the test config must load:\n{}", report.render()),
@@ -108,14 +117,14 @@ impl Project {
     }
 
     /// Starts the daemon on a free loopback port.
-    pub async fn start(&self) -> Daemon {
+    pub(crate) async fn start(&self) -> Daemon {
         let opts = StartOptions::free_port();
         Daemon::start(self.load(), opts).await.unwrap()
     }
 }
 
 /// A gateway a test talks to over HTTP: the in-process [`Daemon`] or a `clawbus up` child.
-pub trait Gateway {
+pub(crate) trait Gateway {
     /// The base URL, `http://127.0.0.1:PORT`.
     fn base_url(&self) -> String;
     /// The bearer token.
@@ -133,18 +142,18 @@ impl Gateway for Daemon {
 }
 
 /// POSTs a task with the gateway's token; returns status and JSON body.
-pub async fn post_task(gateway: &impl Gateway, agent: &str, body: Value) -> (u16, Value) {
+pub(crate) async fn post_task(gateway: &impl Gateway, agent: &str, body: Value) -> (u16, Value) {
     post_json(gateway, &format!("/v1/agents/{agent}/tasks"), body).await
 }
 
 /// POSTs `body` to a gateway path with the gateway's token; returns status and JSON body.
-pub async fn post_json(gateway: &impl Gateway, path: &str, body: Value) -> (u16, Value) {
+pub(crate) async fn post_json(gateway: &impl Gateway, path: &str, body: Value) -> (u16, Value) {
     send(gateway, reqwest::Method::POST, path, Some(body)).await
 }
 
 /// Sends `method` to a gateway path (with `body` as JSON, if any) with the gateway's token;
 /// returns status and JSON body (`null` when there is none).
-pub async fn send(
+pub(crate) async fn send(
     gateway: &impl Gateway,
     method: reqwest::Method,
     path: &str,
@@ -174,7 +183,7 @@ async fn get(gateway: &impl Gateway, path: &str) -> reqwest::Response {
 }
 
 /// The names of the tools offered in a recorded model request.
-pub fn offered_tools(request: &Value) -> Vec<String> {
+pub(crate) fn offered_tools(request: &Value) -> Vec<String> {
     request["tools"]
         .as_array()
         .map(|t| {
@@ -186,7 +195,7 @@ pub fn offered_tools(request: &Value) -> Vec<String> {
 }
 
 /// The `messages[].role` list of a recorded model request.
-pub fn roles(request: &Value) -> Vec<String> {
+pub(crate) fn roles(request: &Value) -> Vec<String> {
     request["messages"]
         .as_array()
         .unwrap()
@@ -197,7 +206,7 @@ pub fn roles(request: &Value) -> Vec<String> {
 
 /// Runs `f` in its own actix System on its own thread, and drops everything it made before
 /// returning: a process life that ends. The caller's runtime keeps serving meanwhile.
-pub async fn in_fresh_system<F, Fut, T>(f: F) -> T
+pub(crate) async fn in_fresh_system<F, Fut, T>(f: F) -> T
 where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: std::future::Future<Output = T> + 'static,
@@ -214,7 +223,7 @@ where
 
 impl Project {
     /// The real `clawbus` binary, run in the project folder with no `CLAWBUS_*` settings inherited.
-    pub fn clawbus(&self) -> std::process::Command {
+    pub(crate) fn clawbus(&self) -> std::process::Command {
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_clawbus"));
         cmd.current_dir(self.path())
             .env_remove("CLAWBUS_TOKEN")
@@ -230,14 +239,14 @@ impl Project {
 
 /// Runs a command to completion (at most [`NET`]) off the async threads, so the test's servers
 /// keep serving.
-pub async fn run_cmd(cmd: std::process::Command) -> std::process::Output {
+pub(crate) async fn run_cmd(cmd: std::process::Command) -> std::process::Output {
     tokio::task::spawn_blocking(move || output(cmd))
         .await
         .unwrap()
 }
 
 /// GETs a gateway path with the gateway's token and decodes the JSON answer.
-pub async fn get_json(gateway: &impl Gateway, path: &str) -> Value {
+pub(crate) async fn get_json(gateway: &impl Gateway, path: &str) -> Value {
     get(gateway, path).await.json().await.unwrap()
 }
 
@@ -255,7 +264,7 @@ fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static)
 }
 
 /// The first line a child writes on its stdout (e.g. `listening on …`), waiting at most [`NET`].
-pub fn first_line(stdout: std::process::ChildStdout) -> String {
+pub(crate) fn first_line(stdout: std::process::ChildStdout) -> String {
     use std::io::BufRead;
     within("the first line on a child's stdout", move || {
         let mut line = String::new();
@@ -267,7 +276,7 @@ pub fn first_line(stdout: std::process::ChildStdout) -> String {
 }
 
 /// Waits at most [`NET`] for a child to exit; kills it and fails the test when it does not.
-pub fn wait_child(child: std::process::Child) -> std::process::ExitStatus {
+pub(crate) fn wait_child(child: std::process::Child) -> std::process::ExitStatus {
     let pid = child.id();
     let mut child = child;
     let (tx, rx) = std::sync::mpsc::channel();
@@ -286,19 +295,19 @@ pub fn wait_child(child: std::process::Child) -> std::process::ExitStatus {
 }
 
 /// Runs a command to completion, at most [`NET`] (see [`run_cmd`] from async tests).
-pub fn output(mut cmd: std::process::Command) -> std::process::Output {
+pub(crate) fn output(mut cmd: std::process::Command) -> std::process::Output {
     within("a command to finish", move || cmd.output().unwrap())
 }
 
 /// [`wait_child`] off the async threads, so the test's servers keep serving.
-pub async fn wait_child_async(child: std::process::Child) -> std::process::ExitStatus {
+pub(crate) async fn wait_child_async(child: std::process::Child) -> std::process::ExitStatus {
     tokio::task::spawn_blocking(move || wait_child(child))
         .await
         .unwrap()
 }
 
 /// [`first_line`] off the async threads, so the test's servers keep serving.
-pub async fn first_line_async(stdout: std::process::ChildStdout) -> String {
+pub(crate) async fn first_line_async(stdout: std::process::ChildStdout) -> String {
     tokio::task::spawn_blocking(move || first_line(stdout))
         .await
         .unwrap()
@@ -306,7 +315,7 @@ pub async fn first_line_async(stdout: std::process::ChildStdout) -> String {
 
 /// Reads a child's output (stdout or stderr) line by line until one equals `line`, waiting at
 /// most [`NET`]; answers the reader, to keep the pipe open for what the child writes later.
-pub async fn line_async<R: std::io::Read + Send + 'static>(
+pub(crate) async fn line_async<R: std::io::Read + Send + 'static>(
     from: R,
     line: &str,
 ) -> std::io::BufReader<R> {
@@ -332,7 +341,7 @@ pub async fn line_async<R: std::io::Read + Send + 'static>(
 }
 
 /// The last user message of a recorded model request.
-pub fn last_user(req: &Value) -> String {
+pub(crate) fn last_user(req: &Value) -> String {
     req["messages"]
         .as_array()
         .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
@@ -342,7 +351,7 @@ pub fn last_user(req: &Value) -> String {
 }
 
 /// The tool results of a recorded model request, in order.
-pub fn tool_results(req: &Value) -> Vec<String> {
+pub(crate) fn tool_results(req: &Value) -> Vec<String> {
     req["messages"]
         .as_array()
         .into_iter()
@@ -354,12 +363,12 @@ pub fn tool_results(req: &Value) -> Vec<String> {
 
 /// GETs a gateway path with the gateway's token and returns the body as text (an SSE stream
 /// that ends, or `/metrics`, for example).
-pub async fn get_text(gateway: &impl Gateway, path: &str) -> String {
+pub(crate) async fn get_text(gateway: &impl Gateway, path: &str) -> String {
     get(gateway, path).await.text().await.unwrap()
 }
 
 /// Asserts that a finished command exited 0 (showing its stderr when not) and returns its stdout.
-pub fn succeeded(out: &std::process::Output) -> String {
+pub(crate) fn succeeded(out: &std::process::Output) -> String {
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -370,14 +379,14 @@ pub fn succeeded(out: &std::process::Output) -> String {
 }
 
 /// Waits at most [`NET`] for a child with piped output to exit, and collects what it wrote.
-pub fn wait_output(child: std::process::Child) -> std::process::Output {
+pub(crate) fn wait_output(child: std::process::Child) -> std::process::Output {
     within("a child to finish", move || {
         child.wait_with_output().unwrap()
     })
 }
 
 /// The user messages of session `key` that announce how a task it started ended.
-pub async fn announcements(gateway: &impl Gateway, key: &str) -> Vec<String> {
+pub(crate) async fn announcements(gateway: &impl Gateway, key: &str) -> Vec<String> {
     let session = get_json(gateway, &format!("/v1/sessions/{key}")).await;
     session["entries"]
         .as_array()

@@ -13,7 +13,7 @@ const SHUTDOWN: Duration = Duration::from_secs(30);
 
 /// Writes the project: agents `main`, `a` and `b` (may `agent_call`), `s` (may
 /// `sessions_spawn`), all on the provider `zero` at `model_url`. Returns its folder.
-pub fn write_project(base: &Path, model_url: &str, sessions: usize) -> PathBuf {
+pub(super) fn write_project(base: &Path, model_url: &str, sessions: usize) -> PathBuf {
     let p = base.join("project");
     std::fs::create_dir_all(p.join("agents.d")).unwrap();
     std::fs::write(
@@ -39,7 +39,7 @@ pub fn write_project(base: &Path, model_url: &str, sessions: usize) -> PathBuf {
 }
 
 /// A `clawbus up` child process.
-pub struct Daemon {
+pub(super) struct Daemon {
     child: Child,
     /// `http://127.0.0.1:<port>`.
     pub url: String,
@@ -51,7 +51,7 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    pub fn start(project: &Path, state: &Path) -> Self {
+    pub(super) fn start(project: &Path, state: &Path) -> Self {
         std::fs::create_dir_all(state).unwrap();
         let log = state.join("daemon.log");
         let t = Instant::now();
@@ -104,7 +104,7 @@ impl Daemon {
         }
     }
 
-    pub fn rss_mib(&self) -> f64 {
+    pub(super) fn rss_mib(&self) -> f64 {
         std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
             .unwrap_or_default()
             .lines()
@@ -114,7 +114,7 @@ impl Daemon {
     }
 
     /// Panics with `what` and the daemon's log unless `ok`.
-    pub fn check(&self, ok: bool, what: &str) {
+    pub(super) fn check(&self, ok: bool, what: &str) {
         if !ok {
             panic!(
                 "{what}\ndaemon log:\n{}",
@@ -124,7 +124,7 @@ impl Daemon {
     }
 
     /// SIGTERM, then at most [`SHUTDOWN`]; SIGKILL after that.
-    pub fn stop(&mut self) {
+    pub(super) fn stop(&mut self) {
         let pid = rustix::process::Pid::from_raw(self.child.id() as i32).unwrap();
         let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
         let deadline = Instant::now() + SHUTDOWN;
@@ -171,12 +171,17 @@ fn wait_listening(child: &mut Child) -> Option<String> {
 }
 
 /// `POST /v1/agents/{agent}/tasks`; the JSON answer, or `{"error": …}` on a transport error.
-pub async fn post(http: &reqwest::Client, d: &Daemon, agent: &str, body: &Value) -> Value {
+pub(super) async fn post(http: &reqwest::Client, d: &Daemon, agent: &str, body: &Value) -> Value {
     post_json(http, d, &format!("/v1/agents/{agent}/tasks"), body).await
 }
 
 /// `POST {path}` with the token; the JSON answer, or `{"error": …}` on a transport error.
-pub async fn post_json(http: &reqwest::Client, d: &Daemon, path: &str, body: &Value) -> Value {
+pub(super) async fn post_json(
+    http: &reqwest::Client,
+    d: &Daemon,
+    path: &str,
+    body: &Value,
+) -> Value {
     let res = http
         .post(format!("{}{path}", d.url))
         .bearer_auth(&d.token)

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 /// Tasks per second through the embedded bus (sled store, dedup ledger, group commit): each task
 /// submitted with its own request id, delivered, started and completed; 256 in flight.
-pub fn bus_throughput(base: &Path, tasks: usize) -> f64 {
+pub(super) fn bus_throughput(base: &Path, tasks: usize) -> f64 {
     let dir = tempfile::tempdir_in(base).unwrap();
     let path = dir.path().to_path_buf();
     std::thread::spawn(move || {
@@ -59,7 +59,7 @@ pub fn bus_throughput(base: &Path, tasks: usize) -> f64 {
 }
 
 /// Times `n` 4 KiB writes each followed by `fdatasync`, in a file under `base`.
-pub fn fdatasync_floor(base: &Path, n: usize) -> Vec<Duration> {
+pub(super) fn fdatasync_floor(base: &Path, n: usize) -> Vec<Duration> {
     let path = base.join("fsync-probe");
     let mut f = std::fs::File::create(&path).unwrap();
     let block = [7u8; 4096];

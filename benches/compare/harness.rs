@@ -49,7 +49,7 @@ mod load;
 #[path = "model.rs"]
 mod model;
 #[path = "openclaw/mod.rs"]
-pub mod openclaw;
+pub(crate) mod openclaw;
 #[path = "options.rs"]
 mod options;
 #[path = "render.rs"]
@@ -61,9 +61,9 @@ mod turns;
 #[path = "ws.rs"]
 mod ws;
 
-pub use options::{Options, Sizes};
-pub use render::emit;
-pub use report::{Machine, Report, Row, Scenario, Stat};
+pub(crate) use options::{Options, Sizes};
+pub(crate) use render::emit;
+pub(crate) use report::{Machine, Report, Row, Scenario, Stat};
 
 use daemon::{Daemon, write_project};
 use render::num;
@@ -74,7 +74,7 @@ use std::time::Duration;
 const REQUEST: Duration = Duration::from_secs(120);
 
 /// Runs every scenario.
-pub fn run(opts: &Options) -> Report {
+pub(crate) fn run(opts: &Options) -> Report {
     let sizes = opts.sizes.clone();
     let machine = Machine::probe();
     eprintln!("compare: {}", machine.line());

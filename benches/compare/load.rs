@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 /// For each concurrency level N: N turns on distinct sessions at once, `sizes.repeats` times;
 /// rows for the batch's total time, its slowest turn and the daemon's RSS after.
-pub fn concurrent(c: &Ctx) -> Vec<Row> {
+pub(super) fn concurrent(c: &Ctx) -> Vec<Row> {
     let (rt, d) = (c.rt, c.d);
     let mut rows = Vec::new();
     for &n in &c.sizes.concurrency {
@@ -61,7 +61,7 @@ pub fn concurrent(c: &Ctx) -> Vec<Row> {
 }
 
 /// RSS growth over `sizes.sessions` turns on new sessions (64 in flight), per session.
-pub fn idle_sessions(c: &Ctx) -> Row {
+pub(super) fn idle_sessions(c: &Ctx) -> Row {
     let (d, sessions) = (c.d, c.sizes.sessions);
     let before = d.rss_mib();
     c.rt.block_on(async {

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 /// Starts the model server; the receiver gets the instant each `[task result]` announcement
 /// reached it (the end of a subagent round trip).
-pub async fn start() -> (ScriptedServer, Receiver<Instant>) {
+pub(super) async fn start() -> (ScriptedServer, Receiver<Instant>) {
     let (announced_tx, announced_rx) = channel::<Instant>();
     let announced_tx = std::sync::Mutex::new(announced_tx);
     let model = ScriptedServer::with_responder(move |req| {
@@ -46,7 +46,7 @@ pub async fn start() -> (ScriptedServer, Receiver<Instant>) {
 /// requests are read as the notes describe them: the trailing injected
 /// `<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>` message is skipped, content given as parts is
 /// joined, and the `[Tue 2026-12-01 01:30 UTC] ` time prefix OpenClaw adds is dropped.
-pub fn last_user(req: &Value) -> String {
+pub(super) fn last_user(req: &Value) -> String {
     let text = |m: &Value| match &m["content"] {
         Value::String(s) => s.clone(),
         Value::Array(parts) => parts

@@ -9,7 +9,7 @@ const USAGE: &str = "usage: cargo bench --bench compare -- [--json] [--tiny] [--
 
 /// Sizes of every scenario.
 #[derive(Debug, Clone)]
-pub struct Sizes {
+pub(crate) struct Sizes {
     /// Daemon starts timed.
     pub starts: usize,
     /// Sequential turns over the CLI, HTTP, WebSocket and the OpenAI endpoint (each).
@@ -34,7 +34,7 @@ pub struct Sizes {
 
 impl Sizes {
     /// The sizes of a full run.
-    pub fn full() -> Self {
+    pub(crate) fn full() -> Self {
         Self {
             starts: 10,
             turns: 200,
@@ -50,7 +50,7 @@ impl Sizes {
     }
 
     /// The sizes of `--tiny`: every scenario once or a few times.
-    pub fn tiny() -> Self {
+    pub(crate) fn tiny() -> Self {
         Self {
             starts: 1,
             turns: 3,
@@ -68,7 +68,7 @@ impl Sizes {
 
 /// Parsed command-line options.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub(crate) struct Options {
     /// Scenario sizes.
     pub sizes: Sizes,
     /// Print JSON instead of the Markdown table.
@@ -84,7 +84,7 @@ pub struct Options {
 
 impl Options {
     /// Parses the arguments after `--` (cargo's own `--bench` is ignored).
-    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Self, String> {
+    pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Self, String> {
         let mut args = args.into_iter();
         let mut o = Options {
             sizes: Sizes::full(),

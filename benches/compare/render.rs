@@ -6,7 +6,7 @@ use super::report::{Report, Stat};
 use serde_json::{Value, json};
 
 /// Prints the table (or JSON) and writes `compare.{md,json,svg}` into `opts.out`.
-pub fn emit(report: &Report, opts: &Options) {
+pub(crate) fn emit(report: &Report, opts: &Options) {
     let md = markdown(report);
     let js = serde_json::to_string_pretty(&to_json(report)).unwrap();
     let svg = svg(report);
@@ -22,7 +22,7 @@ pub fn emit(report: &Report, opts: &Options) {
 }
 
 /// The Markdown table, with the machine and the OpenClaw note.
-pub fn markdown(r: &Report) -> String {
+pub(super) fn markdown(r: &Report) -> String {
     let mut s = format!(
         "Machine: {}; load average {} at the start, {} at the end\n\nOpenClaw: {}\n\n",
         r.machine.line(),
@@ -67,7 +67,7 @@ pub fn markdown(r: &Report) -> String {
 }
 
 /// The report as JSON.
-pub fn to_json(r: &Report) -> Value {
+pub(super) fn to_json(r: &Report) -> Value {
     let stat = |s: &Stat| json!({ "median": s.median, "p99": s.p99, "min": s.min, "max": s.max, "n": s.n });
     json!({
         "machine": {
@@ -99,7 +99,7 @@ pub fn to_json(r: &Report) -> Value {
 
 /// A horizontal bar chart on a log scale: the ratios when OpenClaw was measured, else clawbus's
 /// own medians of the rows in milliseconds.
-pub fn svg(r: &Report) -> String {
+pub(super) fn svg(r: &Report) -> String {
     let ratios: Vec<(String, f64)> = r
         .rows
         .iter()
@@ -185,7 +185,7 @@ fn esc(s: &str) -> String {
 }
 
 /// A number with about three significant digits.
-pub fn num(v: f64) -> String {
+pub(super) fn num(v: f64) -> String {
     let a = v.abs();
     if a >= 1000.0 || a == 0.0 {
         format!("{v:.0}")

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 /// A figure: the median of `n` samples and their spread.
 #[derive(Debug, Clone)]
-pub struct Stat {
+pub(crate) struct Stat {
     /// Median.
     pub median: f64,
     /// 99th percentile (nearest rank).
@@ -23,7 +23,7 @@ pub struct Stat {
 
 impl Stat {
     /// The figure of these samples (at least one).
-    pub fn of(mut v: Vec<f64>) -> Self {
+    pub(crate) fn of(mut v: Vec<f64>) -> Self {
         assert!(!v.is_empty(), "a figure with no samples");
         v.sort_by(f64::total_cmp);
         let at = |q: f64| v[((v.len() as f64 - 1.0) * q).round() as usize];
@@ -37,12 +37,12 @@ impl Stat {
     }
 
     /// The figure of these durations, in milliseconds.
-    pub fn ms(v: &[Duration]) -> Self {
+    pub(crate) fn ms(v: &[Duration]) -> Self {
         Self::of(v.iter().map(|d| d.as_secs_f64() * 1e3).collect())
     }
 
     /// The spread as shown in the table: p99 over ≥ 20 samples, else min–max.
-    pub fn spread(&self) -> String {
+    pub(crate) fn spread(&self) -> String {
         if self.n >= 20 {
             format!("p99 {}", num(self.p99))
         } else if self.n > 1 {
@@ -55,7 +55,7 @@ impl Stat {
 
 /// Which scenario a row measures (how OpenClaw's figures find their row).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scenario {
+pub(crate) enum Scenario {
     /// Start until the port accepts connections.
     Start,
     /// Idle RSS.
@@ -90,7 +90,7 @@ pub enum Scenario {
 
 /// One row of the table.
 #[derive(Debug, Clone)]
-pub struct Row {
+pub(crate) struct Row {
     /// Which scenario.
     pub key: Scenario,
     /// What was measured.
@@ -107,7 +107,7 @@ pub struct Row {
 
 impl Row {
     /// A row with no OpenClaw figure, lower is better.
-    pub fn new(
+    pub(crate) fn new(
         key: Scenario,
         scenario: impl Into<String>,
         unit: &'static str,
@@ -125,7 +125,7 @@ impl Row {
 
     /// OpenClaw's figure over clawbus's (or the reverse for throughput): > 1 means clawbus is
     /// faster or smaller.
-    pub fn ratio(&self) -> Option<f64> {
+    pub(crate) fn ratio(&self) -> Option<f64> {
         let o = self.openclaw.as_ref()?;
         let (a, b) = (o.median, self.clawbus.median);
         let r = if self.higher_is_better { b / a } else { a / b };
@@ -135,7 +135,7 @@ impl Row {
 
 /// The machine a run was made on.
 #[derive(Debug, Clone)]
-pub struct Machine {
+pub(crate) struct Machine {
     /// `available_parallelism`.
     pub cores: usize,
     /// CPU model from `/proc/cpuinfo`.
@@ -151,7 +151,7 @@ pub struct Machine {
 }
 
 /// The 1, 5 and 15 minute load averages.
-pub fn load_average() -> String {
+pub(super) fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .unwrap_or_default()
         .split_whitespace()
@@ -162,7 +162,7 @@ pub fn load_average() -> String {
 
 impl Machine {
     /// Reads the machine's description.
-    pub fn probe() -> Self {
+    pub(crate) fn probe() -> Self {
         let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
         let cpu = read("/proc/cpuinfo")
             .lines()
@@ -190,7 +190,7 @@ impl Machine {
     }
 
     /// One line for the table.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         format!(
             "{} cores ({}), {:.1} GiB memory, {}, Linux {}",
             self.cores, self.cpu, self.memory_gib, self.os, self.kernel
@@ -200,7 +200,7 @@ impl Machine {
 
 /// A run's results.
 #[derive(Debug, Clone)]
-pub struct Report {
+pub(crate) struct Report {
     /// Where it ran.
     pub machine: Machine,
     /// The rows, in order.

@@ -13,7 +13,7 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 /// What every scenario against a running daemon needs.
-pub struct Ctx<'a> {
+pub(super) struct Ctx<'a> {
     /// The runtime the HTTP and WebSocket clients run on.
     pub rt: &'a tokio::runtime::Runtime,
     /// One keep-alive client.
@@ -27,7 +27,7 @@ pub struct Ctx<'a> {
 }
 
 /// `sizes.starts` daemon starts, a fresh state folder under `base` each time.
-pub fn starts(project: &Path, base: &Path, sizes: &Sizes) -> Row {
+pub(super) fn starts(project: &Path, base: &Path, sizes: &Sizes) -> Row {
     let mut starts = Vec::new();
     for i in 0..sizes.starts {
         let state = base.join(format!("start-{i}"));
@@ -44,7 +44,7 @@ pub fn starts(project: &Path, base: &Path, sizes: &Sizes) -> Row {
 }
 
 /// The daemon's RSS after `sizes.idle_wait` with no turn.
-pub fn idle_rss(d: &Daemon, sizes: &Sizes) -> Row {
+pub(super) fn idle_rss(d: &Daemon, sizes: &Sizes) -> Row {
     std::thread::sleep(sizes.idle_wait);
     Row::new(
         Scenario::IdleRss,
@@ -56,7 +56,7 @@ pub fn idle_rss(d: &Daemon, sizes: &Sizes) -> Row {
 
 /// The one-turn rows (CLI, HTTP, WebSocket, OpenAI endpoint), the tool turn, the cross-agent
 /// call and the subagent round trip, in the table's order.
-pub fn sequential(c: &Ctx, announced: &Receiver<Instant>) -> Vec<Row> {
+pub(super) fn sequential(c: &Ctx, announced: &Receiver<Instant>) -> Vec<Row> {
     vec![
         Row::new(
             Scenario::CliTurn,

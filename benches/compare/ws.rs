@@ -41,7 +41,7 @@ async fn call(ws: &mut Socket, id: &str, method: &str, params: Value, within: Du
 }
 
 /// `n` sequential turns to `agent` over one connection to the gateway at `url` (http://…).
-pub async fn turns(
+pub(super) async fn turns(
     url: &str,
     token: &str,
     agent: &str,

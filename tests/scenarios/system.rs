@@ -332,7 +332,7 @@ async fn a_reused_request_id_with_another_target_or_text_is_a_conflict() {
 }
 
 /// A `clawbus up` child process, its URL and token.
-pub struct Child {
+pub(super) struct Child {
     pub child: std::process::Child,
     pub url: String,
     pub token: String,
@@ -349,7 +349,7 @@ impl Gateway for Child {
 }
 
 /// Starts `clawbus up` in the project and reads its address and token.
-pub async fn up(project: &Project) -> Child {
+pub(super) async fn up(project: &Project) -> Child {
     let mut cmd = project.clawbus();
     cmd.args(["up", "--port", "0"]);
     spawn_up(project, cmd).await
@@ -357,12 +357,12 @@ pub async fn up(project: &Project) -> Child {
 
 /// Spawns `cmd` (which runs `clawbus up --port 0` in the project) and reads its address and
 /// token.
-pub async fn spawn_up(project: &Project, cmd: std::process::Command) -> Child {
+pub(super) async fn spawn_up(project: &Project, cmd: std::process::Command) -> Child {
     spawn_up_logging(project, cmd, Stdio::null()).await
 }
 
 /// Like [`spawn_up`], its log (stderr) going to `log`.
-pub async fn spawn_up_logging(
+pub(super) async fn spawn_up_logging(
     project: &Project,
     mut cmd: std::process::Command,
     log: Stdio,
@@ -382,7 +382,7 @@ pub async fn spawn_up_logging(
 }
 
 /// Stops a child daemon with SIGTERM and checks it exits 0.
-pub async fn stop(c: Child) {
+pub(super) async fn stop(c: Child) {
     let _ = std::process::Command::new("kill")
         .args(["-TERM", &c.child.id().to_string()])
         .status();
@@ -391,7 +391,7 @@ pub async fn stop(c: Child) {
 }
 
 /// A task's record from a child daemon.
-pub async fn task(c: &Child, id: &str) -> Value {
+pub(super) async fn task(c: &Child, id: &str) -> Value {
     get_json(c, &format!("/v1/tasks/{id}")).await
 }
 

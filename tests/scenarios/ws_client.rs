@@ -9,19 +9,19 @@ use std::process::Child;
 use tokio_tungstenite::tungstenite::Message;
 
 /// A `clawbus up` child on a free port; killed on drop.
-pub struct Up {
+pub(super) struct Up {
     child: Child,
     pub url: String,
     pub token: String,
 }
 
 impl Up {
-    pub async fn start(project: &Project) -> Self {
+    pub(super) async fn start(project: &Project) -> Self {
         let Daemon { child, url, token } = up(project).await;
         Self { child, url, token }
     }
 
-    pub fn ws_url(&self) -> String {
+    pub(super) fn ws_url(&self) -> String {
         format!("{}/", self.url.replacen("http://", "ws://", 1))
     }
 }
@@ -35,13 +35,13 @@ impl Drop for Up {
 
 /// What the server sent.
 #[derive(Debug)]
-pub enum Got {
+pub(super) enum Got {
     Frame(Value),
     Close(u16, String),
 }
 
 /// A protocol client.
-pub struct Client {
+pub(super) struct Client {
     ws: tokio_tungstenite::WebSocketStream<
         tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
     >,
@@ -52,7 +52,7 @@ pub struct Client {
 
 impl Client {
     /// Opens the socket and reads the challenge.
-    pub async fn open(up: &Up) -> (Self, Value) {
+    pub(super) async fn open(up: &Up) -> (Self, Value) {
         let (ws, _) = tokio::time::timeout(NET, tokio_tungstenite::connect_async(up.ws_url()))
             .await
             .unwrap()
@@ -67,7 +67,7 @@ impl Client {
     }
 
     /// Opens, answers the challenge with `connect` and the token, and returns the `hello-ok`.
-    pub async fn connect(up: &Up, token: &str) -> (Self, Value) {
+    pub(super) async fn connect(up: &Up, token: &str) -> (Self, Value) {
         let (mut c, challenge) = Self::open(up).await;
         assert_eq!(challenge["type"], "event", "{challenge}");
         assert_eq!(challenge["event"], "connect.challenge", "{challenge}");
@@ -76,11 +76,11 @@ impl Client {
         (c, res)
     }
 
-    pub async fn send_text(&mut self, text: String) {
+    pub(super) async fn send_text(&mut self, text: String) {
         self.ws.send(Message::Text(text.into())).await.unwrap();
     }
 
-    pub async fn send(&mut self, method: &str, params: Value) -> String {
+    pub(super) async fn send(&mut self, method: &str, params: Value) -> String {
         self.next_id += 1;
         let id = format!("r{}", self.next_id);
         let frame = json!({ "type": "req", "id": id, "method": method, "params": params });
@@ -88,7 +88,7 @@ impl Client {
         id
     }
 
-    pub async fn recv(&mut self) -> Got {
+    pub(super) async fn recv(&mut self) -> Got {
         loop {
             let msg = tokio::time::timeout(NET, self.ws.next())
                 .await
@@ -105,7 +105,7 @@ impl Client {
         }
     }
 
-    pub async fn frame(&mut self) -> Value {
+    pub(super) async fn frame(&mut self) -> Value {
         match self.recv().await {
             Got::Frame(v) => v,
             Got::Close(code, reason) => panic!("expected a frame, got close {code} {reason:?}"),
@@ -113,7 +113,7 @@ impl Client {
     }
 
     /// The `res` to request `id`; the events before it are kept in `events`.
-    pub async fn answer(&mut self, id: &str) -> Value {
+    pub(super) async fn answer(&mut self, id: &str) -> Value {
         loop {
             let f = self.frame().await;
             if f["type"] == "res" && f["id"] == id {
@@ -125,7 +125,7 @@ impl Client {
     }
 
     /// Calls a method and returns the payload of its successful `res`.
-    pub async fn call(&mut self, method: &str, params: Value) -> Value {
+    pub(super) async fn call(&mut self, method: &str, params: Value) -> Value {
         let id = self.send(method, params).await;
         let res = self.answer(&id).await;
         assert_eq!(res["ok"], true, "{method} must succeed: {res}");
@@ -133,7 +133,7 @@ impl Client {
     }
 
     /// The next event named `name` whose payload satisfies `pick` (earlier ones read included).
-    pub async fn event_where(&mut self, name: &str, pick: impl Fn(&Value) -> bool) -> Value {
+    pub(super) async fn event_where(&mut self, name: &str, pick: impl Fn(&Value) -> bool) -> Value {
         let seen = |e: &Value| e["event"] == name && pick(&e["payload"]);
         if let Some(i) = self.events.iter().position(seen) {
             return self.events.remove(i);
@@ -148,7 +148,7 @@ impl Client {
     }
 
     /// The close frame, skipping frames before it.
-    pub async fn closed(&mut self) -> (u16, String) {
+    pub(super) async fn closed(&mut self) -> (u16, String) {
         loop {
             if let Got::Close(code, reason) = self.recv().await {
                 return (code, reason);
@@ -157,7 +157,7 @@ impl Client {
     }
 }
 
-pub fn connect_params(token: &str) -> Value {
+pub(super) fn connect_params(token: &str) -> Value {
     json!({
         "minProtocol": 4, "maxProtocol": 4,
         "client": { "id": "test", "version": "0.0.1", "platform": "linux", "mode": "backend" },

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Deliveries waiting or being tried at once; past it a new one is recorded failed at once.
-pub const MAX_PENDING: usize = 10_000;
+pub(super) const MAX_PENDING: usize = 10_000;
 
 struct Job {
     msg: OutboundMessage,

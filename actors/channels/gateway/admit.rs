@@ -13,14 +13,14 @@ impl ApiState {
 }
 
 /// Submits `req` through the pipeline; its errors as the API answers them.
-pub async fn submit(state: &ApiState, req: Request) -> Result<Submitted, Failure> {
+pub(super) async fn submit(state: &ApiState, req: Request) -> Result<Submitted, Failure> {
     state.ingress().submit(req).await.map_err(failure)
 }
 
 /// An ingress error as the API reports it: 404 `unknown_agent` / `unbound`, 409
 /// `request_id_conflict` (a request id taken by another agent, text, session or lane), and the
 /// bus's errors as [`Failure::bus`].
-pub fn failure(e: IngressError) -> Failure {
+pub(super) fn failure(e: IngressError) -> Failure {
     match e {
         IngressError::UnknownAgent(_) => {
             Failure::new(StatusCode::NOT_FOUND, "unknown_agent", e.to_string())

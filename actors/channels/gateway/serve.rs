@@ -23,12 +23,12 @@ use tokio::sync::{Notify, watch};
 
 /// How long a connection may take to send a request head (from its opening, or from the last
 /// answer on it).
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long accepting pauses after an accept error (out of descriptors).
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(20);
 
 /// The most HTTP connections open at once: half the descriptor limit, 32 to 16384.
-pub fn max_connections() -> usize {
+pub(super) fn max_connections() -> usize {
     let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
     limit
         .and_then(|l| usize::try_from(l / 2).ok())
@@ -102,7 +102,7 @@ impl Drop for Leave {
 
 /// Serves `app` on `listener` until `stop` turns true, then lets open connections finish for at
 /// most `drain`.
-pub async fn serve(
+pub(super) async fn serve(
     listener: TcpListener,
     app: Router,
     max: usize,

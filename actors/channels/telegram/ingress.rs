@@ -48,7 +48,7 @@ pub(super) fn approval_answer(text: &str) -> Option<ApprovalAnswer> {
 impl Ingress {
     /// Handles one update; an error means the bus could not take it, and it must be polled
     /// again (its request id makes that safe).
-    pub async fn handle(&self, update: &Update) -> Result<(), BusError> {
+    pub(super) async fn handle(&self, update: &Update) -> Result<(), BusError> {
         let Some(message) = &update.message else {
             return Ok(());
         };
@@ -159,7 +159,7 @@ impl Ingress {
     }
 
     /// Sends a short notice to a chat through the delivery actor.
-    pub async fn say(&self, chat: i64, text: String) {
+    pub(super) async fn say(&self, chat: i64, text: String) {
         let msg = OutboundMessage {
             to: Some(chat.to_string()),
             text,

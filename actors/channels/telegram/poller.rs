@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The sled tree of the poller's state.
-pub const TELEGRAM_TREE: &str = "telegram";
+pub(super) const TELEGRAM_TREE: &str = "telegram";
 const OFFSET_KEY: &[u8] = b"offset";
 /// The longest wait between two polls after failures.
 const MAX_POLL_BACKOFF: Duration = Duration::from_secs(30);

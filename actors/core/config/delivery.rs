@@ -17,11 +17,11 @@ use std::time::Duration;
 use toml::Spanned;
 
 /// Default wait before the second try.
-pub const DEFAULT_DELIVERY_BACKOFF: Duration = Duration::from_secs(1);
+pub(super) const DEFAULT_DELIVERY_BACKOFF: Duration = Duration::from_secs(1);
 /// Default longest wait between two tries.
-pub const DEFAULT_DELIVERY_BACKOFF_MAX: Duration = Duration::from_secs(60);
+pub(super) const DEFAULT_DELIVERY_BACKOFF_MAX: Duration = Duration::from_secs(60);
 /// Default number of tries.
-pub const DEFAULT_DELIVERY_ATTEMPTS: u32 = 5;
+pub(super) const DEFAULT_DELIVERY_ATTEMPTS: u32 = 5;
 /// The most tries `max_attempts` may ask for.
 const MAX_DELIVERY_ATTEMPTS: u32 = 20;
 

@@ -165,7 +165,7 @@ pub(super) struct Parsed<T> {
 
 impl<T> Parsed<T> {
     /// Adds validation problems, leaving out those about an entry already reported.
-    pub fn merge(mut self, more: Vec<Problem>) -> Vec<Problem> {
+    pub(super) fn merge(mut self, more: Vec<Problem>) -> Vec<Problem> {
         let already = |field: &str| {
             self.removed.iter().any(|r| {
                 field == r

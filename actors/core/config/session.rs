@@ -28,9 +28,9 @@ use std::time::Duration;
 use toml::Spanned;
 
 /// Default cap on live session actors.
-pub const DEFAULT_MAX_LIVE: usize = 5_000;
+pub(super) const DEFAULT_MAX_LIVE: usize = 5_000;
 /// Default idle time before a session actor is stopped.
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+pub(super) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
 /// `[sessions]` of `clawbus.toml`.
 #[derive(Debug, Default, Deserialize)]

@@ -73,7 +73,7 @@ pub(super) struct SkillsPart {
 
 impl SkillsPart {
     /// Resolves relative folders against the folder of `config` (the `clawbus.toml` path).
-    pub fn resolve(self, config: &Path) -> SkillsDef {
+    pub(super) fn resolve(self, config: &Path) -> SkillsDef {
         let base = config_dir(config);
         let resolve = |p: &str| {
             let path = Path::new(p);

@@ -14,7 +14,7 @@ pub(super) struct Source<'a> {
 
 impl Source<'_> {
     /// A problem at the start of `span` (no position when `span` is `None`).
-    pub fn at(
+    pub(super) fn at(
         &self,
         span: Option<Range<usize>>,
         field: impl Into<String>,

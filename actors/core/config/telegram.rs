@@ -25,7 +25,7 @@ pub const TELEGRAM: &str = "telegram";
 /// Default Bot API server.
 pub const DEFAULT_TELEGRAM_BASE_URL: &str = "https://api.telegram.org";
 /// Default `getUpdates` long-poll timeout.
-pub const DEFAULT_POLL_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const DEFAULT_POLL_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest long-poll timeout accepted.
 const MAX_POLL_TIMEOUT: Duration = Duration::from_secs(120);
 

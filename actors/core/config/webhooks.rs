@@ -32,7 +32,7 @@ pub struct WebhookDef {
 }
 
 /// The default [`WebhookDef::tolerance`]: 5 minutes (the Stripe/Slack default).
-pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
+pub(super) const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 
 /// The file shape of `[webhooks.<name>]`.
 #[derive(Debug, Default, Deserialize)]

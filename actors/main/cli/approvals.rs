@@ -42,7 +42,7 @@ pub enum ApprovalAction {
 }
 
 /// Lists or answers; exit 1 when the request was already answered or expired.
-pub fn run(global: &Global, args: ApprovalsArgs) -> ExitCode {
+pub(super) fn run(global: &Global, args: ApprovalsArgs) -> ExitCode {
     let client = match GatewayClient::connect(global, Duration::from_secs(30)) {
         Ok(c) => c,
         Err(code) => return code,

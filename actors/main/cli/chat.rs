@@ -34,7 +34,7 @@ type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// Runs `clawbus chat`.
-pub fn run(global: &Global, args: ChatArgs) -> ExitCode {
+pub(super) fn run(global: &Global, args: ChatArgs) -> ExitCode {
     let client = match GatewayClient::connect(global, CONNECT) {
         Ok(c) => c,
         Err(code) => return code,

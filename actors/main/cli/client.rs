@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 /// A gateway the CLI talks to.
-pub struct GatewayClient {
+pub(super) struct GatewayClient {
     url: String,
     token: String,
     http: reqwest::Client,
@@ -16,7 +16,7 @@ pub struct GatewayClient {
 }
 
 /// Prints `error: …` and yields the usage exit code.
-pub fn usage(msg: impl std::fmt::Display) -> ExitCode {
+pub(super) fn usage(msg: impl std::fmt::Display) -> ExitCode {
     eprintln!("error: {msg}");
     ExitCode::from(EXIT_USAGE)
 }
@@ -24,7 +24,7 @@ pub fn usage(msg: impl std::fmt::Display) -> ExitCode {
 impl GatewayClient {
     /// Finds the gateway (`--url`, else the config's bind and port) and its token
     /// (`CLAWBUS_TOKEN`, else `<state-dir>/gateway.token`). `timeout` bounds every request.
-    pub fn connect(global: &Global, timeout: Duration) -> Result<Self, ExitCode> {
+    pub(super) fn connect(global: &Global, timeout: Duration) -> Result<Self, ExitCode> {
         let env_token = std::env::var("CLAWBUS_TOKEN")
             .ok()
             .filter(|t| !t.trim().is_empty());
@@ -75,28 +75,28 @@ impl GatewayClient {
     }
 
     /// The gateway's base URL (`http://host:port`).
-    pub fn url(&self) -> &str {
+    pub(super) fn url(&self) -> &str {
         &self.url
     }
 
     /// The gateway token presented.
-    pub fn token(&self) -> &str {
+    pub(super) fn token(&self) -> &str {
         &self.token
     }
 
     /// Runs a future to completion on the client's runtime.
-    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+    pub(super) fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
         self.rt.block_on(f)
     }
 
     /// GETs `path` (under the gateway URL) and decodes the JSON answer.
-    pub fn get(&self, path: &str) -> Result<serde_json::Value, ExitCode> {
+    pub(super) fn get(&self, path: &str) -> Result<serde_json::Value, ExitCode> {
         self.call(self.http.get(format!("{}{path}", self.url)))
             .map(|(_, v)| v)
     }
 
     /// POSTs `body` to `path` and decodes the JSON answer.
-    pub fn post(
+    pub(super) fn post(
         &self,
         path: &str,
         body: &serde_json::Value,
@@ -106,13 +106,13 @@ impl GatewayClient {
     }
 
     /// DELETEs `path` and decodes the JSON answer.
-    pub fn delete(&self, path: &str) -> Result<serde_json::Value, ExitCode> {
+    pub(super) fn delete(&self, path: &str) -> Result<serde_json::Value, ExitCode> {
         self.call(self.http.delete(format!("{}{path}", self.url)))
             .map(|(_, v)| v)
     }
 
     /// POSTs `body` to `path`; a `409 Conflict` answer is returned with its status, not an error.
-    pub fn post_with_status(
+    pub(super) fn post_with_status(
         &self,
         path: &str,
         body: &serde_json::Value,
@@ -122,13 +122,13 @@ impl GatewayClient {
 
     /// Reads the server-sent events at `path` until the server ends the stream, handing each
     /// event's data to `on_event`. No overall timeout: a task may run for long.
-    pub fn stream(&self, path: &str, on_event: impl FnMut(&str)) -> Result<(), ExitCode> {
+    pub(super) fn stream(&self, path: &str, on_event: impl FnMut(&str)) -> Result<(), ExitCode> {
         self.stream_opened(path, || {}, on_event)
     }
 
     /// [`GatewayClient::stream`], calling `on_open` once the gateway has accepted the stream
     /// (its answer's head is in, before any event).
-    pub fn stream_opened(
+    pub(super) fn stream_opened(
         &self,
         path: &str,
         on_open: impl FnOnce(),
@@ -239,7 +239,7 @@ fn causes(e: &dyn std::error::Error) -> String {
 
 /// One path segment (an id, a session key) percent-encoded, so `/`, `?` or `#` in it stay part
 /// of it.
-pub fn segment(raw: &str) -> String {
+pub(super) fn segment(raw: &str) -> String {
     let mut out = String::with_capacity(raw.len());
     for b in raw.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b':') {

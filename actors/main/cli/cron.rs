@@ -98,7 +98,7 @@ pub struct AddArgs {
 }
 
 /// Runs a `cron` subcommand.
-pub fn run(global: &Global, cmd: CronCommand) -> ExitCode {
+pub(super) fn run(global: &Global, cmd: CronCommand) -> ExitCode {
     let client = match GatewayClient::connect(global, Duration::from_secs(30)) {
         Ok(c) => c,
         Err(code) => return code,

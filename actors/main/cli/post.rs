@@ -43,7 +43,7 @@ pub struct PostArgs {
 }
 
 /// Posts the task and reports the outcome with the documented exit codes.
-pub fn run(global: &Global, args: PostArgs) -> ExitCode {
+pub(super) fn run(global: &Global, args: PostArgs) -> ExitCode {
     let path = match args.topic.strip_prefix("agent.") {
         Some(agent) if !agent.is_empty() && !agent.contains('.') && args.broadcast => {
             return usage(format!(

@@ -33,7 +33,7 @@ pub struct PromptArgs {
 }
 
 /// Runs `clawbus prompt`.
-pub fn run(global: &Global, args: PromptArgs) -> ExitCode {
+pub(super) fn run(global: &Global, args: PromptArgs) -> ExitCode {
     let config = match global.load() {
         Ok(config) => config,
         Err(code) => return code,

@@ -36,7 +36,7 @@ pub enum SessionsCommand {
 }
 
 /// Lists sessions or shows one.
-pub fn run(global: &Global, args: SessionsArgs) -> ExitCode {
+pub(super) fn run(global: &Global, args: SessionsArgs) -> ExitCode {
     let client = match GatewayClient::connect(global, Duration::from_secs(30)) {
         Ok(c) => c,
         Err(code) => return code,
@@ -107,7 +107,7 @@ fn show(client: &GatewayClient, key: &str, json: bool) -> ExitCode {
 }
 
 /// One transcript entry as a line for people.
-pub fn render_entry(e: &serde_json::Value) -> String {
+pub(super) fn render_entry(e: &serde_json::Value) -> String {
     let at = when(e["ts"].as_u64().unwrap_or_default());
     match e["type"].as_str().unwrap_or_default() {
         "message" => {

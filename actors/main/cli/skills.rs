@@ -25,7 +25,7 @@ pub struct SkillsArgs {
 }
 
 /// Runs `clawbus skills`.
-pub fn run(global: &Global, args: SkillsArgs) -> ExitCode {
+pub(super) fn run(global: &Global, args: SkillsArgs) -> ExitCode {
     let config = match global.load() {
         Ok(config) => config,
         Err(code) => return code,

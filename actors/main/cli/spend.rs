@@ -25,7 +25,7 @@ pub struct UsageArgs {
 }
 
 /// Runs `clawbus usage`.
-pub fn run(global: &Global, args: UsageArgs) -> ExitCode {
+pub(super) fn run(global: &Global, args: UsageArgs) -> ExitCode {
     let client = match GatewayClient::connect(global, Duration::from_secs(30)) {
         Ok(c) => c,
         Err(code) => return code,

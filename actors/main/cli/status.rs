@@ -17,7 +17,7 @@ pub struct StatusArgs {
 }
 
 /// Runs `clawbus status`.
-pub fn run(global: &Global, args: StatusArgs) -> ExitCode {
+pub(super) fn run(global: &Global, args: StatusArgs) -> ExitCode {
     let client = match GatewayClient::connect(global, Duration::from_secs(30)) {
         Ok(c) => c,
         Err(code) => return code,

@@ -18,7 +18,7 @@ pub struct TailArgs {
 }
 
 /// Prints each message on the bus matching the pattern as one JSON line.
-pub fn run(global: &Global, args: TailArgs) -> ExitCode {
+pub(super) fn run(global: &Global, args: TailArgs) -> ExitCode {
     if let Err(e) = bus::Topic::parse(&args.pattern) {
         return usage(format!("pattern {:?}: {e}", args.pattern));
     }
@@ -40,6 +40,6 @@ pub fn run(global: &Global, args: TailArgs) -> ExitCode {
 
 /// The line `clawbus tail` prints on stderr once its subscription is live (scripts and tests wait
 /// for it before they publish).
-pub fn ready_line(pattern: &str) -> String {
+pub(super) fn ready_line(pattern: &str) -> String {
     format!("tail: subscribed to '{pattern}'")
 }

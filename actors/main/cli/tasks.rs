@@ -51,7 +51,7 @@ pub enum TasksCommand {
 }
 
 /// Runs a `tasks` subcommand.
-pub fn run(global: &Global, cmd: TasksCommand) -> ExitCode {
+pub(super) fn run(global: &Global, cmd: TasksCommand) -> ExitCode {
     let client = match GatewayClient::connect(global, Duration::from_secs(30)) {
         Ok(c) => c,
         Err(code) => return code,

@@ -25,7 +25,7 @@ pub struct ToolsArgs {
 }
 
 /// Prints the effective tool list.
-pub fn run(global: &Global, args: ToolsArgs) -> ExitCode {
+pub(super) fn run(global: &Global, args: ToolsArgs) -> ExitCode {
     let config = match global.load() {
         Ok(c) => c,
         Err(code) => return code,

@@ -18,7 +18,7 @@ pub struct UpArgs {
 }
 
 /// Runs the daemon in the foreground.
-pub fn run(global: &Global, args: UpArgs) -> ExitCode {
+pub(super) fn run(global: &Global, args: UpArgs) -> ExitCode {
     let config = match global.load() {
         Ok(c) => c,
         Err(code) => return code,

@@ -28,7 +28,7 @@ pub struct SessionLimits {
 /// Why a task could not reach a session.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum TaskRouteError {
+pub(super) enum TaskRouteError {
     /// An origin header was malformed.
     #[error(transparent)]
     Origin(#[from] OriginError),

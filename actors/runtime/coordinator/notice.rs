@@ -48,7 +48,7 @@ pub fn outcome_notice(
 }
 
 /// The request id of the notice that announces task `task_id`'s outcome (`notify-<task_id>`).
-pub fn notice_id(task_id: Uuid) -> Option<RequestId> {
+pub(super) fn notice_id(task_id: Uuid) -> Option<RequestId> {
     RequestId::parse(&format!("notify-{task_id}")).ok()
 }
 

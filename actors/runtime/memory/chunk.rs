@@ -73,7 +73,7 @@ fn is_heading(line: &str) -> bool {
 
 /// The search terms of `text`: lowercased runs of letters and digits, at least two characters
 /// long unless they are a digit.
-pub fn terms(text: &str) -> impl Iterator<Item = String> + '_ {
+pub(super) fn terms(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .filter(|w| w.chars().nth(1).is_some() || w.chars().all(|c| c.is_ascii_digit()))

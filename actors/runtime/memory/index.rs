@@ -11,7 +11,7 @@ use std::path::Path;
 /// A memory file bigger than this is left out of the index (with a warning).
 pub const MAX_FILE_BYTES: u64 = 4 << 20;
 /// At most this many memory files are indexed; the rest are left out (with a warning).
-pub const MAX_FILES: usize = 10_000;
+pub(super) const MAX_FILES: usize = 10_000;
 /// Half-life of the recency decay: a note this many days old counts half as much.
 pub const HALF_LIFE_DAYS: f64 = 30.0;
 

@@ -10,7 +10,7 @@ pub use crate::config::{ModelParams, RESERVED_BODY_KEYS, ReasoningEffort, Stop, 
 /// (`required`, a tool name) holds for the first round of a turn only; once a tool result follows
 /// the user's message the model gets `auto`, so it can answer in text instead of calling tools
 /// forever.
-pub fn tool_choice_for(choice: &ToolChoice, req: &ChatRequest) -> ToolChoice {
+pub(super) fn tool_choice_for(choice: &ToolChoice, req: &ChatRequest) -> ToolChoice {
     match choice {
         ToolChoice::Required | ToolChoice::Tool(_) if after_tool_result(req) => ToolChoice::Auto,
         other => other.clone(),

@@ -19,7 +19,7 @@ pub(super) struct Layer {
 }
 
 impl Layer {
-    pub fn report(&self) -> LayerReport {
+    pub(super) fn report(&self) -> LayerReport {
         LayerReport {
             name: self.name,
             chars: self.text.chars().count(),
@@ -35,7 +35,7 @@ pub(super) struct Budget {
 }
 
 impl Budget {
-    pub fn new(caps: &PromptDef) -> Self {
+    pub(super) fn new(caps: &PromptDef) -> Self {
         Self {
             caps: caps.clone(),
             total_left: caps.total_max_chars,

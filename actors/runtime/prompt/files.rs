@@ -19,7 +19,7 @@ pub(super) struct FileCache {
 impl FileCache {
     /// The text of `rel` in `workspace`, `None` when it is absent, not a regular file, outside
     /// the workspace (through a symlink) or unreadable (the last two are logged).
-    pub fn read(&self, workspace: &Path, rel: &str) -> Option<Arc<str>> {
+    pub(super) fn read(&self, workspace: &Path, rel: &str) -> Option<Arc<str>> {
         // One lock for stat and read: files are small, and a turn never sees a stale version.
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let Some((path, stamp)) = locate(workspace, rel) else {

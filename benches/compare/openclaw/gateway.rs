@@ -24,7 +24,7 @@ const CLI_TURN: Duration = Duration::from_secs(120);
 /// The gateway's config file (`openclaw.json`): loopback, token auth, `port`, the provider
 /// `zero` at `model_url` (an OpenAI-compatible `…/v1`) as the default model, nothing that calls
 /// out of the machine.
-pub fn config(port: u16, token: &str, model_url: &str) -> Value {
+pub(crate) fn config(port: u16, token: &str, model_url: &str) -> Value {
     json!({
         "gateway": {
             "mode": "local",
@@ -56,7 +56,7 @@ pub fn config(port: u16, token: &str, model_url: &str) -> Value {
 }
 
 /// A free loopback port (bound, read, released).
-pub fn free_port() -> Result<u16, OpenClawError> {
+pub(crate) fn free_port() -> Result<u16, OpenClawError> {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -64,7 +64,7 @@ pub fn free_port() -> Result<u16, OpenClawError> {
 }
 
 /// A temporary OpenClaw home with its config written.
-pub struct Home {
+pub(crate) struct Home {
     /// The folder (`HOME` and `OPENCLAW_HOME`).
     pub dir: PathBuf,
     /// The gateway's port.
@@ -76,7 +76,7 @@ pub struct Home {
 impl Home {
     /// Writes `dir/openclaw.json` for a fresh port and token, and `NOTES.md` into the agent
     /// workspace (what the tool-call turn reads).
-    pub fn create(dir: &Path, model_url: &str) -> Result<Self, OpenClawError> {
+    pub(crate) fn create(dir: &Path, model_url: &str) -> Result<Self, OpenClawError> {
         let port = free_port()?;
         let token = format!("bench-{}", uuid::Uuid::new_v4().simple());
         let workspace = dir.join("state/workspace");
@@ -97,7 +97,7 @@ impl Home {
     }
 
     /// `node openclaw.mjs <args>` with this home's clean environment.
-    pub fn command(&self, install: &Install) -> Command {
+    pub(crate) fn command(&self, install: &Install) -> Command {
         let mut c = Command::new(install.node());
         c.arg(install.entry())
             .env_clear()
@@ -117,7 +117,7 @@ impl Home {
 }
 
 /// A running `openclaw gateway run` child process.
-pub struct Gateway {
+pub(crate) struct Gateway {
     child: Child,
     /// Its output (what a failure shows).
     pub log: PathBuf,
@@ -131,7 +131,7 @@ pub struct Gateway {
 
 impl Gateway {
     /// Spawns the gateway and waits (bounded) until its port accepts a connection.
-    pub fn start(install: &Install, home: &Home) -> Result<Self, OpenClawError> {
+    pub(crate) fn start(install: &Install, home: &Home) -> Result<Self, OpenClawError> {
         let log = home.dir.join("gateway.log");
         let out = std::fs::File::create(&log).map_err(|e| OpenClawError::io(&log, e))?;
         let err = out.try_clone().map_err(|e| OpenClawError::io(&log, e))?;
@@ -166,7 +166,7 @@ impl Gateway {
     }
 
     /// A start error carrying the end of the gateway's log.
-    pub fn failure(&self, what: String) -> OpenClawError {
+    pub(crate) fn failure(&self, what: String) -> OpenClawError {
         let log = std::fs::read(&self.log).unwrap_or_default();
         OpenClawError::Gateway {
             what,
@@ -175,12 +175,12 @@ impl Gateway {
     }
 
     /// RSS of the gateway and every process under it (its workers), in MiB.
-    pub fn tree_rss_mib(&self) -> f64 {
+    pub(crate) fn tree_rss_mib(&self) -> f64 {
         tree_rss_kib(self.child.id(), &processes()) as f64 / 1024.0
     }
 
     /// SIGTERM, then at most [`SHUTDOWN`]; after that the whole tree is killed.
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         let tree = descendants(self.child.id(), &processes());
         signal(self.child.id(), rustix::process::Signal::TERM);
         let deadline = Instant::now() + SHUTDOWN;
@@ -208,7 +208,7 @@ impl Gateway {
 
     /// One turn through the CLI (`openclaw agent --session-key … --message … --json`, a
     /// process per call, talking to this gateway); the answer's text.
-    pub fn cli_turn(
+    pub(crate) fn cli_turn(
         &self,
         install: &Install,
         home: &Home,
@@ -262,7 +262,7 @@ impl Drop for Gateway {
 
 /// What `openclaw agent --json` printed for one turn.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CliTurn {
+pub(crate) struct CliTurn {
     /// The run's id.
     pub run_id: String,
     /// The texts of the reply's payloads, joined.
@@ -273,7 +273,7 @@ pub struct CliTurn {
 
 /// Parses `openclaw agent --json` output: the JSON object on stdout (anything printed before its
 /// first `{` line is skipped); an error unless `status` is `"ok"`.
-pub fn parse_cli_turn(stdout: &str) -> Result<CliTurn, String> {
+pub(crate) fn parse_cli_turn(stdout: &str) -> Result<CliTurn, String> {
     let start = stdout
         .lines()
         .position(|l| l.trim_start().starts_with('{'))
@@ -312,7 +312,7 @@ fn truncate(s: &str, max: usize) -> &str {
 }
 
 /// The output without ANSI colour escapes (OpenClaw colours its log even into a file).
-pub fn strip_ansi(bytes: &[u8]) -> Vec<u8> {
+pub(crate) fn strip_ansi(bytes: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
@@ -332,7 +332,7 @@ pub fn strip_ansi(bytes: &[u8]) -> Vec<u8> {
 
 /// One process: pid, parent pid, RSS in KiB.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Proc {
+pub(crate) struct Proc {
     /// Process id.
     pub pid: u32,
     /// Parent's id.
@@ -365,7 +365,7 @@ fn processes() -> Vec<Proc> {
 }
 
 /// The ids of every process under `root` (children, their children, …), not `root` itself.
-pub fn descendants(root: u32, procs: &[Proc]) -> Vec<u32> {
+pub(crate) fn descendants(root: u32, procs: &[Proc]) -> Vec<u32> {
     let mut found = Vec::new();
     let mut frontier = vec![root];
     while let Some(parent) = frontier.pop() {
@@ -380,7 +380,7 @@ pub fn descendants(root: u32, procs: &[Proc]) -> Vec<u32> {
 }
 
 /// RSS of `root` and its descendants, KiB.
-pub fn tree_rss_kib(root: u32, procs: &[Proc]) -> u64 {
+pub(crate) fn tree_rss_kib(root: u32, procs: &[Proc]) -> u64 {
     let tree = descendants(root, procs);
     procs
         .iter()

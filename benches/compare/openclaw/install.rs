@@ -11,14 +11,14 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The OpenClaw release measured (the one `OPENCLAW-FACTS.md` describes).
-pub const OPENCLAW_VERSION: &str = "2026.9.6";
+pub(crate) const OPENCLAW_VERSION: &str = "2026.9.6";
 /// The npm package `node` installed next to it: OpenClaw 2026.9.6 wants
 /// `>=24.16.0 <25 || >=26.1.0`, and the machine's own Node may be older.
-pub const NODE_VERSION: &str = "24.21.0";
+pub(crate) const NODE_VERSION: &str = "24.21.0";
 
 /// The cache folder: `--openclaw-cache DIR`, else `$XDG_CACHE_HOME/clawbus-bench`, else
 /// `$HOME/.cache/clawbus-bench`. Empty variables count as unset.
-pub fn cache_dir(
+pub(crate) fn cache_dir(
     flag: Option<&Path>,
     xdg_cache_home: Option<&str>,
     home: Option<&str>,
@@ -31,7 +31,7 @@ pub fn cache_dir(
 
 /// What the install step did.
 #[derive(Debug, Clone, PartialEq)]
-pub enum InstallOutcome {
+pub(crate) enum InstallOutcome {
     /// Both packages were already in the cache at the pinned versions.
     Cached,
     /// npm installed them; how long each step took.
@@ -45,7 +45,7 @@ pub enum InstallOutcome {
 
 /// An OpenClaw install in the cache folder.
 #[derive(Debug, Clone)]
-pub struct Install {
+pub(crate) struct Install {
     /// The cache folder (`npm install --prefix`).
     pub root: PathBuf,
     /// What the install step did.
@@ -54,7 +54,7 @@ pub struct Install {
 
 impl Install {
     /// Uses the cache if it holds both packages at the pinned versions, else installs them.
-    pub fn ensure(root: &Path) -> Result<Self, OpenClawError> {
+    pub(crate) fn ensure(root: &Path) -> Result<Self, OpenClawError> {
         let mut install = Install {
             root: root.to_path_buf(),
             outcome: InstallOutcome::Cached,
@@ -82,23 +82,23 @@ impl Install {
     }
 
     /// The Node binary from the npm package `node`.
-    pub fn node(&self) -> PathBuf {
+    pub(crate) fn node(&self) -> PathBuf {
         self.root.join("node_modules/node/bin/node")
     }
 
     /// OpenClaw's CLI entry point, run as `node openclaw.mjs …`.
-    pub fn entry(&self) -> PathBuf {
+    pub(crate) fn entry(&self) -> PathBuf {
         self.root.join("node_modules/openclaw/openclaw.mjs")
     }
 
     /// `node_modules/.bin`, put first on `PATH` so OpenClaw's own children find the cache's Node.
-    pub fn bin_dir(&self) -> PathBuf {
+    pub(crate) fn bin_dir(&self) -> PathBuf {
         self.root.join("node_modules/.bin")
     }
 
     /// The caller's `PATH` with [`Install::bin_dir`] first (the caller's alone if that cannot
     /// be joined).
-    pub fn path_env(&self) -> std::ffi::OsString {
+    pub(crate) fn path_env(&self) -> std::ffi::OsString {
         let inherited = std::env::var_os("PATH").unwrap_or_default();
         std::env::join_paths(
             std::iter::once(self.bin_dir()).chain(std::env::split_paths(&inherited)),
@@ -152,7 +152,7 @@ impl Install {
 }
 
 /// The last `max` bytes of a process's output, as text.
-pub fn tail(bytes: &[u8], max: usize) -> String {
+pub(crate) fn tail(bytes: &[u8], max: usize) -> String {
     let text = String::from_utf8_lossy(bytes);
     let start = text.len().saturating_sub(max);
     let start = (start..=text.len())

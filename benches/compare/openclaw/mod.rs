@@ -7,11 +7,11 @@
 //! stay n/a; a scenario that fails is reported with its error and stays n/a too.
 
 #[path = "gateway.rs"]
-pub mod gateway;
+pub(crate) mod gateway;
 #[path = "install.rs"]
-pub mod install;
+pub(crate) mod install;
 #[path = "ws.rs"]
-pub mod ws;
+pub(crate) mod ws;
 
 use super::{Scenario, Sizes, Stat};
 use gateway::{Gateway, Home};
@@ -27,7 +27,7 @@ const TURN: Duration = Duration::from_secs(300);
 /// Why an OpenClaw step failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum OpenClawError {
+pub(crate) enum OpenClawError {
     /// `npm install` (or the check after it) failed.
     #[error("install: {step}: {detail}")]
     Install {
@@ -102,7 +102,7 @@ impl OpenClawError {
 
 /// OpenClaw's sizes: fewer than clawbus's, since one of its turns takes 0.3–2 s here.
 #[derive(Debug, Clone, PartialEq)]
-pub struct OpenClawSizes {
+pub(crate) struct OpenClawSizes {
     /// Gateway starts timed (fresh home each).
     pub starts: usize,
     /// CLI turns (a process per call).
@@ -120,7 +120,7 @@ pub struct OpenClawSizes {
 impl OpenClawSizes {
     /// At most 3 starts, 20 CLI turns, 50 WebSocket turns, 10 tool turns, 3 repeats of a
     /// concurrent batch (1 above 50 turns); never more than clawbus's.
-    pub fn from(s: &Sizes) -> Self {
+    pub(crate) fn from(s: &Sizes) -> Self {
         OpenClawSizes {
             starts: s.starts.min(3),
             cli_turns: s.turns.min(20),
@@ -154,7 +154,7 @@ impl OpenClawSizes {
 
 /// What the OpenClaw part of a run produced.
 #[derive(Debug, Clone)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// The cache folder.
     pub cache: PathBuf,
     /// The install step, when it succeeded.
@@ -172,7 +172,7 @@ pub struct Outcome {
 
 impl Outcome {
     /// The install step in words, reported apart from the measurements.
-    pub fn install_line(&self) -> String {
+    pub(crate) fn install_line(&self) -> String {
         let what = format!("openclaw@{OPENCLAW_VERSION} with node@{NODE_VERSION}");
         match &self.install {
             None => format!(
@@ -196,7 +196,7 @@ impl Outcome {
     }
 
     /// The note printed above the table.
-    pub fn note(&self) -> String {
+    pub(crate) fn note(&self) -> String {
         let mut s = format!(
             "{}. Gateway on loopback with token auth, provider `zero` at the same model server; \
              sizes {} (fewer than clawbus's: a turn takes 0.3–2 s); RSS is the gateway's process \
@@ -221,7 +221,7 @@ impl Outcome {
     }
 
     /// The outcome as JSON (`openclaw_run` in `compare.json`).
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         let install = match &self.install {
             None => json!({ "outcome": "failed" }),
             Some(InstallOutcome::Cached) => json!({ "outcome": "cached" }),
@@ -253,7 +253,7 @@ fn one_line(s: &str, max: usize) -> String {
 }
 
 /// Installs OpenClaw if needed and runs every scenario that has an equivalent.
-pub fn measure(
+pub(crate) fn measure(
     rt: &tokio::runtime::Runtime,
     model_url: &str,
     sizes: &Sizes,

@@ -22,7 +22,7 @@ const HANDSHAKE: Duration = Duration::from_secs(30);
 type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<Value>>>>;
 
 /// A connected, authenticated gateway client; requests may be in flight concurrently.
-pub struct WsClient {
+pub(crate) struct WsClient {
     out: mpsc::UnboundedSender<Message>,
     pending: Pending,
     next: AtomicU64,
@@ -30,7 +30,7 @@ pub struct WsClient {
 
 impl WsClient {
     /// Connects, waits for `connect.challenge`, and sends `connect` with `token`.
-    pub async fn connect(url: &str, token: &str) -> Result<Self, OpenClawError> {
+    pub(crate) async fn connect(url: &str, token: &str) -> Result<Self, OpenClawError> {
         let (ws, _) = tokio_tungstenite::connect_async(url)
             .await
             .map_err(|e| OpenClawError::ws(format!("connect {url}"), e))?;
@@ -94,7 +94,7 @@ impl WsClient {
     }
 
     /// Sends one request and waits (at most `timeout`) for its answer's payload.
-    pub async fn request(
+    pub(crate) async fn request(
         &self,
         method: &'static str,
         params: Value,
@@ -119,7 +119,7 @@ impl WsClient {
 
     /// One agent turn: `agent` on `session_key`, then `agent.wait` for its run; the wait's
     /// payload (an error unless its `status` is `"ok"`).
-    pub async fn turn(
+    pub(crate) async fn turn(
         &self,
         session_key: &str,
         message: &str,
@@ -156,7 +156,7 @@ impl WsClient {
 }
 
 /// The `connect` request's params.
-pub fn connect_params(token: &str) -> Value {
+pub(crate) fn connect_params(token: &str) -> Value {
     json!({
         "minProtocol": PROTOCOL, "maxProtocol": PROTOCOL,
         "client": { "id": "gateway-client", "version": env!("CARGO_PKG_VERSION"),
@@ -168,7 +168,7 @@ pub fn connect_params(token: &str) -> Value {
 }
 
 /// A `res` frame's payload, or its error as an [`OpenClawError`].
-pub fn payload(method: &'static str, res: Value) -> Result<Value, OpenClawError> {
+pub(crate) fn payload(method: &'static str, res: Value) -> Result<Value, OpenClawError> {
     if res["ok"] == true {
         Ok(res["payload"].clone())
     } else {
@@ -181,12 +181,12 @@ pub fn payload(method: &'static str, res: Value) -> Result<Value, OpenClawError>
 }
 
 /// The reply text of a finished run (`agent.wait`'s `terminalReply.text`).
-pub fn reply_text(done: &Value) -> &str {
+pub(crate) fn reply_text(done: &Value) -> &str {
     done["terminalReply"]["text"].as_str().unwrap_or_default()
 }
 
 /// The tools that ran successfully in a finished run (`terminalReceipt.successfulToolNames`).
-pub fn tools_used(done: &Value) -> Vec<&str> {
+pub(crate) fn tools_used(done: &Value) -> Vec<&str> {
     done["terminalReceipt"]["successfulToolNames"]
         .as_array()
         .map(|a| a.iter().filter_map(Value::as_str).collect())

@@ -22,10 +22,10 @@ use uuid::Uuid;
 pub const MAX_EVENTS_PER_TASK: usize = 4096;
 /// Bytes of streamed text (deltas) kept per task for replays; past it deltas are still
 /// published live but left out of the log (the final text is in the task's outcome).
-pub const MAX_DELTA_BYTES_PER_TASK: usize = 256 * 1024;
+pub(super) const MAX_DELTA_BYTES_PER_TASK: usize = 256 * 1024;
 /// Bytes of streamed text kept over every log together; past it the logs of ended tasks go,
 /// oldest first.
-pub const MAX_DELTA_BYTES: usize = 32 * 1024 * 1024;
+pub(super) const MAX_DELTA_BYTES: usize = 32 * 1024 * 1024;
 /// Task logs kept; past it the logs of ended tasks go first (oldest first), then the events of
 /// running ones (their sequence counters stay).
 pub const MAX_TASK_LOGS: usize = 10_000;

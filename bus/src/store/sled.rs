@@ -24,9 +24,9 @@ const PURGE_EVERY: Duration = Duration::from_secs(3600);
 /// The tree of records keyed by the raw request id, written by earlier versions.
 const LEGACY_TREE: &str = "bus.tasks";
 /// The tree of records keyed by [`RequestId::store_key`].
-pub const RECORDS_TREE: &str = "bus.task_records";
+pub(super) const RECORDS_TREE: &str = "bus.task_records";
 /// The tree mapping task ids to request ids.
-pub const TASK_IDS_TREE: &str = "bus.task_ids";
+pub(super) const TASK_IDS_TREE: &str = "bus.task_ids";
 
 /// Task records in sled.
 pub struct SledTaskStore {

@@ -46,7 +46,7 @@ fn assert_contiguous(events: &[TaskEvent]) {
     );
 }
 
-pub async fn events_of_a_task_come_in_order<B: Backend>() {
+pub(crate) async fn events_of_a_task_come_in_order<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
     let mut by_topic = bus.subscribe(topic("events.agent.a")).await.unwrap();
@@ -93,7 +93,7 @@ pub async fn events_of_a_task_come_in_order<B: Backend>() {
     assert_eq!(on_topic, events);
 }
 
-pub async fn a_late_subscriber_gets_the_replay<B: Backend>() {
+pub(crate) async fn a_late_subscriber_gets_the_replay<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
     echo_consumer(&bus, "agent.a").await;
@@ -114,7 +114,7 @@ pub async fn a_late_subscriber_gets_the_replay<B: Backend>() {
     assert!(matches!(unknown, Err(BusError::UnknownTask(_))));
 }
 
-pub async fn delivery_events_follow_the_terminal_one<B: Backend>() {
+pub(crate) async fn delivery_events_follow_the_terminal_one<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
     echo_consumer(&bus, "agent.a").await;
@@ -142,7 +142,7 @@ pub async fn delivery_events_follow_the_terminal_one<B: Backend>() {
     assert_eq!(events[3].seq, 4);
 }
 
-pub async fn emitted_events_come_between_start_and_end<B: Backend>() {
+pub(crate) async fn emitted_events_come_between_start_and_end<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
     let mut sub = bus.consume(topic("agent.a")).await.unwrap();
@@ -225,7 +225,7 @@ pub async fn emitted_events_come_between_start_and_end<B: Backend>() {
     );
 }
 
-pub async fn wait_is_answered_by_the_terminal_event<B: Backend>() {
+pub(crate) async fn wait_is_answered_by_the_terminal_event<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
     let mut sub = bus.consume(topic("agent.a")).await.unwrap();
@@ -280,7 +280,7 @@ pub async fn wait_is_answered_by_the_terminal_event<B: Backend>() {
     );
 }
 
-pub async fn cancel_emits_the_one_terminal_event<B: Backend>() {
+pub(crate) async fn cancel_emits_the_one_terminal_event<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
     let task_id = bus
@@ -300,7 +300,7 @@ pub async fn cancel_emits_the_one_terminal_event<B: Backend>() {
     assert_contiguous(&events);
 }
 
-pub async fn reusing_a_request_id_for_other_work_is_a_conflict<B: Backend>() {
+pub(crate) async fn reusing_a_request_id_for_other_work_is_a_conflict<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
     let first = bus.submit(task("agent.a", "r-reuse", "x")).await.unwrap();
@@ -332,7 +332,7 @@ pub async fn reusing_a_request_id_for_other_work_is_a_conflict<B: Backend>() {
     assert!(matches!(request, Err(BusError::Conflict { .. })));
 }
 
-pub fn replay_after_a_restart_comes_from_the_store<B: Backend>() {
+pub(crate) fn replay_after_a_restart_comes_from_the_store<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_path_buf();
     let (done, pending) = super::in_fresh_system(move || async move {

@@ -1,6 +1,6 @@
 //! The bus conformance suite, generic over the backend. Every backend runs all of it.
 
-pub mod events;
+pub(crate) mod events;
 
 use bus::{Bus, Envelope, Kind, ManualClock, Outcome, RequestId, TaskState, Topic};
 use serde_json::json;
@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// How a backend under test is opened.
-pub trait Backend: 'static {
+pub(crate) trait Backend: 'static {
     /// The bus type.
     type Bus: Bus + Clone;
     /// Opens the bus over the state in `dir`, inside the current actix System.
@@ -18,15 +18,15 @@ pub trait Backend: 'static {
 }
 
 /// A safety net for awaits that must not hang a failing test; never a synchronisation device.
-pub const NET: Duration = Duration::from_secs(10);
+pub(crate) const NET: Duration = Duration::from_secs(10);
 /// Start of the manual clock (2026-01-01).
-pub const T0: u64 = 1_767_225_600_000;
+pub(crate) const T0: u64 = 1_767_225_600_000;
 
-pub fn topic(s: &str) -> Topic {
+pub(crate) fn topic(s: &str) -> Topic {
     Topic::parse(s).unwrap()
 }
 
-pub fn task(t: &str, rid: &str, text: &str) -> Envelope {
+pub(crate) fn task(t: &str, rid: &str, text: &str) -> Envelope {
     Envelope::task(
         topic(t),
         RequestId::parse(rid).unwrap(),
@@ -36,7 +36,7 @@ pub fn task(t: &str, rid: &str, text: &str) -> Envelope {
 
 /// Runs `f` on a thread with its own actix System and drops everything it made before returning,
 /// like a process that ends (or is killed) between two runs over the same state directory.
-pub fn in_fresh_system<F, Fut, T>(f: F) -> T
+pub(crate) fn in_fresh_system<F, Fut, T>(f: F) -> T
 where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: std::future::Future<Output = T> + 'static,
@@ -48,7 +48,7 @@ where
 }
 
 /// Spawns a consumer that completes every task with `{"echo": text, "attempt": n}` and counts runs.
-pub async fn echo_consumer<B: Bus>(bus: &B, pattern: &str) -> Arc<AtomicUsize> {
+pub(crate) async fn echo_consumer<B: Bus>(bus: &B, pattern: &str) -> Arc<AtomicUsize> {
     let runs = Arc::new(AtomicUsize::new(0));
     let mut sub = bus.consume(topic(pattern)).await.unwrap();
     let counter = runs.clone();
@@ -68,7 +68,7 @@ pub async fn echo_consumer<B: Bus>(bus: &B, pattern: &str) -> Arc<AtomicUsize> {
     runs
 }
 
-pub async fn wildcard_subscriptions_match_like_nats<B: Backend>() {
+pub(crate) async fn wildcard_subscriptions_match_like_nats<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
     let mut star = bus.subscribe(topic("agent.*")).await.unwrap();
@@ -102,7 +102,7 @@ pub async fn wildcard_subscriptions_match_like_nats<B: Backend>() {
     );
 }
 
-pub async fn request_reply_returns_the_consumers_result<B: Backend>() {
+pub(crate) async fn request_reply_returns_the_consumers_result<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
     echo_consumer(&bus, "agent.*").await;
@@ -121,7 +121,7 @@ pub async fn request_reply_returns_the_consumers_result<B: Backend>() {
     );
 }
 
-pub async fn result_is_published_to_reply_to<B: Backend>() {
+pub(crate) async fn result_is_published_to_reply_to<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
     echo_consumer(&bus, "agent.a").await;
@@ -139,7 +139,7 @@ pub async fn result_is_published_to_reply_to<B: Backend>() {
     assert_eq!(reply.envelope().payload["state"], "succeeded");
 }
 
-pub async fn nacked_task_is_redelivered_as_next_attempt<B: Backend>() {
+pub(crate) async fn nacked_task_is_redelivered_as_next_attempt<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
     let mut sub = bus.consume(topic("agent.a")).await.unwrap();
@@ -179,7 +179,7 @@ pub async fn nacked_task_is_redelivered_as_next_attempt<B: Backend>() {
     assert_eq!((rec.state, rec.attempts), (TaskState::Succeeded, 2));
 }
 
-pub async fn dropped_delivery_is_redelivered<B: Backend>() {
+pub(crate) async fn dropped_delivery_is_redelivered<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
     let mut sub = bus.consume(topic("agent.a")).await.unwrap();
@@ -201,7 +201,7 @@ pub async fn dropped_delivery_is_redelivered<B: Backend>() {
         .unwrap();
 }
 
-pub async fn same_request_id_three_times_concurrently_runs_once<B: Backend>() {
+pub(crate) async fn same_request_id_three_times_concurrently_runs_once<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
     let runs = echo_consumer(&bus, "agent.a").await;
@@ -225,7 +225,7 @@ pub async fn same_request_id_three_times_concurrently_runs_once<B: Backend>() {
     }
 }
 
-pub async fn a_failed_task_posted_again_is_retried_as_its_next_attempt<B: Backend>() {
+pub(crate) async fn a_failed_task_posted_again_is_retried_as_its_next_attempt<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
     let mut sub = bus.consume(topic("agent.a")).await.unwrap();
@@ -275,7 +275,7 @@ pub async fn a_failed_task_posted_again_is_retried_as_its_next_attempt<B: Backen
     );
 }
 
-pub async fn nack_past_max_attempts_dead_letters_the_task<B: Backend>() {
+pub(crate) async fn nack_past_max_attempts_dead_letters_the_task<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
     let mut sub = bus.consume(topic("agent.a")).await.unwrap();
@@ -301,7 +301,7 @@ pub async fn nack_past_max_attempts_dead_letters_the_task<B: Backend>() {
     }
 }
 
-pub async fn finished_request_id_expires_after_the_window<B: Backend>() {
+pub(crate) async fn finished_request_id_expires_after_the_window<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let bus = B::open(dir.path(), clock.clone(), Duration::from_secs(60));
@@ -324,7 +324,7 @@ pub async fn finished_request_id_expires_after_the_window<B: Backend>() {
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 }
 
-pub async fn cancelled_task_ends_cancelled_and_is_announced<B: Backend>() {
+pub(crate) async fn cancelled_task_ends_cancelled_and_is_announced<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
     let mut notices = bus.subscribe(Topic::cancellations()).await.unwrap();
@@ -381,7 +381,7 @@ pub async fn cancelled_task_ends_cancelled_and_is_announced<B: Backend>() {
     assert!(!d.start().await.unwrap(), "a cancelled task must not start");
 }
 
-pub fn duplicate_is_answered_from_the_ledger_after_restart<B: Backend>() {
+pub(crate) fn duplicate_is_answered_from_the_ledger_after_restart<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_path_buf();
     let first = in_fresh_system(move || async move {
@@ -410,7 +410,7 @@ pub fn duplicate_is_answered_from_the_ledger_after_restart<B: Backend>() {
     assert_eq!(runs, 0, "the handler must not run again after the restart");
 }
 
-pub fn acknowledged_task_runs_after_a_crash<B: Backend>() {
+pub(crate) fn acknowledged_task_runs_after_a_crash<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_path_buf();
     let admitted = in_fresh_system(move || async move {
@@ -440,7 +440,7 @@ pub fn acknowledged_task_runs_after_a_crash<B: Backend>() {
     assert_eq!(runs, 1);
 }
 
-pub async fn abandoned_task_is_dead_lettered_after_max_attempts<B: Backend>() {
+pub(crate) async fn abandoned_task_is_dead_lettered_after_max_attempts<B: Backend>() {
     // The backends under test allow 3 attempts.
     let dir = tempfile::tempdir().unwrap();
     let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
@@ -465,7 +465,7 @@ pub async fn abandoned_task_is_dead_lettered_after_max_attempts<B: Backend>() {
     assert!(rec.error().unwrap().contains("gave up after 3 attempts"));
 }
 
-pub async fn a_readmitted_request_id_does_not_answer_for_the_old_task_id<B: Backend>() {
+pub(crate) async fn a_readmitted_request_id_does_not_answer_for_the_old_task_id<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let bus = B::open(dir.path(), clock.clone(), Duration::from_secs(60));
@@ -492,7 +492,7 @@ pub async fn a_readmitted_request_id_does_not_answer_for_the_old_task_id<B: Back
     );
 }
 
-pub async fn cancelling_an_ended_task_announces_nothing<B: Backend>() {
+pub(crate) async fn cancelling_an_ended_task_announces_nothing<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
     let mut notices = bus.subscribe(Topic::cancellations()).await.unwrap();
@@ -527,7 +527,7 @@ pub async fn cancelling_an_ended_task_announces_nothing<B: Backend>() {
     );
 }
 
-pub fn unfinished_tasks_come_back_in_admission_order<B: Backend>() {
+pub(crate) fn unfinished_tasks_come_back_in_admission_order<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_path_buf();
     // Admitted in the same millisecond, with request ids that sort the other way round.
@@ -564,7 +564,9 @@ pub fn unfinished_tasks_come_back_in_admission_order<B: Backend>() {
     );
 }
 
-pub fn a_task_that_keeps_crashing_the_process_is_dead_lettered_after_max_attempts<B: Backend>() {
+pub(crate) fn a_task_that_keeps_crashing_the_process_is_dead_lettered_after_max_attempts<
+    B: Backend,
+>() {
     let dir = tempfile::tempdir().unwrap();
     // Three lives: each starts the task, then the process dies before it is settled.
     for life in 1..=3u32 {

@@ -10,12 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Start of the manual clock (2026-01-01).
-pub const T0: u64 = 1_767_225_600_000;
+pub(crate) const T0: u64 = 1_767_225_600_000;
 /// The dedup window every store under test is opened with.
-pub const WINDOW: Duration = Duration::from_secs(60);
+pub(crate) const WINDOW: Duration = Duration::from_secs(60);
 
 /// How a store under test is opened.
-pub trait Opener: 'static {
+pub(crate) trait Opener: 'static {
     /// Opens (or reopens) the store over the state in `dir`.
     fn open(dir: &Path, clock: Arc<ManualClock>) -> Arc<dyn TaskStore>;
 }
@@ -39,7 +39,7 @@ fn fresh<O: Opener>() -> (tempfile::TempDir, Arc<ManualClock>, Arc<dyn TaskStore
     (dir, clock, store)
 }
 
-pub async fn first_admit_is_queued_and_durable<O: Opener>() {
+pub(crate) async fn first_admit_is_queued_and_durable<O: Opener>() {
     let (dir, clock, store) = fresh::<O>();
     let env = task("agent.a", "r-1", "x");
     let a = store.admit(env.clone()).await.unwrap();
@@ -52,7 +52,7 @@ pub async fn first_admit_is_queued_and_durable<O: Opener>() {
     assert_eq!(again.task_id, env.id, "an admitted task survives a reopen");
 }
 
-pub async fn same_envelope_again_is_a_duplicate<O: Opener>() {
+pub(crate) async fn same_envelope_again_is_a_duplicate<O: Opener>() {
     let (_dir, _clock, store) = fresh::<O>();
     let first = store.admit(task("agent.a", "r-dup", "x")).await.unwrap();
     // Another message id and other headers, same work: a duplicate.
@@ -72,7 +72,7 @@ pub async fn same_envelope_again_is_a_duplicate<O: Opener>() {
     );
 }
 
-pub async fn reused_request_id_for_other_work_is_a_conflict<O: Opener>() {
+pub(crate) async fn reused_request_id_for_other_work_is_a_conflict<O: Opener>() {
     let (_dir, _clock, store) = fresh::<O>();
     let first = store.admit(task("agent.a", "r-c", "x")).await.unwrap();
     let other_topic = store.admit(task("agent.b", "r-c", "x")).await.unwrap_err();
@@ -105,7 +105,7 @@ pub async fn reused_request_id_for_other_work_is_a_conflict<O: Opener>() {
     ));
 }
 
-pub async fn start_complete_first_outcome_wins<O: Opener>() {
+pub(crate) async fn start_complete_first_outcome_wins<O: Opener>() {
     let (_dir, _clock, store) = fresh::<O>();
     let r = rid("r-run");
     store.admit(task("agent.a", "r-run", "x")).await.unwrap();
@@ -140,7 +140,7 @@ pub async fn start_complete_first_outcome_wins<O: Opener>() {
     assert!(store.requeue(&r).await.unwrap().is_none());
 }
 
-pub async fn failed_is_retried_by_a_repost_inside_the_window<O: Opener>() {
+pub(crate) async fn failed_is_retried_by_a_repost_inside_the_window<O: Opener>() {
     let (_dir, clock, store) = fresh::<O>();
     let r = rid("r-f");
     let first = store.admit(task("agent.a", "r-f", "x")).await.unwrap();
@@ -193,7 +193,7 @@ pub async fn failed_is_retried_by_a_repost_inside_the_window<O: Opener>() {
     );
 }
 
-pub async fn expired_request_id_is_a_new_task<O: Opener>() {
+pub(crate) async fn expired_request_id_is_a_new_task<O: Opener>() {
     let (_dir, clock, store) = fresh::<O>();
     let r = rid("r-exp");
     let old = store.admit(task("agent.a", "r-exp", "x")).await.unwrap();
@@ -240,7 +240,7 @@ pub async fn expired_request_id_is_a_new_task<O: Opener>() {
     assert!(store.lookup(&rid("r-live")).await.unwrap().is_some());
 }
 
-pub async fn requeue_puts_a_running_task_back<O: Opener>() {
+pub(crate) async fn requeue_puts_a_running_task_back<O: Opener>() {
     let (_dir, _clock, store) = fresh::<O>();
     let r = rid("r-rq");
     store.admit(task("agent.a", "r-rq", "x")).await.unwrap();
@@ -251,7 +251,7 @@ pub async fn requeue_puts_a_running_task_back<O: Opener>() {
     assert_eq!(again.attempts, 2);
 }
 
-pub async fn unfinished_come_in_admission_order<O: Opener>() {
+pub(crate) async fn unfinished_come_in_admission_order<O: Opener>() {
     let (_dir, _clock, store) = fresh::<O>();
     let ids: Vec<String> = (0..10).rev().map(|i| format!("r-o{i}")).collect();
     for r in &ids {
@@ -272,7 +272,7 @@ pub async fn unfinished_come_in_admission_order<O: Opener>() {
     assert_eq!(seen, expected);
 }
 
-pub async fn odd_request_ids_are_kept_apart<O: Opener>() {
+pub(crate) async fn odd_request_ids_are_kept_apart<O: Opener>() {
     let (dir, clock, store) = fresh::<O>();
     let odd = [
         "x/y:z*>+?#%",
@@ -307,7 +307,7 @@ pub async fn odd_request_ids_are_kept_apart<O: Opener>() {
     }
 }
 
-pub async fn reopen_keeps_every_record<O: Opener>() {
+pub(crate) async fn reopen_keeps_every_record<O: Opener>() {
     let (dir, clock, store) = fresh::<O>();
     store.admit(task("agent.a", "r-q", "x")).await.unwrap();
     store.admit(task("agent.a", "r-s", "x")).await.unwrap();
@@ -362,7 +362,7 @@ macro_rules! store_suite {
     };
 }
 
-pub async fn list_holds_every_task_in_the_window_in_admission_order<O: Opener>() {
+pub(crate) async fn list_holds_every_task_in_the_window_in_admission_order<O: Opener>() {
     let (_dir, clock, store) = fresh::<O>();
     for r in ["r-l2", "r-l1", "r-l3"] {
         store.admit(task("agent.a", r, r)).await.unwrap();

@@ -10,7 +10,7 @@ use serde_json::json;
 
 /// OpenAI's error types (`error.type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorType {
+pub(super) enum ErrorType {
     /// The request is wrong (bad body, unknown model, bad session name).
     InvalidRequest,
     /// The task failed or the store could not be reached.
@@ -21,7 +21,7 @@ pub enum ErrorType {
 
 impl ErrorType {
     /// The name on the wire.
-    pub fn as_str(self) -> &'static str {
+    pub(super) fn as_str(self) -> &'static str {
         match self {
             Self::InvalidRequest => "invalid_request_error",
             Self::Server => "server_error",
@@ -31,7 +31,7 @@ impl ErrorType {
 }
 
 /// An error answer in OpenAI's shape.
-pub fn error(
+pub(super) fn error(
     status: StatusCode,
     kind: ErrorType,
     code: &str,
@@ -51,7 +51,7 @@ pub fn error(
 
 /// [`error`] with `x-should-retry: false`, the header the Stainless-built SDKs (the official
 /// OpenAI ones among them) obey: for an answer whose request must not be sent again.
-pub fn no_retry(
+pub(super) fn no_retry(
     status: StatusCode,
     kind: ErrorType,
     code: &str,
@@ -66,7 +66,7 @@ pub fn no_retry(
 }
 
 /// A 400 `invalid_request_error`.
-pub fn invalid(code: &str, message: impl Into<String>) -> Response {
+pub(super) fn invalid(code: &str, message: impl Into<String>) -> Response {
     error(
         StatusCode::BAD_REQUEST,
         ErrorType::InvalidRequest,
@@ -76,7 +76,7 @@ pub fn invalid(code: &str, message: impl Into<String>) -> Response {
 }
 
 /// The 404 for a `model` that names no agent.
-pub fn unknown_model(model: &str, known: &[String]) -> Response {
+pub(super) fn unknown_model(model: &str, known: &[String]) -> Response {
     error(
         StatusCode::NOT_FOUND,
         ErrorType::InvalidRequest,
@@ -89,13 +89,13 @@ pub fn unknown_model(model: &str, known: &[String]) -> Response {
 }
 
 /// A bus error as OpenAI's shape: [`Failure::bus`]'s status, code and message.
-pub fn bus(e: BusError) -> Response {
+pub(super) fn bus(e: BusError) -> Response {
     failure(Failure::bus(e))
 }
 
 /// A gateway [`Failure`] as OpenAI's shape: a 5xx is a `server_error`, the rest
 /// `invalid_request_error`.
-pub fn failure(f: Failure) -> Response {
+pub(super) fn failure(f: Failure) -> Response {
     let kind = if f.status.is_server_error() {
         ErrorType::Server
     } else {

@@ -28,7 +28,7 @@ use uuid::Uuid;
 const MAX_RUNS: usize = 4096;
 
 /// The subscriptions of one connection.
-pub struct Feed {
+pub(super) struct Feed {
     tasks: Subscription,
     cron: Subscription,
     approvals: Subscription,
@@ -53,7 +53,7 @@ fn pattern(s: &str) -> Result<Topic, BusError> {
 
 impl Feed {
     /// Subscribes; events published from now on reach the connection.
-    pub async fn subscribe(state: &ApiState) -> Result<Self, BusError> {
+    pub(super) async fn subscribe(state: &ApiState) -> Result<Self, BusError> {
         Ok(Self {
             tasks: state.bus.subscribe(pattern("events.agent.>")?).await?,
             cron: state.bus.subscribe(pattern("events.cron.>")?).await?,
@@ -64,7 +64,7 @@ impl Feed {
     }
 
     /// Forwards until the bus closes or the connection does.
-    pub async fn run(mut self, state: ApiState, out: Outbox) {
+    pub(super) async fn run(mut self, state: ApiState, out: Outbox) {
         loop {
             let sent = tokio::select! {
                 d = self.tasks.next() => match d {

@@ -18,7 +18,7 @@ pub const TICK_INTERVAL_MS: u64 = 30_000;
 /// The `params` of `req connect` (unknown fields are ignored: clients send more).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ConnectParams {
+pub(super) struct ConnectParams {
     /// The lowest protocol version the client speaks.
     pub min_protocol: u64,
     /// The highest protocol version the client speaks.
@@ -39,7 +39,7 @@ pub struct ConnectParams {
 
 /// The credentials of `req connect`.
 #[derive(Debug, Deserialize)]
-pub struct Auth {
+pub(super) struct Auth {
     /// The gateway token.
     #[serde(default)]
     pub token: Option<String>,
@@ -47,7 +47,7 @@ pub struct Auth {
 
 /// A refused handshake: the error `res` (when the frame had an id), then a close.
 #[derive(Debug)]
-pub struct Refusal {
+pub(super) struct Refusal {
     /// The error `res`, when there is a request to answer.
     pub answer: Option<Box<Frame>>,
     /// The close code.
@@ -69,7 +69,7 @@ impl Refusal {
 
 /// The client once connected.
 #[derive(Debug, Clone)]
-pub struct Client {
+pub(super) struct Client {
     /// The role it connected as.
     pub role: String,
     /// The scopes it was granted.
@@ -77,7 +77,7 @@ pub struct Client {
 }
 
 /// The `connect.challenge` event: `{nonce, ts}`.
-pub fn challenge(nonce: &str, ts: u64) -> Frame {
+pub(super) fn challenge(nonce: &str, ts: u64) -> Frame {
     Frame::Event {
         event: EventName::ConnectChallenge,
         payload: json!({ "nonce": nonce, "ts": ts }),
@@ -86,7 +86,7 @@ pub fn challenge(nonce: &str, ts: u64) -> Frame {
 }
 
 /// Checks the first request: `connect`, a protocol range holding version 4, the gateway token.
-pub fn accept(state: &ApiState, req: Request) -> Result<(Client, Frame), Refusal> {
+pub(super) fn accept(state: &ApiState, req: Request) -> Result<(Client, Frame), Refusal> {
     if req.known_method() != Some(Method::Connect) {
         return Err(Refusal::new(
             Some(&req.id),

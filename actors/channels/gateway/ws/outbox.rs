@@ -14,24 +14,24 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
 /// Close code: a normal end.
-pub const CLOSE_NORMAL: u16 = 1000;
+pub(super) const CLOSE_NORMAL: u16 = 1000;
 /// Close code: a policy was broken (wrong token, handshake, slow consumer).
-pub const CLOSE_POLICY: u16 = 1008;
+pub(super) const CLOSE_POLICY: u16 = 1008;
 /// Close code: a frame was larger than `maxPayload`.
-pub const CLOSE_TOO_BIG: u16 = 1009;
+pub(super) const CLOSE_TOO_BIG: u16 = 1009;
 /// Close code: the protocol was not followed (a binary frame before `connect`, a bad version).
-pub const CLOSE_PROTOCOL: u16 = 1002;
+pub(super) const CLOSE_PROTOCOL: u16 = 1002;
 /// Close code: the server is going away (shutdown).
-pub const CLOSE_GOING_AWAY: u16 = 1001;
+pub(super) const CLOSE_GOING_AWAY: u16 = 1001;
 /// Close code: the server is too busy now; try again later.
-pub const CLOSE_TRY_AGAIN: u16 = 1013;
+pub(super) const CLOSE_TRY_AGAIN: u16 = 1013;
 /// How long a close frame may take to go out before the socket is dropped.
 const CLOSE_WRITE: Duration = Duration::from_secs(2);
 
 /// Why a frame was not queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the connection is closing")]
-pub struct Closed;
+pub(super) struct Closed;
 
 enum Out {
     Text(String),
@@ -40,7 +40,7 @@ enum Out {
 
 /// The sending half of a connection; cheap to clone.
 #[derive(Clone)]
-pub struct Outbox {
+pub(super) struct Outbox {
     tx: mpsc::UnboundedSender<Out>,
     queued: Arc<AtomicUsize>,
     limit: usize,
@@ -49,14 +49,14 @@ pub struct Outbox {
 }
 
 /// The writer side: drains an [`Outbox`] into the socket.
-pub struct Writer {
+pub(super) struct Writer {
     rx: mpsc::UnboundedReceiver<Out>,
     queued: Arc<AtomicUsize>,
     abort: watch::Receiver<Option<(u16, String)>>,
 }
 
 /// A new outbox bounded at `limit` queued bytes, and its writer.
-pub fn outbox(limit: usize) -> (Outbox, Writer) {
+pub(super) fn outbox(limit: usize) -> (Outbox, Writer) {
     let (tx, rx) = mpsc::unbounded_channel();
     let queued = Arc::new(AtomicUsize::new(0));
     let (abort_tx, abort_rx) = watch::channel(None);
@@ -78,7 +78,7 @@ pub fn outbox(limit: usize) -> (Outbox, Writer) {
 
 impl Outbox {
     /// Queues a frame; past the byte limit the connection is closed instead.
-    pub fn send(&self, frame: &Frame) -> Result<(), Closed> {
+    pub(super) fn send(&self, frame: &Frame) -> Result<(), Closed> {
         if self.is_closing() {
             return Err(Closed);
         }
@@ -105,7 +105,7 @@ impl Outbox {
     }
 
     /// Queues an event, numbered with the connection's event counter.
-    pub fn event(&self, event: EventName, payload: serde_json::Value) -> Result<(), Closed> {
+    pub(super) fn event(&self, event: EventName, payload: serde_json::Value) -> Result<(), Closed> {
         let seq = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
         self.send(&Frame::Event {
             event,
@@ -115,22 +115,22 @@ impl Outbox {
     }
 
     /// Closes after the frames already queued.
-    pub fn close(&self, code: u16, reason: impl Into<String>) {
+    pub(super) fn close(&self, code: u16, reason: impl Into<String>) {
         let _ = self.tx.send(Out::Close(code, reason.into()));
     }
 
     /// Closes now, dropping what is queued.
-    pub fn abort(&self, code: u16, reason: impl Into<String>) {
+    pub(super) fn abort(&self, code: u16, reason: impl Into<String>) {
         self.abort.send_replace(Some((code, reason.into())));
     }
 
     /// True once the connection is being closed.
-    pub fn is_closing(&self) -> bool {
+    pub(super) fn is_closing(&self) -> bool {
         self.abort.borrow().is_some() || self.tx.is_closed()
     }
 
     /// Resolves when the writer has stopped (the socket is closed or broken).
-    pub async fn closed(&self) {
+    pub(super) async fn closed(&self) {
         self.tx.closed().await;
     }
 }
@@ -138,7 +138,7 @@ impl Outbox {
 impl Writer {
     /// The next queued frame's text, when one waits (tests read the queue without a socket).
     #[cfg(test)]
-    pub fn try_next_text(&mut self) -> Option<String> {
+    pub(super) fn try_next_text(&mut self) -> Option<String> {
         match self.rx.try_recv() {
             Ok(Out::Text(t)) => {
                 self.queued.fetch_sub(t.len(), Ordering::SeqCst);
@@ -150,7 +150,7 @@ impl Writer {
     }
 
     /// Sends queued frames until a close, an abort or a broken socket.
-    pub async fn run(mut self, mut sink: SplitSink<WebSocket, Message>) {
+    pub(super) async fn run(mut self, mut sink: SplitSink<WebSocket, Message>) {
         // Once every outbox is gone no abort can come: what is queued is still sent.
         let mut abortable = true;
         loop {

@@ -30,7 +30,7 @@ const DEFAULT_HISTORY: usize = 200;
 /// such as `thinking` or `deliver`, are ignored).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RunParams {
+pub(super) struct RunParams {
     /// The message for the agent.
     #[serde(alias = "text")]
     message: String,
@@ -147,7 +147,11 @@ fn session_of(
 }
 
 /// Submits the run; answers `{runId, status, acceptedAt, sessionKey, duplicate}` at once.
-pub async fn start(state: &ApiState, method: Method, p: RunParams) -> Result<Value, ErrorShape> {
+pub(super) async fn start(
+    state: &ApiState,
+    method: Method,
+    p: RunParams,
+) -> Result<Value, ErrorShape> {
     if p.message.trim().is_empty() {
         return Err(ErrorShape::invalid(format!(
             "{} params: field \"message\": empty (expected the message for the agent)",
@@ -197,14 +201,14 @@ pub async fn start(state: &ApiState, method: Method, p: RunParams) -> Result<Val
 /// The params of `agent.wait`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct WaitParams {
+pub(super) struct WaitParams {
     run_id: String,
     #[serde(default)]
     timeout_ms: Option<u64>,
 }
 
 /// Waits for a run's end (at most `timeoutMs`, 30 s by default, 1 h at most).
-pub async fn wait(state: &ApiState, p: WaitParams) -> Result<Value, ErrorShape> {
+pub(super) async fn wait(state: &ApiState, p: WaitParams) -> Result<Value, ErrorShape> {
     let rec = api::task_by_id(state, &p.run_id).await?;
     let timeout = Duration::from_millis(p.timeout_ms.unwrap_or(DEFAULT_WAIT_MS)).min(api::MAX_WAIT);
     let rec = if rec.state.is_terminal() {
@@ -253,7 +257,7 @@ fn ended(rec: &TaskRecord) -> Value {
 /// The params of `chat.abort`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct AbortParams {
+pub(super) struct AbortParams {
     #[serde(default)]
     session_key: Option<String>,
     #[serde(default)]
@@ -263,7 +267,7 @@ pub struct AbortParams {
 }
 
 /// Cancels `runId`, else every unfinished run of the session.
-pub async fn abort(state: &ApiState, p: AbortParams) -> Result<Value, ErrorShape> {
+pub(super) async fn abort(state: &ApiState, p: AbortParams) -> Result<Value, ErrorShape> {
     let ids: Vec<String> = match (&p.run_id, &p.session_key) {
         (Some(id), _) => vec![id.clone()],
         (None, Some(key)) => {
@@ -299,7 +303,7 @@ pub async fn abort(state: &ApiState, p: AbortParams) -> Result<Value, ErrorShape
 /// The params of `chat.history`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct HistoryParams {
+pub(super) struct HistoryParams {
     session_key: String,
     #[serde(default)]
     agent_id: Option<String>,
@@ -308,7 +312,7 @@ pub struct HistoryParams {
 }
 
 /// The last `limit` transcript entries of a session.
-pub fn history(state: &ApiState, p: HistoryParams) -> Result<Value, ErrorShape> {
+pub(super) fn history(state: &ApiState, p: HistoryParams) -> Result<Value, ErrorShape> {
     let agent = agent_of(state, p.agent_id.as_deref(), Some(&p.session_key))?;
     let key = session_of(state, &agent, Some(&p.session_key), &RequestId::random())?;
     let mut shown = sessions::transcript(state, key.as_str())?;

@@ -46,7 +46,7 @@ pub(super) struct Rig {
 }
 
 impl Rig {
-    pub async fn new(start: &str) -> Self {
+    pub(super) async fn new(start: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let db = sled::open(dir.path()).unwrap();
         let clock = ManualClock::new(ms(start));
@@ -101,32 +101,32 @@ impl Rig {
         });
     }
 
-    pub fn act(&self, act: Act) {
+    pub(super) fn act(&self, act: Act) {
         self.acts.lock().unwrap().push_back(act);
     }
 
-    pub fn tasks_seen(&self) -> usize {
+    pub(super) fn tasks_seen(&self) -> usize {
         self.seen.lock().unwrap().len()
     }
 
-    pub fn settings(&self) -> Settings {
+    pub(super) fn settings(&self) -> Settings {
         Settings::new(chrono_tz::Europe::Paris, ["a".to_string()])
     }
 
-    pub fn scheduler(&self, owner: &str) -> Scheduler {
+    pub(super) fn scheduler(&self, owner: &str) -> Scheduler {
         let bus: Arc<dyn bus::Bus> = self.bus.clone();
         Scheduler::new(&self.db, bus, self.clock.clone(), owner, self.settings()).unwrap()
     }
 
     /// A scheduler `owner` on node `node` (a life of that node).
-    pub fn scheduler_on(&self, owner: &str, node: &str) -> Scheduler {
+    pub(super) fn scheduler_on(&self, owner: &str, node: &str) -> Scheduler {
         let bus: Arc<dyn bus::Bus> = self.bus.clone();
         let settings = self.settings().with_node(node);
         Scheduler::new(&self.db, bus, self.clock.clone(), owner, settings).unwrap()
     }
 
     /// Ends the oldest held task with `outcome` (waiting, bounded, for the agent to hold one).
-    pub async fn complete_held(&self, outcome: Outcome) {
+    pub(super) async fn complete_held(&self, outcome: Outcome) {
         let d = tokio::time::timeout(BOUND, async {
             loop {
                 let first = {
@@ -145,22 +145,22 @@ impl Rig {
     }
 
     /// The workspaces folder heartbeats read from (`<tmp>/workspaces`).
-    pub fn workspaces(&self) -> std::path::PathBuf {
+    pub(super) fn workspaces(&self) -> std::path::PathBuf {
         self._dir.path().join("workspaces")
     }
 
     /// A scheduler whose heartbeats read [`Rig::workspaces`].
-    pub fn scheduler_with_workspaces(&self, owner: &str) -> Scheduler {
+    pub(super) fn scheduler_with_workspaces(&self, owner: &str) -> Scheduler {
         let bus: Arc<dyn bus::Bus> = self.bus.clone();
         let settings = self.settings().with_workspaces(self.workspaces());
         Scheduler::new(&self.db, bus, self.clock.clone(), owner, settings).unwrap()
     }
 
-    pub fn clock_now(&self) -> u64 {
+    pub(super) fn clock_now(&self) -> u64 {
         bus::Clock::now_ms(&*self.clock)
     }
 
-    pub fn advance(&self, by: Duration) {
+    pub(super) fn advance(&self, by: Duration) {
         self.clock.advance(by);
     }
 }

@@ -29,7 +29,7 @@ use crate::secrets::Secrets;
 use stream::{MessageAccumulator, Step};
 
 /// The `anthropic-version` header sent with every request.
-pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+pub(super) const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// Settings of an [`AnthropicClient`].
 #[derive(Clone)]

@@ -75,7 +75,7 @@ pub(super) fn program(program: &str, args: Option<&str>, deny: Option<&str>) -> 
 
 impl Fx {
     /// The tool with `def`, PATH = bin/ then the system folders, plus `extra` variables.
-    pub fn tool(&self, def: ExecDef, extra: &[(&str, &str)]) -> ExecTool {
+    pub(super) fn tool(&self, def: ExecDef, extra: &[(&str, &str)]) -> ExecTool {
         let path = format!("{}:/usr/local/bin:/usr/bin:/bin", self.bin.display());
         let mut vars: Vec<(String, String)> = vec![("PATH".into(), path)];
         vars.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
@@ -86,7 +86,12 @@ impl Fx {
         }))
     }
 
-    pub async fn exec(&self, tool: &ExecTool, command: &str, timeout_s: Option<u64>) -> ToolOutput {
+    pub(super) async fn exec(
+        &self,
+        tool: &ExecTool,
+        command: &str,
+        timeout_s: Option<u64>,
+    ) -> ToolOutput {
         let mut args = json!({ "command": command });
         if let Some(t) = timeout_s {
             args["timeout_s"] = json!(t);

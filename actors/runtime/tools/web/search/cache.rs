@@ -23,7 +23,7 @@ pub(super) struct Cache {
 }
 
 impl Cache {
-    pub fn new(clock: Arc<dyn Clock>) -> Self {
+    pub(super) fn new(clock: Arc<dyn Clock>) -> Self {
         Self {
             clock,
             entries: Arc::default(),
@@ -31,7 +31,12 @@ impl Cache {
     }
 
     /// The results stored for this key, unless they expired.
-    pub fn get(&self, provider: ProviderKind, query: &str, count: usize) -> Option<Vec<Hit>> {
+    pub(super) fn get(
+        &self,
+        provider: ProviderKind,
+        query: &str,
+        count: usize,
+    ) -> Option<Vec<Hit>> {
         let now = self.clock.now_ms();
         let entries = self.entries.lock().ok()?;
         let (expires, hits) = entries.get(&(provider, query.to_string(), count))?;
@@ -39,7 +44,7 @@ impl Cache {
     }
 
     /// Stores results for [`CACHE_TTL`].
-    pub fn put(&self, provider: ProviderKind, query: &str, count: usize, hits: Vec<Hit>) {
+    pub(super) fn put(&self, provider: ProviderKind, query: &str, count: usize, hits: Vec<Hit>) {
         let now = self.clock.now_ms();
         let Ok(mut entries) = self.entries.lock() else {
             return; // a poisoned cache only costs a repeated request

@@ -15,7 +15,7 @@ pub(crate) mod fake {
 
     /// One request as the server saw it.
     #[derive(Debug, Clone)]
-    pub struct Seen {
+    pub(crate) struct Seen {
         pub method: String,
         pub path: String,
         pub query: String,
@@ -24,7 +24,7 @@ pub(crate) mod fake {
     }
 
     impl Seen {
-        pub fn header(&self, name: &str) -> Option<String> {
+        pub(crate) fn header(&self, name: &str) -> Option<String> {
             self.headers
                 .get(name)
                 .and_then(|v| v.to_str().ok())
@@ -32,7 +32,7 @@ pub(crate) mod fake {
         }
 
         /// The decoded query parameters.
-        pub fn params(&self) -> Vec<(String, String)> {
+        pub(crate) fn params(&self) -> Vec<(String, String)> {
             reqwest::Url::parse(&format!("http://x/?{}", self.query))
                 .unwrap()
                 .query_pairs()
@@ -40,21 +40,21 @@ pub(crate) mod fake {
                 .collect()
         }
 
-        pub fn param(&self, name: &str) -> Option<String> {
+        pub(crate) fn param(&self, name: &str) -> Option<String> {
             self.params()
                 .into_iter()
                 .find(|(k, _)| k == name)
                 .map(|(_, v)| v)
         }
 
-        pub fn json(&self) -> serde_json::Value {
+        pub(crate) fn json(&self) -> serde_json::Value {
             serde_json::from_slice(&self.body).unwrap()
         }
     }
 
     type Respond = dyn Fn(&Seen, SocketAddr) -> Response + Send + Sync;
 
-    pub struct Fake {
+    pub(crate) struct Fake {
         pub addr: SocketAddr,
         seen: Arc<Mutex<Vec<Seen>>>,
         task: tokio::task::JoinHandle<()>,
@@ -68,7 +68,7 @@ pub(crate) mod fake {
 
     impl Fake {
         /// Serves on `ip:0`; `respond` gets each request and the server's own address.
-        pub async fn start(
+        pub(crate) async fn start(
             ip: &str,
             respond: impl Fn(&Seen, SocketAddr) -> Response + Send + Sync + 'static,
         ) -> Fake {
@@ -102,21 +102,21 @@ pub(crate) mod fake {
             Fake { addr, seen, task }
         }
 
-        pub fn url(&self, path: &str) -> String {
+        pub(crate) fn url(&self, path: &str) -> String {
             format!("http://{}{path}", self.addr)
         }
 
-        pub fn requests(&self) -> Vec<Seen> {
+        pub(crate) fn requests(&self) -> Vec<Seen> {
             self.seen.lock().unwrap().clone()
         }
 
-        pub fn hits(&self) -> usize {
+        pub(crate) fn hits(&self) -> usize {
             self.seen.lock().unwrap().len()
         }
     }
 
     /// A response with a status, content type and body.
-    pub fn reply(status: u16, content_type: &str, body: impl Into<Body>) -> Response {
+    pub(crate) fn reply(status: u16, content_type: &str, body: impl Into<Body>) -> Response {
         Response::builder()
             .status(status)
             .header("content-type", content_type)
@@ -125,7 +125,7 @@ pub(crate) mod fake {
     }
 
     /// A redirect to `location`.
-    pub fn redirect(status: u16, location: &str) -> Response {
+    pub(crate) fn redirect(status: u16, location: &str) -> Response {
         Response::builder()
             .status(status)
             .header("location", location)
