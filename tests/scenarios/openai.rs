@@ -262,20 +262,28 @@ except openai.NotFoundError as e:
     print(e.code)
 "#;
 
-/// The official Python SDK, when `CLAWBUS_TEST_OPENAI_PYTHON` names a Python that has it
-/// (`pip install openai`); without it the test only says it was skipped.
-#[actix_rt::test]
-async fn the_official_python_sdk_talks_to_an_agent_when_installed() {
+/// What one run of an SDK script left: the project (kept for its folder), the daemon, and the
+/// script's output.
+struct SdkRun {
+    _project: Project,
+    daemon: Daemon,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `script` (argv: the gateway URL and token) with the official Python SDK against a daemon
+/// whose `echo` agent talks to `server`, and checks it exited 0; `None`, saying it was skipped,
+/// when `CLAWBUS_TEST_OPENAI_PYTHON` names no Python with the package.
+async fn run_sdk(server: &ScriptedServer, script: &str) -> Option<SdkRun> {
     let Ok(python) = std::env::var("CLAWBUS_TEST_OPENAI_PYTHON") else {
         eprintln!("skipped: set CLAWBUS_TEST_OPENAI_PYTHON to a python with the openai package");
-        return;
+        return None;
     };
-    let server = echo_server().await;
     let project = Project::new();
     project
         .with_mock_provider(&server.base_url(), "10s", 0)
         .write("agents.d/echo.toml", "")
-        .write("sdk.py", SDK_SCRIPT);
+        .write("sdk.py", script);
     let daemon = project.start().await;
     let mut cmd = std::process::Command::new(python);
     cmd.arg(project.path().join("sdk.py"))
@@ -283,8 +291,30 @@ async fn the_official_python_sdk_talks_to_an_agent_when_installed() {
         .arg(daemon.token());
     let out = crate::support::run_cmd(cmd).await;
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "{stdout}\n{stderr}");
+    Some(SdkRun {
+        _project: project,
+        daemon,
+        stdout,
+        stderr,
+    })
+}
+
+/// The official Python SDK, when `CLAWBUS_TEST_OPENAI_PYTHON` names a Python that has it
+/// (`pip install openai`); without it the test only says it was skipped.
+#[actix_rt::test]
+async fn the_official_python_sdk_talks_to_an_agent_when_installed() {
+    let server = echo_server().await;
+    let Some(SdkRun {
+        _project,
+        daemon,
+        stdout,
+        stderr,
+    }) = run_sdk(&server, SDK_SCRIPT).await
+    else {
+        return;
+    };
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(
         lines,
@@ -341,25 +371,16 @@ except openai.APIStatusError as e:
 /// once, as one task (skipped without `CLAWBUS_TEST_OPENAI_PYTHON`).
 #[actix_rt::test]
 async fn the_official_python_sdk_does_not_run_a_failed_turn_again() {
-    let Ok(python) = std::env::var("CLAWBUS_TEST_OPENAI_PYTHON") else {
-        eprintln!("skipped: set CLAWBUS_TEST_OPENAI_PYTHON to a python with the openai package");
+    let server = refusing_server().await;
+    let Some(SdkRun {
+        _project,
+        daemon,
+        stdout,
+        stderr,
+    }) = run_sdk(&server, SDK_RETRY_SCRIPT).await
+    else {
         return;
     };
-    let server = refusing_server().await;
-    let project = Project::new();
-    project
-        .with_mock_provider(&server.base_url(), "10s", 0)
-        .write("agents.d/echo.toml", "")
-        .write("sdk.py", SDK_RETRY_SCRIPT);
-    let daemon = project.start().await;
-    let mut cmd = std::process::Command::new(python);
-    cmd.arg(project.path().join("sdk.py"))
-        .arg(daemon.url())
-        .arg(daemon.token());
-    let out = crate::support::run_cmd(cmd).await;
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
     assert_eq!(stdout.trim(), "UnprocessableEntityError 422", "{stderr}");
     assert_eq!(server.request_count(), 1, "the turn ran once");
     let tasks = get_json(&daemon, "/v1/tasks?agent=echo").await;
