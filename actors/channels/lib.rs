@@ -6,7 +6,7 @@
 //! system, then a [`Channel`] stopped in two steps around the drain ([`Channel::stop_input`],
 //! [`Channel::stop`]).
 //!
-//! - [`daemon`]: the composition root: the runtime's [`Clawbus`](crate::system::Clawbus) plus
+//! - [`daemon`]: the composition root: the runtime's [`Clawbus`](clawbus_runtime::system::Clawbus) plus
 //!   every channel, prepared, started and stopped together.
 //! - [`gateway`]: the HTTP channel: the API with token auth, the admin API, channel inbound, task
 //!   event streams, the WebSocket protocol, the OpenAI-compatible endpoint, inbound webhooks.
@@ -15,19 +15,11 @@
 //!   the injected clock, bounded tries), never sends `NO_REPLY` / `HEARTBEAT_OK`, and records
 //!   what became of each one in sled and on its task's events.
 //! - The outbox (replies waiting to be delivered, and where they go) is the runtime's:
-//!   [`crate::outbox`].
+//!   [`clawbus_runtime::outbox`].
 //! - [`telegram`]: the Telegram Bot API channel: a long-polling actor that turns updates into
 //!   tasks, the `sendMessage` sink, message splitting, approvals answered from the chat.
 //! - [`webhook`]: outbound webhooks: replies POSTed, signed, to `[webhooks.<name>] deliver_url`;
 //!   [`webhook::sign`]: the signatures, inbound and outbound.
-
-// Path shims: the lower crates' modules under their own names, so `crate::config::…` and
-// `crate::session::…` read as before the split.
-use clawbus_core::{config, ids, task};
-use clawbus_runtime::{
-    agent, approvals, coordinator, cron, ingress, lane, metrics, model, origin, outbox, router,
-    session, system, turn,
-};
 
 pub mod daemon;
 pub mod delivery;
@@ -37,12 +29,12 @@ pub mod webhook;
 
 use bus::BusError;
 
-pub use crate::outbox::{OutboundMessage, is_silent, out_topic};
+pub use clawbus_runtime::outbox::{OutboundMessage, is_silent, out_topic};
 
 /// The Telegram channel's name.
-pub const TELEGRAM_CHANNEL: &str = crate::config::TELEGRAM;
+pub const TELEGRAM_CHANNEL: &str = clawbus_core::config::TELEGRAM;
 /// The channel name of outbound webhooks (as on the origin of inbound ones).
-pub const WEBHOOK: &str = crate::config::WEBHOOK;
+pub const WEBHOOK: &str = clawbus_core::config::WEBHOOK;
 
 /// Why a channel could not start (before the system starts or over it).
 #[derive(Debug, thiserror::Error)]
@@ -99,7 +91,7 @@ pub trait Prepared {
     /// Starts the channel over the running system. Must run inside an actix `System`.
     async fn start(
         self: Box<Self>,
-        system: &crate::system::Clawbus,
+        system: &clawbus_runtime::system::Clawbus,
     ) -> Result<Box<dyn Channel>, ChannelError>;
 }
 

@@ -28,7 +28,7 @@
 //! - [`system`]: the composition root of the runtime — stores, bus, lanes, agents, cron,
 //!   coordinator — and the graceful shutdown. Channels attach to it.
 
-// Path shims: the core's modules under their own names, so `crate::config::…` reads as before.
+// Path shims: the core's modules under their own names, so `clawbus_core::config::…` reads as before.
 pub use clawbus_core::{config, ids, jobs, task};
 
 pub mod agent;

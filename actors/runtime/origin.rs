@@ -3,9 +3,9 @@
 //! The bus carries it as headers (the bus knows nothing of channels or sessions); every read and
 //! write goes through [`Origin`] and [`Header`], so no part of the daemon spells a header key.
 
-use crate::config::MAIN_LANE;
-use crate::ids::SessionKey;
 use bus::Envelope;
+use clawbus_core::config::MAIN_LANE;
+use clawbus_core::ids::SessionKey;
 use uuid::Uuid;
 
 /// The channel of a task one run started for another (`sessions_send`, `agent_call`, the notice

@@ -15,16 +15,16 @@
 
 mod recovery;
 
-use crate::agent::AgentHandle;
-use crate::config::Config;
 use crate::gateway::Listener;
-use crate::lane::Lanes;
-use crate::metrics::Metrics;
-use crate::system::{Clawbus, DrainReport, SystemError, SystemOptions};
 use crate::telegram::TelegramChannel;
 use crate::webhook::WebhookChannel;
 use crate::{Channel, ChannelError, Prepared};
 use bus::Bus;
+use clawbus_core::config::Config;
+use clawbus_runtime::agent::AgentHandle;
+use clawbus_runtime::lane::Lanes;
+use clawbus_runtime::metrics::Metrics;
+use clawbus_runtime::system::{Clawbus, DrainReport, SystemError, SystemOptions};
 use std::net::SocketAddr;
 use std::time::Duration;
 

@@ -7,7 +7,7 @@
 //! answered 503 are rolled back), with no one to call.
 
 use super::Daemon;
-use crate::system::folder_takes_writes;
+use clawbus_runtime::system::folder_takes_writes;
 use std::time::Duration;
 
 /// How often the store and the folder are probed.

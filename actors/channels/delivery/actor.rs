@@ -4,11 +4,11 @@ use super::{
     Backoff, DeliveryDeps, DeliveryRecord, DeliveryState, Enqueue, Pending, PendingView, SendError,
     Sink, Tick,
 };
-use crate::outbox::Outbox;
 use crate::{OutboundMessage, is_silent};
 use actix::prelude::*;
 use bus::events::TaskEventKind;
 use bus::{Bus, Clock, Delivery};
+use clawbus_runtime::outbox::Outbox;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,7 +38,7 @@ pub struct DeliveryActor {
     outbox: Outbox,
     backoff: Backoff,
     jitter: fn() -> f64,
-    metrics: crate::metrics::Metrics,
+    metrics: clawbus_runtime::metrics::Metrics,
     jobs: BTreeMap<u64, Job>,
     next_id: u64,
 }

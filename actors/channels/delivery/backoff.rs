@@ -1,6 +1,6 @@
 //! How long a delivery waits before its next try: exponential, capped, with jitter.
 
-use crate::config::DeliveryDef;
+use clawbus_core::config::DeliveryDef;
 use std::time::Duration;
 
 /// The retry schedule of a delivery actor.
@@ -42,5 +42,5 @@ impl Backoff {
 
 /// A jitter factor in 0.8..=1.2, so the retries of many deliveries do not arrive together.
 pub fn jitter() -> f64 {
-    crate::turn::retry::jitter()
+    clawbus_runtime::turn::retry::jitter()
 }

@@ -9,12 +9,12 @@
 //! dropped without a trace. `NO_REPLY` and heartbeat acknowledgements are never sent.
 //!
 //! Messages to the same target go out in order: a later one waits while an earlier one is still
-//! being tried. What reaches the actor is staged in the [`crate::outbox`] until its
+//! being tried. What reaches the actor is staged in the [`clawbus_runtime::outbox`] until its
 //! outcome is recorded; on start the actor takes its channel's pending entries first, in order.
 
 mod actor;
 pub mod backoff;
-pub use crate::outbox::record;
+pub use clawbus_runtime::outbox::record;
 
 #[cfg(test)]
 mod tests;
@@ -68,19 +68,19 @@ pub struct DeliveryDeps {
     /// The one clock: retries are due on it.
     pub clock: Arc<dyn Clock>,
     /// Where pending deliveries wait and outcomes are recorded.
-    pub outbox: crate::outbox::Outbox,
+    pub outbox: clawbus_runtime::outbox::Outbox,
     /// The retry schedule.
     pub backoff: Backoff,
     /// The jitter factor of each wait (0.8..=1.2; tests pass a constant).
     pub jitter: fn() -> f64,
     /// Deliveries by outcome and retries, in `/metrics`.
-    pub metrics: crate::metrics::Metrics,
+    pub metrics: clawbus_runtime::metrics::Metrics,
 }
 
 impl DeliveryDeps {
     /// The dependencies of a delivery actor over the running system (the configured backoff,
     /// the jitter of [`backoff::jitter`]).
-    pub fn of(system: &crate::system::Clawbus) -> Self {
+    pub fn of(system: &clawbus_runtime::system::Clawbus) -> Self {
         Self {
             bus: system.bus().clone(),
             clock: system.clock().clone(),

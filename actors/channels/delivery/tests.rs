@@ -2,8 +2,8 @@
 //! every outcome is recorded; silent replies are never sent.
 
 use super::*;
-use crate::outbox::OutboundMessage;
 use bus::{BusOptions, ManualClock};
+use clawbus_runtime::outbox::OutboundMessage;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use tokio::sync::mpsc;
@@ -45,7 +45,7 @@ struct Rig {
     handle: DeliveryHandle,
     clock: Arc<ManualClock>,
     records: DeliveryRecords,
-    outbox: crate::outbox::Outbox,
+    outbox: clawbus_runtime::outbox::Outbox,
     tries: mpsc::UnboundedReceiver<String>,
     _dir: tempfile::TempDir,
 }
@@ -65,7 +65,7 @@ async fn rig_with_outbox(
     let db = sled::open(dir.path().join("db")).unwrap();
     let bus: Arc<dyn Bus> = bus::open(BusOptions::default(), db.clone()).unwrap().bus;
     let clock = ManualClock::new(T0);
-    let outbox = crate::outbox::Outbox::open(&db, Default::default()).unwrap();
+    let outbox = clawbus_runtime::outbox::Outbox::open(&db, Default::default()).unwrap();
     for msg in &staged {
         outbox.stage("demo", msg).unwrap();
     }
@@ -86,7 +86,7 @@ async fn rig_with_outbox(
             attempts,
         },
         jitter: || 1.0,
-        metrics: crate::metrics::Metrics::new(),
+        metrics: clawbus_runtime::metrics::Metrics::new(),
     };
     let handle = DeliveryHandle::start("demo", sink, deps).await.unwrap();
     Rig {
@@ -305,7 +305,7 @@ async fn a_message_to_a_channel_without_delivery_actor_is_recorded_no_channel() 
     let dir = tempfile::tempdir().unwrap();
     let db = sled::open(dir.path().join("db")).unwrap();
     let bus = bus::open(BusOptions::default(), db.clone()).unwrap().bus;
-    let outbox = crate::outbox::Outbox::open(&db, Default::default()).unwrap();
+    let outbox = clawbus_runtime::outbox::Outbox::open(&db, Default::default()).unwrap();
     let clock: Arc<dyn Clock> = ManualClock::new(T0);
     outbox
         .hand_over(&*bus, &clock, "telegram", reply(9, "hello"))

@@ -1,9 +1,9 @@
-//! The gateway's side of the ingress pipeline ([`crate::ingress`]): the pipeline of the
+//! The gateway's side of the ingress pipeline ([`clawbus_runtime::ingress`]): the pipeline of the
 //! gateway's bus and router, and its typed errors as the API's [`Failure`]s.
 
 use super::api::{ApiState, Failure};
-use crate::ingress::{Ingress, IngressError, Request, Submitted};
 use axum::http::StatusCode;
+use clawbus_runtime::ingress::{Ingress, IngressError, Request, Submitted};
 
 impl ApiState {
     /// The ingress pipeline over this gateway's bus and routing table.

@@ -1,12 +1,6 @@
 //! The HTTP API: tasks in, task records out.
 
 use super::token;
-use crate::config::Config;
-use crate::config::retry::MAX_ATTEMPTS;
-use crate::ids::{AgentId, SessionName};
-use crate::ingress::{Request, Target};
-use crate::origin::Origin;
-use crate::task::TaskResult;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
@@ -14,6 +8,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use bus::{Bus, BusError, RequestId, TaskRecord};
+use clawbus_core::config::Config;
+use clawbus_core::config::retry::MAX_ATTEMPTS;
+use clawbus_core::ids::{AgentId, SessionName};
+use clawbus_core::task::TaskResult;
+use clawbus_runtime::ingress::{Request, Target};
+use clawbus_runtime::origin::Origin;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::sync::Arc;
@@ -34,25 +34,25 @@ pub struct ApiState {
     /// The bearer token callers must present.
     pub token: Arc<String>,
     /// The metrics registry served at `GET /metrics`.
-    pub metrics: crate::metrics::Metrics,
+    pub metrics: clawbus_runtime::metrics::Metrics,
     /// The model providers' circuit breakers, shown by `GET /v1/status`.
-    pub breakers: Arc<crate::model::Breakers>,
+    pub breakers: Arc<clawbus_runtime::model::Breakers>,
     /// The session index.
-    pub sessions: crate::session::index::SessionIndex,
+    pub sessions: clawbus_runtime::session::index::SessionIndex,
     /// Live sessions and their state.
-    pub live: crate::session::LiveSessions,
+    pub live: clawbus_runtime::session::LiveSessions,
     /// Approval requests, listed and answered under `/v1/approvals`.
-    pub approvals: crate::approvals::Approvals,
+    pub approvals: clawbus_runtime::approvals::Approvals,
     /// The routing table, consulted at ingress for channel messages.
-    pub router: Arc<crate::router::Router>,
+    pub router: Arc<clawbus_runtime::router::Router>,
     /// The one clock (deadlines).
     pub clock: Arc<dyn bus::Clock>,
     /// The database's write probe: `/healthz` answers 503 while it keeps a write error.
-    pub storage: crate::system::StorageProbe,
+    pub storage: clawbus_runtime::system::StorageProbe,
     /// Fires when the system shuts down: `/healthz` then answers 503.
-    pub shutdown: crate::system::Shutdown,
+    pub shutdown: clawbus_runtime::system::Shutdown,
     /// The cron scheduler, managed under `/v1/cron`.
-    pub cron: Arc<crate::cron::Scheduler>,
+    pub cron: Arc<clawbus_runtime::cron::Scheduler>,
     /// The inbound webhooks with their secrets (`/v1/hooks/{name}`).
     pub hooks: Arc<super::webhooks::Hooks>,
     /// The open WebSocket connections (`[gateway] ws_max_connections`).
@@ -517,7 +517,7 @@ pub(super) fn lane(config: &Config, lane: Option<&str>) -> Result<String, Respon
 /// The lane a request names (`main` when none), checked against the configured lanes: 400
 /// `unknown_lane` naming them.
 pub(super) fn lane_of(config: &Config, lane: Option<&str>) -> Result<String, Failure> {
-    let lane = lane.unwrap_or(crate::config::MAIN_LANE);
+    let lane = lane.unwrap_or(clawbus_core::config::MAIN_LANE);
     if config.lanes.caps.contains_key(lane) {
         return Ok(lane.to_string());
     }

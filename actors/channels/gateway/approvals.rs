@@ -2,12 +2,12 @@
 //! `{decision: "allow" | "deny", always?}` answers one.
 
 use super::api::{ApiState, Failure};
-use crate::approvals::{ApprovalError, ApprovalRecord, ApprovalState};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use clawbus_runtime::approvals::{ApprovalError, ApprovalRecord, ApprovalState};
 use serde::Deserialize;
 
 /// The approval routes (mounted under `/v1`, behind the token).

@@ -2,14 +2,14 @@
 //! consulted here, at ingress: the message goes to the agent and session its bindings choose.
 
 use super::api::{ApiState, Failure, error, lane, request_id, submit_and_answer};
-use crate::ids::{ChannelName, ChatType, Peer};
-use crate::ingress::{Request, Target};
-use crate::origin::Origin;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
 use axum::{Json, Router};
+use clawbus_core::ids::{ChannelName, ChatType, Peer};
+use clawbus_runtime::ingress::{Request, Target};
+use clawbus_runtime::origin::Origin;
 use serde::Deserialize;
 
 /// The routes of channel inbound.
@@ -61,7 +61,7 @@ async fn post_message(
                 "invalid_channel",
                 format!(
                     "channel {}: expected {} (\"api\" is reserved for scripts)",
-                    crate::ids::shown(&channel),
+                    clawbus_core::ids::shown(&channel),
                     ChannelName::EXPECTED
                 ),
             );

@@ -2,12 +2,12 @@
 //! only) and remove one; enable, disable, run now; its run history.
 
 use super::api::{ApiState, Failure};
-use crate::cron::{CronError, FlatSpec, JobId, JobSpec, StoreError};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use clawbus_runtime::cron::{CronError, FlatSpec, JobId, JobSpec, StoreError};
 use serde_json::json;
 
 /// The cron routes (mounted under `/v1`, behind the token).
@@ -112,7 +112,7 @@ pub(super) fn change_job(
     state: &ApiState,
     id: &JobId,
     mut flat: FlatSpec,
-) -> Result<crate::cron::Job, Failure> {
+) -> Result<clawbus_runtime::cron::Job, Failure> {
     flat.id = None;
     let base = match state.cron.store().job(id) {
         Ok(Some(job)) => JobSpec::of_job(&job),

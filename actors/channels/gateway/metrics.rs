@@ -9,12 +9,12 @@
 
 use super::api::ApiState;
 use super::token;
-use crate::metrics::PROMETHEUS_CONTENT_TYPE;
 use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use clawbus_runtime::metrics::PROMETHEUS_CONTENT_TYPE;
 
 /// The `/metrics` route, merged into the gateway's router by `api::router`.
 pub fn routes() -> Router<ApiState> {

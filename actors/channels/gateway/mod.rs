@@ -1,6 +1,6 @@
 //! The gateway: the HTTP channel (the API with its token auth, the admin API, the generic channel
 //! inbound, WebSocket, the OpenAI endpoint, inbound webhooks) over the system that
-//! [`crate::system`] builds. The [`Daemon`](crate::daemon::Daemon) prepares it ([`Listener`])
+//! [`clawbus_runtime::system`] builds. The [`Daemon`](crate::daemon::Daemon) prepares it ([`Listener`])
 //! and starts it like every other channel.
 
 mod admit;
@@ -24,8 +24,8 @@ pub mod webhooks;
 pub mod ws;
 
 use crate::ChannelError;
-use crate::config::Config;
-use crate::system::Clawbus;
+use clawbus_core::config::Config;
+use clawbus_runtime::system::Clawbus;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,14 +2,14 @@
 //! `POST /v1/tasks/{id}/cancel`.
 
 use super::api::{ApiState, Failure, TaskView};
-use crate::ids::SessionKey;
-use crate::session::view::SessionReader;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use bus::TaskRecord;
+use clawbus_core::ids::SessionKey;
+use clawbus_runtime::session::view::SessionReader;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 

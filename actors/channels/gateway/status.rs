@@ -2,12 +2,12 @@
 //! and the circuit breaker of each model provider that has one (`clawbus status`).
 
 use super::api::ApiState;
-use crate::model::BreakerStatus;
 use axum::Json;
 use axum::Router;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use clawbus_runtime::model::BreakerStatus;
 use serde_json::{Value, json};
 
 /// The status route.

@@ -3,13 +3,13 @@
 //! through the task coordinator.)
 
 use super::api::{ApiState, Failure, TaskView, bus_error, error, query};
-use crate::coordinator::tree::{descendants, parent_of};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use bus::{TaskRecord, TaskState};
+use clawbus_runtime::coordinator::tree::{descendants, parent_of};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;

@@ -4,7 +4,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-pub use crate::config::{TOKEN_FILE, token_path};
+pub use clawbus_core::config::{TOKEN_FILE, token_path};
 
 /// Reads the token, creating it (32 random bytes, hex) on first start.
 pub fn load_or_create(state_dir: &Path) -> io::Result<String> {

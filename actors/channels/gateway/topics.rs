@@ -6,16 +6,16 @@ use super::api::{
     ApiState, BroadcastMember, DEFAULT_WAIT, MAX_WAIT, TaskRequest, TaskView, body, bus_error,
     error, lane, max_attempts, request_id, submit_and_answer,
 };
-use crate::ids::AgentId;
-use crate::ids::SessionKey;
-use crate::ingress::{Duplicates, Request, Target};
-use crate::origin::Origin;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use bus::{BusError, RequestId, Topic};
+use clawbus_core::ids::AgentId;
+use clawbus_core::ids::SessionKey;
+use clawbus_runtime::ingress::{Duplicates, Request, Target};
+use clawbus_runtime::origin::Origin;
 use std::time::Duration;
 
 /// The topic routes (mounted under `/v1`, behind the token).
@@ -33,7 +33,7 @@ async fn post_topic_task(
         Ok(b) => b,
         Err(answer) => return answer,
     };
-    let topic = match crate::config::subscribe::shared_topic(&topic) {
+    let topic = match clawbus_core::config::subscribe::shared_topic(&topic) {
         Ok(t) => t,
         Err(e) => {
             return error(

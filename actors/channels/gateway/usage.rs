@@ -3,8 +3,6 @@
 //! that answered.
 
 use super::api::{ApiState, bus_error, error, query};
-use crate::task::TaskResult;
-use crate::turn::usage::TurnUsage;
 use axum::Json;
 use axum::Router;
 use axum::extract::State;
@@ -12,6 +10,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use bus::{Outcome, TaskRecord};
+use clawbus_core::task::TaskResult;
+use clawbus_runtime::turn::usage::TurnUsage;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -117,7 +117,7 @@ async fn summary(
             );
         }
     }
-    let since_ms = match q.since.as_deref().map(crate::config::parse_duration) {
+    let since_ms = match q.since.as_deref().map(clawbus_core::config::parse_duration) {
         None => None,
         Some(Ok(d)) => Some(
             state

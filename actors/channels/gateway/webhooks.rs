@@ -12,9 +12,6 @@ pub mod replay;
 pub use replay::ReplayGuard;
 
 use super::api::{ApiState, Failure, error, submit_and_answer};
-use crate::config::{Config, WebhookDef};
-use crate::ingress::{Request, Target};
-use crate::origin::Origin;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -22,6 +19,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
 use bus::RequestId;
+use clawbus_core::config::{Config, WebhookDef};
+use clawbus_runtime::ingress::{Request, Target};
+use clawbus_runtime::origin::Origin;
 use std::collections::BTreeMap;
 
 use crate::webhook::sign as signature;
@@ -31,7 +31,7 @@ pub use crate::webhook::sign::{
 };
 
 /// The channel name on the origin and in session keys.
-pub const CHANNEL: &str = crate::config::WEBHOOK;
+pub const CHANNEL: &str = clawbus_core::config::WEBHOOK;
 struct Hook {
     def: WebhookDef,
     secret: Vec<u8>,

@@ -3,12 +3,12 @@
 
 use super::api::Update;
 use super::chat_type;
-use crate::approvals::{ApprovalError, ApprovalState, Approvals};
-use crate::ids::chat_of_session;
-use crate::ingress::{self as pipeline, Duplicates, IngressError, Request, Target};
-use crate::origin::Origin;
 use crate::{OutboundMessage, TELEGRAM_CHANNEL};
 use bus::{Bus, BusError, RequestId};
+use clawbus_core::ids::chat_of_session;
+use clawbus_runtime::approvals::{ApprovalError, ApprovalState, Approvals};
+use clawbus_runtime::ingress::{self as pipeline, Duplicates, IngressError, Request, Target};
+use clawbus_runtime::origin::Origin;
 use std::sync::Arc;
 
 /// What the poller needs to turn updates into work.
@@ -166,7 +166,7 @@ impl Ingress {
             task_id: None,
             job: None,
         };
-        crate::outbox::publish(self.bus.as_ref(), TELEGRAM_CHANNEL, &msg).await;
+        clawbus_runtime::outbox::publish(self.bus.as_ref(), TELEGRAM_CHANNEL, &msg).await;
     }
 }
 

@@ -26,14 +26,16 @@ use super::delivery::{SendError, Sink};
 /// The Telegram channel, prepared: the Bot API with the token read from the environment before
 /// the system starts. Started, it is the `telegram` delivery actor and the poller.
 pub struct TelegramChannel {
-    def: crate::config::TelegramDef,
+    def: clawbus_core::config::TelegramDef,
     api: BotApi,
 }
 
 impl TelegramChannel {
     /// The channel when `[channels.telegram]` is configured, else `None`; fails when its
     /// `token_env` is unset or empty.
-    pub fn prepare(config: &crate::config::Config) -> Result<Option<Self>, crate::ChannelError> {
+    pub fn prepare(
+        config: &clawbus_core::config::Config,
+    ) -> Result<Option<Self>, crate::ChannelError> {
         let telegram = config.channels.get(crate::TELEGRAM_CHANNEL);
         let Some(def) = telegram.and_then(|c| c.telegram.as_ref()) else {
             return Ok(None);
@@ -55,7 +57,7 @@ impl TelegramChannel {
 impl crate::Prepared for TelegramChannel {
     async fn start(
         self: Box<Self>,
-        system: &crate::system::Clawbus,
+        system: &clawbus_runtime::system::Clawbus,
     ) -> Result<Box<dyn crate::Channel>, crate::ChannelError> {
         let sink = TelegramSink::new(self.api.clone());
         let delivery = crate::delivery::DeliveryHandle::start(
@@ -136,7 +138,7 @@ impl Sink for TelegramSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::chat_of_session;
+    use clawbus_core::ids::chat_of_session;
 
     #[test]
     fn a_telegram_session_names_its_chat() {

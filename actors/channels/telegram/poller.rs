@@ -3,12 +3,12 @@
 
 use super::api::{ApiError, BotApi, Update};
 use super::ingress::{Ingress, approval_prompt, is_request};
-use crate::approvals::{ApprovalRecord, Approvals};
-use crate::config::TelegramDef;
-use crate::ids::chat_of_session;
-use crate::router::Router;
 use actix::prelude::*;
 use bus::{Bus, BusError, Delivery, Topic};
+use clawbus_core::config::TelegramDef;
+use clawbus_core::ids::chat_of_session;
+use clawbus_runtime::approvals::{ApprovalRecord, Approvals};
+use clawbus_runtime::router::Router;
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -89,7 +89,7 @@ impl TelegramHandle {
             api,
             poll_timeout: def.poll_timeout,
             ingress: Ingress {
-                pipeline: crate::ingress::Ingress::routed(bus.clone(), router),
+                pipeline: clawbus_runtime::ingress::Ingress::routed(bus.clone(), router),
                 bus,
                 approvals,
                 allow_chats: Arc::new(def.allow_chats.clone()),

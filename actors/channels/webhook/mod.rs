@@ -13,7 +13,7 @@ pub mod sign;
 
 use super::OutboundMessage;
 use super::delivery::{SendError, Sink};
-use crate::config::Config;
+use clawbus_core::config::Config;
 use serde_json::json;
 use sign::{
     DELIVERY_HEADER, MissingSecret, SIGNATURE_HEADER, TIMESTAMP_HEADER, secret_from_env, sign,
@@ -70,7 +70,7 @@ impl WebhookChannel {
 impl crate::Prepared for WebhookChannel {
     async fn start(
         self: Box<Self>,
-        system: &crate::system::Clawbus,
+        system: &clawbus_runtime::system::Clawbus,
     ) -> Result<Box<dyn crate::Channel>, crate::ChannelError> {
         // Each try is signed at the system clock's time.
         let sink = WebhookSink {

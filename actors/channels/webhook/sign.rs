@@ -4,8 +4,8 @@
 //! as sent, a dot, the raw body). A signature is good only while the timestamp is within the
 //! hook's tolerance of the receiver's clock, in the past or the future.
 
-use crate::config::WebhookDef;
 use axum::http::HeaderMap;
+use clawbus_core::config::WebhookDef;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::time::Duration;

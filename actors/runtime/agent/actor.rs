@@ -1,7 +1,6 @@
 //! The agent actor: takes its tasks off the bus, routes each to a session actor, keeps the set of
 //! live sessions under its cap, and forwards cancellations.
 
-use crate::ids::SessionKey;
 use crate::origin::{Origin, OriginError};
 use crate::router::{Inbound, RouteError, Router};
 use crate::session::runtime::AgentRuntime;
@@ -10,6 +9,7 @@ use crate::session::{
 };
 use actix::{Actor, ActorContext, ActorFutureExt, AsyncContext, Context, Handler, StreamHandler};
 use bus::{CancelNotice, Delivery, Kind, Outcome};
+use clawbus_core::ids::SessionKey;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;

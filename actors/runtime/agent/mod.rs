@@ -15,8 +15,6 @@ pub use crate::turn::{
 };
 pub use actor::{AgentActor, SessionLimits};
 
-use crate::config::{AgentDef, Config};
-use crate::ids::AgentId;
 use crate::lane::Lanes;
 use crate::router::Router;
 use crate::session::LiveSessions;
@@ -24,6 +22,8 @@ use crate::session::index::SessionIndex;
 use crate::session::runtime::AgentRuntime;
 use actix::{Actor, Addr, AsyncContext};
 use bus::{Bus, Topic};
+use clawbus_core::config::{AgentDef, Config};
+use clawbus_core::ids::AgentId;
 use futures::StreamExt;
 use std::path::PathBuf;
 use std::sync::Arc;

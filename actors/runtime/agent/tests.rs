@@ -17,7 +17,9 @@ async fn system_on(clock: Arc<bus::ManualClock>) -> (tempfile::TempDir, crate::s
         "[sessions]\nidle_timeout = \"100s\"\n\n[lanes]\nmain = 1\n",
     )
     .unwrap();
-    let config = crate::config::load(&crate::config::LoadOptions::in_folder(dir.path())).unwrap();
+    let config =
+        clawbus_core::config::load(&clawbus_core::config::LoadOptions::in_folder(dir.path()))
+            .unwrap();
     let opts = crate::system::SystemOptions {
         clock,
         shards: Some(1),

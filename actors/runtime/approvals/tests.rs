@@ -1,7 +1,7 @@
 use super::*;
-use crate::config::{ExecDef, ExecRule, ExecSecurity};
 use crate::tools::{ExecTool, ToolContext, ToolSet};
 use bus::{Bus, BusOptions, Subscription, SystemClock};
+use clawbus_core::config::{ExecDef, ExecRule, ExecSecurity};
 use serde_json::{Value, json};
 
 const NET: Duration = Duration::from_secs(20);
@@ -160,8 +160,8 @@ fn ask_tool(approvals: &Approvals, approval_timeout: Duration) -> ExecTool {
 async fn exec(tool: &ExecTool, ws: &std::path::Path, command: &str) -> crate::tools::ToolOutput {
     let ctx = ToolContext {
         workspace: ws.to_path_buf(),
-        agent: crate::ids::AgentId::new("coder"),
-        session: crate::ids::SessionKey::parse("agent:a:s1").unwrap(),
+        agent: clawbus_core::ids::AgentId::new("coder"),
+        session: clawbus_core::ids::SessionKey::parse("agent:a:s1").unwrap(),
         channel: "api".into(),
         run: None,
     };

@@ -1,7 +1,7 @@
 //! The outcome of a broadcast group, from its members' records.
 
-use crate::task::TaskResult;
 use bus::{Bus, Outcome, TaskState};
+use clawbus_core::task::TaskResult;
 use serde_json::json;
 use uuid::Uuid;
 

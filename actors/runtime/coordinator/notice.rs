@@ -1,10 +1,10 @@
 //! The announcement of a task's outcome in the session that posted it without waiting (a
 //! subagent, an `agent_call` with `wait: false`).
 
-use crate::ids::SessionKey;
 use crate::origin::Origin;
-use crate::task::{TaskInput, TaskResult};
 use bus::{Envelope, Outcome, RequestId, Topic};
+use clawbus_core::ids::SessionKey;
+use clawbus_core::task::{TaskInput, TaskResult};
 use uuid::Uuid;
 
 /// The task that tells session `to` how task `task_id` of `agent` ended: a message that wakes

@@ -1,7 +1,7 @@
 use super::*;
-use crate::ids::SessionKey;
 use crate::origin::Origin;
 use bus::{Bus, BusOptions, ManualClock, RequestId, TaskState};
+use clawbus_core::ids::SessionKey;
 use serde_json::json;
 use uuid::Uuid;
 

@@ -6,18 +6,18 @@ use super::job::{Job, PayloadKind, SessionTarget};
 use super::schedule::Compiled;
 use super::scheduler::{Fired, Inner, Scheduler};
 use super::state::RunOutcome;
-use crate::config::CRON_LANE;
-use crate::ids::AgentId;
-use crate::ids::SessionKey;
 use crate::ingress::{Duplicates, Ingress, Request, Target};
 use crate::origin::Origin;
-use crate::task::TaskResult;
 use bus::{BusError, Outcome, RequestId, TaskRecord};
+use clawbus_core::config::CRON_LANE;
+use clawbus_core::ids::AgentId;
+use clawbus_core::ids::SessionKey;
+use clawbus_core::task::TaskResult;
 use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
 
-pub use crate::jobs::heartbeat::NO_REPLY;
+pub use clawbus_core::jobs::heartbeat::NO_REPLY;
 
 /// Why a job fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

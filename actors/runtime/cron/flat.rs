@@ -68,7 +68,8 @@ impl FlatSpec {
         let schedule = match (&self.at, &self.every, &self.cron) {
             (Some(at), None, None) => Some(ScheduleSpec::At { at: at.clone() }),
             (None, Some(every), None) => {
-                let d = crate::config::parse_duration(every).map_err(|e| format!("every: {e}"))?;
+                let d = clawbus_core::config::parse_duration(every)
+                    .map_err(|e| format!("every: {e}"))?;
                 let every_ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
                 Some(ScheduleSpec::Every {
                     every_ms,

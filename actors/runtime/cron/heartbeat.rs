@@ -9,7 +9,7 @@
 //!   delivered; any other reply is announced to the `to` channel. Every reply is published on
 //!   `events.cron.<jobId>`.
 
-pub use crate::jobs::heartbeat::{
+pub use clawbus_core::jobs::heartbeat::{
     ACK_MAX_CHARS, HEARTBEAT_FILE, HEARTBEAT_OK, HeartbeatSpec, has_content, in_hours, is_ack,
     job_id, parse_hours,
 };

@@ -12,7 +12,7 @@
 //! - [`heartbeat`]: per-agent heartbeats (`HEARTBEAT.md`, active hours, `HEARTBEAT_OK`).
 //! - [`sync`]: the jobs declared in agent files (`[[cron]]`, `[heartbeat]`) synced into the store.
 
-pub use crate::jobs::{expr, job, schedule, spec};
+pub use clawbus_core::jobs::{expr, job, schedule, spec};
 
 pub mod admin;
 pub mod event;

@@ -1,6 +1,6 @@
 //! The one way in: every channel, the cron scheduler and the tools that start work for another
 //! run submit through [`Ingress::submit`]. It takes a typed [`Request`] (names already checked:
-//! [`crate::ids::SessionName`], [`crate::ids::Peer`], [`crate::ids::ChatType`]), routes it
+//! [`clawbus_core::ids::SessionName`], [`clawbus_core::ids::Peer`], [`clawbus_core::ids::ChatType`]), routes it
 //! ([`Target`]), builds the [`Origin`] headers and the envelope, submits it under the request's
 //! [`Duplicates`] rule, and answers a [`Submitted`] or a typed [`IngressError`] that each channel
 //! maps to its wire shape. [`Ingress::wait`] waits for the outcome when the caller wants it.
@@ -15,11 +15,11 @@ mod tests;
 
 pub use admit::Duplicates;
 
-use crate::ids::{AgentId, SessionKey};
 use crate::origin::Origin;
 use crate::router::{Inbound, RouteError, Router};
-use crate::task::TaskInput;
 use bus::{Admission, Bus, BusError, Envelope, RequestId, TaskRecord, Topic};
+use clawbus_core::ids::{AgentId, SessionKey};
+use clawbus_core::task::TaskInput;
 use std::sync::Arc;
 use std::time::Duration;
 

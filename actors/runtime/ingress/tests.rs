@@ -1,7 +1,7 @@
 use super::*;
-use crate::config::{self, LoadOptions};
 use crate::origin::Header;
 use bus::BusOptions;
+use clawbus_core::config::{self, LoadOptions};
 
 struct Fx {
     _dir: tempfile::TempDir,

@@ -1,10 +1,10 @@
 //! The lanes actor: every lane's queue, holders and metrics.
 
 use super::{CancelRun, Enqueue, LaneError, LaneStatus, Leave, Release, Slot, Status};
-use crate::config::LanesDef;
 use crate::metrics::{Counter, Gauge, Histogram, Metrics, SECONDS_BUCKETS};
 use actix::{Actor, Addr, AsyncContext, Context, Handler};
 use bus::Clock;
+use clawbus_core::config::LanesDef;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;

@@ -28,11 +28,11 @@ mod permit;
 #[cfg(test)]
 mod tests;
 
-use crate::config::LanesDef;
 use crate::metrics::Metrics;
 use actix::{Actor, Addr, Message};
 use actor::LaneActor;
 use bus::Clock;
+use clawbus_core::config::LanesDef;
 use permit::Slot;
 pub use permit::{LanePermit, ParentToken, Ticket};
 use std::future::pending;
@@ -43,7 +43,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-pub use crate::config::{CRON_LANE, MAIN_LANE, SUBAGENT_LANE};
+pub use clawbus_core::config::{CRON_LANE, MAIN_LANE, SUBAGENT_LANE};
 
 /// Why an acquire ended without a slot.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -28,8 +28,8 @@ fn put(ws: &Path, rel: &str, text: &str) {
 fn ctx(ws: &Path) -> ToolContext {
     ToolContext {
         workspace: ws.canonicalize().unwrap(),
-        agent: crate::ids::AgentId::new("a"),
-        session: crate::ids::SessionKey::parse("agent:a:s").unwrap(),
+        agent: clawbus_core::ids::AgentId::new("a"),
+        session: clawbus_core::ids::SessionKey::parse("agent:a:s").unwrap(),
         channel: "api".into(),
         run: None,
     }

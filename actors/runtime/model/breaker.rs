@@ -20,7 +20,7 @@ use crate::metrics::{Gauge, Metrics};
 /// Name of the breaker-state gauge, labelled by `provider`.
 pub const BREAKER_GAUGE: &str = "clawbus_model_breaker_state";
 
-pub use crate::config::BreakerPolicy;
+pub use clawbus_core::config::BreakerPolicy;
 
 /// Where a breaker stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -151,7 +151,7 @@ pub(crate) struct ResponseCap {
 impl Default for ResponseCap {
     fn default() -> Self {
         Self {
-            max_bytes: crate::config::DEFAULT_MAX_RESPONSE_BYTES,
+            max_bytes: clawbus_core::config::DEFAULT_MAX_RESPONSE_BYTES,
             provider: None,
         }
     }

@@ -4,7 +4,9 @@ use serde_json::{Map, Value};
 
 use super::{ChatRequest, Role};
 
-pub use crate::config::{ModelParams, RESERVED_BODY_KEYS, ReasoningEffort, Stop, ToolChoice};
+pub use clawbus_core::config::{
+    ModelParams, RESERVED_BODY_KEYS, ReasoningEffort, Stop, ToolChoice,
+};
 
 /// What to send for `req` when the agent's choice is `choice`: a choice that forces a call
 /// (`required`, a tool name) holds for the first round of a turn only; once a tool result follows

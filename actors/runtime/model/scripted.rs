@@ -24,7 +24,7 @@ use toml::Spanned;
 
 use super::accumulate::truncate_chars;
 use super::{ChatModel, ChatRequest, ModelError, ModelReply, Role, ToolCall};
-use crate::config::rules::RawProblem;
+use clawbus_core::config::rules::RawProblem;
 
 /// How much of a tool result `{{result}}` carries.
 const RESULT_CHARS: usize = 2000;
@@ -86,9 +86,9 @@ impl ScriptedModel {
     }
 
     /// Every problem of a rules file, in the format of every other file `clawbus check` reads.
-    pub fn check_rules_file(path: &Path) -> crate::config::FileReport {
-        crate::config::rules::file_report(path, |text| {
-            crate::config::rules::check_text(path, text, rule_problems).1
+    pub fn check_rules_file(path: &Path) -> clawbus_core::config::FileReport {
+        clawbus_core::config::rules::file_report(path, |text| {
+            clawbus_core::config::rules::check_text(path, text, rule_problems).1
         })
     }
 
@@ -98,7 +98,7 @@ impl ScriptedModel {
 }
 
 fn parse(text: &str, path: &Path) -> Result<ScriptedModel, String> {
-    let (file, problems) = crate::config::rules::check_text(path, text, rule_problems);
+    let (file, problems) = clawbus_core::config::rules::check_text(path, text, rule_problems);
     let file = match file {
         Some(f) if problems.is_empty() => f,
         _ => {

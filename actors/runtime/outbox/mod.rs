@@ -29,9 +29,9 @@ pub mod replies;
 pub use record::{DeliveryRecord, DeliveryRecords, DeliveryState};
 pub use replies::ReplyTo;
 
-use crate::config::ReplyRoutes;
 use bus::events::TaskEventKind;
 use bus::{Bus, BusError, Clock, Envelope, Topic};
+use clawbus_core::config::ReplyRoutes;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use uuid::Uuid;
@@ -254,5 +254,7 @@ pub fn out_topic(channel: &str) -> Result<Topic, BusError> {
 /// (`HEARTBEAT_OK` with at most a few words), as the cron scheduler decides it.
 pub fn is_silent(text: &str) -> bool {
     let t = text.trim();
-    t.is_empty() || t == crate::jobs::heartbeat::NO_REPLY || crate::jobs::heartbeat::is_ack(t)
+    t.is_empty()
+        || t == clawbus_core::jobs::heartbeat::NO_REPLY
+        || clawbus_core::jobs::heartbeat::is_ack(t)
 }

@@ -5,14 +5,14 @@
 //! publishes it on `channel.<name>.out` after; the channel's delivery actor takes it from there.
 
 use super::OutboundMessage;
-use crate::config::{TELEGRAM as TELEGRAM_CHANNEL, WEBHOOK};
-use crate::ids::chat_of_session;
 use crate::origin::{AGENT_CHANNEL, Origin};
-use crate::task::TaskResult;
 use bus::Outcome;
+use clawbus_core::config::{TELEGRAM as TELEGRAM_CHANNEL, WEBHOOK};
+use clawbus_core::ids::chat_of_session;
+use clawbus_core::task::TaskResult;
 use uuid::Uuid;
 
-pub use crate::config::ReplyRoutes;
+pub use clawbus_core::config::ReplyRoutes;
 
 /// Where a finished task's reply goes, by the [`ReplyRoutes`] of the configuration.
 pub trait ReplyTo {

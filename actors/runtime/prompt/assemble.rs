@@ -2,9 +2,9 @@
 
 use super::files::FileCache;
 use super::report::{FileReport, LayerReport};
-use crate::config::PromptDef;
 use crate::memory::{MEMORY_FILE, daily_log};
 use chrono::NaiveDate;
+use clawbus_core::config::PromptDef;
 use std::path::Path;
 
 /// Workspace files of layer 1 (`soul`).

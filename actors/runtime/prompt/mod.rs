@@ -32,12 +32,12 @@ mod tests;
 pub use assemble::{SOUL_FILES, WORKSPACE_FILES};
 pub use report::{CapsReport, FileReport, LayerReport, PromptReport, SkillsReport, ToolsReport};
 
-use crate::config::{AgentDef, Config, PromptDef};
 use crate::secrets::Secrets;
 use crate::untrusted::UNTRUSTED_NOTICE;
 use assemble::{Budget, Layer};
 use bus::{Clock, SystemClock};
 use chrono::{DateTime, Utc};
+use clawbus_core::config::{AgentDef, Config, PromptDef};
 use files::FileCache;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -8,8 +8,8 @@
 #[cfg(test)]
 mod tests;
 
-use crate::config::Config;
-use crate::ids::{AgentId, SessionKey};
+use clawbus_core::config::Config;
+use clawbus_core::ids::{AgentId, SessionKey};
 
 /// Where an inbound message came from.
 #[derive(Debug, Clone, Default)]

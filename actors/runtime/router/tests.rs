@@ -1,5 +1,5 @@
 use super::*;
-use crate::config::{self, LoadOptions};
+use clawbus_core::config::{self, LoadOptions};
 
 fn config_with(files: &[(&str, &str)]) -> (tempfile::TempDir, Config) {
     let dir = tempfile::tempdir().unwrap();

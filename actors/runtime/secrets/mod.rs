@@ -14,7 +14,7 @@
 #[cfg(test)]
 mod tests;
 
-use crate::config::Config;
+use clawbus_core::config::Config;
 use std::borrow::Cow;
 use std::fmt;
 
@@ -64,7 +64,7 @@ impl Secrets {
     /// Same as [`Secrets::from_config`] with `lookup` in place of the process environment.
     pub fn from_config_with(config: &Config, lookup: impl Fn(&str) -> Option<String>) -> Self {
         let secrets = Self::default().with_names_from(Self::names_in(config), lookup);
-        let path = crate::config::token_path(&config.state_dir);
+        let path = clawbus_core::config::token_path(&config.state_dir);
         match std::fs::read_to_string(&path) {
             Ok(token) => secrets.with_value(GATEWAY_TOKEN, token),
             Err(_) => secrets,

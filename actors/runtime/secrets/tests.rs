@@ -1,5 +1,5 @@
 use super::*;
-use crate::config::{self, LoadOptions};
+use clawbus_core::config::{self, LoadOptions};
 use std::collections::HashMap;
 
 fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
@@ -156,8 +156,8 @@ mod through_the_tool_set {
     fn ctx(dir: &tempfile::TempDir) -> ToolContext {
         ToolContext {
             workspace: dir.path().canonicalize().unwrap(),
-            agent: crate::ids::AgentId::new("a"),
-            session: crate::ids::SessionKey::parse("agent:a:s").unwrap(),
+            agent: clawbus_core::ids::AgentId::new("a"),
+            session: clawbus_core::ids::SessionKey::parse("agent:a:s").unwrap(),
             channel: "api".into(),
             run: None,
         }
@@ -227,7 +227,9 @@ fn the_gateway_token_and_the_channel_secrets_are_secrets() {
     .unwrap();
     std::fs::write(dir.path().join("agents.d/a.toml"), "").unwrap();
     std::fs::write(
-        dir.path().join("state").join(crate::config::TOKEN_FILE),
+        dir.path()
+            .join("state")
+            .join(clawbus_core::config::TOKEN_FILE),
         "file-token-0123456789abcdef\n",
     )
     .unwrap();

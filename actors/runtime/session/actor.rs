@@ -5,12 +5,12 @@ use super::run::{RunEnd, RunInput, RunReport, execute};
 use super::runtime::AgentRuntime;
 use super::transcript::{Entry, EntryBody, Transcript};
 use super::{CancelRun, Enqueue, LiveInfo, LiveSessions, RunDone, SessionState, Stop};
-use crate::ids::SessionKey;
 use crate::origin::Origin;
 use actix::{
     Actor, ActorContext, ActorFutureExt, AsyncContext, Context, Handler, Recipient, WrapFuture,
 };
 use bus::{Delivery, Outcome, TaskState};
+use clawbus_core::ids::SessionKey;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use uuid::Uuid;

@@ -3,11 +3,11 @@
 
 use super::history::{View, message_tokens};
 use super::transcript::{Entry, EntryBody, Transcript};
-use crate::config::SessionDef;
 use crate::model::{ChatMessage, ChatRequest, Role};
 use crate::tools::ToolContext;
 use crate::turn::usage::UsageByModel;
 use crate::turn::{PromptSource, TurnDeps, TurnInput, run_turn};
+use clawbus_core::config::SessionDef;
 use std::sync::Arc;
 
 /// The message of the silent turn that runs before a compaction.

@@ -10,10 +10,8 @@ use super::events::RunEvents;
 use super::history::View;
 use super::runtime::AgentRuntime;
 use super::transcript::{Entry, Transcript};
-use crate::ids::{Channel, SessionKey};
 use crate::lane::{LaneError, LanePermit};
 use crate::origin::Origin;
-use crate::task::{TaskInput, TaskResult};
 use crate::tools::ToolContext;
 use crate::tools::run_context::{RunContext, RunSlot};
 use crate::turn::retry;
@@ -22,6 +20,8 @@ use crate::turn::{
     PromptSource, TurnError, TurnEvents, TurnHooks, TurnInput, TurnOutput, run_turn_observed,
 };
 use bus::{Delivery, Outcome, TaskState};
+use clawbus_core::ids::{Channel, SessionKey};
+use clawbus_core::task::{TaskInput, TaskResult};
 use journal::{Journal, Prepared};
 use std::sync::Arc;
 

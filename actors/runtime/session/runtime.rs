@@ -1,12 +1,12 @@
 //! What every session of one agent shares: its definition, model, tools, workspace, stores.
 
-use crate::config::AgentDef;
-use crate::ids::AgentId;
-use crate::ids::SessionKey;
 use crate::lane::{LaneError, LanePermit, Lanes, Ticket};
 use crate::session::index::SessionIndex;
 use crate::turn::{PromptSource, TurnDeps};
 use bus::{Bus, Clock, Envelope};
+use clawbus_core::config::AgentDef;
+use clawbus_core::ids::AgentId;
+use clawbus_core::ids::SessionKey;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,7 +39,7 @@ pub struct AgentRuntime {
     pub drain: super::drain::Drain,
     /// The prices of the agent's model and fallbacks that have one
     /// (`[prices."<provider>/<model>"]`), by `provider/model`.
-    pub prices: std::collections::BTreeMap<String, crate::config::Price>,
+    pub prices: std::collections::BTreeMap<String, clawbus_core::config::Price>,
     /// Which finished tasks' replies go back out, and the outbox they wait in until delivered.
     pub outbox: crate::outbox::Outbox,
 }

@@ -1,7 +1,7 @@
 //! [`SkillCatalog`]: where one agent's skills come from, and the scan that finds and judges them.
 
 use super::{FoundSkill, MAX_LIST_CHARS, MAX_LISTED, ScanResult, SkillSource, gate, sources};
-use crate::config::{AgentDef, Config};
+use clawbus_core::config::{AgentDef, Config};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! Reading one source folder into [`Skill`]s, and fingerprinting sources to notice changes.
 
 use super::{MATERIALISED_DIR, MAX_SKILL_FILE_BYTES, SKILL_FILE, Skill, SkillSource, frontmatter};
-use crate::config::is_skill_name;
+use clawbus_core::config::is_skill_name;
 use std::collections::hash_map::DefaultHasher;
 use std::fs;
 use std::hash::{Hash, Hasher};

@@ -15,7 +15,6 @@ pub use storage::{StorageProbe, folder_takes_writes};
 
 use crate::agent::{AgentContext, AgentError, AgentHandle, SessionLimits};
 use crate::approvals::Approvals;
-use crate::config::Config;
 use crate::coordinator::{CoordinatorError, CoordinatorHandle, CoordinatorOptions};
 use crate::cron::{Declared, Scheduler, SchedulerHandle, Settings};
 use crate::lane::Lanes;
@@ -24,6 +23,7 @@ use crate::router::Router;
 use crate::session::index::SessionIndex;
 use crate::session::{LiveSessions, SessionShards};
 use bus::{Bus, BusOptions, Clock, SystemClock, TaskStore};
+use clawbus_core::config::Config;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -169,8 +169,9 @@ impl Clawbus {
             Some(n) => SessionShards::start(n),
             None => SessionShards::per_core(),
         };
-        let outbox = crate::outbox::Outbox::open(&db, crate::config::ReplyRoutes::new(&config))
-            .map_err(|e| state_err(e.to_string()))?;
+        let outbox =
+            crate::outbox::Outbox::open(&db, clawbus_core::config::ReplyRoutes::new(&config))
+                .map_err(|e| state_err(e.to_string()))?;
         let scheduler =
             Arc::new(start_scheduler(&config, &db, &bus, &clock, &outbox).map_err(state_err)?);
         let agent_ctx = AgentContext {

@@ -4,13 +4,13 @@
 use super::peers::Peers;
 use super::{Tool, ToolContext, ToolOutput, parse_args};
 use crate::coordinator::{self, WaitEdge, WaitError};
-use crate::ids::AgentId;
-use crate::ids::SessionKey;
 use crate::ingress::{Duplicates, Ingress, IngressError, Request, Target};
 use crate::origin::Origin;
-use crate::task::TaskResult;
 use async_trait::async_trait;
 use bus::{Bus, BusError, Outcome, RequestId, TaskRecord};
+use clawbus_core::ids::AgentId;
+use clawbus_core::ids::SessionKey;
+use clawbus_core::task::TaskResult;
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;
@@ -238,7 +238,7 @@ impl Tool for AgentCallTool {
             notify_session: (!args.wait).then(|| run.session.clone()),
             // Work spawned by another run: the subagent lane, so a lane full of waiting callers
             // can never hold up their callees.
-            lane: crate::config::SUBAGENT_LANE.into(),
+            lane: clawbus_core::config::SUBAGENT_LANE.into(),
             ..Origin::api()
         };
         let req = Request {

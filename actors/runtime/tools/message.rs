@@ -1,9 +1,9 @@
 //! The `message` tool: send text to a channel peer through the bus.
 
 use super::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
-use crate::ids::outbound_topic;
 use async_trait::async_trait;
 use bus::{Bus, Envelope};
+use clawbus_core::ids::outbound_topic;
 use serde::Deserialize;
 use serde_json::json;
 use std::fmt;

@@ -51,8 +51,8 @@ pub use read::ReadTool;
 pub use web::{WebFetchTool, WebSearchTool};
 pub use write::WriteTool;
 
-use crate::ids::{AgentId, Channel, SessionKey};
 use async_trait::async_trait;
+use clawbus_core::ids::{AgentId, Channel, SessionKey};
 use futures::FutureExt;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -216,7 +216,7 @@ impl ToolSet {
 
     fn channel_denies(&self, channel: &str, tool: &str) -> Option<String> {
         let entries = self.channels.get(channel)?;
-        crate::config::entry_for(entries, tool)
+        clawbus_core::config::entry_for(entries, tool)
             .map(|e| format!("[channels.{channel}] deny_tools has {e:?}"))
     }
 

@@ -2,8 +2,8 @@
 //! calling agent, and the agents it may reach (`may_call` in its file).
 
 use super::{ToolError, ToolOutput};
-use crate::ids::AgentId;
 use bus::Bus;
+use clawbus_core::ids::AgentId;
 use std::fmt;
 use std::sync::Arc;
 

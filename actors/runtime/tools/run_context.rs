@@ -1,9 +1,9 @@
 //! What a tool may know of, and do with, the run that calls it: its task, the chain of agents
 //! waiting on it, its deadline, and its lane slot.
 
-use crate::ids::SessionKey;
 use crate::lane::{LaneError, LanePermit, Lanes, Ticket};
 use bus::Clock;
+use clawbus_core::ids::SessionKey;
 use std::sync::Arc;
 use uuid::Uuid;
 

@@ -3,12 +3,12 @@
 
 use super::peers::Peers;
 use super::{Tool, ToolContext, ToolOutput, parse_args};
-use crate::ids::AgentId;
-use crate::ids::SessionKey;
 use crate::ingress::{Duplicates, Ingress, IngressError, Request, Target};
 use crate::origin::Origin;
 use async_trait::async_trait;
 use bus::{Bus, BusError, RequestId};
+use clawbus_core::ids::AgentId;
+use clawbus_core::ids::SessionKey;
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;
@@ -174,7 +174,7 @@ impl Tool for SpawnTool {
             chat_type: "spawn".into(),
             peer: label.clone(),
             session_key: Some(session.clone()),
-            lane: crate::config::SUBAGENT_LANE.into(),
+            lane: clawbus_core::config::SUBAGENT_LANE.into(),
             parent_task: Some(run.task_id),
             notify_session: Some(run.session.clone()),
             depth: run.depth + 1,

@@ -27,8 +27,8 @@ pub(crate) fn fixture() -> Fixture {
     fs::write(outside.join("secret.txt"), "secret\n").unwrap();
     let ctx = ToolContext {
         workspace: ws,
-        agent: crate::ids::AgentId::new("tester"),
-        session: crate::ids::SessionKey::parse("agent:tester:test").unwrap(),
+        agent: clawbus_core::ids::AgentId::new("tester"),
+        session: clawbus_core::ids::SessionKey::parse("agent:tester:test").unwrap(),
         channel: "api".into(),
         run: None,
     };

@@ -14,12 +14,12 @@ pub mod usage;
 pub use crate::prompt::PromptSource;
 pub use provider::{ModelBuildError, build_model, build_model_with};
 
-use crate::config::Limits;
 use crate::model::{
     ChatMessage, ChatModel, ChatRequest, ModelError, ModelObserver, Role, ToolCall, ToolSchema,
     Unobserved,
 };
 use crate::tools::{ToolContext, ToolSet};
+use clawbus_core::config::Limits;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;

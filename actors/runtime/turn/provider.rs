@@ -1,11 +1,11 @@
 //! Builds an agent's model client from its provider definition.
 
-use crate::config::{AgentDef, Config, ModelRef, ProviderDef, ProviderKind};
 use crate::model::{
     AnthropicClient, AnthropicConfig, Breakers, Candidate, ChatModel, FallbackModel, OpenAiClient,
     OpenAiConfig, ScriptedModel,
 };
 use crate::secrets::Secrets;
+use clawbus_core::config::{AgentDef, Config, ModelRef, ProviderDef, ProviderKind};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,8 +1,8 @@
 //! When a failed turn is tried again: what kind of failure it was, and how long to wait.
 
 use super::TurnError;
-use crate::config::retry::{ErrorClass, RetryPolicy};
 use crate::model::ModelError;
+use clawbus_core::config::retry::{ErrorClass, RetryPolicy};
 use std::time::Duration;
 
 /// Classifies a failed turn for the retry policy; `None` for failures that no policy retries

@@ -3,10 +3,10 @@
 //! tool calls run than it allows.
 
 use super::{PromptSource, TurnDeps, TurnError, TurnInput, run_turn};
-use crate::config::Limits;
 use crate::model::{ChatModel, ChatRequest, ModelError, ModelReply, ToolCall};
 use crate::tools::{Tool, ToolContext, ToolOutput, ToolSet};
 use async_trait::async_trait;
+use clawbus_core::config::Limits;
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -126,8 +126,8 @@ fn input(dir: &tempfile::TempDir) -> TurnInput {
         resume: None,
         tool_context: ToolContext {
             workspace: dir.path().canonicalize().unwrap(),
-            agent: crate::ids::AgentId::new("a"),
-            session: crate::ids::SessionKey::parse("agent:a:s").unwrap(),
+            agent: clawbus_core::ids::AgentId::new("a"),
+            session: clawbus_core::ids::SessionKey::parse("agent:a:s").unwrap(),
             channel: "api".into(),
             run: None,
         },

@@ -9,8 +9,8 @@
 //! [`UsageByModel`] keeps the tokens of each model apart, so each is priced at its own model's
 //! price and counted under that model.
 
-use crate::config::Price;
 use crate::model::{ChatRequest, ModelReply, Usage};
+use clawbus_core::config::Price;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;

@@ -12,15 +12,15 @@ mod request;
 mod stream;
 
 use super::api::ApiState;
-use crate::ids::SessionName;
-use crate::ingress::{IngressError, Request, Target, Waited};
-use crate::origin::Origin;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use bus::{RequestId, TaskRecord};
+use clawbus_core::ids::SessionName;
+use clawbus_runtime::ingress::{IngressError, Request, Target, Waited};
+use clawbus_runtime::origin::Origin;
 use error::ErrorType;
 pub use request::{ChatMessage, ChatRequest, Content, ContentPart, Role};
 use serde_json::json;
@@ -164,7 +164,7 @@ async fn chat_completions(
         Some(name) => ("direct", name),
         None => ("task", request_id.to_string()),
     };
-    let agent_id = match crate::ids::AgentId::parse(&agent) {
+    let agent_id = match clawbus_core::ids::AgentId::parse(&agent) {
         Ok(id) => id,
         Err(e) => return error::invalid("model_not_found", e),
     };
@@ -221,7 +221,7 @@ async fn chat_completions(
 
 /// The text of a successful task's result.
 pub(super) fn result_text(rec: &TaskRecord) -> Option<String> {
-    rec.result().map(crate::task::TaskResult::shown)
+    rec.result().map(clawbus_core::task::TaskResult::shown)
 }
 
 /// The id of the completion: the task's.
@@ -232,7 +232,7 @@ pub(super) fn completion_id(rec: &TaskRecord) -> String {
 /// OpenAI's `finish_reason` of a task's result: `"length"` when the output-token limit cut the
 /// answer off (`truncated`), else `"stop"`.
 pub fn finish_reason(result: &serde_json::Value) -> &'static str {
-    if crate::task::TaskResult::is_truncated(result) {
+    if clawbus_core::task::TaskResult::is_truncated(result) {
         "length"
     } else {
         "stop"

@@ -10,11 +10,11 @@
 
 use super::super::api::ApiState;
 use super::{completion_id, error};
-use crate::task::TaskResult;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use bus::events::{TaskEventKind, TaskEventStream};
 use bus::{Outcome, TaskRecord};
+use clawbus_core::task::TaskResult;
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::convert::Infallible;

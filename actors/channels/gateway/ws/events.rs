@@ -15,10 +15,10 @@
 use super::frames::EventName;
 use super::outbox::{Closed, Outbox};
 use crate::gateway::api::ApiState;
-use crate::origin::Origin;
-use crate::task::TaskResult;
 use bus::events::{TaskEvent, TaskEventKind};
 use bus::{BusError, Outcome, Subscription, Topic};
+use clawbus_core::task::TaskResult;
+use clawbus_runtime::origin::Origin;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use uuid::Uuid;

@@ -3,10 +3,10 @@
 
 use super::frames::ErrorShape;
 use super::runs;
-use crate::approvals::ApprovalState;
 use crate::gateway::api::{self, ApiState, TaskView};
 use crate::gateway::sessions::Cancelled;
 use crate::gateway::{approvals, cron, health, sessions, tasks};
+use clawbus_runtime::approvals::ApprovalState;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -135,7 +135,7 @@ pub async fn call(state: &ApiState, method: Method, p: Value) -> Result<Value, E
             Ok(json!({ "enabled": true, "jobs": jobs.len(), "nextWakeAtMs": next }))
         }
         Method::CronAdd => {
-            let spec: crate::cron::JobSpec = params(method, p)?;
+            let spec: clawbus_runtime::cron::JobSpec = params(method, p)?;
             Ok(json!(state.cron.add(&spec).map_err(cron::failure)?))
         }
         Method::CronUpdate => {
@@ -247,7 +247,7 @@ struct CronUpdate {
     id: Option<String>,
     #[serde(default)]
     job_id: Option<String>,
-    patch: crate::cron::FlatSpec,
+    patch: clawbus_runtime::cron::FlatSpec,
 }
 
 impl CronUpdate {

@@ -17,9 +17,9 @@ pub mod sessions;
 mod tests;
 
 use crate::approvals::Approvals;
-use crate::config::{AgentDef, AgentRule, Config, ExecDef, KNOWN_TOOLS};
 use crate::tools::{ExecTool, Layer, MessageTool, ToolSet, WebFetchTool, WebSearchTool};
 use bus::Bus;
+use clawbus_core::config::{AgentDef, AgentRule, Config, ExecDef, KNOWN_TOOLS};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -41,7 +41,8 @@ pub struct ToolServices {
 
 /// Every implemented tool, built for this agent (no policy applied).
 pub fn registry(def: &AgentDef, config: &Config, services: &ToolServices) -> ToolSet {
-    let agents: Vec<crate::ids::AgentId> = config.agents.iter().map(|a| a.id.clone()).collect();
+    let agents: Vec<clawbus_core::ids::AgentId> =
+        config.agents.iter().map(|a| a.id.clone()).collect();
     ToolSet::builtin()
         .with(ExecTool::new(
             def.id.as_str(),

@@ -5,7 +5,6 @@
 //! (its conversations, its task sessions, the subagents it ran on itself). Another agent's
 //! sessions are refused as `policy_denied`; other agents are reached with `agent_call`.
 
-use crate::ids::SessionKey;
 use crate::ingress::{Duplicates, Ingress, IngressError, Request, Target};
 use crate::origin::Origin;
 use crate::session::index::SessionMeta;
@@ -14,6 +13,7 @@ use crate::session::view::SessionReader;
 use crate::tools::{Tool, ToolContext, ToolOutput, parse_args};
 use async_trait::async_trait;
 use bus::{Bus, BusError, RequestId};
+use clawbus_core::ids::SessionKey;
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;

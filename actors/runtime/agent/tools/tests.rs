@@ -1,9 +1,9 @@
 //! The policy layers: profile → deny → availability → channel.
 
 use super::*;
-use crate::config::{self, Config, LoadOptions};
 use crate::tools::tests::{error_message, error_type, fixture};
 use crate::tools::*;
+use clawbus_core::config::{self, Config, LoadOptions};
 use serde_json::json;
 use std::fs;
 use tempfile::TempDir;
@@ -56,7 +56,7 @@ fn default_profile_is_coding_and_exec_waits_for_an_allowlist() {
     );
     assert_eq!(layer_of(&set, "message"), Some(Layer::Profile));
     assert_eq!(layer_of(&set, "cron"), Some(Layer::Profile));
-    for name in crate::config::KNOWN_TOOLS {
+    for name in clawbus_core::config::KNOWN_TOOLS {
         assert!(
             names.contains(name) || layer_of(&set, name).is_some(),
             "{name} is either offered or removed by a named layer"

@@ -161,7 +161,7 @@ fn schedules_print_as_people_write_them() {
     assert_eq!(human_ms(1_500), "1s500ms");
     assert_eq!(human_ms(0), "0ms");
     for ms in [600_000, 5_400_000, 1_500, 90_061_001] {
-        let back = crate::config::parse_duration(&human_ms(ms)).unwrap();
+        let back = clawbus_core::config::parse_duration(&human_ms(ms)).unwrap();
         assert_eq!(back.as_millis(), u128::from(ms), "{}", human_ms(ms));
     }
     let every = Schedule::Every {

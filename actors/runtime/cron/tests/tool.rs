@@ -11,8 +11,8 @@ use std::time::Duration;
 fn ctx(agent: &str, dir: &std::path::Path) -> ToolContext {
     ToolContext {
         workspace: dir.to_path_buf(),
-        agent: crate::ids::AgentId::new(agent),
-        session: crate::ids::SessionKey::parse(&format!("agent:{agent}:main")).unwrap(),
+        agent: clawbus_core::ids::AgentId::new(agent),
+        session: clawbus_core::ids::SessionKey::parse(&format!("agent:{agent}:main")).unwrap(),
         channel: "api".into(),
         run: None,
     }

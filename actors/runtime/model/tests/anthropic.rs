@@ -284,7 +284,7 @@ async fn two_turns_of_a_session_send_a_byte_identical_prefix_up_to_the_breakpoin
             "writer",
             "claude/claude-test",
             ws.path().canonicalize().unwrap(),
-            crate::config::PromptDef::default(),
+            clawbus_core::config::PromptDef::default(),
         )
         .with_clock(clock.clone()),
     );

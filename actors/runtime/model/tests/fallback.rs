@@ -374,7 +374,7 @@ async fn agent_file_fallbacks_and_provider_breaker_settings_are_used_by_build_mo
         "model = \"fb-test-primary/p-model\"\nfallbacks = [\"fb-test-backup/b-model\"]\n",
     )
     .unwrap();
-    let config = crate::config::load(&crate::config::LoadOptions {
+    let config = clawbus_core::config::load(&clawbus_core::config::LoadOptions {
         config: dir.path().join("clawbus.toml"),
         agents_dir: dir.path().join("agents.d"),
         state_dir: None,

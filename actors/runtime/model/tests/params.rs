@@ -207,7 +207,7 @@ async fn agent_file_params_reach_the_anthropic_request_through_build_model() {
         "model = \"claude/claude-test\"\n[model_params]\ntemperature = 0.5\nstop = \"END\"\ntool_choice = \"read\"\nextra = { top_k = 5 }\n",
     )
     .unwrap();
-    let config = crate::config::load(&crate::config::LoadOptions {
+    let config = clawbus_core::config::load(&clawbus_core::config::LoadOptions {
         config: dir.path().join("clawbus.toml"),
         agents_dir: dir.path().join("agents.d"),
         state_dir: None,

@@ -108,8 +108,8 @@ async fn the_model_can_read_every_location_it_is_given() {
     assert!(outside.materialised);
     let ctx = crate::tools::ToolContext {
         workspace: fx.path("ws"),
-        agent: crate::ids::AgentId::new("a"),
-        session: crate::ids::SessionKey::parse("agent:a:s").unwrap(),
+        agent: clawbus_core::ids::AgentId::new("a"),
+        session: clawbus_core::ids::SessionKey::parse("agent:a:s").unwrap(),
         channel: "test".into(),
         run: None,
     };

@@ -8,7 +8,7 @@
 
 use super::argv::{self, canonical, glob_match};
 use super::wrap::{self, Unwrapped};
-use crate::config::{ExecDef, ExecRule, ExecSecurity};
+use clawbus_core::config::{ExecDef, ExecRule, ExecSecurity};
 use std::path::{Path, PathBuf};
 
 /// Wrappers inside wrappers deeper than this are refused.

@@ -22,8 +22,8 @@ mod tests;
 
 use super::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
 use crate::approvals::{Answer, ApprovalRequest, Approvals};
-use crate::config::{ExecDef, ExecRule, ExecSecurity};
 use async_trait::async_trait;
+use clawbus_core::config::{ExecDef, ExecRule, ExecSecurity};
 use judge::{Judgement, Lookup, Plan};
 use serde::Deserialize;
 use std::ffi::OsString;

@@ -5,8 +5,8 @@ mod judging;
 mod parsing;
 
 use super::*;
-use crate::config::ArgsPattern;
 use crate::tools::{ToolContext, ToolSet};
+use clawbus_core::config::ArgsPattern;
 use serde_json::{Value, json};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -29,8 +29,8 @@ pub(super) fn fx() -> Fx {
     fs::create_dir(&bin).unwrap();
     let ctx = ToolContext {
         workspace: ws.clone(),
-        agent: crate::ids::AgentId::new("tester"),
-        session: crate::ids::SessionKey::parse("agent:tester:test").unwrap(),
+        agent: clawbus_core::ids::AgentId::new("tester"),
+        session: clawbus_core::ids::SessionKey::parse("agent:tester:test").unwrap(),
         channel: "api".into(),
         run: None,
     };

@@ -8,9 +8,9 @@
 
 use super::extract::{Kind, render};
 use super::guard::{self, GuardError};
-use crate::config::WebDef;
 use crate::tools::{Tool, ToolContext, ToolOutput};
 use async_trait::async_trait;
+use clawbus_core::config::WebDef;
 use reqwest::{Url, header, redirect};
 use serde::Deserialize;
 use serde_json::json;

@@ -26,12 +26,12 @@ mod tests;
 pub use cache::CACHE_TTL;
 pub use providers::{BRAVE_BASE_URL, TAVILY_BASE_URL};
 
-use crate::config::WebSearchDef;
 use crate::tools::{Tool, ToolContext, ToolOutput};
 use crate::untrusted;
 use async_trait::async_trait;
 use bus::{Clock, SystemClock};
 use cache::Cache;
+use clawbus_core::config::WebSearchDef;
 use serde::Deserialize;
 use serde_json::json;
 use std::fmt;
