@@ -7,6 +7,7 @@ mod fallbacks;
 mod model_params;
 mod prices;
 mod retry;
+mod sandbox;
 mod subscribe;
 mod user_input;
 
