@@ -32,6 +32,7 @@ mod output;
 mod peers;
 mod read;
 pub mod run_context;
+pub mod sandbox;
 mod schema;
 pub mod spawn;
 pub mod web;
