@@ -38,7 +38,12 @@ pub fn args(def: &SandboxDef, workspace: &Path, privileged: bool) -> Vec<OsStrin
     if def.network.value == NetworkMode::Host {
         push(&[&"--share-net"]);
     }
-    push(&[&"--die-with-parent", &"--new-session", &"--hostname", &HOSTNAME]);
+    push(&[
+        &"--die-with-parent",
+        &"--new-session",
+        &"--hostname",
+        &HOSTNAME,
+    ]);
     if privileged {
         push(&[&"--cap-drop", &"ALL"]);
     }
@@ -71,6 +76,8 @@ pub fn args(def: &SandboxDef, workspace: &Path, privileged: bool) -> Vec<OsStrin
         let how = if bind.writable { "--bind" } else { "--ro-bind" };
         push(&[&how, &bind.path, &bind.path]);
     }
+    // bwrap's own root is a writable tmpfs until this.
+    push(&[&"--remount-ro", &"/"]);
     let cwd = cwd(def, workspace);
     push(&[&"--chdir", &cwd, &"--"]);
     a

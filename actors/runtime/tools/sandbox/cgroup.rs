@@ -75,7 +75,10 @@ fn find(mountinfo: &str, own: &str, controller: Controller) -> Option<Parent> {
             _ => None,
         };
         let Some(rel) = rel else { continue };
-        let rel = rel.strip_prefix(root).unwrap_or(rel).trim_start_matches('/');
+        let rel = rel
+            .strip_prefix(root)
+            .unwrap_or(rel)
+            .trim_start_matches('/');
         let dir = Path::new(point).join(rel);
         let v2 = *fstype == "cgroup2";
         if v2 {
@@ -191,7 +194,10 @@ impl Group {
             }
             for _ in 0..100 {
                 let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
-                let pids: Vec<i32> = procs.lines().filter_map(|l| l.trim().parse().ok()).collect();
+                let pids: Vec<i32> = procs
+                    .lines()
+                    .filter_map(|l| l.trim().parse().ok())
+                    .collect();
                 if pids.is_empty() {
                     break;
                 }
@@ -199,7 +205,9 @@ impl Group {
                     match rustix::process::kill_process(pid, rustix::process::Signal::KILL) {
                         Ok(()) => {}
                         Err(e) if e == rustix::io::Errno::SRCH => {}
-                        Err(e) => tracing::warn!(pid = pid.as_raw_nonzero().get(), error = %e, "Could not kill a sandboxed process."),
+                        Err(e) => {
+                            tracing::warn!(pid = pid.as_raw_nonzero().get(), error = %e, "Could not kill a sandboxed process.")
+                        }
                     }
                 }
                 tokio::task::yield_now().await;

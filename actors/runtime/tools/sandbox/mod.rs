@@ -87,7 +87,9 @@ impl fmt::Display for Limit {
 #[non_exhaustive]
 pub enum SandboxError {
     /// A program the backend needs is not installed.
-    #[error("{program} is not installed (install the {package} package, e.g. `apt-get install {package}`)")]
+    #[error(
+        "{program} is not installed (install the {package} package, e.g. `apt-get install {package}`)"
+    )]
     Missing {
         /// The program looked for on `PATH`.
         program: &'static str,

@@ -22,17 +22,29 @@ fn the_network_and_every_namespace_are_new_and_the_workspace_is_mounted_as_set()
         .map(|a| a.into_string().unwrap())
         .collect();
     let joined = args.join(" ");
-    assert!(joined.starts_with("--unshare-all --unshare-user"), "{joined}");
-    assert!(!joined.contains("--share-net"), "no network unless asked: {joined}");
+    assert!(
+        joined.starts_with("--unshare-all --unshare-user"),
+        "{joined}"
+    );
+    assert!(
+        !joined.contains("--share-net"),
+        "no network unless asked: {joined}"
+    );
     assert!(joined.contains("--ro-bind /srv/ws /srv/ws"), "{joined}");
     assert!(joined.contains("--tmpfs /tmp"), "{joined}");
     assert!(joined.contains("--cap-drop ALL"), "{joined}");
-    assert!(joined.ends_with("--chdir /srv/ws --"), "{joined}");
+    assert!(
+        joined.ends_with("--remount-ro / --chdir /srv/ws --"),
+        "{joined}"
+    );
     let none: Vec<String> = bwrap::args(&def(WorkspaceAccess::None), ws, false)
         .into_iter()
         .map(|a| a.into_string().unwrap())
         .collect();
-    assert!(!none.iter().any(|a| a == "/srv/ws"), "workspace = none mounts nothing: {none:?}");
+    assert!(
+        !none.iter().any(|a| a == "/srv/ws"),
+        "workspace = none mounts nothing: {none:?}"
+    );
     assert!(none.join(" ").ends_with("--chdir /tmp --"));
 }
 
@@ -63,7 +75,10 @@ fn a_missing_bind_is_refused_before_anything_runs() {
     let sandbox = Sandbox::new(d);
     if sandbox.locate().is_err() {
         println!("skipped: bubblewrap is not installed");
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI must install bubblewrap");
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI must install bubblewrap"
+        );
         return;
     }
     let err = sandbox
@@ -74,5 +89,8 @@ fn a_missing_bind_is_refused_before_anything_runs() {
             env: Vec::new(),
         })
         .expect_err("a missing bind is refused");
-    assert!(err.to_string().contains("/nonexistent/data does not exist"), "{err}");
+    assert!(
+        err.to_string().contains("/nonexistent/data does not exist"),
+        "{err}"
+    );
 }
