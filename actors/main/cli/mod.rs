@@ -171,7 +171,22 @@ fn check(global: &Global) -> ExitCode {
         return code;
     }
     let opts = global.load_options();
-    let (mut report, _) = config::check(&opts);
+    let (mut report, loaded) = config::check(&opts);
+    // What the host lacks for the sandboxes the files turn on (bwrap, cgroups), at the line
+    // that turned each on.
+    for problem in loaded
+        .as_ref()
+        .map(crate::tools::sandbox::host_problems)
+        .unwrap_or_default()
+    {
+        match report.files.iter_mut().find(|f| f.path == problem.path) {
+            Some(file) => file.problems.push(problem),
+            None => report.files.push(config::FileReport {
+                path: problem.path.clone(),
+                problems: vec![problem],
+            }),
+        }
+    }
     // The rules files of scripted models (`agents.d/<id>/<name>.rules.toml`), which `up` would
     // refuse to load: checked whatever the other files hold, reported in the same format.
     report.files.extend(

@@ -23,6 +23,10 @@ pub(super) fn run(global: &Global, args: UpArgs) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
+    // A sandbox the host cannot provide fails closed per command; say so once, at start.
+    for problem in crate::tools::sandbox::host_problems(&config) {
+        tracing::error!(%problem, "Sandboxed commands will be refused until this is fixed.");
+    }
     // Before anything opens files: sessions, transcripts and sockets all take descriptors.
     crate::system::raise_nofile();
     let rt = match super::runtime() {

@@ -20,6 +20,12 @@ pub enum Controller {
     Memory,
 }
 
+impl std::fmt::Display for Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl Controller {
     fn name(self) -> &'static str {
         match self {

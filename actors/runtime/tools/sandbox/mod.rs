@@ -2,6 +2,7 @@
 //!
 //! - [`bwrap`]: the bubblewrap command line (namespaces, read-only root, mounts, network).
 //! - [`cgroup`]: the `pids` and `memory` groups of one command, and which of them was hit.
+//! - [`host_problems`]: what the host lacks for the sandboxes the config turns on.
 //!
 //! [`Sandbox::prepare`] turns a judged command into what actually runs:
 //! `sh -c '<join the cgroups>; exec "$@"' … prlimit --cpu --fsize --nofile --core bwrap … -- <command>`.
@@ -14,9 +15,12 @@
 
 pub mod bwrap;
 pub mod cgroup;
+mod host;
 
 #[cfg(test)]
 mod tests;
+
+pub use host::host_problems;
 
 use clawbus_core::config::SandboxDef;
 use clawbus_core::ids::{AgentId, SessionKey};
