@@ -160,3 +160,87 @@ async fn a_missing_bubblewrap_fails_closed_with_a_log_line_and_a_check_error() {
         "the operator's log says why: {log}"
     );
 }
+
+#[test]
+fn explain_names_the_line_that_set_each_value_and_tools_says_what_runs_sandboxed() {
+    let p = Project::new();
+    p.write(
+        "clawbus.toml",
+        "[sandbox]\nmode = \"non-main\"\nmemory_mb = 256\n",
+    )
+    .write(
+        "agents.d/coder.toml",
+        "[exec]\nsecurity = \"full\"\n[sandbox]\nworkspace = \"ro\"\n",
+    );
+    let json = |args: &[&str]| -> Value {
+        let out = crate::support::output({
+            let mut c = p.clawbus();
+            c.args(args);
+            c
+        });
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let e = json(&["sandbox", "explain", "--agent", "coder", "--json"]);
+    assert_eq!(e["sandboxed"], true, "{e}");
+    let source = |name: &str| {
+        e["settings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["setting"] == name)
+            .map(|s| {
+                (
+                    s["value"].clone(),
+                    s["source"].as_str().unwrap().to_string(),
+                )
+            })
+            .unwrap()
+    };
+    assert_eq!(
+        source("sandbox.mode"),
+        (json!("\"non-main\""), "clawbus.toml:2:8".into())
+    );
+    assert_eq!(
+        source("sandbox.memory_mb"),
+        (json!("256"), "clawbus.toml:3:13".into())
+    );
+    assert_eq!(
+        source("sandbox.workspace"),
+        (json!("\"ro\""), "agents.d/coder.toml:4:13".into())
+    );
+    assert_eq!(
+        source("sandbox.network"),
+        (json!("\"none\""), "default".into())
+    );
+    let ws = e["mounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["path"].as_str().unwrap().ends_with("workspaces/coder"))
+        .cloned();
+    assert_eq!(ws.unwrap()["how"], "ro", "{e}");
+    assert_eq!(e["tools"], json!(["exec"]));
+
+    let main = json(&[
+        "sandbox",
+        "explain",
+        "--agent",
+        "coder",
+        "--session",
+        "agent:coder:main",
+        "--json",
+    ]);
+    assert_eq!(
+        main["sandboxed"], false,
+        "non-main spares the main session: {main}"
+    );
+
+    let tools = json(&["tools", "--agent", "coder", "--json"]);
+    assert_eq!(tools["sandboxed"]["tools"], json!(["exec"]), "{tools}");
+    assert_eq!(tools["sandboxed"]["mode"], "non-main", "{tools}");
+}

@@ -3,6 +3,7 @@
 //! - [`bwrap`]: the bubblewrap command line (namespaces, read-only root, mounts, network).
 //! - [`cgroup`]: the `pids` and `memory` groups of one command, and which of them was hit.
 //! - [`host_problems`]: what the host lacks for the sandboxes the config turns on.
+//! - [`explain`]: the effective sandbox of a session, each setting with its source.
 //!
 //! [`Sandbox::prepare`] turns a judged command into what actually runs:
 //! `sh -c '<join the cgroups>; exec "$@"' … prlimit --cpu --fsize --nofile --core bwrap … -- <command>`.
@@ -15,6 +16,7 @@
 
 pub mod bwrap;
 pub mod cgroup;
+pub mod explain;
 mod host;
 
 #[cfg(test)]
