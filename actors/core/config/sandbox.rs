@@ -303,7 +303,7 @@ pub(super) fn sandbox_def(
         &origin,
     );
     choose(&f.network, "network", &mut def.network, &mut at, &origin);
-    let limits: [(&Option<Spanned<i64>>, &str, &mut Set<u64>, i64, &str); 5] = [
+    let limits: [Limit<'_>; 5] = [
         (
             &f.cpu_seconds,
             "cpu_seconds",
@@ -411,6 +411,9 @@ pub(super) fn sandbox_def(
     }
     def
 }
+
+/// One numeric limit as read: the value, its field, where it goes, its maximum and unit.
+type Limit<'a> = (&'a Option<Spanned<i64>>, &'a str, &'a mut Set<u64>, i64, &'a str);
 
 /// Reads one named choice into `slot`, or reports it.
 fn choose<T: Choice>(

@@ -105,8 +105,9 @@ pub fn available(controller: Controller) -> bool {
     parents()[index].as_ref().is_some_and(|p| {
         let probe = p.dir.join(format!("clawbus-probe-{}", std::process::id()));
         let made = std::fs::create_dir(&probe).is_ok();
-        let usable = made && probe.join(format!("{}.max", controller.name())).exists()
-            || made && probe.join("memory.limit_in_bytes").exists();
+        let usable = made
+            && (probe.join(format!("{}.max", controller.name())).exists()
+                || probe.join("memory.limit_in_bytes").exists());
         if made {
             remove_dir(&probe);
         }
