@@ -413,7 +413,13 @@ pub(super) fn sandbox_def(
 }
 
 /// One numeric limit as read: the value, its field, where it goes, its maximum and unit.
-type Limit<'a> = (&'a Option<Spanned<i64>>, &'a str, &'a mut Set<u64>, i64, &'a str);
+type Limit<'a> = (
+    &'a Option<Spanned<i64>>,
+    &'a str,
+    &'a mut Set<u64>,
+    i64,
+    &'a str,
+);
 
 /// Reads one named choice into `slot`, or reports it.
 fn choose<T: Choice>(

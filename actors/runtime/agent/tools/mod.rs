@@ -18,7 +18,11 @@ mod tests;
 
 use crate::approvals::Approvals;
 use crate::tools::sandbox::Sandbox;
-use crate::tools::{ExecTool, Layer, MessageTool, ToolSet, WebFetchTool, WebSearchTool};
+use crate::tools::sandbox::gate::{Access, WorkspaceGate};
+use crate::tools::{
+    EditTool, ExecTool, Layer, MessageTool, ReadTool, ToolSet, WebFetchTool, WebSearchTool,
+    WriteTool,
+};
 use bus::Bus;
 use clawbus_core::config::{AgentDef, AgentRule, Config, ExecDef, KNOWN_TOOLS, SandboxDef};
 use std::collections::BTreeMap;
@@ -44,14 +48,22 @@ pub struct ToolServices {
 pub fn registry(def: &AgentDef, config: &Config, services: &ToolServices) -> ToolSet {
     let agents: Vec<clawbus_core::ids::AgentId> =
         config.agents.iter().map(|a| a.id.clone()).collect();
+    let sandbox = Sandbox::new(sandbox_def(def, config));
     ToolSet::builtin()
+        .with(WorkspaceGate::new(ReadTool, sandbox.clone(), Access::Read))
+        .with(WorkspaceGate::new(
+            WriteTool,
+            sandbox.clone(),
+            Access::Write,
+        ))
+        .with(WorkspaceGate::new(EditTool, sandbox.clone(), Access::Write))
         .with(
             ExecTool::new(
                 def.id.as_str(),
                 exec_def(def, config),
                 services.approvals.clone(),
             )
-            .with_sandbox(Sandbox::new(sandbox_def(def, config))),
+            .with_sandbox(sandbox),
         )
         .with(MessageTool::new(services.bus.clone()))
         .with(crate::tools::agent_call::AgentCallTool::new(

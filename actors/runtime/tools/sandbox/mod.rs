@@ -4,6 +4,7 @@
 //! - [`cgroup`]: the `pids` and `memory` groups of one command, and which of them was hit.
 //! - [`host_problems`]: what the host lacks for the sandboxes the config turns on.
 //! - [`explain`]: the effective sandbox of a session, each setting with its source.
+//! - [`gate`]: the file tools under `sandbox.workspace` in sandboxed sessions.
 //!
 //! [`Sandbox::prepare`] turns a judged command into what actually runs:
 //! `sh -c '<join the cgroups>; exec "$@"' … prlimit --cpu --fsize --nofile --core bwrap … -- <command>`.
@@ -17,6 +18,7 @@
 pub mod bwrap;
 pub mod cgroup;
 pub mod explain;
+pub mod gate;
 mod host;
 
 #[cfg(test)]

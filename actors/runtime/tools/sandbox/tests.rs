@@ -94,3 +94,50 @@ fn a_missing_bind_is_refused_before_anything_runs() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn file_tools_follow_the_workspace_setting_in_sandboxed_sessions_only() {
+    use crate::tools::sandbox::gate::{Access, WorkspaceGate};
+    use crate::tools::{ReadTool, ToolContext, ToolSet, WriteTool};
+    use clawbus_core::config::SandboxMode;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().canonicalize().unwrap();
+    std::fs::write(ws.join("a.txt"), "hello\n").unwrap();
+    let agent = AgentId::new("tester");
+    let mut ctx = ToolContext {
+        workspace: ws.clone(),
+        agent: agent.clone(),
+        session: SessionKey::named(&agent, "chat"),
+        channel: "api".into(),
+        run: None,
+    };
+    let mut d = def(WorkspaceAccess::Ro);
+    d.mode.value = SandboxMode::NonMain;
+    let sandbox = Sandbox::new(d);
+    let tools = ToolSet::default()
+        .with(WorkspaceGate::new(ReadTool, sandbox.clone(), Access::Read))
+        .with(WorkspaceGate::new(WriteTool, sandbox, Access::Write));
+    let write = r#"{"path":"b.txt","content":"x"}"#;
+    let out = tools.invoke(&ctx, "write", write, 10_000).await;
+    assert!(
+        out.is_error && out.text.contains("sandbox.workspace = \\\"ro\\\""),
+        "{}",
+        out.text
+    );
+    assert!(!ws.join("b.txt").exists(), "ro refuses a write");
+    let out = tools
+        .invoke(&ctx, "read", r#"{"path":"a.txt"}"#, 10_000)
+        .await;
+    assert!(
+        !out.is_error && out.text.contains("hello"),
+        "ro still reads: {}",
+        out.text
+    );
+    ctx.session = SessionKey::main(&agent);
+    let out = tools.invoke(&ctx, "write", write, 10_000).await;
+    assert!(
+        !out.is_error,
+        "the main session is not sandboxed under non-main: {}",
+        out.text
+    );
+}
