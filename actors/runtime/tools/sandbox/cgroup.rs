@@ -103,7 +103,7 @@ fn find(mountinfo: &str, own: &str, controller: Controller) -> Option<Parent> {
 pub fn available(controller: Controller) -> bool {
     let index = controller as usize;
     parents()[index].as_ref().is_some_and(|p| {
-        let probe = p.dir.join(format!("clawbus-probe-{}", std::process::id()));
+        let probe = p.dir.join(unique_name("clawbus-probe"));
         let made = std::fs::create_dir(&probe).is_ok();
         let usable = made
             && (probe.join(format!("{}.max", controller.name())).exists()
@@ -127,14 +127,10 @@ pub struct Group {
 
 impl Group {
     /// Makes the groups with their limits: `max_processes` tasks, `memory` bytes.
+    /// On an error, the groups already made are removed again.
     pub fn create(max_processes: u64, memory: u64) -> io::Result<Group> {
         sweep();
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let name = format!(
-            "clawbus-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
+        let name = unique_name("clawbus");
         let mut group = Group { dirs: Vec::new() };
         for (controller, limit) in [
             (Controller::Pids, max_processes),
@@ -194,8 +190,9 @@ impl Group {
 
     /// Kills whatever is left in the groups and removes them (later, if a process is still
     /// exiting).
-    pub async fn close(self) {
-        for (_, dir, v2) in &self.dirs {
+    pub async fn close(mut self) {
+        let dirs = std::mem::take(&mut self.dirs);
+        for (_, dir, v2) in &dirs {
             if *v2 && std::fs::write(dir.join("cgroup.kill"), "1").is_ok() {
                 continue;
             }
@@ -220,7 +217,7 @@ impl Group {
                 tokio::task::yield_now().await;
             }
         }
-        for (_, dir, _) in self.dirs {
+        for (_, dir, _) in dirs {
             for _ in 0..50 {
                 if std::fs::remove_dir(&dir).is_ok() {
                     break;
@@ -228,13 +225,40 @@ impl Group {
                 tokio::time::sleep(std::time::Duration::from_millis(2)).await;
             }
             if dir.exists() {
-                match LEFT_OVER.lock() {
-                    Ok(mut l) => l.push(dir),
-                    Err(poisoned) => poisoned.into_inner().push(dir),
-                }
+                leave(dir);
             }
         }
     }
+}
+
+/// A group dropped before [`Group::close`] (a cancelled run, a failed `create`): its processes
+/// die with bubblewrap (killed on drop); the folders are removed now or by a later sweep.
+impl Drop for Group {
+    fn drop(&mut self) {
+        for (_, dir, _) in self.dirs.drain(..) {
+            if std::fs::remove_dir(&dir).is_err() && dir.exists() {
+                leave(dir);
+            }
+        }
+    }
+}
+
+/// Remembers a group to remove later.
+fn leave(dir: PathBuf) {
+    match LEFT_OVER.lock() {
+        Ok(mut l) => l.push(dir),
+        Err(poisoned) => poisoned.into_inner().push(dir),
+    }
+}
+
+/// `<prefix>-<daemon pid>-<n>`, unique in this process.
+fn unique_name(prefix: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// Removes the groups an earlier run left behind, when they are empty now.
