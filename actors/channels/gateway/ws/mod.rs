@@ -20,6 +20,7 @@ mod events;
 pub mod frames;
 mod handshake;
 pub mod methods;
+mod openclaw;
 mod outbox;
 mod runs;
 #[cfg(test)]
@@ -49,6 +50,9 @@ pub use runs::CHANNEL;
 
 /// How long a client has to send `req connect` after the challenge.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the second answer of `agent` waits for the run's end when the client names no
+/// `timeout` (OpenClaw's default).
+const AGENT_FINAL_WAIT: Duration = Duration::from_secs(600);
 /// Requests of one connection running at once; more are answered `UNAVAILABLE`.
 const MAX_IN_FLIGHT: usize = 64;
 
@@ -408,12 +412,30 @@ fn request(state: &ApiState, out: &Outbox, calls: &mut JoinSet<()>, text: &str) 
         return;
     }
     let (state, out) = (state.clone(), out.clone());
+    // OpenClaw's `timeout` (seconds) bounds the wait for the second answer of `agent`.
+    let timeout = req
+        .params
+        .get("timeout")
+        .and_then(serde_json::Value::as_u64)
+        .filter(|s| *s > 0)
+        .map_or(AGENT_FINAL_WAIT, Duration::from_secs);
     calls.spawn(async move {
-        let frame = match methods::call(&state, method, req.params).await {
+        let answer = methods::call(&state, method, req.params).await;
+        let accepted = match (&answer, method) {
+            (Ok(payload), methods::Method::Agent) => Some(payload.clone()),
+            _ => None,
+        };
+        let frame = match answer {
             Ok(payload) => Frame::ok(&req.id, payload),
             Err(e) => Frame::err(Some(&req.id), e),
         };
-        let _ = out.send(&frame);
+        if out.send(&frame).is_err() {
+            return;
+        }
+        if let Some(accepted) = accepted {
+            let end = runs::finish(&state, &accepted, timeout).await;
+            let _ = out.send(&Frame::ok(&req.id, end));
+        }
     });
 }
 
