@@ -231,7 +231,11 @@ async fn unknown_methods_and_malformed_frames_get_errors_and_the_connection_stay
     let health = c.call("health", json!({})).await;
     assert_eq!(health["ok"], true, "{health}");
     let status = c.call("status", json!({})).await;
-    assert_eq!(status["agents"], 1, "{status}");
+    assert_eq!(status["heartbeat"]["defaultAgentId"], "echo", "{status}");
+    assert_eq!(
+        status["sessions"]["byAgent"][0]["agentId"], "echo",
+        "{status}"
+    );
 }
 
 #[actix_rt::test]
@@ -286,10 +290,9 @@ async fn an_exec_approval_reaches_the_client_and_is_resolved_over_the_socket() {
         "{asked}"
     );
     assert_eq!(asked["payload"]["request"]["agentId"], "echo");
-    let pending = c
-        .call("exec.approval.list", json!({ "state": "pending" }))
-        .await;
-    assert_eq!(pending["approvals"][0]["id"], id.as_str(), "{pending}");
+    let pending = c.call("exec.approval.list", json!({})).await;
+    assert_eq!(pending[0]["id"], id.as_str(), "{pending}");
+    assert_eq!(pending[0]["request"]["command"], "touch approved.txt");
 
     let resolved = c
         .call(
@@ -424,26 +427,29 @@ async fn operator_methods_abort_runs_and_manage_cron_jobs_sessions_and_tasks() {
         (Some("error"), Some("aborted"))
     );
 
-    // Cron: add, list, status, update, run, runs, remove.
+    // Cron, in OpenClaw's shapes: add, list, status, update, run, runs, remove.
     let job = c
         .call(
             "cron.add",
             json!({
-                "agent": "echo", "name": "hourly",
-                "schedule": { "kind": "every", "every_ms": 3_600_000 },
+                "agentId": "echo", "name": "hourly", "enabled": true,
+                "schedule": { "kind": "every", "everyMs": 3_600_000 },
+                "sessionTarget": "isolated", "wakeMode": "now",
                 "payload": { "kind": "agentTurn", "message": "report" },
+                "delivery": { "mode": "none", "channel": "last" },
             }),
         )
         .await;
     let id = job["id"].as_str().unwrap().to_string();
-    let listed = c.call("cron.list", json!({})).await;
+    assert_eq!(job["schedule"]["everyMs"], 3_600_000, "{job}");
+    let listed = c
+        .call("cron.list", json!({ "limit": 200, "offset": 0 }))
+        .await;
     let jobs = listed["jobs"].as_array().unwrap();
-    assert!(
-        jobs.iter().any(|j| j["job"]["id"] == id.as_str()),
-        "{listed}"
-    );
+    assert!(jobs.iter().any(|j| j["id"] == id.as_str()), "{listed}");
+    assert_eq!(listed["total"], jobs.len(), "{listed}");
+    assert_eq!(listed["hasMore"], false, "{listed}");
     let status = c.call("cron.status", json!({})).await;
-    assert_eq!(status["jobs"], jobs.len());
     assert!(status["nextWakeAtMs"].as_u64().is_some(), "{status}");
     let changed = c
         .call(
@@ -453,7 +459,7 @@ async fn operator_methods_abort_runs_and_manage_cron_jobs_sessions_and_tasks() {
         .await;
     assert_eq!(changed["name"], "renamed", "{changed}");
     let fired = c.call("cron.run", json!({ "id": id })).await;
-    let task = fired["task_id"].as_str().unwrap().to_string();
+    let task = fired["runId"].as_str().unwrap().to_string();
     c.event_where("cron", |p| {
         p["job_id"] == id.as_str() && p["kind"] == "finished"
     })
@@ -461,7 +467,7 @@ async fn operator_methods_abort_runs_and_manage_cron_jobs_sessions_and_tasks() {
     let waited = c.call("agent.wait", json!({ "runId": task })).await;
     assert_eq!(waited["text"], "cron done", "{waited}");
     let runs = c.call("cron.runs", json!({ "id": id })).await;
-    assert!(!runs["runs"].as_array().unwrap().is_empty(), "{runs}");
+    assert_eq!(runs["entries"][0]["status"], "ok", "{runs}");
     c.call("cron.remove", json!({ "id": id })).await;
     let id2 = c.send("cron.run", json!({ "id": id })).await;
     let gone = c.answer(&id2).await;
