@@ -68,6 +68,13 @@ methods! {
     PluginApprovalList => "plugin.approval.list", "Plugin approval requests (none here).";
     OpenclawApprovalList => "openclaw.approval.list", "System-agent approval requests (none here).";
     LogsTail => "logs.tail", "The gateway's log lines (none kept here).";
+    SessionsSubscribe => "sessions.subscribe", "Session events (every connection gets them here).";
+    SessionsUnsubscribe => "sessions.unsubscribe", "Stop session events (a no-op here).";
+    SessionsDescribe => "sessions.describe", "One session's row, or null.";
+    QuestionList => "question.list", "Questions agents ask people (none here).";
+    TaskSuggestionsList => "taskSuggestions.list", "Suggested tasks (none here).";
+    CommandsList => "commands.list", "Slash commands (none here).";
+    ModelsList => "models.list", "The models the agents use.";
 }
 
 /// Reads a method's `params`, naming the method and the field that is wrong.
@@ -105,6 +112,34 @@ pub async fn call(state: &ApiState, method: Method, mut p: Value) -> Result<Valu
             params::<Empty>(method, p)?;
             Ok(json!([]))
         }
+        Method::SessionsSubscribe | Method::SessionsUnsubscribe => Ok(json!({ "ok": true })),
+        Method::QuestionList => Ok(json!({ "questions": [] })),
+        Method::TaskSuggestionsList => Ok(json!({ "suggestions": [] })),
+        Method::CommandsList => Ok(json!({ "commands": [] })),
+        Method::ModelsList => {
+            let mut models: Vec<String> = state
+                .config
+                .agents
+                .iter()
+                .map(|a| a.model.to_string())
+                .collect();
+            models.sort();
+            models.dedup();
+            let rows: Vec<Value> = models
+                .iter()
+                .map(|m| {
+                    let (provider, id) = m.split_once('/').unwrap_or(("", m));
+                    json!({ "id": id, "name": id, "provider": provider })
+                })
+                .collect();
+            Ok(json!({ "models": rows }))
+        }
+        Method::SessionsDescribe => {
+            let q: SessionRef = params(method, p)?;
+            let rows = sessions::rows(state, q.agent_id.as_deref())?;
+            let found = rows.iter().find(|r| r.key == q.key);
+            Ok(json!({ "session": found.map(openclaw::sessions::row) }))
+        }
         Method::LogsTail => {
             let q: LogsTail = params(method, p)?;
             let _ = q.limit;
@@ -135,7 +170,13 @@ pub async fn call(state: &ApiState, method: Method, mut p: Value) -> Result<Valu
                 .skip(offset)
                 .take(q.limit.unwrap_or(usize::MAX))
                 .collect();
-            Ok(json!({ "count": count, "sessions": shown }))
+            let rows: Vec<Value> = shown.iter().map(openclaw::sessions::row).collect();
+            Ok(json!({
+                "ts": state.clock.now_ms(),
+                "count": count,
+                "defaults": { "model": state.config.default_model.to_string(), "contextTokens": null },
+                "sessions": rows,
+            }))
         }
         Method::TasksList => {
             let q: TaskFilter = params(method, p)?;
@@ -298,6 +339,15 @@ struct SessionsFilter {
     limit: Option<usize>,
     #[serde(default)]
     offset: Option<usize>,
+}
+
+/// `{key, agentId?}` of `sessions.describe`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SessionRef {
+    key: String,
+    #[serde(default)]
+    agent_id: Option<String>,
 }
 
 /// `{id | jobId, limit?, offset?}` of `cron.runs`.

@@ -335,17 +335,27 @@ pub(super) struct HistoryParams {
     limit: Option<usize>,
 }
 
-/// The last `limit` transcript entries of a session.
+/// The last `limit` messages of a session, in OpenClaw's shape; none for a session that has
+/// not started yet.
 pub(super) fn history(state: &ApiState, p: HistoryParams) -> Result<Value, ErrorShape> {
     let agent = agent_of(state, p.agent_id.as_deref(), Some(&p.session_key))?;
     let key = session_of(state, &agent, Some(&p.session_key), &RequestId::random())?;
-    let mut shown = sessions::transcript(state, key.as_str())?;
+    let mut shown = match sessions::transcript(state, key.as_str()) {
+        Ok(shown) => shown,
+        Err(f) if f.status == axum::http::StatusCode::NOT_FOUND => {
+            return Ok(json!({ "sessionKey": key, "messages": [] }));
+        }
+        Err(f) => return Err(f.into()),
+    };
     let limit = p.limit.unwrap_or(DEFAULT_HISTORY);
     let entries = shown["entries"].as_array().cloned().unwrap_or_default();
-    let skip = entries.len().saturating_sub(limit);
+    let messages = openclaw::sessions::messages(&entries);
+    let skip = messages.len().saturating_sub(limit);
+    let session = shown["session"].take();
     Ok(json!({
         "sessionKey": key,
-        "session": shown["session"].take(),
-        "messages": entries[skip..],
+        "sessionId": session["session_id"],
+        "session": session,
+        "messages": messages[skip..],
     }))
 }

@@ -7,12 +7,14 @@
 //!   a field the schema does not define is still refused.
 //! - [`cron`]: jobs, pages, runs and the add/update params, both ways.
 //! - [`run`]: the final `res` of `agent` (`{runId, status, summary, result:{payloads, meta}}`).
+//! - [`sessions`]: session rows and `chat.history` messages.
 //! - [`status`]: `status`, `health` and `system-presence` as OpenClaw's CLI reads them.
 
 pub(super) mod approvals;
 pub(super) mod cron;
 pub(super) mod fields;
 pub(super) mod run;
+pub(super) mod sessions;
 pub(super) mod status;
 #[cfg(test)]
 mod tests;
