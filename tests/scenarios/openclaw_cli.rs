@@ -307,3 +307,229 @@ async fn openclaw_status_and_health_show_clawbus_agents_and_sessions() {
     assert_eq!(health["ok"], true, "{health}");
     stop(daemon).await;
 }
+
+#[actix_rt::test]
+async fn openclaw_approvals_pending_lists_an_exec_request_and_resolve_lets_the_run_go_on() {
+    let server = ScriptedServer::start(vec![
+        Turn::tool_call(
+            "exec",
+            serde_json::json!({ "command": "touch approved.txt" }),
+        ),
+        Turn::text("done"),
+    ])
+    .await;
+    let ask = "[exec]\nsecurity = \"ask\"\nallow = [\"ls\"]\napproval_timeout = \"60s\"\n";
+    let p = project(&server, ask);
+    let daemon = up(&p).await;
+    let Some(oc) = OpenClaw::pointed_at(&daemon) else {
+        return;
+    };
+    let none = oc.ok(&["approvals", "pending"]).await;
+    assert!(none.contains("No pending approvals."), "{none}");
+    // The turn waits for the approval: it runs as a child while the operator answers.
+    let mut run = oc.command(&["agent", "--agent", "echo", "--message", "make the file"]);
+    let run = run
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut listed = String::new();
+    eventually("openclaw approvals pending lists the request", async || {
+        listed = oc.ok(&["approvals", "pending"]).await;
+        listed.contains("touch approved.txt")
+    })
+    .await;
+    let id = listed
+        .lines()
+        .find_map(|l| l.strip_suffix(": touch approved.txt"))
+        .unwrap_or_else(|| panic!("the full request text names the id: {listed}"))
+        .trim()
+        .to_string();
+    let resolved = oc.ok(&["approvals", "resolve", &id, "allow-once"]).await;
+    assert!(
+        resolved.contains(&format!("Approval {id} resolved allow-once")),
+        "{resolved}"
+    );
+    let out = tokio::task::spawn_blocking(move || run.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "done",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(p.state_dir().join("workspaces/echo/approved.txt").exists());
+    let again = oc.run(&["approvals", "resolve", &id, "deny"]).await;
+    assert_ne!(
+        again.status.code(),
+        Some(0),
+        "an answered request stays answered"
+    );
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("already resolved with allow-once"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    stop(daemon).await;
+}
+
+/// A tmux server of its own (killed on drop) showing one pseudo-terminal.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// A tmux server, or `None` (skipped, or failed with `CI=true`) when tmux is missing.
+    fn start() -> Option<Self> {
+        let found = Command::new("tmux")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            let why = "tmux is not installed (the TUI runs in its pseudo-terminal)";
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("CI=true needs tmux: {why}");
+            }
+            eprintln!("skipped: {why}");
+            return None;
+        }
+        let socket = format!(
+            "clawbus-test-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        );
+        Some(Self { socket })
+    }
+
+    fn tmux(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new("tmux");
+        cmd.args(["-L", &self.socket, "-f", "/dev/null"]).args(args);
+        cmd
+    }
+
+    /// Opens window `name` running `script` (a shell script).
+    async fn open(&self, name: &str, script: &Path) {
+        let script = script.display().to_string();
+        let cmd = self.tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            name,
+            "-x",
+            "120",
+            "-y",
+            "40",
+            "sh",
+            &script,
+        ]);
+        succeeded(&run_cmd(cmd).await);
+    }
+
+    /// What window `name` shows now.
+    async fn screen(&self, name: &str) -> String {
+        succeeded(&run_cmd(self.tmux(&["capture-pane", "-p", "-t", name])).await)
+    }
+
+    /// Waits until window `name` shows `text`.
+    async fn shows(&self, name: &str, text: &str) -> String {
+        let mut last = String::new();
+        let seen = tokio::time::timeout(crate::support::NET, async {
+            loop {
+                last = self.screen(name).await;
+                if last.contains(text) {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        assert!(
+            seen.is_ok(),
+            "the TUI must show {text:?}; it shows:\n{last}"
+        );
+        last
+    }
+
+    async fn keys(&self, name: &str, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", name];
+        args.extend_from_slice(keys);
+        succeeded(&run_cmd(self.tmux(&args)).await);
+    }
+
+    async fn close(&self, name: &str) {
+        succeeded(&run_cmd(self.tmux(&["kill-session", "-t", name])).await);
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.tmux(&["kill-server"]).output();
+    }
+}
+
+impl OpenClaw {
+    /// A shell script that runs `openclaw <args>` as [`OpenClaw::command`] does.
+    fn script(&self, name: &str, args: &[&str]) -> PathBuf {
+        let cmd = self.command(args);
+        let quote =
+            |s: &std::ffi::OsStr| format!("'{}'", s.to_string_lossy().replace('\'', "'\\''"));
+        let mut line = String::from("cd ");
+        line.push_str(&quote(self.home.path().as_os_str()));
+        line.push_str(" && exec env -i");
+        for (k, v) in cmd.get_envs() {
+            if let Some(v) = v {
+                line.push_str(&format!(" {}={}", k.to_string_lossy(), quote(v)));
+            }
+        }
+        line.push(' ');
+        line.push_str(&quote(cmd.get_program()));
+        for a in cmd.get_args() {
+            line.push(' ');
+            line.push_str(&quote(a));
+        }
+        let path = self.home.path().join(name);
+        std::fs::write(&path, format!("{line}\n")).unwrap();
+        path
+    }
+}
+
+#[actix_rt::test]
+async fn openclaw_tui_sends_a_message_shows_the_streamed_answer_and_the_history_on_reopening() {
+    let server = ScriptedServer::with_responder(|req| {
+        let asked = last_user(req);
+        Turn::text_chunks(vec!["re: ", &asked])
+    })
+    .await;
+    let p = project(&server, "");
+    let daemon = up(&p).await;
+    let Some(oc) = OpenClaw::pointed_at(&daemon) else {
+        return;
+    };
+    let Some(tmux) = Tmux::start() else {
+        return;
+    };
+    let script = oc.script("tui.sh", &["tui", "--session", "agent:echo:t1"]);
+    tmux.open("first", &script).await;
+    tmux.shows("first", "gateway connected").await;
+    tmux.keys("first", &["hello tui", "Enter"]).await;
+    let screen = tmux.shows("first", "re: hello tui").await;
+    assert!(screen.contains("session t1"), "{screen}");
+    assert_eq!(asked(&server), ["hello tui"]);
+    tmux.close("first").await;
+
+    tmux.open("again", &script).await;
+    let screen = tmux.shows("again", "re: hello tui").await;
+    assert!(
+        screen.contains("hello tui"),
+        "reopened, the TUI shows the conversation: {screen}"
+    );
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "the history is read, not asked again"
+    );
+    tmux.close("again").await;
+    stop(daemon).await;
+}

@@ -75,6 +75,8 @@ methods! {
     TaskSuggestionsList => "taskSuggestions.list", "Suggested tasks (none here).";
     CommandsList => "commands.list", "Slash commands (none here).";
     ModelsList => "models.list", "The models the agents use.";
+    ApprovalGet => "approval.get", "One approval request, as OpenClaw's snapshot.";
+    ApprovalResolve => "approval.resolve", "Answer an approval request (OpenClaw's unified form).";
 }
 
 /// Reads a method's `params`, naming the method and the field that is wrong.
@@ -133,6 +135,45 @@ pub async fn call(state: &ApiState, method: Method, mut p: Value) -> Result<Valu
                 })
                 .collect();
             Ok(json!({ "models": rows }))
+        }
+        Method::ApprovalGet => {
+            let q: ApprovalRef = params(method, p)?;
+            let rec = state
+                .approvals
+                .get(&q.id)
+                .map_err(approvals::failure)?
+                .ok_or_else(|| {
+                    ErrorShape::new(ErrorCode::NotFound, format!("approval not found: {}", q.id))
+                })?;
+            Ok(json!({ "approval": openclaw::approvals::snapshot(&rec) }))
+        }
+        Method::ApprovalResolve => {
+            let q: UnifiedResolve = params(method, p)?;
+            if q.kind != "exec" {
+                return Err(invalid(
+                    method,
+                    format!(
+                        "kind: {:?} approvals do not exist here (expected \"exec\")",
+                        q.kind
+                    ),
+                ));
+            }
+            let (allow, always) = q.decision.answer();
+            let (rec, applied) = match state.approvals.resolve(&q.id, allow, always).await {
+                Ok(rec) => (rec, true),
+                Err(clawbus_runtime::approvals::ApprovalError::Settled { .. }) => {
+                    let rec = state.approvals.get(&q.id).map_err(approvals::failure)?;
+                    let rec = rec.ok_or_else(|| {
+                        ErrorShape::new(
+                            ErrorCode::NotFound,
+                            format!("approval not found: {}", q.id),
+                        )
+                    })?;
+                    (rec, false)
+                }
+                Err(e) => return Err(approvals::failure(e).into()),
+            };
+            Ok(json!({ "applied": applied, "approval": openclaw::approvals::snapshot(&rec) }))
         }
         Method::SessionsDescribe => {
             let q: SessionRef = params(method, p)?;
@@ -449,6 +490,22 @@ struct ApprovalFilter {
 #[serde(deny_unknown_fields)]
 struct Resolve {
     id: String,
+    decision: Decision,
+}
+
+/// `{id}` of `approval.get`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApprovalRef {
+    id: String,
+}
+
+/// `{id, kind, decision}` of `approval.resolve`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UnifiedResolve {
+    id: String,
+    kind: String,
     decision: Decision,
 }
 

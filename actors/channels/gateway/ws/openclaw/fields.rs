@@ -222,6 +222,7 @@ const IGNORED: &[(&str, &[&str])] = &[
         ],
     ),
     ("exec.approval.resolve", &["reviewer", "grantExpiresInDays"]),
+    ("approval.resolve", &["reviewer", "grantExpiresInDays"]),
     ("status", &["includeChannelSummary", "includeCliProjection"]),
     ("health", &["probe"]),
     ("logs.tail", &["cursor", "maxBytes"]),
