@@ -7,7 +7,7 @@
 //! `${XDG_CACHE_HOME:-$HOME/.cache}/clawbus-ci` (`.ci/run` puts it there with npm). Without it
 //! the tests print `skipped: …`; with `CI=true` they fail instead.
 
-use super::system::{Child as Daemon, stop, up};
+use super::system::{Child as Daemon, spawn_up, stop, up};
 use crate::support::{Project, eventually, last_user, run_cmd, succeeded};
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::Value;
@@ -275,10 +275,12 @@ async fn openclaw_cron_commands_manage_a_job_that_clawbus_lists_too() {
 }
 
 #[actix_rt::test]
-async fn openclaw_status_and_health_show_clawbus_agents_and_sessions() {
+async fn openclaw_status_health_and_logs_show_clawbus_agents_sessions_and_log_lines() {
     let server = ScriptedServer::with_responder(|_| Turn::text("ok")).await;
     let p = project(&server, "");
-    let daemon = up(&p).await;
+    let mut cmd = p.clawbus();
+    cmd.env("RUST_LOG", "info").args(["up", "--port", "0"]);
+    let daemon = spawn_up(&p, cmd).await;
     let Some(oc) = OpenClaw::pointed_at(&daemon) else {
         return;
     };
@@ -305,6 +307,12 @@ async fn openclaw_status_and_health_show_clawbus_agents_and_sessions() {
     assert!(health.contains("agent:echo:main"), "{health}");
     let health = oc.json(&["health", "--json"]).await;
     assert_eq!(health["ok"], true, "{health}");
+
+    let logs = oc.ok(&["logs", "--limit", "500"]).await;
+    assert!(
+        logs.contains("Run started. agent=echo session=agent:echo:main"),
+        "openclaw logs shows clawbus's log lines: {logs}"
+    );
     stop(daemon).await;
 }
 

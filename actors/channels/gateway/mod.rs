@@ -10,6 +10,7 @@ pub mod channels;
 pub mod cron;
 mod events;
 mod health;
+pub mod logs;
 pub mod metrics;
 pub mod openai;
 mod serve;

@@ -67,7 +67,7 @@ methods! {
     ConfigGet => "config.get", "The gateway's config as OpenClaw clients read it (empty here).";
     PluginApprovalList => "plugin.approval.list", "Plugin approval requests (none here).";
     OpenclawApprovalList => "openclaw.approval.list", "System-agent approval requests (none here).";
-    LogsTail => "logs.tail", "The gateway's log lines (none kept here).";
+    LogsTail => "logs.tail", "The gateway's recent log lines.";
     SessionsSubscribe => "sessions.subscribe", "Session events (every connection gets them here).";
     SessionsUnsubscribe => "sessions.unsubscribe", "Stop session events (a no-op here).";
     SessionsDescribe => "sessions.describe", "One session's row, or null.";
@@ -183,8 +183,15 @@ pub async fn call(state: &ApiState, method: Method, mut p: Value) -> Result<Valu
         }
         Method::LogsTail => {
             let q: LogsTail = params(method, p)?;
-            let _ = q.limit;
-            Ok(json!({ "file": "stderr", "cursor": 0, "size": 0, "lines": [] }))
+            let ring = crate::gateway::logs::LogRing::global();
+            let tail = ring.tail(q.limit.unwrap_or(DEFAULT_LOG_LINES), q.cursor);
+            Ok(json!({
+                "file": "clawbus (stderr, recent lines in memory)",
+                "cursor": tail.cursor,
+                "size": ring.size(),
+                "lines": tail.lines,
+                "truncated": tail.truncated,
+            }))
         }
         Method::Status => {
             params::<Empty>(method, p)?;
@@ -362,12 +369,17 @@ fn invalid(method: Method, e: String) -> ErrorShape {
 #[serde(deny_unknown_fields)]
 struct Empty {}
 
-/// `{limit?}` of `logs.tail`.
+/// Lines `logs.tail` answers when the client names no `limit`.
+const DEFAULT_LOG_LINES: usize = 200;
+
+/// `{cursor?, limit?}` of `logs.tail`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LogsTail {
     #[serde(default)]
-    limit: Option<u64>,
+    cursor: Option<u64>,
+    #[serde(default)]
+    limit: Option<usize>,
 }
 
 /// `{agentId?, limit?, offset?}` of `sessions.list`.

@@ -225,7 +225,7 @@ const IGNORED: &[(&str, &[&str])] = &[
     ("approval.resolve", &["reviewer", "grantExpiresInDays"]),
     ("status", &["includeChannelSummary", "includeCliProjection"]),
     ("health", &["probe"]),
-    ("logs.tail", &["cursor", "maxBytes"]),
+    ("logs.tail", &["maxBytes"]),
 ];
 
 /// The fields [`strip`] drops for `method`.
