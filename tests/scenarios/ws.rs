@@ -502,3 +502,93 @@ async fn operator_methods_abort_runs_and_manage_cron_jobs_sessions_and_tasks() {
         "an ended task is not cancelled: {late}"
     );
 }
+
+/// `connect` params with a device identity signed over `nonce` (OpenClaw's `v3` payload) by
+/// `key`, asking for `scopes`.
+fn signed_connect(
+    token: &str,
+    nonce: &str,
+    key: &ring::signature::Ed25519KeyPair,
+    scopes: &[&str],
+) -> Value {
+    use base64::Engine as _;
+    use ring::signature::KeyPair as _;
+    use sha2::Digest as _;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let raw = key.public_key().as_ref();
+    let id: String = sha2::Sha256::digest(raw)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let signed_at = chrono::Utc::now().timestamp_millis();
+    let payload = format!(
+        "v3|{id}|cli|cli|operator|{}|{signed_at}|{token}|{nonce}|linux|linux",
+        scopes.join(",")
+    );
+    json!({
+        "minProtocol": 4, "maxProtocol": 4,
+        "client": { "id": "cli", "version": "2026.9.6", "platform": "linux", "deviceFamily": "Linux", "mode": "cli" },
+        "role": "operator", "scopes": scopes,
+        "auth": { "token": token },
+        "device": {
+            "id": id, "publicKey": b64.encode(raw),
+            "signature": b64.encode(key.sign(payload.as_bytes()).as_ref()),
+            "signedAt": signed_at, "nonce": nonce,
+        },
+    })
+}
+
+#[actix_rt::test]
+async fn a_device_identity_signed_over_the_challenge_is_verified_and_a_bad_one_refused() {
+    let server = ScriptedServer::start(vec![]).await;
+    let p = project(&server, "", "");
+    let up = Up::start(&p).await;
+    let rng = ring::rand::SystemRandom::new();
+    let doc = ring::signature::Ed25519KeyPair::generate_pkcs8(&rng).unwrap();
+    let key = ring::signature::Ed25519KeyPair::from_pkcs8(doc.as_ref()).unwrap();
+
+    // Signed over this connection's nonce: accepted; scopes only within the token's.
+    let (mut c, challenge) = Client::open(&up).await;
+    let nonce = challenge["payload"]["nonce"].as_str().unwrap().to_string();
+    let params = signed_connect(&up.token, &nonce, &key, &["operator.admin", "node.invoke"]);
+    let id = c.send("connect", params).await;
+    let hello = c.answer(&id).await;
+    assert_eq!(hello["ok"], true, "{hello}");
+    assert_eq!(
+        hello["payload"]["auth"]["scopes"],
+        json!(["operator.admin"]),
+        "a scope the token does not allow is not granted: {hello}"
+    );
+
+    // Signed over another connection's nonce: refused, and closed.
+    let (mut c, _) = Client::open(&up).await;
+    let id = c
+        .send(
+            "connect",
+            signed_connect(&up.token, &nonce, &key, &["operator.admin"]),
+        )
+        .await;
+    let res = c.answer(&id).await;
+    assert_eq!(res["ok"], false, "{res}");
+    assert_eq!(
+        res["error"]["details"]["code"], "DEVICE_AUTH_NONCE_MISMATCH",
+        "{res}"
+    );
+    let (code, _) = c.closed().await;
+    assert_eq!(code, u16::from(CloseCode::Policy));
+
+    // A signature that does not match what was sent: refused.
+    let (mut c, challenge) = Client::open(&up).await;
+    let nonce = challenge["payload"]["nonce"].as_str().unwrap().to_string();
+    let mut params = signed_connect(&up.token, &nonce, &key, &["operator.read"]);
+    params["scopes"] = json!(["operator.admin"]);
+    let id = c.send("connect", params).await;
+    let res = c.answer(&id).await;
+    assert_eq!(res["error"]["message"], "device signature invalid", "{res}");
+    assert_eq!(
+        res["error"]["details"]["code"],
+        "DEVICE_AUTH_SIGNATURE_INVALID"
+    );
+    let (code, _) = c.closed().await;
+    assert_eq!(code, u16::from(CloseCode::Policy));
+}

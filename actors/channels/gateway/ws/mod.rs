@@ -2,7 +2,9 @@
 //! OpenClaw's frame protocol version 4.
 //!
 //! - [`frames`]: `req` / `res` / `event` and error shapes, and the parsing of a client's frame.
-//! - `handshake`: `connect.challenge`, `req connect` (token compared in constant time), `hello-ok`.
+//! - `handshake`: `connect.challenge`, `req connect` (token compared in constant time), `hello-ok`;
+//!   `device`: a client's signed device identity, verified against the challenge nonce.
+//! - `openclaw`: the one conversion layer between OpenClaw's shapes and the HTTP API's.
 //! - [`methods`]: the methods and their dispatch onto what the HTTP API does; `runs`: the runs.
 //! - `events`: bus events (tasks, cron, approvals) to protocol events.
 //! - `outbox`: the bounded, ordered output of one connection.
@@ -16,6 +18,7 @@
 //! (no `Authorization: Bearer` on the upgrade) have their own [`MAX_UNAUTHENTICATED`] places and
 //! [`HANDSHAKE_TIMEOUT`]; past those an upgrade without the header answers 503.
 
+mod device;
 mod events;
 pub mod frames;
 mod handshake;
@@ -258,7 +261,7 @@ async fn connection(socket: WebSocket, state: ApiState, mut held: Held) {
     if out
         .send(&handshake::challenge(&nonce, state.clock.now_ms()))
         .is_ok()
-        && handshake(&state, &out, &mut stream, &mut held).await
+        && handshake(&state, &out, &mut stream, &mut held, &nonce).await
     {
         serve(&state, &out, &mut stream).await;
     }
@@ -279,6 +282,7 @@ async fn handshake(
     out: &Outbox,
     stream: &mut SplitStream<WebSocket>,
     held: &mut Held,
+    nonce: &str,
 ) -> bool {
     let first = match tokio::time::timeout(HANDSHAKE_TIMEOUT, next_message(stream)).await {
         Err(_) => {
@@ -319,7 +323,7 @@ async fn handshake(
             return false;
         }
     };
-    let (client, hello) = match handshake::accept(state, req) {
+    let (client, hello) = match handshake::accept(state, req, nonce) {
         Ok(ok) => ok,
         Err(refusal) => {
             tracing::warn!(reason = %refusal.reason, "WebSocket handshake refused.");
