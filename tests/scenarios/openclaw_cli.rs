@@ -541,3 +541,61 @@ async fn openclaw_tui_sends_a_message_shows_the_streamed_answer_and_the_history_
     tmux.close("again").await;
     stop(daemon).await;
 }
+
+#[actix_rt::test]
+async fn the_control_ui_folder_is_served_with_its_bootstrap_config() {
+    let Some(root) = installed() else {
+        return;
+    };
+    let dir = root.join("node_modules/openclaw/dist/control-ui");
+    let server = ScriptedServer::start(vec![]).await;
+    let p = Project::new();
+    let extra = format!(
+        "[gateway]\ncontrol_ui_dir = {:?}\n",
+        dir.display().to_string()
+    );
+    p.with_mock_and(&server.base_url(), &extra)
+        .write("agents.d/echo.toml", "");
+    let daemon = up(&p).await;
+    let http = reqwest::Client::new();
+    let fetch = async |path: &str| {
+        let url = format!("{}{path}", daemon.url);
+        http.get(url)
+            .timeout(crate::support::NET)
+            .send()
+            .await
+            .unwrap()
+    };
+    let page = fetch("/").await;
+    assert_eq!(page.status(), 200);
+    assert_eq!(
+        page.headers()["content-type"],
+        "text/html; charset=utf-8",
+        "GET / without an upgrade is the Control UI's page"
+    );
+    let html = page.text().await.unwrap();
+    let script = regex::Regex::new(r#"src="\./(assets/[^"]+\.js)""#)
+        .unwrap()
+        .captures(&html)
+        .unwrap_or_else(|| panic!("the page loads its script: {html}"))[1]
+        .to_string();
+    let js = fetch(&format!("/{script}")).await;
+    assert_eq!(js.status(), 200, "{script}");
+    assert!(
+        js.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/javascript")
+    );
+    let config: Value = fetch("/control-ui-config.json").await.json().await.unwrap();
+    assert_eq!(config["basePath"], "", "{config}");
+    assert_eq!(config["assistantAgentId"], "echo", "{config}");
+    assert_eq!(
+        fetch("/chat").await.status(),
+        200,
+        "a page of the UI is its index.html"
+    );
+    assert_eq!(fetch("/assets/none.js").await.status(), 404);
+    assert_eq!(fetch("/../clawbus.toml").await.status(), 404);
+    stop(daemon).await;
+}

@@ -7,6 +7,7 @@ mod admit;
 pub mod api;
 pub mod approvals;
 pub mod channels;
+pub mod control_ui;
 pub mod cron;
 mod events;
 mod health;

@@ -75,6 +75,7 @@ fn missing_clawbus_toml_means_all_defaults() {
             max_body: 1024 * 1024,
             ws_max_connections: crate::config::DEFAULT_WS_MAX_CONNECTIONS,
             ws_max_buffered: crate::config::DEFAULT_WS_MAX_BUFFERED,
+            control_ui_dir: None,
             timezone: crate::config::timezone::system_default(),
         }
     );
@@ -194,7 +195,7 @@ fn unknown_field_points_at_its_key() {
     let report = fx.errors(&fx.opts());
     assert_eq!(
         fx.render(&report),
-        "✗ clawbus.toml\n  clawbus.toml:3:3: field \"gateway.prot\": unknown field \"prot\" (expected one of: bind, port, token_env, shutdown_grace, max_body, timezone, ws_max_connections, ws_max_buffered)\n"
+        "✗ clawbus.toml\n  clawbus.toml:3:3: field \"gateway.prot\": unknown field \"prot\" (expected one of: bind, port, token_env, shutdown_grace, max_body, timezone, ws_max_connections, ws_max_buffered, control_ui_dir)\n"
     );
 }
 

@@ -135,6 +135,9 @@ async fn upgrade(
     let ws = match ws {
         Ok(ws) => ws,
         Err(e) => {
+            if let Some(page) = super::control_ui::asset(&state, "/").await {
+                return page;
+            }
             return error(
                 e.status(),
                 "websocket_upgrade",
