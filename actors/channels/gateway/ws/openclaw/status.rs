@@ -57,7 +57,7 @@ fn recent(rows: &[&SessionRow], now_ms: u64) -> Vec<Value> {
 /// The `status` payload (OpenClaw's status summary).
 pub(crate) fn status(i: &StatusInput<'_>) -> Value {
     let mut rows: Vec<&SessionRow> = i.sessions.iter().collect();
-    rows.sort_by(|a, b| b.updated_ms.cmp(&a.updated_ms));
+    rows.sort_by_key(|r| std::cmp::Reverse(r.updated_ms));
     let by_agent: Vec<Value> = i
         .agents
         .iter()
@@ -126,7 +126,7 @@ pub(crate) fn status(i: &StatusInput<'_>) -> Value {
 /// clawbus is not ready; `store` names where the sessions are kept.
 pub(crate) fn health(reasons: &[String], i: &StatusInput<'_>, store: &str) -> Value {
     let mut rows: Vec<&SessionRow> = i.sessions.iter().collect();
-    rows.sort_by(|a, b| b.updated_ms.cmp(&a.updated_ms));
+    rows.sort_by_key(|r| std::cmp::Reverse(r.updated_ms));
     let sessions_of = |agent: Option<&str>| {
         let mine: Vec<&SessionRow> = rows
             .iter()
