@@ -8,14 +8,18 @@
 //! the tests print `skipped: …`; with `CI=true` they fail instead.
 
 use super::system::{Child as Daemon, spawn_up, stop, up};
-use crate::support::{Project, eventually, last_user, run_cmd, succeeded};
+use crate::support::{Project, eventually_within, last_user, run_cmd, succeeded};
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
 /// The OpenClaw release these tests run.
 const OPENCLAW_VERSION: &str = "2026.9.6";
+/// How long one OpenClaw command may take: Node starts OpenClaw in about 2 s on an idle machine,
+/// many times that while the whole suite shares 2 cores.
+const OPENCLAW_LIMIT: Duration = Duration::from_secs(120);
 
 /// The folder holding `node_modules/{node,openclaw}`, if OpenClaw is installed; otherwise
 /// prints why the test is skipped (or fails, when `CI=true`).
@@ -97,9 +101,15 @@ impl OpenClaw {
         cmd
     }
 
-    /// Runs `openclaw <args>` (at most `NET`) and returns its output.
+    /// Runs `openclaw <args>` (at most [`OPENCLAW_LIMIT`]) and returns its output.
     pub(super) async fn run(&self, args: &[&str]) -> Output {
-        run_cmd(self.command(args)).await
+        let child = self
+            .command(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        finish(child, args).await
     }
 
     /// Runs `openclaw <args>`, checks it exits 0, and returns its stdout.
@@ -120,6 +130,25 @@ impl OpenClaw {
         let out = self.ok(args).await;
         serde_json::from_str(out.trim())
             .unwrap_or_else(|e| panic!("openclaw {args:?} must print JSON ({e}): {out}"))
+    }
+}
+
+/// Waits for an OpenClaw child (at most [`OPENCLAW_LIMIT`]); kills it and fails when it overruns.
+async fn finish(child: std::process::Child, args: &[&str]) -> Output {
+    let pid = child.id();
+    let waited = tokio::time::timeout(
+        OPENCLAW_LIMIT,
+        tokio::task::spawn_blocking(move || child.wait_with_output()),
+    )
+    .await;
+    match waited {
+        Ok(out) => out.unwrap().unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            panic!("openclaw {args:?} still running after {OPENCLAW_LIMIT:?}");
+        }
     }
 }
 
@@ -258,10 +287,14 @@ async fn openclaw_cron_commands_manage_a_job_that_clawbus_lists_too() {
 
     let fired = oc.json(&["cron", "run", &id]).await;
     assert_eq!(fired["ok"], true, "{fired}");
-    eventually("the manual run is in openclaw cron runs", async || {
-        let runs = oc.json(&["cron", "runs", "--id", &id, "--json"]).await;
-        runs["entries"][0]["status"] == "ok"
-    })
+    eventually_within(
+        OPENCLAW_LIMIT,
+        "the manual run is in openclaw cron runs",
+        async || {
+            let runs = oc.json(&["cron", "runs", "--id", &id, "--json"]).await;
+            runs["entries"][0]["status"] == "ok"
+        },
+    )
     .await;
     assert_eq!(asked(&server), ["report"]);
 
@@ -342,10 +375,14 @@ async fn openclaw_approvals_pending_lists_an_exec_request_and_resolve_lets_the_r
         .spawn()
         .unwrap();
     let mut listed = String::new();
-    eventually("openclaw approvals pending lists the request", async || {
-        listed = oc.ok(&["approvals", "pending"]).await;
-        listed.contains("touch approved.txt")
-    })
+    eventually_within(
+        OPENCLAW_LIMIT,
+        "openclaw approvals pending lists the request",
+        async || {
+            listed = oc.ok(&["approvals", "pending"]).await;
+            listed.contains("touch approved.txt")
+        },
+    )
     .await;
     let id = listed
         .lines()
@@ -358,10 +395,7 @@ async fn openclaw_approvals_pending_lists_an_exec_request_and_resolve_lets_the_r
         resolved.contains(&format!("Approval {id} resolved allow-once")),
         "{resolved}"
     );
-    let out = tokio::task::spawn_blocking(move || run.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
+    let out = finish(run, &["agent"]).await;
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
         "done",
@@ -443,7 +477,7 @@ impl Tmux {
     /// Waits until window `name` shows `text`.
     async fn shows(&self, name: &str, text: &str) -> String {
         let mut last = String::new();
-        let seen = tokio::time::timeout(crate::support::NET, async {
+        let seen = tokio::time::timeout(OPENCLAW_LIMIT, async {
             loop {
                 last = self.screen(name).await;
                 if last.contains(text) {

@@ -350,6 +350,8 @@ pub(super) fn history(state: &ApiState, p: HistoryParams) -> Result<Value, Error
     let limit = p.limit.unwrap_or(DEFAULT_HISTORY);
     let entries = shown["entries"].as_array().cloned().unwrap_or_default();
     let messages = openclaw::sessions::messages(&entries);
+    // Lines of the transcript that could not be read are counted, not hidden.
+    let unreadable = entries.iter().filter(|e| e["type"] == "unreadable").count();
     let skip = messages.len().saturating_sub(limit);
     let session = shown["session"].take();
     Ok(json!({
@@ -357,5 +359,6 @@ pub(super) fn history(state: &ApiState, p: HistoryParams) -> Result<Value, Error
         "sessionId": session["session_id"],
         "session": session,
         "messages": messages[skip..],
+        "unreadable": unreadable,
     }))
 }
