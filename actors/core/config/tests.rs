@@ -499,3 +499,25 @@ fn provider_breaker_settings_are_read_and_checked() {
         "{found:?}"
     );
 }
+
+#[test]
+fn control_ui_dir_must_hold_the_control_uis_index_html() {
+    let fx = Fixture::new();
+    fx.write("ui/assets/app.js", "x");
+    fx.write("clawbus.toml", "[gateway]\ncontrol_ui_dir = \"ui\"\n");
+    let report = fx.errors(&fx.opts());
+    let lines = fx.lines(&report);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].starts_with("clawbus.toml:2:18: field \"gateway.control_ui_dir\": ")
+            && lines[0].contains("has no index.html"),
+        "{lines:?}"
+    );
+    fx.write("ui/index.html", "<html>");
+    let config = crate::config::load(&fx.opts()).unwrap();
+    assert_eq!(
+        config.gateway.control_ui_dir,
+        Some(fx.dir.path().join("ui")),
+        "relative to the config file"
+    );
+}
