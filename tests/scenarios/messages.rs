@@ -85,7 +85,11 @@ async fn a_transcript_line_that_is_not_utf8_is_skipped_and_reported() {
 
     let (mut c, _) = Client::connect(&up, &up.token).await;
     let history = c.call("chat.history", json!({ "sessionKey": key })).await;
-    assert!(history.to_string().contains("unreadable"), "{history}");
+    assert_eq!(
+        history["unreadable"], 1,
+        "chat.history counts the unreadable line: {history}"
+    );
+    assert_eq!(history["messages"][0]["content"][0]["text"], "first");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,6 +15,7 @@ mod memory;
 mod messages;
 mod model_servers;
 mod openai;
+mod openclaw_cli;
 mod operator;
 mod prompt;
 mod retries;

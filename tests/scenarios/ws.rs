@@ -231,7 +231,11 @@ async fn unknown_methods_and_malformed_frames_get_errors_and_the_connection_stay
     let health = c.call("health", json!({})).await;
     assert_eq!(health["ok"], true, "{health}");
     let status = c.call("status", json!({})).await;
-    assert_eq!(status["agents"], 1, "{status}");
+    assert_eq!(status["heartbeat"]["defaultAgentId"], "echo", "{status}");
+    assert_eq!(
+        status["sessions"]["byAgent"][0]["agentId"], "echo",
+        "{status}"
+    );
 }
 
 #[actix_rt::test]
@@ -286,10 +290,9 @@ async fn an_exec_approval_reaches_the_client_and_is_resolved_over_the_socket() {
         "{asked}"
     );
     assert_eq!(asked["payload"]["request"]["agentId"], "echo");
-    let pending = c
-        .call("exec.approval.list", json!({ "state": "pending" }))
-        .await;
-    assert_eq!(pending["approvals"][0]["id"], id.as_str(), "{pending}");
+    let pending = c.call("exec.approval.list", json!({})).await;
+    assert_eq!(pending[0]["id"], id.as_str(), "{pending}");
+    assert_eq!(pending[0]["request"]["command"], "touch approved.txt");
 
     let resolved = c
         .call(
@@ -424,26 +427,29 @@ async fn operator_methods_abort_runs_and_manage_cron_jobs_sessions_and_tasks() {
         (Some("error"), Some("aborted"))
     );
 
-    // Cron: add, list, status, update, run, runs, remove.
+    // Cron, in OpenClaw's shapes: add, list, status, update, run, runs, remove.
     let job = c
         .call(
             "cron.add",
             json!({
-                "agent": "echo", "name": "hourly",
-                "schedule": { "kind": "every", "every_ms": 3_600_000 },
+                "agentId": "echo", "name": "hourly", "enabled": true,
+                "schedule": { "kind": "every", "everyMs": 3_600_000 },
+                "sessionTarget": "isolated", "wakeMode": "now",
                 "payload": { "kind": "agentTurn", "message": "report" },
+                "delivery": { "mode": "none", "channel": "last" },
             }),
         )
         .await;
     let id = job["id"].as_str().unwrap().to_string();
-    let listed = c.call("cron.list", json!({})).await;
+    assert_eq!(job["schedule"]["everyMs"], 3_600_000, "{job}");
+    let listed = c
+        .call("cron.list", json!({ "limit": 200, "offset": 0 }))
+        .await;
     let jobs = listed["jobs"].as_array().unwrap();
-    assert!(
-        jobs.iter().any(|j| j["job"]["id"] == id.as_str()),
-        "{listed}"
-    );
+    assert!(jobs.iter().any(|j| j["id"] == id.as_str()), "{listed}");
+    assert_eq!(listed["total"], jobs.len(), "{listed}");
+    assert_eq!(listed["hasMore"], false, "{listed}");
     let status = c.call("cron.status", json!({})).await;
-    assert_eq!(status["jobs"], jobs.len());
     assert!(status["nextWakeAtMs"].as_u64().is_some(), "{status}");
     let changed = c
         .call(
@@ -453,7 +459,7 @@ async fn operator_methods_abort_runs_and_manage_cron_jobs_sessions_and_tasks() {
         .await;
     assert_eq!(changed["name"], "renamed", "{changed}");
     let fired = c.call("cron.run", json!({ "id": id })).await;
-    let task = fired["task_id"].as_str().unwrap().to_string();
+    let task = fired["runId"].as_str().unwrap().to_string();
     c.event_where("cron", |p| {
         p["job_id"] == id.as_str() && p["kind"] == "finished"
     })
@@ -461,7 +467,7 @@ async fn operator_methods_abort_runs_and_manage_cron_jobs_sessions_and_tasks() {
     let waited = c.call("agent.wait", json!({ "runId": task })).await;
     assert_eq!(waited["text"], "cron done", "{waited}");
     let runs = c.call("cron.runs", json!({ "id": id })).await;
-    assert!(!runs["runs"].as_array().unwrap().is_empty(), "{runs}");
+    assert_eq!(runs["entries"][0]["status"], "ok", "{runs}");
     c.call("cron.remove", json!({ "id": id })).await;
     let id2 = c.send("cron.run", json!({ "id": id })).await;
     let gone = c.answer(&id2).await;
@@ -495,4 +501,94 @@ async fn operator_methods_abort_runs_and_manage_cron_jobs_sessions_and_tasks() {
         late["cancelled"], false,
         "an ended task is not cancelled: {late}"
     );
+}
+
+/// `connect` params with a device identity signed over `nonce` (OpenClaw's `v3` payload) by
+/// `key`, asking for `scopes`.
+fn signed_connect(
+    token: &str,
+    nonce: &str,
+    key: &ring::signature::Ed25519KeyPair,
+    scopes: &[&str],
+) -> Value {
+    use base64::Engine as _;
+    use ring::signature::KeyPair as _;
+    use sha2::Digest as _;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let raw = key.public_key().as_ref();
+    let id: String = sha2::Sha256::digest(raw)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let signed_at = chrono::Utc::now().timestamp_millis();
+    let payload = format!(
+        "v3|{id}|cli|cli|operator|{}|{signed_at}|{token}|{nonce}|linux|linux",
+        scopes.join(",")
+    );
+    json!({
+        "minProtocol": 4, "maxProtocol": 4,
+        "client": { "id": "cli", "version": "2026.9.6", "platform": "linux", "deviceFamily": "Linux", "mode": "cli" },
+        "role": "operator", "scopes": scopes,
+        "auth": { "token": token },
+        "device": {
+            "id": id, "publicKey": b64.encode(raw),
+            "signature": b64.encode(key.sign(payload.as_bytes()).as_ref()),
+            "signedAt": signed_at, "nonce": nonce,
+        },
+    })
+}
+
+#[actix_rt::test]
+async fn a_device_identity_signed_over_the_challenge_is_verified_and_a_bad_one_refused() {
+    let server = ScriptedServer::start(vec![]).await;
+    let p = project(&server, "", "");
+    let up = Up::start(&p).await;
+    let rng = ring::rand::SystemRandom::new();
+    let doc = ring::signature::Ed25519KeyPair::generate_pkcs8(&rng).unwrap();
+    let key = ring::signature::Ed25519KeyPair::from_pkcs8(doc.as_ref()).unwrap();
+
+    // Signed over this connection's nonce: accepted; scopes only within the token's.
+    let (mut c, challenge) = Client::open(&up).await;
+    let nonce = challenge["payload"]["nonce"].as_str().unwrap().to_string();
+    let params = signed_connect(&up.token, &nonce, &key, &["operator.admin", "node.invoke"]);
+    let id = c.send("connect", params).await;
+    let hello = c.answer(&id).await;
+    assert_eq!(hello["ok"], true, "{hello}");
+    assert_eq!(
+        hello["payload"]["auth"]["scopes"],
+        json!(["operator.admin"]),
+        "a scope the token does not allow is not granted: {hello}"
+    );
+
+    // Signed over another connection's nonce: refused, and closed.
+    let (mut c, _) = Client::open(&up).await;
+    let id = c
+        .send(
+            "connect",
+            signed_connect(&up.token, &nonce, &key, &["operator.admin"]),
+        )
+        .await;
+    let res = c.answer(&id).await;
+    assert_eq!(res["ok"], false, "{res}");
+    assert_eq!(
+        res["error"]["details"]["code"], "DEVICE_AUTH_NONCE_MISMATCH",
+        "{res}"
+    );
+    let (code, _) = c.closed().await;
+    assert_eq!(code, u16::from(CloseCode::Policy));
+
+    // A signature that does not match what was sent: refused.
+    let (mut c, challenge) = Client::open(&up).await;
+    let nonce = challenge["payload"]["nonce"].as_str().unwrap().to_string();
+    let mut params = signed_connect(&up.token, &nonce, &key, &["operator.read"]);
+    params["scopes"] = json!(["operator.admin"]);
+    let id = c.send("connect", params).await;
+    let res = c.answer(&id).await;
+    assert_eq!(res["error"]["message"], "device signature invalid", "{res}");
+    assert_eq!(
+        res["error"]["details"]["code"],
+        "DEVICE_AUTH_SIGNATURE_INVALID"
+    );
+    let (code, _) = c.closed().await;
+    assert_eq!(code, u16::from(CloseCode::Policy));
 }

@@ -48,6 +48,8 @@ pub(super) struct Client {
     next_id: u64,
     /// Events read while waiting for an answer.
     pub events: Vec<Value>,
+    /// Second answers of `agent` (the run's end) read while waiting for another answer.
+    pub finals: Vec<Value>,
 }
 
 impl Client {
@@ -61,6 +63,7 @@ impl Client {
             ws,
             next_id: 0,
             events: Vec::new(),
+            finals: Vec::new(),
         };
         let challenge = c.frame().await;
         (c, challenge)
@@ -119,6 +122,12 @@ impl Client {
             if f["type"] == "res" && f["id"] == id {
                 return f;
             }
+            if f["type"] == "res" {
+                // The second answer of an earlier `agent` (its run's end).
+                assert_ne!(f["payload"]["status"], "accepted", "{f}");
+                self.finals.push(f);
+                continue;
+            }
             assert_eq!(f["type"], "event", "only events come between: {f}");
             self.events.push(f);
         }
@@ -143,7 +152,11 @@ impl Client {
             if seen(&f) {
                 return f;
             }
-            self.events.push(f);
+            if f["type"] == "res" {
+                self.finals.push(f);
+            } else {
+                self.events.push(f);
+            }
         }
     }
 

@@ -91,6 +91,8 @@ pub fn router(state: ApiState) -> Router {
         .merge(super::metrics::routes())
         // The WebSocket handshake carries the token.
         .merge(super::ws::routes())
+        // OpenClaw's Control UI, when [gateway] control_ui_dir names it (public files).
+        .merge(super::control_ui::routes())
         .route_layer(axum::middleware::from_fn(refuse_unknown_query))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -186,7 +188,16 @@ fn too_large(state: &ApiState) -> Response {
 }
 
 /// Unknown paths get the usual error shape rather than an empty 404.
-async fn no_route(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+async fn no_route(
+    State(state): State<ApiState>,
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+) -> Response {
+    if method == axum::http::Method::GET
+        && let Some(file) = super::control_ui::asset(&state, uri.path()).await
+    {
+        return file;
+    }
     error(
         StatusCode::NOT_FOUND,
         "no_route",

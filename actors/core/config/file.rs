@@ -66,6 +66,7 @@ pub(super) struct GatewayFile {
     pub timezone: Option<Spanned<String>>,
     pub ws_max_connections: Option<Spanned<i64>>,
     pub ws_max_buffered: Option<Spanned<i64>>,
+    pub control_ui_dir: Option<Spanned<String>>,
 }
 
 /// `[bus]`.

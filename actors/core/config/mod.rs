@@ -196,6 +196,9 @@ pub struct GatewayDef {
     /// The most bytes queued for one WebSocket client: a client that reads slower than its
     /// events come is disconnected (close 1008) rather than buffered without end.
     pub ws_max_buffered: usize,
+    /// OpenClaw's Control UI (the `dist/control-ui` folder of its npm package), served on the
+    /// gateway's port when set (`[gateway] control_ui_dir`, relative to the config file).
+    pub control_ui_dir: Option<std::path::PathBuf>,
 }
 
 /// The `[bus]` section.

@@ -76,6 +76,7 @@ fn missing_clawbus_toml_means_all_defaults() {
             max_body: 1024 * 1024,
             ws_max_connections: crate::config::DEFAULT_WS_MAX_CONNECTIONS,
             ws_max_buffered: crate::config::DEFAULT_WS_MAX_BUFFERED,
+            control_ui_dir: None,
             timezone: crate::config::timezone::system_default(),
         }
     );
@@ -195,7 +196,7 @@ fn unknown_field_points_at_its_key() {
     let report = fx.errors(&fx.opts());
     assert_eq!(
         fx.render(&report),
-        "✗ clawbus.toml\n  clawbus.toml:3:3: field \"gateway.prot\": unknown field \"prot\" (expected one of: bind, port, token_env, shutdown_grace, max_body, timezone, ws_max_connections, ws_max_buffered)\n"
+        "✗ clawbus.toml\n  clawbus.toml:3:3: field \"gateway.prot\": unknown field \"prot\" (expected one of: bind, port, token_env, shutdown_grace, max_body, timezone, ws_max_connections, ws_max_buffered, control_ui_dir)\n"
     );
 }
 
@@ -497,5 +498,27 @@ fn provider_breaker_settings_are_read_and_checked() {
     assert!(
         found[1].contains(":6:24: field \"providers.local.breaker_max_cooldown\": 1m is shorter than breaker_cooldown (600s)"),
         "{found:?}"
+    );
+}
+
+#[test]
+fn control_ui_dir_must_hold_the_control_uis_index_html() {
+    let fx = Fixture::new();
+    fx.write("ui/assets/app.js", "x");
+    fx.write("clawbus.toml", "[gateway]\ncontrol_ui_dir = \"ui\"\n");
+    let report = fx.errors(&fx.opts());
+    let lines = fx.lines(&report);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].starts_with("clawbus.toml:2:18: field \"gateway.control_ui_dir\": ")
+            && lines[0].contains("has no index.html"),
+        "{lines:?}"
+    );
+    fx.write("ui/index.html", "<html>");
+    let config = crate::config::load(&fx.opts()).unwrap();
+    assert_eq!(
+        config.gateway.control_ui_dir,
+        Some(fx.dir.path().join("ui")),
+        "relative to the config file"
     );
 }

@@ -212,6 +212,7 @@ fn gateway_defaults() -> Gateway {
             timezone: super::timezone::system_default(),
             ws_max_connections: super::DEFAULT_WS_MAX_CONNECTIONS,
             ws_max_buffered: super::DEFAULT_WS_MAX_BUFFERED,
+            control_ui_dir: None,
         },
         bus: BusDef {
             dedup_window: DEFAULT_DEDUP_WINDOW,
@@ -298,6 +299,21 @@ fn gateway_file(src: &Source) -> (Gateway, Vec<Problem>) {
         super::DEFAULT_WS_MAX_BUFFERED,
         &mut problems,
     );
+    if let Some(dir) = &f.gateway.control_ui_dir {
+        let path = config_dir(src.path).join(dir.get_ref());
+        if path.join("index.html").is_file() {
+            base.gateway.control_ui_dir = Some(path);
+        } else {
+            problems.push(src.at(
+                Some(dir.span()),
+                "gateway.control_ui_dir",
+                format!(
+                    "{} has no index.html (expected OpenClaw's Control UI: the dist/control-ui folder of its npm package)",
+                    path.display()
+                ),
+            ));
+        }
+    }
     if let Some(n) = &f.gateway.ws_max_connections {
         match usize::try_from(*n.get_ref()) {
             Ok(v) if (1..=MAX_WS_CONNECTIONS).contains(&v) => base.gateway.ws_max_connections = v,

@@ -4,6 +4,7 @@
 //! `res` and the connection is closed (1008), as OpenClaw does. A wrong or missing token closes
 //! it with 1008 and the reason; a protocol range without version 4 with 1002.
 
+use super::device::{self, DeviceParams, Signed};
 use super::frames::{ErrorCode, ErrorShape, EventName, Frame, PROTOCOL_VERSION, Request};
 use super::methods::Method;
 use super::outbox::{CLOSE_POLICY, CLOSE_PROTOCOL};
@@ -35,7 +36,24 @@ pub(super) struct ConnectParams {
     /// `{token}`: the gateway token.
     #[serde(default)]
     pub auth: Option<Auth>,
+    /// A signed device identity, verified when present (see [`super::device`]).
+    #[serde(default)]
+    pub device: Option<DeviceParams>,
 }
+
+/// The scopes the gateway token allows: OpenClaw's operator scopes. Others asked for are not
+/// granted (the token is the only credential here; a device identity adds none).
+pub(super) const OPERATOR_SCOPES: &[&str] = &[
+    "operator.admin",
+    "operator.read",
+    "operator.write",
+    "operator.approvals",
+    "operator.pairing",
+    "operator.talk",
+    "operator.questions",
+    "operator.sessions.read",
+    "operator.sessions.write",
+];
 
 /// The credentials of `req connect`.
 #[derive(Debug, Deserialize)]
@@ -85,8 +103,13 @@ pub(super) fn challenge(nonce: &str, ts: u64) -> Frame {
     }
 }
 
-/// Checks the first request: `connect`, a protocol range holding version 4, the gateway token.
-pub(super) fn accept(state: &ApiState, req: Request) -> Result<(Client, Frame), Refusal> {
+/// Checks the first request: `connect`, a protocol range holding version 4, the gateway token,
+/// and a device identity's signature over `nonce` (this connection's challenge) when one is sent.
+pub(super) fn accept(
+    state: &ApiState,
+    req: Request,
+    nonce: &str,
+) -> Result<(Client, Frame), Refusal> {
     if req.known_method() != Some(Method::Connect) {
         return Err(Refusal::new(
             Some(&req.id),
@@ -135,9 +158,47 @@ pub(super) fn accept(state: &ApiState, req: Request) -> Result<(Client, Frame), 
             ));
         }
     }
+    let role = params.role.clone().unwrap_or_else(|| "operator".into());
+    if let Some(device) = &params.device {
+        let text = |k: &str| {
+            params
+                .client
+                .get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        let signed = Signed {
+            client_id: text("id"),
+            client_mode: text("mode"),
+            role: &role,
+            scopes: &params.scopes,
+            token: presented.unwrap_or_default(),
+            platform: text("platform"),
+            device_family: text("deviceFamily"),
+        };
+        if let Err(bad) = device::verify(device, nonce, &signed, state.clock.now_ms()) {
+            let error = ErrorShape {
+                code: ErrorCode::InvalidRequest,
+                message: bad.message.into(),
+                details: Some(json!({ "code": bad.code, "reason": bad.reason })),
+            };
+            return Err(Refusal::new(Some(&req.id), error, CLOSE_POLICY));
+        }
+    }
+    let (granted, refused): (Vec<String>, Vec<String>) = params
+        .scopes
+        .iter()
+        .cloned()
+        .partition(|s| OPERATOR_SCOPES.contains(&s.as_str()));
+    if !refused.is_empty() {
+        tracing::debug!(
+            ?refused,
+            "Scopes the gateway token does not allow; not granted."
+        );
+    }
     let client = Client {
-        role: params.role.unwrap_or_else(|| "operator".into()),
-        scopes: params.scopes,
+        role,
+        scopes: granted,
     };
     let hello = Frame::ok(&req.id, hello_ok(state, &client, &params.client));
     Ok((client, hello))

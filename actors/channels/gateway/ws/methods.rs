@@ -1,7 +1,8 @@
 //! The methods a connected client may call, and their dispatch. Each one does what the HTTP API
 //! does for the same thing, through the same functions.
 
-use super::frames::ErrorShape;
+use super::frames::{ErrorCode, ErrorShape};
+use super::openclaw::{self, cron as oc_cron, fields};
 use super::runs;
 use crate::gateway::api::{self, ApiState, TaskView};
 use crate::gateway::sessions::Cancelled;
@@ -61,6 +62,21 @@ methods! {
     TasksCancel => "tasks.cancel", "Cancel a task and what it started.";
     ExecApprovalList => "exec.approval.list", "Approval requests.";
     ExecApprovalResolve => "exec.approval.resolve", "Answer an approval request.";
+    CronGet => "cron.get", "One cron job.";
+    SystemPresence => "system-presence", "The instances present: this gateway.";
+    ConfigGet => "config.get", "The gateway's config as OpenClaw clients read it (empty here).";
+    PluginApprovalList => "plugin.approval.list", "Plugin approval requests (none here).";
+    OpenclawApprovalList => "openclaw.approval.list", "System-agent approval requests (none here).";
+    LogsTail => "logs.tail", "The gateway's recent log lines.";
+    SessionsSubscribe => "sessions.subscribe", "Session events (every connection gets them here).";
+    SessionsUnsubscribe => "sessions.unsubscribe", "Stop session events (a no-op here).";
+    SessionsDescribe => "sessions.describe", "One session's row, or null.";
+    QuestionList => "question.list", "Questions agents ask people (none here).";
+    TaskSuggestionsList => "taskSuggestions.list", "Suggested tasks (none here).";
+    CommandsList => "commands.list", "Slash commands (none here).";
+    ModelsList => "models.list", "The models the agents use.";
+    ApprovalGet => "approval.get", "One approval request, as OpenClaw's snapshot.";
+    ApprovalResolve => "approval.resolve", "Answer an approval request (OpenClaw's unified form).";
 }
 
 /// Reads a method's `params`, naming the method and the field that is wrong.
@@ -70,16 +86,117 @@ pub(super) fn params<T: DeserializeOwned>(method: Method, params: Value) -> Resu
 }
 
 /// Runs one method.
-pub async fn call(state: &ApiState, method: Method, p: Value) -> Result<Value, ErrorShape> {
+pub async fn call(state: &ApiState, method: Method, mut p: Value) -> Result<Value, ErrorShape> {
+    if p.is_null() {
+        p = json!({});
+    }
+    fields::strip(method.as_str(), &mut p);
     match method {
         Method::Connect => Err(ErrorShape::invalid(
             "connect: already connected (connect is the first request only)",
         )),
         Method::Health => {
+            params::<Empty>(method, p)?;
             let reasons = health::not_ready(state).await;
-            Ok(json!({ "ok": reasons.is_empty(), "reasons": reasons, "ts": state.clock.now_ms() }))
+            let rows = sessions::rows(state, None)?;
+            let store = state.config.state_dir.join("db");
+            Ok(openclaw::status::health(
+                &reasons,
+                &status_input(state, &rows, Vec::new()),
+                &store.display().to_string(),
+            ))
         }
-        Method::Status => status(state).await,
+        Method::SystemPresence => Ok(openclaw::status::presence(state.clock.now_ms())),
+        Method::ConfigGet => {
+            Ok(json!({ "exists": true, "valid": true, "config": {}, "issues": [] }))
+        }
+        Method::PluginApprovalList | Method::OpenclawApprovalList => {
+            params::<Empty>(method, p)?;
+            Ok(json!([]))
+        }
+        Method::SessionsSubscribe | Method::SessionsUnsubscribe => Ok(json!({ "ok": true })),
+        Method::QuestionList => Ok(json!({ "questions": [] })),
+        Method::TaskSuggestionsList => Ok(json!({ "suggestions": [] })),
+        Method::CommandsList => Ok(json!({ "commands": [] })),
+        Method::ModelsList => {
+            let mut models: Vec<String> = state
+                .config
+                .agents
+                .iter()
+                .map(|a| a.model.to_string())
+                .collect();
+            models.sort();
+            models.dedup();
+            let rows: Vec<Value> = models
+                .iter()
+                .map(|m| {
+                    let (provider, id) = m.split_once('/').unwrap_or(("", m));
+                    json!({ "id": id, "name": id, "provider": provider })
+                })
+                .collect();
+            Ok(json!({ "models": rows }))
+        }
+        Method::ApprovalGet => {
+            let q: ApprovalRef = params(method, p)?;
+            let rec = state
+                .approvals
+                .get(&q.id)
+                .map_err(approvals::failure)?
+                .ok_or_else(|| {
+                    ErrorShape::new(ErrorCode::NotFound, format!("approval not found: {}", q.id))
+                })?;
+            Ok(json!({ "approval": openclaw::approvals::snapshot(&rec) }))
+        }
+        Method::ApprovalResolve => {
+            let q: UnifiedResolve = params(method, p)?;
+            if q.kind != "exec" {
+                return Err(invalid(
+                    method,
+                    format!(
+                        "kind: {:?} approvals do not exist here (expected \"exec\")",
+                        q.kind
+                    ),
+                ));
+            }
+            let (allow, always) = q.decision.answer();
+            let (rec, applied) = match state.approvals.resolve(&q.id, allow, always).await {
+                Ok(rec) => (rec, true),
+                Err(clawbus_runtime::approvals::ApprovalError::Settled { .. }) => {
+                    let rec = state.approvals.get(&q.id).map_err(approvals::failure)?;
+                    let rec = rec.ok_or_else(|| {
+                        ErrorShape::new(
+                            ErrorCode::NotFound,
+                            format!("approval not found: {}", q.id),
+                        )
+                    })?;
+                    (rec, false)
+                }
+                Err(e) => return Err(approvals::failure(e).into()),
+            };
+            Ok(json!({ "applied": applied, "approval": openclaw::approvals::snapshot(&rec) }))
+        }
+        Method::SessionsDescribe => {
+            let q: SessionRef = params(method, p)?;
+            let rows = sessions::rows(state, q.agent_id.as_deref())?;
+            let found = rows.iter().find(|r| r.key == q.key);
+            Ok(json!({ "session": found.map(openclaw::sessions::row) }))
+        }
+        Method::LogsTail => {
+            let q: LogsTail = params(method, p)?;
+            let ring = crate::gateway::logs::LogRing::global();
+            let tail = ring.tail(q.limit.unwrap_or(DEFAULT_LOG_LINES), q.cursor);
+            Ok(json!({
+                "file": "clawbus (stderr, recent lines in memory)",
+                "cursor": tail.cursor,
+                "size": ring.size(),
+                "lines": tail.lines,
+                "truncated": tail.truncated,
+            }))
+        }
+        Method::Status => {
+            params::<Empty>(method, p)?;
+            status(state).await
+        }
         Method::AgentsList => Ok(json!({
             "defaultId": state.config.agents.first().map(|a| a.id.to_string()),
             "mainKey": "main",
@@ -92,9 +209,22 @@ pub async fn call(state: &ApiState, method: Method, p: Value) -> Result<Value, E
         Method::ChatAbort => runs::abort(state, params(method, p)?).await,
         Method::ChatHistory => runs::history(state, params(method, p)?),
         Method::SessionsList => {
-            let q: AgentFilter = params(method, p)?;
+            let q: SessionsFilter = params(method, p)?;
             let rows = sessions::rows(state, q.agent_id.as_deref())?;
-            Ok(json!({ "sessions": rows }))
+            let count = rows.len();
+            let offset = q.offset.unwrap_or(0).min(count);
+            let shown: Vec<_> = rows
+                .into_iter()
+                .skip(offset)
+                .take(q.limit.unwrap_or(usize::MAX))
+                .collect();
+            let rows: Vec<Value> = shown.iter().map(openclaw::sessions::row).collect();
+            Ok(json!({
+                "ts": state.clock.now_ms(),
+                "count": count,
+                "defaults": { "model": state.config.default_model.to_string(), "contextTokens": null },
+                "sessions": rows,
+            }))
         }
         Method::TasksList => {
             let q: TaskFilter = params(method, p)?;
@@ -116,7 +246,11 @@ pub async fn call(state: &ApiState, method: Method, p: Value) -> Result<Value, E
         }
         Method::ExecApprovalList => {
             let q: ApprovalFilter = params(method, p)?;
-            Ok(json!({ "approvals": approvals::list_requests(state, q.state)? }))
+            let wanted = Some(q.state.unwrap_or(ApprovalState::Pending));
+            let rows = approvals::list_requests(state, wanted)?;
+            Ok(Value::Array(
+                rows.iter().map(openclaw::approvals::request).collect(),
+            ))
         }
         Method::ExecApprovalResolve => {
             let q: Resolve = params(method, p)?;
@@ -128,60 +262,159 @@ pub async fn call(state: &ApiState, method: Method, p: Value) -> Result<Value, E
                 .map_err(approvals::failure)?;
             Ok(json!({ "ok": true, "approval": rec }))
         }
-        Method::CronList => Ok(json!({ "jobs": state.cron.list().map_err(cron::failure)? })),
+        Method::CronList => {
+            let q: oc_cron::ListParams = params(method, p)?;
+            let all = state.cron.list().map_err(cron::failure)?;
+            oc_cron::page(&all, &q).map_err(|e| invalid(method, e))
+        }
+        Method::CronGet => {
+            let id = cron::parse_job_id(params::<JobRef>(method, p)?.id()?)?;
+            Ok(oc_cron::job(&job_view(state, &id)?))
+        }
         Method::CronStatus => {
+            params::<Empty>(method, p)?;
             let jobs = state.cron.list().map_err(cron::failure)?;
             let next = jobs.iter().filter_map(|v| v.state.next_fire_ms).min();
             Ok(json!({ "enabled": true, "jobs": jobs.len(), "nextWakeAtMs": next }))
         }
         Method::CronAdd => {
-            let spec: clawbus_runtime::cron::JobSpec = params(method, p)?;
-            Ok(json!(state.cron.add(&spec).map_err(cron::failure)?))
+            let q: oc_cron::AddParams = params(method, p)?;
+            let default = agent_ids(state).into_iter().next().unwrap_or_default();
+            let spec = q.spec(&default).map_err(|e| invalid(method, e))?;
+            let job = state.cron.add(&spec).map_err(cron::failure)?;
+            Ok(oc_cron::job(&job_view(state, &job.id)?))
         }
         Method::CronUpdate => {
             let q: CronUpdate = params(method, p)?;
             let id = cron::parse_job_id(q.id()?)?;
-            Ok(json!(cron::change_job(state, &id, q.patch)?))
+            let base = clawbus_runtime::cron::JobSpec::of_job(&job_view(state, &id)?.job);
+            let spec = q.patch.apply(base).map_err(|e| invalid(method, e))?;
+            state.cron.update(&id, &spec).map_err(cron::failure)?;
+            Ok(oc_cron::job(&job_view(state, &id)?))
         }
         Method::CronRemove => {
             let id = cron::parse_job_id(params::<JobRef>(method, p)?.id()?)?;
             state.cron.remove(&id).map_err(cron::failure)?;
-            Ok(json!({ "ok": true, "removed": id }))
+            Ok(json!({ "ok": true, "removed": true, "id": id }))
         }
         Method::CronRun => {
             let id = cron::parse_job_id(params::<JobRef>(method, p)?.id()?)?;
-            Ok(cron::run_job(state, &id).await?)
+            let fired = cron::run_job(state, &id).await?;
+            Ok(
+                json!({ "ok": true, "enqueued": true, "ran": true, "runId": fired["task_id"], "jobId": id }),
+            )
         }
         Method::CronRuns => {
-            let id = cron::parse_job_id(params::<JobRef>(method, p)?.id()?)?;
-            Ok(json!({ "runs": state.cron.runs(&id).map_err(cron::failure)? }))
+            let q: RunsQuery = params(method, p)?;
+            let id = cron::parse_job_id(id_or_alias(&q.id, &q.job_id, ("id", "jobId"))?)?;
+            let view = job_view(state, &id)?;
+            let runs = state.cron.runs(&id).map_err(cron::failure)?;
+            Ok(oc_cron::runs_page(&runs, &view.job.name, q.limit, q.offset))
         }
     }
 }
 
 async fn status(state: &ApiState) -> Result<Value, ErrorShape> {
     let all = state.bus.tasks().await.map_err(api::Failure::bus)?;
-    let mut by_state = serde_json::Map::new();
-    for r in &all {
-        let n = by_state
-            .entry(r.state.as_str())
-            .or_insert(Value::from(0u64));
-        *n = Value::from(n.as_u64().unwrap_or(0) + 1);
-    }
-    Ok(json!({
-        "ok": !state.shutdown.is_shutdown(),
-        "version": env!("CARGO_PKG_VERSION"),
-        "agents": state.config.agents.len(),
-        "tasks": by_state,
-    }))
+    let rows = sessions::rows(state, None)?;
+    let tasks = all.iter().map(|r| r.state).collect();
+    Ok(openclaw::status::status(&status_input(state, &rows, tasks)))
 }
 
-/// `{agentId?}`.
+fn status_input<'a>(
+    state: &ApiState,
+    rows: &'a [sessions::SessionRow],
+    tasks: Vec<bus::TaskState>,
+) -> openclaw::status::StatusInput<'a> {
+    openclaw::status::StatusInput {
+        agents: agent_ids(state),
+        model: state.config.default_model.to_string(),
+        sessions: rows,
+        tasks,
+        now_ms: state.clock.now_ms(),
+    }
+}
+
+/// The configured agents' ids, the default (first) one first.
+fn agent_ids(state: &ApiState) -> Vec<String> {
+    state
+        .config
+        .agents
+        .iter()
+        .map(|a| a.id.to_string())
+        .collect()
+}
+
+/// A job and its state; `NOT_FOUND` naming the id.
+fn job_view(
+    state: &ApiState,
+    id: &clawbus_runtime::cron::JobId,
+) -> Result<clawbus_runtime::cron::JobView, ErrorShape> {
+    state
+        .cron
+        .list()
+        .map_err(cron::failure)?
+        .into_iter()
+        .find(|v| &v.job.id == id)
+        .ok_or_else(|| ErrorShape::new(ErrorCode::NotFound, format!("no cron job \"{id}\"")))
+}
+
+/// An invalid-params error naming the method.
+fn invalid(method: Method, e: String) -> ErrorShape {
+    ErrorShape::invalid(format!("{} params: {e}", method.as_str()))
+}
+
+/// `{}`: a method without params.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Empty {}
+
+/// Lines `logs.tail` answers when the client names no `limit`.
+const DEFAULT_LOG_LINES: usize = 200;
+
+/// `{cursor?, limit?}` of `logs.tail`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LogsTail {
+    #[serde(default)]
+    cursor: Option<u64>,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+/// `{agentId?, limit?, offset?}` of `sessions.list`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct AgentFilter {
+struct SessionsFilter {
     #[serde(default)]
     agent_id: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    offset: Option<usize>,
+}
+
+/// `{key, agentId?}` of `sessions.describe`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SessionRef {
+    key: String,
+    #[serde(default)]
+    agent_id: Option<String>,
+}
+
+/// `{id | jobId, limit?, offset?}` of `cron.runs`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RunsQuery {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    job_id: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    offset: Option<usize>,
 }
 
 /// `{state?, agentId?}`.
@@ -239,7 +472,7 @@ impl JobRef {
     }
 }
 
-/// `{id, patch}`: the flat fields of `PATCH /v1/cron/{id}`.
+/// `{id, patch}`: OpenClaw's patch (see [`oc_cron::Patch`]).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct CronUpdate {
@@ -247,7 +480,7 @@ struct CronUpdate {
     id: Option<String>,
     #[serde(default)]
     job_id: Option<String>,
-    patch: clawbus_runtime::cron::FlatSpec,
+    patch: oc_cron::Patch,
 }
 
 impl CronUpdate {
@@ -269,6 +502,22 @@ struct ApprovalFilter {
 #[serde(deny_unknown_fields)]
 struct Resolve {
     id: String,
+    decision: Decision,
+}
+
+/// `{id}` of `approval.get`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApprovalRef {
+    id: String,
+}
+
+/// `{id, kind, decision}` of `approval.resolve`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UnifiedResolve {
+    id: String,
+    kind: String,
     decision: Decision,
 }
 

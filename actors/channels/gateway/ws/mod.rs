@@ -2,7 +2,9 @@
 //! OpenClaw's frame protocol version 4.
 //!
 //! - [`frames`]: `req` / `res` / `event` and error shapes, and the parsing of a client's frame.
-//! - `handshake`: `connect.challenge`, `req connect` (token compared in constant time), `hello-ok`.
+//! - `handshake`: `connect.challenge`, `req connect` (token compared in constant time), `hello-ok`;
+//!   `device`: a client's signed device identity, verified against the challenge nonce.
+//! - `openclaw`: the one conversion layer between OpenClaw's shapes and the HTTP API's.
 //! - [`methods`]: the methods and their dispatch onto what the HTTP API does; `runs`: the runs.
 //! - `events`: bus events (tasks, cron, approvals) to protocol events.
 //! - `outbox`: the bounded, ordered output of one connection.
@@ -16,10 +18,12 @@
 //! (no `Authorization: Bearer` on the upgrade) have their own [`MAX_UNAUTHENTICATED`] places and
 //! [`HANDSHAKE_TIMEOUT`]; past those an upgrade without the header answers 503.
 
+mod device;
 mod events;
 pub mod frames;
 mod handshake;
 pub mod methods;
+mod openclaw;
 mod outbox;
 mod runs;
 #[cfg(test)]
@@ -49,6 +53,9 @@ pub use runs::CHANNEL;
 
 /// How long a client has to send `req connect` after the challenge.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the second answer of `agent` waits for the run's end when the client names no
+/// `timeout` (OpenClaw's default).
+const AGENT_FINAL_WAIT: Duration = Duration::from_secs(600);
 /// Requests of one connection running at once; more are answered `UNAVAILABLE`.
 const MAX_IN_FLIGHT: usize = 64;
 
@@ -128,6 +135,9 @@ async fn upgrade(
     let ws = match ws {
         Ok(ws) => ws,
         Err(e) => {
+            if let Some(page) = super::control_ui::asset(&state, "/").await {
+                return page;
+            }
             return error(
                 e.status(),
                 "websocket_upgrade",
@@ -254,7 +264,7 @@ async fn connection(socket: WebSocket, state: ApiState, mut held: Held) {
     if out
         .send(&handshake::challenge(&nonce, state.clock.now_ms()))
         .is_ok()
-        && handshake(&state, &out, &mut stream, &mut held).await
+        && handshake(&state, &out, &mut stream, &mut held, &nonce).await
     {
         serve(&state, &out, &mut stream).await;
     }
@@ -275,6 +285,7 @@ async fn handshake(
     out: &Outbox,
     stream: &mut SplitStream<WebSocket>,
     held: &mut Held,
+    nonce: &str,
 ) -> bool {
     let first = match tokio::time::timeout(HANDSHAKE_TIMEOUT, next_message(stream)).await {
         Err(_) => {
@@ -315,7 +326,7 @@ async fn handshake(
             return false;
         }
     };
-    let (client, hello) = match handshake::accept(state, req) {
+    let (client, hello) = match handshake::accept(state, req, nonce) {
         Ok(ok) => ok,
         Err(refusal) => {
             tracing::warn!(reason = %refusal.reason, "WebSocket handshake refused.");
@@ -408,12 +419,30 @@ fn request(state: &ApiState, out: &Outbox, calls: &mut JoinSet<()>, text: &str) 
         return;
     }
     let (state, out) = (state.clone(), out.clone());
+    // OpenClaw's `timeout` (seconds) bounds the wait for the second answer of `agent`.
+    let timeout = req
+        .params
+        .get("timeout")
+        .and_then(serde_json::Value::as_u64)
+        .filter(|s| *s > 0)
+        .map_or(AGENT_FINAL_WAIT, Duration::from_secs);
     calls.spawn(async move {
-        let frame = match methods::call(&state, method, req.params).await {
+        let answer = methods::call(&state, method, req.params).await;
+        let accepted = match (&answer, method) {
+            (Ok(payload), methods::Method::Agent) => Some(payload.clone()),
+            _ => None,
+        };
+        let frame = match answer {
             Ok(payload) => Frame::ok(&req.id, payload),
             Err(e) => Frame::err(Some(&req.id), e),
         };
-        let _ = out.send(&frame);
+        if out.send(&frame).is_err() {
+            return;
+        }
+        if let Some(accepted) = accepted {
+            let end = runs::finish(&state, &accepted, timeout).await;
+            let _ = out.send(&Frame::ok(&req.id, end));
+        }
     });
 }
 

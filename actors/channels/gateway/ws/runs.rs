@@ -3,11 +3,15 @@
 //! `chat.abort` cancels, `chat.history` reads the transcript.
 //!
 //! Sessions: `sessionKey` is a full key (`agent:<id>:…`), `main` (the agent's main session), or
-//! a name (`agent:<id>:ws:direct:<name>`, through the router); without one each run is a
-//! conversation of its own (`agent:<id>:ws:task:<request id>`).
+//! a name (`agent:<id>:ws:direct:<name>`, through the router); without one the run goes to the
+//! agent's main session `agent:<id>:main`, as in OpenClaw.
+//!
+//! `agent` is answered twice on its request id, as OpenClaw does: `{runId, status: "accepted"}`
+//! at once, then (see [`finish`]) the run's end in OpenClaw's shape.
 
 use super::frames::{ErrorCode, ErrorShape};
 use super::methods::Method;
+use super::openclaw;
 use crate::gateway::api::{self, ApiState, Failure};
 use crate::gateway::sessions::{self, Cancelled};
 use bus::{BusError, RequestId, TaskRecord, TaskState};
@@ -26,10 +30,11 @@ const DEFAULT_WAIT_MS: u64 = 30_000;
 /// How many transcript entries `chat.history` answers when the client names no `limit`.
 const DEFAULT_HISTORY: usize = 200;
 
-/// The params of `agent`, `chat.send` and `sessions.send` (other fields OpenClaw clients send,
-/// such as `thinking` or `deliver`, are ignored).
+/// The params of `agent`, `chat.send` and `sessions.send` (the fields OpenClaw clients send
+/// that have no counterpart here, such as `thinking` or `deliver`, are dropped before, see
+/// [`super::openclaw::fields`]; any other is refused).
 #[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct RunParams {
     /// The message for the agent.
     #[serde(alias = "text")]
@@ -88,26 +93,15 @@ fn agent_of(
 fn place_of(
     agent: &AgentId,
     key: Option<&str>,
-    request_id: &RequestId,
 ) -> Result<(Option<SessionKey>, String, String), ErrorShape> {
     match key {
-        None => Ok((
-            Some(SessionKey::peer(
-                agent,
-                CHANNEL,
-                "task",
-                request_id.as_str(),
-            )),
-            "task".into(),
-            request_id.to_string(),
-        )),
-        Some(k) if k.starts_with("agent:") => Ok((
-            Some(SessionKey::from_client(k).map_err(ErrorShape::invalid)?),
+        None | Some("main") => Ok((
+            Some(SessionKey::main(agent)),
             "direct".into(),
             String::new(),
         )),
-        Some("main") => Ok((
-            Some(SessionKey::main(agent)),
+        Some(k) if k.starts_with("agent:") => Ok((
+            Some(SessionKey::from_client(k).map_err(ErrorShape::invalid)?),
             "direct".into(),
             String::new(),
         )),
@@ -127,7 +121,7 @@ fn session_of(
     key: Option<&str>,
     request_id: &RequestId,
 ) -> Result<SessionKey, ErrorShape> {
-    let (key, chat_type, peer) = place_of(agent, key, request_id)?;
+    let (key, chat_type, peer) = place_of(agent, key)?;
     if let Some(key) = key {
         return Ok(key);
     }
@@ -164,7 +158,7 @@ pub(super) async fn start(
         Some(Ok(id)) => id,
         Some(Err(e)) => return Err(ErrorShape::invalid(format!("idempotencyKey: {e}"))),
     };
-    let (key, chat_type, peer) = place_of(&agent, p.session_key.as_deref(), &request_id)?;
+    let (key, chat_type, peer) = place_of(&agent, p.session_key.as_deref())?;
     let lane = api::lane_of(&state.config, p.lane.as_deref())?;
     // A session name is routed by the pipeline; a key goes to the agent as it is.
     let target = match key {
@@ -196,6 +190,36 @@ pub(super) async fn start(
         "agentId": agent.as_str(),
         "duplicate": submitted.duplicate,
     }))
+}
+
+/// The second answer of `agent` (`accepted`: its first): the run's end in OpenClaw's shape,
+/// once it ends or `timeout` passes.
+pub(super) async fn finish(state: &ApiState, accepted: &Value, timeout: Duration) -> Value {
+    let run_id = accepted["runId"].as_str().unwrap_or_default();
+    let session = accepted["sessionKey"].as_str().unwrap_or_default();
+    let agent = accepted["agentId"].as_str().unwrap_or_default();
+    let rec = match api::task_by_id(state, run_id).await {
+        Ok(rec) => rec,
+        Err(f) => {
+            return json!({ "runId": run_id, "status": "error", "summary": ErrorShape::from(f).message });
+        }
+    };
+    let rec = if rec.state.is_terminal() {
+        rec
+    } else {
+        match state
+            .bus
+            .wait(&rec.request_id, timeout.min(api::MAX_WAIT))
+            .await
+        {
+            Ok(rec) => rec,
+            Err(BusError::TimedOut { .. }) => return openclaw::run::still_running(run_id),
+            Err(e) => {
+                return json!({ "runId": run_id, "status": "error", "summary": e.to_string() });
+            }
+        }
+    };
+    openclaw::run::final_answer(&rec, session, agent)
 }
 
 /// The params of `agent.wait`.
@@ -311,17 +335,30 @@ pub(super) struct HistoryParams {
     limit: Option<usize>,
 }
 
-/// The last `limit` transcript entries of a session.
+/// The last `limit` messages of a session, in OpenClaw's shape; none for a session that has
+/// not started yet.
 pub(super) fn history(state: &ApiState, p: HistoryParams) -> Result<Value, ErrorShape> {
     let agent = agent_of(state, p.agent_id.as_deref(), Some(&p.session_key))?;
     let key = session_of(state, &agent, Some(&p.session_key), &RequestId::random())?;
-    let mut shown = sessions::transcript(state, key.as_str())?;
+    let mut shown = match sessions::transcript(state, key.as_str()) {
+        Ok(shown) => shown,
+        Err(f) if f.status == axum::http::StatusCode::NOT_FOUND => {
+            return Ok(json!({ "sessionKey": key, "messages": [] }));
+        }
+        Err(f) => return Err(f.into()),
+    };
     let limit = p.limit.unwrap_or(DEFAULT_HISTORY);
     let entries = shown["entries"].as_array().cloned().unwrap_or_default();
-    let skip = entries.len().saturating_sub(limit);
+    let messages = openclaw::sessions::messages(&entries);
+    // Lines of the transcript that could not be read are counted, not hidden.
+    let unreadable = entries.iter().filter(|e| e["type"] == "unreadable").count();
+    let skip = messages.len().saturating_sub(limit);
+    let session = shown["session"].take();
     Ok(json!({
         "sessionKey": key,
-        "session": shown["session"].take(),
-        "messages": entries[skip..],
+        "sessionId": session["session_id"],
+        "session": session,
+        "messages": messages[skip..],
+        "unreadable": unreadable,
     }))
 }

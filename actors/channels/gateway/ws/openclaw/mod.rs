@@ -1,0 +1,20 @@
+//! The one conversion layer between OpenClaw's shapes (what its clients send and read on the
+//! WebSocket, as `packages/gateway-protocol/src/schema/` of its npm package defines them) and
+//! the HTTP API's own shapes.
+//!
+//! - [`fields`]: the fields OpenClaw's schema defines that clawbus has no concept for: accepted,
+//!   logged at debug and dropped, per method; what is left is read with `deny_unknown_fields`, so
+//!   a field the schema does not define is still refused.
+//! - [`cron`]: jobs, pages, runs and the add/update params, both ways.
+//! - [`run`]: the final `res` of `agent` (`{runId, status, summary, result:{payloads, meta}}`).
+//! - [`sessions`]: session rows and `chat.history` messages.
+//! - [`status`]: `status`, `health` and `system-presence` as OpenClaw's CLI reads them.
+
+pub(super) mod approvals;
+pub(super) mod cron;
+pub(super) mod fields;
+pub(super) mod run;
+pub(super) mod sessions;
+pub(super) mod status;
+#[cfg(test)]
+mod tests;
