@@ -8,6 +8,7 @@
 //!   [`commit`]: group commit to disk.
 //! - [`events`]: [`TaskEvent`]s, what happens to a task, on `events.task.<id>` and `events.<topic>`.
 //! - [`local`]: the embedded backend (an actix broker actor in this process).
+//! - `nats` (feature `nats`): the distributed backend on NATS JetStream.
 //! - [`open`](mod@open): [`open()`] a bus by [`Backend`]; the only place above which no backend is named.
 //! - [`clock`]: injected time.
 
@@ -18,6 +19,8 @@ pub mod envelope;
 pub mod error;
 pub mod events;
 pub mod local;
+#[cfg(feature = "nats")]
+pub mod nats;
 pub mod open;
 pub mod store;
 pub mod task;
