@@ -36,10 +36,8 @@ impl NatsServer {
             .and_then(|l| l.local_addr())
             .map_err(|e| format!("no free loopback port: {e}"))?
             .port();
-        let store = std::env::temp_dir().join(format!(
-            "clawbus-nats-{}-{port}",
-            std::process::id()
-        ));
+        let store =
+            std::env::temp_dir().join(format!("clawbus-nats-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&store).map_err(|e| format!("{}: {e}", store.display()))?;
         let mut child = Command::new("sh")
             .arg("-c")

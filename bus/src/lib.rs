@@ -7,6 +7,8 @@
 //! - [`store`]: the [`TaskStore`] trait (the task rules) and [`SledTaskStore`];
 //!   [`commit`]: group commit to disk.
 //! - [`events`]: [`TaskEvent`]s, what happens to a task, on `events.task.<id>` and `events.<topic>`.
+//! - [`kv`]: the [`KvStore`](kv::KvStore) trait (create-if-absent, compare-and-set, TTL, watch) and
+//!   [`SledKv`](kv::SledKv).
 //! - [`local`]: the embedded backend (an actix broker actor in this process).
 //! - `nats` (feature `nats`): the distributed backend on NATS JetStream.
 //! - [`open`](mod@open): [`open()`] a bus by [`Backend`]; the only place above which no backend is named.
@@ -18,6 +20,7 @@ pub mod commit;
 pub mod envelope;
 pub mod error;
 pub mod events;
+pub mod kv;
 pub mod local;
 #[cfg(feature = "nats")]
 pub mod nats;

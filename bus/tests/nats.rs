@@ -7,7 +7,7 @@
 mod conformance;
 mod store;
 
-use bus::nats::{Nats, NatsBus, NatsOptions, NatsTaskStore};
+use bus::nats::{Nats, NatsBus, NatsKv, NatsOptions, NatsTaskStore};
 use bus::{Bus as _, Clock, ManualClock, Outcome, RequestId, TaskState, TaskStore};
 use clawbus_testkit::NatsServer;
 use std::hash::{Hash as _, Hasher as _};
@@ -112,7 +112,10 @@ async fn wait_on_one_connection_sees_a_task_finished_through_another() {
     assert_eq!(seen.task_id, admitted.task.task_id);
     assert_eq!(
         (seen.state, seen.result().cloned()),
-        (TaskState::Succeeded, Some(serde_json::json!("done on node 2"))),
+        (
+            TaskState::Succeeded,
+            Some(serde_json::json!("done on node 2"))
+        ),
         "node 1's wait must see the outcome node 2 recorded"
     );
     // Half an hour on (by the store's clock), node 2 answers the stored result from KV: the
@@ -124,4 +127,92 @@ async fn wait_on_one_connection_sees_a_task_finished_through_another() {
         .unwrap();
     assert!(again.duplicate, "a duplicate is answered from the KV store");
     assert_eq!(again.task.result(), seen.result());
+}
+
+mod kv;
+
+impl kv::Opener for OnNats {
+    async fn open(dir: &Path, _clock: Arc<ManualClock>) -> Arc<dyn bus::kv::KvStore> {
+        Arc::new(NatsKv::open(&connect(dir).await, "kv").await.unwrap())
+    }
+    async fn again(fx: &kv::Fixture) -> Arc<dyn bus::kv::KvStore> {
+        Self::open(fx.dir.path(), fx.clock.clone()).await
+    }
+    /// Waits for the server's marker of `key`'s expiry (per-key TTL, ≥ 2.11), watched on a
+    /// connection of its own.
+    async fn outlive(fx: &kv::Fixture, key: &str, _ttl: Duration) {
+        let other = Self::open(fx.dir.path(), fx.clock.clone()).await;
+        let prefix = match key.rfind('.') {
+            Some(i) => &key[..=i],
+            None => "",
+        };
+        let mut watch = other.watch(prefix).await.unwrap();
+        if other.get(key).await.unwrap().is_none() {
+            return;
+        }
+        loop {
+            let ev = tokio::time::timeout(kv::NET, futures::StreamExt::next(&mut watch))
+                .await
+                .expect("the server must remove the key after its TTL")
+                .unwrap()
+                .unwrap();
+            if matches!(&ev, bus::kv::KvEvent::Deleted { key: k } if k == key) {
+                return;
+            }
+        }
+    }
+    fn available(test: &str) -> bool {
+        NatsServer::shared_or_skip(test).is_some()
+    }
+}
+
+kv_suite!(OnNats);
+
+/// A task goes into the work stream with `Nats-Msg-Id` = its request id, and a second publish
+/// of that id inside the stream's window is dropped by the server.
+#[actix_rt::test]
+async fn a_task_is_published_with_its_request_id_as_nats_msg_id() {
+    if NatsServer::shared_or_skip("a_task_is_published_with_its_request_id_as_nats_msg_id")
+        .is_none()
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let nats = connect(dir.path()).await;
+    let bus = NatsBus::open(
+        nats,
+        ManualClock::new(conformance::T0),
+        Duration::from_secs(60),
+        3,
+    )
+    .await
+    .unwrap();
+    bus.submit(conformance::task("agent.a", "r-msgid", "x"))
+        .await
+        .unwrap();
+    let client = async_nats::connect(server().url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let stream = js
+        .get_stream(format!("{}_work", prefix_of(dir.path())))
+        .await
+        .unwrap();
+    let stored = stream.get_raw_message(1).await.unwrap();
+    let id = stored
+        .headers
+        .get("Nats-Msg-Id")
+        .map(|v| v.as_str().to_string());
+    assert_eq!(id.as_deref(), Some("r-msgid"));
+    let again = async_nats::jetstream::message::PublishMessage::build()
+        .message_id("r-msgid")
+        .payload(stored.payload.clone());
+    let ack = js
+        .send_publish(stored.subject.to_string(), again)
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    assert!(
+        ack.duplicate,
+        "the stream drops a second publish of the same request id"
+    );
 }

@@ -10,13 +10,16 @@
 //!   (task id → request id) ([`NatsTaskStore`]); the dedup window beyond the stream's is theirs.
 //!
 //! Module map: [`connect`](Nats::connect) and its checks here, the task store (`store.rs`), the
-//! bus (`bus.rs`), the consumer loop and its acker (`consume.rs`).
+//! bus (`bus.rs`), the consumer loop and its acker (`consume.rs`), the key-value store on a bucket
+//! ([`NatsKv`], `kv.rs`).
 
 mod bus;
 mod consume;
+mod kv;
 mod store;
 
 pub use self::bus::NatsBus;
+pub use self::kv::NatsKv;
 pub use self::store::NatsTaskStore;
 
 use crate::error::BusError;

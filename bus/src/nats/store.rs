@@ -202,7 +202,10 @@ impl TaskStore for NatsTaskStore {
             let task_id = env.id;
             let seq = self
                 .task_ids
-                .put(task_id.to_string(), env.request_id.as_str().to_string().into())
+                .put(
+                    task_id.to_string(),
+                    env.request_id.as_str().to_string().into(),
+                )
                 .await
                 .map_err(|e| BusError::storage("write task id", e))?;
             let now = self.clock.now_ms();
