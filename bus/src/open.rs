@@ -10,12 +10,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Which backend carries the messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub enum Backend {
     /// The embedded bus: an actix broker in this process, tasks journaled in sled.
     #[default]
     Local,
+    /// NATS JetStream: several processes under one prefix form one bus (opened by [`connect`]).
+    #[cfg(feature = "nats")]
+    Nats(crate::nats::NatsOptions),
 }
 
 /// What [`open`] needs besides the database.
@@ -55,8 +58,33 @@ pub struct OpenBus {
     pub ledger: Arc<dyn TaskStore>,
 }
 
-/// Opens the bus `opts.backend` names over `db`, re-queueing every unfinished task.
-/// Must be called inside a running actix `System`.
+/// Opens the bus `opts.backend` names: [`open`] for the embedded one; for NATS, connects (with
+/// retries), checks the server (version, JetStream) and opens the stream and buckets, every
+/// failure an error naming the URL. Must be called inside a running actix `System`.
+pub async fn connect(opts: BusOptions, db: sled::Db) -> Result<OpenBus, BusError> {
+    match &opts.backend {
+        Backend::Local => open(opts, db),
+        #[cfg(feature = "nats")]
+        Backend::Nats(nats) => {
+            let nats = crate::nats::Nats::connect(nats.clone()).await?;
+            let bus = crate::nats::NatsBus::open(
+                nats,
+                opts.clock.clone(),
+                opts.dedup_window,
+                opts.max_attempts,
+            )
+            .await?;
+            let ledger = bus.store().clone();
+            Ok(OpenBus {
+                bus: Arc::new(bus),
+                ledger,
+            })
+        }
+    }
+}
+
+/// Opens the embedded bus over `db`, re-queueing every unfinished task (a network backend is
+/// opened by [`connect`]). Must be called inside a running actix `System`.
 pub fn open(opts: BusOptions, db: sled::Db) -> Result<OpenBus, BusError> {
     match opts.backend {
         Backend::Local => {
@@ -76,5 +104,10 @@ pub fn open(opts: BusOptions, db: sled::Db) -> Result<OpenBus, BusError> {
                 ledger,
             })
         }
+        #[cfg(feature = "nats")]
+        Backend::Nats(nats) => Err(BusError::Invalid(format!(
+            "the NATS bus at {} is opened with bus::connect",
+            nats.url
+        ))),
     }
 }

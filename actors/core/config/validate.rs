@@ -211,6 +211,7 @@ fn gateway_defaults() -> Gateway {
         bus: BusDef {
             dedup_window: DEFAULT_DEDUP_WINDOW,
             backend: super::BusBackend::Local,
+            node_id: None,
         },
         providers: BTreeMap::new(),
         default_model: ModelRef {

@@ -132,7 +132,7 @@ impl Clawbus {
             .map_err(state_err)?;
         let clock = opts.clock.clone();
         let backend = config.bus.backend.to_bus();
-        let bus::OpenBus { bus, ledger } = bus::open(
+        let bus::OpenBus { bus, ledger } = bus::connect(
             BusOptions {
                 backend,
                 dedup_window: config.bus.dedup_window,
@@ -145,7 +145,8 @@ impl Clawbus {
                 ..BusOptions::default()
             },
             db.clone(),
-        )?;
+        )
+        .await?;
         let metrics = Metrics::new();
         // Model circuit breakers are shared by every agent of the process; /metrics shows them.
         let breakers = Arc::new(crate::model::Breakers::new(
@@ -198,7 +199,7 @@ impl Clawbus {
             agents.push(AgentHandle::start(def, &config, &agent_ctx).await?);
         }
         let cron = SchedulerHandle::spawn(scheduler);
-        tracing::info!(agents = agents.len(), backend = ?config.bus.backend, "System started.");
+        tracing::info!(agents = agents.len(), backend = ?config.bus.backend, node = config.bus.node_id.as_deref().unwrap_or("-"), "System started.");
         Ok(Self {
             config: Arc::new(config),
             db,
