@@ -31,6 +31,11 @@ pub struct NatsServer {
 impl NatsServer {
     /// Starts a server on a free loopback port with JetStream on and a fresh store folder.
     pub fn start() -> Result<Self, String> {
+        Self::start_with(true)
+    }
+
+    /// Starts a server on a free loopback port, JetStream on (with a fresh store folder) or off.
+    pub fn start_with(jetstream: bool) -> Result<Self, String> {
         let (bin, version) = find_binary()?;
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -44,8 +49,12 @@ impl NatsServer {
             .arg(r#""$@" </dev/null & p=$!; read _ || true; kill $p; wait $p"#)
             .arg("sh")
             .arg(&bin)
-            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-            .arg(&store)
+            .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+            .args(if jetstream {
+                vec!["-js".into(), "-sd".into(), store.clone().into_os_string()]
+            } else {
+                Vec::new()
+            })
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -88,6 +97,34 @@ impl NatsServer {
     pub fn shared_or_skip(test: &str) -> Option<&'static NatsServer> {
         static SHARED: OnceLock<Result<NatsServer, String>> = OnceLock::new();
         match SHARED.get_or_init(NatsServer::start) {
+            Ok(server) => Some(server),
+            Err(reason) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+                panic!("{test}: a NATS server is required in CI: {reason}")
+            }
+            Err(reason) => {
+                println!("skipped: {test}: {reason}");
+                None
+            }
+        }
+    }
+
+    /// A server of its own for `test`; `None` (after printing `skipped: <reason>`) when none
+    /// can be started outside CI.
+    ///
+    /// # Panics
+    /// When none can be started and `CI=true`.
+    #[allow(clippy::panic)]
+    pub fn start_or_skip(test: &str) -> Option<NatsServer> {
+        Self::start_with_or_skip(test, true)
+    }
+
+    /// Like [`NatsServer::start_or_skip`], JetStream on or off.
+    ///
+    /// # Panics
+    /// When none can be started and `CI=true`.
+    #[allow(clippy::panic)]
+    pub fn start_with_or_skip(test: &str, jetstream: bool) -> Option<NatsServer> {
+        match NatsServer::start_with(jetstream) {
             Ok(server) => Some(server),
             Err(reason) if std::env::var("CI").is_ok_and(|v| v == "true") => {
                 panic!("{test}: a NATS server is required in CI: {reason}")

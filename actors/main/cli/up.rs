@@ -17,7 +17,11 @@ pub struct UpArgs {
     pub allow_public: bool,
     /// The bus to run on (overrides `[bus] backend`): `local`, or a NATS JetStream URL such as
     /// `nats://127.0.0.1:4222` that several daemons share.
-    #[arg(long = "bus", env = "CLAWBUS_BUS", value_name = "local|nats://HOST:PORT")]
+    #[arg(
+        long = "bus",
+        env = "CLAWBUS_BUS",
+        value_name = "local|nats://HOST:PORT"
+    )]
     pub bus: Option<String>,
     /// This daemon's name among the nodes of a shared bus (1-64 of A-Z a-z 0-9 - _).
     #[arg(long, env = "CLAWBUS_NODE_ID", value_name = "ID")]

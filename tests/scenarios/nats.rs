@@ -1,0 +1,102 @@
+//! `clawbus up --bus nats://…`: a daemon on NATS JetStream (a real `nats-server` ≥ 2.11 on
+//! loopback), end to end; and the startup errors that name the URL.
+
+use super::system::{spawn_up, stop};
+use crate::support::{Project, last_user, output, post_task};
+use clawbus::testkit::{NatsServer, ScriptedServer, Turn};
+use serde_json::json;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_on_nats_answers_a_task_posted_over_http_and_a_duplicate_from_the_store() {
+    let Some(nats) = NatsServer::start_or_skip(
+        "a_node_on_nats_answers_a_task_posted_over_http_and_a_duplicate_from_the_store",
+    ) else {
+        return;
+    };
+    let model =
+        ScriptedServer::with_responder(|req| Turn::text(format!("re: {}", last_user(req)))).await;
+    let project = Project::new();
+    project
+        .with_mock_and(&model.base_url(), "")
+        .write("agents.d/chat.toml", "");
+    let mut cmd = project.clawbus();
+    cmd.args(["up", "--port", "0", "--bus", nats.url(), "--node-id", "n1"]);
+    let node = spawn_up(&project, cmd).await;
+    let body = json!({ "text": "hello", "request_id": "nats-1", "wait": true });
+    let (status, first) = post_task(&node, "chat", body.clone()).await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["state"], "succeeded", "{first}");
+    assert_eq!(first["result"]["text"], "re: hello");
+    let (status, again) = post_task(&node, "chat", body).await;
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["duplicate"], true, "{again}");
+    assert_eq!(again["task_id"], first["task_id"]);
+    assert_eq!(
+        model.request_count(),
+        1,
+        "the duplicate must not call the model"
+    );
+    stop(node).await;
+}
+
+#[test]
+fn up_on_an_unreachable_nats_fails_naming_the_url() {
+    let project = Project::new();
+    project.write("agents.d/chat.toml", "");
+    let url = format!("nats://127.0.0.1:{}", free_port());
+    let mut cmd = project.clawbus();
+    cmd.args(["up", "--port", "0", "--bus", &url]);
+    let out = output(cmd);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("NATS at {url}: cannot connect after 3 attempts")),
+        "the error must name the URL: {stderr}"
+    );
+}
+
+#[test]
+fn up_on_a_nats_without_jetstream_fails_saying_so() {
+    let Some(nats) =
+        NatsServer::start_with_or_skip("up_on_a_nats_without_jetstream_fails_saying_so", false)
+    else {
+        return;
+    };
+    let project = Project::new();
+    project.write("agents.d/chat.toml", "");
+    let mut cmd = project.clawbus();
+    cmd.args(["up", "--port", "0", "--bus", nats.url()]);
+    let out = output(cmd);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "NATS at {}: JetStream is not available",
+            nats.url()
+        )) && stderr.contains("-js"),
+        "the error must name the URL and the fix: {stderr}"
+    );
+}
+
+#[test]
+fn a_bad_bus_flag_is_refused_before_anything_starts() {
+    let project = Project::new();
+    project.write("agents.d/chat.toml", "");
+    let mut cmd = project.clawbus();
+    cmd.args(["up", "--port", "0", "--bus", "redis://x"]);
+    let out = output(cmd);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--bus: unknown bus backend \"redis://x\""),
+        "{stderr}"
+    );
+}
