@@ -100,3 +100,73 @@ fn a_bad_bus_flag_is_refused_before_anything_starts() {
         "{stderr}"
     );
 }
+
+/// Transcripts (one per session) a node wrote for agent `chat`.
+fn sessions_run_by(project: &Project) -> usize {
+    let dir = project.state_dir().join("sessions").join("chat");
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_share_the_agents_work_each_task_running_once() {
+    let Some(nats) =
+        NatsServer::start_or_skip("two_nodes_share_the_agents_work_each_task_running_once")
+    else {
+        return;
+    };
+    let model =
+        ScriptedServer::with_responder(|req| Turn::text(format!("re: {}", last_user(req)))).await;
+    let projects = [Project::new(), Project::new()];
+    let mut nodes = Vec::new();
+    for (i, project) in projects.iter().enumerate() {
+        project
+            .with_mock_and(&model.base_url(), "")
+            .write("agents.d/chat.toml", "");
+        let mut cmd = project.clawbus();
+        let name = format!("n{}", i + 1);
+        cmd.args(["up", "--port", "0", "--bus", nats.url(), "--node-id", &name]);
+        nodes.push(spawn_up(project, cmd).await);
+    }
+    const TASKS: usize = 20;
+    let posts = (0..TASKS).map(|i| {
+        let node = &nodes[i % 2];
+        let body =
+            json!({ "text": format!("t{i}"), "request_id": format!("two-{i}"), "wait": true });
+        post_task(node, "chat", body)
+    });
+    for (i, (status, answer)) in futures::future::join_all(posts)
+        .await
+        .into_iter()
+        .enumerate()
+    {
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["result"]["text"], format!("re: t{i}"), "{answer}");
+    }
+    assert_eq!(model.request_count(), TASKS, "every task ran exactly once");
+    let ran: Vec<usize> = projects.iter().map(sessions_run_by).collect();
+    assert_eq!(
+        ran.iter().sum::<usize>(),
+        TASKS,
+        "each task ran on one node: {ran:?}"
+    );
+    assert!(
+        ran.iter().all(|n| *n > 0),
+        "both nodes took work from the shared consumer: {ran:?}"
+    );
+    // Either node answers for every task: the records are the cluster's.
+    let (_, listed) = crate::support::post_json(
+        &nodes[0],
+        "/v1/agents/chat/tasks",
+        json!({ "text": "t3", "request_id": "two-3" }),
+    )
+    .await;
+    assert_eq!(listed["duplicate"], true, "{listed}");
+    for node in nodes {
+        stop(node).await;
+    }
+}
