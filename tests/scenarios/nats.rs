@@ -2,7 +2,7 @@
 //! loopback), end to end; and the startup errors that name the URL.
 
 use super::system::{spawn_up, stop};
-use crate::support::{Project, last_user, output, post_task};
+use crate::support::{Project, eventually, last_user, output, post_task};
 use clawbus::testkit::{NatsServer, ScriptedServer, Turn};
 use serde_json::json;
 
@@ -169,4 +169,50 @@ async fn two_nodes_share_the_agents_work_each_task_running_once() {
     for node in nodes {
         stop(node).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_of_a_node_killed_mid_run_completes_on_the_other_node() {
+    let Some(nats) =
+        NatsServer::start_or_skip("a_task_of_a_node_killed_mid_run_completes_on_the_other_node")
+    else {
+        return;
+    };
+    // Node 1's model never answers; node 2's does: which one answered says where it ran.
+    let stuck = ScriptedServer::with_responder(|_| Turn::hang()).await;
+    let live =
+        ScriptedServer::with_responder(|req| Turn::text(format!("re: {}", last_user(req)))).await;
+    let extra = "[bus]\nack_wait = \"2s\"\n";
+    let (p1, p2) = (Project::new(), Project::new());
+    p1.with_mock_and(&stuck.base_url(), extra)
+        .write("agents.d/chat.toml", "");
+    p2.with_mock_and(&live.base_url(), extra)
+        .write("agents.d/chat.toml", "");
+    let start = async |project: &Project, name: &str| {
+        let mut cmd = project.clawbus();
+        cmd.args(["up", "--port", "0", "--bus", nats.url(), "--node-id", name]);
+        spawn_up(project, cmd).await
+    };
+    let node1 = start(&p1, "n1").await;
+    let body = json!({ "text": "survive", "request_id": "kill-1" });
+    let (status, queued) = post_task(&node1, "chat", body).await;
+    assert_eq!(status, 202, "{queued}");
+    eventually(
+        "node 1 is running the task (its model got the call)",
+        async || stuck.request_count() == 1,
+    )
+    .await;
+    let node2 = start(&p2, "n2").await;
+    super::durable::kill9(node1);
+    let task_id = queued["task_id"].as_str().unwrap().to_string();
+    let mut done = serde_json::Value::Null;
+    eventually("the task succeeded on node 2", async || {
+        done = super::system::task(&node2, &task_id).await;
+        done["state"] == "succeeded"
+    })
+    .await;
+    assert_eq!(done["result"]["text"], "re: survive", "{done}");
+    assert_eq!(live.request_count(), 1, "node 2 ran it once");
+    assert_eq!(stuck.request_count(), 1, "node 1 did not run it again");
+    stop(node2).await;
 }

@@ -105,6 +105,8 @@ pub const DEFAULT_BIND: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 pub const DEFAULT_PORT: u16 = 18789;
 /// Default bus dedup window.
 pub const DEFAULT_DEDUP_WINDOW: Duration = Duration::from_secs(24 * 3600);
+/// Default `[bus] ack_wait`: how long a node may hold a NATS task without a sign of life.
+pub const DEFAULT_ACK_WAIT: Duration = Duration::from_secs(30);
 /// Default time a shutdown lets running turns finish.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// Default cap on an HTTP request body, in bytes (`[gateway] max_body`).
@@ -199,6 +201,10 @@ pub struct BusDef {
     pub dedup_window: Duration,
     /// Which bus carries the messages.
     pub backend: BusBackend,
+    /// On NATS: how long a delivered task may go without an ack or a progress mark (a running
+    /// one is marked every third of it) before the server gives it to another node; so also
+    /// about how long the tasks of a node that died wait before they run elsewhere.
+    pub ack_wait: Duration,
     /// This process's name among the nodes sharing a distributed bus (`clawbus up --node-id`);
     /// `None`: unnamed (one node).
     pub node_id: Option<String>,

@@ -131,7 +131,10 @@ impl Clawbus {
             .await
             .map_err(state_err)?;
         let clock = opts.clock.clone();
-        let backend = config.bus.backend.to_bus();
+        let mut backend = config.bus.backend.to_bus();
+        if let bus::Backend::Nats(nats) = &mut backend {
+            nats.ack_wait = config.bus.ack_wait;
+        }
         let bus::OpenBus { bus, ledger } = bus::connect(
             BusOptions {
                 backend,
