@@ -35,7 +35,7 @@ pub use envelope::{Envelope, Kind, RequestId};
 pub use error::{BusError, ConflictReason};
 pub use events::{TaskEvent, TaskEventKind, TaskEventStream};
 pub use local::{LocalBus, LocalOptions};
-pub use open::{Backend, BusOptions, OpenBus, connect, open};
+pub use open::{Backend, BusOptions, KvOpener, OpenBus, connect, open};
 pub use store::{Completion, SledTaskStore, StoreExtras, TaskStore};
 /// The task store's name in earlier versions.
 pub type Ledger = SledTaskStore;

@@ -4,6 +4,7 @@
 use crate::backend::Bus;
 use crate::clock::{Clock, SystemClock};
 use crate::error::BusError;
+use crate::kv::{KvStore, SledKv};
 use crate::local::{LocalBus, LocalOptions};
 use crate::store::{DEFAULT_WINDOW, SledTaskStore, StoreExtras, TaskStore};
 use std::sync::Arc;
@@ -56,6 +57,47 @@ pub struct OpenBus {
     pub bus: Arc<dyn Bus>,
     /// Its task store. Outcomes recorded through it emit their task events, as the bus's own do.
     pub ledger: Arc<dyn TaskStore>,
+    /// Opens key-value stores on the same backend (sled trees, or JetStream KV buckets).
+    pub kv: KvOpener,
+}
+
+/// Opens [`KvStore`]s by name on the backend of a bus: a sled tree `kv.<name>` of the process's
+/// database (time from its clock), or the JetStream KV bucket `<prefix>_<name>` every node shares.
+#[derive(Clone)]
+pub struct KvOpener {
+    inner: KvInner,
+}
+
+#[derive(Clone)]
+enum KvInner {
+    Sled {
+        db: sled::Db,
+        clock: Arc<dyn Clock>,
+    },
+    #[cfg(feature = "nats")]
+    Nats(crate::nats::Nats),
+}
+
+impl KvOpener {
+    /// Key-value stores in sled trees of `db`.
+    pub fn sled(db: sled::Db, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            inner: KvInner::Sled { db, clock },
+        }
+    }
+
+    /// The store `name` (`[a-z0-9_]`), created when missing.
+    pub async fn open(&self, name: &str) -> Result<Arc<dyn KvStore>, BusError> {
+        match &self.inner {
+            KvInner::Sled { db, clock } => {
+                let kv = SledKv::open(db, &format!("kv.{name}"), clock.clone())
+                    .map_err(|e| BusError::storage(format!("open key-value store {name}"), e))?;
+                Ok(Arc::new(kv))
+            }
+            #[cfg(feature = "nats")]
+            KvInner::Nats(nats) => Ok(Arc::new(crate::nats::NatsKv::open(nats, name).await?)),
+        }
+    }
 }
 
 /// Opens the bus `opts.backend` names: [`open`] for the embedded one; for NATS, connects (with
@@ -67,6 +109,7 @@ pub async fn connect(opts: BusOptions, db: sled::Db) -> Result<OpenBus, BusError
         #[cfg(feature = "nats")]
         Backend::Nats(nats) => {
             let nats = crate::nats::Nats::connect(nats.clone()).await?;
+            let nats_handle = nats.clone();
             let bus = crate::nats::NatsBus::open(
                 nats,
                 opts.clock.clone(),
@@ -75,9 +118,13 @@ pub async fn connect(opts: BusOptions, db: sled::Db) -> Result<OpenBus, BusError
             )
             .await?;
             let ledger = bus.store().clone();
+            let kv = KvOpener {
+                inner: KvInner::Nats(nats_handle),
+            };
             Ok(OpenBus {
                 bus: Arc::new(bus),
                 ledger,
+                kv,
             })
         }
     }
@@ -88,6 +135,7 @@ pub async fn connect(opts: BusOptions, db: sled::Db) -> Result<OpenBus, BusError
 pub fn open(opts: BusOptions, db: sled::Db) -> Result<OpenBus, BusError> {
     match opts.backend {
         Backend::Local => {
+            let kv = KvOpener::sled(db.clone(), opts.clock.clone());
             let store =
                 SledTaskStore::with_extras(db, opts.clock.clone(), opts.dedup_window, opts.store)?;
             let local = LocalBus::with_store(
@@ -102,6 +150,7 @@ pub fn open(opts: BusOptions, db: sled::Db) -> Result<OpenBus, BusError> {
             Ok(OpenBus {
                 bus: Arc::new(local),
                 ledger,
+                kv,
             })
         }
         #[cfg(feature = "nats")]

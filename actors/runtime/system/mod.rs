@@ -100,6 +100,8 @@ pub struct Clawbus {
     db: sled::Db,
     bus: Arc<dyn Bus>,
     ledger: Arc<dyn TaskStore>,
+    /// Opens key-value stores on the bus's backend.
+    kv: bus::KvOpener,
     lanes: Lanes,
     metrics: Metrics,
     /// The model providers' circuit breakers, on the process's clock.
@@ -135,7 +137,7 @@ impl Clawbus {
         if let bus::Backend::Nats(nats) = &mut backend {
             nats.ack_wait = config.bus.ack_wait;
         }
-        let bus::OpenBus { bus, ledger } = bus::connect(
+        let bus::OpenBus { bus, ledger, kv } = bus::connect(
             BusOptions {
                 backend,
                 dedup_window: config.bus.dedup_window,
@@ -208,6 +210,7 @@ impl Clawbus {
             db,
             bus,
             ledger,
+            kv,
             lanes,
             metrics,
             breakers,
@@ -260,6 +263,11 @@ impl Clawbus {
     /// The bus every part talks over.
     pub fn bus(&self) -> &Arc<dyn Bus> {
         &self.bus
+    }
+
+    /// Opens key-value stores on the bus's backend: shared by every node on NATS.
+    pub fn kv(&self) -> &bus::KvOpener {
+        &self.kv
     }
 
     /// The bus's task store (for tests and tools). Outcomes recorded through it emit task events.

@@ -7,10 +7,13 @@ use crate::clock::Clock;
 use async_trait::async_trait;
 use futures::StreamExt as _;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Bytes before the value: revision and expiry, both big-endian u64.
 const HEADER: usize = 16;
+/// How often a write removes the expired values first, at most.
+const PURGE_EVERY_MS: u64 = 60_000;
 
 /// A key-value store in one sled tree.
 #[derive(Clone)]
@@ -18,6 +21,8 @@ pub struct SledKv {
     db: sled::Db,
     tree: sled::Tree,
     clock: Arc<dyn Clock>,
+    /// Clock time (Unix ms) after which the next write purges expired values first.
+    next_purge_ms: Arc<AtomicU64>,
 }
 
 struct Stored {
@@ -36,7 +41,53 @@ impl SledKv {
             db: db.clone(),
             tree,
             clock,
+            next_purge_ms: Arc::new(AtomicU64::new(0)),
         })
+    }
+
+    /// Removes the values whose time to live ran out. Returns how many went.
+    pub fn purge_expired(&self) -> Result<usize, KvError> {
+        let mut purged = 0;
+        for item in self.tree.iter() {
+            let (k, v) = item.map_err(|e| KvError::storage("scan for expired values", e))?;
+            let key = String::from_utf8_lossy(&k).into_owned();
+            if self.live(&decode(&key, &v)?) {
+                continue;
+            }
+            let gone = self
+                .tree
+                .compare_and_swap(&k, Some(v), None::<Vec<u8>>)
+                .map_err(|e| KvError::storage(format!("purge {key}"), e))?;
+            purged += usize::from(gone.is_ok());
+        }
+        Ok(purged)
+    }
+
+    /// Purges expired values when the last purge is a minute old, so values nobody reads again
+    /// do not stay for ever.
+    fn purge_if_due(&self) {
+        let now = self.clock.now_ms();
+        let due = self.next_purge_ms.load(Ordering::SeqCst);
+        if now < due
+            || self
+                .next_purge_ms
+                .compare_exchange(
+                    due,
+                    now + PURGE_EVERY_MS,
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                )
+                .is_err()
+        {
+            return;
+        }
+        match self.purge_expired() {
+            Ok(0) => {}
+            Ok(purged) => tracing::debug!(purged, "Expired key-value entries removed."),
+            Err(e) => {
+                tracing::warn!(error = %e, "Purge of expired key-value entries failed; retried later.")
+            }
+        }
     }
 
     fn live(&self, s: &Stored) -> bool {
@@ -122,6 +173,7 @@ impl KvStore for SledKv {
     ) -> Result<u64, KvError> {
         check_key(key)?;
         check_ttl(key, ttl)?;
+        self.purge_if_due();
         loop {
             let old = match self.read(key)? {
                 Some((_, s)) if self.live(&s) => {
