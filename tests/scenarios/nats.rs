@@ -216,3 +216,58 @@ async fn a_task_of_a_node_killed_mid_run_completes_on_the_other_node() {
     assert_eq!(stuck.request_count(), 1, "node 1 did not run it again");
     stop(node2).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_delivery_replayed_to_another_node_is_refused() {
+    let Some(nats) =
+        NatsServer::start_or_skip("a_webhook_delivery_replayed_to_another_node_is_refused")
+    else {
+        return;
+    };
+    const SECRET: &str = "hook-secret-for-tests";
+    let hook = "[webhooks.deploys]\nagent = \"ops\"\nsecret_env = \"TEST_HOOK_SECRET\"\n";
+    let model = ScriptedServer::with_responder(|_| Turn::text("deployed")).await;
+    let projects = [Project::new(), Project::new()];
+    let mut nodes = Vec::new();
+    for (i, project) in projects.iter().enumerate() {
+        project
+            .with_mock_and(&model.base_url(), hook)
+            .write("agents.d/ops.toml", "");
+        let mut cmd = project.clawbus();
+        let name = format!("n{}", i + 1);
+        cmd.args(["up", "--port", "0", "--bus", nats.url(), "--node-id", &name])
+            .env("TEST_HOOK_SECRET", SECRET);
+        nodes.push(spawn_up(project, cmd).await);
+    }
+    let body = json!({ "event": "deploy" }).to_string();
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let sig = clawbus::gateway::webhooks::sign(SECRET.as_bytes(), now_s, body.as_bytes()).unwrap();
+    let deliver = async |node: &super::system::Child, delivery: &str| {
+        let resp = reqwest::Client::new()
+            .post(format!("{}/v1/hooks/deploys", node.url))
+            .header("Content-Type", "application/json")
+            .header("X-Clawbus-Delivery", delivery)
+            .header("X-Clawbus-Timestamp", now_s.to_string())
+            .header("X-Clawbus-Signature", sig.clone())
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json::<serde_json::Value>().await.unwrap())
+    };
+    let (status, first) = deliver(&nodes[0], "d-1").await;
+    assert_eq!(status, 202, "{first}");
+    let (status, replayed) = deliver(&nodes[1], "d-2").await;
+    assert_eq!(status, 401, "{replayed}");
+    assert_eq!(
+        replayed["error"]["code"], "replayed_signature",
+        "the signature store is the cluster's: {replayed}"
+    );
+    for node in nodes {
+        stop(node).await;
+    }
+}
