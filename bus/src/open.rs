@@ -75,7 +75,7 @@ enum KvInner {
         clock: Arc<dyn Clock>,
     },
     #[cfg(feature = "nats")]
-    Nats(crate::nats::Nats),
+    Nats(Box<crate::nats::Nats>),
 }
 
 impl KvOpener {
@@ -119,7 +119,7 @@ pub async fn connect(opts: BusOptions, db: sled::Db) -> Result<OpenBus, BusError
             .await?;
             let ledger = bus.store().clone();
             let kv = KvOpener {
-                inner: KvInner::Nats(nats_handle),
+                inner: KvInner::Nats(Box::new(nats_handle)),
             };
             Ok(OpenBus {
                 bus: Arc::new(bus),
