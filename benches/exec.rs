@@ -5,9 +5,14 @@
 //! 2. The `exec` tool through `ToolSet::invoke` (argument validation, the allowlist decision with
 //!    PATH lookup, clean environment, its own process group, one capped pipe, group kill, the
 //!    result text) — spawn to result.
+//! 3. The same in a sandboxed session (`[sandbox] mode = "all"`: cgroups made and removed,
+//!    `sh` joining them, `prlimit`, bubblewrap with every namespace) — spawn to result.
+//! 4. Memory per running sandbox: the daemon's resident set grown while 20 sandboxed `sleep`s run
+//!    at once, per sandbox, and the resident set of the bubblewrap processes per sandbox.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use clawbus::config::{ExecDef, ExecRule, ExecSecurity};
+use clawbus::config::{ExecDef, ExecRule, ExecSecurity, SandboxDef, SandboxMode, Set};
+use clawbus::tools::sandbox::Sandbox;
 use clawbus::tools::{ExecTool, ToolContext, ToolSet};
 use std::time::{Duration, Instant};
 
@@ -41,7 +46,7 @@ fn main() {
         }],
         ..ExecDef::default()
     };
-    let tools = ToolSet::default().with(ExecTool::new("bench", def, None));
+    let tools = ToolSet::default().with(ExecTool::new("bench", def.clone(), None));
     let tool = rt.block_on(async {
         let mut samples = Vec::with_capacity(RUNS);
         for _ in 0..RUNS {
@@ -60,6 +65,100 @@ fn main() {
         "exec overhead over the floor (median): {:.3} ms",
         overhead.as_secs_f64() * 1e3
     );
+    sandboxed(&rt, ctx, def, &tool);
+}
+
+/// Figures 3 and 4; skipped with a reason where the host cannot sandbox.
+fn sandboxed(
+    rt: &tokio::runtime::Runtime,
+    mut ctx: ToolContext,
+    mut def: ExecDef,
+    plain: &[Duration],
+) {
+    let sandbox = SandboxDef {
+        mode: Set {
+            value: SandboxMode::All,
+            origin: None,
+        },
+        ..SandboxDef::default()
+    };
+    let sandbox = Sandbox::new(sandbox);
+    if let Err(e) = sandbox.locate() {
+        println!("sandboxed exec: skipped: {e}");
+        return;
+    }
+    ctx.session = clawbus::ids::SessionKey::parse("agent:bench:api:direct:bench").unwrap();
+    def.allow.push(ExecRule::Command {
+        pattern: "sleep *".into(),
+        shell: false,
+    });
+    let tools = ToolSet::default().with(ExecTool::new("bench", def, None).with_sandbox(sandbox));
+    let boxed = rt.block_on(async {
+        let mut samples = Vec::with_capacity(RUNS);
+        for _ in 0..RUNS {
+            let started = Instant::now();
+            let out = tools
+                .invoke(&ctx, "exec", r#"{"command":"true"}"#, 16_000)
+                .await;
+            samples.push(started.elapsed());
+            assert_eq!(out.text, "exit code: 0\n", "the sandbox must run here");
+        }
+        samples
+    });
+    report("sandboxed exec tool `true` (spawn to result)", &boxed);
+    println!(
+        "sandbox start-up cost over the plain exec tool (median): {:.3} ms",
+        median(&boxed).saturating_sub(median(plain)).as_secs_f64() * 1e3
+    );
+    const AT_ONCE: usize = 20;
+    let before = rss_kib(std::process::id());
+    let (daemon, helpers) = rt.block_on(async {
+        let calls: Vec<_> = (0..AT_ONCE)
+            .map(|_| {
+                let (tools, ctx) = (tools.clone(), ctx.clone());
+                tokio::spawn(async move {
+                    tools
+                        .invoke(&ctx, "exec", r#"{"command":"sleep 3"}"#, 16_000)
+                        .await
+                })
+            })
+            .collect();
+        // A figure, not a test: give every sandbox time to be up.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let daemon = rss_kib(std::process::id()).saturating_sub(before);
+        let helpers: u64 = bwrap_pids().into_iter().map(rss_kib).sum();
+        for c in calls {
+            c.await.unwrap();
+        }
+        (daemon, helpers)
+    });
+    println!(
+        "memory per running sandbox ({AT_ONCE} at once): daemon {} KiB, bubblewrap processes {} KiB",
+        daemon / AT_ONCE as u64,
+        helpers / AT_ONCE as u64
+    );
+}
+
+/// `VmRSS` of a process, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The running bubblewrap processes.
+fn bwrap_pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "bwrap")
+        })
+        .collect()
 }
 
 fn measure(mut f: impl FnMut()) -> Vec<Duration> {

@@ -19,6 +19,7 @@ mod openai;
 mod operator;
 mod prompt;
 mod retries;
+mod sandbox;
 mod sessions;
 mod sessions_tools;
 mod skills;

@@ -84,6 +84,7 @@ pub(super) fn agent_file(
         super::model_params::model_params(&src, &f.model_params, &tools, kind, &mut problems);
     let subscribe = super::subscribe::subscriptions(&src, &f.subscribe, &mut problems);
     let may_call = may_call(&src, &stem, &f, peers, agents_dir, &mut problems);
+    let sandbox = super::sandbox::sandbox_def(&src, &f.sandbox, &mut problems);
     let problems = parsed.merge(problems);
     let Ok(id) = id else { return (None, problems) };
     let seed = agents_dir.join(id.as_str());
@@ -107,6 +108,7 @@ pub(super) fn agent_file(
         model_params,
         subscribe,
         may_call,
+        sandbox,
     };
     (Some(def), problems)
 }

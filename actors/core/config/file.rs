@@ -50,6 +50,8 @@ pub(super) struct ConfigFile {
     pub delivery: super::delivery::DeliveryFile,
     #[serde(default)]
     pub cron: super::cron_limits::CronLimitsFile,
+    #[serde(default)]
+    pub sandbox: super::sandbox::SandboxFile,
 }
 
 /// `[gateway]`.
@@ -137,6 +139,9 @@ pub(super) struct AgentFile {
     /// The agents it may reach through `agent_call` and `sessions_spawn` (see `agent.rs`).
     #[serde(default)]
     pub may_call: Vec<Spanned<String>>,
+    /// Its sandbox settings over `clawbus.toml`'s (see `sandbox.rs`).
+    #[serde(default)]
+    pub sandbox: super::sandbox::SandboxFile,
 }
 
 /// `[limits]` of an agent.

@@ -14,7 +14,7 @@
 //! (`[web]`, [`WebDef`]), `lanes` (`[lanes]`, [`LanesDef`]), `tools` (`[tools]` profiles and groups,
 //! `[channels.<name>]`, [`ToolsDef`]), `exec` (`[exec]`, [`ExecDef`]), `cron` (`[[cron]]`,
 //! `[heartbeat]`), `cron_limits` (`[cron]`, [`CronDef`]), `timezone` (`[gateway] timezone` and its
-//! default).
+//! default), `sandbox` (`[sandbox]`, [`SandboxDef`]).
 
 mod agent;
 mod breaker;
@@ -32,6 +32,7 @@ mod report;
 pub mod retry;
 mod routes;
 pub mod rules;
+pub mod sandbox;
 mod session;
 mod skills;
 mod span;
@@ -69,6 +70,9 @@ pub use prompt::{
 };
 pub use report::{CheckReport, FileReport, Problem};
 pub use routes::ReplyRoutes;
+pub use sandbox::{
+    Bind, NetworkMode, Origin, SandboxBackend, SandboxDef, SandboxMode, Set, WorkspaceAccess,
+};
 pub use session::{BindingDef, SessionDef, SessionsDef};
 pub use skills::{AgentSkillsDef, DEFAULT_BUNDLED_DIR, SkillsDef, is_skill_name};
 pub use telegram::{DEFAULT_TELEGRAM_BASE_URL, TELEGRAM, TelegramDef};
@@ -168,6 +172,8 @@ pub struct Config {
     pub delivery: DeliveryDef,
     /// The limits on jobs models add through the `cron` tool (`[cron]`).
     pub cron: CronDef,
+    /// The sandbox defaults of every agent (`[sandbox]`).
+    pub sandbox: SandboxDef,
 }
 
 /// The `[gateway]` section.
@@ -401,6 +407,8 @@ pub struct AgentDef {
     /// each an agent of this config, never itself (a subagent of itself needs no entry);
     /// empty by default: it reaches no other agent.
     pub may_call: Vec<AgentId>,
+    /// The OS sandbox its commands run in (`[sandbox]`, over `clawbus.toml`'s).
+    pub sandbox: SandboxDef,
 }
 
 impl AgentDef {

@@ -35,6 +35,7 @@ struct Gateway {
     prices: BTreeMap<String, super::Price>,
     delivery: super::DeliveryDef,
     cron: super::CronDef,
+    sandbox: super::SandboxDef,
 }
 
 /// Examines every file and builds the [`Config`] when nothing is wrong.
@@ -150,6 +151,9 @@ pub(super) fn check(opts: &LoadOptions) -> (CheckReport, Option<Config>) {
     if !report.is_ok() {
         return (report, None);
     }
+    for agent in &mut agents {
+        agent.sandbox = agent.sandbox.over(&base.sandbox);
+    }
     if opts.model_override.is_some() {
         for agent in &mut agents {
             agent.model = base.default_model.clone();
@@ -180,6 +184,7 @@ pub(super) fn check(opts: &LoadOptions) -> (CheckReport, Option<Config>) {
         prices: base.prices,
         delivery: base.delivery,
         cron: base.cron,
+        sandbox: base.sandbox,
     };
     (report, Some(config))
 }
@@ -229,6 +234,7 @@ fn gateway_defaults() -> Gateway {
         prices: BTreeMap::new(),
         delivery: Default::default(),
         cron: Default::default(),
+        sandbox: Default::default(),
     }
 }
 
@@ -252,6 +258,7 @@ fn gateway_file(src: &Source) -> (Gateway, Vec<Problem>) {
     base.webhooks = super::webhooks::webhooks(src, &f.webhooks, &mut problems);
     base.delivery = super::delivery::delivery_def(src, &f.delivery, &mut problems);
     base.cron = super::cron_limits::cron_def(src, &f.cron, &mut problems);
+    base.sandbox = super::sandbox::sandbox_def(src, &f.sandbox, &mut problems);
     if let Some(bind) = &f.gateway.bind {
         match bind.get_ref().parse() {
             Ok(ip) => base.gateway.bind = ip,

@@ -1,5 +1,5 @@
 //! The `clawbus` command line: `up`, `check`, `post`, `chat`, `tasks`, `cron`, `sessions`, `approvals`,
-//! `prompt`, `skills`, `tools`.
+//! `prompt`, `sandbox`, `skills`, `tools`.
 //!
 //! Exit codes, the same for every subcommand: 0 success; 1 a failed task, a check that found
 //! problems, or a cancel or approval answer that came after the task or request had ended; 2 bad
@@ -13,6 +13,7 @@ mod cron;
 mod out;
 mod post;
 mod prompt;
+mod sandbox;
 mod sessions;
 mod skills;
 mod spend;
@@ -137,6 +138,9 @@ pub enum Command {
     Cron(cron::CronCommand),
     /// Print the system prompt an agent would get and where its characters go (works offline).
     Prompt(prompt::PromptArgs),
+    /// The effective OS sandbox of an agent's session, and which config line set each value.
+    #[command(subcommand)]
+    Sandbox(sandbox::SandboxCommand),
     /// List every skill an agent could use: its source, and whether the model sees it or why not.
     Skills(skills::SkillsArgs),
     /// Tokens and cost per agent and model, summed over the task records in the store.
@@ -160,6 +164,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Tasks(cmd) => tasks::run(&cli.global, cmd),
         Command::Cron(cmd) => cron::run(&cli.global, cmd),
         Command::Prompt(args) => prompt::run(&cli.global, args),
+        Command::Sandbox(cmd) => sandbox::run(&cli.global, cmd),
         Command::Skills(args) => skills::run(&cli.global, args),
         Command::Usage(args) => spend::run(&cli.global, args),
         Command::Status(args) => status::run(&cli.global, args),
@@ -171,7 +176,22 @@ fn check(global: &Global) -> ExitCode {
         return code;
     }
     let opts = global.load_options();
-    let (mut report, _) = config::check(&opts);
+    let (mut report, loaded) = config::check(&opts);
+    // What the host lacks for the sandboxes the files turn on (bwrap, cgroups), at the line
+    // that turned each on.
+    for problem in loaded
+        .as_ref()
+        .map(crate::tools::sandbox::host_problems)
+        .unwrap_or_default()
+    {
+        match report.files.iter_mut().find(|f| f.path == problem.path) {
+            Some(file) => file.problems.push(problem),
+            None => report.files.push(config::FileReport {
+                path: problem.path.clone(),
+                problems: vec![problem],
+            }),
+        }
+    }
     // The rules files of scripted models (`agents.d/<id>/<name>.rules.toml`), which `up` would
     // refuse to load: checked whatever the other files hold, reported in the same format.
     report.files.extend(

@@ -1,5 +1,6 @@
 //! `clawbus tools --agent ID [--channel C] [--json]`: the tools an agent is offered, for each
-//! removed one the policy layer that removed it, and the agents it may call (`may_call`). Works offline, from the config files and this
+//! removed one the policy layer that removed it, the agents it may call (`may_call`), and which
+//! tools run in the OS sandbox. Works offline, from the config files and this
 //! process's environment (which decides `web_search`'s availability, as the daemon's does).
 
 use super::Global;
@@ -45,6 +46,17 @@ pub(super) fn run(global: &Global, args: ToolsArgs) -> ExitCode {
     }
     let offered = set.names();
     let may_call: Vec<&str> = def.may_call.iter().map(|a| a.as_str()).collect();
+    // Tools that start a process run in the sandbox in the sessions its mode names.
+    let sandboxed: Vec<&str> = crate::tools::sandbox::explain::SANDBOXED_TOOLS
+        .iter()
+        .copied()
+        .filter(|t| offered.contains(t))
+        .collect();
+    let sessions = match def.sandbox.mode.value {
+        crate::config::SandboxMode::Off => "none",
+        crate::config::SandboxMode::NonMain => "every session but the main one",
+        crate::config::SandboxMode::All => "every session",
+    };
     if args.json {
         let out = json!({
             "agent": def.id.as_str(),
@@ -53,6 +65,7 @@ pub(super) fn run(global: &Global, args: ToolsArgs) -> ExitCode {
             "offered": offered,
             "removed": set.removed(),
             "may_call": may_call,
+            "sandboxed": { "tools": sandboxed, "mode": def.sandbox.mode.value.to_string() },
         });
         super::out::json(&out);
         return ExitCode::SUCCESS;
@@ -73,6 +86,14 @@ pub(super) fn run(global: &Global, args: ToolsArgs) -> ExitCode {
         may_call.join(", ")
     };
     outln!("may call (agent_call, sessions_spawn): {reach}");
+    if def.sandbox.mode.value == crate::config::SandboxMode::Off || sandboxed.is_empty() {
+        outln!(
+            "sandboxed: none (sandbox.mode = \"{}\")",
+            def.sandbox.mode.value
+        );
+    } else {
+        outln!("sandboxed: {} (in {sessions})", sandboxed.join(", "));
+    }
     if !set.removed().is_empty() {
         outln!("removed:");
         let width = set

@@ -59,6 +59,10 @@ pub(super) fn run(global: &Global, args: UpArgs) -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(EXIT_USAGE);
     }
+    // A sandbox the host cannot provide fails closed per command; say so once, at start.
+    for problem in crate::tools::sandbox::host_problems(&config) {
+        tracing::error!(%problem, "Sandboxed commands will be refused until this is fixed.");
+    }
     // Before anything opens files: sessions, transcripts and sockets all take descriptors.
     crate::system::raise_nofile();
     let rt = match super::runtime() {

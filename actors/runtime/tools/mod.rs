@@ -19,7 +19,8 @@
 //! ([`ToolError`]). Types used so far: `unknown_tool`, `policy_denied`, `unavailable`,
 //! `invalid_arguments`, `path_refused`, `not_found`, `is_directory`, `not_a_file`, `binary_file`,
 //! `not_utf8`, `offset_out_of_range`, `no_match`, `ambiguous_match`, `command_refused`,
-//! `approval_denied`, `approval_timeout`, `timeout`, `io`, `internal`.
+//! `approval_denied`, `approval_timeout`, `timeout`, `limit_exceeded` (with `limit`),
+//! `sandbox_unavailable`, `io`, `internal`.
 
 pub mod agent_call;
 pub mod cron;
@@ -32,6 +33,7 @@ mod output;
 mod peers;
 mod read;
 pub mod run_context;
+pub mod sandbox;
 mod schema;
 pub mod spawn;
 pub mod web;

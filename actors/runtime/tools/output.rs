@@ -17,7 +17,7 @@ pub struct ToolOutput {
     /// The text handed back to the model as the tool result.
     pub text: String,
     /// True when the call failed; `text` is then
-    /// `{"error":{"type":…,"message":…,"retry_after_ms"?:…,"suggestion"?:…}}`.
+    /// `{"error":{"type":…,"message":…,"limit"?:…,"retry_after_ms"?:…,"suggestion"?:…}}`.
     pub is_error: bool,
 }
 
@@ -33,6 +33,9 @@ pub struct ToolError {
     pub retry_after_ms: Option<u64>,
     /// What the model should do instead.
     pub suggestion: Option<String>,
+    /// The sandbox limit that stopped a command (`memory`, `cpu_time`, `processes`,
+    /// `file_size`, `timeout`).
+    pub limit: Option<String>,
 }
 
 impl ToolError {
@@ -43,7 +46,14 @@ impl ToolError {
             message: message.to_string(),
             retry_after_ms: None,
             suggestion: None,
+            limit: None,
         }
+    }
+
+    /// Names the sandbox limit that stopped a command.
+    pub fn limit(mut self, limit: impl Into<String>) -> Self {
+        self.limit = Some(limit.into());
+        self
     }
 
     /// Adds what the model should do instead.
@@ -77,6 +87,9 @@ impl From<ToolError> for ToolOutput {
             quote(&e.kind),
             quote(&message)
         );
+        if let Some(limit) = &e.limit {
+            text.push_str(&format!(r#","limit":{}"#, quote(limit)));
+        }
         if let Some(ms) = e.retry_after_ms {
             text.push_str(&format!(r#","retry_after_ms":{ms}"#));
         }

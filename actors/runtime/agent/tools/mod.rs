@@ -17,9 +17,14 @@ pub mod sessions;
 mod tests;
 
 use crate::approvals::Approvals;
-use crate::tools::{ExecTool, Layer, MessageTool, ToolSet, WebFetchTool, WebSearchTool};
+use crate::tools::sandbox::Sandbox;
+use crate::tools::sandbox::gate::{Access, WorkspaceGate};
+use crate::tools::{
+    EditTool, ExecTool, Layer, MessageTool, ReadTool, ToolSet, WebFetchTool, WebSearchTool,
+    WriteTool,
+};
 use bus::Bus;
-use clawbus_core::config::{AgentDef, AgentRule, Config, ExecDef, KNOWN_TOOLS};
+use clawbus_core::config::{AgentDef, AgentRule, Config, ExecDef, KNOWN_TOOLS, SandboxDef};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -43,12 +48,23 @@ pub struct ToolServices {
 pub fn registry(def: &AgentDef, config: &Config, services: &ToolServices) -> ToolSet {
     let agents: Vec<clawbus_core::ids::AgentId> =
         config.agents.iter().map(|a| a.id.clone()).collect();
+    let sandbox = Sandbox::new(sandbox_def(def, config));
     ToolSet::builtin()
-        .with(ExecTool::new(
-            def.id.as_str(),
-            exec_def(def, config),
-            services.approvals.clone(),
+        .with(WorkspaceGate::new(ReadTool, sandbox.clone(), Access::Read))
+        .with(WorkspaceGate::new(
+            WriteTool,
+            sandbox.clone(),
+            Access::Write,
         ))
+        .with(WorkspaceGate::new(EditTool, sandbox.clone(), Access::Write))
+        .with(
+            ExecTool::new(
+                def.id.as_str(),
+                exec_def(def, config),
+                services.approvals.clone(),
+            )
+            .with_sandbox(sandbox),
+        )
         .with(MessageTool::new(services.bus.clone()))
         .with(crate::tools::agent_call::AgentCallTool::new(
             services.bus.clone(),
@@ -90,6 +106,20 @@ pub fn exec_def(def: &AgentDef, config: &Config) -> ExecDef {
         keep
     });
     exec
+}
+
+/// The agent's `[sandbox]` without the secret variables in `sandbox.env` (as [`exec_def`]).
+pub fn sandbox_def(def: &AgentDef, config: &Config) -> SandboxDef {
+    let secret = crate::secrets::Secrets::names_in(config);
+    let mut sandbox = def.sandbox.clone();
+    sandbox.env.value.retain(|name| {
+        let keep = !secret.contains(name);
+        if !keep {
+            tracing::warn!(agent = %def.id, variable = %name, "sandbox.env names a secret variable; it is not passed to commands.");
+        }
+        keep
+    });
+    sandbox
 }
 
 /// The agent's tools: [`registry`] with the profile, deny and availability layers applied and

@@ -15,6 +15,7 @@
 pub mod argv;
 pub mod judge;
 pub mod run;
+mod sandboxed;
 pub mod wrap;
 
 #[cfg(test)]
@@ -22,8 +23,10 @@ mod tests;
 
 use super::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
 use crate::approvals::{Answer, ApprovalRequest, Approvals};
+use crate::tools::sandbox::Sandbox;
 use async_trait::async_trait;
 use clawbus_core::config::{ExecDef, ExecRule, ExecSecurity};
+use clawbus_core::ids::{AgentId, SessionKey};
 use judge::{Judgement, Lookup, Plan};
 use serde::Deserialize;
 use std::ffi::OsString;
@@ -50,6 +53,8 @@ pub struct ExecTool {
     def: Arc<ExecDef>,
     approvals: Option<Approvals>,
     parent_env: EnvSource,
+    /// The OS sandbox of the sessions `[sandbox] mode` names; `None`: never sandboxed.
+    sandbox: Option<Sandbox>,
 }
 
 impl fmt::Debug for ExecTool {
@@ -58,6 +63,7 @@ impl fmt::Debug for ExecTool {
             .field("agent", &self.agent)
             .field("def", &self.def)
             .field("approvals", &self.approvals.is_some())
+            .field("sandbox", &self.sandbox)
             .finish()
     }
 }
@@ -77,7 +83,19 @@ impl ExecTool {
             def: Arc::new(def),
             approvals,
             parent_env: Arc::new(|name| std::env::var_os(name)),
+            sandbox: None,
         }
+    }
+
+    /// Runs the commands of the sessions `sandbox`'s mode names inside it.
+    pub fn with_sandbox(mut self, sandbox: Sandbox) -> Self {
+        self.sandbox = Some(sandbox);
+        self
+    }
+
+    /// The sandbox commands of `session` run in, if any.
+    pub fn sandbox_for(&self, agent: &AgentId, session: &SessionKey) -> Option<&Sandbox> {
+        self.sandbox.as_ref().filter(|s| s.applies(agent, session))
     }
 
     /// Reads the variables passed to commands from `source` instead of the process environment.
@@ -115,6 +133,21 @@ impl ExecTool {
             .collect();
         let joined = std::env::join_paths(&dirs).unwrap_or_else(|_| DEFAULT_PATH.into());
         (joined, dirs)
+    }
+
+    /// The variables passed into the sandbox: only the names `exec.env` and `sandbox.env` list
+    /// (`PATH` and `HOME` are the sandbox's own).
+    fn sandbox_env(&self, sandbox: &Sandbox) -> Vec<(String, OsString)> {
+        let mut env: Vec<(String, OsString)> = Vec::new();
+        for name in self.def.env.iter().chain(&sandbox.def().env.value) {
+            if env.iter().any(|(k, _)| k == name) {
+                continue;
+            }
+            if let Some(value) = (self.parent_env)(name) {
+                env.push((name.clone(), value));
+            }
+        }
+        env
     }
 
     /// The child's whole environment.
@@ -157,14 +190,7 @@ impl ExecTool {
                 return ToolOutput::error("io", format!("could not start `{}`: {e}", plan.shown));
             }
         };
-        let mut text = String::from_utf8_lossy(&finished.output).into_owned();
-        if finished.total > finished.output.len() as u64 {
-            text.push_str(&format!(
-                "\n[output capped at {} of {} bytes]",
-                finished.output.len(),
-                finished.total
-            ));
-        }
+        let text = output_text(&finished);
         info!(agent = %ctx.agent, command = %plan.shown, exit = ?finished.exit, elapsed_ms = finished.elapsed.as_millis() as u64, bytes = finished.total, "Command finished.");
         match finished.exit {
             run::Exit::Code(code) => ToolOutput::ok(format!("exit code: {code}\n{text}")),
@@ -184,6 +210,19 @@ impl ExecTool {
             .into(),
         }
     }
+}
+
+/// The command's output, with a note when it was capped.
+fn output_text(finished: &run::Finished) -> String {
+    let mut text = String::from_utf8_lossy(&finished.output).into_owned();
+    if finished.total > finished.output.len() as u64 {
+        text.push_str(&format!(
+            "\n[output capped at {} of {} bytes]",
+            finished.output.len(),
+            finished.total
+        ));
+    }
+    text
 }
 
 #[async_trait]
@@ -242,7 +281,11 @@ impl Tool for ExecTool {
         let timeout = args.timeout_s.map_or(self.def.timeout, |s| {
             Duration::from_secs(s).min(self.def.timeout)
         });
-        let env = self.child_env(path);
+        let sandbox = self.sandbox_for(&ctx.agent, &ctx.session);
+        let env = match sandbox {
+            Some(s) => self.sandbox_env(s),
+            None => self.child_env(path),
+        };
         let plan = match judge::judge(&self.def, &extra, &args.command, &lookup) {
             Judgement::Run(plan) => {
                 let program = plan.argv[0].as_str();
@@ -262,7 +305,13 @@ impl Tool for ExecTool {
                 Err(out) => return out,
             },
         };
-        self.execute(ctx, plan, env, timeout).await
+        match sandbox {
+            Some(s) => {
+                let timeout = timeout.min(s.def().timeout.value);
+                sandboxed::execute(s, ctx, &plan, env, timeout).await
+            }
+            None => self.execute(ctx, plan, env, timeout).await,
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 mod bypass;
 mod judging;
 mod parsing;
+mod sandboxed;
 
 use super::*;
 use crate::tools::{ToolContext, ToolSet};

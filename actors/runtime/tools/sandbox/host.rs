@@ -1,0 +1,47 @@
+//! What the host must have for the agents whose sandbox is on: `clawbus check` reports what is
+//! missing at the line that turned the sandbox on, and `clawbus up` logs it.
+
+use super::{Sandbox, cgroup};
+use clawbus_core::config::{Config, Problem, SandboxMode};
+
+/// Every missing part, once per place that turned a sandbox on.
+pub fn host_problems(config: &Config) -> Vec<Problem> {
+    let mut problems: Vec<Problem> = Vec::new();
+    for agent in &config.agents {
+        let def = &agent.sandbox;
+        if def.mode.value == SandboxMode::Off {
+            continue;
+        }
+        let mut missing = Vec::new();
+        if let Err(e) = Sandbox::new(def.clone()).locate() {
+            missing.push(e.to_string());
+        }
+        for controller in [cgroup::Controller::Pids, cgroup::Controller::Memory] {
+            if !cgroup::available(controller) {
+                missing.push(format!(
+                    "no {controller} cgroup the daemon may create (max_processes and memory_mb need one: run the daemon where /sys/fs/cgroup is writable, or delegate a cgroup to it)"
+                ));
+            }
+        }
+        let (path, line, col) = match &def.mode.origin {
+            Some(o) => (o.path.clone(), o.line, o.col),
+            None => (agent.file.clone(), 0, 0),
+        };
+        for message in missing {
+            let problem = Problem {
+                path: path.clone(),
+                line,
+                col,
+                field: "sandbox.mode".to_string(),
+                message: format!(
+                    "sandbox mode \"{}\" cannot run here: {message}",
+                    def.mode.value
+                ),
+            };
+            if !problems.contains(&problem) {
+                problems.push(problem);
+            }
+        }
+    }
+    problems
+}

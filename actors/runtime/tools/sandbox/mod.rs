@@ -1,0 +1,288 @@
+//! The OS sandbox commands run in when the session's `[sandbox] mode` says so.
+//!
+//! - [`bwrap`]: the bubblewrap command line (namespaces, read-only root, mounts, network).
+//! - [`cgroup`]: the `pids` and `memory` groups of one command, and which of them was hit.
+//! - [`host_problems`]: what the host lacks for the sandboxes the config turns on.
+//! - [`explain`]: the effective sandbox of a session, each setting with its source.
+//! - [`gate`]: the file tools under `sandbox.workspace` in sandboxed sessions.
+//!
+//! [`Sandbox::prepare`] turns a judged command into what actually runs:
+//! `sh -c '<join the cgroups>; exec "$@"' … prlimit --cpu --fsize --nofile --core bwrap … -- <command>`.
+//! The limits are the kernel's: `RLIMIT_CPU` (SIGXCPU), `RLIMIT_FSIZE` (SIGXFSZ), `RLIMIT_NOFILE`,
+//! and the cgroups for processes and memory, which bind root too. What the command leaves behind
+//! (detached children included) dies with the sandbox's pid namespace and is swept from the
+//! cgroups by [`Prepared::finish`], which also says which limit, if any, stopped the command.
+//! Nothing is run when a part is missing: the caller gets a [`SandboxError`] naming what to
+//! install.
+
+pub mod bwrap;
+pub mod cgroup;
+pub mod explain;
+pub mod gate;
+mod host;
+
+#[cfg(test)]
+mod tests;
+
+pub use host::host_problems;
+
+use clawbus_core::config::SandboxDef;
+use clawbus_core::ids::{AgentId, SessionKey};
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// `PATH` inside the sandbox.
+pub const SANDBOX_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+/// `HOME` inside the sandbox (the private `/tmp`).
+pub const SANDBOX_HOME: &str = "/tmp";
+/// The shell that puts the command's first process into its cgroups.
+const JOIN: &str =
+    "for f; do shift; [ \"$f\" = -- ] && break; echo $$ > \"$f\" || exit 125; done; exec \"$@\"";
+/// Signal numbers bwrap reports as `128 + n` when the command died of them.
+const SIGXCPU: i32 = 24;
+const SIGXFSZ: i32 = 25;
+
+/// A limit that stopped a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// `sandbox.memory_mb`: the OOM killer ended it.
+    Memory,
+    /// `sandbox.cpu_seconds`: SIGXCPU.
+    CpuTime,
+    /// `sandbox.max_processes`: a fork or thread was refused.
+    Processes,
+    /// `sandbox.max_file_mb`: SIGXFSZ.
+    FileSize,
+    /// `sandbox.timeout` (or `exec.timeout_s`): the whole tree was killed.
+    Timeout,
+}
+
+impl Limit {
+    /// The limit's name in tool results (`memory`, `cpu_time`, `processes`, `file_size`, `timeout`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Memory => "memory",
+            Self::CpuTime => "cpu_time",
+            Self::Processes => "processes",
+            Self::FileSize => "file_size",
+            Self::Timeout => "timeout",
+        }
+    }
+
+    /// The setting that sets it, with its value from `def` (`sandbox.memory_mb = 512`).
+    pub fn setting(self, def: &SandboxDef, timeout: Duration) -> String {
+        match self {
+            Self::Memory => format!("sandbox.memory_mb = {}", def.memory_mb.value),
+            Self::CpuTime => format!("sandbox.cpu_seconds = {}", def.cpu_seconds.value),
+            Self::Processes => format!("sandbox.max_processes = {}", def.max_processes.value),
+            Self::FileSize => format!("sandbox.max_file_mb = {}", def.max_file_mb.value),
+            Self::Timeout => format!("timeout = {}s", timeout.as_secs_f64()),
+        }
+    }
+}
+
+impl fmt::Display for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a command could not be sandboxed; it was not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SandboxError {
+    /// A program the backend needs is not installed.
+    #[error(
+        "{program} is not installed (install the {package} package, e.g. `apt-get install {package}`)"
+    )]
+    Missing {
+        /// The program looked for on `PATH`.
+        program: &'static str,
+        /// The distribution package that has it.
+        package: &'static str,
+    },
+    /// The cgroups that enforce `max_processes` and `memory_mb` could not be made.
+    #[error(
+        "the process and memory limits need a pids and a memory cgroup the daemon may create: {0}"
+    )]
+    Cgroup(#[source] std::io::Error),
+    /// A path that cannot be passed to the backend.
+    #[error("path {0:?} is not UTF-8")]
+    NotUtf8(PathBuf),
+    /// A `binds` folder that does not exist.
+    #[error("sandbox.binds: {0} does not exist")]
+    MissingBind(PathBuf),
+}
+
+/// What a command needs from the host: the programs of the bwrap backend.
+const NEEDED: [(&str, &str); 2] = [("bwrap", "bubblewrap"), ("prlimit", "util-linux")];
+
+/// The sandbox of one agent.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    def: Arc<SandboxDef>,
+    /// Where the backend's programs are looked for; `None`: the daemon's `PATH`.
+    search: Option<Arc<Vec<PathBuf>>>,
+}
+
+/// A judged command, as the sandbox needs it.
+#[derive(Debug, Clone)]
+pub struct Request<'a> {
+    /// The resolved executable (its path is the same inside).
+    pub program: &'a Path,
+    /// The argv; `argv[0]` is replaced by `program`.
+    pub argv: &'a [String],
+    /// The agent's workspace.
+    pub workspace: &'a Path,
+    /// The variables passed in (already filtered to the allowed names).
+    pub env: Vec<(String, OsString)>,
+}
+
+/// What to run instead of the command, and the groups to read and close afterwards.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The program to start (`/bin/sh`).
+    pub program: PathBuf,
+    /// Its argv.
+    pub argv: Vec<String>,
+    /// Where to start it (the host side; the command's cwd is set by bwrap).
+    pub cwd: PathBuf,
+    /// Its whole environment.
+    pub env: Vec<(String, OsString)>,
+    group: cgroup::Group,
+}
+
+/// How a sandboxed command ended, as the runner saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// It exited with this code (bwrap reports `128 + n` for a command that died of signal n).
+    Code(i32),
+    /// A signal ended the sandbox itself.
+    Signal(i32),
+    /// It ran past the timeout and was killed.
+    TimedOut,
+}
+
+impl Sandbox {
+    /// The sandbox under `def`.
+    pub fn new(def: SandboxDef) -> Self {
+        Self {
+            def: Arc::new(def),
+            search: None,
+        }
+    }
+
+    /// Looks for `bwrap` and `prlimit` in `dirs` instead of the daemon's `PATH`.
+    pub fn with_search_path(mut self, dirs: Vec<PathBuf>) -> Self {
+        self.search = Some(Arc::new(dirs));
+        self
+    }
+
+    /// The settings.
+    pub fn def(&self) -> &SandboxDef {
+        &self.def
+    }
+
+    /// Whether commands of `session` of `agent` run sandboxed.
+    pub fn applies(&self, agent: &AgentId, session: &SessionKey) -> bool {
+        self.def.applies(*session == SessionKey::main(agent))
+    }
+
+    /// The backend's programs, or the first one missing.
+    pub fn locate(&self) -> Result<(PathBuf, PathBuf), SandboxError> {
+        let dirs: Vec<PathBuf> = match &self.search {
+            Some(dirs) => dirs.as_ref().clone(),
+            None => std::env::var_os("PATH")
+                .map(|p| std::env::split_paths(&p).collect())
+                .unwrap_or_default(),
+        };
+        let find = |(program, package): (&'static str, &'static str)| {
+            dirs.iter()
+                .filter(|d| d.is_absolute())
+                .map(|d| d.join(program))
+                .find(|p| p.is_file())
+                .ok_or(SandboxError::Missing { program, package })
+        };
+        Ok((find(NEEDED[0])?, find(NEEDED[1])?))
+    }
+
+    /// What to run for `req`; nothing is started. `Err` means the command must not run.
+    pub fn prepare(&self, req: Request<'_>) -> Result<Prepared, SandboxError> {
+        let (bwrap, prlimit) = self.locate()?;
+        for bind in &self.def.binds.value {
+            if !bind.path.exists() {
+                return Err(SandboxError::MissingBind(bind.path.clone()));
+            }
+        }
+        let def = &self.def;
+        let group = cgroup::Group::create(def.max_processes.value, def.memory_mb.value << 20)
+            .map_err(SandboxError::Cgroup)?;
+        let text = |p: &Path| {
+            p.to_str()
+                .map(str::to_string)
+                .ok_or_else(|| SandboxError::NotUtf8(p.to_path_buf()))
+        };
+        let mut argv = vec!["sh".to_string(), "-c".into(), JOIN.into(), "sh".into()];
+        for file in group.procs_files() {
+            argv.push(text(&file)?);
+        }
+        argv.push("--".into());
+        let cpu = def.cpu_seconds.value;
+        let file = def.max_file_mb.value << 20;
+        let nofile = def.max_open_files.value;
+        argv.extend([
+            text(&prlimit)?,
+            format!("--cpu={cpu}:{}", cpu + 1),
+            format!("--fsize={file}:{file}"),
+            format!("--nofile={nofile}:{nofile}"),
+            "--core=0:0".into(),
+            text(&bwrap)?,
+        ]);
+        let privileged = rustix::process::geteuid().is_root();
+        for arg in bwrap::args(def, req.workspace, privileged) {
+            argv.push(
+                arg.into_string()
+                    .map_err(|a| SandboxError::NotUtf8(a.into()))?,
+            );
+        }
+        argv.push(text(req.program)?);
+        argv.extend(req.argv.iter().skip(1).cloned());
+        let mut env = vec![
+            ("PATH".to_string(), OsString::from(SANDBOX_PATH)),
+            ("HOME".to_string(), OsString::from(SANDBOX_HOME)),
+        ];
+        env.extend(
+            req.env
+                .into_iter()
+                .filter(|(k, _)| k != "PATH" && k != "HOME"),
+        );
+        Ok(Prepared {
+            program: "/bin/sh".into(),
+            argv,
+            cwd: "/".into(),
+            env,
+            group,
+        })
+    }
+}
+
+impl Prepared {
+    /// Which limit stopped the command, if one did; kills what is left and removes the groups.
+    pub async fn finish(self, ended: Ended) -> Option<Limit> {
+        let limit = match ended {
+            Ended::TimedOut => Some(Limit::Timeout),
+            _ if self.group.hit(cgroup::Controller::Memory) => Some(Limit::Memory),
+            Ended::Code(c) if c == 128 + SIGXCPU => Some(Limit::CpuTime),
+            Ended::Signal(SIGXCPU) => Some(Limit::CpuTime),
+            Ended::Code(c) if c == 128 + SIGXFSZ => Some(Limit::FileSize),
+            Ended::Signal(SIGXFSZ) => Some(Limit::FileSize),
+            _ if self.group.hit(cgroup::Controller::Pids) => Some(Limit::Processes),
+            _ => None,
+        };
+        self.group.close().await;
+        limit
+    }
+}
