@@ -46,7 +46,10 @@ impl NatsServer {
         std::fs::create_dir_all(&store).map_err(|e| format!("{}: {e}", store.display()))?;
         let mut child = Command::new("sh")
             .arg("-c")
-            .arg(r#""$@" </dev/null & p=$!; read _ || true; kill $p; wait $p"#)
+            // Also when the test process ends without dropping it (a shared server): the store
+            // folder goes with the server.
+            .arg(r#""$@" </dev/null & p=$!; read _ || true; kill $p; wait $p; rm -rf "$CLAWBUS_NATS_STORE""#)
+            .env("CLAWBUS_NATS_STORE", &store)
             .arg("sh")
             .arg(&bin)
             .args(["-a", "127.0.0.1", "-p", &port.to_string()])
@@ -148,8 +151,10 @@ impl Drop for NatsServer {
         if self.child.wait().is_err() {
             tracing::warn!("nats-server wrapper could not be waited for");
         }
-        if let Err(e) = std::fs::remove_dir_all(&self.store) {
-            tracing::debug!(error = %e, "NATS store folder not removed");
+        if self.store.exists() {
+            if let Err(e) = std::fs::remove_dir_all(&self.store) {
+                tracing::debug!(error = %e, "NATS store folder not removed");
+            }
         }
     }
 }
