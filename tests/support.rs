@@ -232,6 +232,8 @@ impl Project {
             .env_remove("CLAWBUS_CONFIG")
             .env_remove("CLAWBUS_AGENTS")
             .env_remove("CLAWBUS_STATE_DIR")
+            .env_remove("CLAWBUS_BUS")
+            .env_remove("CLAWBUS_NODE_ID")
             .env("RUST_LOG", "warn");
         cmd
     }

@@ -5,15 +5,18 @@
 //! `POST /v1/chat/completions`, as real SSE (or plain JSON when the request has no
 //! `stream: true`), and records every request body so tests assert on what was sent.
 //! An exhausted script answers HTTP 500 naming the request number. Dropping the server stops it.
+//! [`NatsServer`]: a real `nats-server` with JetStream on a free loopback port.
 
 mod anthropic;
 mod flood;
+mod nats;
 mod telegram;
 mod turn;
 
 #[cfg(test)]
 mod tests;
 
+pub use nats::NatsServer;
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;

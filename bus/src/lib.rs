@@ -7,7 +7,10 @@
 //! - [`store`]: the [`TaskStore`] trait (the task rules) and [`SledTaskStore`];
 //!   [`commit`]: group commit to disk.
 //! - [`events`]: [`TaskEvent`]s, what happens to a task, on `events.task.<id>` and `events.<topic>`.
+//! - [`kv`]: the [`KvStore`](kv::KvStore) trait (create-if-absent, compare-and-set, TTL, watch) and
+//!   [`SledKv`](kv::SledKv).
 //! - [`local`]: the embedded backend (an actix broker actor in this process).
+//! - `nats` (feature `nats`): the distributed backend on NATS JetStream.
 //! - [`open`](mod@open): [`open()`] a bus by [`Backend`]; the only place above which no backend is named.
 //! - [`clock`]: injected time.
 
@@ -17,7 +20,10 @@ pub mod commit;
 pub mod envelope;
 pub mod error;
 pub mod events;
+pub mod kv;
 pub mod local;
+#[cfg(feature = "nats")]
+pub mod nats;
 pub mod open;
 pub mod store;
 pub mod task;
@@ -29,7 +35,7 @@ pub use envelope::{Envelope, Kind, RequestId};
 pub use error::{BusError, ConflictReason};
 pub use events::{TaskEvent, TaskEventKind, TaskEventStream};
 pub use local::{LocalBus, LocalOptions};
-pub use open::{Backend, BusOptions, OpenBus, open};
+pub use open::{Backend, BusOptions, KvOpener, OpenBus, connect, open};
 pub use store::{Completion, SledTaskStore, StoreExtras, TaskStore};
 /// The task store's name in earlier versions.
 pub type Ledger = SledTaskStore;

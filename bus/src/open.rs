@@ -4,18 +4,22 @@
 use crate::backend::Bus;
 use crate::clock::{Clock, SystemClock};
 use crate::error::BusError;
+use crate::kv::{KvStore, SledKv};
 use crate::local::{LocalBus, LocalOptions};
 use crate::store::{DEFAULT_WINDOW, SledTaskStore, StoreExtras, TaskStore};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Which backend carries the messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub enum Backend {
     /// The embedded bus: an actix broker in this process, tasks journaled in sled.
     #[default]
     Local,
+    /// NATS JetStream: several processes under one prefix form one bus (opened by [`connect`]).
+    #[cfg(feature = "nats")]
+    Nats(crate::nats::NatsOptions),
 }
 
 /// What [`open`] needs besides the database.
@@ -53,13 +57,85 @@ pub struct OpenBus {
     pub bus: Arc<dyn Bus>,
     /// Its task store. Outcomes recorded through it emit their task events, as the bus's own do.
     pub ledger: Arc<dyn TaskStore>,
+    /// Opens key-value stores on the same backend (sled trees, or JetStream KV buckets).
+    pub kv: KvOpener,
 }
 
-/// Opens the bus `opts.backend` names over `db`, re-queueing every unfinished task.
-/// Must be called inside a running actix `System`.
+/// Opens [`KvStore`]s by name on the backend of a bus: a sled tree `kv.<name>` of the process's
+/// database (time from its clock), or the JetStream KV bucket `<prefix>_<name>` every node shares.
+#[derive(Clone)]
+pub struct KvOpener {
+    inner: KvInner,
+}
+
+#[derive(Clone)]
+enum KvInner {
+    Sled {
+        db: sled::Db,
+        clock: Arc<dyn Clock>,
+    },
+    #[cfg(feature = "nats")]
+    Nats(Box<crate::nats::Nats>),
+}
+
+impl KvOpener {
+    /// Key-value stores in sled trees of `db`.
+    pub fn sled(db: sled::Db, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            inner: KvInner::Sled { db, clock },
+        }
+    }
+
+    /// The store `name` (`[a-z0-9_]`), created when missing.
+    pub async fn open(&self, name: &str) -> Result<Arc<dyn KvStore>, BusError> {
+        match &self.inner {
+            KvInner::Sled { db, clock } => {
+                let kv = SledKv::open(db, &format!("kv.{name}"), clock.clone())
+                    .map_err(|e| BusError::storage(format!("open key-value store {name}"), e))?;
+                Ok(Arc::new(kv))
+            }
+            #[cfg(feature = "nats")]
+            KvInner::Nats(nats) => Ok(Arc::new(crate::nats::NatsKv::open(nats, name).await?)),
+        }
+    }
+}
+
+/// Opens the bus `opts.backend` names: [`open`] for the embedded one; for NATS, connects (with
+/// retries), checks the server (version, JetStream) and opens the stream and buckets, every
+/// failure an error naming the URL. Must be called inside a running actix `System`.
+pub async fn connect(opts: BusOptions, db: sled::Db) -> Result<OpenBus, BusError> {
+    match &opts.backend {
+        Backend::Local => open(opts, db),
+        #[cfg(feature = "nats")]
+        Backend::Nats(nats) => {
+            let nats = crate::nats::Nats::connect(nats.clone()).await?;
+            let nats_handle = nats.clone();
+            let bus = crate::nats::NatsBus::open(
+                nats,
+                opts.clock.clone(),
+                opts.dedup_window,
+                opts.max_attempts,
+            )
+            .await?;
+            let ledger = bus.store().clone();
+            let kv = KvOpener {
+                inner: KvInner::Nats(Box::new(nats_handle)),
+            };
+            Ok(OpenBus {
+                bus: Arc::new(bus),
+                ledger,
+                kv,
+            })
+        }
+    }
+}
+
+/// Opens the embedded bus over `db`, re-queueing every unfinished task (a network backend is
+/// opened by [`connect`]). Must be called inside a running actix `System`.
 pub fn open(opts: BusOptions, db: sled::Db) -> Result<OpenBus, BusError> {
     match opts.backend {
         Backend::Local => {
+            let kv = KvOpener::sled(db.clone(), opts.clock.clone());
             let store =
                 SledTaskStore::with_extras(db, opts.clock.clone(), opts.dedup_window, opts.store)?;
             let local = LocalBus::with_store(
@@ -74,7 +150,13 @@ pub fn open(opts: BusOptions, db: sled::Db) -> Result<OpenBus, BusError> {
             Ok(OpenBus {
                 bus: Arc::new(local),
                 ledger,
+                kv,
             })
         }
+        #[cfg(feature = "nats")]
+        Backend::Nats(nats) => Err(BusError::Invalid(format!(
+            "the NATS bus at {} is opened with bus::connect",
+            nats.url
+        ))),
     }
 }

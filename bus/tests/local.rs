@@ -12,7 +12,7 @@ struct Local;
 
 impl conformance::Backend for Local {
     type Bus = LocalBus;
-    fn open(dir: &Path, clock: Arc<ManualClock>, window: Duration) -> LocalBus {
+    async fn open(dir: &Path, clock: Arc<ManualClock>, window: Duration) -> LocalBus {
         let opts = LocalOptions {
             dedup_window: window,
             max_attempts: 3,

@@ -14,7 +14,7 @@ use std::sync::Arc;
 struct Sled;
 
 impl store::Opener for Sled {
-    fn open(dir: &Path, clock: Arc<ManualClock>) -> Arc<dyn TaskStore> {
+    async fn open(dir: &Path, clock: Arc<ManualClock>) -> Arc<dyn TaskStore> {
         // A reopen may come right after the previous store was dropped.
         Arc::new(when_released(|| {
             SledTaskStore::open(dir, clock.clone(), store::WINDOW)

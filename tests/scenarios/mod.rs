@@ -14,6 +14,7 @@ mod lanes;
 mod memory;
 mod messages;
 mod model_servers;
+mod nats;
 mod openai;
 mod openclaw_cli;
 mod operator;

@@ -104,7 +104,8 @@ impl crate::Prepared for Listener {
 impl HttpChannel {
     /// Serves the API over `system` on a bound listener until [`HttpChannel::stopped`]: through
     /// the system's drain the port stays open (`/healthz` answers 503, new work is refused).
-    /// Fails only when the webhook replay guard's tree cannot be opened in the system's store.
+    /// Does not fail today (the webhook replay guard opens its store on first use); the result
+    /// stays for the channel lifecycle's sake.
     pub fn serve(system: &Clawbus, listener: Listener) -> Result<Self, ChannelError> {
         let Listener {
             listener,
@@ -112,8 +113,7 @@ impl HttpChannel {
             token,
             hooks,
         } = listener;
-        let replay =
-            webhooks::ReplayGuard::open(system.db()).map_err(ChannelError::WebhookStore)?;
+        let replay = webhooks::ReplayGuard::new(system.kv().clone());
         let hooks = Arc::new(hooks.with_replay_guard(replay));
         let app = api::router(api::ApiState {
             bus: system.bus().clone(),

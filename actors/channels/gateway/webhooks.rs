@@ -166,7 +166,7 @@ async fn deliver(
             hook.def.tolerance,
             state.clock.now_ms(),
         );
-        match claimed {
+        match claimed.await {
             Ok(()) => {}
             Err(e @ replay::ClaimError::Replayed { .. }) => {
                 tracing::warn!(hook = %name, delivery, error = %e, "Replayed webhook delivery refused.");

@@ -75,6 +75,7 @@ pub(super) struct GatewayFile {
 pub(super) struct BusFile {
     pub dedup_window: Option<Spanned<DurationText>>,
     pub backend: Option<Spanned<String>>,
+    pub ack_wait: Option<Spanned<DurationText>>,
 }
 
 /// `[providers.<name>]`.

@@ -109,6 +109,8 @@ pub const DEFAULT_BIND: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 pub const DEFAULT_PORT: u16 = 18789;
 /// Default bus dedup window.
 pub const DEFAULT_DEDUP_WINDOW: Duration = Duration::from_secs(24 * 3600);
+/// Default `[bus] ack_wait`: how long a node may hold a NATS task without a sign of life.
+pub const DEFAULT_ACK_WAIT: Duration = Duration::from_secs(30);
 /// Default time a shutdown lets running turns finish.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// Default cap on an HTTP request body, in bytes (`[gateway] max_body`).
@@ -208,31 +210,51 @@ pub struct BusDef {
     pub dedup_window: Duration,
     /// Which bus carries the messages.
     pub backend: BusBackend,
+    /// On NATS: how long a delivered task may go without an ack or a progress mark (a running
+    /// one is marked every third of it) before the server gives it to another node; so also
+    /// about how long the tasks of a node that died wait before they run elsewhere.
+    pub ack_wait: Duration,
+    /// This process's name among the nodes sharing a distributed bus (`clawbus up --node-id`);
+    /// `None`: unnamed (one node).
+    pub node_id: Option<String>,
 }
 
-/// `[bus] backend`: which implementation of the bus the daemon runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// `[bus] backend` (or `clawbus up --bus`): which implementation of the bus the daemon runs on.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum BusBackend {
     /// The embedded bus: an in-process broker, tasks journaled in sled. Needs no setup.
     #[default]
     Local,
+    /// NATS JetStream at `url` (`nats://host:4222`): several daemons form one system.
+    Nats {
+        /// The server URL.
+        url: String,
+    },
 }
 
 impl BusBackend {
     /// The bus backend it names.
-    pub fn to_bus(self) -> bus::Backend {
+    pub fn to_bus(&self) -> bus::Backend {
         match self {
             Self::Local => bus::Backend::Local,
+            Self::Nats { url } => bus::Backend::Nats(bus::nats::NatsOptions::new(url.clone())),
         }
     }
 
-    /// Parses the configured name.
+    /// Parses the configured name: `local`, or a `nats://` (`tls://`) URL.
     pub fn parse(s: &str) -> Result<Self, String> {
         match s {
             "local" => Ok(Self::Local),
+            url if (url.starts_with("nats://") || url.starts_with("tls://"))
+                && url.len() > "nats://".len() =>
+            {
+                Ok(Self::Nats {
+                    url: url.to_string(),
+                })
+            }
             other => Err(format!(
-                "unknown bus backend {other:?} (expected \"local\")"
+                "unknown bus backend {other:?} (expected \"local\" or a URL such as \"nats://127.0.0.1:4222\")"
             )),
         }
     }

@@ -522,3 +522,32 @@ fn control_ui_dir_must_hold_the_control_uis_index_html() {
         "relative to the config file"
     );
 }
+
+#[test]
+fn a_nats_bus_is_configured_by_url_and_a_bad_one_is_reported_where_it_is() {
+    let fx = Fixture::new();
+    fx.write(
+        "clawbus.toml",
+        "[bus]\nbackend = \"nats://127.0.0.1:4222\"\nack_wait = \"5s\"\n",
+    );
+    let config = load(&fx.opts()).unwrap();
+    assert_eq!(
+        config.bus.backend,
+        super::BusBackend::Nats {
+            url: "nats://127.0.0.1:4222".into()
+        }
+    );
+    assert_eq!(config.bus.ack_wait, Duration::from_secs(5));
+    fx.write(
+        "clawbus.toml",
+        "[bus]\nbackend = \"redis://x\"\nack_wait = \"0s\"\n",
+    );
+    let report = fx.errors(&fx.opts());
+    assert_eq!(
+        fx.lines(&report),
+        [
+            "clawbus.toml:2:11: field \"bus.backend\": unknown bus backend \"redis://x\" (expected \"local\" or a URL such as \"nats://127.0.0.1:4222\")",
+            "clawbus.toml:3:12: field \"bus.ack_wait\": zero duration (expected more than 0, e.g. \"30s\")",
+        ]
+    );
+}

@@ -217,6 +217,8 @@ fn gateway_defaults() -> Gateway {
         bus: BusDef {
             dedup_window: DEFAULT_DEDUP_WINDOW,
             backend: super::BusBackend::Local,
+            ack_wait: super::DEFAULT_ACK_WAIT,
+            node_id: None,
         },
         providers: BTreeMap::new(),
         default_model: ModelRef {
@@ -351,6 +353,13 @@ fn gateway_file(src: &Source) -> (Gateway, Vec<Problem>) {
         &f.bus.dedup_window,
         "bus.dedup_window",
         DEFAULT_DEDUP_WINDOW,
+        &mut problems,
+    );
+    base.bus.ack_wait = duration(
+        src,
+        &f.bus.ack_wait,
+        "bus.ack_wait",
+        super::DEFAULT_ACK_WAIT,
         &mut problems,
     );
     for (name, provider) in &f.providers {

@@ -15,14 +15,50 @@ pub struct UpArgs {
     /// Allow binding a non-loopback address.
     #[arg(long)]
     pub allow_public: bool,
+    /// The bus to run on (overrides `[bus] backend`): `local`, or a NATS JetStream URL such as
+    /// `nats://127.0.0.1:4222` that several daemons share.
+    #[arg(
+        long = "bus",
+        env = "CLAWBUS_BUS",
+        value_name = "local|nats://HOST:PORT"
+    )]
+    pub bus: Option<String>,
+    /// This daemon's name among the nodes of a shared bus (1-64 of A-Z a-z 0-9 - _).
+    #[arg(long, env = "CLAWBUS_NODE_ID", value_name = "ID")]
+    pub node_id: Option<String>,
+}
+
+/// Applies `--bus` and `--node-id` to the loaded configuration.
+fn apply_bus_flags(config: &mut crate::config::Config, args: &UpArgs) -> Result<(), String> {
+    if let Some(bus) = &args.bus {
+        config.bus.backend =
+            crate::config::BusBackend::parse(bus).map_err(|e| format!("--bus: {e}"))?;
+    }
+    if let Some(node) = &args.node_id {
+        let ok = (1..=64).contains(&node.len())
+            && node
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !ok {
+            return Err(format!(
+                "--node-id: {node:?} must be 1-64 characters of A-Z a-z 0-9 - _"
+            ));
+        }
+        config.bus.node_id = Some(node.clone());
+    }
+    Ok(())
 }
 
 /// Runs the daemon in the foreground.
 pub(super) fn run(global: &Global, args: UpArgs) -> ExitCode {
-    let config = match global.load() {
+    let mut config = match global.load() {
         Ok(c) => c,
         Err(code) => return code,
     };
+    if let Err(e) = apply_bus_flags(&mut config, &args) {
+        eprintln!("error: {e}");
+        return ExitCode::from(EXIT_USAGE);
+    }
     // A sandbox the host cannot provide fails closed per command; say so once, at start.
     for problem in crate::tools::sandbox::host_problems(&config) {
         tracing::error!(%problem, "Sandboxed commands will be refused until this is fixed.");

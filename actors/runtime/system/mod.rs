@@ -100,6 +100,8 @@ pub struct Clawbus {
     db: sled::Db,
     bus: Arc<dyn Bus>,
     ledger: Arc<dyn TaskStore>,
+    /// Opens key-value stores on the bus's backend.
+    kv: bus::KvOpener,
     lanes: Lanes,
     metrics: Metrics,
     /// The model providers' circuit breakers, on the process's clock.
@@ -131,8 +133,11 @@ impl Clawbus {
             .await
             .map_err(state_err)?;
         let clock = opts.clock.clone();
-        let backend = config.bus.backend.to_bus();
-        let bus::OpenBus { bus, ledger } = bus::open(
+        let mut backend = config.bus.backend.to_bus();
+        if let bus::Backend::Nats(nats) = &mut backend {
+            nats.ack_wait = config.bus.ack_wait;
+        }
+        let bus::OpenBus { bus, ledger, kv } = bus::connect(
             BusOptions {
                 backend,
                 dedup_window: config.bus.dedup_window,
@@ -145,7 +150,8 @@ impl Clawbus {
                 ..BusOptions::default()
             },
             db.clone(),
-        )?;
+        )
+        .await?;
         let metrics = Metrics::new();
         // Model circuit breakers are shared by every agent of the process; /metrics shows them.
         let breakers = Arc::new(crate::model::Breakers::new(
@@ -198,12 +204,13 @@ impl Clawbus {
             agents.push(AgentHandle::start(def, &config, &agent_ctx).await?);
         }
         let cron = SchedulerHandle::spawn(scheduler);
-        tracing::info!(agents = agents.len(), backend = ?config.bus.backend, "System started.");
+        tracing::info!(agents = agents.len(), backend = ?config.bus.backend, node = config.bus.node_id.as_deref().unwrap_or("-"), "System started.");
         Ok(Self {
             config: Arc::new(config),
             db,
             bus,
             ledger,
+            kv,
             lanes,
             metrics,
             breakers,
@@ -256,6 +263,11 @@ impl Clawbus {
     /// The bus every part talks over.
     pub fn bus(&self) -> &Arc<dyn Bus> {
         &self.bus
+    }
+
+    /// Opens key-value stores on the bus's backend: shared by every node on NATS.
+    pub fn kv(&self) -> &bus::KvOpener {
+        &self.kv
     }
 
     /// The bus's task store (for tests and tools). Outcomes recorded through it emit task events.

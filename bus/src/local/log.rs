@@ -5,13 +5,11 @@
 //! order. The log answers replays; after a restart (or eviction) replays are synthesised from the
 //! task store instead.
 
-use super::broker::{Broker, Publish};
 use crate::clock::Clock;
 use crate::envelope::{Envelope, RequestId};
 use crate::events::{TaskEvent, TaskEventKind};
 use crate::task::TaskRecord;
 use crate::topic::Topic;
-use actix::Addr;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use uuid::Uuid;
@@ -76,11 +74,14 @@ struct State {
     bytes: usize,
 }
 
+/// Where the log publishes each event it appends, in append order (called under the log's lock).
+pub(crate) type Sink = Box<dyn Fn(Envelope) + Send + Sync>;
+
 /// Every task's recent events.
 pub(crate) struct EventLog {
     state: Mutex<State>,
     clock: Arc<dyn Clock>,
-    broker: Addr<Broker>,
+    sink: Sink,
     max_events: usize,
     max_logs: usize,
 }
@@ -93,20 +94,20 @@ pub(crate) struct Snapshot {
 }
 
 impl EventLog {
-    pub(crate) fn new(clock: Arc<dyn Clock>, broker: Addr<Broker>) -> Self {
-        Self::with_caps(clock, broker, MAX_EVENTS_PER_TASK, MAX_TASK_LOGS)
+    pub(crate) fn new(clock: Arc<dyn Clock>, sink: Sink) -> Self {
+        Self::with_caps(clock, sink, MAX_EVENTS_PER_TASK, MAX_TASK_LOGS)
     }
 
     pub(crate) fn with_caps(
         clock: Arc<dyn Clock>,
-        broker: Addr<Broker>,
+        sink: Sink,
         max_events: usize,
         max_logs: usize,
     ) -> Self {
         Self {
             state: Mutex::new(State::default()),
             clock,
-            broker,
+            sink,
             max_events: max_events.max(2),
             max_logs: max_logs.max(1),
         }
@@ -161,7 +162,7 @@ impl EventLog {
         let topics = [Topic::task_events(ev.task_id), Topic::events_for(&ev.topic)];
         for topic in topics.into_iter().chain(lifecycle) {
             match ev.to_envelope(topic) {
-                Ok(env) => self.broker.do_send(Publish(env)),
+                Ok(env) => (self.sink)(env),
                 Err(e) => tracing::warn!(error = %e, "Task event not published."),
             }
         }

@@ -2,9 +2,9 @@
 
 mod acker;
 mod broker;
-mod evented;
-mod log;
-mod stream;
+pub(crate) mod evented;
+pub(crate) mod log;
+pub(crate) mod stream;
 
 pub use log::{MAX_EVENTS_PER_TASK, MAX_TASK_LOGS};
 
@@ -81,7 +81,9 @@ impl LocalBus {
     pub fn with_store(store: Arc<dyn TaskStore>, opts: LocalOptions) -> Self {
         let ctx = Context::<Broker>::new();
         let address = ctx.address();
-        let log = Arc::new(EventLog::new(opts.clock.clone(), address.clone()));
+        let to_broker = address.clone();
+        let sink = Box::new(move |env| to_broker.do_send(Publish(env)));
+        let log = Arc::new(EventLog::new(opts.clock.clone(), sink));
         let store: Arc<dyn TaskStore> = Arc::new(EventedStore {
             inner: store,
             log: log.clone(),

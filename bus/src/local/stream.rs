@@ -13,7 +13,7 @@ use uuid::Uuid;
 /// The events kept or synthesised for a task, read after `sub` was subscribed to its live ones.
 /// A record that ended without the log hearing of it (an outcome recorded on the store directly)
 /// gets its terminal event now.
-pub(super) async fn replay(
+pub(crate) async fn replay(
     log: &EventLog,
     store: &dyn TaskStore,
     task_id: Uuid,
@@ -54,7 +54,7 @@ struct Reader {
 
 /// The stream: `replayed` first, then what arrives on `sub`; an event already seen (by `seq`)
 /// is skipped, and a gap in the live events (a lagging reader) is filled from the log.
-pub(super) fn stream(
+pub(crate) fn stream(
     replayed: Vec<TaskEvent>,
     sub: Subscription,
     log: Arc<EventLog>,

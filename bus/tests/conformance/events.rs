@@ -48,7 +48,7 @@ fn assert_contiguous(events: &[TaskEvent]) {
 
 pub(crate) async fn events_of_a_task_come_in_order<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
-    let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
+    let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60)).await;
     let mut by_topic = bus.subscribe(topic("events.agent.a")).await.unwrap();
     let mut sub = bus.consume(topic("agent.a")).await.unwrap();
     let admitted = bus.submit(task("agent.a", "r-ev", "x")).await.unwrap();
@@ -95,7 +95,7 @@ pub(crate) async fn events_of_a_task_come_in_order<B: Backend>() {
 
 pub(crate) async fn a_late_subscriber_gets_the_replay<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
-    let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
+    let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60)).await;
     echo_consumer(&bus, "agent.a").await;
     let (record, _) = bus
         .request(task("agent.a", "r-late-sub", "x"), NET)
@@ -116,7 +116,7 @@ pub(crate) async fn a_late_subscriber_gets_the_replay<B: Backend>() {
 
 pub(crate) async fn delivery_events_follow_the_terminal_one<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
-    let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
+    let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60)).await;
     echo_consumer(&bus, "agent.a").await;
     let (record, _) = bus
         .request(task("agent.a", "r-delivery", "x"), NET)
@@ -144,7 +144,7 @@ pub(crate) async fn delivery_events_follow_the_terminal_one<B: Backend>() {
 
 pub(crate) async fn emitted_events_come_between_start_and_end<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
-    let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
+    let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60)).await;
     let mut sub = bus.consume(topic("agent.a")).await.unwrap();
     let task_id = bus
         .submit(task("agent.a", "r-emit", "x"))
@@ -227,7 +227,7 @@ pub(crate) async fn emitted_events_come_between_start_and_end<B: Backend>() {
 
 pub(crate) async fn wait_is_answered_by_the_terminal_event<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
-    let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
+    let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60)).await;
     let mut sub = bus.consume(topic("agent.a")).await.unwrap();
     bus.submit(task("agent.a", "r-wait", "x")).await.unwrap();
     let rid = RequestId::parse("r-wait").unwrap();
@@ -282,7 +282,7 @@ pub(crate) async fn wait_is_answered_by_the_terminal_event<B: Backend>() {
 
 pub(crate) async fn cancel_emits_the_one_terminal_event<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
-    let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
+    let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60)).await;
     let task_id = bus
         .submit(task("agent.nobody", "r-cx", "x"))
         .await
@@ -302,7 +302,7 @@ pub(crate) async fn cancel_emits_the_one_terminal_event<B: Backend>() {
 
 pub(crate) async fn reusing_a_request_id_for_other_work_is_a_conflict<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
-    let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60));
+    let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60)).await;
     let first = bus.submit(task("agent.a", "r-reuse", "x")).await.unwrap();
     let dup = bus.submit(task("agent.a", "r-reuse", "x")).await.unwrap();
     assert!(dup.duplicate);
@@ -336,7 +336,7 @@ pub(crate) fn replay_after_a_restart_comes_from_the_store<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_path_buf();
     let (done, pending) = super::in_fresh_system(move || async move {
-        let bus = B::open(&path, ManualClock::new(T0), Duration::from_secs(60));
+        let bus = B::open(&path, ManualClock::new(T0), Duration::from_secs(60)).await;
         echo_consumer(&bus, "agent.a").await;
         let (done, _) = bus
             .request(task("agent.a", "r-rs-done", "x"), NET)
@@ -350,7 +350,7 @@ pub(crate) fn replay_after_a_restart_comes_from_the_store<B: Backend>() {
     });
     let path = dir.path().to_path_buf();
     let (ended, resumed) = super::in_fresh_system(move || async move {
-        let bus = B::open(&path, ManualClock::new(T0), Duration::from_secs(60));
+        let bus = B::open(&path, ManualClock::new(T0), Duration::from_secs(60)).await;
         let ended = drain(bus.task_events(done).await.unwrap()).await;
         let live = bus.task_events(pending).await.unwrap();
         echo_consumer(&bus, "agent.b").await;

@@ -1,0 +1,79 @@
+//! Bus task throughput, local beside NATS JetStream: `cargo bench -p bus --bench tasks`.
+//! Printed, never asserted. The workload is the `figures` bench's first figure (submit →
+//! deliver → complete, dedup on, 256 in flight). NATS runs when `CLAWBUS_BENCH_NATS` names a
+//! server (≥ 2.11, JetStream on), e.g. `nats://127.0.0.1:4222`; each run uses a fresh prefix.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use bus::nats::{Nats, NatsBus, NatsOptions};
+use bus::{Bus, Envelope, LocalBus, LocalOptions, Outcome, RequestId, SystemClock, Topic};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const TASKS: usize = 20_000;
+const IN_FLIGHT: usize = 256;
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    actix_rt::System::with_tokio_rt(move || rt).block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let local = LocalBus::open(dir.path(), LocalOptions::default()).unwrap();
+        run("local (sled)", Arc::new(local), TASKS).await;
+        match std::env::var("CLAWBUS_BENCH_NATS") {
+            Ok(url) => {
+                let mut opts = NatsOptions::new(url);
+                opts.prefix = format!("bench{}", std::process::id());
+                let nats = Nats::connect(opts).await.unwrap();
+                let window = Duration::from_secs(24 * 3600);
+                let bus = NatsBus::open(nats, Arc::new(SystemClock), window, 5)
+                    .await
+                    .unwrap();
+                run("nats (JetStream, one node)", Arc::new(bus), TASKS / 4).await;
+            }
+            Err(_) => println!("nats: skipped (set CLAWBUS_BENCH_NATS=nats://HOST:PORT)"),
+        }
+    });
+}
+
+async fn run(name: &str, bus: Arc<dyn Bus>, tasks: usize) {
+    let mut sub = bus.consume(Topic::parse("bench.>").unwrap()).await.unwrap();
+    let consumer = tokio::spawn(async move {
+        while let Some(d) = sub.next().await {
+            tokio::spawn(async move {
+                d.start().await.unwrap();
+                let result = d.envelope().payload.clone();
+                d.complete(Outcome::Succeeded { result }).await.unwrap();
+            });
+        }
+    });
+    let topic = Topic::parse("bench.tasks").unwrap();
+    let started = Instant::now();
+    let sem = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
+    let mut joins = Vec::with_capacity(tasks);
+    for i in 0..tasks {
+        let permit = sem.clone().acquire_owned().await.unwrap();
+        let (bus, topic) = (bus.clone(), topic.clone());
+        joins.push(tokio::spawn(async move {
+            let env = Envelope::task(
+                topic,
+                RequestId::parse(&format!("bench-{i}")).unwrap(),
+                json!(i),
+            );
+            bus.request(env, Duration::from_secs(120)).await.unwrap();
+            drop(permit);
+        }));
+    }
+    for j in joins {
+        j.await.unwrap();
+    }
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "{name}: bus tasks (submit→deliver→complete, dedup+journal, {IN_FLIGHT} in flight): {tasks} in {secs:.2}s = {:.0} tasks/s",
+        tasks as f64 / secs
+    );
+    consumer.abort();
+}

@@ -1,0 +1,349 @@
+//! The bus on NATS: events over core NATS, tasks through the work-queue stream, records in KV.
+
+use super::consume::{self, Shared};
+use super::{Nats, NatsTaskStore};
+use crate::backend::{Bus, Delivery, Subscription};
+use crate::envelope::{Envelope, Kind, RequestId};
+use crate::error::BusError;
+use crate::events::{TaskEventKind, TaskEventStream};
+use crate::local::evented::EventedStore;
+use crate::local::log::{EventLog, Header};
+use crate::local::{SUBSCRIBER_BUFFER, stream};
+use crate::store::TaskStore;
+use crate::task::{Admission, CancelNotice, Outcome, TaskRecord};
+use crate::topic::Topic;
+use async_nats::jetstream::message::PublishMessage as Publish;
+use async_trait::async_trait;
+use futures::StreamExt as _;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+/// The bus on NATS JetStream. Cheap to clone; clones share the connection.
+#[derive(Clone)]
+pub struct NatsBus {
+    shared: Arc<Shared>,
+}
+
+impl NatsBus {
+    /// The bus over `nats` with the task store `store` (see [`NatsTaskStore`]), giving up on a
+    /// task after `max_attempts` deliveries. Must be called inside a tokio runtime (the actix
+    /// `System`): its publisher runs there.
+    pub fn new(nats: Nats, store: NatsTaskStore, max_attempts: u32) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel::<Envelope>();
+        tokio::spawn(publisher(nats.clone(), rx));
+        let clock = store.clock();
+        let sink_tx = tx.clone();
+        let sink = Box::new(move |env: Envelope| {
+            // The receiver lives as long as the runtime: a send fails only while it stops.
+            if sink_tx.send(env).is_err() {
+                tracing::debug!("Task event not published: the bus is closing.");
+            }
+        });
+        let log = Arc::new(EventLog::new(clock, sink));
+        let inner: Arc<dyn TaskStore> = Arc::new(store);
+        let store: Arc<dyn TaskStore> = Arc::new(EventedStore {
+            inner,
+            log: log.clone(),
+        });
+        Self {
+            shared: Arc::new(Shared {
+                nats,
+                store,
+                log,
+                max_attempts,
+                out: tx,
+            }),
+        }
+    }
+
+    /// Connects the store and the bus over `nats`.
+    pub async fn open(
+        nats: Nats,
+        clock: Arc<dyn crate::clock::Clock>,
+        window: Duration,
+        max_attempts: u32,
+    ) -> Result<Self, BusError> {
+        let store = NatsTaskStore::open(&nats, clock, window).await?;
+        Ok(Self::new(nats, store, max_attempts))
+    }
+
+    /// The task store behind this bus. Outcomes recorded through it emit their task events.
+    pub fn store(&self) -> &Arc<dyn TaskStore> {
+        &self.shared.store
+    }
+
+    /// Publishes `env` to the work stream with `Nats-Msg-Id = request_id`. When the stream
+    /// answers that id as a duplicate of an older message (another task or attempt under the
+    /// same request id, inside the stream's dedup window), this one goes out under an id of
+    /// its own task and attempt: the task store, not the stream, judged it new.
+    async fn dispatch(&self, env: Envelope) -> Result<(), BusError> {
+        let nats = &self.shared.nats;
+        let subject = nats.subjects.work(&env.topic);
+        let bytes = bytes::Bytes::from(encode(&env)?);
+        let ack = publish(nats, &subject, env.request_id.as_str(), bytes.clone()).await?;
+        if !ack.duplicate || self.is_ours(ack.sequence, &env).await {
+            return Ok(());
+        }
+        let id = format!("{}#{}#{}", env.request_id, env.id, env.attempt);
+        publish(nats, &subject, &id, bytes).await.map(|_| ())
+    }
+
+    /// True when stream message `seq` is `env` (the same task and attempt).
+    async fn is_ours(&self, seq: u64, env: &Envelope) -> bool {
+        let Ok(stream) = self.shared.nats.work_stream().await else {
+            return false;
+        };
+        match stream.get_raw_message(seq).await {
+            Ok(m) => serde_json::from_slice::<Envelope>(&m.payload)
+                .is_ok_and(|e| e.id == env.id && e.attempt == env.attempt),
+            Err(_) => false, // acked and gone: an older message
+        }
+    }
+}
+
+async fn publish(
+    nats: &Nats,
+    subject: &str,
+    id: &str,
+    payload: bytes::Bytes,
+) -> Result<async_nats::jetstream::publish::PublishAck, BusError> {
+    let fail = |e: &dyn std::fmt::Display| BusError::Transport(format!("publish {subject}: {e}"));
+    let message = Publish::build().message_id(id).payload(payload);
+    let pending = nats
+        .js
+        .send_publish(subject.to_string(), message)
+        .await
+        .map_err(|e| fail(&e))?;
+    pending.await.map_err(|e| fail(&e))
+}
+
+pub(super) fn encode(env: &Envelope) -> Result<Vec<u8>, BusError> {
+    serde_json::to_vec(env).map_err(|e| BusError::Invalid(format!("encode envelope: {e}")))
+}
+
+/// Publishes what the bus sends (events, results, notices), one at a time and in order.
+async fn publisher(nats: Nats, mut rx: mpsc::UnboundedReceiver<Envelope>) {
+    while let Some(env) = rx.recv().await {
+        let subject = nats.subjects.msg(&env.topic);
+        let bytes = match encode(&env) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(topic = %env.topic, error = %e, "Message not published.");
+                continue;
+            }
+        };
+        if let Err(e) = nats.client.publish(subject, bytes.into()).await {
+            tracing::warn!(topic = %env.topic, error = %e, "Message not published.");
+        }
+    }
+}
+
+/// Ends the forwarding task of a subscription with it.
+struct AbortOnDrop(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for h in &self.0 {
+            h.abort();
+        }
+    }
+}
+
+#[async_trait]
+impl Bus for NatsBus {
+    async fn publish(&self, env: Envelope) -> Result<(), BusError> {
+        if env.kind == Kind::Task {
+            return Err(BusError::Invalid(
+                "tasks go through submit, not publish".into(),
+            ));
+        }
+        self.shared
+            .out
+            .send(env)
+            .map_err(|_| BusError::Closed("the NATS publisher has stopped".into()))
+    }
+
+    async fn submit(&self, env: Envelope) -> Result<Admission, BusError> {
+        if env.kind != Kind::Task {
+            return Err(BusError::Invalid(format!(
+                "submit takes tasks, got {:?}",
+                env.kind
+            )));
+        }
+        if env.topic.is_pattern() {
+            return Err(BusError::Invalid(format!(
+                "cannot submit to pattern {}",
+                env.topic
+            )));
+        }
+        let fresh_id = env.id;
+        let admission = self.shared.store.admit(env.clone()).await?;
+        if !admission.duplicate {
+            let dispatch = if admission.task.task_id == fresh_id {
+                env
+            } else {
+                let mut again = admission.task.envelope.clone();
+                again.attempt = admission.task.attempts + 1;
+                again
+            };
+            self.dispatch(dispatch).await?;
+        }
+        Ok(admission)
+    }
+
+    async fn subscribe(&self, pattern: Topic) -> Result<Subscription, BusError> {
+        let nats = &self.shared.nats;
+        let (tx, rx) = mpsc::channel(SUBSCRIBER_BUFFER);
+        let mut tasks = Vec::new();
+        for subject in [nats.subjects.msg(&pattern), nats.subjects.work(&pattern)] {
+            let mut sub = nats
+                .client
+                .subscribe(subject.clone())
+                .await
+                .map_err(|e| BusError::Transport(format!("subscribe {subject}: {e}")))?;
+            let tx = tx.clone();
+            let pattern = pattern.clone();
+            tasks.push(tokio::spawn(async move {
+                while let Some(msg) = sub.next().await {
+                    let env: Envelope = match serde_json::from_slice(&msg.payload) {
+                        Ok(env) => env,
+                        Err(e) => {
+                            tracing::warn!(subject = %msg.subject, error = %e, "Unreadable message skipped.");
+                            continue;
+                        }
+                    };
+                    if !pattern.matches(&env.topic) {
+                        continue;
+                    }
+                    match tx.try_send(Delivery::new(env, None)) {
+                        Ok(()) => {}
+                        Err(mpsc::error::TrySendError::Full(d)) => {
+                            tracing::warn!(topic = %d.envelope().topic, pattern = %pattern, "Subscriber lagging; event dropped for it.");
+                        }
+                        Err(mpsc::error::TrySendError::Closed(_)) => return,
+                    }
+                }
+            }));
+        }
+        // The server has the interest before this returns: nothing published after is missed.
+        nats.client
+            .flush()
+            .await
+            .map_err(|e| BusError::Transport(format!("flush: {e}")))?;
+        Ok(Subscription::new(rx, Box::new(AbortOnDrop(tasks))))
+    }
+
+    async fn consume(&self, pattern: Topic) -> Result<Subscription, BusError> {
+        let (tx, rx) = mpsc::channel(SUBSCRIBER_BUFFER);
+        let handle = consume::start(self.shared.clone(), pattern, tx).await?;
+        Ok(Subscription::new(rx, Box::new(AbortOnDrop(vec![handle]))))
+    }
+
+    async fn lookup(&self, request_id: &RequestId) -> Result<Option<TaskRecord>, BusError> {
+        self.shared.store.lookup(request_id).await
+    }
+
+    async fn task(&self, task_id: Uuid) -> Result<Option<TaskRecord>, BusError> {
+        self.shared.store.by_task_id(task_id).await
+    }
+
+    async fn tasks(&self) -> Result<Vec<TaskRecord>, BusError> {
+        self.shared.store.list().await
+    }
+
+    async fn wait(
+        &self,
+        request_id: &RequestId,
+        timeout: Duration,
+    ) -> Result<TaskRecord, BusError> {
+        let store = &self.shared.store;
+        let deadline = tokio::time::Instant::now() + timeout;
+        let timed_out = || BusError::TimedOut { after: timeout };
+        let unknown = || BusError::UnknownTask(request_id.to_string());
+        let record = store.lookup(request_id).await?.ok_or_else(unknown)?;
+        if record.state.is_terminal() {
+            return Ok(record);
+        }
+        // Subscribed before the replay reads the store: an outcome recorded through another
+        // connection after that read reaches this one as its terminal event.
+        let mut events = tokio::time::timeout_at(deadline, self.task_events(record.task_id))
+            .await
+            .map_err(|_| timed_out())??;
+        loop {
+            match tokio::time::timeout_at(deadline, events.next()).await {
+                Err(_) => return Err(timed_out()),
+                Ok(None) => return Err(BusError::Closed("task events ended early".into())),
+                Ok(Some(ev)) if ev.is_terminal() => break,
+                Ok(Some(_)) => {}
+            }
+        }
+        match store.by_task_id(record.task_id).await? {
+            Some(done) => Ok(done),
+            None => store.lookup(request_id).await?.ok_or_else(unknown),
+        }
+    }
+
+    async fn emit(&self, task_id: Uuid, kind: TaskEventKind) -> Result<(), BusError> {
+        if kind.is_terminal() {
+            return Err(BusError::Invalid(
+                "a task's terminal event comes from recording its outcome, not from emit".into(),
+            ));
+        }
+        let log = &self.shared.log;
+        let header = match log.header(task_id) {
+            Some(header) => header,
+            None => {
+                let record = self
+                    .shared
+                    .store
+                    .by_task_id(task_id)
+                    .await?
+                    .ok_or_else(|| BusError::UnknownTask(task_id.to_string()))?;
+                if record.state.is_terminal() {
+                    if !kind.follows_outcome() {
+                        return Ok(());
+                    }
+                    log.seed(&record)
+                } else {
+                    Header::of(&record)
+                }
+            }
+        };
+        log.append(&header, kind);
+        Ok(())
+    }
+
+    async fn task_events(&self, task_id: Uuid) -> Result<TaskEventStream, BusError> {
+        let sub = self.subscribe(Topic::task_events(task_id)).await?;
+        let log = &self.shared.log;
+        let replayed = stream::replay(log, self.shared.store.as_ref(), task_id).await?;
+        Ok(stream::stream(replayed, sub, log.clone(), task_id))
+    }
+
+    async fn end(&self, request_id: &RequestId, outcome: Outcome) -> Result<TaskRecord, BusError> {
+        let reason = match &outcome {
+            Outcome::Cancelled { reason } => reason.clone(),
+            Outcome::Failed { error }
+            | Outcome::TimedOut { error }
+            | Outcome::DeadLettered { error } => error.clone(),
+            Outcome::Succeeded { .. } => "ended".to_string(),
+        };
+        let done = self.shared.store.complete(request_id, outcome).await?;
+        let record = done.task;
+        if !done.recorded {
+            return Ok(record);
+        }
+        let payload = CancelNotice {
+            task_id: record.task_id,
+            request_id: Some(record.request_id.clone()),
+            reason,
+        }
+        .to_payload();
+        let mut notice = Envelope::event(Topic::cancellations(), payload);
+        notice.request_id = record.request_id.clone();
+        self.publish(notice).await?;
+        Ok(record)
+    }
+}
