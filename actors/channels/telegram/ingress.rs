@@ -87,8 +87,8 @@ impl Ingress {
         kind: &str,
         text: &str,
     ) -> Result<(), BusError> {
-        let request_id =
-            RequestId::parse(&format!("telegram:{update_id}")).map_err(BusError::Invalid)?;
+        let request_id = RequestId::parse(&format!("telegram:{update_id}"))
+            .map_err(|e| BusError::Invalid(e.to_string()))?;
         let origin = Origin {
             channel: TELEGRAM_CHANNEL.into(),
             chat_type: chat_type(kind).into(),

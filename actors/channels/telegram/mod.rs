@@ -66,8 +66,11 @@ impl crate::Prepared for TelegramChannel {
             crate::delivery::DeliveryDeps::of(system),
         )
         .await?;
-        let offsets = OffsetStore::open(system.db())
-            .map_err(|e| crate::ChannelError::State(format!("telegram offset: {e}")))?;
+        let offsets =
+            OffsetStore::open(system.db()).map_err(|source| crate::ChannelError::State {
+                what: "telegram offset",
+                source,
+            })?;
         let poller = TelegramHandle::start(
             &self.def,
             self.api,

@@ -57,7 +57,7 @@ use std::time::Duration;
 pub use breaker::BreakerPolicy;
 pub use cron_limits::CronDef;
 pub use delivery::DeliveryDef;
-pub use duration::parse_duration;
+pub use duration::{DurationError, parse_duration};
 pub use exec::{
     ArgsPattern, DEFAULT_APPROVAL_TIMEOUT, DEFAULT_EXEC_TIMEOUT, ExecDef, ExecRule, ExecSecurity,
 };
@@ -219,14 +219,22 @@ impl BusBackend {
     }
 
     /// Parses the configured name.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, UnknownBackend> {
         match s {
             "local" => Ok(Self::Local),
-            other => Err(format!(
-                "unknown bus backend {other:?} (expected \"local\")"
-            )),
+            other => Err(UnknownBackend {
+                given: other.to_string(),
+            }),
         }
     }
+}
+
+/// A bus backend name this build does not know ([`BusBackend::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown bus backend {given:?} (expected \"local\")")]
+pub struct UnknownBackend {
+    /// The name given.
+    pub given: String,
 }
 
 /// What protocol a provider speaks.
@@ -308,24 +316,77 @@ pub struct ModelRef {
 
 impl ModelRef {
     /// Splits `"<provider>/<model>"` at the first `/`; the provider must be `[a-z0-9_-]+`.
-    pub fn parse(s: &str) -> Result<ModelRef, String> {
-        let expected = "(expected \"<provider>/<model>\", e.g. \"scripted/echo\")";
+    pub fn parse(s: &str) -> Result<ModelRef, ModelRefError> {
         let Some((provider, model)) = s.split_once('/') else {
-            return Err(format!("model {s:?} has no provider {expected}"));
+            return Err(ModelRefError::NoProvider {
+                given: s.to_string(),
+            });
         };
         if !is_name(provider) {
-            return Err(format!(
-                "invalid provider name {provider:?} in model {s:?} {expected}"
-            ));
+            return Err(ModelRefError::ProviderName {
+                provider: provider.to_string(),
+                given: s.to_string(),
+            });
         }
         if model.trim().is_empty() {
-            return Err(format!("model {s:?} has an empty model name {expected}"));
+            return Err(ModelRefError::EmptyModel {
+                given: s.to_string(),
+            });
         }
         Ok(ModelRef {
             provider: provider.to_string(),
             model: model.to_string(),
         })
     }
+}
+
+/// A text that is not a model reference ([`ModelRef::parse`]), or one naming a provider that is
+/// not configured.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelRefError {
+    /// No `/`.
+    #[error(
+        "model {given:?} has no provider (expected \"<provider>/<model>\", e.g. \"scripted/echo\")"
+    )]
+    NoProvider {
+        /// The text given.
+        given: String,
+    },
+    /// The provider part is not `[a-z0-9_-]+`.
+    #[error(
+        "invalid provider name {provider:?} in model {given:?} (expected \"<provider>/<model>\", e.g. \"scripted/echo\")"
+    )]
+    ProviderName {
+        /// The provider part.
+        provider: String,
+        /// The text given.
+        given: String,
+    },
+    /// Nothing after the `/`.
+    #[error(
+        "model {given:?} has an empty model name (expected \"<provider>/<model>\", e.g. \"scripted/echo\")"
+    )]
+    EmptyModel {
+        /// The text given.
+        given: String,
+    },
+    /// The provider is neither declared nor built in.
+    #[error("unknown provider {provider:?} (expected one of: {known})")]
+    UnknownProvider {
+        /// The provider named.
+        provider: String,
+        /// The known providers, comma-separated.
+        known: String,
+    },
+    /// A scripted model's name is not a file stem.
+    #[error(
+        "invalid scripted model name {model:?} (expected a-z, 0-9, '-' or '_': it names the file agents.d/<id>/<name>.rules.toml)"
+    )]
+    ScriptedName {
+        /// The model name.
+        model: String,
+    },
 }
 
 impl fmt::Display for ModelRef {

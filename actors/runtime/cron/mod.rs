@@ -34,7 +34,7 @@ mod tests;
 
 pub use admin::CronError;
 pub use event::{CronEvent, CronEventKind};
-pub use flat::FlatSpec;
+pub use flat::{FlatError, FlatSpec};
 pub use handle::SchedulerHandle;
 pub use heartbeat::HeartbeatSpec;
 pub use job::{
