@@ -31,11 +31,6 @@ use bus::BusError;
 
 pub use clawbus_runtime::outbox::{OutboundMessage, is_silent, out_topic};
 
-/// The Telegram channel's name.
-pub const TELEGRAM_CHANNEL: &str = clawbus_core::config::TELEGRAM;
-/// The channel name of outbound webhooks (as on the origin of inbound ones).
-pub const WEBHOOK: &str = clawbus_core::config::WEBHOOK;
-
 /// Why a channel could not start (before the system starts or over it).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

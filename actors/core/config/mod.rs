@@ -71,10 +71,10 @@ pub use report::{CheckReport, FileReport, Problem};
 pub use routes::ReplyRoutes;
 pub use session::{BindingDef, SessionDef, SessionsDef};
 pub use skills::{AgentSkillsDef, DEFAULT_BUNDLED_DIR, SkillsDef, is_skill_name};
-pub use telegram::{DEFAULT_TELEGRAM_BASE_URL, TELEGRAM, TelegramDef};
+pub use telegram::{DEFAULT_TELEGRAM_BASE_URL, TelegramDef};
 pub use tools::{AgentRule, ChannelDef, Profile, TOOL_GROUPS, ToolsDef, entry_for, expand};
 pub use web::{DEFAULT_FETCH_MAX_BYTES, DEFAULT_FETCH_TIMEOUT, WebDef, WebSearchDef};
-pub use webhooks::{WEBHOOK, WebhookDef};
+pub use webhooks::WebhookDef;
 
 /// The tool catalogue: every tool name `tools.allow`/`tools.deny`/`deny_tools` may use (besides
 /// groups, see [`TOOL_GROUPS`]). Not every one is implemented yet; `clawbus tools` says which.

@@ -4,9 +4,6 @@ use super::AgentId;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// The Telegram channel's name in a session key (the same as `config::TELEGRAM`).
-const TELEGRAM: &str = "telegram";
-
 /// A session key: `agent:<agentId>:<channel>:<chatType>:<peerId>`, or `agent:<agentId>:main`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -158,7 +155,7 @@ impl fmt::Display for SessionKey {
 pub fn chat_of_session(session: &str) -> Option<i64> {
     let parts: Vec<&str> = session.split(':').collect();
     match parts.as_slice() {
-        ["agent", _, channel, _, chat] if *channel == TELEGRAM => chat.parse().ok(),
+        ["agent", _, channel, _, chat] if super::Channel::Telegram == *channel => chat.parse().ok(),
         _ => None,
     }
 }

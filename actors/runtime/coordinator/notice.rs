@@ -28,7 +28,7 @@ pub fn outcome_notice(
     );
     let request_id = notice_id(task_id)?;
     let origin = Origin {
-        channel: crate::origin::AGENT_CHANNEL.into(),
+        channel: clawbus_core::ids::Channel::Agent,
         chat_type: "notice".into(),
         peer: agent.to_string(),
         session_key: Some(to.clone()),

@@ -80,7 +80,7 @@ pub fn origin(job: &Job, scheduled_ms: u64) -> Origin {
         }
     };
     Origin {
-        channel: "cron".into(),
+        channel: clawbus_core::ids::Channel::Cron,
         chat_type: "job".into(),
         peer: job.id.to_string(),
         session_name: None,

@@ -217,7 +217,7 @@ impl Ingress {
             (Target::Topic(topic), _) => Ok((topic, None)),
             (Target::Routed { agent }, router) => {
                 let inbound = Inbound {
-                    channel: origin.channel.clone(),
+                    channel: origin.channel.to_string(),
                     chat_type: origin.chat_type.clone(),
                     peer: origin.peer.clone(),
                     agent,

@@ -186,13 +186,16 @@ impl Tool for AgentCallTool {
             return ToolOutput::error("invalid_arguments", "\"task\" is empty");
         }
         // The fast path: a cycle inside this tree is refused before anything is posted.
-        if args.wait && run.call_chain.contains(&args.agent) {
+        if args.wait && run.call_chain.iter().any(|a| *a == *args.agent) {
             let start = run
                 .call_chain
                 .iter()
-                .position(|a| *a == args.agent)
+                .position(|a| *a == *args.agent)
                 .unwrap_or(0);
-            let mut cycle: Vec<&str> = run.call_chain[start..].iter().map(String::as_str).collect();
+            let mut cycle: Vec<&str> = run.call_chain[start..]
+                .iter()
+                .map(AgentId::as_str)
+                .collect();
             cycle.push(&args.agent);
             return ToolOutput::error(
                 "deadlock",
@@ -225,7 +228,7 @@ impl Tool for AgentCallTool {
             });
         let session = SessionKey::peer(callee, "agent", ctx.agent.as_str(), request_id.as_str());
         let origin = Origin {
-            channel: crate::origin::AGENT_CHANNEL.into(),
+            channel: clawbus_core::ids::Channel::Agent,
             chat_type: ctx.agent.to_string(),
             peer: request_id.to_string(),
             session_key: Some(session),

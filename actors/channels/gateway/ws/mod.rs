@@ -45,7 +45,6 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 
 pub use handshake::TICK_INTERVAL_MS;
-pub use runs::CHANNEL;
 
 /// How long a client has to send `req connect` after the challenge.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

@@ -19,8 +19,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use std::time::Duration;
 
-/// The channel name on the origin and in session keys.
-pub const CHANNEL: &str = "ws";
+/// The channel on the origin and in session keys.
+const CHANNEL: clawbus_core::ids::Channel = clawbus_core::ids::Channel::Ws;
 /// How long `agent.wait` waits when the client names no `timeoutMs`.
 const DEFAULT_WAIT_MS: u64 = 30_000;
 /// How many transcript entries `chat.history` answers when the client names no `limit`.
@@ -94,7 +94,7 @@ fn place_of(
         None => Ok((
             Some(SessionKey::peer(
                 agent,
-                CHANNEL,
+                CHANNEL.as_str(),
                 "task",
                 request_id.as_str(),
             )),
@@ -132,7 +132,7 @@ fn session_of(
         return Ok(key);
     }
     let inbound = Inbound {
-        channel: CHANNEL.into(),
+        channel: CHANNEL.to_string(),
         chat_type,
         peer,
         agent: Some(agent.clone()),
@@ -174,14 +174,14 @@ pub(super) async fn start(
         },
     };
     let origin = Origin {
-        channel: CHANNEL.into(),
+        channel: CHANNEL,
         chat_type,
         peer,
         session_key: key,
         lane,
         ..Origin::api()
     };
-    let req = Request::new(target, request_id, p.message, CHANNEL, origin);
+    let req = Request::new(target, request_id, p.message, CHANNEL.as_str(), origin);
     let submitted = crate::gateway::admit::submit(state, req).await?;
     let status = if method == Method::ChatSend {
         "started"
