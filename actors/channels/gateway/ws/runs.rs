@@ -10,9 +10,9 @@ use super::frames::{ErrorCode, ErrorShape};
 use super::methods::Method;
 use crate::gateway::api::{self, ApiState, Failure};
 use crate::gateway::sessions::{self, Cancelled};
-use bus::{BusError, RequestId, TaskRecord, TaskState};
+use bus::{RequestId, TaskRecord, TaskState};
 use clawbus_core::ids::{AgentId, SessionKey, SessionName};
-use clawbus_runtime::ingress::{Request, Target};
+use clawbus_runtime::ingress::{Request, Target, Waited};
 use clawbus_runtime::origin::Origin;
 use clawbus_runtime::router::Inbound;
 use serde::Deserialize;
@@ -214,14 +214,15 @@ pub(super) async fn wait(state: &ApiState, p: WaitParams) -> Result<Value, Error
     let rec = if rec.state.is_terminal() {
         rec
     } else {
-        match state.bus.wait(&rec.request_id, timeout).await {
-            Ok(rec) => rec,
-            Err(BusError::TimedOut { .. }) => {
+        match state.ingress().wait(&rec.request_id, timeout, &rec).await {
+            Ok(Waited::Ended(rec)) => rec,
+            // The state the run had when the wait began, as before the wait.
+            Ok(Waited::Pending(_)) => {
                 return Ok(
                     json!({ "runId": p.run_id, "status": "timeout", "state": rec.state.as_str() }),
                 );
             }
-            Err(e) => return Err(Failure::bus(e).into()),
+            Err(e) => return Err(crate::gateway::admit::failure(e).into()),
         }
     };
     Ok(ended(&rec))

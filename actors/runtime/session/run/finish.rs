@@ -21,7 +21,8 @@ impl Run {
         else {
             return;
         };
-        if let Err(e) = self.rt.bus.submit(notice).await {
+        let ingress = crate::ingress::Ingress::new(self.rt.bus.clone());
+        if let Err(e) = ingress.submit(notice).await {
             tracing::error!(session = %to, task_id = %env.id, error = %e, "Could not tell the calling session of the outcome.");
         }
     }
