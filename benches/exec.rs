@@ -6,6 +6,7 @@
 //!    PATH lookup, clean environment, its own process group, one capped pipe, group kill, the
 //!    result text) — spawn to result.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::disallowed_methods, reason = "a bench measures real time")]
 
 use clawbus::config::{ExecDef, ExecRule, ExecSecurity};
 use clawbus::tools::{ExecTool, ToolContext, ToolSet};

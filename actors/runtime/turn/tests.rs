@@ -241,7 +241,7 @@ async fn turn_timeout_stops_a_turn_stuck_in_a_tool() {
         turn_timeout: Duration::from_secs(30),
         ..Limits::default()
     };
-    let begun = tokio::time::Instant::now();
+    let begun = bus::Clock::now(&bus::SystemClock);
     // Paused time: the clock jumps to the turn's deadline as soon as everything waits.
     let result = run_turn(&deps(model.clone(), &tool, limits), input(&dir)).await;
     assert!(

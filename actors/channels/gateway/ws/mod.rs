@@ -420,6 +420,10 @@ fn request(state: &ApiState, out: &Outbox, calls: &mut JoinSet<()>, text: &str) 
 /// connection closes.
 async fn tick(clock: Arc<dyn bus::Clock>, out: Outbox) {
     let period = Duration::from_millis(TICK_INTERVAL_MS);
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the WebSocket keep-alive tick runs on tokio's real time, as the client's timer does"
+    )]
     let mut every = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     loop {
         tokio::select! {
