@@ -30,7 +30,7 @@ pub mod state;
 pub mod store;
 pub mod sync;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use admin::CronError;
 pub use event::{CronEvent, CronEventKind};

@@ -23,7 +23,7 @@ mod scripted;
 pub mod sse;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::time::Duration;
 
