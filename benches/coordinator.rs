@@ -14,6 +14,7 @@
 //!
 //! Figures are printed, never asserted. `--tiny` runs a few of each.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::disallowed_methods, reason = "a bench measures real time")]
 
 use bus::{Bus, BusOptions, Envelope, RequestId, Topic};
 use clawbus::config::{self, LoadOptions};

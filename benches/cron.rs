@@ -21,6 +21,7 @@
 //!
 //! Run: `cargo bench --bench cron` (or `CRON_FIRES=10 CRON_IDLE_SECS=5 cargo bench --bench cron`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::disallowed_methods, reason = "a bench measures real time")]
 
 use bus::{Bus, BusOptions, Clock, Outcome, SystemClock, Topic};
 use clawbus::cron::{

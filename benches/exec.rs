@@ -10,6 +10,7 @@
 //! 4. Memory per running sandbox: the daemon's resident set grown while 20 sandboxed `sleep`s run
 //!    at once, per sandbox, and the resident set of the bubblewrap processes per sandbox.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::disallowed_methods, reason = "a bench measures real time")]
 
 use clawbus::config::{ExecDef, ExecRule, ExecSecurity, SandboxDef, SandboxMode, Set};
 use clawbus::tools::sandbox::Sandbox;

@@ -8,6 +8,7 @@
 //! 4. One scripted turn over HTTP (`POST /v1/agents/echo/tasks` with `wait`): median and p99.
 //! 5. The same through the CLI (`clawbus post agent.echo … --wait`, a process per call): median.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::disallowed_methods, reason = "a bench measures real time")]
 
 use bus::{Bus, Envelope, LocalBus, LocalOptions, Outcome, RequestId, Topic};
 use clawbus::config::{self, LoadOptions};

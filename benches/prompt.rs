@@ -6,6 +6,7 @@
 //! the case before every model call) and cold (a fresh builder, every file read); characters per
 //! layer. Also `memory_search` over those 20 files: a cold index build and a warm query.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+#![allow(clippy::disallowed_methods, reason = "a bench measures real time")]
 
 use bus::ManualClock;
 use clawbus::config::PromptDef;

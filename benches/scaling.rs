@@ -26,6 +26,7 @@
 //! during the measured window, `{pid}` and `{secs}` replaced, its output printed: e.g.
 //! `perf stat -e syscalls:sys_enter_fsync,syscalls:sys_enter_fdatasync -p {pid} -- sleep {secs}`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::disallowed_methods, reason = "a bench measures real time")]
 
 use serde_json::json;
 use std::collections::BTreeMap;

@@ -6,6 +6,7 @@
 //!    read, extract, wrap) — median over 50 runs.
 //! 3. The search cache: a cached `web_search` answer — median over 1,000 lookups.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+#![allow(clippy::disallowed_methods, reason = "a bench measures real time")]
 
 use axum::Router;
 use axum::routing::get;

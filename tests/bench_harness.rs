@@ -2,6 +2,10 @@
 //! every scenario runs against a real `clawbus up` and the table, JSON and SVG are written.
 //! No figure is asserted, only that every scenario produced one.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the bench harness measures real time"
+)]
 
 #[path = "../benches/compare/harness.rs"]
 mod harness;

@@ -31,11 +31,6 @@ use bus::BusError;
 
 pub use clawbus_runtime::outbox::{OutboundMessage, is_silent, out_topic};
 
-/// The Telegram channel's name.
-pub const TELEGRAM_CHANNEL: &str = clawbus_core::config::TELEGRAM;
-/// The channel name of outbound webhooks (as on the origin of inbound ones).
-pub const WEBHOOK: &str = clawbus_core::config::WEBHOOK;
-
 /// Why a channel could not start (before the system starts or over it).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -52,20 +47,25 @@ pub enum ChannelError {
     #[error(transparent)]
     WebhookSecret(#[from] webhook::sign::MissingSecret),
     /// The delivery records or the Telegram offset could not be opened.
-    #[error("channel state: {0}")]
-    State(String),
+    #[error("channel state: {what}: {source}")]
+    State {
+        /// The store (`telegram offset`).
+        what: &'static str,
+        /// The store's error.
+        source: sled::Error,
+    },
     /// Binding the gateway beyond loopback needs `--allow-public`.
     #[error(
         "refusing to bind {0}: not a loopback address (pass --allow-public to expose the gateway)"
     )]
     PublicBind(std::net::IpAddr),
     /// The gateway's token file could not be read or written.
-    #[error("state dir {}: token: {cause}", path.display())]
+    #[error("state dir {}: token: {source}", path.display())]
     Token {
         /// The state folder.
         path: std::path::PathBuf,
         /// What failed.
-        cause: String,
+        source: std::io::Error,
     },
     /// The store of used webhook signatures could not be opened.
     #[error("the store of used webhook signatures: {0}")]

@@ -5,12 +5,8 @@
 
 use bus::Envelope;
 use clawbus_core::config::MAIN_LANE;
-use clawbus_core::ids::SessionKey;
+use clawbus_core::ids::{AgentId, Channel, SessionKey};
 use uuid::Uuid;
-
-/// The channel of a task one run started for another (`sessions_send`, `agent_call`, the notice
-/// of a finished task): it came from inside the system, not from a person.
-pub const AGENT_CHANNEL: &str = "agent";
 
 /// The header keys clawbus sets on task envelopes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,8 +61,8 @@ impl Header {
 /// The origin of a task, as its channel set it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
-    /// The channel (`api` for scripts).
-    pub channel: String,
+    /// The channel (`api` for scripts); its name on the wire.
+    pub channel: Channel,
     /// The chat type (`task` for scripts).
     pub chat_type: String,
     /// The sender on that channel (empty for scripts).
@@ -80,7 +76,7 @@ pub struct Origin {
     /// The task that started this one.
     pub parent_task: Option<Uuid>,
     /// The agents whose turns wait on this task, outermost first.
-    pub call_chain: Vec<String>,
+    pub call_chain: Vec<AgentId>,
     /// The session told of this task's outcome when it ends (an agent call that did not wait,
     /// a subagent).
     pub notify_session: Option<SessionKey>,
@@ -112,7 +108,7 @@ impl Origin {
     /// A script's task posted straight to an agent topic.
     pub fn api() -> Self {
         Self {
-            channel: "api".into(),
+            channel: Channel::Api,
             chat_type: "task".into(),
             peer: String::new(),
             session_name: None,
@@ -130,7 +126,7 @@ impl Origin {
     /// Writes the origin onto an envelope's headers.
     pub fn apply(&self, mut env: Envelope) -> Envelope {
         let h = &mut env.headers;
-        h.insert(Header::Channel.as_str().into(), self.channel.clone());
+        h.insert(Header::Channel.as_str().into(), self.channel.to_string());
         h.insert(Header::ChatType.as_str().into(), self.chat_type.clone());
         if !self.peer.is_empty() {
             h.insert(Header::Peer.as_str().into(), self.peer.clone());
@@ -146,7 +142,8 @@ impl Origin {
             h.insert(Header::ParentTask.as_str().into(), parent.to_string());
         }
         if !self.call_chain.is_empty() {
-            h.insert(Header::CallChain.as_str().into(), self.call_chain.join(","));
+            let chain: Vec<&str> = self.call_chain.iter().map(AgentId::as_str).collect();
+            h.insert(Header::CallChain.as_str().into(), chain.join(","));
         }
         if let Some(key) = &self.notify_session {
             h.insert(Header::NotifySession.as_str().into(), key.to_string());
@@ -168,7 +165,7 @@ impl Origin {
         let get = |h: Header| env.headers.get(h.as_str()).cloned();
         let mut origin = Self::api();
         if let Some(c) = get(Header::Channel) {
-            origin.channel = c;
+            origin.channel = Channel::from(c);
         }
         if let Some(c) = get(Header::ChatType) {
             origin.chat_type = c;
@@ -191,7 +188,7 @@ impl Origin {
             })?);
         }
         if let Some(chain) = get(Header::CallChain) {
-            origin.call_chain = chain.split(',').map(str::to_string).collect();
+            origin.call_chain = chain.split(',').map(AgentId::new).collect();
         }
         if let Some(key) = get(Header::NotifySession) {
             origin.notify_session = Some(SessionKey::parse(&key).map_err(|e| OriginError {
@@ -236,7 +233,7 @@ mod tests {
             session_key: SessionKey::parse("agent:a:demo:group:alice").ok(),
             lane: "cron".into(),
             parent_task: Some(Uuid::now_v7()),
-            call_chain: vec!["a".into(), "b".into()],
+            call_chain: vec![AgentId::new("a"), AgentId::new("b")],
             notify_session: SessionKey::parse("agent:a:main").ok(),
             depth: 2,
             members: Some(3),
@@ -249,6 +246,33 @@ mod tests {
         );
         let env = origin.apply(env);
         assert_eq!(Origin::of(&env), Ok(origin));
+    }
+
+    #[test]
+    fn an_envelope_stored_before_the_typed_origin_still_loads() {
+        // A task envelope as an earlier build stored it: the origin as string headers.
+        let stored = r#"{"v":1,"id":"0190f5c2-6c5e-7a8b-9c0d-1e2f3a4b5c6d","request_id":"r-1","topic":"agent.b","kind":"task","payload":{"text":"hi"},"reply_to":null,"headers":{"channel":"agent","chat_type":"direct","peer":"","lane":"main","call_chain":"a,b","session_key":"agent:b:main"}}"#;
+        let env: Envelope = serde_json::from_str(stored).unwrap();
+        let origin = Origin::of(&env).unwrap();
+        assert_eq!(origin.channel, Channel::Agent);
+        assert_eq!(origin.call_chain, [AgentId::new("a"), AgentId::new("b")]);
+        // Written back, the headers are the same strings.
+        let again = origin.apply(Envelope::task(
+            Topic::agent("b"),
+            RequestId::random(),
+            serde_json::json!({}),
+        ));
+        for key in ["channel", "chat_type", "lane", "call_chain", "session_key"] {
+            assert_eq!(again.headers.get(key), env.headers.get(key), "{key}");
+        }
+        let other: Envelope = serde_json::from_str(
+            &stored.replace("\"agent\",\"chat_type\"", "\"demo\",\"chat_type\""),
+        )
+        .unwrap();
+        assert_eq!(
+            Origin::of(&other).unwrap().channel,
+            Channel::Other("demo".into())
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! scenario and option is described in [`harness`] and in `BENCHMARKS.md`. Figures are printed,
 //! never asserted; `tests/bench_harness.rs` runs every scenario at tiny sizes so this cannot rot.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::disallowed_methods, reason = "a bench measures real time")]
 
 mod harness;
 

@@ -42,12 +42,43 @@ pub trait Clock: Send + Sync + 'static {
     }
 }
 
+/// An instant of a [`Clock`]'s monotonic time after which something is no longer wanted (a lane
+/// wait's bound). Made from the clock, so a [`ManualClock`] drives it like every other wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Deadline(Instant);
+
+impl Deadline {
+    /// `limit` from now on `clock`.
+    pub fn after(clock: &dyn Clock, limit: Duration) -> Self {
+        Self(clock.now() + limit)
+    }
+
+    /// The deadline at `at`, an instant of a clock's monotonic time (from [`Clock::now`]).
+    pub fn at(at: Instant) -> Self {
+        Self(at)
+    }
+
+    /// Its instant on the clock's monotonic time.
+    pub fn instant(self) -> Instant {
+        self.0
+    }
+
+    /// Whether `clock` has reached it.
+    pub fn has_passed(self, clock: &dyn Clock) -> bool {
+        self.0 <= clock.now()
+    }
+}
+
 /// The real clock: the system's wall time and tokio's monotonic time and timers (so a test on
 /// tokio's paused time moves it with `tokio::time::advance`).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SystemClock;
 
 impl Clock for SystemClock {
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the one clock: the real wall time behind every stored and shown time"
+    )]
     fn now_ms(&self) -> u64 {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -55,6 +86,10 @@ impl Clock for SystemClock {
             .unwrap_or(0)
     }
 
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the one clock: the real monotonic time behind every wait and deadline"
+    )]
     fn now(&self) -> Instant {
         Instant::now()
     }
@@ -112,6 +147,10 @@ impl Drop for TimerEntry {
 
 impl ManualClock {
     /// A manual clock whose wall time starts at `start_ms`.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the manual clock's monotonic base: its readings are offsets from it, moved only by the test"
+    )]
     pub fn new(start_ms: u64) -> Arc<Self> {
         Arc::new(Self {
             state: Arc::new(ManualState {

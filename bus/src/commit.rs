@@ -30,7 +30,18 @@ impl FlushFault {
     }
 }
 
-type Waiter = oneshot::Sender<Result<(), String>>;
+/// Why a flush failed, shared by every waiter of its batch.
+#[derive(Debug, Clone, thiserror::Error)]
+enum FlushFailed {
+    /// The test switch ([`FlushFault`]) is on.
+    #[error("injected fault (FlushFault)")]
+    Injected,
+    /// sled's flush failed.
+    #[error(transparent)]
+    Store(Arc<sled::Error>),
+}
+
+type Waiter = oneshot::Sender<Result<(), FlushFailed>>;
 
 /// Handle to the flushing thread; dropping it stops the thread and waits for it, so the database
 /// is released (and can be reopened) once the handle is gone.
@@ -58,8 +69,11 @@ impl Committer {
                     let mut batch = vec![first];
                     batch.extend(rx.try_iter());
                     let res = match &fault {
-                        Some(f) if f.is_on() => Err("injected fault (FlushFault)".to_string()),
-                        _ => db.flush().map(|_| ()).map_err(|e| e.to_string()),
+                        Some(f) if f.is_on() => Err(FlushFailed::Injected),
+                        _ => db
+                            .flush()
+                            .map(|_| ())
+                            .map_err(|e| FlushFailed::Store(Arc::new(e))),
                     };
                     if let Err(e) = &res {
                         tracing::error!(error = %e, waiters = batch.len(), "Flush to disk failed.");
@@ -87,10 +101,7 @@ impl Committer {
             .map_err(|_| BusError::Closed("commit thread stopped".into()))?;
         match rx.await {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(BusError::Storage {
-                what: "flush".into(),
-                cause: e,
-            }),
+            Ok(Err(e)) => Err(BusError::storage("flush", e)),
             Err(_) => Err(BusError::Closed("commit thread stopped".into())),
         }
     }

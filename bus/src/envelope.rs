@@ -9,6 +9,26 @@ use uuid::Uuid;
 /// The envelope format version written by this build.
 pub const ENVELOPE_VERSION: u32 = 1;
 
+/// A caller-supplied request id that is not one ([`RequestId::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RequestIdError {
+    /// Empty or longer than [`RequestId::MAX_LEN`] bytes.
+    #[error("request id must be 1-{max} bytes long, got {len}", max = RequestId::MAX_LEN)]
+    Length {
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// It holds a character that is not printable ASCII, or a space.
+    #[error("request id {given:?} contains {c:?} (expected printable ASCII without spaces)")]
+    Character {
+        /// The id given.
+        given: String,
+        /// The first character that is not allowed.
+        c: char,
+    },
+}
+
 /// The caller's idempotency key: one request id is processed at most once inside the dedup window.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -24,18 +44,15 @@ impl RequestId {
     }
 
     /// Checks a caller-supplied id: 1–256 bytes of printable ASCII without spaces.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, RequestIdError> {
         if s.is_empty() || s.len() > Self::MAX_LEN {
-            return Err(format!(
-                "request id must be 1-{} bytes long, got {}",
-                Self::MAX_LEN,
-                s.len()
-            ));
+            return Err(RequestIdError::Length { len: s.len() });
         }
         if let Some(c) = s.chars().find(|c| !c.is_ascii_graphic()) {
-            return Err(format!(
-                "request id {s:?} contains {c:?} (expected printable ASCII without spaces)"
-            ));
+            return Err(RequestIdError::Character {
+                given: s.to_string(),
+                c,
+            });
         }
         Ok(Self(s.to_string()))
     }

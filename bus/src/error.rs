@@ -32,12 +32,13 @@ impl std::fmt::Display for ConflictReason {
 #[non_exhaustive]
 pub enum BusError {
     /// The local store failed.
-    #[error("storage: {what}: {cause}")]
+    #[error("storage: {what}: {source}")]
     Storage {
         /// What was being done.
         what: String,
         /// The store's error.
-        cause: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A stored record could not be read back.
     #[error("corrupt record: {0}")]
@@ -73,11 +74,15 @@ pub enum BusError {
 }
 
 impl BusError {
-    /// A storage error with context.
-    pub fn storage(what: impl Into<String>, cause: impl std::fmt::Display) -> Self {
+    /// A storage error with context; `source` is the store's error (a message for a fault that
+    /// has no error value of its own).
+    pub fn storage(
+        what: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
         Self::Storage {
             what: what.into(),
-            cause: cause.to_string(),
+            source: source.into(),
         }
     }
 }

@@ -30,8 +30,8 @@ pub mod task;
 pub mod topic;
 
 pub use backend::{Bus, Delivery, Settle, Subscription};
-pub use clock::{Clock, ManualClock, SystemClock};
-pub use envelope::{Envelope, Kind, RequestId};
+pub use clock::{Clock, Deadline, ManualClock, SystemClock};
+pub use envelope::{Envelope, Kind, RequestId, RequestIdError};
 pub use error::{BusError, ConflictReason};
 pub use events::{TaskEvent, TaskEventKind, TaskEventStream};
 pub use local::{LocalBus, LocalOptions};

@@ -12,6 +12,10 @@ struct Local;
 
 impl conformance::Backend for Local {
     type Bus = LocalBus;
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "sled lets go of its file lock in real time: the wait for it is bounded in real time"
+    )]
     async fn open(dir: &Path, clock: Arc<ManualClock>, window: Duration) -> LocalBus {
         let opts = LocalOptions {
             dedup_window: window,

@@ -445,11 +445,11 @@ pub struct Failure {
 
 impl Failure {
     /// A failure with its status, code and message.
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(status: StatusCode, code: &'static str, message: impl std::fmt::Display) -> Self {
         Self {
             status,
             code,
-            message: message.into(),
+            message: message.to_string(),
         }
     }
 
@@ -506,10 +506,10 @@ pub(super) fn agent_rows(config: &Config) -> Vec<serde_json::Value> {
         .collect()
 }
 
-pub(super) fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+pub(super) fn error(status: StatusCode, code: &str, message: impl std::fmt::Display) -> Response {
     (
         status,
-        Json(json!({ "error": { "code": code, "message": message.into() } })),
+        Json(json!({ "error": { "code": code, "message": message.to_string() } })),
     )
         .into_response()
 }

@@ -98,7 +98,7 @@ async fn post_message(
         Err(answer) => return answer,
     };
     let origin = Origin {
-        channel: channel.clone(),
+        channel: channel.as_str().into(),
         chat_type: chat_type.to_string(),
         peer: peer.to_string(),
         lane,

@@ -202,7 +202,7 @@ fn gateway_token(config: &Config) -> Result<String, ChannelError> {
         Some(t) if !t.trim().is_empty() => Ok(t.trim().to_string()),
         _ => token::load_or_create(&config.state_dir).map_err(|e| ChannelError::Token {
             path: config.state_dir.clone(),
-            cause: e.to_string(),
+            source: e,
         }),
     }
 }

@@ -10,6 +10,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use bus::{TaskRecord, TaskState};
 use clawbus_runtime::coordinator::tree::{descendants, parent_of};
+use clawbus_runtime::ingress::IngressError;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -155,14 +156,13 @@ async fn retry(State(state): State<ApiState>, Path(id): Path<String>) -> Respons
     if !record.state.is_retryable_end() {
         return (StatusCode::CONFLICT, Json(TaskView::of(&record, false))).into_response();
     }
-    let mut again = record.envelope.clone();
-    again.id = Uuid::now_v7();
-    match state.bus.submit(again).await {
+    match state.ingress().resubmit(&record.envelope).await {
         Ok(admission) => (
             StatusCode::ACCEPTED,
             Json(TaskView::of(&admission.task, admission.duplicate)),
         )
             .into_response(),
-        Err(e) => bus_error(e),
+        Err(IngressError::Bus(e)) => bus_error(e),
+        Err(e) => super::admit::failure(e).into_response(),
     }
 }

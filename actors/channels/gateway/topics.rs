@@ -114,7 +114,7 @@ async fn post_topic_task(
 }
 
 /// The request id of `agent`'s member task in broadcast group `group`.
-fn member_request_id(group: &RequestId, agent: &str) -> Result<RequestId, String> {
+fn member_request_id(group: &RequestId, agent: &str) -> Result<RequestId, bus::RequestIdError> {
     RequestId::parse(&format!("{group}/{agent}"))
 }
 

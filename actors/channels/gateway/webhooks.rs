@@ -30,8 +30,8 @@ pub use crate::webhook::sign::{
     signature_matches,
 };
 
-/// The channel name on the origin and in session keys.
-pub const CHANNEL: &str = clawbus_core::config::WEBHOOK;
+/// The channel on the origin and in session keys.
+const CHANNEL: clawbus_core::ids::Channel = clawbus_core::ids::Channel::Webhook;
 struct Hook {
     def: WebhookDef,
     secret: Vec<u8>,
@@ -192,7 +192,7 @@ async fn deliver(
         .clone()
         .unwrap_or_else(|| delivery.to_string());
     let origin = Origin {
-        channel: CHANNEL.into(),
+        channel: CHANNEL,
         chat_type: name.clone(),
         peer,
         ..Origin::api()

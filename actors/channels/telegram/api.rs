@@ -74,12 +74,12 @@ pub enum ApiError {
     #[error("Telegram API unreachable: {0}")]
     Http(#[source] reqwest::Error),
     /// The answer was not the API's JSON.
-    #[error("Telegram API answer unreadable (HTTP {status}): {cause}")]
+    #[error("Telegram API answer unreadable (HTTP {status}): {source}")]
     Decode {
         /// The HTTP status.
         status: u16,
         /// What was wrong.
-        cause: String,
+        source: serde_json::Error,
     },
 }
 
@@ -180,10 +180,8 @@ impl BotApi {
             .bytes()
             .await
             .map_err(|e| ApiError::Http(e.without_url()))?;
-        let answer: Answer = serde_json::from_slice(&bytes).map_err(|e| ApiError::Decode {
-            status,
-            cause: e.to_string(),
-        })?;
+        let answer: Answer =
+            serde_json::from_slice(&bytes).map_err(|e| ApiError::Decode { status, source: e })?;
         if !answer.ok {
             return Err(ApiError::Api {
                 code: answer.error_code.unwrap_or(status),
@@ -191,10 +189,7 @@ impl BotApi {
                 retry_after: answer.parameters.and_then(|p| p.retry_after),
             });
         }
-        serde_json::from_value(answer.result).map_err(|e| ApiError::Decode {
-            status,
-            cause: e.to_string(),
-        })
+        serde_json::from_value(answer.result).map_err(|e| ApiError::Decode { status, source: e })
     }
 
     /// The updates from `offset` on (confirming every earlier one), waiting up to `timeout`

@@ -3,8 +3,9 @@
 
 use super::api::Update;
 use super::chat_type;
-use crate::{OutboundMessage, TELEGRAM_CHANNEL};
+use crate::OutboundMessage;
 use bus::{Bus, BusError, RequestId};
+use clawbus_core::ids::Channel;
 use clawbus_core::ids::chat_of_session;
 use clawbus_runtime::approvals::{ApprovalError, ApprovalState, Approvals};
 use clawbus_runtime::ingress::{self as pipeline, Duplicates, IngressError, Request, Target};
@@ -87,10 +88,10 @@ impl Ingress {
         kind: &str,
         text: &str,
     ) -> Result<(), BusError> {
-        let request_id =
-            RequestId::parse(&format!("telegram:{update_id}")).map_err(BusError::Invalid)?;
+        let request_id = RequestId::parse(&format!("telegram:{update_id}"))
+            .map_err(|e| BusError::Invalid(e.to_string()))?;
         let origin = Origin {
-            channel: TELEGRAM_CHANNEL.into(),
+            channel: Channel::Telegram,
             chat_type: chat_type(kind).into(),
             peer: chat.to_string(),
             ..Origin::api()
@@ -102,7 +103,7 @@ impl Ingress {
                 Target::Routed { agent: None },
                 request_id,
                 text,
-                TELEGRAM_CHANNEL,
+                Channel::Telegram.as_str(),
                 origin,
             )
         };
@@ -166,7 +167,7 @@ impl Ingress {
             task_id: None,
             job: None,
         };
-        clawbus_runtime::outbox::publish(self.bus.as_ref(), TELEGRAM_CHANNEL, &msg).await;
+        clawbus_runtime::outbox::publish(self.bus.as_ref(), Channel::Telegram.as_str(), &msg).await;
     }
 }
 

@@ -36,7 +36,9 @@ impl TelegramChannel {
     pub fn prepare(
         config: &clawbus_core::config::Config,
     ) -> Result<Option<Self>, crate::ChannelError> {
-        let telegram = config.channels.get(crate::TELEGRAM_CHANNEL);
+        let telegram = config
+            .channels
+            .get(clawbus_core::ids::Channel::Telegram.as_str());
         let Some(def) = telegram.and_then(|c| c.telegram.as_ref()) else {
             return Ok(None);
         };
@@ -61,13 +63,16 @@ impl crate::Prepared for TelegramChannel {
     ) -> Result<Box<dyn crate::Channel>, crate::ChannelError> {
         let sink = TelegramSink::new(self.api.clone());
         let delivery = crate::delivery::DeliveryHandle::start(
-            crate::TELEGRAM_CHANNEL,
+            clawbus_core::ids::Channel::Telegram.as_str(),
             std::sync::Arc::new(sink),
             crate::delivery::DeliveryDeps::of(system),
         )
         .await?;
-        let offsets = OffsetStore::open(system.db())
-            .map_err(|e| crate::ChannelError::State(format!("telegram offset: {e}")))?;
+        let offsets =
+            OffsetStore::open(system.db()).map_err(|source| crate::ChannelError::State {
+                what: "telegram offset",
+                source,
+            })?;
         let poller = TelegramHandle::start(
             &self.def,
             self.api,

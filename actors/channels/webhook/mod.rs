@@ -79,8 +79,12 @@ impl crate::Prepared for WebhookChannel {
             clock: system.clock().clone(),
         };
         let deps = crate::delivery::DeliveryDeps::of(system);
-        let handle =
-            crate::delivery::DeliveryHandle::start(crate::WEBHOOK, Arc::new(sink), deps).await?;
+        let handle = crate::delivery::DeliveryHandle::start(
+            clawbus_core::ids::Channel::Webhook.as_str(),
+            Arc::new(sink),
+            deps,
+        )
+        .await?;
         Ok(Box::new(handle))
     }
 }

@@ -12,14 +12,14 @@ const EXPECTED: &str =
 
 /// Parses a human duration such as `"30s"` or `"1h30m"` (see the module docs for every form).
 ///
-/// The error is a complete sentence naming the input, ready to show to a person.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+/// The error displays as a complete sentence naming the input, ready to show to a person.
+pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
     let text = s.trim();
     if text.is_empty() {
-        return Err(format!("empty duration {EXPECTED}"));
+        return Err(DurationError::Empty);
     }
-    humantime::parse_duration(text).map_err(|e| {
-        let why = match e {
+    humantime::parse_duration(text).map_err(|source| {
+        let why = match &source {
             humantime::DurationError::Empty => "empty".to_string(),
             humantime::DurationError::UnknownUnit { unit, .. } if unit.is_empty() => {
                 "missing unit".to_string()
@@ -30,7 +30,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             humantime::DurationError::NumberExpected(_) => {
                 "a number must come before each unit".to_string()
             }
-            humantime::DurationError::InvalidCharacter(at) => match text.get(at..) {
+            humantime::DurationError::InvalidCharacter(at) => match text.get(*at..) {
                 Some(rest) => match rest.chars().next() {
                     Some(c) => format!("unexpected character {c:?}"),
                     None => "unexpected end".to_string(),
@@ -39,8 +39,31 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             },
             humantime::DurationError::NumberOverflow => "too large or too precise".to_string(),
         };
-        format!("invalid duration {s:?}: {why} {EXPECTED}")
+        DurationError::Invalid {
+            given: s.to_string(),
+            why,
+            source,
+        }
     })
+}
+
+/// A text that is not a duration ([`parse_duration`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DurationError {
+    /// Nothing but blanks.
+    #[error("empty duration {EXPECTED}")]
+    Empty,
+    /// `humantime` refuses it; `why` says where, in words.
+    #[error("invalid duration {given:?}: {why} {EXPECTED}")]
+    Invalid {
+        /// The text given.
+        given: String,
+        /// What is wrong, in words.
+        why: String,
+        /// The parser's error.
+        source: humantime::DurationError,
+    },
 }
 
 /// A duration as written in a file (`"30s"`), checked later with [`parse_duration`]. It reads like

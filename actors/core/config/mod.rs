@@ -58,7 +58,7 @@ use std::time::Duration;
 pub use breaker::BreakerPolicy;
 pub use cron_limits::CronDef;
 pub use delivery::DeliveryDef;
-pub use duration::parse_duration;
+pub use duration::{DurationError, parse_duration};
 pub use exec::{
     ArgsPattern, DEFAULT_APPROVAL_TIMEOUT, DEFAULT_EXEC_TIMEOUT, ExecDef, ExecRule, ExecSecurity,
 };
@@ -75,10 +75,10 @@ pub use sandbox::{
 };
 pub use session::{BindingDef, SessionDef, SessionsDef};
 pub use skills::{AgentSkillsDef, DEFAULT_BUNDLED_DIR, SkillsDef, is_skill_name};
-pub use telegram::{DEFAULT_TELEGRAM_BASE_URL, TELEGRAM, TelegramDef};
+pub use telegram::{DEFAULT_TELEGRAM_BASE_URL, TelegramDef};
 pub use tools::{AgentRule, ChannelDef, Profile, TOOL_GROUPS, ToolsDef, entry_for, expand};
 pub use web::{DEFAULT_FETCH_MAX_BYTES, DEFAULT_FETCH_TIMEOUT, WebDef, WebSearchDef};
-pub use webhooks::{WEBHOOK, WebhookDef};
+pub use webhooks::WebhookDef;
 
 /// The tool catalogue: every tool name `tools.allow`/`tools.deny`/`deny_tools` may use (besides
 /// groups, see [`TOOL_GROUPS`]). Not every one is implemented yet; `clawbus tools` says which.
@@ -243,7 +243,7 @@ impl BusBackend {
     }
 
     /// Parses the configured name: `local`, or a `nats://` (`tls://`) URL.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, UnknownBackend> {
         match s {
             "local" => Ok(Self::Local),
             url if (url.starts_with("nats://") || url.starts_with("tls://"))
@@ -253,11 +253,19 @@ impl BusBackend {
                     url: url.to_string(),
                 })
             }
-            other => Err(format!(
-                "unknown bus backend {other:?} (expected \"local\" or a URL such as \"nats://127.0.0.1:4222\")"
-            )),
+            other => Err(UnknownBackend {
+                given: other.to_string(),
+            }),
         }
     }
+}
+
+/// A bus backend name this build does not know ([`BusBackend::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown bus backend {given:?} (expected \"local\" or a URL such as \"nats://127.0.0.1:4222\")")]
+pub struct UnknownBackend {
+    /// The name given.
+    pub given: String,
 }
 
 /// What protocol a provider speaks.
@@ -339,24 +347,77 @@ pub struct ModelRef {
 
 impl ModelRef {
     /// Splits `"<provider>/<model>"` at the first `/`; the provider must be `[a-z0-9_-]+`.
-    pub fn parse(s: &str) -> Result<ModelRef, String> {
-        let expected = "(expected \"<provider>/<model>\", e.g. \"scripted/echo\")";
+    pub fn parse(s: &str) -> Result<ModelRef, ModelRefError> {
         let Some((provider, model)) = s.split_once('/') else {
-            return Err(format!("model {s:?} has no provider {expected}"));
+            return Err(ModelRefError::NoProvider {
+                given: s.to_string(),
+            });
         };
         if !is_name(provider) {
-            return Err(format!(
-                "invalid provider name {provider:?} in model {s:?} {expected}"
-            ));
+            return Err(ModelRefError::ProviderName {
+                provider: provider.to_string(),
+                given: s.to_string(),
+            });
         }
         if model.trim().is_empty() {
-            return Err(format!("model {s:?} has an empty model name {expected}"));
+            return Err(ModelRefError::EmptyModel {
+                given: s.to_string(),
+            });
         }
         Ok(ModelRef {
             provider: provider.to_string(),
             model: model.to_string(),
         })
     }
+}
+
+/// A text that is not a model reference ([`ModelRef::parse`]), or one naming a provider that is
+/// not configured.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelRefError {
+    /// No `/`.
+    #[error(
+        "model {given:?} has no provider (expected \"<provider>/<model>\", e.g. \"scripted/echo\")"
+    )]
+    NoProvider {
+        /// The text given.
+        given: String,
+    },
+    /// The provider part is not `[a-z0-9_-]+`.
+    #[error(
+        "invalid provider name {provider:?} in model {given:?} (expected \"<provider>/<model>\", e.g. \"scripted/echo\")"
+    )]
+    ProviderName {
+        /// The provider part.
+        provider: String,
+        /// The text given.
+        given: String,
+    },
+    /// Nothing after the `/`.
+    #[error(
+        "model {given:?} has an empty model name (expected \"<provider>/<model>\", e.g. \"scripted/echo\")"
+    )]
+    EmptyModel {
+        /// The text given.
+        given: String,
+    },
+    /// The provider is neither declared nor built in.
+    #[error("unknown provider {provider:?} (expected one of: {known})")]
+    UnknownProvider {
+        /// The provider named.
+        provider: String,
+        /// The known providers, comma-separated.
+        known: String,
+    },
+    /// A scripted model's name is not a file stem.
+    #[error(
+        "invalid scripted model name {model:?} (expected a-z, 0-9, '-' or '_': it names the file agents.d/<id>/<name>.rules.toml)"
+    )]
+    ScriptedName {
+        /// The model name.
+        model: String,
+    },
 }
 
 impl fmt::Display for ModelRef {

@@ -3,7 +3,8 @@
 //! (`outbox`'s `ReplyTo`); here only what the configuration sets up, which `clawbus check` judges
 //! announcement targets by.
 
-use super::{ChannelDef, Config, TELEGRAM, WEBHOOK, WebhookDef};
+use super::{ChannelDef, Config, WebhookDef};
+use crate::ids::Channel;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The channels (and webhooks) whose tasks' replies go back out.
@@ -28,7 +29,9 @@ impl ReplyRoutes {
         webhooks: &BTreeMap<String, WebhookDef>,
     ) -> Self {
         Self {
-            telegram: channels.get(TELEGRAM).is_some_and(|c| c.telegram.is_some()),
+            telegram: channels
+                .get(Channel::Telegram.as_str())
+                .is_some_and(|c| c.telegram.is_some()),
             hooks: webhooks
                 .iter()
                 .filter(|(_, h)| h.deliver_url.is_some())
@@ -40,21 +43,21 @@ impl ReplyRoutes {
     /// Whether `channel` has a delivery actor (Telegram when it polls, `webhook` when a hook
     /// has a `deliver_url`).
     pub fn delivers(&self, channel: &str) -> bool {
-        match channel {
-            TELEGRAM => self.telegram,
-            WEBHOOK => !self.hooks.is_empty(),
+        match Channel::from(channel) {
+            Channel::Telegram => self.telegram,
+            Channel::Webhook => !self.hooks.is_empty(),
             _ => false,
         }
     }
 
     /// Why an announcement to `channel` (`to` on it) could not be delivered; `None` when it can.
     pub fn refuses(&self, channel: &str, to: Option<&str>) -> Option<String> {
-        match channel {
-            TELEGRAM if self.telegram => None,
-            TELEGRAM => Some(
+        match Channel::from(channel) {
+            Channel::Telegram if self.telegram => None,
+            Channel::Telegram => Some(
                 "channel \"telegram\" is not configured (expected [channels.telegram] token_env in clawbus.toml)".into(),
             ),
-            WEBHOOK => {
+            Channel::Webhook => {
                 let hook = to.unwrap_or_default();
                 (!self.hooks.contains(hook)).then(|| {
                     let known: Vec<&str> = self.hooks.iter().map(String::as_str).collect();
@@ -64,8 +67,8 @@ impl ReplyRoutes {
                     )
                 })
             }
-            other => Some(format!(
-                "channel {other:?} has no delivery (expected \"telegram:<chat id>\" or \"webhook:<hook>\")"
+            _ => Some(format!(
+                "channel {channel:?} has no delivery (expected \"telegram:<chat id>\" or \"webhook:<hook>\")"
             )),
         }
     }

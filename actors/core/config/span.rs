@@ -13,12 +13,13 @@ pub(super) struct Source<'a> {
 }
 
 impl Source<'_> {
-    /// A problem at the start of `span` (no position when `span` is `None`).
+    /// A problem at the start of `span` (no position when `span` is `None`); `message` is a
+    /// sentence or a parser's typed error, shown as it displays.
     pub(super) fn at(
         &self,
         span: Option<Range<usize>>,
         field: impl Into<String>,
-        message: impl Into<String>,
+        message: impl std::fmt::Display,
     ) -> Problem {
         let (line, col) = span.map_or((0, 0), |s| line_col(self.text, s.start));
         Problem {
@@ -26,19 +27,19 @@ impl Source<'_> {
             line,
             col,
             field: field.into(),
-            message: message.into(),
+            message: message.to_string(),
         }
     }
 }
 
 /// A problem about a whole file or a flag, with no position in any text.
-pub(super) fn positionless(path: &Path, field: &str, message: impl Into<String>) -> Problem {
+pub(super) fn positionless(path: &Path, field: &str, message: impl std::fmt::Display) -> Problem {
     Problem {
         path: path.to_path_buf(),
         line: 0,
         col: 0,
         field: field.to_string(),
-        message: message.into(),
+        message: message.to_string(),
     }
 }
 

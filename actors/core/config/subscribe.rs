@@ -18,19 +18,45 @@ pub const RESERVED_PREFIXES: &[&str] = &[
 ];
 
 /// Checks one shared topic: a concrete topic (no wildcard) outside the reserved namespaces.
-pub fn shared_topic(raw: &str) -> Result<Topic, String> {
-    let topic = Topic::parse(raw).map_err(|e| e.to_string())?;
+pub fn shared_topic(raw: &str) -> Result<Topic, SharedTopicError> {
+    let topic = Topic::parse(raw)?;
     if topic.is_pattern() {
-        return Err(format!(
-            "{raw:?} is a pattern (expected a concrete topic such as \"team.research\")"
-        ));
+        return Err(SharedTopicError::Pattern {
+            given: raw.to_string(),
+        });
     }
     if let Some(prefix) = RESERVED_PREFIXES.iter().find(|p| raw.starts_with(**p)) {
-        return Err(format!(
-            "{raw:?} starts with the reserved {prefix:?} (expected a shared topic such as \"team.research\")"
-        ));
+        return Err(SharedTopicError::Reserved {
+            given: raw.to_string(),
+            prefix,
+        });
     }
     Ok(topic)
+}
+
+/// A text that is not a shared topic ([`shared_topic`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SharedTopicError {
+    /// Not a topic.
+    #[error(transparent)]
+    Topic(#[from] bus::topic::TopicError),
+    /// A pattern (`*`, `>`).
+    #[error("{given:?} is a pattern (expected a concrete topic such as \"team.research\")")]
+    Pattern {
+        /// The text given.
+        given: String,
+    },
+    /// In a namespace the system keeps.
+    #[error(
+        "{given:?} starts with the reserved {prefix:?} (expected a shared topic such as \"team.research\")"
+    )]
+    Reserved {
+        /// The text given.
+        given: String,
+        /// The reserved prefix.
+        prefix: &'static str,
+    },
 }
 
 /// The agent's checked shared topics, without repeats; problems go to `problems`.

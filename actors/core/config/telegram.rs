@@ -17,11 +17,10 @@ use super::duration::DurationText;
 use super::span::Source;
 use super::validate::{duration, is_http_url};
 use super::{Problem, is_env_name};
+use crate::ids::Channel;
 use std::time::Duration;
 use toml::Spanned;
 
-/// The channel name the Telegram settings belong to.
-pub const TELEGRAM: &str = "telegram";
 /// Default Bot API server.
 pub const DEFAULT_TELEGRAM_BASE_URL: &str = "https://api.telegram.org";
 /// Default `getUpdates` long-poll timeout.
@@ -68,7 +67,7 @@ pub(super) fn telegram_def(
     keys: TelegramKeys<'_>,
     problems: &mut Vec<Problem>,
 ) -> Option<TelegramDef> {
-    if channel != TELEGRAM {
+    if Channel::Telegram != channel {
         if let Some(span) = keys.first_span() {
             problems.push(src.at(
                 Some(span),
@@ -78,7 +77,7 @@ pub(super) fn telegram_def(
         }
         return None;
     }
-    let field = |k: &str| format!("channels.{TELEGRAM}.{k}");
+    let field = |k: &str| format!("channels.{}.{k}", Channel::Telegram);
     let Some(token_env) = keys.token_env else {
         if let Some(span) = keys.first_span() {
             problems.push(src.at(

@@ -406,6 +406,7 @@ fn durations_parse() {
         let Err(e) = parse_duration(bad) else {
             panic!("{bad:?} must be rejected");
         };
+        let e = e.to_string();
         let (head, tail) = e
             .split_once(" (expected a number followed by ms, s, m, h or d")
             .unwrap_or_else(|| panic!("{bad:?}: {e} says what is expected"));

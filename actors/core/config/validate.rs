@@ -7,8 +7,8 @@ use super::span::{Source, positionless};
 use super::{
     BusDef, CheckReport, Config, DEFAULT_BIND, DEFAULT_DEDUP_WINDOW, DEFAULT_MAX_RETRIES,
     DEFAULT_MODEL, DEFAULT_PORT, DEFAULT_PROVIDER_TIMEOUT, DEFAULT_STATE_DIR, FileReport,
-    GatewayDef, LoadOptions, ModelRef, Problem, ProviderDef, ProviderKind, SCRIPTED_PROVIDER,
-    config_dir, is_env_name, is_name, parse_duration,
+    GatewayDef, LoadOptions, ModelRef, ModelRefError, Problem, ProviderDef, ProviderKind,
+    SCRIPTED_PROVIDER, config_dir, is_env_name, is_name, parse_duration,
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -475,21 +475,19 @@ fn provider_def(
 }
 
 /// Parses a model ref and checks that its provider is declared (or built in).
-pub(super) fn resolve_model(text: &str, known: &Known) -> Result<ModelRef, String> {
+pub(super) fn resolve_model(text: &str, known: &Known) -> Result<ModelRef, ModelRefError> {
     let model = ModelRef::parse(text)?;
     match known.get(&model.provider) {
         None => {
             let names: Vec<&str> = known.keys().map(String::as_str).collect();
-            Err(format!(
-                "unknown provider {:?} (expected one of: {})",
-                model.provider,
-                names.join(", ")
-            ))
+            Err(ModelRefError::UnknownProvider {
+                provider: model.provider,
+                known: names.join(", "),
+            })
         }
-        Some(Some(ProviderKind::Scripted)) if !is_name(&model.model) => Err(format!(
-            "invalid scripted model name {:?} (expected a-z, 0-9, '-' or '_': it names the file agents.d/<id>/<name>.rules.toml)",
-            model.model
-        )),
+        Some(Some(ProviderKind::Scripted)) if !is_name(&model.model) => {
+            Err(ModelRefError::ScriptedName { model: model.model })
+        }
         Some(_) => Ok(model),
     }
 }

@@ -10,9 +10,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use toml::Spanned;
 
-/// The channel name of webhooks, inbound and outbound (on origins and in session keys).
-pub const WEBHOOK: &str = "webhook";
-
 /// One inbound webhook (`POST /v1/hooks/<name>`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebhookDef {

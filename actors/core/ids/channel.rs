@@ -110,6 +110,19 @@ impl AsRef<str> for Channel {
     }
 }
 
+/// On the wire and in stored records a channel is its name, a plain string.
+impl serde::Serialize for Channel {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Channel {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(Self::from)
+    }
+}
+
 impl fmt::Display for Channel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -136,5 +149,13 @@ mod tests {
         );
         assert_eq!(Channel::Other("api".into()), Channel::Api);
         assert!(Channel::Telegram == "telegram");
+    }
+
+    #[test]
+    fn serializes_as_its_name() {
+        let json = serde_json::to_string(&[Channel::Telegram, Channel::from("demo")]).unwrap();
+        assert_eq!(json, r#"["telegram","demo"]"#);
+        let back: Vec<Channel> = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, [Channel::Telegram, Channel::Other("demo".into())]);
     }
 }

@@ -13,11 +13,23 @@ pub use name::{
     ChannelName, ChatType, MAX_CHANNEL_LEN, MAX_NAME_LEN, NameError, Peer, SessionName, check_name,
     shown,
 };
-pub use session_key::{MAX_CLIENT_KEY_LEN, SessionKey, SessionKeyError, chat_of_session};
-pub use topic::outbound_topic;
+pub use session_key::{
+    ClientKeyError, MAX_CLIENT_KEY_LEN, SessionKey, SessionKeyError, chat_of_session,
+};
+pub use topic::{OutboundTopicError, outbound_topic};
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
+
+/// A text that is not an agent id ([`AgentId::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid agent id {given:?} (expected 1-64 characters of a-z, 0-9, '-' or '_', starting with a letter or digit)"
+)]
+pub struct AgentIdError {
+    /// The text given.
+    pub given: String,
+}
 
 /// The id of an agent: the stem of its file in `agents.d/` (`researcher` for `researcher.toml`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -31,7 +43,7 @@ impl AgentId {
     }
 
     /// Checks that `id` is a usable agent id: 1–64 chars of `[a-z0-9_-]`, starting with a letter or digit.
-    pub fn parse(id: &str) -> Result<Self, String> {
+    pub fn parse(id: &str) -> Result<Self, AgentIdError> {
         let ok_len = !id.is_empty() && id.len() <= 64;
         let ok_chars = id
             .chars()
@@ -40,9 +52,9 @@ impl AgentId {
         if ok_len && ok_chars && ok_start {
             Ok(Self(id.to_string()))
         } else {
-            Err(format!(
-                "invalid agent id {id:?} (expected 1-64 characters of a-z, 0-9, '-' or '_', starting with a letter or digit)"
-            ))
+            Err(AgentIdError {
+                given: id.to_string(),
+            })
         }
     }
 

@@ -4,9 +4,6 @@ use super::AgentId;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// The Telegram channel's name in a session key (the same as `config::TELEGRAM`).
-const TELEGRAM: &str = "telegram";
-
 /// A session key: `agent:<agentId>:<channel>:<chatType>:<peerId>`, or `agent:<agentId>:main`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -62,21 +59,23 @@ impl SessionKey {
     /// A key a client names on an ingress (a WebSocket `sessionKey`, `GET /v1/sessions/{key}`):
     /// [`SessionKey::parse`], at most [`MAX_CLIENT_KEY_LEN`] characters, and every part after
     /// `agent:<id>` a name ([`crate::ids::check_name`]; the last may be a request id instead).
-    pub fn from_client(s: &str) -> Result<Self, String> {
+    pub fn from_client(s: &str) -> Result<Self, ClientKeyError> {
         if s.len() > MAX_CLIENT_KEY_LEN {
-            return Err(format!(
-                "session key {}: longer than {MAX_CLIENT_KEY_LEN} characters",
-                crate::ids::shown(s)
-            ));
+            return Err(ClientKeyError::TooLong {
+                shown: crate::ids::shown(s),
+            });
         }
-        let key = Self::parse(s).map_err(|e| e.to_string())?;
+        let key = Self::parse(s)?;
         let parts: Vec<&str> = s.split(':').skip(2).collect();
         for (i, part) in parts.iter().enumerate() {
             let request_id = i + 1 == parts.len() && bus::RequestId::parse(part).is_ok();
-            if let Err(e) = crate::ids::check_name("part", part)
+            if let Err(source) = crate::ids::check_name("part", part)
                 && !request_id
             {
-                return Err(format!("session key {}: {e}", crate::ids::shown(s)));
+                return Err(ClientKeyError::Part {
+                    shown: crate::ids::shown(s),
+                    source,
+                });
             }
         }
         Ok(key)
@@ -110,6 +109,29 @@ pub struct SessionKeyError {
     pub given: String,
 }
 
+/// A session key a client named that is not one ([`SessionKey::from_client`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientKeyError {
+    /// Longer than [`MAX_CLIENT_KEY_LEN`].
+    #[error("session key {shown}: longer than {MAX_CLIENT_KEY_LEN} characters")]
+    TooLong {
+        /// The key as shown ([`crate::ids::shown`]).
+        shown: String,
+    },
+    /// Not `agent:<agentId>:…` ([`SessionKey::parse`]).
+    #[error(transparent)]
+    Key(#[from] SessionKeyError),
+    /// A part after `agent:<id>` is not a name.
+    #[error("session key {shown}: {source}")]
+    Part {
+        /// The key as shown ([`crate::ids::shown`]).
+        shown: String,
+        /// What is wrong with the part.
+        source: crate::ids::NameError,
+    },
+}
+
 /// The longest session key a client may name: `agent:<id>:<channel>:<chat type>:<peer>` with a
 /// 64-character agent id and a request id (256) for the peer fits.
 pub const MAX_CLIENT_KEY_LEN: usize = 512;
@@ -133,7 +155,7 @@ impl fmt::Display for SessionKey {
 pub fn chat_of_session(session: &str) -> Option<i64> {
     let parts: Vec<&str> = session.split(':').collect();
     match parts.as_slice() {
-        ["agent", _, channel, _, chat] if *channel == TELEGRAM => chat.parse().ok(),
+        ["agent", _, channel, _, chat] if super::Channel::Telegram == *channel => chat.parse().ok(),
         _ => None,
     }
 }

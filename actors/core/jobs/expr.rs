@@ -23,7 +23,7 @@ pub struct CronExpr {
 
 impl CronExpr {
     /// Parses a 5- or 6-field expression; the error says what is wrong, for people.
-    pub fn parse(expr: &str) -> Result<Self, String> {
+    pub fn parse(expr: &str) -> Result<Self, CronExprError> {
         let fields: Vec<&str> = expr.split_whitespace().collect();
         let mut six: Vec<String> = match fields.len() {
             5 => std::iter::once("0")
@@ -31,19 +31,16 @@ impl CronExpr {
                 .map(str::to_string)
                 .collect(),
             6 => fields.iter().map(|f| f.to_string()).collect(),
-            n => {
-                return Err(format!(
-                    "expected 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds first), got {n}"
-                ));
-            }
+            n => return Err(CronExprError::FieldCount(n)),
         };
         for (text, field) in six.iter().zip(&FIELDS) {
-            field.check(text)?;
+            field.check(text).map_err(CronExprError::Field)?;
         }
         if let Some(dow) = six.get_mut(5) {
-            *dow = day_of_week(dow)?;
+            *dow = day_of_week(dow).map_err(CronExprError::Field)?;
         }
-        let schedule = cron::Schedule::from_str(&six.join(" ")).map_err(|e| e.to_string())?;
+        let schedule = cron::Schedule::from_str(&six.join(" "))
+            .map_err(|e| CronExprError::Crate(e.to_string()))?;
         Ok(Self { schedule })
     }
 
@@ -51,6 +48,25 @@ impl CronExpr {
     pub fn schedule(&self) -> &cron::Schedule {
         &self.schedule
     }
+}
+
+/// A cron expression that does not parse; the message says what is wrong, for people.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CronExprError {
+    /// Neither 5 nor 6 fields.
+    #[error(
+        "expected 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds first), got {0}"
+    )]
+    FieldCount(usize),
+    /// A field holds a value out of range, a bad step or a backwards range (the message names
+    /// the field: `minute 61 is out of range 0-59`).
+    #[error("{0}")]
+    Field(String),
+    /// The `cron` crate refuses the normalised expression: its message (the crate's error is a
+    /// message with neither a source nor `Clone`, and a job spec's error is compared in tests).
+    #[error("{0}")]
+    Crate(String),
 }
 
 /// One field of a 6-field expression, as people name it, with its allowed values.
@@ -247,7 +263,10 @@ mod tests {
     }
 
     fn error(expr: &str) -> String {
-        CronExpr::parse(expr).err().unwrap_or_default()
+        CronExpr::parse(expr)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
     }
 
     #[test]
@@ -281,7 +300,10 @@ mod tests {
     fn five_and_six_fields_parse_others_do_not() {
         assert!(CronExpr::parse("0 9 * * 5").is_ok());
         assert!(CronExpr::parse("30 0 9 * * 5").is_ok());
-        let err = CronExpr::parse("0 9 * *").err().unwrap_or_default();
+        let err = CronExpr::parse("0 9 * *")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(err.contains("got 4"), "{err}");
         assert!(CronExpr::parse("61 9 * * *").is_err());
     }

@@ -3,8 +3,8 @@
 //! (`cron::heartbeat`).
 
 use super::job::{
-    ActiveHours, CatchUp, Delivery, Job, JobId, JobSource, Payload, PayloadKind, Schedule,
-    SessionTarget,
+    ActiveHours, CatchUp, Delivery, Job, JobId, JobIdError, JobSource, Payload, PayloadKind,
+    Schedule, SessionTarget,
 };
 use chrono::Timelike;
 
@@ -33,13 +33,13 @@ pub struct HeartbeatSpec {
 }
 
 /// The id of an agent's heartbeat job: `heartbeat-<agent>`.
-pub fn job_id(agent: &str) -> Result<JobId, String> {
+pub fn job_id(agent: &str) -> Result<JobId, JobIdError> {
     JobId::parse(&format!("heartbeat-{agent}"))
 }
 
 impl HeartbeatSpec {
     /// The job it describes (creation time and anchor kept from `existing`).
-    pub fn job(&self, now_ms: u64, existing: Option<&Job>) -> Result<Job, String> {
+    pub fn job(&self, now_ms: u64, existing: Option<&Job>) -> Result<Job, JobIdError> {
         Ok(Job {
             id: job_id(&self.agent)?,
             name: format!("heartbeat of {}", self.agent),
@@ -108,10 +108,18 @@ pub fn in_hours(hours: &ActiveHours, ms: u64) -> bool {
     }
 }
 
+/// A text that is not active hours ([`parse_hours`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid active hours {given:?} (expected \"HH:MM-HH:MM\", e.g. \"08:00-22:00\")")]
+pub struct HoursError {
+    /// The text given.
+    pub given: String,
+}
+
 /// Parses `HH:MM-HH:MM` (24 h; `24:00` allowed as an end) into minutes after midnight.
-pub fn parse_hours(text: &str) -> Result<(u16, u16), String> {
-    let bad = || {
-        format!("invalid active hours {text:?} (expected \"HH:MM-HH:MM\", e.g. \"08:00-22:00\")")
+pub fn parse_hours(text: &str) -> Result<(u16, u16), HoursError> {
+    let bad = || HoursError {
+        given: text.to_string(),
     };
     let (a, b) = text.split_once('-').ok_or_else(bad)?;
     let minutes = |s: &str, end: bool| -> Option<u16> {

@@ -5,6 +5,14 @@ use chrono::{DateTime, FixedOffset};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// A text that is not a job id ([`JobId::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid job id {given:?} (expected 1-64 characters of A-Z, a-z, 0-9, '-' or '_')")]
+pub struct JobIdError {
+    /// The text given.
+    pub given: String,
+}
+
 /// A job's id: 1–64 characters of `[A-Za-z0-9_-]` (a UUIDv7 unless the caller chose one), so it
 /// is one token of a topic (`events.cron.<id>`), a request id and a session key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -18,7 +26,7 @@ impl JobId {
     }
 
     /// Checks a caller-chosen id.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, JobIdError> {
         let ok = !s.is_empty()
             && s.len() <= 64
             && s.chars()
@@ -26,9 +34,9 @@ impl JobId {
         if ok {
             Ok(Self(s.to_string()))
         } else {
-            Err(format!(
-                "invalid job id {s:?} (expected 1-64 characters of A-Z, a-z, 0-9, '-' or '_')"
-            ))
+            Err(JobIdError {
+                given: s.to_string(),
+            })
         }
     }
 

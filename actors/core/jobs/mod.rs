@@ -11,9 +11,11 @@ pub mod job;
 pub mod schedule;
 pub mod spec;
 
-pub use heartbeat::HeartbeatSpec;
+pub use expr::CronExprError;
+pub use heartbeat::{HeartbeatSpec, HoursError};
 pub use job::{
-    ActiveHours, CatchUp, Delivery, DeliveryMode, Job, JobId, JobSource, Payload, PayloadKind,
-    Schedule, SessionTarget,
+    ActiveHours, CatchUp, Delivery, DeliveryMode, Job, JobId, JobIdError, JobSource, Payload,
+    PayloadKind, Schedule, SessionTarget,
 };
+pub use schedule::ScheduleError;
 pub use spec::{JobSpec, ScheduleSpec, SpecContext, SpecError};

@@ -50,13 +50,32 @@ pub enum Compiled {
     },
 }
 
+/// A stored schedule that does not compile ([`Compiled::new`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScheduleError {
+    /// An `at` before the Unix epoch.
+    #[error("at: before 1970")]
+    BeforeEpoch,
+    /// The cron expression does not parse.
+    #[error(transparent)]
+    Expr(#[from] super::expr::CronExprError),
+    /// The timezone is not one of the tz database.
+    #[error("unknown timezone {tz:?}")]
+    Timezone {
+        /// The name given.
+        tz: String,
+    },
+}
+
 impl Compiled {
     /// Compiles a stored schedule; `created_at` is the default anchor of `every`.
     /// The error names what is wrong (stored jobs were checked when added, so it means corruption).
-    pub fn new(schedule: &Schedule, created_at: u64) -> Result<Self, String> {
+    pub fn new(schedule: &Schedule, created_at: u64) -> Result<Self, ScheduleError> {
         Ok(match schedule {
             Schedule::At { at } => Self::At {
-                at_ms: u64::try_from(at.timestamp_millis()).map_err(|_| "at: before 1970")?,
+                at_ms: u64::try_from(at.timestamp_millis())
+                    .map_err(|_| ScheduleError::BeforeEpoch)?,
             },
             Schedule::Every {
                 every_ms,
@@ -69,7 +88,7 @@ impl Compiled {
                 expr: Box::new(CronExpr::parse(expr)?),
                 tz: tz
                     .parse::<Tz>()
-                    .map_err(|_| format!("unknown timezone {tz:?}"))?,
+                    .map_err(|_| ScheduleError::Timezone { tz: tz.to_string() })?,
             },
         })
     }

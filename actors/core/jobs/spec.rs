@@ -84,7 +84,8 @@ pub enum SpecError {
         /// The expression.
         expr: String,
         /// The parser's reason.
-        reason: String,
+        #[source]
+        reason: super::expr::CronExprError,
     },
     /// The timezone is not an IANA name.
     #[error("schedule.tz: unknown timezone {0:?} (expected an IANA name such as Europe/Paris)")]
@@ -95,7 +96,8 @@ pub enum SpecError {
         /// The text.
         at: String,
         /// The parser's reason.
-        reason: String,
+        #[source]
+        reason: chrono::ParseError,
     },
     /// `at` is not in the future.
     #[error("schedule.at: {0} is in the past")]
@@ -119,7 +121,7 @@ pub enum SpecError {
     MissingChannel,
     /// The chosen id is malformed.
     #[error("id: {0}")]
-    InvalidId(String),
+    InvalidId(#[source] super::job::JobIdError),
     /// `payload.kind` `heartbeat`, which only `[heartbeat]` declares.
     #[error(
         "payload.kind: \"heartbeat\" jobs come from an agent's [heartbeat] (expected \"systemEvent\" or \"agentTurn\")"
@@ -207,7 +209,7 @@ impl JobSpec {
                 let parsed =
                     chrono::DateTime::parse_from_rfc3339(at).map_err(|e| SpecError::InvalidAt {
                         at: at.clone(),
-                        reason: e.to_string(),
+                        reason: e,
                     })?;
                 if parsed.timestamp_millis() <= i64::try_from(ctx.now_ms).unwrap_or(i64::MAX) {
                     return Err(SpecError::AtInPast(at.clone()));

@@ -111,7 +111,7 @@ impl AgentActor {
             return Ok((key, origin));
         }
         let inbound = Inbound {
-            channel: origin.channel.clone(),
+            channel: origin.channel.to_string(),
             chat_type: origin.chat_type.clone(),
             peer: origin.peer.clone(),
             agent: Some(self.rt.id.clone()),

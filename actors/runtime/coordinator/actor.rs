@@ -327,9 +327,12 @@ async fn tell_poster(bus: Arc<dyn Bus>, task_id: Uuid, outcome: Outcome) {
     let Some(notice) = outcome_notice(&agent, task_id, &to, &outcome) else {
         return;
     };
-    match bus.submit(notice).await {
+    match crate::ingress::Ingress::new(bus.clone())
+        .submit(notice)
+        .await
+    {
         // Already told (by the run, or by an earlier notice): exactly once.
-        Ok(_) | Err(BusError::Conflict { .. }) => {}
+        Ok(_) | Err(crate::ingress::IngressError::Bus(BusError::Conflict { .. })) => {}
         Err(e) => {
             tracing::error!(task_id = %task_id, session = %to, error = %e, "Could not tell the posting session how the task ended.")
         }

@@ -1,21 +1,23 @@
 //! The announcement of a task's outcome in the session that posted it without waiting (a
 //! subagent, an `agent_call` with `wait: false`).
 
+use crate::ingress::{Duplicates, Request, Target};
 use crate::origin::Origin;
-use bus::{Envelope, Outcome, RequestId, Topic};
-use clawbus_core::ids::SessionKey;
-use clawbus_core::task::{TaskInput, TaskResult};
+use bus::{Outcome, RequestId};
+use clawbus_core::ids::{AgentId, SessionKey};
+use clawbus_core::task::TaskResult;
 use uuid::Uuid;
 
-/// The task that tells session `to` how task `task_id` of `agent` ended: a message that wakes
-/// that session. Its request id (`notify-<task_id>`) is the same whoever sends it (the run, or
-/// the coordinator for a task ended from outside), so the session hears it exactly once.
+/// The request (for the ingress pipeline) of the task that tells session `to` how task
+/// `task_id` of `agent` ended: a message that wakes that session. Its request id
+/// (`notify-<task_id>`) is the same whoever sends it (the run, or the coordinator for a task
+/// ended from outside), so the session hears it exactly once.
 pub fn outcome_notice(
     agent: &str,
     task_id: Uuid,
     to: &SessionKey,
     outcome: &Outcome,
-) -> Option<Envelope> {
+) -> Option<Request> {
     let answer = match outcome {
         Outcome::Succeeded { result } => {
             TaskResult::text_of(result).unwrap_or_default().to_string()
@@ -28,23 +30,24 @@ pub fn outcome_notice(
     );
     let request_id = notice_id(task_id)?;
     let origin = Origin {
-        channel: crate::origin::AGENT_CHANNEL.into(),
+        channel: clawbus_core::ids::Channel::Agent,
         chat_type: "notice".into(),
         peer: agent.to_string(),
         session_key: Some(to.clone()),
         parent_task: Some(task_id),
         ..Origin::api()
     };
-    Some(
-        origin.apply(
-            Envelope::task(
-                Topic::agent(to.agent()),
-                request_id,
-                TaskInput::new(text).to_payload(),
-            )
-            .from(format!("agent:{agent}")),
-        ),
-    )
+    Some(Request {
+        // The same notice sent twice (by the run and by the coordinator) is one task.
+        duplicates: Duplicates::SameWork,
+        ..Request::new(
+            Target::Agent(AgentId::new(to.agent())),
+            request_id,
+            text,
+            format!("agent:{agent}"),
+            origin,
+        )
+    })
 }
 
 /// The request id of the notice that announces task `task_id`'s outcome (`notify-<task_id>`).

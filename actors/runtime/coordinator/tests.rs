@@ -230,7 +230,10 @@ async fn an_overdue_task_whose_run_already_announced_its_outcome_keeps_that_outc
         result: json!({ "text": "done" }),
     };
     let notice = outcome_notice("helper", task.task_id, &parent_session, &success).unwrap();
-    rig.bus.submit(notice).await.unwrap();
+    crate::ingress::Ingress::new(rig.bus.clone())
+        .submit(notice)
+        .await
+        .unwrap();
     rig.clock.advance(Duration::from_secs(61));
     rig.until(|s| s.spared == 1).await;
     let record = rig.bus.lookup(&task.request_id).await.unwrap().unwrap();

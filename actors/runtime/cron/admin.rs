@@ -9,7 +9,7 @@ use super::state::{JobState, RunRecord};
 use super::store::StoreError;
 
 /// Why a cron operation failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CronError {
     /// The spec was refused; nothing was stored.
@@ -50,7 +50,8 @@ pub enum CronError {
         /// The job.
         job: JobId,
         /// Why.
-        reason: String,
+        #[source]
+        reason: super::fire::FireError,
     },
 }
 
@@ -70,7 +71,7 @@ impl Scheduler {
         let compiled =
             Compiled::new(&job.schedule, job.created_at).map_err(|reason| CronError::Fire {
                 job: job.id.clone(),
-                reason,
+                reason: reason.into(),
             })?;
         let now = self.inner.clock.now_ms();
         // An `every` job anchored at its creation fires first one period later.

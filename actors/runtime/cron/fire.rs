@@ -29,9 +29,39 @@ pub enum FireKind {
     Manual,
 }
 
+/// Why a fire (or the bookkeeping around one: a tick, a reclaim, a recovery) failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FireError {
+    /// The fire's request id is not one (a job id or agent id too long for it).
+    #[error(transparent)]
+    RequestId(#[from] bus::RequestIdError),
+    /// A heartbeat whose file is missing or empty.
+    #[error(
+        "{} of agent {agent} is missing or has no content",
+        super::heartbeat::HEARTBEAT_FILE
+    )]
+    NoHeartbeat {
+        /// The agent.
+        agent: String,
+    },
+    /// The ingress pipeline did not take the task.
+    #[error(transparent)]
+    Submit(#[from] crate::ingress::IngressError),
+    /// The job's stored schedule does not compile.
+    #[error(transparent)]
+    Schedule(#[from] clawbus_core::jobs::ScheduleError),
+    /// The cron store failed.
+    #[error(transparent)]
+    Store(#[from] super::store::StoreError),
+    /// The bus failed reading a fire's task.
+    #[error(transparent)]
+    Bus(#[from] BusError),
+}
+
 /// The request id of a fire: `cron:<jobId>:<scheduled ms>`.
 /// A heartbeat's is `heartbeat:<agent>:<scheduled ms>`.
-pub fn request_id(job: &Job, scheduled_ms: u64) -> Result<RequestId, String> {
+pub fn request_id(job: &Job, scheduled_ms: u64) -> Result<RequestId, bus::RequestIdError> {
     match job.payload.kind {
         PayloadKind::Heartbeat => {
             RequestId::parse(&format!("heartbeat:{}:{scheduled_ms}", job.agent))
@@ -50,7 +80,7 @@ pub fn origin(job: &Job, scheduled_ms: u64) -> Origin {
         }
     };
     Origin {
-        channel: "cron".into(),
+        channel: clawbus_core::ids::Channel::Cron,
         chat_type: "job".into(),
         peer: job.id.to_string(),
         session_name: None,
@@ -86,7 +116,7 @@ impl Scheduler {
         job: &Job,
         scheduled_ms: u64,
         kind: FireKind,
-    ) -> Result<Fired, String> {
+    ) -> Result<Fired, FireError> {
         let inner = &self.inner;
         let submitted = submit(inner, job, scheduled_ms).await;
         let (request_id, record, duplicate) = match submitted {
@@ -98,29 +128,26 @@ impl Scheduler {
         };
         let task_id = record.task_id;
         let next = match kind {
-            FireKind::Scheduled => Compiled::new(&job.schedule, job.created_at)
-                .map_err(|e| e.to_string())?
-                .next_after(inner.clock.now_ms()),
+            FireKind::Scheduled => {
+                Compiled::new(&job.schedule, job.created_at)?.next_after(inner.clock.now_ms())
+            }
             FireKind::Manual => None,
         };
         let owner = inner.owner.clone();
-        inner
-            .store
-            .update_state(&job.id, |s| {
-                let lease = s.lease.as_ref()?;
-                if lease.owner != owner || lease.scheduled_ms != scheduled_ms {
-                    return None;
-                }
-                let mut new = s.clone();
-                if let Some(l) = new.lease.as_mut() {
-                    l.task_id = Some(task_id);
-                }
-                if kind == FireKind::Scheduled {
-                    new.next_fire_ms = next;
-                }
-                Some((new, ()))
-            })
-            .map_err(|e| e.to_string())?;
+        inner.store.update_state(&job.id, |s| {
+            let lease = s.lease.as_ref()?;
+            if lease.owner != owner || lease.scheduled_ms != scheduled_ms {
+                return None;
+            }
+            let mut new = s.clone();
+            if let Some(l) = new.lease.as_mut() {
+                l.task_id = Some(task_id);
+            }
+            if kind == FireKind::Scheduled {
+                new.next_fire_ms = next;
+            }
+            Some((new, ()))
+        })?;
         inner
             .publish(CronEvent {
                 job_id: job.id.clone(),
@@ -156,17 +183,15 @@ async fn submit(
     inner: &Inner,
     job: &Job,
     scheduled_ms: u64,
-) -> Result<(RequestId, TaskRecord, bool), String> {
+) -> Result<(RequestId, TaskRecord, bool), FireError> {
     let request_id = request_id(job, scheduled_ms)?;
     let text = match job.payload.kind {
         PayloadKind::Heartbeat => match super::heartbeat::read(&inner.settings, &job.agent) {
             Some(content) => super::heartbeat::message(&content),
             None => {
-                return Err(format!(
-                    "{} of agent {} is missing or has no content",
-                    super::heartbeat::HEARTBEAT_FILE,
-                    job.agent
-                ));
+                return Err(FireError::NoHeartbeat {
+                    agent: job.agent.clone(),
+                });
             }
         },
         _ => job.payload.task_text(),
@@ -183,26 +208,25 @@ async fn submit(
             origin(job, scheduled_ms),
         )
     };
-    match Ingress::new(inner.bus.clone()).submit(req).await {
-        Ok(s) => Ok((request_id, s.task, s.duplicate)),
-        Err(e) => Err(e.to_string()),
-    }
+    let s = Ingress::new(inner.bus.clone()).submit(req).await?;
+    Ok((request_id, s.task, s.duplicate))
 }
 
 /// Lets go of this scheduler's lease on a fire.
-fn release(inner: &Inner, job: &Job, scheduled_ms: u64) -> Result<Option<()>, String> {
+fn release(
+    inner: &Inner,
+    job: &Job,
+    scheduled_ms: u64,
+) -> Result<Option<()>, super::store::StoreError> {
     let owner = inner.owner.clone();
-    inner
-        .store
-        .update_state(&job.id, |s| {
-            let l = s.lease.as_ref()?;
-            (l.owner == owner && l.scheduled_ms == scheduled_ms).then(|| {
-                let mut new = s.clone();
-                new.lease = None;
-                (new, ())
-            })
+    inner.store.update_state(&job.id, |s| {
+        let l = s.lease.as_ref()?;
+        (l.owner == owner && l.scheduled_ms == scheduled_ms).then(|| {
+            let mut new = s.clone();
+            new.lease = None;
+            (new, ())
         })
-        .map_err(|e| e.to_string())
+    })
 }
 
 /// A submitted fire being awaited.

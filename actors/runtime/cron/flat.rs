@@ -61,15 +61,44 @@ pub fn announce(text: &str) -> Delivery {
     }
 }
 
+/// Fields that do not make a job spec; the message names the field.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FlatError {
+    /// `every` is not a duration.
+    #[error("every: {0}")]
+    Every(#[source] clawbus_core::config::DurationError),
+    /// More than one of `at`, `every`, `cron`.
+    #[error("schedule: give only one of at, every, cron")]
+    Schedules,
+    /// `tz` without `cron`.
+    #[error("tz: only with cron")]
+    TzWithoutCron,
+    /// Both `message` and `system_event`.
+    #[error("payload: give only one of message, system_event")]
+    Payloads,
+    /// A new job without a schedule.
+    #[error(
+        "schedule: one of at (RFC 3339), every (e.g. \"10m\") or cron (e.g. \"0 9 * * 1-5\") is required"
+    )]
+    NoSchedule,
+    /// A new job without a payload.
+    #[error("payload: one of message or system_event is required")]
+    NoPayload,
+}
+
 impl FlatSpec {
     /// The spec these fields describe: over `base` (an update) or a new job of
     /// `default_agent`. The error names the field.
-    pub fn into_spec(self, default_agent: &str, base: Option<JobSpec>) -> Result<JobSpec, String> {
+    pub fn into_spec(
+        self,
+        default_agent: &str,
+        base: Option<JobSpec>,
+    ) -> Result<JobSpec, FlatError> {
         let schedule = match (&self.at, &self.every, &self.cron) {
             (Some(at), None, None) => Some(ScheduleSpec::At { at: at.clone() }),
             (None, Some(every), None) => {
-                let d = clawbus_core::config::parse_duration(every)
-                    .map_err(|e| format!("every: {e}"))?;
+                let d = clawbus_core::config::parse_duration(every).map_err(FlatError::Every)?;
                 let every_ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
                 Some(ScheduleSpec::Every {
                     every_ms,
@@ -81,10 +110,10 @@ impl FlatSpec {
                 tz: self.tz.clone(),
             }),
             (None, None, None) => None,
-            _ => return Err("schedule: give only one of at, every, cron".into()),
+            _ => return Err(FlatError::Schedules),
         };
         if self.tz.is_some() && self.cron.is_none() {
-            return Err("tz: only with cron".into());
+            return Err(FlatError::TzWithoutCron);
         }
         let payload = match (&self.message, &self.system_event) {
             (Some(m), None) => Some(Payload {
@@ -96,18 +125,19 @@ impl FlatSpec {
                 message: m.clone(),
             }),
             (None, None) => None,
-            _ => return Err("payload: give only one of message, system_event".into()),
+            _ => return Err(FlatError::Payloads),
         };
         let mut spec = match base {
             Some(base) => base,
             None => JobSpec {
                 id: self.id.clone(),
                 name: None,
-                agent: self.agent.clone().unwrap_or_else(|| default_agent.to_string()),
-                schedule: schedule.clone().ok_or(
-                    "schedule: one of at (RFC 3339), every (e.g. \"10m\") or cron (e.g. \"0 9 * * 1-5\") is required",
-                )?,
-                payload: payload.clone().ok_or("payload: one of message or system_event is required")?,
+                agent: self
+                    .agent
+                    .clone()
+                    .unwrap_or_else(|| default_agent.to_string()),
+                schedule: schedule.clone().ok_or(FlatError::NoSchedule)?,
+                payload: payload.clone().ok_or(FlatError::NoPayload)?,
                 session: SessionTarget::default(),
                 delivery: Delivery::default(),
                 enabled: true,

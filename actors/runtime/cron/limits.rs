@@ -67,7 +67,7 @@ impl Scheduler {
         let compiled =
             Compiled::new(&job.schedule, job.created_at).map_err(|reason| CronError::Fire {
                 job: job.id.clone(),
-                reason,
+                reason: reason.into(),
             })?;
         let now = self.inner.clock.now_ms();
         match compiled.shortest_gap_ms(now, GAP_SAMPLES) {

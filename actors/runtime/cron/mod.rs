@@ -30,11 +30,11 @@ pub mod state;
 pub mod store;
 pub mod sync;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use admin::CronError;
 pub use event::{CronEvent, CronEventKind};
-pub use flat::FlatSpec;
+pub use flat::{FlatError, FlatSpec};
 pub use handle::SchedulerHandle;
 pub use heartbeat::HeartbeatSpec;
 pub use job::{

@@ -14,18 +14,14 @@ impl Scheduler {
         lease: &Lease,
         now: u64,
         report: &mut TickReport,
-    ) -> Result<(), String> {
-        let cleared = self
-            .inner
-            .store
-            .update_state(&job.id, |s| {
-                (s.lease.as_ref() == Some(lease)).then(|| {
-                    let mut new = s.clone();
-                    new.lease = None;
-                    (new, ())
-                })
+    ) -> Result<(), super::store::StoreError> {
+        let cleared = self.inner.store.update_state(&job.id, |s| {
+            (s.lease.as_ref() == Some(lease)).then(|| {
+                let mut new = s.clone();
+                new.lease = None;
+                (new, ())
             })
-            .map_err(|e| e.to_string())?;
+        })?;
         if cleared.is_none() {
             return Ok(());
         }
@@ -51,7 +47,7 @@ impl Scheduler {
             task_id: Some(task_id),
             error,
         };
-        self.inner.store.push_run(&run).map_err(|e| e.to_string())?;
+        self.inner.store.push_run(&run)?;
         self.inner
             .publish(CronEvent {
                 job_id: job.id.clone(),

@@ -73,20 +73,20 @@ impl Scheduler {
         job: &Job,
         now: u64,
         report: &mut TickReport,
-    ) -> Result<(), String> {
-        let state = self.inner.store.state(&job.id).map_err(|e| e.to_string())?;
+    ) -> Result<(), super::fire::FireError> {
+        let state = self.inner.store.state(&job.id)?;
         let Some(lease) = state.and_then(|s| s.lease) else {
             return Ok(());
         };
         let record = match lease.task_id {
-            Some(id) => self.inner.bus.task(id).await.map_err(|e| e.to_string())?,
+            Some(id) => self.inner.bus.task(id).await?,
             None => None,
         };
         let ended = record.as_ref().is_some_and(|r| r.outcome.is_some());
         let node = self.inner.settings.node.as_deref();
         match decide(&self.inner.owner, node, &lease, ended) {
             Found::Keep => Ok(()),
-            Found::Release => self.reclaim(job, &lease, now, report).await,
+            Found::Release => Ok(self.reclaim(job, &lease, now, report).await?),
             Found::Adopt(task_id) => {
                 let request_id = match record {
                     Some(r) => r.request_id,
@@ -107,20 +107,16 @@ impl Scheduler {
         task_id: Uuid,
         request_id: bus::RequestId,
         report: &mut TickReport,
-    ) -> Result<(), String> {
+    ) -> Result<(), super::fire::FireError> {
         let mut ours = self.inner.lease(now, lease.scheduled_ms, lease.manual);
         ours.task_id = Some(task_id);
-        let taken = self
-            .inner
-            .store
-            .update_state(&job.id, |s| {
-                (s.lease.as_ref() == Some(lease)).then(|| {
-                    let mut new = s.clone();
-                    new.lease = Some(ours.clone());
-                    (new, ())
-                })
+        let taken = self.inner.store.update_state(&job.id, |s| {
+            (s.lease.as_ref() == Some(lease)).then(|| {
+                let mut new = s.clone();
+                new.lease = Some(ours.clone());
+                (new, ())
             })
-            .map_err(|e| e.to_string())?;
+        })?;
         if taken.is_none() {
             return Ok(());
         }

@@ -155,9 +155,14 @@ impl Scheduler {
             .min()
     }
 
-    async fn tick_job(&self, job: &Job, now: u64, report: &mut TickReport) -> Result<(), String> {
+    async fn tick_job(
+        &self,
+        job: &Job,
+        now: u64,
+        report: &mut TickReport,
+    ) -> Result<(), super::fire::FireError> {
         let store = &self.inner.store;
-        let Some(state) = store.state(&job.id).map_err(|e| e.to_string())? else {
+        let Some(state) = store.state(&job.id)? else {
             return Ok(());
         };
         if let Some(lease) = &state.lease {
@@ -189,23 +194,21 @@ impl Scheduler {
         }
         let lease = self.inner.lease(now, latest, false);
         let after = compiled.next_after(now);
-        let taken = store
-            .update_state(&job.id, |s| {
-                let free = s.lease.as_ref().is_none_or(|l| l.until_ms <= now);
-                if !free || s.next_fire_ms != Some(next) {
-                    return None;
-                }
-                let mut new = s.clone();
-                if run {
-                    new.next_fire_ms = Some(latest);
-                    new.lease = Some(lease.clone());
-                } else {
-                    new.next_fire_ms = after;
-                    new.lease = None;
-                }
-                Some((new, ()))
-            })
-            .map_err(|e| e.to_string())?;
+        let taken = store.update_state(&job.id, |s| {
+            let free = s.lease.as_ref().is_none_or(|l| l.until_ms <= now);
+            if !free || s.next_fire_ms != Some(next) {
+                return None;
+            }
+            let mut new = s.clone();
+            if run {
+                new.next_fire_ms = Some(latest);
+                new.lease = Some(lease.clone());
+            } else {
+                new.next_fire_ms = after;
+                new.lease = None;
+            }
+            Some((new, ()))
+        })?;
         if taken.is_none() {
             return Ok(());
         }

@@ -118,7 +118,7 @@ impl Scheduler {
         report: &mut SyncReport,
     ) -> Result<JobId, CronError> {
         let now = self.inner.clock.now_ms();
-        let invalid = |reason: String| CronError::Spec(super::SpecError::InvalidId(reason));
+        let invalid = |reason| CronError::Spec(super::SpecError::InvalidId(reason));
         let id = super::heartbeat::job_id(&hb.agent).map_err(invalid)?;
         match self.inner.store.job(&id)? {
             None => {

@@ -201,6 +201,15 @@ impl Ingress {
         })
     }
 
+    /// Submits a stored task's envelope again as its next attempt (`POST /v1/tasks/{id}/retry`):
+    /// the same request id, topic, text and origin, a fresh message id, as re-posting the same
+    /// request would. The bus answers whether the task may run again.
+    pub async fn resubmit(&self, stored: &Envelope) -> Result<Admission, IngressError> {
+        let mut again = stored.clone();
+        again.id = uuid::Uuid::now_v7();
+        self.bus.submit(again).await.map_err(IngressError::Bus)
+    }
+
     /// The topic and the agent a request goes to; a routed one's session key is set on
     /// `origin`.
     fn route(
@@ -217,7 +226,7 @@ impl Ingress {
             (Target::Topic(topic), _) => Ok((topic, None)),
             (Target::Routed { agent }, router) => {
                 let inbound = Inbound {
-                    channel: origin.channel.clone(),
+                    channel: origin.channel.to_string(),
                     chat_type: origin.chat_type.clone(),
                     peer: origin.peer.clone(),
                     agent,

@@ -238,7 +238,7 @@ impl Lanes {
         }
         let clock = &self.clock;
         let started = clock.now();
-        if deadline.is_some_and(|d| d <= started) {
+        if deadline.is_some_and(|d| d.instant() <= started) {
             return Err(LaneError::DeadlineExceeded {
                 lane: lane.to_string(),
                 waited: Duration::ZERO,
@@ -276,7 +276,7 @@ impl Lanes {
         };
         let expired = async move {
             match deadline {
-                Some(at) => clock.sleep_until(at).await,
+                Some(at) => clock.sleep_until(at.instant()).await,
                 None => pending().await,
             }
         };

@@ -3,17 +3,17 @@
 
 use super::{LaneActor, Release};
 use actix::Addr;
+use bus::Deadline;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
-use tokio::time::Instant;
 use uuid::Uuid;
 
 /// Who waits for a slot, until when, on whose behalf, and what cancels the wait.
 pub struct Ticket {
     pub(super) run_id: Uuid,
-    pub(super) deadline: Option<Instant>,
+    pub(super) deadline: Option<Deadline>,
     pub(super) parent: Option<ParentToken>,
     pub(super) cancel: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
 }
@@ -29,10 +29,10 @@ impl Ticket {
         }
     }
 
-    /// Bounds the wait: once the lanes' clock reaches `at` (an instant of its monotonic time,
-    /// `clock.now() + limit`), the acquire fails with
+    /// Bounds the wait: once the lanes' clock reaches `at` (made on that clock:
+    /// [`Deadline::after`]), the acquire fails with
     /// [`LaneError::DeadlineExceeded`](super::LaneError::DeadlineExceeded).
-    pub fn deadline(mut self, at: Instant) -> Self {
+    pub fn deadline(mut self, at: Deadline) -> Self {
         self.deadline = Some(at);
         self
     }

@@ -230,7 +230,7 @@ async fn a_deadline_bounds_the_wait_and_the_slot_accounting_stays_right() {
     tokio::time::pause();
     let (lanes, metrics) = start(&[("main", 1)]);
     let holder = lanes.acquire("main", Ticket::new(id(1))).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = bus::Deadline::after(&bus::SystemClock, Duration::from_secs(5));
     let waited = lanes
         .acquire("main", Ticket::new(id(2)).deadline(deadline))
         .await;
@@ -252,12 +252,15 @@ async fn a_deadline_bounds_the_wait_and_the_slot_accounting_stays_right() {
     assert_eq!(main.holding, [id(1)], "the holder keeps its slot");
     assert!(main.waiting.is_empty(), "the expired waiter left the queue");
     let past = lanes
-        .acquire("main", Ticket::new(id(3)).deadline(Instant::now()))
+        .acquire(
+            "main",
+            Ticket::new(id(3)).deadline(bus::Deadline::after(&bus::SystemClock, Duration::ZERO)),
+        )
         .await;
     assert!(matches!(past, Err(LaneError::DeadlineExceeded { .. })));
     drop(holder);
     // A deadline already gone when the run asks is no lack of slots, even with a slot free.
-    let free = Instant::now() - Duration::from_millis(1);
+    let free = bus::Deadline::at(bus::Clock::now(&bus::SystemClock) - Duration::from_millis(1));
     match lanes
         .acquire("main", Ticket::new(id(5)).deadline(free))
         .await
@@ -289,11 +292,10 @@ async fn a_deadline_bounds_the_wait_and_the_slot_accounting_stays_right() {
 
 #[actix_rt::test]
 async fn a_queued_wait_ends_when_its_deadline_passes_on_the_manual_clock_and_not_before() {
-    use bus::Clock;
     let clock = bus::ManualClock::new(1_000_000);
     let (lanes, metrics) = start_on(&[("main", 1)], clock.clone());
     let holder = lanes.acquire("main", Ticket::new(id(1))).await.unwrap();
-    let deadline = clock.now() + Duration::from_secs(5);
+    let deadline = bus::Deadline::after(clock.as_ref(), Duration::from_secs(5));
     let mut waiting = Box::pin(lanes.acquire("main", Ticket::new(id(2)).deadline(deadline)));
     assert!(poll!(&mut waiting).is_pending());
     assert_eq!(status(&lanes, "main").await.waiting, [id(2)], "queued");

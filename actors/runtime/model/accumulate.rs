@@ -66,19 +66,18 @@ impl ReplyAccumulator {
 
     /// Applies one chunk (streamed) or one whole completion (`message` instead of `delta`).
     /// An `error` object in the payload is returned as `Err` with its message.
-    pub(crate) fn apply(&mut self, payload: &Value) -> Result<(), String> {
+    pub(crate) fn apply(&mut self, payload: &Value) -> Result<(), ChunkError> {
         if let Some(error) = payload.get("error").filter(|e| !e.is_null()) {
             let message = error
                 .get("message")
                 .and_then(Value::as_str)
                 .map(str::to_owned);
-            return Err(message.unwrap_or_else(|| error.to_string()));
+            return Err(ChunkError::Server(
+                message.unwrap_or_else(|| error.to_string()),
+            ));
         }
         if !payload.is_object() {
-            return Err(format!(
-                "expected a JSON object, got {}",
-                short(&payload.to_string())
-            ));
+            return Err(ChunkError::NotObject(short(&payload.to_string())));
         }
         self.chunks += 1;
         if let Some(model) = non_empty_str(payload.get("model")) {
@@ -277,4 +276,15 @@ pub(crate) fn truncate_chars(s: &str, max: usize) -> String {
         Some((cut, _)) => format!("{}…", &s[..cut]),
         None => s.to_owned(),
     }
+}
+
+/// A chunk that cannot be applied.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ChunkError {
+    /// An `error` object: the server's message (or the object, when it has none).
+    #[error("{0}")]
+    Server(String),
+    /// Not a JSON object (the payload, shortened).
+    #[error("expected a JSON object, got {0}")]
+    NotObject(String),
 }

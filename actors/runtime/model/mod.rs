@@ -23,7 +23,7 @@ mod scripted;
 pub mod sse;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::time::Duration;
 
@@ -37,7 +37,7 @@ pub use openai::{OpenAiClient, OpenAiConfig};
 pub use params::{
     ModelParams, RESERVED_BODY_KEYS, ReasoningEffort, Stop, ToolChoice, after_tool_result,
 };
-pub use scripted::ScriptedModel;
+pub use scripted::{RulesError, ScriptedModel};
 
 /// Who wrote a message of the conversation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -74,14 +74,16 @@ impl ScriptedModel {
 
     /// Loads rules from a TOML file; errors read `path:line:col: field "x": … (expected …)`, one
     /// per line, all of them.
-    pub fn from_rules_file(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("{}: cannot read rules file: {e}", path.display()))?;
+    pub fn from_rules_file(path: &Path) -> Result<Self, RulesError> {
+        let text = std::fs::read_to_string(path).map_err(|source| RulesError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         parse(&text, path)
     }
 
     /// Loads rules from TOML text; errors name the source as `<rules>`.
-    pub fn from_rules_str(s: &str) -> Result<Self, String> {
+    pub fn from_rules_str(s: &str) -> Result<Self, RulesError> {
         parse(s, Path::new("<rules>"))
     }
 
@@ -97,14 +99,34 @@ impl ScriptedModel {
     }
 }
 
-fn parse(text: &str, path: &Path) -> Result<ScriptedModel, String> {
+/// A rules file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RulesError {
+    /// The file could not be read.
+    #[error("{}: cannot read rules file: {source}", path.display())]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Every problem found in it, one a line (`path:line:col: field "x": …`).
+    #[error("{}", lines(.0))]
+    Problems(Vec<clawbus_core::config::Problem>),
+}
+
+/// Problems one a line.
+fn lines(problems: &[clawbus_core::config::Problem]) -> String {
+    let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    lines.join("\n")
+}
+
+fn parse(text: &str, path: &Path) -> Result<ScriptedModel, RulesError> {
     let (file, problems) = clawbus_core::config::rules::check_text(path, text, rule_problems);
     let file = match file {
         Some(f) if problems.is_empty() => f,
-        _ => {
-            let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
-            return Err(lines.join("\n"));
-        }
+        _ => return Err(RulesError::Problems(problems)),
     };
     let mut rules = Vec::new();
     for spanned in file.rule {

@@ -2,8 +2,8 @@
 //! loopback server, and the scripted rules model.
 
 mod anthropic;
-mod fallback;
+pub(crate) mod fallback;
 mod openai;
-mod params;
+pub(crate) mod params;
 mod scripted;
 mod sse;

@@ -5,10 +5,9 @@
 //! publishes it on `channel.<name>.out` after; the channel's delivery actor takes it from there.
 
 use super::OutboundMessage;
-use crate::origin::{AGENT_CHANNEL, Origin};
+use crate::origin::Origin;
 use bus::Outcome;
-use clawbus_core::config::{TELEGRAM as TELEGRAM_CHANNEL, WEBHOOK};
-use clawbus_core::ids::chat_of_session;
+use clawbus_core::ids::{Channel, chat_of_session};
 use clawbus_core::task::TaskResult;
 use uuid::Uuid;
 
@@ -24,7 +23,7 @@ pub trait ReplyTo {
     /// conversation, and the person should see what the agent says in their chat, as the
     /// session's transcript records it. (`NO_REPLY` stays silent, as ever.) A webhook session
     /// gets no such reply: a hook's receiver expects the replies of its own deliveries only.
-    fn target(&self, origin: &Origin) -> Option<(&'static str, String)>;
+    fn target(&self, origin: &Origin) -> Option<(Channel, String)>;
 
     /// The reply of a finished task and the channel it goes out on; `None` when its origin has
     /// no way back. A failed task's person is told it failed, without the error
@@ -34,22 +33,23 @@ pub trait ReplyTo {
         origin: &Origin,
         task_id: Uuid,
         outcome: &Outcome,
-    ) -> Option<(&'static str, OutboundMessage)>;
+    ) -> Option<(Channel, OutboundMessage)>;
 }
 
 impl ReplyTo for ReplyRoutes {
-    fn target(&self, origin: &Origin) -> Option<(&'static str, String)> {
-        match origin.channel.as_str() {
-            AGENT_CHANNEL if self.delivers(TELEGRAM_CHANNEL) => origin
+    fn target(&self, origin: &Origin) -> Option<(Channel, String)> {
+        let telegram = self.delivers(Channel::Telegram.as_str());
+        match origin.channel {
+            Channel::Agent if telegram => origin
                 .session_key
                 .as_ref()
                 .and_then(|k| chat_of_session(k.as_str()))
-                .map(|chat| (TELEGRAM_CHANNEL, chat.to_string())),
-            TELEGRAM_CHANNEL if self.delivers(TELEGRAM_CHANNEL) && !origin.peer.is_empty() => {
-                Some((TELEGRAM_CHANNEL, origin.peer.clone()))
+                .map(|chat| (Channel::Telegram, chat.to_string())),
+            Channel::Telegram if telegram && !origin.peer.is_empty() => {
+                Some((Channel::Telegram, origin.peer.clone()))
             }
-            WEBHOOK if self.has_hook(&origin.chat_type) => {
-                Some((WEBHOOK, origin.chat_type.clone()))
+            Channel::Webhook if self.has_hook(&origin.chat_type) => {
+                Some((Channel::Webhook, origin.chat_type.clone()))
             }
             _ => None,
         }
@@ -60,7 +60,7 @@ impl ReplyTo for ReplyRoutes {
         origin: &Origin,
         task_id: Uuid,
         outcome: &Outcome,
-    ) -> Option<(&'static str, OutboundMessage)> {
+    ) -> Option<(Channel, OutboundMessage)> {
         let (channel, to) = self.target(origin)?;
         let text = match outcome {
             Outcome::Succeeded { result } => {

@@ -310,6 +310,10 @@ pub struct TurnPrompt {
 
 impl PromptSource for TurnPrompt {
     fn system_prompt(&self) -> String {
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "a log-only timing: how long assembling the prompt took"
+        )]
         let started = std::time::Instant::now();
         let out = self.builder.assemble(&self.info);
         tracing::debug!(

@@ -355,3 +355,113 @@ fn tools_report_counts_schema_characters_as_sent() {
     assert_eq!(r.names, ["read"]);
     assert!(r.schema_chars > 200, "{r:?}");
 }
+
+/// The prompt's cache breakpoint as the Anthropic client sends it.
+mod anthropic_cache {
+    use crate::model::{
+        AnthropicClient, AnthropicConfig, ChatMessage, ChatModel, ChatRequest, ToolSchema,
+    };
+    use crate::prompt::{PromptBuilder, PromptSource};
+    use clawbus_testkit::{AnthropicServer, AnthropicTurn, AnthropicUsage};
+    use serde_json::{Value, json};
+    use std::time::Duration;
+
+    const USAGE: AnthropicUsage = AnthropicUsage {
+        input: 12,
+        output: 7,
+        cache_read: 2000,
+        cache_write: 300,
+    };
+
+    fn client(server: &AnthropicServer, max_retries: u32) -> AnthropicClient {
+        AnthropicClient::new(AnthropicConfig {
+            base_url: server.base_url(),
+            api_key: Some("sk-ant-test".into()),
+            timeout: Duration::from_secs(10),
+            max_retries,
+            backoff_base: Duration::from_millis(2),
+            max_tokens: 1000,
+        })
+        .unwrap()
+    }
+
+    fn tool(name: &str) -> ToolSchema {
+        ToolSchema {
+            name: name.into(),
+            description: format!("the {name} tool"),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        }
+    }
+
+    /// The bytes of the cached prefix of a sent body: the tools, then the system blocks up to and
+    /// including the one carrying the breakpoint (Anthropic's prefix order: tools, system, messages).
+    fn cached_prefix(body: &Value) -> String {
+        let system = body["system"].as_array().unwrap();
+        let at = system
+            .iter()
+            .position(|b| b.get("cache_control").is_some())
+            .expect("a system block carries the breakpoint");
+        serde_json::to_string(&(&body["tools"], &system[..=at])).unwrap()
+    }
+
+    #[tokio::test]
+    async fn two_turns_of_a_session_send_a_byte_identical_prefix_up_to_the_breakpoint() {
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::write(ws.path().join("SOUL.md"), "You are terse.\n").unwrap();
+        std::fs::write(ws.path().join("AGENTS.md"), "Answer in English.\n").unwrap();
+        let clock = bus::ManualClock::new(1_772_456_585_000);
+        let builder = std::sync::Arc::new(
+            PromptBuilder::new(
+                "writer",
+                "claude/claude-test",
+                ws.path().canonicalize().unwrap(),
+                clawbus_core::config::PromptDef::default(),
+            )
+            .with_clock(clock.clone()),
+        );
+        let prompt = builder.turn("agent:writer:api:direct:main", "api");
+        let server = AnthropicServer::start(vec![
+            AnthropicTurn::text(&["one"], USAGE),
+            AnthropicTurn::text(&["two"], USAGE),
+        ])
+        .await
+        .unwrap();
+        let client = client(&server, 0);
+        let first = ChatRequest {
+            model: "claude-test".into(),
+            messages: vec![
+                ChatMessage::system(prompt.system_prompt()),
+                ChatMessage::user("a"),
+            ],
+            tools: vec![tool("read"), tool("write")],
+        };
+        client.complete(&first).await.unwrap();
+        clock.advance(Duration::from_secs(95));
+        let second = ChatRequest {
+            model: "claude-test".into(),
+            messages: vec![
+                ChatMessage::system(prompt.system_prompt()),
+                ChatMessage::user("a"),
+                ChatMessage::assistant(Some("one".into()), vec![]),
+                ChatMessage::user("b"),
+            ],
+            tools: vec![tool("read"), tool("write")],
+        };
+        client.complete(&second).await.unwrap();
+        let sent = server.requests();
+        let (one, two) = (&sent[0].body, &sent[1].body);
+        assert_eq!(cached_prefix(one), cached_prefix(two));
+        assert!(cached_prefix(one).contains("You are terse."));
+        let runtime = |b: &Value| b["system"][1]["text"].as_str().unwrap().to_owned();
+        assert!(runtime(one).starts_with("# Runtime\n"), "{}", runtime(one));
+        assert_ne!(
+            runtime(one),
+            runtime(two),
+            "the runtime line changed, after the breakpoint"
+        );
+        assert_eq!(
+            two["messages"][0], one["messages"][0],
+            "the history is sent the same way"
+        );
+    }
+}

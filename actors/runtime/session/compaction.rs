@@ -57,7 +57,7 @@ pub async fn compact(
     transcript: &Transcript,
     pending: uuid::Uuid,
     usage: &mut UsageByModel,
-) -> Result<Vec<Entry>, String> {
+) -> Result<Vec<Entry>, CompactionError> {
     let tokens_before = view.estimated_tokens();
     let mut written = Vec::new();
     // 1. The silent flush turn: the agent may save notes; its reply is never delivered.
@@ -72,7 +72,7 @@ pub async fn compact(
         },
     )
     .await
-    .map_err(|e| format!("memory flush turn failed: {e}"))?;
+    .map_err(CompactionError::Flush)?;
     usage.merge(&flush.usage);
     let flush_entries: Vec<Entry> = flush
         .added
@@ -81,7 +81,7 @@ pub async fn compact(
         .collect();
     transcript
         .append(&flush_entries)
-        .map_err(|e| format!("transcript: {e}"))?;
+        .map_err(CompactionError::Transcript)?;
     written.extend(flush_entries);
     // 2. Summarise everything before the kept tail.
     let at = split_point(view, def.keep_recent_messages);
@@ -105,12 +105,12 @@ pub async fn compact(
         .model
         .complete(&request)
         .await
-        .map_err(|e| format!("summary call failed: {e}"))?;
+        .map_err(CompactionError::Summary)?;
     let answered = reply.model.as_deref().unwrap_or(&deps.model_label);
     usage.add_call(answered, &request, &reply);
     let summary = reply.text.unwrap_or_default();
     if summary.trim().is_empty() {
-        return Err("the summary call answered no text; older turns stay in view".into());
+        return Err(CompactionError::NoSummary);
     }
     let entry = Entry::new(EntryBody::Compaction {
         summary,
@@ -119,9 +119,27 @@ pub async fn compact(
     });
     transcript
         .append(std::slice::from_ref(&entry))
-        .map_err(|e| format!("transcript: {e}"))?;
+        .map_err(CompactionError::Transcript)?;
     written.push(entry);
     Ok(written)
+}
+
+/// Why a compaction did not happen (the run goes on with the full history).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompactionError {
+    /// The silent memory-flush turn failed.
+    #[error("memory flush turn failed: {0}")]
+    Flush(#[source] crate::turn::TurnError),
+    /// The summary call failed.
+    #[error("summary call failed: {0}")]
+    Summary(#[source] crate::model::ModelError),
+    /// The summary call answered no text.
+    #[error("the summary call answered no text; older turns stay in view")]
+    NoSummary,
+    /// The transcript could not be written.
+    #[error("transcript: {0}")]
+    Transcript(#[source] std::io::Error),
 }
 
 /// The conversation as plain text for the summariser.

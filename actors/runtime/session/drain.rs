@@ -71,6 +71,10 @@ impl Drain {
     pub async fn drain(&self, grace: Duration) -> DrainReport {
         self.inner.draining.store(true, Ordering::SeqCst);
         let before = self.in_flight();
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "the shutdown grace is real time: the process stops after it whatever the clock says"
+        )]
         let deadline = tokio::time::Instant::now() + grace;
         loop {
             let changed = self.inner.changed.notified();

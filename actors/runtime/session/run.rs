@@ -20,7 +20,7 @@ use crate::turn::{
     PromptSource, TurnError, TurnEvents, TurnHooks, TurnInput, TurnOutput, run_turn_observed,
 };
 use bus::{Delivery, Outcome, TaskState};
-use clawbus_core::ids::{Channel, SessionKey};
+use clawbus_core::ids::SessionKey;
 use clawbus_core::task::{TaskInput, TaskResult};
 use journal::{Journal, Prepared};
 use std::sync::Arc;
@@ -270,7 +270,7 @@ impl Run {
         let request_id = self.request_id.as_str();
         tracing::info!(agent = %rt.id, session = %key, request_id, lane = %origin.lane, wait_ms, "Run started.");
         let mut call_chain = origin.call_chain.clone();
-        call_chain.push(rt.id.to_string());
+        call_chain.push(rt.id.clone());
         let run_context = Arc::new(RunContext {
             task_id: env.id,
             request_id: request_id.to_string(),
@@ -283,15 +283,14 @@ impl Run {
             sent: std::sync::atomic::AtomicU32::new(0),
             slot: RunSlot::new(rt.lanes.clone(), origin.lane.clone(), env.id, permit),
         });
-        let channel = origin.channel.as_str();
         let tool_context = ToolContext {
             workspace: rt.workspace.clone(),
             agent: rt.id.clone(),
             session: key.clone(),
-            channel: Channel::from(channel),
+            channel: origin.channel.clone(),
             run: Some(run_context),
         };
-        (tool_context, rt.prompt(key, channel))
+        (tool_context, rt.prompt(key, origin.channel.as_str()))
     }
 
     /// Step 4, the turn: bounded by the task's deadline (a subagent's `timeout_s`, a call's

@@ -57,7 +57,7 @@ impl AgentRuntime {
         let mut ticket = Ticket::new(env.id);
         if let Some(deadline_ms) = env.deadline {
             let left = Duration::from_millis(deadline_ms.saturating_sub(self.clock.now_ms()));
-            ticket = ticket.deadline(self.clock.now() + left);
+            ticket = ticket.deadline(bus::Deadline::after(self.clock.as_ref(), left));
         }
         self.lanes.acquire(lane, ticket).await
     }

@@ -43,7 +43,7 @@ mod snapshot;
 mod sources;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use catalog::{EnvVars, SkillCatalog, SkillEnv, current_os};
 pub use session::{AgentSkills, SkillSession};

@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 
 /// A tempdir with a workspace, a home, managed/bundled/extra folders and a `bin/` for `PATH`.
-struct Fx {
+pub(crate) struct Fx {
     dir: TempDir,
 }
 
 impl Fx {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         for sub in ["ws", "home", "managed", "bundled", "extra", "bin"] {
             fs::create_dir_all(dir.path().join(sub)).unwrap();
@@ -23,17 +23,17 @@ impl Fx {
         Self { dir }
     }
 
-    fn path(&self, rel: &str) -> PathBuf {
+    pub(crate) fn path(&self, rel: &str) -> PathBuf {
         self.dir.path().canonicalize().unwrap().join(rel)
     }
 
     /// Writes `<root>/<folder>/SKILL.md` with the given frontmatter lines and a short body.
-    fn skill(&self, root: &str, folder: &str, frontmatter: &str) -> PathBuf {
+    pub(crate) fn skill(&self, root: &str, folder: &str, frontmatter: &str) -> PathBuf {
         let text = format!("---\n{frontmatter}\n---\n# {folder}\n\nDo the {folder} thing.\n");
         self.raw(root, folder, &text)
     }
 
-    fn raw(&self, root: &str, folder: &str, text: &str) -> PathBuf {
+    pub(crate) fn raw(&self, root: &str, folder: &str, text: &str) -> PathBuf {
         let dir = self.path(root).join(folder);
         fs::create_dir_all(&dir).unwrap();
         let file = dir.join(SKILL_FILE);
@@ -42,7 +42,7 @@ impl Fx {
     }
 
     /// A catalog over the fixture's folders, `HOME` and `PATH` pointing into it, on linux.
-    fn catalog(&self, vars: &[(&str, &str)]) -> SkillCatalog {
+    pub(crate) fn catalog(&self, vars: &[(&str, &str)]) -> SkillCatalog {
         let mut env = vec![
             ("HOME".to_string(), self.path("home").display().to_string()),
             ("PATH".to_string(), self.path("bin").display().to_string()),
@@ -70,7 +70,7 @@ impl Fx {
     }
 }
 
-fn desc(text: &str) -> String {
+pub(crate) fn desc(text: &str) -> String {
     format!("description: {text}")
 }
 

@@ -50,12 +50,12 @@ impl Default for SystemOptions {
 #[non_exhaustive]
 pub enum SystemError {
     /// The state directory or a store in it could not be used.
-    #[error("state dir {}: {cause}", path.display())]
+    #[error("state dir {}: {source}", path.display())]
     State {
         /// The folder.
         path: PathBuf,
         /// What failed.
-        cause: String,
+        source: StateError,
     },
     /// The bus could not open.
     #[error("bus: {0}")]
@@ -68,6 +68,35 @@ pub enum SystemError {
     Coordinator(#[from] CoordinatorError),
 }
 
+/// What failed in the state folder (the store named, its own error as the source).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateError {
+    /// The folder could not be created.
+    #[error("{0}")]
+    CreateDir(#[source] std::io::Error),
+    /// Another process holds the database's lock.
+    #[error(
+        "in use by another clawbus process (its database is locked); stop it or pass another --state-dir"
+    )]
+    Locked,
+    /// The database could not open.
+    #[error("db: {0}")]
+    Db(#[source] sled::Error),
+    /// The session index could not open.
+    #[error("{0}")]
+    Sessions(#[source] crate::session::index::IndexError),
+    /// The approvals store could not open.
+    #[error("approvals: {0}")]
+    Approvals(#[source] crate::approvals::ApprovalError),
+    /// The outbox could not open.
+    #[error("{0}")]
+    Outbox(#[source] crate::outbox::OutboxError),
+    /// The cron store could not open.
+    #[error("cron: {0}")]
+    Cron(#[source] crate::cron::StoreError),
+}
+
 /// The refusal journal in the state folder (see [`bus::store::RefusalJournal`]).
 pub const REFUSALS_FILE: &str = "refused-admissions";
 
@@ -77,7 +106,11 @@ const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Opens the sled database; the lock of a stopping holder is waited for briefly, a held one is
 /// reported as another clawbus using the state folder.
-async fn open_db(path: &std::path::Path) -> Result<sled::Db, String> {
+#[allow(
+    clippy::disallowed_methods,
+    reason = "sled's file lock is held by another process in real time: its wait is real time"
+)]
+async fn open_db(path: &std::path::Path) -> Result<sled::Db, StateError> {
     let deadline = tokio::time::Instant::now() + LOCK_WAIT;
     loop {
         match sled::open(path) {
@@ -85,11 +118,11 @@ async fn open_db(path: &std::path::Path) -> Result<sled::Db, String> {
             // sled reports the file lock of another holder as an I/O error with this text.
             Err(e) if e.to_string().contains("could not acquire lock") => {
                 if tokio::time::Instant::now() >= deadline {
-                    return Err("in use by another clawbus process (its database is locked); stop it or pass another --state-dir".into());
+                    return Err(StateError::Locked);
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             }
-            Err(e) => return Err(format!("db: {e}")),
+            Err(e) => return Err(StateError::Db(e)),
         }
     }
 }
@@ -124,11 +157,12 @@ impl Clawbus {
     /// Builds and starts everything the configuration describes. Must run inside an actix
     /// `System`.
     pub async fn start(config: Config, opts: SystemOptions) -> Result<Self, SystemError> {
-        let state_err = |cause: String| SystemError::State {
+        let state_err = |source: StateError| SystemError::State {
             path: config.state_dir.clone(),
-            cause,
+            source,
         };
-        std::fs::create_dir_all(&config.state_dir).map_err(|e| state_err(e.to_string()))?;
+        std::fs::create_dir_all(&config.state_dir)
+            .map_err(|e| state_err(StateError::CreateDir(e)))?;
         let db = open_db(&config.state_dir.join("db"))
             .await
             .map_err(state_err)?;
@@ -165,10 +199,10 @@ impl Clawbus {
         let coordinator =
             CoordinatorHandle::start(bus.clone(), clock.clone(), CoordinatorOptions::default())
                 .await?;
-        let index = SessionIndex::open(&db).map_err(|e| state_err(e.to_string()))?;
+        let index = SessionIndex::open(&db).map_err(|e| state_err(StateError::Sessions(e)))?;
         let live: LiveSessions = Default::default();
         let approvals = Approvals::open(&db, bus.clone(), clock.clone())
-            .map_err(|e| state_err(format!("approvals: {e}")))?;
+            .map_err(|e| state_err(StateError::Approvals(e)))?;
         let router = Arc::new(Router::new(&config));
         let drain = Drain::default();
         let shards = match opts.shards {
@@ -177,7 +211,7 @@ impl Clawbus {
         };
         let outbox =
             crate::outbox::Outbox::open(&db, clawbus_core::config::ReplyRoutes::new(&config))
-                .map_err(|e| state_err(e.to_string()))?;
+                .map_err(|e| state_err(StateError::Outbox(e)))?;
         let scheduler =
             Arc::new(start_scheduler(&config, &db, &bus, &clock, &outbox).map_err(state_err)?);
         let agent_ctx = AgentContext {
@@ -366,10 +400,10 @@ fn start_scheduler(
     bus: &Arc<dyn Bus>,
     clock: &Arc<dyn Clock>,
     outbox: &crate::outbox::Outbox,
-) -> Result<Scheduler, String> {
+) -> Result<Scheduler, StateError> {
     let node = crate::cron::CronStore::open(db)
         .and_then(|s| s.node_id())
-        .map_err(|e| format!("cron: {e}"))?;
+        .map_err(StateError::Cron)?;
     let settings = Settings::new(
         config.gateway.timezone,
         config.agents.iter().map(|a| a.id.to_string()),
@@ -384,7 +418,7 @@ fn start_scheduler(
         uuid::Uuid::now_v7().simple()
     );
     let scheduler = Scheduler::new(db, bus.clone(), clock.clone(), owner, settings)
-        .map_err(|e| format!("cron: {e}"))?;
+        .map_err(StateError::Cron)?;
     let declared = Declared {
         jobs: config.agents.iter().flat_map(|a| a.cron.clone()).collect(),
         heartbeats: config.agents.iter().map(|a| a.heartbeat.clone()).collect(),

@@ -4,7 +4,7 @@
 use super::peers::Peers;
 use super::{Tool, ToolContext, ToolOutput, parse_args};
 use crate::coordinator::{self, WaitEdge, WaitError};
-use crate::ingress::{Duplicates, Ingress, IngressError, Request, Target};
+use crate::ingress::{Duplicates, Ingress, IngressError, Request, Target, Waited};
 use crate::origin::Origin;
 use async_trait::async_trait;
 use bus::{Bus, BusError, Outcome, RequestId, TaskRecord};
@@ -186,13 +186,16 @@ impl Tool for AgentCallTool {
             return ToolOutput::error("invalid_arguments", "\"task\" is empty");
         }
         // The fast path: a cycle inside this tree is refused before anything is posted.
-        if args.wait && run.call_chain.contains(&args.agent) {
+        if args.wait && run.call_chain.iter().any(|a| *a == *args.agent) {
             let start = run
                 .call_chain
                 .iter()
-                .position(|a| *a == args.agent)
+                .position(|a| *a == *args.agent)
                 .unwrap_or(0);
-            let mut cycle: Vec<&str> = run.call_chain[start..].iter().map(String::as_str).collect();
+            let mut cycle: Vec<&str> = run.call_chain[start..]
+                .iter()
+                .map(AgentId::as_str)
+                .collect();
             cycle.push(&args.agent);
             return ToolOutput::error(
                 "deadlock",
@@ -225,7 +228,7 @@ impl Tool for AgentCallTool {
             });
         let session = SessionKey::peer(callee, "agent", ctx.agent.as_str(), request_id.as_str());
         let origin = Origin {
-            channel: crate::origin::AGENT_CHANNEL.into(),
+            channel: clawbus_core::ids::Channel::Agent,
             chat_type: ctx.agent.to_string(),
             peer: request_id.to_string(),
             session_key: Some(session),
@@ -252,7 +255,8 @@ impl Tool for AgentCallTool {
                 origin,
             )
         };
-        let admission = match Ingress::new(bus.clone()).submit(req).await {
+        let ingress = Ingress::new(bus.clone());
+        let admission = match ingress.submit(req).await {
             Ok(a) => a,
             Err(IngressError::Bus(e @ BusError::Conflict { .. })) => {
                 return ToolOutput::error("request_id_conflict", e);
@@ -301,7 +305,7 @@ impl Tool for AgentCallTool {
         }
         // Waiting holds no lane slot: the callee (or anyone) may use it meanwhile.
         run.slot.release().await;
-        let waited = bus.wait(&request_id, timeout).await;
+        let waited = ingress.wait(&request_id, timeout, &admission.task).await;
         coordinator::end_wait(bus.as_ref(), &edge).await;
         if let Err(e) = run.slot.reacquire().await {
             return ToolOutput::error(
@@ -310,13 +314,13 @@ impl Tool for AgentCallTool {
             );
         }
         match waited {
-            Ok(record) => answer(&args.agent, &record),
-            Err(BusError::TimedOut { after }) => ToolOutput::error(
+            Ok(Waited::Ended(record)) => answer(&args.agent, &record),
+            Ok(Waited::Pending(_)) => ToolOutput::error(
                 "timeout",
                 format!(
                     "agent \"{}\" did not answer within {}s (task {})",
                     args.agent,
-                    after.as_secs(),
+                    timeout.as_secs(),
                     admission.task.task_id
                 ),
             ),

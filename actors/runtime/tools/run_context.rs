@@ -17,7 +17,7 @@ pub struct RunContext {
     pub session: SessionKey,
     /// The agents whose turns wait on this one, outermost first, ending with this run's agent:
     /// the path of waiting calls in the agents' wait-for graph.
-    pub call_chain: Vec<String>,
+    pub call_chain: Vec<clawbus_core::ids::AgentId>,
     /// Unix ms after which the task is no longer wanted.
     pub deadline_ms: Option<u64>,
     /// The one clock.

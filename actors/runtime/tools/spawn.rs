@@ -170,7 +170,7 @@ impl Tool for SpawnTool {
             .map_or(now + timeout_ms, |d| d.min(now + timeout_ms));
         let label = args.label.clone().unwrap_or_else(|| "subagent".into());
         let origin = Origin {
-            channel: "subagent".into(),
+            channel: clawbus_core::ids::Channel::Subagent,
             chat_type: "spawn".into(),
             peer: label.clone(),
             session_key: Some(session.clone()),

@@ -5,8 +5,13 @@ use std::os::unix::fs::symlink;
 use std::path::Path;
 use tempfile::TempDir;
 
+mod approvals;
+mod cron;
 mod edit;
+mod memory;
 mod output;
+mod secrets;
+mod skills;
 mod write;
 
 /// A tempdir holding `ws/` (the workspace) and `outside/secret.txt` next to it.

@@ -21,7 +21,7 @@ pub enum ModelBuildError {
     UnknownProvider(String),
     /// The scripted rules file could not be read or parsed.
     #[error("{0}")]
-    Rules(String),
+    Rules(#[source] crate::model::RulesError),
     /// An OpenAI-compatible provider without `base_url`.
     #[error("provider \"{0}\" has no base_url")]
     NoBaseUrl(String),

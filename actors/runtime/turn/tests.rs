@@ -241,7 +241,7 @@ async fn turn_timeout_stops_a_turn_stuck_in_a_tool() {
         turn_timeout: Duration::from_secs(30),
         ..Limits::default()
     };
-    let begun = tokio::time::Instant::now();
+    let begun = bus::Clock::now(&bus::SystemClock);
     // Paused time: the clock jumps to the turn's deadline as soon as everything waits.
     let result = run_turn(&deps(model.clone(), &tool, limits), input(&dir)).await;
     assert!(
@@ -291,4 +291,104 @@ async fn a_call_cut_off_by_max_tokens_never_runs_and_a_second_cut_fails_the_turn
         None,
         "a truncated turn is not retried"
     );
+}
+
+/// An agent file's model settings reach the model that `build_model` builds.
+mod build_model {
+    use crate::model::BreakerState;
+    use crate::model::tests::fallback::{always, ask, flaky, manual};
+    use crate::model::tests::params::{rounds, without};
+    use crate::turn::{build_model, build_model_with};
+    use clawbus_testkit::{AnthropicServer, AnthropicTurn, AnthropicUsage};
+    use serde_json::json;
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    use std::time::Duration;
+
+    /// From `agents.d/<id>.toml` and `clawbus.toml`: `fallbacks` and the provider's `breaker_*`
+    /// reach the model `build_model_with` makes, guarded by the registry it is given.
+    #[tokio::test]
+    async fn agent_file_fallbacks_and_provider_breaker_settings_are_used_by_build_model() {
+        let primary = flaky(Arc::new(AtomicBool::new(false))).await;
+        let backup = always("backup answer").await;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("agents.d")).unwrap();
+        std::fs::write(
+            dir.path().join("clawbus.toml"),
+            format!(
+                "[providers.fb-test-primary]\nkind = \"openai\"\nbase_url = \"{}\"\nmax_retries = 0\n\
+                 breaker_failures = 1\nbreaker_cooldown = \"1h\"\nbreaker_max_cooldown = \"2h\"\n\
+                 [providers.fb-test-backup]\nkind = \"openai\"\nbase_url = \"{}\"\nmax_retries = 0\n",
+                primary.base_url(),
+                backup.base_url()
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("agents.d/a.toml"),
+            "model = \"fb-test-primary/p-model\"\nfallbacks = [\"fb-test-backup/b-model\"]\n",
+        )
+        .unwrap();
+        let config = clawbus_core::config::load(&clawbus_core::config::LoadOptions {
+            config: dir.path().join("clawbus.toml"),
+            agents_dir: dir.path().join("agents.d"),
+            state_dir: None,
+            model_override: None,
+        })
+        .unwrap();
+        let (_clock, breakers) = manual();
+        let model = build_model_with(config.agent("a").unwrap(), &config, &breakers).unwrap();
+        let reply = model.complete(&ask()).await.unwrap();
+        assert_eq!(reply.text.as_deref(), Some("backup answer"));
+        assert_eq!(primary.request_count(), 1);
+        assert_eq!(backup.requests()[0]["model"], "b-model");
+        let status = breakers.for_provider("fb-test-primary").status();
+        assert_eq!(status.state, BreakerState::Open, "open after one failure");
+        assert_eq!(status.retry_in, Some(Duration::from_secs(3600)));
+    }
+
+    /// From `agents.d/<id>.toml` to the wire: the agent's `[model_params]` and the provider's kind
+    /// reach the request `build_model` makes.
+    #[tokio::test]
+    async fn agent_file_params_reach_the_anthropic_request_through_build_model() {
+        let server = AnthropicServer::start(vec![AnthropicTurn::text(
+            &["hi"],
+            AnthropicUsage::default(),
+        )])
+        .await
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("agents.d")).unwrap();
+        std::fs::write(
+            dir.path().join("clawbus.toml"),
+            format!(
+                "[providers.claude]\nkind = \"anthropic\"\nbase_url = \"{}\"\nmax_retries = 0\nmax_tokens = 777\n",
+                server.base_url()
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("agents.d/a.toml"),
+            "model = \"claude/claude-test\"\n[model_params]\ntemperature = 0.5\nstop = \"END\"\ntool_choice = \"read\"\nextra = { top_k = 5 }\n",
+        )
+        .unwrap();
+        let config = clawbus_core::config::load(&clawbus_core::config::LoadOptions {
+            config: dir.path().join("clawbus.toml"),
+            agents_dir: dir.path().join("agents.d"),
+            state_dir: None,
+            model_override: None,
+        })
+        .unwrap();
+        let model = build_model(config.agent("a").unwrap(), &config).unwrap();
+        let (first, _) = rounds();
+        model.complete(&first).await.unwrap();
+        let body = &server.requests()[0].body;
+        assert_eq!(
+            without(body, &["messages", "model", "stream", "system", "tools"]),
+            json!({
+                "max_tokens": 777, "temperature": 0.5, "stop_sequences": ["END"],
+                "tool_choice": {"type": "tool", "name": "read"}, "top_k": 5,
+            })
+        );
+    }
 }

@@ -513,8 +513,8 @@ impl TaskStore for SledTaskStore {
             .get(task_id.as_bytes())
             .map_err(|e| BusError::storage("read task id", e))?;
         let Some(value) = value else { return Ok(None) };
-        let request_id =
-            RequestId::parse(&String::from_utf8_lossy(&value)).map_err(BusError::Corrupt)?;
+        let request_id = RequestId::parse(&String::from_utf8_lossy(&value))
+            .map_err(|e| BusError::Corrupt(e.to_string()))?;
         // The request id may have been admitted again since (a new task), or the record may
         // never have been written (a crash between the two writes of `admit`).
         Ok(self

@@ -66,12 +66,12 @@ pub(super) fn no_retry(
 }
 
 /// A 400 `invalid_request_error`.
-pub(super) fn invalid(code: &str, message: impl Into<String>) -> Response {
+pub(super) fn invalid(code: &str, message: impl std::fmt::Display) -> Response {
     error(
         StatusCode::BAD_REQUEST,
         ErrorType::InvalidRequest,
         code,
-        message,
+        message.to_string(),
     )
 }
 

@@ -26,8 +26,8 @@ pub use request::{ChatMessage, ChatRequest, Content, ContentPart, Role};
 use serde_json::json;
 use std::time::Duration;
 
-/// The channel name on the origin and in session keys.
-pub const CHANNEL: &str = "openai";
+/// The channel on the origin and in session keys.
+const CHANNEL: clawbus_core::ids::Channel = clawbus_core::ids::Channel::OpenAi;
 /// The header naming the conversation's session (the `user` field otherwise).
 pub const SESSION_HEADER: &str = "x-clawbus-session";
 /// How long a non-streamed completion waits for the agent's answer.
@@ -169,7 +169,7 @@ async fn chat_completions(
         Err(e) => return error::invalid("model_not_found", e),
     };
     let origin = Origin {
-        channel: CHANNEL.into(),
+        channel: CHANNEL,
         chat_type: chat_type.into(),
         peer,
         ..Origin::api()
@@ -180,7 +180,7 @@ async fn chat_completions(
         },
         request_id.clone(),
         text,
-        CHANNEL,
+        CHANNEL.as_str(),
         origin,
     );
     let admission = match state.ingress().submit(req).await {

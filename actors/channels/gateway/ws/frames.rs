@@ -63,16 +63,16 @@ pub struct ErrorShape {
 
 impl ErrorShape {
     /// An error without details.
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+    pub fn new(code: ErrorCode, message: impl std::fmt::Display) -> Self {
         Self {
             code,
-            message: message.into(),
+            message: message.to_string(),
             details: None,
         }
     }
 
     /// `params` did not hold what the method takes.
-    pub fn invalid(message: impl Into<String>) -> Self {
+    pub fn invalid(message: impl std::fmt::Display) -> Self {
         Self::new(ErrorCode::InvalidRequest, message)
     }
 }

@@ -49,7 +49,6 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 
 pub use handshake::TICK_INTERVAL_MS;
-pub use runs::CHANNEL;
 
 /// How long a client has to send `req connect` after the challenge.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -450,6 +449,10 @@ fn request(state: &ApiState, out: &Outbox, calls: &mut JoinSet<()>, text: &str) 
 /// connection closes.
 async fn tick(clock: Arc<dyn bus::Clock>, out: Outbox) {
     let period = Duration::from_millis(TICK_INTERVAL_MS);
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the WebSocket keep-alive tick runs on tokio's real time, as the client's timer does"
+    )]
     let mut every = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     loop {
         tokio::select! {

@@ -14,17 +14,17 @@ use super::methods::Method;
 use super::openclaw;
 use crate::gateway::api::{self, ApiState, Failure};
 use crate::gateway::sessions::{self, Cancelled};
-use bus::{BusError, RequestId, TaskRecord, TaskState};
+use bus::{RequestId, TaskRecord, TaskState};
 use clawbus_core::ids::{AgentId, SessionKey, SessionName};
-use clawbus_runtime::ingress::{Request, Target};
+use clawbus_runtime::ingress::{Request, Target, Waited};
 use clawbus_runtime::origin::Origin;
 use clawbus_runtime::router::Inbound;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::time::Duration;
 
-/// The channel name on the origin and in session keys.
-pub const CHANNEL: &str = "ws";
+/// The channel on the origin and in session keys.
+const CHANNEL: clawbus_core::ids::Channel = clawbus_core::ids::Channel::Ws;
 /// How long `agent.wait` waits when the client names no `timeoutMs`.
 const DEFAULT_WAIT_MS: u64 = 30_000;
 /// How many transcript entries `chat.history` answers when the client names no `limit`.
@@ -126,7 +126,7 @@ fn session_of(
         return Ok(key);
     }
     let inbound = Inbound {
-        channel: CHANNEL.into(),
+        channel: CHANNEL.to_string(),
         chat_type,
         peer,
         agent: Some(agent.clone()),
@@ -168,14 +168,14 @@ pub(super) async fn start(
         },
     };
     let origin = Origin {
-        channel: CHANNEL.into(),
+        channel: CHANNEL,
         chat_type,
         peer,
         session_key: key,
         lane,
         ..Origin::api()
     };
-    let req = Request::new(target, request_id, p.message, CHANNEL, origin);
+    let req = Request::new(target, request_id, p.message, CHANNEL.as_str(), origin);
     let submitted = crate::gateway::admit::submit(state, req).await?;
     let status = if method == Method::ChatSend {
         "started"
@@ -238,14 +238,15 @@ pub(super) async fn wait(state: &ApiState, p: WaitParams) -> Result<Value, Error
     let rec = if rec.state.is_terminal() {
         rec
     } else {
-        match state.bus.wait(&rec.request_id, timeout).await {
-            Ok(rec) => rec,
-            Err(BusError::TimedOut { .. }) => {
+        match state.ingress().wait(&rec.request_id, timeout, &rec).await {
+            Ok(Waited::Ended(rec)) => rec,
+            // The state the run had when the wait began, as before the wait.
+            Ok(Waited::Pending(_)) => {
                 return Ok(
                     json!({ "runId": p.run_id, "status": "timeout", "state": rec.state.as_str() }),
                 );
             }
-            Err(e) => return Err(Failure::bus(e).into()),
+            Err(e) => return Err(crate::gateway::admit::failure(e).into()),
         }
     };
     Ok(ended(&rec))

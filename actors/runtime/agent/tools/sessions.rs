@@ -358,7 +358,7 @@ impl Tool for SessionsSendTool {
             Err(e) => return ToolOutput::error("internal", e),
         };
         let origin = Origin {
-            channel: crate::origin::AGENT_CHANNEL.into(),
+            channel: clawbus_core::ids::Channel::Agent,
             chat_type: "session".into(),
             peer: ctx.agent.to_string(),
             session_key: Some(session.clone()),

@@ -8,7 +8,6 @@ mod recover;
 mod schedule;
 mod spec;
 mod sync;
-mod tool;
 
 use super::*;
 use bus::{Bus, BusOptions, Delivery, Envelope, ManualClock, Outcome, Topic};
@@ -17,10 +16,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// A bound on every wait in these tests (never reached when they pass).
-pub(super) const BOUND: Duration = Duration::from_secs(10);
+pub(crate) const BOUND: Duration = Duration::from_secs(10);
 
 /// Unix ms of an RFC 3339 time.
-pub(super) fn ms(s: &str) -> u64 {
+pub(crate) fn ms(s: &str) -> u64 {
     chrono::DateTime::parse_from_rfc3339(s)
         .unwrap()
         .timestamp_millis() as u64
@@ -28,14 +27,14 @@ pub(super) fn ms(s: &str) -> u64 {
 
 /// What the fake agent does with the next task.
 #[derive(Clone)]
-pub(super) enum Act {
+pub(crate) enum Act {
     Reply(&'static str),
     Fail,
     Hold,
 }
 
 /// A bus, its clock and store, and a fake agent `a` that acts as told (default: reply "done").
-pub(super) struct Rig {
+pub(crate) struct Rig {
     pub _dir: tempfile::TempDir,
     pub db: sled::Db,
     pub bus: Arc<dyn Bus>,
@@ -46,7 +45,7 @@ pub(super) struct Rig {
 }
 
 impl Rig {
-    pub(super) async fn new(start: &str) -> Self {
+    pub(crate) async fn new(start: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let db = sled::open(dir.path()).unwrap();
         let clock = ManualClock::new(ms(start));
@@ -101,32 +100,32 @@ impl Rig {
         });
     }
 
-    pub(super) fn act(&self, act: Act) {
+    pub(crate) fn act(&self, act: Act) {
         self.acts.lock().unwrap().push_back(act);
     }
 
-    pub(super) fn tasks_seen(&self) -> usize {
+    pub(crate) fn tasks_seen(&self) -> usize {
         self.seen.lock().unwrap().len()
     }
 
-    pub(super) fn settings(&self) -> Settings {
+    pub(crate) fn settings(&self) -> Settings {
         Settings::new(chrono_tz::Europe::Paris, ["a".to_string()])
     }
 
-    pub(super) fn scheduler(&self, owner: &str) -> Scheduler {
+    pub(crate) fn scheduler(&self, owner: &str) -> Scheduler {
         let bus: Arc<dyn bus::Bus> = self.bus.clone();
         Scheduler::new(&self.db, bus, self.clock.clone(), owner, self.settings()).unwrap()
     }
 
     /// A scheduler `owner` on node `node` (a life of that node).
-    pub(super) fn scheduler_on(&self, owner: &str, node: &str) -> Scheduler {
+    pub(crate) fn scheduler_on(&self, owner: &str, node: &str) -> Scheduler {
         let bus: Arc<dyn bus::Bus> = self.bus.clone();
         let settings = self.settings().with_node(node);
         Scheduler::new(&self.db, bus, self.clock.clone(), owner, settings).unwrap()
     }
 
     /// Ends the oldest held task with `outcome` (waiting, bounded, for the agent to hold one).
-    pub(super) async fn complete_held(&self, outcome: Outcome) {
+    pub(crate) async fn complete_held(&self, outcome: Outcome) {
         let d = tokio::time::timeout(BOUND, async {
             loop {
                 let first = {
@@ -145,28 +144,28 @@ impl Rig {
     }
 
     /// The workspaces folder heartbeats read from (`<tmp>/workspaces`).
-    pub(super) fn workspaces(&self) -> std::path::PathBuf {
+    pub(crate) fn workspaces(&self) -> std::path::PathBuf {
         self._dir.path().join("workspaces")
     }
 
     /// A scheduler whose heartbeats read [`Rig::workspaces`].
-    pub(super) fn scheduler_with_workspaces(&self, owner: &str) -> Scheduler {
+    pub(crate) fn scheduler_with_workspaces(&self, owner: &str) -> Scheduler {
         let bus: Arc<dyn bus::Bus> = self.bus.clone();
         let settings = self.settings().with_workspaces(self.workspaces());
         Scheduler::new(&self.db, bus, self.clock.clone(), owner, settings).unwrap()
     }
 
-    pub(super) fn clock_now(&self) -> u64 {
+    pub(crate) fn clock_now(&self) -> u64 {
         bus::Clock::now_ms(&*self.clock)
     }
 
-    pub(super) fn advance(&self, by: Duration) {
+    pub(crate) fn advance(&self, by: Duration) {
         self.clock.advance(by);
     }
 }
 
 /// A spec for agent `a`.
-pub(super) fn spec(schedule: ScheduleSpec) -> JobSpec {
+pub(crate) fn spec(schedule: ScheduleSpec) -> JobSpec {
     JobSpec {
         id: None,
         name: Some("t".into()),
@@ -185,7 +184,7 @@ pub(super) fn spec(schedule: ScheduleSpec) -> JobSpec {
 }
 
 /// An `every` spec anchored at `anchor`.
-pub(super) fn every(every_ms: u64, anchor: u64) -> JobSpec {
+pub(crate) fn every(every_ms: u64, anchor: u64) -> JobSpec {
     spec(ScheduleSpec::Every {
         every_ms,
         anchor_ms: Some(anchor),
@@ -193,13 +192,13 @@ pub(super) fn every(every_ms: u64, anchor: u64) -> JobSpec {
 }
 
 /// Ticks and waits for the runs it started.
-pub(super) async fn tick(s: &Scheduler) -> TickReport {
+pub(crate) async fn tick(s: &Scheduler) -> TickReport {
     let r = s.tick().await;
     assert!(s.wait_idle(BOUND).await, "runs did not end");
     r
 }
 
 /// The outcomes of a job's history, oldest first.
-pub(super) fn outcomes(s: &Scheduler, id: &JobId) -> Vec<RunOutcome> {
+pub(crate) fn outcomes(s: &Scheduler, id: &JobId) -> Vec<RunOutcome> {
     s.runs(id).unwrap().iter().map(|r| r.outcome).collect()
 }

@@ -108,7 +108,7 @@ impl MessageAccumulator {
 
     /// Applies one event's JSON payload. An `error` event is returned as `Err` with its type and
     /// message.
-    pub(super) fn apply<'a>(&mut self, payload: &'a Value) -> Result<Step<'a>, String> {
+    pub(super) fn apply<'a>(&mut self, payload: &'a Value) -> Result<Step<'a>, StreamError> {
         let kind = payload.get("type").and_then(Value::as_str).unwrap_or("");
         match kind {
             "message_start" => {
@@ -149,7 +149,7 @@ impl MessageAccumulator {
                 self.stopped = true;
                 return Ok(Step::Stop);
             }
-            "error" => return Err(error_text(payload)),
+            "error" => return Err(StreamError::Server(error_text(payload))),
             // `ping`, `content_block_stop`, and event types added later.
             _ => {}
         }
@@ -201,11 +201,9 @@ impl MessageAccumulator {
         self.blocks.push((index, block));
     }
 
-    fn delta<'a>(&mut self, index: u64, delta: &'a Value) -> Result<Step<'a>, String> {
+    fn delta<'a>(&mut self, index: u64, delta: &'a Value) -> Result<Step<'a>, StreamError> {
         let Some((_, block)) = self.blocks.iter_mut().rev().find(|(i, _)| *i == index) else {
-            return Err(format!(
-                "content_block_delta for block {index}, which never started"
-            ));
+            return Err(StreamError::NeverStarted(index));
         };
         let field = |key: &str| delta.get(key).and_then(Value::as_str);
         match (block, delta.get("type").and_then(Value::as_str)) {
@@ -230,14 +228,12 @@ impl MessageAccumulator {
     }
 
     /// The finished reply; fails when the stream ended before the message did.
-    pub(super) fn finish(self) -> Result<ModelReply, String> {
+    pub(super) fn finish(self) -> Result<ModelReply, StreamError> {
         if !self.started {
-            return Err("the stream ended without message_start".to_owned());
+            return Err(StreamError::NoStart);
         }
         if !self.stopped && self.stop_reason.is_none() {
-            return Err(
-                "the stream ended before message_stop and without a stop_reason".to_owned(),
-            );
+            return Err(StreamError::NoStop);
         }
         let mut text = String::new();
         let mut tool_calls = Vec::new();
@@ -285,11 +281,31 @@ fn finish_reason(stop_reason: &str) -> String {
     .to_owned()
 }
 
-fn index_of(payload: &Value) -> Result<u64, String> {
+fn index_of(payload: &Value) -> Result<u64, StreamError> {
     payload
         .get("index")
         .and_then(Value::as_u64)
-        .ok_or_else(|| format!("event without an index: {}", short(&payload.to_string())))
+        .ok_or_else(|| StreamError::NoIndex(short(&payload.to_string())))
+}
+
+/// What is wrong with a stream of events, or its end.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum StreamError {
+    /// An `error` event: its type and message, as the server sent them.
+    #[error("{0}")]
+    Server(String),
+    /// A content block event without an index (the event, shortened).
+    #[error("event without an index: {0}")]
+    NoIndex(String),
+    /// A delta for a block that never started.
+    #[error("content_block_delta for block {0}, which never started")]
+    NeverStarted(u64),
+    /// The stream ended before `message_start`.
+    #[error("the stream ended without message_start")]
+    NoStart,
+    /// The stream ended before the message did.
+    #[error("the stream ended before message_stop and without a stop_reason")]
+    NoStop,
 }
 
 /// `overloaded_error: Overloaded`, from `{"type":"error","error":{"type","message"}}`.

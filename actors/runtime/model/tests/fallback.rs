@@ -25,7 +25,7 @@ fn client(server: &ScriptedServer, max_retries: u32) -> Arc<dyn ChatModel> {
     )
 }
 
-fn ask() -> ChatRequest {
+pub(crate) fn ask() -> ChatRequest {
     ChatRequest {
         model: "p-model".into(),
         messages: vec![ChatMessage::user("hi")],
@@ -34,7 +34,7 @@ fn ask() -> ChatRequest {
 }
 
 /// A server answering 503 until `healthy` is set, then text.
-async fn flaky(healthy: Arc<AtomicBool>) -> ScriptedServer {
+pub(crate) async fn flaky(healthy: Arc<AtomicBool>) -> ScriptedServer {
     ScriptedServer::with_responder(move |_| {
         if healthy.load(Ordering::SeqCst) {
             Turn::text("primary answer")
@@ -45,7 +45,7 @@ async fn flaky(healthy: Arc<AtomicBool>) -> ScriptedServer {
     .await
 }
 
-async fn always(text: &'static str) -> ScriptedServer {
+pub(crate) async fn always(text: &'static str) -> ScriptedServer {
     ScriptedServer::with_responder(move |_| Turn::text(text)).await
 }
 
@@ -72,7 +72,7 @@ fn chain(
     )
 }
 
-fn manual() -> (Arc<ManualClock>, Breakers) {
+pub(crate) fn manual() -> (Arc<ManualClock>, Breakers) {
     let clock = ManualClock::new(1_000_000);
     let breakers = Breakers::new(BreakerPolicy::default(), clock.clone());
     (clock, breakers)
@@ -348,47 +348,4 @@ fn the_cool_down_doubles_up_to_five_minutes() {
         Err(Duration::from_secs(30)),
         "a success resets it"
     );
-}
-
-/// From `agents.d/<id>.toml` and `clawbus.toml`: `fallbacks` and the provider's `breaker_*`
-/// reach the model `build_model_with` makes, guarded by the registry it is given.
-#[tokio::test]
-async fn agent_file_fallbacks_and_provider_breaker_settings_are_used_by_build_model() {
-    let primary = flaky(Arc::new(AtomicBool::new(false))).await;
-    let backup = always("backup answer").await;
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("agents.d")).unwrap();
-    std::fs::write(
-        dir.path().join("clawbus.toml"),
-        format!(
-            "[providers.fb-test-primary]\nkind = \"openai\"\nbase_url = \"{}\"\nmax_retries = 0\n\
-             breaker_failures = 1\nbreaker_cooldown = \"1h\"\nbreaker_max_cooldown = \"2h\"\n\
-             [providers.fb-test-backup]\nkind = \"openai\"\nbase_url = \"{}\"\nmax_retries = 0\n",
-            primary.base_url(),
-            backup.base_url()
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("agents.d/a.toml"),
-        "model = \"fb-test-primary/p-model\"\nfallbacks = [\"fb-test-backup/b-model\"]\n",
-    )
-    .unwrap();
-    let config = clawbus_core::config::load(&clawbus_core::config::LoadOptions {
-        config: dir.path().join("clawbus.toml"),
-        agents_dir: dir.path().join("agents.d"),
-        state_dir: None,
-        model_override: None,
-    })
-    .unwrap();
-    let (_clock, breakers) = manual();
-    let model =
-        crate::turn::build_model_with(config.agent("a").unwrap(), &config, &breakers).unwrap();
-    let reply = model.complete(&ask()).await.unwrap();
-    assert_eq!(reply.text.as_deref(), Some("backup answer"));
-    assert_eq!(primary.request_count(), 1);
-    assert_eq!(backup.requests()[0]["model"], "b-model");
-    let status = breakers.for_provider("fb-test-primary").status();
-    assert_eq!(status.state, BreakerState::Open, "open after one failure");
-    assert_eq!(status.retry_in, Some(Duration::from_secs(3600)));
 }

@@ -34,7 +34,7 @@ fn tools() -> Vec<ToolSchema> {
 }
 
 /// The first round of a turn, and the round after its tool result.
-fn rounds() -> (ChatRequest, ChatRequest) {
+pub(crate) fn rounds() -> (ChatRequest, ChatRequest) {
     let first = ChatRequest {
         model: "m".into(),
         messages: vec![ChatMessage::system("s"), ChatMessage::user("go")],
@@ -53,7 +53,7 @@ fn rounds() -> (ChatRequest, ChatRequest) {
     (first, later)
 }
 
-fn without(body: &Value, keys: &[&str]) -> Value {
+pub(crate) fn without(body: &Value, keys: &[&str]) -> Value {
     let mut b = body.clone();
     for k in keys {
         b.as_object_mut().unwrap().remove(*k);
@@ -180,49 +180,4 @@ fn anthropic_tool_choice_by_name_and_none() {
     let none = client(ToolChoice::None);
     assert_eq!(none.body(&later)["tool_choice"], json!({"type": "none"}));
     assert_eq!(none.body(&first)["max_tokens"], json!(4096), "the default");
-}
-
-/// From `agents.d/<id>.toml` to the wire: the agent's `[model_params]` and the provider's kind
-/// reach the request `build_model` makes.
-#[tokio::test]
-async fn agent_file_params_reach_the_anthropic_request_through_build_model() {
-    let server = AnthropicServer::start(vec![AnthropicTurn::text(
-        &["hi"],
-        AnthropicUsage::default(),
-    )])
-    .await
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("agents.d")).unwrap();
-    std::fs::write(
-        dir.path().join("clawbus.toml"),
-        format!(
-            "[providers.claude]\nkind = \"anthropic\"\nbase_url = \"{}\"\nmax_retries = 0\nmax_tokens = 777\n",
-            server.base_url()
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("agents.d/a.toml"),
-        "model = \"claude/claude-test\"\n[model_params]\ntemperature = 0.5\nstop = \"END\"\ntool_choice = \"read\"\nextra = { top_k = 5 }\n",
-    )
-    .unwrap();
-    let config = clawbus_core::config::load(&clawbus_core::config::LoadOptions {
-        config: dir.path().join("clawbus.toml"),
-        agents_dir: dir.path().join("agents.d"),
-        state_dir: None,
-        model_override: None,
-    })
-    .unwrap();
-    let model = crate::turn::build_model(config.agent("a").unwrap(), &config).unwrap();
-    let (first, _) = rounds();
-    model.complete(&first).await.unwrap();
-    let body = &server.requests()[0].body;
-    assert_eq!(
-        without(body, &["messages", "model", "stream", "system", "tools"]),
-        json!({
-            "max_tokens": 777, "temperature": 0.5, "stop_sequences": ["END"],
-            "tool_choice": {"type": "tool", "name": "read"}, "top_k": 5,
-        })
-    );
 }

@@ -120,7 +120,9 @@ async fn unmatched_message_is_echoed() {
 #[test]
 fn bad_regex_error_names_line_and_field() {
     let rules = "[[rule]]\nmatch = \"ok\"\nreply = \"x\"\n\n[[rule]]\nmatch = \"(unclosed\"\nreply = \"y\"\n";
-    let err = ScriptedModel::from_rules_str(rules).unwrap_err();
+    let err = ScriptedModel::from_rules_str(rules)
+        .unwrap_err()
+        .to_string();
     assert!(
         err.starts_with("<rules>:6:9: field \"match\": invalid regex"),
         "{err}"
@@ -132,7 +134,9 @@ fn rules_file_errors_name_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("demo.toml");
     std::fs::write(&path, "[[rule]]\nmatch = \"a\"\nreplay = \"typo\"\n").unwrap();
-    let err = ScriptedModel::from_rules_file(&path).unwrap_err();
+    let err = ScriptedModel::from_rules_file(&path)
+        .unwrap_err()
+        .to_string();
     assert!(
         err.starts_with(&format!("{}:3:1:", path.display())),
         "{err}"
@@ -148,7 +152,9 @@ fn rule_needs_exactly_one_of_reply_or_tool_and_known_captures() {
         "[[rule]]\nmatch = \"(?P<x>c)\"\ntool = \"t\"\nargs = { p = \"$y\" }\n",
         "[[rule]]\nmatch = \"d\"\nreply = \"x\"\nthen = \"no\"\n",
     );
-    let err = ScriptedModel::from_rules_str(rules).unwrap_err();
+    let err = ScriptedModel::from_rules_str(rules)
+        .unwrap_err()
+        .to_string();
     let lines: Vec<&str> = err.lines().collect();
     assert_eq!(lines.len(), 4, "every problem is reported: {err}");
     assert!(

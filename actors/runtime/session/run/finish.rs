@@ -21,7 +21,8 @@ impl Run {
         else {
             return;
         };
-        if let Err(e) = self.rt.bus.submit(notice).await {
+        let ingress = crate::ingress::Ingress::new(self.rt.bus.clone());
+        if let Err(e) = ingress.submit(notice).await {
             tracing::error!(session = %to, task_id = %env.id, error = %e, "Could not tell the calling session of the outcome.");
         }
     }
@@ -111,14 +112,14 @@ impl Run {
             .routes()
             .reply(&self.origin, self.delivery.envelope().id, &outcome);
         if let Some((channel, msg)) = &reply
-            && let Err(e) = rt.outbox.stage(channel, msg)
+            && let Err(e) = rt.outbox.stage(channel.as_str(), msg)
         {
-            tracing::error!(session = %key, request_id, channel, error = %e, "The reply was not staged in the outbox.");
+            tracing::error!(session = %key, request_id, channel = %channel, error = %e, "The reply was not staged in the outbox.");
         }
         match self.delivery.complete(outcome).await {
             Ok(()) => {
                 if let Some((channel, msg)) = reply {
-                    crate::outbox::publish(rt.bus.as_ref(), channel, &msg).await;
+                    crate::outbox::publish(rt.bus.as_ref(), channel.as_str(), &msg).await;
                 }
             }
             Err(e) => {

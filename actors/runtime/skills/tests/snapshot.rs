@@ -1,7 +1,6 @@
-//! Snapshots: staleness, caps, the XML list, locations the model can read, the shipped skills.
+//! Snapshots: staleness, caps, the XML list, the shipped skills.
 
 use super::*;
-use crate::tools::Tool;
 use std::sync::Arc;
 
 #[test]
@@ -89,45 +88,6 @@ fn the_list_is_compact_escaped_xml() {
         "<available_skills>\n<skill><name>a&amp;b</name><description>Use &lt;this&gt; when &quot;x&quot; &amp; &apos;y&apos;</description><location>skills/a&amp;b/SKILL.md</location></skill>\n</available_skills>"
     );
     assert_eq!(render_xml(&[]), "", "no skills, no list");
-}
-
-#[tokio::test]
-async fn the_model_can_read_every_location_it_is_given() {
-    let fx = Fx::new();
-    fx.skill("ws/skills", "local", &desc("in the workspace"));
-    fx.skill("bundled", "outside", &desc("outside the workspace"));
-    fs::create_dir_all(fx.path("bundled/outside/scripts")).unwrap();
-    fs::write(fx.path("bundled/outside/scripts/run.sh"), "echo hi\n").unwrap();
-    let snapshot = SkillSnapshot::build(&fx.catalog(&[]));
-    let outside = snapshot
-        .skills
-        .iter()
-        .find(|s| s.name == "outside")
-        .unwrap();
-    assert_eq!(outside.location, ".skills/outside/SKILL.md");
-    assert!(outside.materialised);
-    let ctx = crate::tools::ToolContext {
-        workspace: fx.path("ws"),
-        agent: clawbus_core::ids::AgentId::new("a"),
-        session: clawbus_core::ids::SessionKey::parse("agent:a:s").unwrap(),
-        channel: "test".into(),
-        run: None,
-    };
-    for skill in &snapshot.skills {
-        let args = serde_json::json!({ "path": skill.location });
-        let out = crate::tools::ReadTool.call(&ctx, args).await;
-        assert!(!out.is_error, "{}: {}", skill.location, out.text);
-        assert!(
-            out.text.contains(&format!("Do the {} thing.", skill.name)),
-            "{}",
-            out.text
-        );
-    }
-    assert_eq!(
-        fs::read_to_string(fx.path("ws/.skills/outside/scripts/run.sh")).unwrap(),
-        "echo hi\n",
-        "the skill's other files are copied too"
-    );
 }
 
 #[test]

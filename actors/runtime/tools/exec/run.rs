@@ -73,6 +73,10 @@ pub fn protect_parent() {
 /// Runs `spec`; `Err` only when the child could not be started.
 pub async fn run(spec: Spec) -> io::Result<Finished> {
     protect_parent();
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "a child process's elapsed time is real time"
+    )]
     let started = Instant::now();
     // Close-on-exec, like std's own pipes: only the child's stdout/stderr copies survive exec.
     let (reader, writer) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;

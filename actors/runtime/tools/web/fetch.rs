@@ -360,6 +360,10 @@ impl Tool for WebFetchTool {
             .max_chars
             .unwrap_or(DEFAULT_MAX_CHARS)
             .clamp(100, MAX_MAX_CHARS);
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "a log-only timing: how long the fetch took"
+        )]
         let started = Instant::now();
         let page = match fetch(&args.url, &self.limits).await {
             Ok(p) => p,

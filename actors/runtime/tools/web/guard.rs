@@ -16,7 +16,7 @@ use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// Why a URL may not be fetched.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum GuardError {
     /// Not `http` or `https`.
@@ -36,13 +36,25 @@ pub enum GuardError {
         range: &'static str,
     },
     /// The name did not resolve.
-    #[error("host \"{host}\" could not be resolved: {cause}")]
+    #[error("host \"{host}\" could not be resolved: {source}")]
     Unresolved {
         /// The host name.
         host: String,
         /// What the resolver said.
-        cause: String,
+        source: Unresolvable,
     },
+}
+
+/// Why a host name gave no address to check.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Unresolvable {
+    /// The resolver failed.
+    #[error(transparent)]
+    Lookup(std::io::Error),
+    /// The resolver answered no address.
+    #[error("no address")]
+    NoAddress,
 }
 
 /// Where one request goes: the checked address, and the name to pin to it.
@@ -92,13 +104,13 @@ pub async fn resolve(url: &Url, allow_private_hosts: &[String]) -> Result<Target
         .await
         .map_err(|e| GuardError::Unresolved {
             host: host.to_string(),
-            cause: e.to_string(),
+            source: Unresolvable::Lookup(e),
         })?
         .collect();
     let Some(first) = addrs.first().copied() else {
         return Err(GuardError::Unresolved {
             host: host.to_string(),
-            cause: "no address".into(),
+            source: Unresolvable::NoAddress,
         });
     };
     if !allowed {

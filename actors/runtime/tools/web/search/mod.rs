@@ -161,7 +161,7 @@ pub struct Hit {
 }
 
 /// Why a provider gave no results.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SearchError {
     /// A non-success HTTP status.
@@ -173,21 +173,51 @@ pub enum SearchError {
         status: u16,
     },
     /// Connection or protocol failure.
-    #[error("search provider {provider} could not be reached: {cause}")]
+    #[error("search provider {provider} could not be reached: {source}")]
     Network {
         /// The provider.
         provider: ProviderKind,
         /// What went wrong.
-        cause: String,
+        source: Unreachable,
     },
     /// The answer was not in the provider's format.
-    #[error("search provider {provider} sent an answer that could not be read: {cause}")]
+    #[error("search provider {provider} sent an answer that could not be read: {source}")]
     Parse {
         /// The provider.
         provider: ProviderKind,
         /// The parser's complaint.
-        cause: String,
+        source: Unreadable,
     },
+}
+
+/// Why a search provider could not be reached.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Unreachable {
+    /// The configured base URL does not make a request URL.
+    #[error("bad base URL {base:?}: {source}")]
+    BaseUrl {
+        /// The base URL.
+        base: String,
+        /// The URL parser's error.
+        source: url::ParseError,
+    },
+    /// The HTTP client failed (its error without the URL: it may carry the query, which the
+    /// log should not repeat, never a key).
+    #[error(transparent)]
+    Http(reqwest::Error),
+}
+
+/// Why a search provider's answer could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Unreadable {
+    /// Larger than [`MAX_ANSWER_BYTES`].
+    #[error("the answer is larger than {MAX_ANSWER_BYTES} bytes")]
+    TooLarge,
+    /// Not the provider's JSON.
+    #[error(transparent)]
+    Json(serde_json::Error),
 }
 
 /// What a search found.

@@ -9,7 +9,7 @@
 //!   enable the JSON format); answer `{"results": [{"title", "url", "content"}]}`. It has no
 //!   result-count parameter: the first `count` results are kept.
 
-use super::{Hit, MAX_ANSWER_BYTES, Provider, ProviderKind, SearchError};
+use super::{Hit, MAX_ANSWER_BYTES, Provider, ProviderKind, SearchError, Unreachable, Unreadable};
 use reqwest::header;
 use serde::Deserialize;
 use serde_json::json;
@@ -33,7 +33,10 @@ pub(super) async fn query(
         reqwest::Url::parse_with_params(&format!("{base}{path}"), params).map_err(|e| {
             SearchError::Network {
                 provider: kind,
-                cause: format!("bad base URL {base:?}: {e}"),
+                source: Unreachable::BaseUrl {
+                    base: base.to_string(),
+                    source: e,
+                },
             }
         })
     };
@@ -67,7 +70,7 @@ pub(super) async fn query(
     let network = |e: reqwest::Error| SearchError::Network {
         provider: kind,
         // Without the URL: it may carry a query the log should not repeat, never a key.
-        cause: e.without_url().to_string(),
+        source: Unreachable::Http(e.without_url()),
     };
     let mut resp = request.send().await.map_err(network)?;
     let status = resp.status();
@@ -82,14 +85,14 @@ pub(super) async fn query(
         if body.len() + chunk.len() > MAX_ANSWER_BYTES {
             return Err(SearchError::Parse {
                 provider: kind,
-                cause: format!("the answer is larger than {MAX_ANSWER_BYTES} bytes"),
+                source: Unreadable::TooLarge,
             });
         }
         body.extend_from_slice(&chunk);
     }
     let parse_error = |e: serde_json::Error| SearchError::Parse {
         provider: kind,
-        cause: e.to_string(),
+        source: Unreadable::Json(e),
     };
     let hits: Vec<Hit> = match kind {
         ProviderKind::Brave => serde_json::from_slice::<BraveResponse>(&body)

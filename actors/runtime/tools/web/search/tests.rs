@@ -240,12 +240,15 @@ async fn errors_name_the_provider_and_never_the_key() {
     let fake = brave_fake().await;
     let (t, _) = tool(vec![Provider::brave(fake.url(""), "wrong-key-value-9")]);
     let errors = t.search("rust", 5).await.unwrap_err();
-    assert_eq!(
-        errors,
-        [SearchError::Status {
-            provider: ProviderKind::Brave,
-            status: 401
-        }]
+    assert!(
+        matches!(
+            &errors[..],
+            [SearchError::Status {
+                provider: ProviderKind::Brave,
+                status: 401
+            }]
+        ),
+        "{errors:?}"
     );
     assert!(!format!("{t:?}").contains("wrong-key-value-9"));
 }
@@ -329,12 +332,15 @@ async fn a_redirect_never_carries_the_key_elsewhere() {
     .await;
     let (t, _) = tool(vec![Provider::brave(brave.url(""), "brave-test-key-1")]);
     let errors = t.search("rust actors", 2).await.unwrap_err();
-    assert_eq!(
-        errors,
-        [SearchError::Status {
-            provider: ProviderKind::Brave,
-            status: 307
-        }]
+    assert!(
+        matches!(
+            &errors[..],
+            [SearchError::Status {
+                provider: ProviderKind::Brave,
+                status: 307
+            }]
+        ),
+        "{errors:?}"
     );
     assert_eq!(elsewhere.hits(), 0, "the redirect was not followed");
 }
@@ -349,7 +355,7 @@ async fn an_endless_answer_is_cut_off() {
     let (t, _) = tool(vec![Provider::searxng(fake.url(""))]);
     let errors = t.search("rust actors", 2).await.unwrap_err();
     assert!(
-        matches!(&errors[..], [SearchError::Parse { cause, .. }] if cause.contains("larger than")),
+        matches!(&errors[..], [SearchError::Parse { source, .. }] if source.to_string().contains("larger than")),
         "{errors:?}"
     );
 }

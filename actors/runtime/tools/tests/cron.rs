@@ -1,7 +1,7 @@
 //! The agent `cron` tool: an agent adds a job for itself and it fires later; the jobs a model
 //! adds are held to the minimum interval and the per-agent cap, and marked as the model's.
 
-use super::{Rig, tick};
+use crate::cron::tests::{Rig, tick};
 use crate::cron::{Job, Scheduler};
 use crate::tools::{Tool, ToolContext};
 use serde_json::json;
@@ -124,7 +124,7 @@ async fn the_tool_refuses_a_job_that_fires_more_often_than_the_minimum_interval(
     let renamed = json!({ "action": "update", "id": job.id, "name": "poller" });
     assert!(!tool.call(&ctx, renamed).await.is_error);
     // A person may schedule every second; the model may still rename that job.
-    let mut by_hand = super::every(1_000, rig.clock_now());
+    let mut by_hand = crate::cron::tests::every(1_000, rig.clock_now());
     by_hand.name = Some("by hand".into());
     let hand = s.add(&by_hand).unwrap();
     assert_eq!(hand.created_by, None);
@@ -139,7 +139,8 @@ async fn the_tool_caps_the_jobs_models_created_per_agent_and_marks_them() {
     let ctx = ctx("a", rig._dir.path());
     let add = json!({ "action": "add", "every": "1h", "message": "check" });
     // A job a person added does not count.
-    s.add(&super::every(3_600_000, rig.clock_now())).unwrap();
+    s.add(&crate::cron::tests::every(3_600_000, rig.clock_now()))
+        .unwrap();
     let mut ids = Vec::new();
     for _ in 0..2 {
         let out = tool.call(&ctx, add.clone()).await;
