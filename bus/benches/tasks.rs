@@ -3,6 +3,7 @@
 //! deliver → complete, dedup on, 256 in flight). NATS runs when `CLAWBUS_BENCH_NATS` names a
 //! server (≥ 2.11, JetStream on), e.g. `nats://127.0.0.1:4222`; each run uses a fresh prefix.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+#![allow(clippy::disallowed_methods, reason = "a bench measures real time")]
 
 use bus::nats::{Nats, NatsBus, NatsOptions};
 use bus::{Bus, Envelope, LocalBus, LocalOptions, Outcome, RequestId, SystemClock, Topic};

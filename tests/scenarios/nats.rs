@@ -240,10 +240,7 @@ async fn a_webhook_delivery_replayed_to_another_node_is_refused() {
         nodes.push(spawn_up(project, cmd).await);
     }
     let body = json!({ "event": "deploy" }).to_string();
-    let now_s = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
+    let now_s = super::webhooks::now_s();
     let sig = clawbus::gateway::webhooks::sign(SECRET.as_bytes(), now_s, body.as_bytes()).unwrap();
     let deliver = async |node: &super::system::Child, delivery: &str| {
         let resp = reqwest::Client::new()

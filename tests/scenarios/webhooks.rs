@@ -14,7 +14,7 @@ const SECRET: &str = "hook-secret-for-tests";
     clippy::disallowed_methods,
     reason = "a signed delivery carries the Unix time the child checks on its system clock"
 )]
-fn now_s() -> u64 {
+pub(super) fn now_s() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()

@@ -262,7 +262,9 @@ impl BusBackend {
 
 /// A bus backend name this build does not know ([`BusBackend::parse`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown bus backend {given:?} (expected \"local\" or a URL such as \"nats://127.0.0.1:4222\")")]
+#[error(
+    "unknown bus backend {given:?} (expected \"local\" or a URL such as \"nats://127.0.0.1:4222\")"
+)]
 pub struct UnknownBackend {
     /// The name given.
     pub given: String,

@@ -253,6 +253,10 @@ impl Bus for NatsBus {
         self.shared.store.list().await
     }
 
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "Bus::wait bounds the caller's wait by its own timeout, in real time (the task's progress is on the store, not on a clock)"
+    )]
     async fn wait(
         &self,
         request_id: &RequestId,

@@ -334,8 +334,8 @@ impl TaskStore for NatsTaskStore {
             .await
             .map_err(|e| BusError::storage("read task id", e))?;
         let Some(value) = value else { return Ok(None) };
-        let request_id =
-            RequestId::parse(&String::from_utf8_lossy(&value)).map_err(BusError::Corrupt)?;
+        let request_id = RequestId::parse(&String::from_utf8_lossy(&value))
+            .map_err(|e| BusError::Corrupt(e.to_string()))?;
         Ok(self
             .lookup(&request_id)
             .await?

@@ -208,12 +208,12 @@ pub(super) async fn finish(state: &ApiState, accepted: &Value, timeout: Duration
         rec
     } else {
         match state
-            .bus
-            .wait(&rec.request_id, timeout.min(api::MAX_WAIT))
+            .ingress()
+            .wait(&rec.request_id, timeout.min(api::MAX_WAIT), &rec)
             .await
         {
-            Ok(rec) => rec,
-            Err(BusError::TimedOut { .. }) => return openclaw::run::still_running(run_id),
+            Ok(Waited::Ended(rec)) => rec,
+            Ok(Waited::Pending(_)) => return openclaw::run::still_running(run_id),
             Err(e) => {
                 return json!({ "runId": run_id, "status": "error", "summary": e.to_string() });
             }

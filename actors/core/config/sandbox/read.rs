@@ -125,7 +125,7 @@ pub(in crate::config) fn sandbox_def(
                     t.get_ref().0
                 ),
             ),
-            Err(message) => at("timeout", t.span(), message),
+            Err(message) => at("timeout", t.span(), message.to_string()),
         }
     }
     if let Some(list) = &f.env {
