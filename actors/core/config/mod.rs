@@ -24,6 +24,7 @@ mod delivery;
 mod duration;
 mod exec;
 mod file;
+pub mod flow;
 mod lanes;
 mod model_params;
 mod prices;
@@ -166,6 +167,8 @@ pub struct Config {
     pub delivery: DeliveryDef,
     /// The limits on jobs models add through the `cron` tool (`[cron]`).
     pub cron: CronDef,
+    /// Every flow of `flows.d/` (next to `agents.d/`), in file name order.
+    pub flows: Vec<flow::FlowDef>,
 }
 
 /// The `[gateway]` section.
