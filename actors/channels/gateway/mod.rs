@@ -9,6 +9,7 @@ pub mod approvals;
 pub mod channels;
 pub mod cron;
 mod events;
+pub mod flows;
 mod health;
 pub mod metrics;
 pub mod openai;
@@ -127,6 +128,7 @@ impl HttpChannel {
             storage: system.storage(),
             shutdown: system.shutdown_listener(),
             cron: system.cron().scheduler().clone(),
+            flows: system.flows().clone(),
             hooks,
             ws: ws::Connections::default(),
             started_ms: system.clock().now_ms(),

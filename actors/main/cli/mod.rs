@@ -1,4 +1,4 @@
-//! The `clawbus` command line: `up`, `check`, `post`, `chat`, `tasks`, `cron`, `sessions`, `approvals`,
+//! The `clawbus` command line: `up`, `check`, `post`, `chat`, `tasks`, `cron`, `flow`, `sessions`, `approvals`,
 //! `prompt`, `skills`, `tools`.
 //!
 //! Exit codes, the same for every subcommand: 0 success; 1 a failed task, a check that found
@@ -10,6 +10,7 @@ mod approvals;
 mod chat;
 mod client;
 mod cron;
+mod flow;
 mod out;
 mod post;
 mod prompt;
@@ -115,7 +116,7 @@ impl Global {
 pub enum Command {
     /// Check the configuration, then run the gateway, the bus and every agent.
     Up(up::UpArgs),
-    /// Check `clawbus.toml` and `agents.d/`; print ✓/✗ per file and every problem.
+    /// Check `clawbus.toml`, `agents.d/` and `flows.d/`; print ✓/✗ per file and every problem.
     Check,
     /// Talk to an agent in the terminal, answers streaming, over the WebSocket gateway.
     Chat(chat::ChatArgs),
@@ -135,6 +136,9 @@ pub enum Command {
     /// Manage cron jobs: add, list, rm, enable, disable, run, runs.
     #[command(subcommand)]
     Cron(cron::CronCommand),
+    /// Flows (`flows.d/`): check, run, status, watch, cancel, list.
+    #[command(subcommand)]
+    Flow(flow::FlowCommand),
     /// Print the system prompt an agent would get and where its characters go (works offline).
     Prompt(prompt::PromptArgs),
     /// List every skill an agent could use: its source, and whether the model sees it or why not.
@@ -159,6 +163,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Tail(args) => tail::run(&cli.global, args),
         Command::Tasks(cmd) => tasks::run(&cli.global, cmd),
         Command::Cron(cmd) => cron::run(&cli.global, cmd),
+        Command::Flow(cmd) => flow::run(&cli.global, cmd),
         Command::Prompt(args) => prompt::run(&cli.global, args),
         Command::Skills(args) => skills::run(&cli.global, args),
         Command::Usage(args) => spend::run(&cli.global, args),

@@ -116,6 +116,7 @@ pub struct Clawbus {
     cron: SchedulerHandle,
     outbox: crate::outbox::Outbox,
     coordinator: CoordinatorHandle,
+    flows: crate::flow::Flows,
 }
 
 impl Clawbus {
@@ -198,6 +199,7 @@ impl Clawbus {
             agents.push(AgentHandle::start(def, &config, &agent_ctx).await?);
         }
         let cron = SchedulerHandle::spawn(scheduler);
+        let flows = start_flows(&config, &db, &bus, &clock).map_err(state_err)?;
         tracing::info!(agents = agents.len(), backend = ?config.bus.backend, "System started.");
         Ok(Self {
             config: Arc::new(config),
@@ -219,7 +221,13 @@ impl Clawbus {
             cron,
             outbox,
             coordinator,
+            flows,
         })
+    }
+
+    /// The flow engine (`flows.d/`, runs, cancels).
+    pub fn flows(&self) -> &crate::flow::Flows {
+        &self.flows
     }
 
     /// Replies and announcements waiting to be delivered, and their delivery records.
@@ -326,6 +334,8 @@ impl Clawbus {
         self.shutdown.fire();
         // No new fires while the runs drain; runs in flight keep their leases, which lapse.
         self.cron.stop().await;
+        // Flow runs stop where they stand; the next start resumes them from the store.
+        self.flows.stop();
         let report = self.drain.drain(grace).await;
         tracing::info!(
             finished = report.finished,
@@ -344,6 +354,27 @@ impl Clawbus {
         }
         report
     }
+}
+
+/// Builds the flow engine over the system's store and resumes the runs a previous start left.
+fn start_flows(
+    config: &Config,
+    db: &sled::Db,
+    bus: &Arc<dyn Bus>,
+    clock: &Arc<dyn Clock>,
+) -> Result<crate::flow::Flows, String> {
+    let store = crate::flow::SledFlows::open(db).map_err(|e| e.to_string())?;
+    let flows = crate::flow::Flows::new(
+        bus.clone(),
+        clock.clone(),
+        Arc::new(store),
+        config.flows.clone(),
+    );
+    let resumed = flows.resume().map_err(|e| e.to_string())?;
+    if resumed > 0 {
+        tracing::info!(resumed, "Flow runs left running were resumed.");
+    }
+    Ok(flows)
 }
 
 /// Builds the cron scheduler over the system's store, with the gateway's timezone, and syncs
