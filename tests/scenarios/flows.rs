@@ -230,3 +230,31 @@ async fn kill_9_mid_flow_resumes_without_running_finished_nodes_again() {
     assert_eq!(done["nodes"][3]["output"], "out");
     super::system::stop(second).await;
 }
+
+#[actix_rt::test]
+async fn the_shipped_flow_runs_on_the_shipped_agents_out_of_the_box() {
+    let p = Project::new();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    super::agents::copy_tree(&root.join("agents.d"), &p.agents_dir());
+    super::agents::copy_tree(&root.join("flows.d"), &p.path().join("flows.d"));
+    std::fs::copy(root.join("clawbus.toml"), p.config_path()).unwrap();
+    let daemon = p.start().await;
+    let body = json!({ "inputs": { "topic": "tides" }, "wait": true });
+    let (status, done) = post_json(&daemon, "/v1/flows/brief/runs", body).await;
+    assert_eq!(status, 200, "{done:#}");
+    assert_eq!(done["state"], "succeeded", "{done:#}");
+    let nodes = done["nodes"].as_array().unwrap();
+    let state = |id: &str| nodes.iter().find(|n| n["id"] == id).unwrap().clone();
+    assert_eq!(
+        state("history")["output"],
+        "echo: research the history of tides"
+    );
+    assert_eq!(state("review")["output"]["verdict"], "pass");
+    let revise = state("revise");
+    assert_eq!(revise["state"], "skipped");
+    assert_eq!(
+        revise["reason"],
+        "condition is false: review.output.verdict == \"fail\""
+    );
+    daemon.shutdown().await;
+}
