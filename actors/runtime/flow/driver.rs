@@ -7,7 +7,7 @@ use super::event::{FlowEvent, FlowEventKind};
 use super::run::{FlowRun, NodeState, RunState};
 use crate::ingress::Ingress;
 use bus::{RequestId, TaskRecord};
-use clawbus_core::config::flow::NodeDef;
+use clawbus_core::config::flow::{FlowDef, NodeDef};
 use std::sync::Arc;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
@@ -37,6 +37,8 @@ struct Start {
 pub(super) struct Driver {
     inner: Arc<Inner>,
     run: FlowRun,
+    /// The run's flow (the record's snapshot), shared so a step does not copy it.
+    def: Arc<FlowDef>,
     tasks: JoinSet<Done>,
     cancel: Arc<Notify>,
 }
@@ -45,6 +47,7 @@ impl Driver {
     pub(super) fn new(inner: Arc<Inner>, run: FlowRun, cancel: Arc<Notify>) -> Self {
         Self {
             inner,
+            def: Arc::new(run.def.clone()),
             run,
             tasks: JoinSet::new(),
             cancel,
@@ -79,6 +82,15 @@ impl Driver {
                     None => {}
                 },
                 () = self.cancel.notified() => {}
+            }
+            // Tasks that ended meanwhile are taken in the same step: one record write for all.
+            while let Some(done) = self.tasks.try_join_next() {
+                match done {
+                    Ok(done) => self.finished(done).await,
+                    Err(e) => {
+                        tracing::warn!(run = %self.run.id, error = %e, "flow: a task waiter stopped")
+                    }
+                }
             }
         }
         self.finish().await;
@@ -240,7 +252,7 @@ impl Driver {
     /// Spawns a waiter per task: submit (joining a task already there), then await its end.
     fn submit(&mut self, starts: Vec<Start>) {
         for s in starts {
-            let Some(node) = self.run.def.node(&s.node).cloned() else {
+            let Some(node) = self.def.node(&s.node).cloned() else {
                 continue;
             };
             let ingress = Ingress::new(self.inner.bus.clone());
@@ -268,7 +280,7 @@ impl Driver {
 
     /// A task ended: the item succeeds (its output checked), retries, or fails.
     async fn finished(&mut self, done: Done) {
-        let Some(node) = self.run.def.node(&done.node).cloned() else {
+        let Some(node) = self.def.node(&done.node).cloned() else {
             return;
         };
         let Some(it) = self

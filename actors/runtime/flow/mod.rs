@@ -289,15 +289,24 @@ impl Flows {
             .await
             .map_err(|e: BusError| FlowStoreError::Storage(e.to_string()))?;
         let ended = async {
+            // The record is read once, then again only when the run says it finished.
+            let mut check = true;
             loop {
-                match self.get(run_id)? {
-                    Some(r) if r.state.is_terminal() => return Ok(r),
-                    Some(_) => {}
-                    None => return Err(FlowError::UnknownRun(run_id.to_string())),
+                if check {
+                    match self.get(run_id)? {
+                        Some(r) if r.state.is_terminal() => return Ok(r),
+                        Some(_) => {}
+                        None => return Err(FlowError::UnknownRun(run_id.to_string())),
+                    }
                 }
-                if events.next().await.is_none() {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
+                check = match events.next().await {
+                    Some(d) => serde_json::from_value::<FlowEvent>(d.envelope().payload.clone())
+                        .map_or(true, |e| e.kind == FlowEventKind::RunFinished),
+                    None => {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        true
+                    }
+                };
             }
         };
         match tokio::time::timeout(timeout, ended).await {

@@ -46,11 +46,13 @@ pub trait FlowStore: Send + Sync + 'static {
     fn sync(&self) -> Result<(), FlowStoreError>;
 }
 
-/// The flow trees `flow.runs`, `flow.requests`, `flow.cancels` of a sled database.
+/// The flow trees `flow.runs`, `flow.defs` (each run's flow, written once), `flow.requests`,
+/// `flow.cancels` of a sled database.
 #[derive(Clone)]
 pub struct SledFlows {
     db: sled::Db,
     runs: sled::Tree,
+    defs: sled::Tree,
     requests: sled::Tree,
     cancels: sled::Tree,
 }
@@ -67,6 +69,7 @@ impl SledFlows {
         Ok(Self {
             db: db.clone(),
             runs: db.open_tree("flow.runs").map_err(storage)?,
+            defs: db.open_tree("flow.defs").map_err(storage)?,
             requests: db.open_tree("flow.requests").map_err(storage)?,
             cancels: db.open_tree("flow.cancels").map_err(storage)?,
         })
@@ -98,17 +101,85 @@ fn first_wins(tree: &sled::Tree, key: &str, value: &str) -> Result<String, FlowS
     })
 }
 
+/// A run's record without its flow (stored once, apart): every step rewrites only this.
+#[derive(Serialize)]
+struct Row<'a> {
+    id: &'a str,
+    request_id: &'a Option<String>,
+    inputs: &'a serde_json::Map<String, serde_json::Value>,
+    state: super::run::RunState,
+    created_ms: u64,
+    deadline_ms: Option<u64>,
+    ended_ms: Option<u64>,
+    cancelled: &'a Option<String>,
+    nodes: &'a std::collections::BTreeMap<String, super::run::NodeRun>,
+}
+
+/// [`Row`] read back.
+#[derive(serde::Deserialize)]
+struct OwnedRow {
+    id: String,
+    request_id: Option<String>,
+    inputs: serde_json::Map<String, serde_json::Value>,
+    state: super::run::RunState,
+    created_ms: u64,
+    deadline_ms: Option<u64>,
+    ended_ms: Option<u64>,
+    cancelled: Option<String>,
+    nodes: std::collections::BTreeMap<String, super::run::NodeRun>,
+}
+
+impl SledFlows {
+    fn read(&self, key: &[u8], row: &[u8]) -> Result<FlowRun, FlowStoreError> {
+        let r: OwnedRow = decode(key, row)?;
+        let def = match self.defs.get(key).map_err(storage)? {
+            Some(d) => decode(key, &d)?,
+            None => {
+                return Err(FlowStoreError::Corrupt {
+                    key: String::from_utf8_lossy(key).into_owned(),
+                    reason: "the run's flow is missing".into(),
+                });
+            }
+        };
+        Ok(FlowRun {
+            id: r.id,
+            request_id: r.request_id,
+            def,
+            inputs: r.inputs,
+            state: r.state,
+            created_ms: r.created_ms,
+            deadline_ms: r.deadline_ms,
+            ended_ms: r.ended_ms,
+            cancelled: r.cancelled,
+            nodes: r.nodes,
+        })
+    }
+}
+
 impl FlowStore for SledFlows {
     fn put(&self, run: &FlowRun) -> Result<(), FlowStoreError> {
-        self.runs
-            .insert(run.id.as_bytes(), encode(run)?)
-            .map_err(storage)?;
+        let key = run.id.as_bytes();
+        if !self.defs.contains_key(key).map_err(storage)? {
+            self.defs.insert(key, encode(&run.def)?).map_err(storage)?;
+        }
+        let row = Row {
+            id: &run.id,
+            request_id: &run.request_id,
+            inputs: &run.inputs,
+            state: run.state,
+            created_ms: run.created_ms,
+            deadline_ms: run.deadline_ms,
+            ended_ms: run.ended_ms,
+            cancelled: &run.cancelled,
+            nodes: &run.nodes,
+        };
+        self.runs.insert(key, encode(&row)?).map_err(storage)?;
         Ok(())
     }
 
     fn get(&self, id: &str) -> Result<Option<FlowRun>, FlowStoreError> {
         match self.runs.get(id.as_bytes()).map_err(storage)? {
-            Some(v) => decode(id.as_bytes(), &v).map(Some),
+            Some(v) => self.read(id.as_bytes(), &v).map(Some),
             None => Ok(None),
         }
     }
@@ -118,7 +189,7 @@ impl FlowStore for SledFlows {
             .iter()
             .map(|kv| {
                 let (k, v) = kv.map_err(storage)?;
-                decode(&k, &v)
+                self.read(&k, &v)
             })
             .collect()
     }

@@ -11,7 +11,7 @@ impl Driver {
     /// Decides every pending node whose dependencies have ended, and starts the items that may
     /// run: the tasks to submit (already marked running in the record).
     pub(super) async fn schedule(&mut self) -> Vec<Start> {
-        let def = self.run.def.clone();
+        let def = self.def.clone();
         let mut starts = Vec::new();
         for node in &def.nodes {
             let state = self.run.nodes.get(&node.id).map(|n| n.state);
