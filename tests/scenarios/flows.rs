@@ -258,3 +258,44 @@ async fn the_shipped_flow_runs_on_the_shipped_agents_out_of_the_box() {
     );
     daemon.shutdown().await;
 }
+
+#[actix_rt::test]
+async fn the_websocket_gateway_lists_runs_shows_and_cancels_flows() {
+    use super::ws_client::{Client, Up};
+    let server = ScriptedServer::with_responder(|req| {
+        if last_user(req).contains("start here") {
+            Turn::hang()
+        } else {
+            Turn::text("ok")
+        }
+    })
+    .await;
+    let p = project(&server.base_url(), DIAMOND);
+    let up = Up::start(&p).await;
+    let (mut c, _) = Client::connect(&up, &up.token).await;
+    let listed = c.call("flows.list", json!({})).await;
+    assert_eq!(listed["flows"][0]["name"], "diamond", "{listed}");
+    let run = c
+        .call(
+            "flows.run",
+            json!({ "name": "diamond", "requestId": "ws-1" }),
+        )
+        .await;
+    let id = run["id"].as_str().unwrap().to_string();
+    assert_eq!(run["state"], "running", "{run}");
+    eventually("a is at the model", async || {
+        asked(&server, "start here") == 1
+    })
+    .await;
+    let got = c.call("flows.get", json!({ "id": id })).await;
+    assert_eq!(got["nodes"][0]["state"], "running", "{got}");
+    c.call("flows.cancel", json!({ "id": id })).await;
+    let mut last = Value::Null;
+    eventually("the run is cancelled", async || {
+        last = c.call("flows.get", json!({ "id": id })).await;
+        last["state"] == "cancelled"
+    })
+    .await;
+    let runs = c.call("flows.runs", json!({})).await;
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "{runs}");
+}

@@ -48,7 +48,9 @@ pub struct RunBody {
     pub path: Option<String>,
 }
 
-fn failure(e: FlowError) -> Failure {
+/// A flow error as the API answers it: 404 unknown flow or run, 400 bad inputs, 409 a request
+/// id that started another flow, 503 the store.
+pub(super) fn failure(e: FlowError) -> Failure {
     match e {
         e @ (FlowError::UnknownFlow(_) | FlowError::UnknownRun(_)) => {
             Failure::new(StatusCode::NOT_FOUND, "unknown_flow", e.to_string())
@@ -100,7 +102,12 @@ pub fn view(run: &FlowRun, now_ms: u64) -> Value {
 }
 
 async fn list_flows(State(state): State<ApiState>) -> Response {
-    let flows: Vec<Value> = state
+    Json(json!({ "flows": rows(&state) })).into_response()
+}
+
+/// Each flow the gateway knows: name, description, file, nodes, inputs.
+pub(super) fn rows(state: &ApiState) -> Vec<Value> {
+    state
         .flows
         .defs()
         .map(|d| {
@@ -114,8 +121,7 @@ async fn list_flows(State(state): State<ApiState>) -> Response {
                 })).collect::<Vec<_>>(),
             })
         })
-        .collect();
-    Json(json!({ "flows": flows })).into_response()
+        .collect()
 }
 
 async fn start_named(
