@@ -299,3 +299,46 @@ async fn the_websocket_gateway_lists_runs_shows_and_cancels_flows() {
     let runs = c.call("flows.runs", json!({})).await;
     assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "{runs}");
 }
+
+#[actix_rt::test]
+async fn an_agent_allowed_flow_run_starts_a_flow_and_reads_its_outcome() {
+    let server = ScriptedServer::with_responder(|req| {
+        let results = crate::support::tool_results(req);
+        let text = last_user(req);
+        if text.contains("run the diamond") {
+            match results.first() {
+                None => Turn::tool_call("flow_run", json!({ "flow": "diamond", "wait": true })),
+                Some(r) => Turn::text(format!("flow said: {r}")),
+            }
+        } else {
+            Turn::text("part")
+        }
+    })
+    .await;
+    let p = project(&server.base_url(), DIAMOND);
+    p.write(
+        "agents.d/boss.toml",
+        "[tools]\nprofile = \"full\"\nallow = [\"flow_run\"]\n",
+    )
+    .write("agents.d/plain.toml", "[tools]\nprofile = \"full\"\n");
+    let daemon = p.start().await;
+    let (status, done) = crate::support::post_task(
+        &daemon,
+        "boss",
+        json!({ "text": "run the diamond", "wait": true }),
+    )
+    .await;
+    assert_eq!(status, 200, "{done}");
+    let text = done["result"]["text"].as_str().unwrap();
+    assert!(text.starts_with("flow said: {"), "{text}");
+    assert!(text.contains("\"state\":\"succeeded\""), "{text}");
+    let runs = get_json(&daemon, "/v1/flow-runs").await;
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 1);
+    // Off by default: even the full profile does not offer it.
+    let (_, plain) =
+        crate::support::post_task(&daemon, "plain", json!({ "text": "hi", "wait": true })).await;
+    assert_eq!(plain["state"], "succeeded");
+    let offered = crate::support::offered_tools(server.requests().last().unwrap());
+    assert!(!offered.contains(&"flow_run".to_string()), "{offered:?}");
+    assert!(offered.contains(&"cron".to_string()), "{offered:?}");
+}

@@ -175,6 +175,7 @@ impl Clawbus {
                 .map_err(|e| state_err(e.to_string()))?;
         let scheduler =
             Arc::new(start_scheduler(&config, &db, &bus, &clock, &outbox).map_err(state_err)?);
+        let flows = start_flows(&config, &db, &bus, &clock).map_err(state_err)?;
         let agent_ctx = AgentContext {
             bus: bus.clone(),
             index: index.clone(),
@@ -191,6 +192,7 @@ impl Clawbus {
             drain: drain.clone(),
             shards: shards.clone(),
             cron: Some(scheduler.clone()),
+            flows: Some(flows.clone()),
             breakers: breakers.clone(),
             outbox: outbox.clone(),
         };
@@ -199,7 +201,11 @@ impl Clawbus {
             agents.push(AgentHandle::start(def, &config, &agent_ctx).await?);
         }
         let cron = SchedulerHandle::spawn(scheduler);
-        let flows = start_flows(&config, &db, &bus, &clock).map_err(state_err)?;
+        // After the agents: a resumed run's tasks need their consumers.
+        let resumed = flows.resume().map_err(|e| state_err(e.to_string()))?;
+        if resumed > 0 {
+            tracing::info!(resumed, "Flow runs left running were resumed.");
+        }
         tracing::info!(agents = agents.len(), backend = ?config.bus.backend, "System started.");
         Ok(Self {
             config: Arc::new(config),
@@ -356,7 +362,8 @@ impl Clawbus {
     }
 }
 
-/// Builds the flow engine over the system's store and resumes the runs a previous start left.
+/// Builds the flow engine over the system's store (the runs a previous start left are resumed
+/// once the agents run).
 fn start_flows(
     config: &Config,
     db: &sled::Db,
@@ -370,10 +377,6 @@ fn start_flows(
         Arc::new(store),
         config.flows.clone(),
     );
-    let resumed = flows.resume().map_err(|e| e.to_string())?;
-    if resumed > 0 {
-        tracing::info!(resumed, "Flow runs left running were resumed.");
-    }
     Ok(flows)
 }
 
