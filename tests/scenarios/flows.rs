@@ -342,3 +342,72 @@ async fn an_agent_allowed_flow_run_starts_a_flow_and_reads_its_outcome() {
     assert!(!offered.contains(&"flow_run".to_string()), "{offered:?}");
     assert!(offered.contains(&"cron".to_string()), "{offered:?}");
 }
+
+#[actix_rt::test]
+async fn the_flow_commands_run_show_and_exit_by_the_outcome() {
+    let server = ScriptedServer::with_responder(|req| {
+        if last_user(req).contains("c from") {
+            Turn::http_error(401)
+        } else {
+            Turn::text("fine")
+        }
+    })
+    .await;
+    let p = project(&server.base_url(), DIAMOND);
+    p.write("flows.d/ok.toml", "[flow]\nname = \"ok\"\n[inputs]\nn = { type = \"integer\" }\n[[node]]\nid = \"x\"\nagent = \"writer\"\nprompt = \"n is {{inputs.n}}\"\n");
+    let daemon = p.start().await;
+    let cli = |args: &[&str]| {
+        let mut cmd = p.clawbus();
+        cmd.args(args)
+            .args(["--url", &daemon.url()])
+            .env("CLAWBUS_TOKEN", daemon.token());
+        crate::support::run_cmd(cmd)
+    };
+    let out = cli(&["flow", "run", "ok", "--input", "n=3", "--wait"]).await;
+    let text = crate::support::succeeded(&out);
+    assert!(
+        text.contains(" ok  succeeded") && text.contains("x "),
+        "{text}"
+    );
+    assert_eq!(asked(&server, "n is 3"), 1);
+    let out = cli(&["flow", "run", "ok", "--input", "n=three"]).await;
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a bad input starts nothing: {out:?}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("input \"n\": \"three\" is not a valid integer")
+    );
+    // c fails (auth, not retried), d is skipped, b succeeded: partially succeeded, exit 1.
+    let out = cli(&["flow", "run", "diamond", "--wait", "--json"]).await;
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(run["state"], "partially_succeeded", "{run:#}");
+    let id = run["id"].as_str().unwrap();
+    let out = cli(&["flow", "status", id]).await;
+    assert_eq!(out.status.code(), Some(1));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("c ") && l.contains("failed") && l.contains("HTTP 401")),
+        "{table}"
+    );
+    assert!(
+        table.lines().any(|l| l.starts_with("d ")
+            && l.contains("skipped")
+            && l.contains("upstream node \"c\" failed")),
+        "{table}"
+    );
+    let out = cli(&["flow", "watch", id]).await;
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "watch of an ended run exits by its state"
+    );
+    let out = cli(&["flow", "list"]).await;
+    let text = crate::support::succeeded(&out);
+    assert!(text.contains("diamond") && text.contains("ok"), "{text}");
+}

@@ -298,7 +298,9 @@ impl Driver {
         let verdict = judge(&node, done.record);
         let retry = match &verdict {
             Verdict::Retry { class, .. } => {
+                let now = self.now();
                 self.run.cancelled.is_none()
+                    && self.run.deadline_ms.is_none_or(|d| now < d)
                     && done.attempt < node.max_attempts
                     && class
                         .is_none_or(|c| node.retry_on.contains(&c) && !node.abort_on.contains(&c))
