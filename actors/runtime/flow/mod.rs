@@ -195,8 +195,14 @@ impl Flows {
             Some(rid) => self.inner.store.claim(rid, &fresh)?,
             None => fresh.clone(),
         };
-        if run_id != fresh {
-            let run = self.wait_record(&run_id).await?;
+        // A request id tied to a run whose record never came (the process died between the
+        // two writes, which follow each other with nothing in between): that run starts now.
+        let earlier = if run_id != fresh {
+            self.wait_record(&run_id).await?
+        } else {
+            None
+        };
+        if let Some(run) = earlier {
             if run.def.name != def.name {
                 return Err(FlowError::Conflict {
                     request_id: request_id.unwrap_or_default(),
@@ -222,15 +228,16 @@ impl Flows {
         })
     }
 
-    /// The record of a run whose request id was claimed: written just after the claim.
-    async fn wait_record(&self, run_id: &str) -> Result<FlowRun, FlowError> {
+    /// The record of a run whose request id was claimed: written just after the claim by
+    /// another caller (`None` when it never comes).
+    async fn wait_record(&self, run_id: &str) -> Result<Option<FlowRun>, FlowError> {
         for _ in 0..200 {
             if let Some(run) = self.inner.store.get(run_id)? {
-                return Ok(run);
+                return Ok(Some(run));
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        Err(FlowError::UnknownRun(run_id.to_string()))
+        Ok(None)
     }
 
     fn spawn(&self, run: FlowRun) {

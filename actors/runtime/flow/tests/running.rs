@@ -174,3 +174,17 @@ async fn a_restarted_engine_resumes_without_running_finished_nodes_again() {
     assert_eq!(r.nodes["d"].output, Some(Value::String("final".into())));
     assert_eq!(rig.seen.lock().unwrap().len(), 4, "no node ran twice");
 }
+
+#[actix_rt::test]
+async fn a_request_id_claimed_by_a_process_that_died_before_its_record_starts_that_run() {
+    let rig = Rig::new().await;
+    let store = SledFlows::open(&rig.db).unwrap();
+    assert_eq!(store.claim("req-lost", "0123abcd").unwrap(), "0123abcd");
+    let f = rig.engine(&[flow(DIAMOND)]);
+    let s = f
+        .start_named("diamond", &no_inputs(), Some("req-lost".into()))
+        .await
+        .unwrap();
+    assert_eq!((s.run.id.as_str(), s.duplicate), ("0123abcd", false));
+    assert_eq!(ended(&f, "0123abcd").await.state, RunState::Succeeded);
+}
