@@ -27,7 +27,7 @@ from collections import defaultdict
 ORDER = [
     ("core", ["ids", "task", "jobs", "config"]),
     ("runtime", ["metrics", "untrusted", "secrets", "router", "origin", "ingress", "lane", "workspace",
-                 "model", "skills", "memory", "approvals", "coordinator", "outbox", "cron",
+                 "model", "skills", "memory", "approvals", "coordinator", "outbox", "cron", "flow",
                  "tools", "prompt", "turn", "session", "agent", "system"]),
     ("testkit", ["testkit"]),
     # After the split the channels crate is flattened: its root (today's channels/mod.rs) shows as

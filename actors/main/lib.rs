@@ -11,7 +11,7 @@
 //! - `clawbus-core` (actors/core/): [`ids`], [`jobs`], [`config`], [`task`].
 //! - `clawbus-runtime` (actors/runtime/): [`metrics`], [`untrusted`], [`secrets`], [`router`],
 //!   [`origin`], [`lane`], [`workspace`], [`model`], [`skills`], [`memory`], [`approvals`],
-//!   [`coordinator`], [`outbox`], [`cron`], [`tools`], [`prompt`], [`turn`], [`session`],
+//!   [`coordinator`], [`outbox`], [`cron`], [`flow`], [`tools`], [`prompt`], [`turn`], [`session`],
 //!   [`agent`], [`system`].
 //! - `clawbus-channels` (actors/channels/): [`channels`] (delivery, Telegram, outbound
 //!   webhooks), [`gateway`] (HTTP, WebSocket, OpenAI endpoint, inbound webhooks) and [`daemon`]
@@ -23,8 +23,8 @@ pub use clawbus_channels as channels;
 pub use clawbus_channels::{daemon, gateway};
 pub use clawbus_core::{config, ids, jobs, task};
 pub use clawbus_runtime::{
-    agent, approvals, coordinator, cron, ingress, lane, memory, metrics, model, origin, outbox,
-    prompt, router, secrets, session, skills, system, tools, turn, untrusted, workspace,
+    agent, approvals, coordinator, cron, flow, ingress, lane, memory, metrics, model, origin,
+    outbox, prompt, router, secrets, session, skills, system, tools, turn, untrusted, workspace,
 };
 #[cfg(feature = "testkit")]
 pub use clawbus_testkit as testkit;

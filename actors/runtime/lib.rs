@@ -19,6 +19,8 @@
 //! - [`coordinator`]: the task coordinator — the wait-for graph, deadlines, cascading cancel.
 //! - [`outbox`]: replies and announcements waiting to be delivered, and where a reply goes.
 //! - [`cron`]: the cron scheduler — jobs in sled, leases, missed fires, backoff, run history.
+//! - [`flow`]: flows — task graphs of agents from `flows.d/`, run node by node through the
+//!   ingress pipeline, stored and resumed after a restart.
 //! - [`tools`]: the tools an agent may call, confined to its workspace.
 //! - [`prompt`]: the system prompt, assembled in layers within caps before every model call.
 //! - [`turn`]: one turn — prompt → model → tools → model … — with its retry rules and usage.
@@ -35,6 +37,7 @@ pub mod agent;
 pub mod approvals;
 pub mod coordinator;
 pub mod cron;
+pub mod flow;
 pub mod ingress;
 pub mod lane;
 pub mod memory;

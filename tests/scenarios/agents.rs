@@ -377,7 +377,7 @@ async fn subagent_depth_and_fan_out_limits_refuse_with_clear_errors() {
 }
 
 /// Copies a folder tree.
-fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+pub(super) fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();

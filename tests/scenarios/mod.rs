@@ -6,6 +6,7 @@ mod delivery;
 mod disk;
 mod durable;
 mod edges;
+mod flows;
 mod gateway;
 mod gateway_input;
 mod hostile;

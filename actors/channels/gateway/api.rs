@@ -53,6 +53,8 @@ pub struct ApiState {
     pub shutdown: clawbus_runtime::system::Shutdown,
     /// The cron scheduler, managed under `/v1/cron`.
     pub cron: Arc<clawbus_runtime::cron::Scheduler>,
+    /// The flow engine, under `/v1/flows` and `/v1/flow-runs`.
+    pub flows: clawbus_runtime::flow::Flows,
     /// The inbound webhooks with their secrets (`/v1/hooks/{name}`).
     pub hooks: Arc<super::webhooks::Hooks>,
     /// The open WebSocket connections (`[gateway] ws_max_connections`).
@@ -74,6 +76,7 @@ pub fn router(state: ApiState) -> Router {
         .merge(super::tail::routes())
         .merge(super::approvals::routes())
         .merge(super::cron::routes())
+        .merge(super::flows::routes())
         .merge(super::tasks::routes())
         .merge(super::usage::routes())
         .merge(super::status::routes())

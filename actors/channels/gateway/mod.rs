@@ -10,6 +10,7 @@ pub mod channels;
 pub mod control_ui;
 pub mod cron;
 mod events;
+pub mod flows;
 mod health;
 pub mod logs;
 pub mod metrics;
@@ -129,6 +130,7 @@ impl HttpChannel {
             storage: system.storage(),
             shutdown: system.shutdown_listener(),
             cron: system.cron().scheduler().clone(),
+            flows: system.flows().clone(),
             hooks,
             ws: ws::Connections::default(),
             started_ms: system.clock().now_ms(),

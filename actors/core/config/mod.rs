@@ -24,6 +24,7 @@ mod delivery;
 mod duration;
 mod exec;
 mod file;
+pub mod flow;
 mod lanes;
 mod model_params;
 mod prices;
@@ -80,6 +81,10 @@ pub use tools::{AgentRule, ChannelDef, Profile, TOOL_GROUPS, ToolsDef, entry_for
 pub use web::{DEFAULT_FETCH_MAX_BYTES, DEFAULT_FETCH_TIMEOUT, WebDef, WebSearchDef};
 pub use webhooks::WebhookDef;
 
+/// Tools no profile grants, not even `full`: an agent has one only when its `[tools] allow`
+/// names it.
+pub const OPT_IN_TOOLS: &[&str] = &["flow_run"];
+
 /// The tool catalogue: every tool name `tools.allow`/`tools.deny`/`deny_tools` may use (besides
 /// groups, see [`TOOL_GROUPS`]). Not every one is implemented yet; `clawbus tools` says which.
 pub const KNOWN_TOOLS: &[&str] = &[
@@ -98,6 +103,7 @@ pub const KNOWN_TOOLS: &[&str] = &[
     "agent_call",
     "cron",
     "message",
+    "flow_run",
 ];
 
 /// The reserved name of the built-in scripted provider, usable without declaring it.
@@ -174,6 +180,8 @@ pub struct Config {
     pub cron: CronDef,
     /// The sandbox defaults of every agent (`[sandbox]`).
     pub sandbox: SandboxDef,
+    /// Every flow of `flows.d/` (next to `agents.d/`), in file name order.
+    pub flows: Vec<flow::FlowDef>,
 }
 
 /// The `[gateway]` section.

@@ -20,7 +20,8 @@ use toml::Spanned;
 pub const MAX_ATTEMPTS: u32 = 5;
 
 /// What kind of failure ended an attempt, as far as retrying goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ErrorClass {
     /// The turn or one model call ran out of time (HTTP 408 too).
@@ -56,7 +57,8 @@ impl ErrorClass {
         }
     }
 
-    fn parse(name: &str) -> Option<Self> {
+    /// The class a config name means (`"rate_limit"`), `None` for an unknown name.
+    pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|c| c.as_str() == name)
     }
 }

@@ -77,7 +77,9 @@ impl Profile {
             Self::Minimal => return tool == "read",
             Self::Coding => &["group:fs", "group:runtime", "group:web", "group:memory"],
             Self::Messaging => &["group:messaging", "group:sessions"],
-            Self::Full => return KNOWN_TOOLS.contains(&tool),
+            Self::Full => {
+                return KNOWN_TOOLS.contains(&tool) && !super::OPT_IN_TOOLS.contains(&tool);
+            }
         };
         groups
             .iter()

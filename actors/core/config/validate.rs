@@ -142,6 +142,7 @@ pub(super) fn check(opts: &LoadOptions) -> (CheckReport, Option<Config>) {
             }),
         }
     }
+    let flows = check_flows(opts, &agents, &base.lanes, &mut report);
     if !override_ok {
         report.files.push(FileReport {
             path: PathBuf::from("<--model>"),
@@ -185,8 +186,60 @@ pub(super) fn check(opts: &LoadOptions) -> (CheckReport, Option<Config>) {
         delivery: base.delivery,
         cron: base.cron,
         sandbox: base.sandbox,
+        flows,
     };
     (report, Some(config))
+}
+
+/// Checks every file of the flows folder next to `agents.d/`, adding each to the report.
+fn check_flows(
+    opts: &LoadOptions,
+    agents: &[super::AgentDef],
+    lanes: &super::LanesDef,
+    report: &mut CheckReport,
+) -> Vec<super::flow::FlowDef> {
+    let dir = flows_dir(opts);
+    let ids: Vec<crate::ids::AgentId> = agents.iter().map(|a| a.id.clone()).collect();
+    let lanes: Vec<String> = lanes.caps.keys().cloned().collect();
+    let files = match super::flow::flow_files(&dir) {
+        Ok(f) => f,
+        Err(problem) => {
+            report.files.push(FileReport {
+                path: dir,
+                problems: vec![problem],
+            });
+            return Vec::new();
+        }
+    };
+    let mut flows: Vec<super::flow::FlowDef> = Vec::new();
+    for path in files {
+        let (flow, mut problems) = super::flow::check_file(&path, &ids, &lanes);
+        if let Some(f) = flow {
+            match flows.iter().find(|o| o.name == f.name) {
+                Some(other) => problems.push(positionless(
+                    &path,
+                    "flow.name",
+                    format!(
+                        "flow \"{}\" is also defined in {} (expected each name once)",
+                        f.name,
+                        other.path.display()
+                    ),
+                )),
+                None => flows.push(f),
+            }
+        }
+        report.files.push(FileReport { path, problems });
+    }
+    flows
+}
+
+/// `flows.d/` next to the agents folder.
+pub(super) fn flows_dir(opts: &LoadOptions) -> PathBuf {
+    opts.agents_dir
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+        .join(super::flow::FLOWS_DIR)
 }
 
 pub(super) fn unreadable(path: &Path, e: &std::io::Error) -> Problem {

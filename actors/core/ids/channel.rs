@@ -28,13 +28,15 @@ pub enum Channel {
     Ws,
     /// The OpenAI-compatible endpoint (`openai`).
     OpenAi,
+    /// A node of a flow run (`flow`).
+    Flow,
     /// Any other name: a channel the configuration names, or a test's.
     Other(String),
 }
 
 impl Channel {
     /// The known channels, each once.
-    pub const KNOWN: [Channel; 9] = [
+    pub const KNOWN: [Channel; 10] = [
         Self::Api,
         Self::Cli,
         Self::Telegram,
@@ -44,6 +46,7 @@ impl Channel {
         Self::Subagent,
         Self::Ws,
         Self::OpenAi,
+        Self::Flow,
     ];
 
     /// The channel's name on the wire.
@@ -58,6 +61,7 @@ impl Channel {
             Self::Subagent => "subagent",
             Self::Ws => "ws",
             Self::OpenAi => "openai",
+            Self::Flow => "flow",
             Self::Other(name) => name,
         }
     }

@@ -1,5 +1,5 @@
-//! The `clawbus` command line: `up`, `check`, `post`, `chat`, `tasks`, `cron`, `sessions`, `approvals`,
-//! `prompt`, `sandbox`, `skills`, `tools`.
+//! The `clawbus` command line: `up`, `check`, `post`, `chat`, `tasks`, `cron`, `flow`, `sessions`,
+//! `approvals`, `prompt`, `sandbox`, `skills`, `tools`.
 //!
 //! Exit codes, the same for every subcommand: 0 success; 1 a failed task, a check that found
 //! problems, or a cancel or approval answer that came after the task or request had ended; 2 bad
@@ -10,6 +10,7 @@ mod approvals;
 mod chat;
 mod client;
 mod cron;
+mod flow;
 mod out;
 mod post;
 mod prompt;
@@ -116,7 +117,7 @@ impl Global {
 pub enum Command {
     /// Check the configuration, then run the gateway, the bus and every agent.
     Up(up::UpArgs),
-    /// Check `clawbus.toml` and `agents.d/`; print ✓/✗ per file and every problem.
+    /// Check `clawbus.toml`, `agents.d/` and `flows.d/`; print ✓/✗ per file and every problem.
     Check,
     /// Talk to an agent in the terminal, answers streaming, over the WebSocket gateway.
     Chat(chat::ChatArgs),
@@ -136,6 +137,9 @@ pub enum Command {
     /// Manage cron jobs: add, list, rm, enable, disable, run, runs.
     #[command(subcommand)]
     Cron(cron::CronCommand),
+    /// Flows (`flows.d/`): check, run, status, watch, cancel, list.
+    #[command(subcommand)]
+    Flow(flow::FlowCommand),
     /// Print the system prompt an agent would get and where its characters go (works offline).
     Prompt(prompt::PromptArgs),
     /// The effective OS sandbox of an agent's session, and which config line set each value.
@@ -163,6 +167,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Tail(args) => tail::run(&cli.global, args),
         Command::Tasks(cmd) => tasks::run(&cli.global, cmd),
         Command::Cron(cmd) => cron::run(&cli.global, cmd),
+        Command::Flow(cmd) => flow::run(&cli.global, cmd),
         Command::Prompt(args) => prompt::run(&cli.global, args),
         Command::Sandbox(cmd) => sandbox::run(&cli.global, cmd),
         Command::Skills(args) => skills::run(&cli.global, args),

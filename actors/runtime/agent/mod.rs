@@ -90,6 +90,8 @@ pub struct AgentContext {
     pub shards: crate::session::SessionShards,
     /// The cron scheduler the `cron` tool manages; `None`: the tool refuses.
     pub cron: Option<Arc<crate::cron::Scheduler>>,
+    /// The flow engine the `flow_run` tool starts runs on; `None`: the tool refuses.
+    pub flows: Option<crate::flow::Flows>,
     /// The model providers' circuit breakers, shared by every agent of the process.
     pub breakers: Arc<crate::model::Breakers>,
     /// Where replies wait until they are delivered.
@@ -146,6 +148,7 @@ impl AgentHandle {
                     bus: Some(bus.clone()),
                     approvals: shared.approvals.clone(),
                     cron: shared.cron.clone(),
+                    flows: shared.flows.clone(),
                     sessions: Some(crate::session::view::SessionReader {
                         index: shared.index.clone(),
                         live: shared.live.clone(),

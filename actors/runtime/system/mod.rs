@@ -95,6 +95,9 @@ pub enum StateError {
     /// The cron store could not open.
     #[error("cron: {0}")]
     Cron(#[source] crate::cron::StoreError),
+    /// The flow store could not open, or a flow run left running could not be resumed.
+    #[error("flows: {0}")]
+    Flows(#[source] crate::flow::FlowError),
 }
 
 /// The refusal journal in the state folder (see [`bus::store::RefusalJournal`]).
@@ -151,6 +154,7 @@ pub struct Clawbus {
     cron: SchedulerHandle,
     outbox: crate::outbox::Outbox,
     coordinator: CoordinatorHandle,
+    flows: crate::flow::Flows,
 }
 
 impl Clawbus {
@@ -214,6 +218,7 @@ impl Clawbus {
                 .map_err(|e| state_err(StateError::Outbox(e)))?;
         let scheduler =
             Arc::new(start_scheduler(&config, &db, &bus, &clock, &outbox).map_err(state_err)?);
+        let flows = start_flows(&config, &db, &bus, &clock).map_err(state_err)?;
         let agent_ctx = AgentContext {
             bus: bus.clone(),
             index: index.clone(),
@@ -230,6 +235,7 @@ impl Clawbus {
             drain: drain.clone(),
             shards: shards.clone(),
             cron: Some(scheduler.clone()),
+            flows: Some(flows.clone()),
             breakers: breakers.clone(),
             outbox: outbox.clone(),
         };
@@ -238,6 +244,13 @@ impl Clawbus {
             agents.push(AgentHandle::start(def, &config, &agent_ctx).await?);
         }
         let cron = SchedulerHandle::spawn(scheduler);
+        // After the agents: a resumed run's tasks need their consumers.
+        let resumed = flows
+            .resume()
+            .map_err(|e| state_err(StateError::Flows(e)))?;
+        if resumed > 0 {
+            tracing::info!(resumed, "Flow runs left running were resumed.");
+        }
         tracing::info!(agents = agents.len(), backend = ?config.bus.backend, node = config.bus.node_id.as_deref().unwrap_or("-"), "System started.");
         Ok(Self {
             config: Arc::new(config),
@@ -260,7 +273,13 @@ impl Clawbus {
             cron,
             outbox,
             coordinator,
+            flows,
         })
+    }
+
+    /// The flow engine (`flows.d/`, runs, cancels).
+    pub fn flows(&self) -> &crate::flow::Flows {
+        &self.flows
     }
 
     /// Replies and announcements waiting to be delivered, and their delivery records.
@@ -372,6 +391,8 @@ impl Clawbus {
         self.shutdown.fire();
         // No new fires while the runs drain; runs in flight keep their leases, which lapse.
         self.cron.stop().await;
+        // Flow runs stop where they stand; the next start resumes them from the store.
+        self.flows.stop();
         let report = self.drain.drain(grace).await;
         tracing::info!(
             finished = report.finished,
@@ -390,6 +411,25 @@ impl Clawbus {
         }
         report
     }
+}
+
+/// Builds the flow engine over the system's store (the runs a previous start left are resumed
+/// once the agents run).
+fn start_flows(
+    config: &Config,
+    db: &sled::Db,
+    bus: &Arc<dyn Bus>,
+    clock: &Arc<dyn Clock>,
+) -> Result<crate::flow::Flows, StateError> {
+    let store = crate::flow::SledFlows::open(db)
+        .map_err(|e| StateError::Flows(crate::flow::FlowError::Store(e)))?;
+    let flows = crate::flow::Flows::new(
+        bus.clone(),
+        clock.clone(),
+        Arc::new(store),
+        config.flows.clone(),
+    );
+    Ok(flows)
 }
 
 /// Builds the cron scheduler over the system's store, with the gateway's timezone, and syncs

@@ -26,6 +26,7 @@ pub mod agent_call;
 pub mod cron;
 mod edit;
 pub mod exec;
+pub mod flow_run;
 mod layer;
 mod memory;
 mod message;

@@ -57,6 +57,11 @@ methods! {
     CronRemove => "cron.remove", "Remove a cron job.";
     CronRun => "cron.run", "Fire a cron job now.";
     CronRuns => "cron.runs", "A cron job's last runs.";
+    FlowsList => "flows.list", "The flows of `flows.d/`.";
+    FlowsRun => "flows.run", "Start a run of a flow: `{name, inputs?, requestId?}`.";
+    FlowsGet => "flows.get", "One flow run with its nodes: `{id}`.";
+    FlowsCancel => "flows.cancel", "Cancel a flow run: `{id}`.";
+    FlowsRuns => "flows.runs", "The flow runs.";
     TasksList => "tasks.list", "The tasks in the store.";
     TasksGet => "tasks.get", "One task.";
     TasksCancel => "tasks.cancel", "Cancel a task and what it started.";
@@ -311,6 +316,69 @@ pub async fn call(state: &ApiState, method: Method, mut p: Value) -> Result<Valu
             let runs = state.cron.runs(&id).map_err(cron::failure)?;
             Ok(oc_cron::runs_page(&runs, &view.job.name, q.limit, q.offset))
         }
+        Method::FlowsList
+        | Method::FlowsRun
+        | Method::FlowsGet
+        | Method::FlowsCancel
+        | Method::FlowsRuns => flow_call(state, method, p).await,
+    }
+}
+
+/// `{name, inputs?, requestId?}`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct FlowStart {
+    name: String,
+    #[serde(default)]
+    inputs: std::collections::BTreeMap<String, Value>,
+    request_id: Option<String>,
+}
+
+/// `{id}` of a flow run.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FlowRunRef {
+    id: String,
+}
+
+/// The flow methods: the answers of `/v1/flows` and `/v1/flow-runs`.
+async fn flow_call(state: &ApiState, method: Method, p: Value) -> Result<Value, ErrorShape> {
+    use super::super::flows::{failure, view};
+    use clawbus_runtime::flow::FlowError;
+    let now = state.clock.now_ms();
+    match method {
+        Method::FlowsRun => {
+            let q: FlowStart = params(method, p)?;
+            let s = state
+                .flows
+                .start_named(&q.name, &q.inputs, q.request_id)
+                .await
+                .map_err(failure)?;
+            let mut v = view(&s.run, now);
+            v["duplicate"] = json!(s.duplicate);
+            Ok(v)
+        }
+        Method::FlowsGet => {
+            let q: FlowRunRef = params(method, p)?;
+            match state.flows.get(&q.id).map_err(failure)? {
+                Some(run) => Ok(view(&run, now)),
+                None => Err(failure(FlowError::UnknownRun(q.id)).into()),
+            }
+        }
+        Method::FlowsCancel => {
+            let q: FlowRunRef = params(method, p)?;
+            let run = state
+                .flows
+                .cancel(&q.id, "cancelled over the WebSocket gateway")
+                .await
+                .map_err(failure)?;
+            Ok(view(&run, now))
+        }
+        Method::FlowsRuns => {
+            let runs = state.flows.runs().map_err(failure)?;
+            Ok(json!({ "runs": runs.iter().map(|r| view(r, now)).collect::<Vec<_>>() }))
+        }
+        _ => Ok(json!({ "flows": super::super::flows::rows(state) })),
     }
 }
 

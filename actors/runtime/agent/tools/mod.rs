@@ -39,6 +39,8 @@ pub struct ToolServices {
     /// requests: the scheduler keeps every decision in its store and answers synchronously, and
     /// the bus has no request/reply for admin calls yet.
     pub cron: Option<Arc<crate::cron::Scheduler>>,
+    /// The flow engine (`flow_run`); `None` leaves `flow_run` unavailable.
+    pub flows: Option<crate::flow::Flows>,
     /// Read access to the sessions (`sessions_list`, `sessions_history`, `sessions_send`);
     /// `None` leaves those tools unavailable.
     pub sessions: Option<crate::session::view::SessionReader>,
@@ -87,6 +89,9 @@ pub fn registry(def: &AgentDef, config: &Config, services: &ToolServices) -> Too
             services.sessions.clone(),
         ))
         .with(crate::tools::cron::CronTool::new(services.cron.clone()))
+        .with(crate::tools::flow_run::FlowRunTool::new(
+            services.flows.clone(),
+        ))
         .with(WebFetchTool::new(&config.web))
         .with(WebSearchTool::from_env(&config.web.search))
 }
