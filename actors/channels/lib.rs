@@ -10,22 +10,22 @@
 //!   every channel, prepared, started and stopped together.
 //! - [`gateway`]: the HTTP channel: the API with token auth, the admin API, channel inbound, task
 //!   event streams, the WebSocket protocol, the OpenAI-compatible endpoint, inbound webhooks.
-//! - [`delivery`]: one delivery actor per outbound channel, subscribed to `channel.<name>.out`;
+//! - `delivery`: one delivery actor per outbound channel, subscribed to `channel.<name>.out`;
 //!   it sends replies and cron announcements with retries (exponential backoff with jitter on
 //!   the injected clock, bounded tries), never sends `NO_REPLY` / `HEARTBEAT_OK`, and records
 //!   what became of each one in sled and on its task's events.
 //! - The outbox (replies waiting to be delivered, and where they go) is the runtime's:
 //!   [`clawbus_runtime::outbox`].
-//! - [`telegram`]: the Telegram Bot API channel: a long-polling actor that turns updates into
+//! - `telegram`: the Telegram Bot API channel: a long-polling actor that turns updates into
 //!   tasks, the `sendMessage` sink, message splitting, approvals answered from the chat.
-//! - [`webhook`]: outbound webhooks: replies POSTed, signed, to `[webhooks.<name>] deliver_url`;
-//!   [`webhook::sign`]: the signatures, inbound and outbound.
+//! - `webhook`: outbound webhooks: replies POSTed, signed, to `[webhooks.<name>] deliver_url`;
+//!   `webhook::sign`: the signatures, inbound and outbound.
 
 pub mod daemon;
-pub mod delivery;
+pub(crate) mod delivery;
 pub mod gateway;
-pub mod telegram;
-pub mod webhook;
+pub(crate) mod telegram;
+pub(crate) mod webhook;
 
 use bus::BusError;
 

@@ -3,7 +3,7 @@
 //!
 //! Module map, bottom to top (a module imports only those above it in this list, and the core):
 //! - [`metrics`]: counters, gauges and histograms rendered for Prometheus (`GET /metrics`).
-//! - [`untrusted`]: the markers around external content (web pages, search results).
+//! - `untrusted`: the markers around external content (web pages, search results).
 //! - [`secrets`]: secret values, redacted from every tool output and model error.
 //! - [`router`]: the routing of inbound messages to agents and session keys.
 //! - [`origin`]: the typed origin a channel sets on a task (channel, peer, session, lane, parent).
@@ -53,5 +53,5 @@ pub mod skills;
 pub mod system;
 pub mod tools;
 pub mod turn;
-pub mod untrusted;
+pub(crate) mod untrusted;
 pub mod workspace;

@@ -7,7 +7,7 @@ use std::fmt;
 use uuid::Uuid;
 
 /// The envelope format version written by this build.
-pub const ENVELOPE_VERSION: u32 = 1;
+pub(crate) const ENVELOPE_VERSION: u32 = 1;
 
 /// A caller-supplied request id that is not one ([`RequestId::parse`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -107,7 +107,7 @@ pub enum Kind {
 /// A message on the bus. Serde-only data: it crosses process and machine boundaries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Envelope {
-    /// Format version ([`ENVELOPE_VERSION`]); readers accept older versions.
+    /// Format version (`ENVELOPE_VERSION`); readers accept older versions.
     pub v: u32,
     /// This message's own id (UUIDv7); a redelivery keeps it.
     pub id: Uuid,

@@ -1,7 +1,7 @@
 //! The clawbus message bus: envelopes, topics, the task store, task events and backends.
 //!
 //! It knows nothing of LLMs, agents or config files. Module map:
-//! - [`envelope`]: [`Envelope`] and [`RequestId`], the serde value every message travels in.
+//! - `envelope`: [`Envelope`] and [`RequestId`], the serde value every message travels in.
 //! - [`topic`]: dot-separated [`Topic`]s with NATS-style `*` / `>` wildcards.
 //! - [`backend`]: the [`Bus`] trait every backend implements, [`Delivery`], [`Subscription`].
 //! - [`store`]: the [`TaskStore`] trait (the task rules) and [`SledTaskStore`];
@@ -12,13 +12,13 @@
 //! - [`local`]: the embedded backend (an actix broker actor in this process).
 //! - `nats` (feature `nats`): the distributed backend on NATS JetStream.
 //! - [`open`](mod@open): [`open()`] a bus by [`Backend`]; the only place above which no backend is named.
-//! - [`clock`]: injected time.
+//! - `clock`: injected time.
 
 pub mod backend;
-pub mod clock;
+pub(crate) mod clock;
 pub mod commit;
-pub mod envelope;
-pub mod error;
+pub(crate) mod envelope;
+pub(crate) mod error;
 pub mod events;
 pub mod kv;
 pub mod local;
@@ -26,11 +26,11 @@ pub mod local;
 pub mod nats;
 pub mod open;
 pub mod store;
-pub mod task;
+pub(crate) mod task;
 pub mod topic;
 
 pub use backend::{Bus, Delivery, Settle, Subscription};
-pub use clock::{Clock, Deadline, ManualClock, SystemClock};
+pub use clock::{Clock, Deadline, ManualClock, Sleep, SystemClock};
 pub use envelope::{Envelope, Kind, RequestId, RequestIdError};
 pub use error::{BusError, ConflictReason};
 pub use events::{TaskEvent, TaskEventKind, TaskEventStream};

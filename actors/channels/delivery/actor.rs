@@ -30,7 +30,7 @@ struct Job {
 }
 
 /// The actor: the deliveries of one channel, by arrival order.
-pub struct DeliveryActor {
+pub(crate) struct DeliveryActor {
     channel: String,
     sink: Arc<dyn Sink>,
     bus: Arc<dyn Bus>,

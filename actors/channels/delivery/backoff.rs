@@ -5,7 +5,7 @@ use std::time::Duration;
 
 /// The retry schedule of a delivery actor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     /// The wait after the first failed try.
     pub first: Duration,
     /// The longest wait.
@@ -16,7 +16,7 @@ pub struct Backoff {
 
 impl Backoff {
     /// The schedule `[delivery]` configures.
-    pub fn from_def(def: &DeliveryDef) -> Self {
+    pub(crate) fn from_def(def: &DeliveryDef) -> Self {
         Self {
             first: def.backoff,
             max: def.backoff_max,
@@ -27,7 +27,7 @@ impl Backoff {
     /// The wait after try `failed` (from 1) failed: `first` doubled per earlier failure, capped
     /// at `max`, scaled by `jitter` (clamped to 0.8..=1.2); at least `at_least` (a server's
     /// `retry_after`).
-    pub fn delay(&self, failed: u32, jitter: f64, at_least: Option<Duration>) -> Duration {
+    pub(crate) fn delay(&self, failed: u32, jitter: f64, at_least: Option<Duration>) -> Duration {
         let doublings = failed.saturating_sub(1).min(20);
         let base = self.first.saturating_mul(1u32 << doublings).min(self.max);
         let jittered = base.mul_f64(jitter.clamp(0.8, 1.2));
@@ -35,12 +35,12 @@ impl Backoff {
     }
 
     /// Whether try `tried` (from 1) was the last one allowed.
-    pub fn exhausted(&self, tried: u32) -> bool {
+    pub(crate) fn exhausted(&self, tried: u32) -> bool {
         tried >= self.attempts
     }
 }
 
 /// A jitter factor in 0.8..=1.2, so the retries of many deliveries do not arrive together.
-pub fn jitter() -> f64 {
+pub(crate) fn jitter() -> f64 {
     clawbus_runtime::turn::retry::jitter()
 }

@@ -13,15 +13,15 @@
 //! outcome is recorded; on start the actor takes its channel's pending entries first, in order.
 
 mod actor;
-pub mod backoff;
-pub use clawbus_runtime::outbox::record;
+pub(crate) mod backoff;
+pub(crate) use clawbus_runtime::outbox::record;
 
 #[cfg(test)]
 mod tests;
 
-pub use actor::DeliveryActor;
-pub use backoff::Backoff;
-pub use record::{DeliveryRecord, DeliveryRecords, DeliveryState};
+pub(crate) use actor::DeliveryActor;
+pub(crate) use backoff::Backoff;
+pub(crate) use record::{DeliveryRecord, DeliveryState};
 
 use super::OutboundMessage;
 use actix::prelude::*;
@@ -32,7 +32,7 @@ use std::time::Duration;
 /// Why one try failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum SendError {
+pub(crate) enum SendError {
     /// Worth another try: a 5xx, a 429, a timeout, a lost connection.
     #[error("{reason}")]
     Transient {
@@ -51,7 +51,7 @@ pub enum SendError {
 
 /// Where a channel's messages go: a chat API, a URL.
 #[async_trait::async_trait]
-pub trait Sink: Send + Sync + 'static {
+pub(crate) trait Sink: Send + Sync + 'static {
     /// The parts a text is sent as, in order (one unless the channel limits message length).
     fn parts(&self, text: &str) -> Vec<String> {
         vec![text.to_string()]
@@ -62,7 +62,7 @@ pub trait Sink: Send + Sync + 'static {
 }
 
 /// What a delivery actor needs.
-pub struct DeliveryDeps {
+pub(crate) struct DeliveryDeps {
     /// The bus (its `channel.<name>.out` subscription, and task events).
     pub bus: Arc<dyn Bus>,
     /// The one clock: retries are due on it.
@@ -80,7 +80,7 @@ pub struct DeliveryDeps {
 impl DeliveryDeps {
     /// The dependencies of a delivery actor over the running system (the configured backoff,
     /// the jitter of [`backoff::jitter`]).
-    pub fn of(system: &clawbus_runtime::system::Clawbus) -> Self {
+    pub(crate) fn of(system: &clawbus_runtime::system::Clawbus) -> Self {
         Self {
             bus: system.bus().clone(),
             clock: system.clock().clone(),
@@ -94,7 +94,7 @@ impl DeliveryDeps {
 
 /// One delivery still being tried, for status and tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PendingView {
+pub(crate) struct PendingView {
     /// The target.
     pub to: String,
     /// The part being sent (from 0) and how many there are.
@@ -112,29 +112,36 @@ pub struct PendingView {
 /// Hands a message to the actor (what the bus subscription does for each envelope).
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct Enqueue(pub OutboundMessage);
+pub(crate) struct Enqueue(pub OutboundMessage);
 
 /// Starts every try that is due on the clock (the actor's own timers send it too).
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct Tick;
+pub(crate) struct Tick;
 
 /// The deliveries still being tried.
 #[derive(Message)]
 #[rtype(result = "Vec<PendingView>")]
-pub struct Pending;
+pub(crate) struct Pending;
 
 /// The handle of a channel's delivery actor.
 #[derive(Clone)]
-pub struct DeliveryHandle {
+pub(crate) struct DeliveryHandle {
     channel: String,
+    #[cfg_attr(
+        not(test),
+        allow(
+            dead_code,
+            reason = "the handle holds the actor's address for as long as the channel runs; tests send to it"
+        )
+    )]
     addr: Addr<DeliveryActor>,
 }
 
 impl DeliveryHandle {
     /// Subscribes to `channel.<channel>.out` and starts the actor. Must run inside an actix
     /// `System`.
-    pub async fn start(
+    pub(crate) async fn start(
         channel: &str,
         sink: Arc<dyn Sink>,
         deps: DeliveryDeps,
@@ -154,22 +161,25 @@ impl DeliveryHandle {
     }
 
     /// The channel it delivers for.
-    pub fn channel(&self) -> &str {
+    pub(crate) fn channel(&self) -> &str {
         &self.channel
     }
 
+    #[cfg(test)]
     /// Hands it a message directly (the bus is the usual way in).
-    pub async fn enqueue(&self, msg: OutboundMessage) -> Result<(), MailboxError> {
+    pub(crate) async fn enqueue(&self, msg: OutboundMessage) -> Result<(), MailboxError> {
         self.addr.send(Enqueue(msg)).await
     }
 
+    #[cfg(test)]
     /// Starts the tries that are due now (after a test moved the clock).
-    pub async fn tick(&self) -> Result<(), MailboxError> {
+    pub(crate) async fn tick(&self) -> Result<(), MailboxError> {
         self.addr.send(Tick).await
     }
 
+    #[cfg(test)]
     /// The deliveries still being tried.
-    pub async fn pending(&self) -> Result<Vec<PendingView>, MailboxError> {
+    pub(crate) async fn pending(&self) -> Result<Vec<PendingView>, MailboxError> {
         self.addr.send(Pending).await
     }
 }

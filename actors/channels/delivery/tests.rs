@@ -4,6 +4,7 @@
 use super::*;
 use bus::{BusOptions, ManualClock};
 use clawbus_runtime::outbox::OutboundMessage;
+use clawbus_runtime::outbox::record::DeliveryRecords;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use tokio::sync::mpsc;

@@ -11,7 +11,7 @@ use clawbus_runtime::approvals::{ApprovalError, ApprovalRecord, ApprovalState};
 use serde::Deserialize;
 
 /// The approval routes (mounted under `/v1`, behind the token).
-pub fn routes() -> Router<ApiState> {
+pub(crate) fn routes() -> Router<ApiState> {
     Router::new()
         .route("/approvals", get(list))
         .route("/approvals/{id}", post(resolve).get(show))
@@ -20,7 +20,7 @@ pub fn routes() -> Router<ApiState> {
 /// Query of `GET /v1/approvals`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ListQuery {
+pub(crate) struct ListQuery {
     /// Only requests in this state (`pending`, `allowed`, `denied`, `expired`).
     #[serde(default)]
     pub state: Option<ApprovalState>,
@@ -29,7 +29,7 @@ pub struct ListQuery {
 /// Body of `POST /v1/approvals/{id}`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Decision {
+pub(crate) struct Decision {
     /// `allow` or `deny`.
     pub decision: DecisionKind,
     /// With `allow`: add the command to the agent's allowlist for good.
@@ -40,7 +40,7 @@ pub struct Decision {
 /// The answer to a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum DecisionKind {
+pub(crate) enum DecisionKind {
     /// Run it.
     Allow,
     /// Do not run it.

@@ -13,14 +13,14 @@ use clawbus_runtime::origin::Origin;
 use serde::Deserialize;
 
 /// The routes of channel inbound.
-pub fn routes() -> Router<ApiState> {
+pub(crate) fn routes() -> Router<ApiState> {
     Router::new().route("/channels/{name}/messages", post(post_message))
 }
 
 /// The body of `POST /v1/channels/{name}/messages`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ChannelMessage {
+pub(crate) struct ChannelMessage {
     /// Who sent it on the channel.
     pub peer: String,
     /// `direct` (default), `group`, …

@@ -14,7 +14,7 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 
 /// The bootstrap config route.
-pub fn routes() -> Router<ApiState> {
+pub(crate) fn routes() -> Router<ApiState> {
     Router::new().route("/control-ui-config.json", get(config))
 }
 
@@ -51,7 +51,7 @@ fn not_served(path: &str) -> Response {
 }
 
 /// The file of the Control UI at `path`, when it is served and `path` names one (or a page).
-pub async fn asset(state: &ApiState, path: &str) -> Option<Response> {
+pub(crate) async fn asset(state: &ApiState, path: &str) -> Option<Response> {
     let dir = state.config.gateway.control_ui_dir.as_ref()?;
     let file = file_of(dir, path)?;
     let bytes = tokio::fs::read(&file).await.ok()?;

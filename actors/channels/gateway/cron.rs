@@ -11,7 +11,7 @@ use clawbus_runtime::cron::{CronError, FlatSpec, JobId, JobSpec, StoreError};
 use serde_json::json;
 
 /// The cron routes (mounted under `/v1`, behind the token).
-pub fn routes() -> Router<ApiState> {
+pub(crate) fn routes() -> Router<ApiState> {
     Router::new()
         .route("/cron", get(list).post(add))
         .route("/cron/{id}", get(show).patch(change).delete(remove))

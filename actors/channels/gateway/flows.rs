@@ -18,7 +18,7 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 /// The flow routes (mounted under `/v1`, behind the token).
-pub fn routes() -> Router<ApiState> {
+pub(crate) fn routes() -> Router<ApiState> {
     Router::new()
         .route("/flows", get(list_flows))
         .route("/flows/{name}/runs", post(start_named))
@@ -31,7 +31,7 @@ pub fn routes() -> Router<ApiState> {
 /// The body of a run request.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RunBody {
+pub(crate) struct RunBody {
     /// Input values by name (text is read as the input's type).
     #[serde(default)]
     pub inputs: BTreeMap<String, Value>,
@@ -69,7 +69,7 @@ pub(super) fn failure(e: FlowError) -> Failure {
 }
 
 /// A run as the API shows it: nodes in flow order with state, attempts, duration, error.
-pub fn view(run: &FlowRun, now_ms: u64) -> Value {
+pub(crate) fn view(run: &FlowRun, now_ms: u64) -> Value {
     let nodes: Vec<Value> = run
         .def
         .nodes

@@ -17,7 +17,7 @@ use axum::routing::get;
 use clawbus_runtime::metrics::PROMETHEUS_CONTENT_TYPE;
 
 /// The `/metrics` route, merged into the gateway's router by `api::router`.
-pub fn routes() -> Router<ApiState> {
+pub(crate) fn routes() -> Router<ApiState> {
     Router::new().route("/metrics", get(metrics))
 }
 

@@ -5,24 +5,24 @@
 
 mod admit;
 pub mod api;
-pub mod approvals;
-pub mod channels;
-pub mod control_ui;
-pub mod cron;
+pub(crate) mod approvals;
+pub(crate) mod channels;
+pub(crate) mod control_ui;
+pub(crate) mod cron;
 mod events;
-pub mod flows;
+pub(crate) mod flows;
 mod health;
 pub mod logs;
-pub mod metrics;
-pub mod openai;
+pub(crate) mod metrics;
+pub(crate) mod openai;
 mod serve;
-pub mod sessions;
-pub mod status;
-pub mod tail;
-pub mod tasks;
+pub(crate) mod sessions;
+pub(crate) mod status;
+pub(crate) mod tail;
+pub(crate) mod tasks;
 pub mod token;
-pub mod topics;
-pub mod usage;
+pub(crate) mod topics;
+pub(crate) mod usage;
 pub mod webhooks;
 pub mod ws;
 

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 /// The session routes (mounted under `/v1`, behind the token).
-pub fn routes() -> Router<ApiState> {
+pub(crate) fn routes() -> Router<ApiState> {
     Router::new()
         .route("/sessions", get(list))
         .route("/sessions/{key}", get(show))
@@ -23,7 +23,7 @@ pub fn routes() -> Router<ApiState> {
 
 /// One session in a listing.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct SessionRow {
+pub(crate) struct SessionRow {
     /// The session key.
     pub key: String,
     /// The agent.
@@ -51,7 +51,7 @@ pub struct SessionRow {
 /// Query of `GET /v1/sessions`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ListQuery {
+pub(crate) struct ListQuery {
     /// Only this agent's sessions.
     pub agent: Option<String>,
 }

@@ -11,13 +11,13 @@ use clawbus_runtime::model::BreakerStatus;
 use serde_json::{Value, json};
 
 /// The status route.
-pub fn routes() -> Router<ApiState> {
+pub(crate) fn routes() -> Router<ApiState> {
     Router::new().route("/status", get(status))
 }
 
 /// One breaker as JSON: `{provider, state, failures, retry_in_ms?}` (`state`: `closed`,
 /// `half-open` or `open`; `retry_in_ms` while open).
-pub fn breaker_json(b: &BreakerStatus) -> Value {
+pub(crate) fn breaker_json(b: &BreakerStatus) -> Value {
     let mut v = json!({
         "provider": b.provider,
         "state": b.state.to_string(),

@@ -19,14 +19,14 @@ use std::time::Duration;
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The tail route (mounted under `/v1`, behind the token).
-pub fn routes() -> Router<ApiState> {
+pub(crate) fn routes() -> Router<ApiState> {
     Router::new().route("/bus/tail", get(tail))
 }
 
 /// Query of `GET /v1/bus/tail`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TailQuery {
+pub(crate) struct TailQuery {
     /// The topic pattern (`>` when absent: everything).
     pub pattern: Option<String>,
 }

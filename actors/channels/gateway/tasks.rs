@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 /// The routes of task listings and trees.
-pub fn routes() -> Router<ApiState> {
+pub(crate) fn routes() -> Router<ApiState> {
     Router::new()
         .route("/tasks", get(list))
         .route("/tasks/{id}/tree", get(tree))
@@ -26,7 +26,7 @@ pub fn routes() -> Router<ApiState> {
 /// The query of `GET /v1/tasks`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ListQuery {
+pub(crate) struct ListQuery {
     /// Only tasks in this state.
     #[serde(default)]
     pub state: Option<String>,

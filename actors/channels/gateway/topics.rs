@@ -19,7 +19,7 @@ use clawbus_runtime::origin::Origin;
 use std::time::Duration;
 
 /// The topic routes (mounted under `/v1`, behind the token).
-pub fn routes() -> Router<ApiState> {
+pub(crate) fn routes() -> Router<ApiState> {
     Router::new().route("/topics/{topic}/tasks", post(post_topic_task))
 }
 

@@ -17,14 +17,14 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
 /// The route of usage sums.
-pub fn routes() -> Router<ApiState> {
+pub(crate) fn routes() -> Router<ApiState> {
     Router::new().route("/usage", get(summary))
 }
 
 /// The query of `GET /v1/usage`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct UsageQuery {
+pub(crate) struct UsageQuery {
     /// Only the usage of this agent.
     #[serde(default)]
     pub agent: Option<String>,

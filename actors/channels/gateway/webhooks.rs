@@ -1,13 +1,13 @@
 //! `POST /v1/hooks/{name}`: inbound webhooks. The signature is the authentication (no bearer
 //! token): `X-Clawbus-Timestamp: <Unix seconds>` and `X-Clawbus-Signature: sha256=<hex>`, the
 //! HMAC-SHA256 of `"{timestamp}.{body}"` with the hook's secret, compared in constant time; a
-//! timestamp further than the hook's tolerance from the clock is refused (see [`crate::webhook::sign`]).
+//! timestamp further than the hook's tolerance from the clock is refused (see `crate::webhook::sign`).
 //! The delivery id (`X-Clawbus-Delivery`) is the request id (`hook-<name>-<id>`), so a
 //! redelivery runs once; a signature already used by another delivery id is a replay (see
-//! [`replay`]). The body (JSON or text) is the task's text, for the hook's agent, in
+//! `replay`). The body (JSON or text) is the task's text, for the hook's agent, in
 //! `agent:<id>:webhook:<name>:<delivery id>` (or the configured session).
 
-pub mod replay;
+pub(crate) mod replay;
 
 pub use replay::ReplayGuard;
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 /// One update from `getUpdates` (only messages are asked for).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct Update {
+pub(crate) struct Update {
     /// The update's id: increasing; the next `offset` is the last one plus one.
     pub update_id: i64,
     /// A new message, when it is one.
@@ -23,7 +23,7 @@ pub struct Update {
 
 /// A message.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct Message {
+pub(crate) struct Message {
     /// Its id in the chat.
     pub message_id: i64,
     /// The chat it was sent in.
@@ -38,7 +38,7 @@ pub struct Message {
 
 /// A chat.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct Chat {
+pub(crate) struct Chat {
     /// The chat id (negative for groups).
     pub id: i64,
     /// `private`, `group`, `supergroup` or `channel`.
@@ -48,7 +48,7 @@ pub struct Chat {
 
 /// A user.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct User {
+pub(crate) struct User {
     /// The user id.
     pub id: i64,
     /// Whether it is a bot.
@@ -59,7 +59,7 @@ pub struct User {
 /// Why a Bot API call failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum ApiError {
+pub(crate) enum ApiError {
     /// The API answered `ok: false`.
     #[error("Telegram API error {code}: {description}")]
     Api {
@@ -85,7 +85,7 @@ pub enum ApiError {
 
 impl ApiError {
     /// How long the API asked to wait (429 `retry_after`).
-    pub fn retry_after(&self) -> Option<Duration> {
+    pub(crate) fn retry_after(&self) -> Option<Duration> {
         match self {
             Self::Api { retry_after, .. } => retry_after.map(Duration::from_secs),
             _ => None,
@@ -135,7 +135,7 @@ struct Parameters {
 
 /// The client of one bot.
 #[derive(Clone)]
-pub struct BotApi {
+pub(crate) struct BotApi {
     client: reqwest::Client,
     /// `<base_url>/bot<token>`: a secret, never logged.
     root: String,
@@ -154,7 +154,7 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl BotApi {
     /// A client of the bot with `token` on the server at `base_url`.
-    pub fn new(base_url: &str, token: &str) -> Self {
+    pub(crate) fn new(base_url: &str, token: &str) -> Self {
         Self {
             client: reqwest::Client::new(),
             root: format!("{}/bot{token}", base_url.trim_end_matches('/')),
@@ -194,7 +194,7 @@ impl BotApi {
 
     /// The updates from `offset` on (confirming every earlier one), waiting up to `timeout`
     /// for one to arrive.
-    pub async fn get_updates(
+    pub(crate) async fn get_updates(
         &self,
         offset: Option<i64>,
         timeout: Duration,
@@ -213,7 +213,7 @@ impl BotApi {
     }
 
     /// Sends `text` (at most 4,096 UTF-16 units) to `chat_id`.
-    pub async fn send_message(&self, chat_id: i64, text: &str) -> Result<(), ApiError> {
+    pub(crate) async fn send_message(&self, chat_id: i64, text: &str) -> Result<(), ApiError> {
         let body = json!({ "chat_id": chat_id, "text": text });
         self.call::<Value>("sendMessage", body, SEND_TIMEOUT)
             .await

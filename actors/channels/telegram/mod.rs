@@ -12,20 +12,20 @@
 //!   Telegram chat is sent to that chat with `/approve <id>` and `/deny <id>`; the answer counts
 //!   only from that same chat.
 
-pub mod api;
+pub(crate) mod api;
 mod ingress;
 mod poller;
-pub mod split;
+pub(crate) mod split;
 
-pub use api::{ApiError, BotApi, Update};
-pub use poller::{OffsetStore, TelegramHandle, TelegramPoller};
+pub(crate) use api::BotApi;
+pub(crate) use poller::{OffsetStore, TelegramHandle};
 
 use super::OutboundMessage;
 use super::delivery::{SendError, Sink};
 
 /// The Telegram channel, prepared: the Bot API with the token read from the environment before
 /// the system starts. Started, it is the `telegram` delivery actor and the poller.
-pub struct TelegramChannel {
+pub(crate) struct TelegramChannel {
     def: clawbus_core::config::TelegramDef,
     api: BotApi,
 }
@@ -33,7 +33,7 @@ pub struct TelegramChannel {
 impl TelegramChannel {
     /// The channel when `[channels.telegram]` is configured, else `None`; fails when its
     /// `token_env` is unset or empty.
-    pub fn prepare(
+    pub(crate) fn prepare(
         config: &clawbus_core::config::Config,
     ) -> Result<Option<Self>, crate::ChannelError> {
         let telegram = config
@@ -106,7 +106,7 @@ impl crate::Channel for RunningTelegram {
 
 /// The session chat type of a Telegram chat type: `private` → `direct`, `group` and
 /// `supergroup` → `group`, `channel` → `channel`.
-pub fn chat_type(telegram: &str) -> &'static str {
+pub(crate) fn chat_type(telegram: &str) -> &'static str {
     match telegram {
         "private" => "direct",
         "group" | "supergroup" => "group",
@@ -115,13 +115,13 @@ pub fn chat_type(telegram: &str) -> &'static str {
 }
 
 /// Sends replies with `sendMessage`, one message per part.
-pub struct TelegramSink {
+pub(crate) struct TelegramSink {
     api: BotApi,
 }
 
 impl TelegramSink {
     /// A sink over `api`.
-    pub fn new(api: BotApi) -> Self {
+    pub(crate) fn new(api: BotApi) -> Self {
         Self { api }
     }
 }

@@ -21,20 +21,20 @@ const MAX_POLL_BACKOFF: Duration = Duration::from_secs(30);
 
 /// The next `getUpdates` offset, in sled, so a restart does not replay what was taken.
 #[derive(Clone)]
-pub struct OffsetStore {
+pub(crate) struct OffsetStore {
     tree: sled::Tree,
 }
 
 impl OffsetStore {
     /// Opens the tree in `db`.
-    pub fn open(db: &sled::Db) -> Result<Self, sled::Error> {
+    pub(crate) fn open(db: &sled::Db) -> Result<Self, sled::Error> {
         Ok(Self {
             tree: db.open_tree(TELEGRAM_TREE)?,
         })
     }
 
     /// The stored offset.
-    pub fn get(&self) -> Result<Option<i64>, sled::Error> {
+    pub(crate) fn get(&self) -> Result<Option<i64>, sled::Error> {
         Ok(self.tree.get(OFFSET_KEY)?.and_then(|v| {
             let bytes: [u8; 8] = v.as_ref().try_into().ok()?;
             Some(i64::from_be_bytes(bytes))
@@ -42,14 +42,14 @@ impl OffsetStore {
     }
 
     /// Stores the offset.
-    pub fn set(&self, offset: i64) -> Result<(), sled::Error> {
+    pub(crate) fn set(&self, offset: i64) -> Result<(), sled::Error> {
         self.tree.insert(OFFSET_KEY, &offset.to_be_bytes())?;
         Ok(())
     }
 }
 
 /// The actor.
-pub struct TelegramPoller {
+pub(crate) struct TelegramPoller {
     api: BotApi,
     poll_timeout: Duration,
     ingress: Ingress,
@@ -65,13 +65,13 @@ struct Stop;
 
 /// The handle of the running poller.
 #[derive(Clone)]
-pub struct TelegramHandle {
+pub(crate) struct TelegramHandle {
     addr: Addr<TelegramPoller>,
 }
 
 impl TelegramHandle {
     /// Starts polling. Must run inside an actix `System`.
-    pub async fn start(
+    pub(crate) async fn start(
         def: &TelegramDef,
         api: BotApi,
         bus: Arc<dyn Bus>,
@@ -111,7 +111,7 @@ impl TelegramHandle {
     }
 
     /// Stops polling; updates not yet taken stay on Telegram's side for the next start.
-    pub async fn stop(&self) {
+    pub(crate) async fn stop(&self) {
         if self.addr.send(Stop).await.is_err() {
             tracing::debug!("Telegram poller already stopped.");
         }

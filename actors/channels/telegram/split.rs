@@ -7,16 +7,16 @@
 //! surrogate pair (an emoji).
 
 /// The most UTF-16 code units one Telegram message may hold.
-pub const MAX_MESSAGE_UTF16: usize = 4096;
+pub(crate) const MAX_MESSAGE_UTF16: usize = 4096;
 
 /// The text's length as Telegram counts it.
-pub fn utf16_len(text: &str) -> usize {
+pub(crate) fn utf16_len(text: &str) -> usize {
     text.chars().map(char::len_utf16).sum()
 }
 
 /// Splits `text` into parts of at most `max` UTF-16 units each (`max` ≥ 2, so an emoji fits),
 /// in order; the whitespace at a cut is dropped. An empty text gives no parts.
-pub fn split(text: &str, max: usize) -> Vec<String> {
+pub(crate) fn split(text: &str, max: usize) -> Vec<String> {
     let max = max.max(2);
     let mut parts = Vec::new();
     let mut rest = text.trim();

@@ -9,7 +9,7 @@
 //! failure are tried again; any other status fails at once. The URL is the operator's: it may
 //! be loopback or private, and it is not checked against the `web_fetch` rules.
 
-pub mod sign;
+pub(crate) mod sign;
 
 use super::OutboundMessage;
 use super::delivery::{SendError, Sink};
@@ -31,7 +31,7 @@ struct Target {
 }
 
 /// POSTs replies to the hooks' `deliver_url`s.
-pub struct WebhookSink {
+pub(crate) struct WebhookSink {
     client: reqwest::Client,
     targets: BTreeMap<String, Target>,
     /// The signing time of each try.
@@ -41,14 +41,14 @@ pub struct WebhookSink {
 /// The outbound webhooks channel, prepared: the hooks with a `deliver_url` and their secrets,
 /// read from the environment before the system starts. Started, it is the `webhook` delivery
 /// actor.
-pub struct WebhookChannel {
+pub(crate) struct WebhookChannel {
     targets: BTreeMap<String, Target>,
 }
 
 impl WebhookChannel {
     /// The hooks with a `deliver_url`, their secrets read from the environment; `None` when no
     /// hook delivers.
-    pub fn prepare(config: &Config) -> Result<Option<Self>, MissingSecret> {
+    pub(crate) fn prepare(config: &Config) -> Result<Option<Self>, MissingSecret> {
         let mut targets = BTreeMap::new();
         for (name, def) in &config.webhooks {
             let Some(url) = &def.deliver_url else {

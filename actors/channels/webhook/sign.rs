@@ -47,7 +47,7 @@ const MAX_TIMESTAMP_DIGITS: usize = 12;
 /// Why a delivery's signature is refused (each a 401).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// No `X-Clawbus-Signature`.
     #[error(
         "missing header X-Clawbus-Signature: sha256=<hex HMAC-SHA256 of \"{{timestamp}}.{{body}}\">"
@@ -87,7 +87,7 @@ pub enum Refusal {
 
 impl Refusal {
     /// The error code of the 401 answer.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             Self::TooOld { .. } | Self::FromTheFuture { .. } => "stale_signature",
             _ => "invalid_signature",
@@ -97,7 +97,7 @@ impl Refusal {
 
 /// A delivery whose signature and timestamp were accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Verified {
+pub(crate) struct Verified {
     /// The signature's bytes: what a replay would carry again.
     pub signature: Vec<u8>,
     /// The signed timestamp, in Unix seconds.
@@ -156,7 +156,7 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 
 /// Checks a delivery's signature, then its timestamp against `now_ms` (the injected clock)
 /// with `tolerance` either way.
-pub fn verify(
+pub(crate) fn verify(
     secret: &[u8],
     headers: &HeaderMap,
     body: &[u8],

@@ -38,7 +38,7 @@ use std::time::Duration;
 use toml::Spanned;
 
 /// The default heartbeat period.
-pub const DEFAULT_HEARTBEAT_EVERY: Duration = Duration::from_secs(30 * 60);
+pub(crate) const DEFAULT_HEARTBEAT_EVERY: Duration = Duration::from_secs(30 * 60);
 
 /// One `[[cron]]` table of an agent file.
 #[derive(Debug, Deserialize)]
@@ -71,7 +71,7 @@ pub(super) struct HeartbeatFile {
 
 /// The id a `[[cron]]` job of `agent` is stored under: `<agent>--<id>` (a job id is one token
 /// of a topic, a request id and a session key, so it cannot hold `.` or `:`).
-pub fn declared_job_id(agent: &str, id: &str) -> String {
+pub(crate) fn declared_job_id(agent: &str, id: &str) -> String {
     format!("{agent}--{id}")
 }
 

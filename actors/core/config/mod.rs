@@ -18,7 +18,7 @@
 
 mod agent;
 mod breaker;
-pub mod cron;
+pub(crate) mod cron;
 pub mod cron_limits;
 mod delivery;
 mod duration;
@@ -33,13 +33,13 @@ mod report;
 pub mod retry;
 mod routes;
 pub mod rules;
-pub mod sandbox;
+pub(crate) mod sandbox;
 mod session;
 mod skills;
 mod span;
 pub mod subscribe;
 mod telegram;
-pub mod timezone;
+pub(crate) mod timezone;
 mod tools;
 mod validate;
 mod web;
@@ -199,7 +199,7 @@ pub struct GatewayDef {
     /// The largest request body accepted, in bytes; a larger one answers 413.
     pub max_body: usize,
     /// The timezone of cron schedules and heartbeats that name none (`[gateway] timezone`;
-    /// default [`timezone::system_default`]).
+    /// default `timezone::system_default`).
     pub timezone: chrono_tz::Tz,
     /// The most WebSocket connections open at once; one more is refused with 503.
     pub ws_max_connections: usize,

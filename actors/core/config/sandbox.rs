@@ -28,7 +28,7 @@ use std::time::Duration;
 mod read;
 
 /// A named choice of a setting: its spelling in files.
-pub trait Choice: Copy + 'static {
+pub(crate) trait Choice: Copy + 'static {
     /// Every value, in documentation order.
     const ALL: &'static [Self];
     /// The name used in files.
@@ -166,17 +166,17 @@ impl<T: Clone> Set<T> {
 }
 
 /// Default CPU seconds of one command.
-pub const DEFAULT_CPU_SECONDS: u64 = 60;
+pub(crate) const DEFAULT_CPU_SECONDS: u64 = 60;
 /// Default memory of one sandbox, in MiB.
-pub const DEFAULT_MEMORY_MB: u64 = 512;
+pub(crate) const DEFAULT_MEMORY_MB: u64 = 512;
 /// Default processes and threads of one sandbox.
-pub const DEFAULT_MAX_PROCESSES: u64 = 128;
+pub(crate) const DEFAULT_MAX_PROCESSES: u64 = 128;
 /// Default largest file, in MiB.
-pub const DEFAULT_MAX_FILE_MB: u64 = 64;
+pub(crate) const DEFAULT_MAX_FILE_MB: u64 = 64;
 /// Default open files per process.
-pub const DEFAULT_MAX_OPEN_FILES: u64 = 256;
+pub(crate) const DEFAULT_MAX_OPEN_FILES: u64 = 256;
 /// Default wall-clock limit of one command.
-pub const DEFAULT_SANDBOX_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const DEFAULT_SANDBOX_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The effective `[sandbox]` of an agent (`clawbus.toml`'s, overridden field by field by the
 /// agent's).

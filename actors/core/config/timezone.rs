@@ -23,7 +23,7 @@ fn localtime_link() -> Option<Tz> {
 
 /// The timezone used when `[gateway] timezone` is absent, resolved once per process (see the
 /// module docs).
-pub fn system_default() -> Tz {
+pub(crate) fn system_default() -> Tz {
     static RESOLVED: OnceLock<Tz> = OnceLock::new();
     *RESOLVED.get_or_init(|| {
         if let Some(tz) = std::env::var("TZ").ok().as_deref().and_then(parse) {

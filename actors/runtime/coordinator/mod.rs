@@ -3,7 +3,7 @@
 //! The task store (sled, behind the bus) stays the source of truth for every task's record;
 //! the coordinator keeps only what its live duties need, and hears everything over the bus:
 //!
-//! - **the wait-for graph** ([`graph`]): a waiting `agent_call` registers its wait on
+//! - **the wait-for graph** (`graph`): a waiting `agent_call` registers its wait on
 //!   `coord.wait` (request/reply) and drops it on `coord.unwait`; a wait that would close a cycle
 //!   is refused with the cycle named. The graph is the authority; the call chain on the envelope
 //!   is only the fast path that refuses a cycle inside one tree before any task is posted.
@@ -22,7 +22,7 @@
 //! It follows tasks on [`bus::Topic::task_lifecycle`] (their `queued` and `terminal` events).
 
 mod actor;
-pub mod graph;
+pub(crate) mod graph;
 mod group;
 mod notice;
 #[cfg(test)]

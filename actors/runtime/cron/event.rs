@@ -39,7 +39,7 @@ pub struct CronEvent {
 }
 
 /// The topic of a job's events: `events.cron.<jobId>`.
-pub fn topic(job: &JobId) -> Result<Topic, BusError> {
+pub(crate) fn topic(job: &JobId) -> Result<Topic, BusError> {
     Topic::parse(&format!("events.cron.{job}")).map_err(|e| BusError::Invalid(e.to_string()))
 }
 

@@ -17,11 +17,11 @@ use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
 
-pub use clawbus_core::jobs::heartbeat::NO_REPLY;
+pub(crate) use clawbus_core::jobs::heartbeat::NO_REPLY;
 
 /// Why a job fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FireKind {
+pub(crate) enum FireKind {
     /// Its schedule came due: the run moves the schedule on, counts for backoff and ends a
     /// one-shot job.
     Scheduled,
@@ -61,7 +61,7 @@ pub enum FireError {
 
 /// The request id of a fire: `cron:<jobId>:<scheduled ms>`.
 /// A heartbeat's is `heartbeat:<agent>:<scheduled ms>`.
-pub fn request_id(job: &Job, scheduled_ms: u64) -> Result<RequestId, bus::RequestIdError> {
+pub(crate) fn request_id(job: &Job, scheduled_ms: u64) -> Result<RequestId, bus::RequestIdError> {
     match job.payload.kind {
         PayloadKind::Heartbeat => {
             RequestId::parse(&format!("heartbeat:{}:{scheduled_ms}", job.agent))
@@ -71,7 +71,7 @@ pub fn request_id(job: &Job, scheduled_ms: u64) -> Result<RequestId, bus::Reques
 }
 
 /// The origin of a fire's task: channel and lane `cron`, the session the job targets.
-pub fn origin(job: &Job, scheduled_ms: u64) -> Origin {
+pub(crate) fn origin(job: &Job, scheduled_ms: u64) -> Origin {
     let agent = AgentId::new(job.agent.clone());
     let session_key = match job.session {
         SessionTarget::Main => SessionKey::main(&agent),
@@ -96,7 +96,7 @@ pub fn origin(job: &Job, scheduled_ms: u64) -> Origin {
 }
 
 /// A bus outcome as a run outcome, with its error text.
-pub fn outcome_of(o: &Outcome) -> (RunOutcome, Option<String>) {
+pub(crate) fn outcome_of(o: &Outcome) -> (RunOutcome, Option<String>) {
     match o {
         Outcome::Succeeded { .. } => (RunOutcome::Succeeded, None),
         Outcome::Failed { error } => (RunOutcome::Failed, Some(error.clone())),

@@ -49,7 +49,7 @@ pub struct FlatSpec {
 }
 
 /// `channel` or `channel:to` as an announce delivery.
-pub fn announce(text: &str) -> Delivery {
+pub(crate) fn announce(text: &str) -> Delivery {
     let (channel, to) = match text.split_once(':') {
         Some((c, t)) => (c, Some(t.to_string()).filter(|t| !t.is_empty())),
         None => (text, None),

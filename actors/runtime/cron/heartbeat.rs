@@ -9,9 +9,8 @@
 //!   delivered; any other reply is announced to the `to` channel. Every reply is published on
 //!   `events.cron.<jobId>`.
 
-pub use clawbus_core::jobs::heartbeat::{
-    ACK_MAX_CHARS, HEARTBEAT_FILE, HEARTBEAT_OK, HeartbeatSpec, has_content, in_hours, is_ack,
-    job_id, parse_hours,
+pub(crate) use clawbus_core::jobs::heartbeat::{
+    HEARTBEAT_FILE, HEARTBEAT_OK, HeartbeatSpec, has_content, in_hours, is_ack, job_id,
 };
 
 use super::job::{Job, PayloadKind};
@@ -22,7 +21,7 @@ use std::path::Path;
 const MAX_FILE_BYTES: usize = 64 * 1024;
 
 /// The content of the agent's `HEARTBEAT.md` when it has any (see [`has_content`]).
-pub fn read(settings: &Settings, agent: &str) -> Option<String> {
+pub(crate) fn read(settings: &Settings, agent: &str) -> Option<String> {
     let dir = settings.workspaces.as_deref()?;
     read_file(&dir.join(agent).join(HEARTBEAT_FILE))
 }
@@ -40,7 +39,7 @@ fn read_file(path: &Path) -> Option<String> {
 }
 
 /// The task text of a beat: the instruction and the file's content.
-pub fn message(content: &str) -> String {
+pub(crate) fn message(content: &str) -> String {
     format!(
         "[heartbeat] Read {HEARTBEAT_FILE} (below, from your workspace) and follow it strictly. \
          Do not repeat old tasks from earlier conversations. If nothing needs attention, reply \
@@ -50,7 +49,7 @@ pub fn message(content: &str) -> String {
 
 /// Why the fire of `job` at `scheduled_ms` does not run (a heartbeat with nothing to do, or a
 /// fire outside its active hours); `None` when it runs.
-pub fn skip_reason(settings: &Settings, job: &Job, scheduled_ms: u64) -> Option<String> {
+pub(crate) fn skip_reason(settings: &Settings, job: &Job, scheduled_ms: u64) -> Option<String> {
     if let Some(hours) = &job.active_hours {
         if !in_hours(hours, scheduled_ms) {
             return Some("outside active hours".into());

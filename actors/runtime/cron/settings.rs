@@ -39,7 +39,7 @@ pub struct Settings {
     pub max_agent_jobs: usize,
 }
 
-pub use clawbus_core::config::cron_limits::{DEFAULT_MAX_AGENT_JOBS, DEFAULT_MIN_INTERVAL};
+pub(crate) use clawbus_core::config::cron_limits::{DEFAULT_MAX_AGENT_JOBS, DEFAULT_MIN_INTERVAL};
 
 impl Settings {
     /// Sets where heartbeats read `HEARTBEAT.md` (`<workspaces>/<agent>/HEARTBEAT.md`).

@@ -5,10 +5,10 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 /// The failure backoff of recurring jobs: 30 s → 1 m → 5 m → 15 m → 60 m (then 60 m).
-pub const BACKOFF_MS: [u64; 5] = [30_000, 60_000, 300_000, 900_000, 3_600_000];
+pub(crate) const BACKOFF_MS: [u64; 5] = [30_000, 60_000, 300_000, 900_000, 3_600_000];
 
 /// The backoff after `failures` consecutive failures (≥ 1); 0 for none.
-pub fn backoff_ms(failures: u32) -> u64 {
+pub(crate) fn backoff_ms(failures: u32) -> u64 {
     match failures {
         0 => 0,
         n => {

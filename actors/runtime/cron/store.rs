@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// Runs kept per job.
-pub const HISTORY_LEN: usize = 50;
+pub(crate) const HISTORY_LEN: usize = 50;
 
 /// A store failure.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -172,7 +172,7 @@ impl CronStore {
         }
     }
 
-    /// Appends a run to a job's history, keeping the last [`HISTORY_LEN`].
+    /// Appends a run to a job's history, keeping the last `HISTORY_LEN`.
     pub fn push_run(&self, run: &RunRecord) -> Result<(), StoreError> {
         let mut key = run_prefix(&run.job_id);
         let seq = self.db.generate_id().map_err(storage)?;

@@ -45,6 +45,6 @@ pub struct FlowEvent {
 }
 
 /// The topic of a run's events.
-pub fn topic(run_id: &str) -> Result<Topic, String> {
+pub(crate) fn topic(run_id: &str) -> Result<Topic, String> {
     Topic::parse(&format!("events.flow.{run_id}")).map_err(|e| e.to_string())
 }

@@ -4,22 +4,22 @@
 //! run, even across a crash; the coordinator handles its deadline (clipped to the flow's) and
 //! cancel like any task.
 //!
-//! - [`run`]: the stored run ([`FlowRun`]) and the node states.
-//! - [`store`]: [`FlowStore`] and its sled trees ([`SledFlows`]); cancels are sticky.
+//! - `run`: the stored run ([`FlowRun`]) and the node states.
+//! - `store`: [`FlowStore`] and its sled trees ([`SledFlows`]); cancels are sticky.
 //! - `driver`: one run's loop — ready nodes in parallel, `when`, schemas with retries that carry
 //!   the validation errors, `retry_on`/`abort_on`, the failure policy, `for_each` with
 //!   `max_parallel`, results in item order.
 //! - `values`: what template and condition references mean in a run.
-//! - [`event`]: what a run publishes on `events.flow.<runId>`.
+//! - `event`: what a run publishes on `events.flow.<runId>`.
 //!
 //! A run is driven by a tokio task rather than an actor: the record is its one owner's state and
 //! every decision is written to the store before a task is submitted, so a restart
 //! ([`Flows::resume`]) continues from the record without re-running finished nodes.
 
 mod driver;
-pub mod event;
-pub mod run;
-pub mod store;
+pub(crate) mod event;
+pub(crate) mod run;
+pub(crate) mod store;
 #[cfg(test)]
 mod tests;
 mod values;

@@ -18,13 +18,13 @@
 //! A message for a channel that has no delivery actor is not staged: it is recorded failed at
 //! once with the reason [`NO_CHANNEL`].
 //!
-//! - [`replies`]: which finished tasks have a reply to deliver, and where (the task's origin).
+//! - `replies`: which finished tasks have a reply to deliver, and where (the task's origin).
 //! - [`record`]: what became of each delivery ([`DeliveryRecords`], in sled).
 //!
 //! The channels' delivery actors (`channels::delivery`) take what is published here.
 
 pub mod record;
-pub mod replies;
+pub(crate) mod replies;
 
 pub use record::{DeliveryRecord, DeliveryRecords, DeliveryState};
 pub use replies::ReplyTo;

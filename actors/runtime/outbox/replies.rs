@@ -11,7 +11,7 @@ use clawbus_core::ids::{Channel, chat_of_session};
 use clawbus_core::task::TaskResult;
 use uuid::Uuid;
 
-pub use clawbus_core::config::ReplyRoutes;
+pub(crate) use clawbus_core::config::ReplyRoutes;
 
 /// Where a finished task's reply goes, by the [`ReplyRoutes`] of the configuration.
 pub trait ReplyTo {

@@ -8,7 +8,7 @@
 //! 3. `memory`: MEMORY.md, yesterday's and today's `memory/YYYY-MM-DD.md` (see [`crate::memory`]).
 //! 4. `skills`: the `<available_skills>` XML from a [`SkillsSource`].
 //! 5. `history`: earlier messages: sent as chat messages by the turn, not part of this text.
-//! 6. `untrusted`: [`crate::untrusted::UNTRUSTED_NOTICE`], what the external-content markers mean.
+//! 6. `untrusted`: `crate::untrusted::UNTRUSTED_NOTICE`, what the external-content markers mean.
 //! 7. `message`: the user's message: a chat message too.
 //! 8. `runtime`: agent, session, channel, model, date and time in the agent's time zone; last,
 //!    because it changes every call and everything before it stays a cacheable prefix.

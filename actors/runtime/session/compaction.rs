@@ -11,16 +11,21 @@ use clawbus_core::config::SessionDef;
 use std::sync::Arc;
 
 /// The message of the silent turn that runs before a compaction.
-pub const FLUSH_PROMPT: &str = "[memory flush] This conversation is about to be compacted: older turns will be replaced by a summary. \
+pub(crate) const FLUSH_PROMPT: &str = "[memory flush] This conversation is about to be compacted: older turns will be replaced by a summary. \
 If anything in it is worth keeping, write it now to memory/YYYY-MM-DD.md (today's date) with the write tool. \
 If nothing needs saving, reply exactly NO_REPLY.";
 
 /// What the summariser is told.
-pub const SUMMARY_INSTRUCTIONS: &str = "Summarise the conversation below for your own later use. Keep facts, decisions, \
+pub(crate) const SUMMARY_INSTRUCTIONS: &str = "Summarise the conversation below for your own later use. Keep facts, decisions, \
 open questions, names, numbers and file paths; drop chit-chat. Answer with the summary only.";
 
 /// Whether the next request (system prompt + history + message) passes the threshold.
-pub fn needs_compaction(def: &SessionDef, system_chars: usize, view: &View, message: &str) -> bool {
+pub(crate) fn needs_compaction(
+    def: &SessionDef,
+    system_chars: usize,
+    view: &View,
+    message: &str,
+) -> bool {
     let next = system_chars as u64 / 4
         + view.estimated_tokens()
         + message_tokens(&ChatMessage::user(message));
@@ -29,7 +34,7 @@ pub fn needs_compaction(def: &SessionDef, system_chars: usize, view: &View, mess
 
 /// Where the kept tail of the view starts: the last `keep` messages, moved back so the tail
 /// starts at a user message (a tool result must not lose the call it answers).
-pub fn split_point(view: &View, keep: usize) -> usize {
+pub(crate) fn split_point(view: &View, keep: usize) -> usize {
     let mut at = view.items.len().saturating_sub(keep);
     while at > 0
         && view
@@ -48,7 +53,7 @@ pub fn split_point(view: &View, keep: usize) -> usize {
 /// `pending` is the id of the run's user message, already on disk but not yet in `view`: when
 /// nothing of the view is kept, it is the first entry the compaction keeps.
 #[allow(clippy::too_many_arguments)]
-pub async fn compact(
+pub(crate) async fn compact(
     deps: &TurnDeps,
     def: &SessionDef,
     prompt: Arc<dyn PromptSource>,
@@ -127,7 +132,7 @@ pub async fn compact(
 /// Why a compaction did not happen (the run goes on with the full history).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum CompactionError {
+pub(crate) enum CompactionError {
     /// The silent memory-flush turn failed.
     #[error("memory flush turn failed: {0}")]
     Flush(#[source] crate::turn::TurnError),

@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 /// The conversation history a run sends to the model.
 #[derive(Debug, Clone, Default)]
-pub struct View {
+pub(crate) struct View {
     /// The summary that replaced older turns, if a compaction happened.
     pub summary: Option<String>,
     /// Messages shown verbatim, with the id of their transcript entry.
@@ -14,12 +14,12 @@ pub struct View {
 }
 
 /// How a compaction summary is introduced to the model.
-pub const SUMMARY_PREFIX: &str =
+pub(crate) const SUMMARY_PREFIX: &str =
     "[Summary of the earlier conversation, written when it was compacted]";
 
 impl View {
     /// Rebuilds the view from transcript entries.
-    pub fn from_entries(entries: &[Entry]) -> Self {
+    pub(crate) fn from_entries(entries: &[Entry]) -> Self {
         let mut view = Self::default();
         for e in entries {
             view.apply(e);
@@ -28,7 +28,7 @@ impl View {
     }
 
     /// Applies one new entry.
-    pub fn apply(&mut self, e: &Entry) {
+    pub(crate) fn apply(&mut self, e: &Entry) {
         match &e.body {
             EntryBody::Message {
                 message,
@@ -51,7 +51,7 @@ impl View {
     }
 
     /// The messages to send, summary first.
-    pub fn messages(&self) -> Vec<ChatMessage> {
+    pub(crate) fn messages(&self) -> Vec<ChatMessage> {
         let mut out = Vec::with_capacity(self.items.len() + 1);
         if let Some(s) = &self.summary {
             out.push(ChatMessage::user(format!("{SUMMARY_PREFIX}\n{s}")));
@@ -61,7 +61,7 @@ impl View {
     }
 
     /// Rough token estimate of the view: four characters a token, plus a few per message.
-    pub fn estimated_tokens(&self) -> u64 {
+    pub(crate) fn estimated_tokens(&self) -> u64 {
         let summary = self.summary.as_ref().map_or(0, |s| s.len() as u64 / 4 + 4);
         summary
             + self
@@ -73,7 +73,7 @@ impl View {
 }
 
 /// Rough token estimate of one message.
-pub fn message_tokens(m: &ChatMessage) -> u64 {
+pub(crate) fn message_tokens(m: &ChatMessage) -> u64 {
     let text = m.content.as_ref().map_or(0, |c| c.len());
     let calls: usize = m
         .tool_calls

@@ -2,17 +2,17 @@
 //! time, in arrival order). Transcripts are append-only JSONL; the index lives in sled.
 
 mod actor;
-pub mod compaction;
-pub mod drain;
+pub(crate) mod compaction;
+pub(crate) mod drain;
 mod events;
-pub mod history;
+pub(crate) mod history;
 pub mod index;
-pub mod run;
-pub mod runtime;
+pub(crate) mod run;
+pub(crate) mod runtime;
 mod shards;
 #[cfg(test)]
 mod tests;
-pub mod transcript;
+pub(crate) mod transcript;
 pub mod view;
 
 pub use actor::{SessionActor, SessionOpenError};

@@ -26,7 +26,7 @@ use journal::{Journal, Prepared};
 use std::sync::Arc;
 
 /// What the session actor hands a run.
-pub struct RunInput {
+pub(crate) struct RunInput {
     /// The agent's shared parts.
     pub rt: Arc<AgentRuntime>,
     /// The session.
@@ -43,7 +43,7 @@ pub struct RunInput {
 
 /// How a run left its session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunEnd {
+pub(crate) enum RunEnd {
     /// The task had already ended (cancelled before it started): nothing was recorded.
     Skipped,
     /// The daemon is shutting down: the task was left, unstarted, for the next start.
@@ -55,7 +55,7 @@ pub enum RunEnd {
 }
 
 /// What a run reports back to its session actor.
-pub struct RunReport {
+pub(crate) struct RunReport {
     /// Transcript entries the run wrote, in order (to update the view).
     pub entries: Vec<Entry>,
     /// How it ended.
@@ -63,7 +63,7 @@ pub struct RunReport {
 }
 
 /// Runs one task of the session and completes its delivery after the transcript is on disk.
-pub async fn execute(input: RunInput) -> RunReport {
+pub(crate) async fn execute(input: RunInput) -> RunReport {
     let RunInput {
         rt,
         key,

@@ -154,7 +154,7 @@ const UNSTAMPED: u64 = 0;
 
 /// What loading a transcript found.
 #[derive(Debug, Default)]
-pub struct Loaded {
+pub(crate) struct Loaded {
     /// Every intact entry, in order.
     pub entries: Vec<Entry>,
     /// Bytes of a torn last line that were moved to the `.corrupt` file.
@@ -165,7 +165,7 @@ pub struct Loaded {
 ///
 /// The file is opened for each append and closed after it, so a live session holds no
 /// descriptor: thousands of live sessions stay far below the process's descriptor limit.
-pub struct Transcript {
+pub(crate) struct Transcript {
     path: PathBuf,
     /// Serialises appends (and the cut-back of a failed one) within the process.
     lock: Mutex<()>,
@@ -174,7 +174,7 @@ pub struct Transcript {
 
 impl Transcript {
     /// The file for a session.
-    pub fn path_for(state_dir: &Path, agent: &str, session_id: &Uuid) -> PathBuf {
+    pub(crate) fn path_for(state_dir: &Path, agent: &str, session_id: &Uuid) -> PathBuf {
         state_dir
             .join("sessions")
             .join(agent)
@@ -184,7 +184,7 @@ impl Transcript {
     /// Opens (creating) the transcript and loads its entries, setting a torn last line aside.
     /// A new file (and any folder made for it) is synced into its folder, so a transcript whose
     /// lines were synced does not vanish with its directory entry in a power loss.
-    pub fn open(path: &Path) -> io::Result<(Self, Loaded)> {
+    pub(crate) fn open(path: &Path) -> io::Result<(Self, Loaded)> {
         if let Some(dir) = path.parent() {
             create_dirs(dir)?;
         }
@@ -205,18 +205,18 @@ impl Transcript {
     }
 
     /// Stamps entries with `clock` (the process's one clock) rather than the system clock.
-    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+    pub(crate) fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self
     }
 
     /// The file's path.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Every intact entry on disk now (a torn last line is skipped, not repaired).
-    pub fn entries(&self) -> io::Result<Vec<Entry>> {
+    pub(crate) fn entries(&self) -> io::Result<Vec<Entry>> {
         let _guard = self
             .lock
             .lock()
@@ -229,19 +229,19 @@ impl Transcript {
     }
 
     /// Appends entries and syncs them to disk; returns once they are durable.
-    pub fn append(&self, entries: &[Entry]) -> io::Result<()> {
+    pub(crate) fn append(&self, entries: &[Entry]) -> io::Result<()> {
         self.write(entries, true)
     }
 
     /// Appends entries without waiting for the disk: they survive a crash of the process (the
     /// kernel has them) but not a power loss until the next [`Transcript::sync`] or synced
     /// append.
-    pub fn append_unsynced(&self, entries: &[Entry]) -> io::Result<()> {
+    pub(crate) fn append_unsynced(&self, entries: &[Entry]) -> io::Result<()> {
         self.write(entries, false)
     }
 
     /// Makes every line appended so far durable.
-    pub fn sync(&self) -> io::Result<()> {
+    pub(crate) fn sync(&self) -> io::Result<()> {
         let _guard = self
             .lock
             .lock()

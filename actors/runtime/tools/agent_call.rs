@@ -36,13 +36,13 @@ const MAX_TIMEOUT_S: u64 = 3600;
 /// those. A call is idempotent by its request id, so a turn resumed after a crash runs an
 /// interrupted call again: it joins the task it had posted and waits for (or reads) its answer.
 #[derive(Clone, Debug)]
-pub struct AgentCallTool {
+pub(crate) struct AgentCallTool {
     peers: Peers,
 }
 
 impl AgentCallTool {
     /// Agent `me`'s tool posting on `bus` to the agents of `may_call` among `agents`.
-    pub fn new(
+    pub(crate) fn new(
         bus: Option<Arc<dyn Bus>>,
         me: AgentId,
         agents: Vec<AgentId>,

@@ -14,7 +14,7 @@ use std::sync::Arc;
 /// `cron {action, id?, …job fields}` over the process's scheduler; without one it is
 /// unavailable.
 #[derive(Clone)]
-pub struct CronTool {
+pub(crate) struct CronTool {
     scheduler: Option<Arc<Scheduler>>,
 }
 
@@ -28,7 +28,7 @@ impl fmt::Debug for CronTool {
 
 impl CronTool {
     /// A tool managing `scheduler`'s jobs.
-    pub fn new(scheduler: Option<Arc<Scheduler>>) -> Self {
+    pub(crate) fn new(scheduler: Option<Arc<Scheduler>>) -> Self {
         Self { scheduler }
     }
 }

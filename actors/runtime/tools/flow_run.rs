@@ -18,13 +18,13 @@ const MAX_WAIT: Duration = Duration::from_secs(600);
 
 /// `flow_run {flow, inputs?, wait?}` over the process's flow engine.
 #[derive(Debug, Clone)]
-pub struct FlowRunTool {
+pub(crate) struct FlowRunTool {
     flows: Option<Flows>,
 }
 
 impl FlowRunTool {
     /// A tool starting runs on `flows` (`None`: unavailable).
-    pub fn new(flows: Option<Flows>) -> Self {
+    pub(crate) fn new(flows: Option<Flows>) -> Self {
         Self { flows }
     }
 }

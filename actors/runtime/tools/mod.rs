@@ -8,12 +8,12 @@
 //!   (it lives in [`crate::workspace`]).
 //! - [`Layer`], [`Removed`]: what the policy took away; the policy itself (which tools an agent is
 //!   offered: profile → allow/deny → availability → channel) is [`crate::agent::tools`].
-//! - [`run_context`]: the run a tool is called from (task, call chain, lane slot).
-//! - The tools of agent cooperation that need only the bus: [`agent_call`], [`spawn`], [`cron`];
+//! - `run_context`: the run a tool is called from (task, call chain, lane slot).
+//! - The tools of agent cooperation that need only the bus: `agent_call`, `spawn`, `cron`;
 //!   the session tools (`sessions_*`) are in `agent::tools` (they read the sessions).
 //! - [`MemorySearchTool`] / [`MemoryGetTool`]: the memory tools over [`crate::memory`].
 //! - Built-in tools: [`ReadTool`] (`read`), [`WriteTool`] (`write`), [`EditTool`] (`edit`),
-//!   [`ExecTool`] (`exec`, see [`exec`]), [`MessageTool`] (`message`), and the web tools ([`web`]).
+//!   [`ExecTool`] (`exec`, see `exec`), [`MessageTool`] (`message`), and the web tools ([`web`]).
 //!
 //! Error outputs are JSON `{"error":{"type":…,"message":…,"retry_after_ms"?:…,"suggestion"?:…}}`
 //! ([`ToolError`]). Types used so far: `unknown_tool`, `policy_denied`, `unavailable`,
@@ -22,21 +22,21 @@
 //! `approval_denied`, `approval_timeout`, `timeout`, `limit_exceeded` (with `limit`),
 //! `sandbox_unavailable`, `io`, `internal`.
 
-pub mod agent_call;
-pub mod cron;
+pub(crate) mod agent_call;
+pub(crate) mod cron;
 mod edit;
-pub mod exec;
-pub mod flow_run;
+pub(crate) mod exec;
+pub(crate) mod flow_run;
 mod layer;
 mod memory;
 mod message;
 mod output;
 mod peers;
 mod read;
-pub mod run_context;
+pub(crate) mod run_context;
 pub mod sandbox;
 mod schema;
-pub mod spawn;
+pub(crate) mod spawn;
 pub mod web;
 mod write;
 

@@ -15,9 +15,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 /// How deep subagents may nest (a subagent of a subagent is depth 2).
-pub const MAX_DEPTH: u32 = 2;
+pub(crate) const MAX_DEPTH: u32 = 2;
 /// Subagents one run may spawn.
-pub const MAX_CHILDREN: u32 = 5;
+pub(crate) const MAX_CHILDREN: u32 = 5;
 /// How long a subagent may take when the model names no `timeout_s`.
 const DEFAULT_TIMEOUT_S: u64 = 600;
 /// The longest a subagent may take.
@@ -33,14 +33,14 @@ const MAX_TIMEOUT_S: u64 = 3600;
 /// error, a timeout or a cancel, also after the process stopped and ran it again — its outcome
 /// is delivered to the parent's session as a message, which wakes the parent.
 #[derive(Clone, Debug)]
-pub struct SpawnTool {
+pub(crate) struct SpawnTool {
     peers: Peers,
 }
 
 impl SpawnTool {
     /// Agent `me`'s tool spawning on `bus` children of itself or of the agents of `may_call`
     /// among `agents`.
-    pub fn new(
+    pub(crate) fn new(
         bus: Option<Arc<dyn Bus>>,
         me: AgentId,
         agents: Vec<AgentId>,

@@ -2,9 +2,9 @@
 //!
 //! - [`run_turn`] / [`run_turn_observed`]: the loop; [`TurnInput`], [`TurnDeps`], [`TurnOutput`].
 //! - [`retry`]: which failed turns are tried again, and when; [`usage`]: tokens and cost by model.
-//! - [`prose_call`]: a tool call a model wrote as prose; [`build_model`]: the agent's model client.
+//! - `prose_call`: a tool call a model wrote as prose; [`build_model`]: the agent's model client.
 
-pub mod prose_call;
+pub(crate) mod prose_call;
 mod provider;
 pub mod retry;
 #[cfg(test)]

@@ -8,7 +8,7 @@ use serde_json::Value;
 /// The tool named by `text` when the whole text is a tool call written as prose: a
 /// `<tool_call>` block, or one JSON object (optionally in a code fence) with a string `name` and
 /// `arguments` or `parameters`. `None` for anything else.
-pub fn prose_tool_call(text: &str) -> Option<String> {
+pub(crate) fn prose_tool_call(text: &str) -> Option<String> {
     let text = text.trim();
     let body = match text.strip_prefix("<tool_call>") {
         Some(rest) => rest.trim_end().strip_suffix("</tool_call>").unwrap_or(rest),

@@ -2,7 +2,7 @@
 //! stamps ([`FileStamp`]), and [`confine()`]: paths kept inside it. The prompt built from it is
 //! assembled by [`crate::prompt`]; the tools that read and write it are in [`crate::tools`].
 
-pub mod confine;
+pub(crate) mod confine;
 
 pub use confine::{ConfineError, confine};
 

@@ -22,19 +22,19 @@ use clawbus_core::ids::SessionName;
 use clawbus_runtime::ingress::{IngressError, Request, Target, Waited};
 use clawbus_runtime::origin::Origin;
 use error::ErrorType;
-pub use request::{ChatMessage, ChatRequest, Content, ContentPart, Role};
+pub(crate) use request::ChatRequest;
 use serde_json::json;
 use std::time::Duration;
 
 /// The channel on the origin and in session keys.
 const CHANNEL: clawbus_core::ids::Channel = clawbus_core::ids::Channel::OpenAi;
 /// The header naming the conversation's session (the `user` field otherwise).
-pub const SESSION_HEADER: &str = "x-clawbus-session";
+pub(crate) const SESSION_HEADER: &str = "x-clawbus-session";
 /// How long a non-streamed completion waits for the agent's answer.
-pub const COMPLETION_WAIT: Duration = Duration::from_secs(600);
+pub(crate) const COMPLETION_WAIT: Duration = Duration::from_secs(600);
 
 /// The routes of the OpenAI-compatible endpoint (under `/v1`, behind the token).
-pub fn routes() -> Router<ApiState> {
+pub(crate) fn routes() -> Router<ApiState> {
     Router::new()
         .route("/chat/completions", post(chat_completions))
         .route("/models", get(list_models))
@@ -231,7 +231,7 @@ pub(super) fn completion_id(rec: &TaskRecord) -> String {
 
 /// OpenAI's `finish_reason` of a task's result: `"length"` when the output-token limit cut the
 /// answer off (`truncated`), else `"stop"`.
-pub fn finish_reason(result: &serde_json::Value) -> &'static str {
+pub(crate) fn finish_reason(result: &serde_json::Value) -> &'static str {
     if clawbus_core::task::TaskResult::is_truncated(result) {
         "length"
     } else {

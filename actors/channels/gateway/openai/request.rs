@@ -6,7 +6,7 @@ use serde::Deserialize;
 
 /// A chat completion request.
 #[derive(Debug, Deserialize)]
-pub struct ChatRequest {
+pub(crate) struct ChatRequest {
     /// The agent: `agent:<id>` or `<id>`.
     pub model: String,
     /// The conversation; the last user message is the task.
@@ -22,7 +22,7 @@ pub struct ChatRequest {
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Role {
+pub(crate) enum Role {
     /// A system prompt (the agent has its own; ignored).
     System,
     /// A developer prompt (ignored like `system`).
@@ -39,7 +39,7 @@ pub enum Role {
 
 /// One message of `messages`.
 #[derive(Debug, Deserialize)]
-pub struct ChatMessage {
+pub(crate) struct ChatMessage {
     /// Who wrote it.
     pub role: Role,
     /// Its content: text, or parts.
@@ -50,7 +50,7 @@ pub struct ChatMessage {
 /// A message's content.
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
-pub enum Content {
+pub(crate) enum Content {
     /// Plain text.
     Text(String),
     /// Content parts; the `text` ones are joined.
@@ -59,7 +59,7 @@ pub enum Content {
 
 /// One content part (`{type: "text", text}`; other kinds carry no text).
 #[derive(Debug, Deserialize)]
-pub struct ContentPart {
+pub(crate) struct ContentPart {
     /// The part's text, for `type: "text"`.
     #[serde(default)]
     pub text: Option<String>,
@@ -67,7 +67,7 @@ pub struct ContentPart {
 
 impl Content {
     /// The text of the content.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         match self {
             Self::Text(s) => s.clone(),
             Self::Parts(parts) => parts
@@ -81,7 +81,7 @@ impl Content {
 
 impl ChatRequest {
     /// The text of the last user message.
-    pub fn last_user_text(&self) -> Option<String> {
+    pub(crate) fn last_user_text(&self) -> Option<String> {
         self.messages
             .iter()
             .rev()

@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::sync::OnceCell;
 
 /// The key-value store of used signatures.
-pub const SIGNATURES_STORE: &str = "webhook_signatures";
+pub(crate) const SIGNATURES_STORE: &str = "webhook_signatures";
 
 /// Why a signature cannot be used for this delivery.
 #[derive(Debug, thiserror::Error)]
@@ -57,7 +57,7 @@ impl ReplayGuard {
 
     /// Claims `signature` of `hook` for `delivery`: fine when it is new or when this very
     /// delivery claimed it before (a redelivery, answered by the task store as a duplicate);
-    /// [`ClaimError::Replayed`] when another delivery id claimed it. `timestamp_s` is the signed
+    /// `ClaimError::Replayed` when another delivery id claimed it. `timestamp_s` is the signed
     /// time, `tolerance` the hook's; the claim lives until the timestamp leaves the tolerance
     /// (at least one second).
     pub async fn claim(

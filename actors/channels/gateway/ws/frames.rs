@@ -6,13 +6,13 @@ use serde::Serialize;
 use serde_json::Value;
 
 /// The protocol version spoken (OpenClaw's `PROTOCOL_VERSION`).
-pub const PROTOCOL_VERSION: u64 = 4;
+pub(crate) const PROTOCOL_VERSION: u64 = 4;
 /// The longest request id accepted.
 const MAX_ID_LEN: usize = 256;
 
 /// A request from the client: `{type: "req", id, method, params?}`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Request {
+pub(crate) struct Request {
     /// The client's id for it, echoed on the `res`.
     pub id: String,
     /// The method named, as the client wrote it.
@@ -23,7 +23,7 @@ pub struct Request {
 
 impl Request {
     /// The method, when the server knows it.
-    pub fn known_method(&self) -> Option<Method> {
+    pub(crate) fn known_method(&self) -> Option<Method> {
         Method::parse(&self.method)
     }
 }
@@ -32,7 +32,7 @@ impl Request {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 #[non_exhaustive]
-pub enum ErrorCode {
+pub(crate) enum ErrorCode {
     /// The frame or its params are not what the method takes.
     InvalidRequest,
     /// No such method.
@@ -51,7 +51,7 @@ pub enum ErrorCode {
 
 /// The `error` of a failed `res`: `{code, message, details?}`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ErrorShape {
+pub(crate) struct ErrorShape {
     /// What kind of failure.
     pub code: ErrorCode,
     /// What was wrong, naming the field or entity.
@@ -63,7 +63,7 @@ pub struct ErrorShape {
 
 impl ErrorShape {
     /// An error without details.
-    pub fn new(code: ErrorCode, message: impl std::fmt::Display) -> Self {
+    pub(crate) fn new(code: ErrorCode, message: impl std::fmt::Display) -> Self {
         Self {
             code,
             message: message.to_string(),
@@ -72,7 +72,7 @@ impl ErrorShape {
     }
 
     /// `params` did not hold what the method takes.
-    pub fn invalid(message: impl std::fmt::Display) -> Self {
+    pub(crate) fn invalid(message: impl std::fmt::Display) -> Self {
         Self::new(ErrorCode::InvalidRequest, message)
     }
 }
@@ -99,7 +99,7 @@ impl From<crate::gateway::api::Failure> for ErrorShape {
 /// The events the server pushes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
-pub enum EventName {
+pub(crate) enum EventName {
     /// The first frame of a connection: `{nonce, ts}`.
     #[serde(rename = "connect.challenge")]
     ConnectChallenge,
@@ -128,7 +128,7 @@ pub enum EventName {
 
 impl EventName {
     /// Every event, as `hello-ok` advertises them.
-    pub const ALL: [Self; 8] = [
+    pub(crate) const ALL: [Self; 8] = [
         Self::ConnectChallenge,
         Self::Agent,
         Self::Chat,
@@ -140,7 +140,7 @@ impl EventName {
     ];
 
     /// The event's name on the wire.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::ConnectChallenge => "connect.challenge",
             Self::Agent => "agent",
@@ -157,7 +157,7 @@ impl EventName {
 /// A frame the server sends.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
-pub enum Frame {
+pub(crate) enum Frame {
     /// The answer to a `req`.
     Res {
         /// The request's id; `null` when the frame was too broken to carry one.
@@ -185,7 +185,7 @@ pub enum Frame {
 
 impl Frame {
     /// A successful `res`.
-    pub fn ok(id: &str, payload: Value) -> Self {
+    pub(crate) fn ok(id: &str, payload: Value) -> Self {
         Self::Res {
             id: Some(id.to_string()),
             ok: true,
@@ -195,7 +195,7 @@ impl Frame {
     }
 
     /// A failed `res`.
-    pub fn err(id: Option<&str>, error: ErrorShape) -> Self {
+    pub(crate) fn err(id: Option<&str>, error: ErrorShape) -> Self {
         Self::Res {
             id: id.map(str::to_string),
             ok: false,
@@ -205,7 +205,7 @@ impl Frame {
     }
 
     /// The frame as the JSON text sent.
-    pub fn to_text(&self) -> String {
+    pub(crate) fn to_text(&self) -> String {
         // Every field is a string, a bool, a JSON value or a unit enum: encoding cannot fail.
         serde_json::to_string(self).unwrap_or_else(|e| {
             format!(
@@ -219,7 +219,7 @@ impl Frame {
 /// Why a text message is not a request: the error `res` to answer it with (its `id` when one
 /// could be read).
 #[derive(Debug, Clone, PartialEq)]
-pub struct BadFrame {
+pub(crate) struct BadFrame {
     /// The request's id, when the frame carried a readable one.
     pub id: Option<String>,
     /// What was wrong.
@@ -228,13 +228,13 @@ pub struct BadFrame {
 
 impl BadFrame {
     /// The error `res` answering it.
-    pub fn answer(&self) -> Frame {
+    pub(crate) fn answer(&self) -> Frame {
         Frame::err(self.id.as_deref(), self.error.clone())
     }
 }
 
 /// Reads a client's text message as a request, naming what was wrong otherwise.
-pub fn parse_request(text: &str) -> Result<Request, BadFrame> {
+pub(crate) fn parse_request(text: &str) -> Result<Request, BadFrame> {
     let bad = |id: Option<String>, message: String| BadFrame {
         id,
         error: ErrorShape::invalid(message),

@@ -17,21 +17,21 @@ macro_rules! methods {
         /// A method of the protocol that this gateway serves.
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         #[non_exhaustive]
-        pub enum Method {
+        pub(crate) enum Method {
             $(#[doc = $doc] $variant,)*
         }
 
         impl Method {
             /// Every method, as `hello-ok` advertises them.
-            pub const ALL: &'static [Method] = &[$(Method::$variant,)*];
+            pub(crate) const ALL: &'static [Method] = &[$(Method::$variant,)*];
 
             /// The method's name on the wire.
-            pub fn as_str(self) -> &'static str {
+            pub(crate) fn as_str(self) -> &'static str {
                 match self { $(Method::$variant => $name,)* }
             }
 
             /// The method a name stands for.
-            pub fn parse(name: &str) -> Option<Self> {
+            pub(crate) fn parse(name: &str) -> Option<Self> {
                 match name { $($name => Some(Method::$variant),)* _ => None }
             }
         }
@@ -91,7 +91,11 @@ pub(super) fn params<T: DeserializeOwned>(method: Method, params: Value) -> Resu
 }
 
 /// Runs one method.
-pub async fn call(state: &ApiState, method: Method, mut p: Value) -> Result<Value, ErrorShape> {
+pub(crate) async fn call(
+    state: &ApiState,
+    method: Method,
+    mut p: Value,
+) -> Result<Value, ErrorShape> {
     if p.is_null() {
         p = json!({});
     }

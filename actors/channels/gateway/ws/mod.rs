@@ -1,11 +1,11 @@
 //! The WebSocket gateway, on the HTTP port (`GET /` or `/ws` with an upgrade), speaking
 //! OpenClaw's frame protocol version 4.
 //!
-//! - [`frames`]: `req` / `res` / `event` and error shapes, and the parsing of a client's frame.
+//! - `frames`: `req` / `res` / `event` and error shapes, and the parsing of a client's frame.
 //! - `handshake`: `connect.challenge`, `req connect` (token compared in constant time), `hello-ok`;
 //!   `device`: a client's signed device identity, verified against the challenge nonce.
 //! - `openclaw`: the one conversion layer between OpenClaw's shapes and the HTTP API's.
-//! - [`methods`]: the methods and their dispatch onto what the HTTP API does; `runs`: the runs.
+//! - `methods`: the methods and their dispatch onto what the HTTP API does; `runs`: the runs.
 //! - `events`: bus events (tasks, cron, approvals) to protocol events.
 //! - `outbox`: the bounded, ordered output of one connection.
 //!
@@ -20,9 +20,9 @@
 
 mod device;
 mod events;
-pub mod frames;
+pub(crate) mod frames;
 mod handshake;
-pub mod methods;
+pub(crate) mod methods;
 mod openclaw;
 mod outbox;
 mod runs;

@@ -12,7 +12,7 @@
 //! anything removed with a `policy_denied` error naming the layer. Tools are offered in
 //! catalogue order ([`KNOWN_TOOLS`]).
 
-pub mod sessions;
+pub(crate) mod sessions;
 #[cfg(test)]
 mod tests;
 

@@ -76,13 +76,13 @@ fn needs_reader(reader: &Option<SessionReader>) -> Result<(), String> {
 
 /// `sessions_list`: the calling agent's sessions with their state, turns and last activity.
 #[derive(Debug, Clone, Default)]
-pub struct SessionsListTool {
+pub(crate) struct SessionsListTool {
     reader: Option<SessionReader>,
 }
 
 impl SessionsListTool {
     /// A tool listing from `reader`; `None` leaves it unavailable.
-    pub fn new(reader: Option<SessionReader>) -> Self {
+    pub(crate) fn new(reader: Option<SessionReader>) -> Self {
         Self { reader }
     }
 }
@@ -140,13 +140,13 @@ impl Tool for SessionsListTool {
 
 /// `sessions_history {session, limit?}`: the last messages of one of the agent's sessions.
 #[derive(Debug, Clone, Default)]
-pub struct SessionsHistoryTool {
+pub(crate) struct SessionsHistoryTool {
     reader: Option<SessionReader>,
 }
 
 impl SessionsHistoryTool {
     /// A tool reading transcripts through `reader`; `None` leaves it unavailable.
-    pub fn new(reader: Option<SessionReader>) -> Self {
+    pub(crate) fn new(reader: Option<SessionReader>) -> Self {
         Self { reader }
     }
 }
@@ -261,7 +261,7 @@ impl Tool for SessionsHistoryTool {
 /// not send twice. Sending into the calling session itself is refused (it would only queue
 /// behind this run).
 #[derive(Clone, Default)]
-pub struct SessionsSendTool {
+pub(crate) struct SessionsSendTool {
     bus: Option<Arc<dyn Bus>>,
     reader: Option<SessionReader>,
 }
@@ -277,7 +277,7 @@ impl std::fmt::Debug for SessionsSendTool {
 
 impl SessionsSendTool {
     /// A tool posting on `bus` into sessions known to `reader`; without either it is unavailable.
-    pub fn new(bus: Option<Arc<dyn Bus>>, reader: Option<SessionReader>) -> Self {
+    pub(crate) fn new(bus: Option<Arc<dyn Bus>>, reader: Option<SessionReader>) -> Self {
         Self { bus, reader }
     }
 }

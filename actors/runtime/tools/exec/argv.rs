@@ -5,7 +5,7 @@
 
 /// A split command line.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Parsed {
+pub(crate) struct Parsed {
     /// The words, quotes removed.
     pub words: Vec<String>,
     /// Shell operators found outside single quotes, in order (`;`, `&&`, `|`, `>`, `$(`, …).
@@ -15,7 +15,7 @@ pub struct Parsed {
 /// Why a command line cannot be split.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum ParseError {
+pub(crate) enum ParseError {
     /// A `'` without its closing `'`.
     #[error("unterminated single quote")]
     SingleQuote,
@@ -31,7 +31,7 @@ pub enum ParseError {
 }
 
 /// Splits `line` into words and reports operators. Operators separate words, like white space.
-pub fn parse(line: &str) -> Result<Parsed, ParseError> {
+pub(crate) fn parse(line: &str) -> Result<Parsed, ParseError> {
     if line.contains('\0') {
         return Err(ParseError::Nul);
     }
@@ -125,7 +125,7 @@ pub fn parse(line: &str) -> Result<Parsed, ParseError> {
 /// otherwise in single quotes; a word with control or bidi-override characters is written
 /// `$'…'` with those escaped, so the result is one printable line that cannot redraw a terminal
 /// or hide part of the command from the person reading it.
-pub fn quote(word: &str) -> String {
+pub(crate) fn quote(word: &str) -> String {
     let safe = !word.is_empty()
         && word
             .chars()
@@ -163,13 +163,13 @@ fn hidden(c: char) -> bool {
 
 /// The canonical command line of `argv`: each word [`quote`]d, joined by single spaces. This is
 /// what allowlist globs are matched against and what approvals show.
-pub fn canonical(argv: &[String]) -> String {
+pub(crate) fn canonical(argv: &[String]) -> String {
     argv.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" ")
 }
 
 /// Whether `text` matches `pattern`: `*` any run of characters (spaces and `/` included), `?` one
 /// character, `\x` the character `x`; everything else itself.
-pub fn glob_match(pattern: &str, text: &str) -> bool {
+pub(crate) fn glob_match(pattern: &str, text: &str) -> bool {
     let p: Vec<char> = pattern.chars().collect();
     let t: Vec<char> = text.chars().collect();
     let (mut pi, mut ti) = (0, 0);
@@ -212,7 +212,7 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
 }
 
 /// `text` as a glob that matches exactly `text`.
-pub fn glob_escape(text: &str) -> String {
+pub(crate) fn glob_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         if matches!(c, '*' | '?' | '\\') {

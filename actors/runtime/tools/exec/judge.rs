@@ -16,7 +16,7 @@ const MAX_DEPTH: usize = 8;
 
 /// Where programs are looked up: the child's `PATH` directories and its working directory.
 #[derive(Debug, Clone)]
-pub struct Lookup<'a> {
+pub(crate) struct Lookup<'a> {
     /// Absolute directories, in order.
     pub path: &'a [PathBuf],
     /// The working directory (the workspace), for programs written with a `/`.
@@ -26,7 +26,7 @@ pub struct Lookup<'a> {
 impl Lookup<'_> {
     /// The executable file `program` names: a path (relative to `cwd`) when it has a `/`,
     /// otherwise the first match on `PATH`.
-    pub fn resolve(&self, program: &str) -> Option<PathBuf> {
+    pub(crate) fn resolve(&self, program: &str) -> Option<PathBuf> {
         if program.is_empty() {
             return None;
         }
@@ -48,7 +48,7 @@ fn is_executable(p: &Path) -> bool {
 
 /// What will run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// The executable, resolved.
     pub program: PathBuf,
     /// The argv, `argv[0]` as written.
@@ -61,7 +61,7 @@ pub struct Plan {
 
 /// Why a command may not run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
+pub(crate) struct Refusal {
     /// The program concerned, for logs.
     pub program: String,
     /// What is wrong, for the model and the log.
@@ -72,7 +72,7 @@ pub struct Refusal {
 
 /// The decision on one command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Judgement {
+pub(crate) enum Judgement {
     /// Run it.
     Run(Plan),
     /// Ask a person first (`ask` mode, not on the allowlist).
@@ -90,7 +90,7 @@ fn refuse(program: &str, reason: impl Into<String>, suggestion: Option<&str>) ->
 }
 
 /// Decides what happens to `line` under `def`, with `extra` entries (approved with `--always`).
-pub fn judge(def: &ExecDef, extra: &[ExecRule], line: &str, lookup: &Lookup) -> Judgement {
+pub(crate) fn judge(def: &ExecDef, extra: &[ExecRule], line: &str, lookup: &Lookup) -> Judgement {
     let rules: Vec<&ExecRule> = def.allow.iter().chain(extra).collect();
     if def.security == ExecSecurity::Deny {
         return Judgement::Refuse(refuse(

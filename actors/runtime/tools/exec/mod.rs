@@ -12,11 +12,11 @@
 //! denial), `full` (any single program; a line with shell operators runs through `/bin/sh -c`
 //! only with `exec.shell = true`). Every decision is logged with its reason.
 
-pub mod argv;
-pub mod judge;
-pub mod run;
+pub(crate) mod argv;
+pub(crate) mod judge;
+pub(crate) mod run;
 mod sandboxed;
-pub mod wrap;
+pub(crate) mod wrap;
 
 #[cfg(test)]
 mod tests;
@@ -37,14 +37,14 @@ use std::time::Duration;
 use tracing::info;
 
 /// Bytes of command output kept; the agent's result cap then applies to the text.
-pub const MAX_OUTPUT_BYTES: usize = 1 << 20;
+pub(crate) const MAX_OUTPUT_BYTES: usize = 1 << 20;
 /// Variables every command gets from the daemon's environment (when set).
-pub const BASE_ENV: &[&str] = &["PATH", "HOME", "LANG", "TZ"];
+pub(crate) const BASE_ENV: &[&str] = &["PATH", "HOME", "LANG", "TZ"];
 /// `PATH` when the daemon has none.
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// Where the variables passed to commands are read from (the daemon's environment by default).
-pub type EnvSource = Arc<dyn Fn(&str) -> Option<OsString> + Send + Sync>;
+pub(crate) type EnvSource = Arc<dyn Fn(&str) -> Option<OsString> + Send + Sync>;
 
 /// `exec {command, timeout_s?}`.
 #[derive(Clone)]

@@ -16,7 +16,7 @@ const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
 /// What to run and how.
 #[derive(Debug, Clone)]
-pub struct Spec {
+pub(crate) struct Spec {
     /// The resolved executable.
     pub program: PathBuf,
     /// The argv; `argv[0]` is passed as written.
@@ -33,7 +33,7 @@ pub struct Spec {
 
 /// How the command ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
+pub(crate) enum Exit {
     /// It exited with this code.
     Code(i32),
     /// A signal ended it.
@@ -44,7 +44,7 @@ pub enum Exit {
 
 /// The outcome of a run.
 #[derive(Debug, Clone)]
-pub struct Finished {
+pub(crate) struct Finished {
     /// How it ended.
     pub exit: Exit,
     /// stdout and stderr as interleaved by the child, at most `max_output` bytes.
@@ -58,7 +58,7 @@ pub struct Finished {
 /// Makes this process non-dumpable, once, before its first child: a command running as the same
 /// user can then neither read `/proc/<daemon>/environ` (where the provider keys are) nor
 /// `/proc/<daemon>/mem`, nor attach a debugger. Children are dumpable again after `exec`.
-pub fn protect_parent() {
+pub(crate) fn protect_parent() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         #[cfg(target_os = "linux")]
@@ -71,7 +71,7 @@ pub fn protect_parent() {
 }
 
 /// Runs `spec`; `Err` only when the child could not be started.
-pub async fn run(spec: Spec) -> io::Result<Finished> {
+pub(crate) async fn run(spec: Spec) -> io::Result<Finished> {
     protect_parent();
     #[allow(
         clippy::disallowed_methods,

@@ -47,18 +47,18 @@ const OPAQUE: &[&str] = &[
 ];
 
 /// Whether `name` (a program's file name) is a shell.
-pub fn is_shell_name(name: &str) -> bool {
+pub(crate) fn is_shell_name(name: &str) -> bool {
     SHELLS.contains(&name)
 }
 
 /// The file name part of a program as written (`/bin/sh` → `sh`).
-pub fn base(program: &str) -> &str {
+pub(crate) fn base(program: &str) -> &str {
     program.rsplit('/').next().unwrap_or(program)
 }
 
 /// What a program runs, as far as its arguments tell.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Unwrapped<'a> {
+pub(crate) enum Unwrapped<'a> {
     /// Not a wrapper: it is what runs.
     Program,
     /// A wrapper running these command(s) (each a non-empty argv).
@@ -261,7 +261,7 @@ const WRAPPERS: &[Spec] = &[
 ];
 
 /// What `argv` runs besides its own program (`argv` is non-empty).
-pub fn unwrap(argv: &[String]) -> Unwrapped<'_> {
+pub(crate) fn unwrap(argv: &[String]) -> Unwrapped<'_> {
     let name = base(&argv[0]);
     if OPAQUE.contains(&name) {
         return Unwrapped::Shell(format!("{name} runs commands through a shell"));
@@ -384,7 +384,7 @@ fn find_exec(argv: &[String]) -> Unwrapped<'_> {
 }
 
 /// `NAME=value`, as a shell would take it for a variable assignment.
-pub fn is_assignment(word: &str) -> bool {
+pub(crate) fn is_assignment(word: &str) -> bool {
     word.split_once('=').is_some_and(|(name, _)| {
         !name.is_empty()
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')

@@ -18,10 +18,10 @@ const SYSTEM_DIRS: &[&str] = &[
 /// Files of `/etc` hidden behind `/dev/null`.
 const MASKED: &[&str] = &["/etc/shadow", "/etc/gshadow", "/etc/sudoers"];
 /// The host name inside.
-pub const HOSTNAME: &str = "sandbox";
+pub(crate) const HOSTNAME: &str = "sandbox";
 
 /// Where the command starts: the workspace, or `/tmp` when the workspace is not mounted.
-pub fn cwd(def: &SandboxDef, workspace: &Path) -> std::path::PathBuf {
+pub(crate) fn cwd(def: &SandboxDef, workspace: &Path) -> std::path::PathBuf {
     match def.workspace.value {
         WorkspaceAccess::None => "/tmp".into(),
         WorkspaceAccess::Ro | WorkspaceAccess::Rw => workspace.to_path_buf(),
@@ -29,7 +29,7 @@ pub fn cwd(def: &SandboxDef, workspace: &Path) -> std::path::PathBuf {
 }
 
 /// bwrap's arguments (without the program name) up to and including `--`; the command follows.
-pub fn args(def: &SandboxDef, workspace: &Path, privileged: bool) -> Vec<OsString> {
+pub(crate) fn args(def: &SandboxDef, workspace: &Path, privileged: bool) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
     let mut push = |items: &[&dyn AsRef<std::ffi::OsStr>]| {
         a.extend(items.iter().map(|i| i.as_ref().to_os_string()));

@@ -13,7 +13,7 @@ use std::sync::{Mutex, OnceLock};
 
 /// The two controllers the sandbox uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Controller {
+pub(crate) enum Controller {
     /// Number of tasks (processes and threads).
     Pids,
     /// Memory, with the OOM killer inside the group.
@@ -100,7 +100,7 @@ fn find(mountinfo: &str, own: &str, controller: Controller) -> Option<Parent> {
 }
 
 /// Whether a group of `controller` can be made for commands (what `clawbus check` reports).
-pub fn available(controller: Controller) -> bool {
+pub(crate) fn available(controller: Controller) -> bool {
     let index = controller as usize;
     parents()[index].as_ref().is_some_and(|p| {
         let probe = p.dir.join(unique_name("clawbus-probe"));
@@ -120,7 +120,7 @@ static LEFT_OVER: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 /// One command's groups.
 #[derive(Debug)]
-pub struct Group {
+pub(crate) struct Group {
     /// `(controller, folder, v2)` of each group made.
     dirs: Vec<(Controller, PathBuf, bool)>,
 }
@@ -128,7 +128,7 @@ pub struct Group {
 impl Group {
     /// Makes the groups with their limits: `max_processes` tasks, `memory` bytes.
     /// On an error, the groups already made are removed again.
-    pub fn create(max_processes: u64, memory: u64) -> io::Result<Group> {
+    pub(crate) fn create(max_processes: u64, memory: u64) -> io::Result<Group> {
         sweep();
         let name = unique_name("clawbus");
         let mut group = Group { dirs: Vec::new() };
@@ -163,7 +163,7 @@ impl Group {
     }
 
     /// The `cgroup.procs` files the command's first process writes its pid to.
-    pub fn procs_files(&self) -> Vec<PathBuf> {
+    pub(crate) fn procs_files(&self) -> Vec<PathBuf> {
         self.dirs
             .iter()
             .map(|(_, d, _)| d.join("cgroup.procs"))
@@ -171,7 +171,7 @@ impl Group {
     }
 
     /// Whether `controller`'s limit stopped something during the run.
-    pub fn hit(&self, controller: Controller) -> bool {
+    pub(crate) fn hit(&self, controller: Controller) -> bool {
         let Some((_, dir, v2)) = self.dirs.iter().find(|(c, _, _)| *c == controller) else {
             return false;
         };
@@ -190,7 +190,7 @@ impl Group {
 
     /// Kills whatever is left in the groups and removes them (later, if a process is still
     /// exiting).
-    pub async fn close(mut self) {
+    pub(crate) async fn close(mut self) {
         let dirs = std::mem::take(&mut self.dirs);
         for (_, dir, v2) in &dirs {
             if *v2 && std::fs::write(dir.join("cgroup.kill"), "1").is_ok() {

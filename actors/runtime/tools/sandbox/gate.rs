@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 /// What a file tool does to the workspace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
+pub(crate) enum Access {
     /// Reads files (`read`).
     Read,
     /// Changes files (`write`, `edit`).
@@ -19,7 +19,7 @@ pub enum Access {
 
 /// A file tool that refuses what `sandbox.workspace` forbids in sandboxed sessions.
 #[derive(Clone)]
-pub struct WorkspaceGate {
+pub(crate) struct WorkspaceGate {
     inner: Arc<dyn Tool>,
     sandbox: Sandbox,
     access: Access,
@@ -27,7 +27,7 @@ pub struct WorkspaceGate {
 
 impl WorkspaceGate {
     /// `tool`, doing `access`, under `sandbox`.
-    pub fn new(tool: impl Tool + 'static, sandbox: Sandbox, access: Access) -> Self {
+    pub(crate) fn new(tool: impl Tool + 'static, sandbox: Sandbox, access: Access) -> Self {
         Self {
             inner: Arc::new(tool),
             sandbox,

@@ -1,10 +1,10 @@
 //! The OS sandbox commands run in when the session's `[sandbox] mode` says so.
 //!
-//! - [`bwrap`]: the bubblewrap command line (namespaces, read-only root, mounts, network).
-//! - [`cgroup`]: the `pids` and `memory` groups of one command, and which of them was hit.
+//! - `bwrap`: the bubblewrap command line (namespaces, read-only root, mounts, network).
+//! - `cgroup`: the `pids` and `memory` groups of one command, and which of them was hit.
 //! - [`host_problems`]: what the host lacks for the sandboxes the config turns on.
 //! - [`explain`]: the effective sandbox of a session, each setting with its source.
-//! - [`gate`]: the file tools under `sandbox.workspace` in sandboxed sessions.
+//! - `gate`: the file tools under `sandbox.workspace` in sandboxed sessions.
 //!
 //! [`Sandbox::prepare`] turns a judged command into what actually runs:
 //! `sh -c '<join the cgroups>; exec "$@"' … prlimit --cpu --fsize --nofile --core bwrap … -- <command>`.
@@ -15,10 +15,10 @@
 //! Nothing is run when a part is missing: the caller gets a [`SandboxError`] naming what to
 //! install.
 
-pub mod bwrap;
-pub mod cgroup;
+pub(crate) mod bwrap;
+pub(crate) mod cgroup;
 pub mod explain;
-pub mod gate;
+pub(crate) mod gate;
 mod host;
 
 #[cfg(test)]

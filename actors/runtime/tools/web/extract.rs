@@ -100,7 +100,7 @@ pub struct Readable {
 }
 
 /// Reduces an HTML document to its title and main content. `url` resolves relative links.
-/// CPU-bound (≈14 ms for 1 MB): call it off the async threads. A page [`super::shape::check`]
+/// CPU-bound (≈14 ms for 1 MB): call it off the async threads. A page `super::shape::check`
 /// refuses (too deep, too many elements) is not extracted: its text is a note saying why.
 pub fn readable(html: &str, url: &str) -> Readable {
     if let Err(why) = super::shape::check(html) {

@@ -1,6 +1,6 @@
 //! `web_fetch`: GET one URL, redirects followed by hand, every hop checked by the guard.
 //!
-//! Per hop: [`guard::resolve`] resolves the host once and checks every address; a fresh client
+//! Per hop: `guard::resolve` resolves the host once and checks every address; a fresh client
 //! is built with that address pinned (`ClientBuilder::resolve`), redirects off and proxies off,
 //! so the connection goes to the checked address and nowhere else. A redirect's target is a new
 //! hop, checked the same way (an allowed host cannot redirect to a forbidden one). The body is read

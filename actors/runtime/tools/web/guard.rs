@@ -59,7 +59,7 @@ pub enum Unresolvable {
 
 /// Where one request goes: the checked address, and the name to pin to it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
+pub(crate) struct Target {
     /// The host name to pin to `addr` (`None` when the URL's host is an IP literal).
     pub domain: Option<String>,
     /// The address that was checked; the connection must go there.
@@ -78,7 +78,10 @@ impl fmt::Display for Target {
 }
 
 /// Resolves `url`'s host once and checks every address; returns the address to connect to.
-pub async fn resolve(url: &Url, allow_private_hosts: &[String]) -> Result<Target, GuardError> {
+pub(crate) async fn resolve(
+    url: &Url,
+    allow_private_hosts: &[String],
+) -> Result<Target, GuardError> {
     let scheme = url.scheme();
     if scheme != "http" && scheme != "https" {
         return Err(GuardError::Scheme(scheme.to_string()));
@@ -139,7 +142,7 @@ fn check(host: &str, addr: IpAddr) -> Result<(), GuardError> {
 }
 
 /// The non-public range `addr` lies in, or `None` for a public address.
-pub fn classify(addr: IpAddr) -> Option<&'static str> {
+pub(crate) fn classify(addr: IpAddr) -> Option<&'static str> {
     match addr {
         IpAddr::V4(v4) => classify_v4(v4),
         IpAddr::V6(v6) => classify_v6(v6),

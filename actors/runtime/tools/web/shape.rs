@@ -20,18 +20,18 @@ use std::cell::{Cell, Ref, RefCell};
 use std::time::{Duration, Instant};
 
 /// Elements a page may have.
-pub const MAX_ELEMENTS: usize = 200_000;
+pub(crate) const MAX_ELEMENTS: usize = 200_000;
 /// Depth of the element tree a page may reach (Blink's parser stops nesting at 512 as well).
-pub const MAX_DEPTH: usize = 512;
+pub(crate) const MAX_DEPTH: usize = 512;
 /// Parsing time after which a page is refused whatever its counts.
-pub const BUDGET: Duration = Duration::from_secs(5);
+pub(crate) const BUDGET: Duration = Duration::from_secs(5);
 /// Bytes handed to the parser between two checks.
 const CHUNK: usize = 8 * 1024;
 
 /// Why a page is not extracted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum TooComplex {
+pub(crate) enum TooComplex {
     /// More than [`MAX_ELEMENTS`] elements.
     #[error("it has more than {MAX_ELEMENTS} elements")]
     Elements,
@@ -45,13 +45,13 @@ pub enum TooComplex {
 
 /// Whether `html` is small and shallow enough to extract. Linear in the page for real pages,
 /// bounded by [`BUDGET`] for any page.
-pub fn check(html: &str) -> Result<(), TooComplex> {
+pub(crate) fn check(html: &str) -> Result<(), TooComplex> {
     check_within(html, BUDGET)
 }
 
 /// [`check`] with another time budget: the tests judge the counts alone (`Duration::MAX`), so a
 /// loaded machine cannot turn a count verdict into [`TooComplex::Slow`].
-pub fn check_within(html: &str, budget: Duration) -> Result<(), TooComplex> {
+pub(crate) fn check_within(html: &str, budget: Duration) -> Result<(), TooComplex> {
     #[allow(
         clippy::disallowed_methods,
         reason = "the HTML shaping budget bounds real CPU time spent parsing"
