@@ -22,7 +22,7 @@ use std::time::Duration;
 /// The longest a caller may wait on one HTTP request.
 pub const MAX_WAIT: Duration = Duration::from_secs(3600);
 /// How long `wait: true` waits when the caller names no timeout.
-pub const DEFAULT_WAIT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_WAIT: Duration = Duration::from_secs(60);
 
 /// What the handlers share.
 #[derive(Clone)]

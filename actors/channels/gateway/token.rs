@@ -7,7 +7,7 @@ use std::path::Path;
 pub use clawbus_core::config::{TOKEN_FILE, token_path};
 
 /// Reads the token, creating it (32 random bytes, hex) on first start.
-pub fn load_or_create(state_dir: &Path) -> io::Result<String> {
+pub(crate) fn load_or_create(state_dir: &Path) -> io::Result<String> {
     let path = token_path(state_dir);
     std::fs::create_dir_all(state_dir)?;
     match std::fs::OpenOptions::new()

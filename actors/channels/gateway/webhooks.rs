@@ -71,7 +71,7 @@ impl Hooks {
     }
 
     /// Remembers used signatures in `guard` (what the gateway does over the system's store).
-    pub fn with_replay_guard(mut self, guard: ReplayGuard) -> Self {
+    pub(crate) fn with_replay_guard(mut self, guard: ReplayGuard) -> Self {
         self.replay = Some(guard);
         self
     }

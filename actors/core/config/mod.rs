@@ -83,7 +83,7 @@ pub use webhooks::WebhookDef;
 
 /// Tools no profile grants, not even `full`: an agent has one only when its `[tools] allow`
 /// names it.
-pub const OPT_IN_TOOLS: &[&str] = &["flow_run"];
+pub(crate) const OPT_IN_TOOLS: &[&str] = &["flow_run"];
 
 /// The tool catalogue: every tool name `tools.allow`/`tools.deny`/`deny_tools` may use (besides
 /// groups, see [`TOOL_GROUPS`]). Not every one is implemented yet; `clawbus tools` says which.
@@ -107,37 +107,37 @@ pub const KNOWN_TOOLS: &[&str] = &[
 ];
 
 /// The reserved name of the built-in scripted provider, usable without declaring it.
-pub const SCRIPTED_PROVIDER: &str = "scripted";
+pub(crate) const SCRIPTED_PROVIDER: &str = "scripted";
 
 /// Default bind address of the gateway.
-pub const DEFAULT_BIND: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+pub(crate) const DEFAULT_BIND: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 /// Default port of the gateway.
-pub const DEFAULT_PORT: u16 = 18789;
+pub(crate) const DEFAULT_PORT: u16 = 18789;
 /// Default bus dedup window.
-pub const DEFAULT_DEDUP_WINDOW: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const DEFAULT_DEDUP_WINDOW: Duration = Duration::from_secs(24 * 3600);
 /// Default `[bus] ack_wait`: how long a node may hold a NATS task without a sign of life.
-pub const DEFAULT_ACK_WAIT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_ACK_WAIT: Duration = Duration::from_secs(30);
 /// Default time a shutdown lets running turns finish.
-pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// Default cap on an HTTP request body, in bytes (`[gateway] max_body`).
-pub const DEFAULT_MAX_BODY: usize = 1024 * 1024;
+pub(crate) const DEFAULT_MAX_BODY: usize = 1024 * 1024;
 /// Default cap on open WebSocket connections (`[gateway] ws_max_connections`).
-pub const DEFAULT_WS_MAX_CONNECTIONS: usize = 64;
+pub(crate) const DEFAULT_WS_MAX_CONNECTIONS: usize = 64;
 /// Default cap on the bytes queued for one WebSocket client (`[gateway] ws_max_buffered`).
-pub const DEFAULT_WS_MAX_BUFFERED: usize = 8 * 1024 * 1024;
+pub(crate) const DEFAULT_WS_MAX_BUFFERED: usize = 8 * 1024 * 1024;
 /// Default cap on what one model call may stream back (text plus tool-call arguments), in bytes
 /// (`[providers.<name>] max_response_bytes`).
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
 /// Default `max_tokens` of an `anthropic` provider (the Messages API requires one).
-pub const DEFAULT_ANTHROPIC_MAX_TOKENS: u32 = 4096;
+pub(crate) const DEFAULT_ANTHROPIC_MAX_TOKENS: u32 = 4096;
 /// Default `base_url` of an `anthropic` provider.
-pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
+pub(crate) const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 /// Default per-call model timeout of a provider.
-pub const DEFAULT_PROVIDER_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const DEFAULT_PROVIDER_TIMEOUT: Duration = Duration::from_secs(120);
 /// Default number of retries of a failed model call.
-pub const DEFAULT_MAX_RETRIES: u32 = 3;
+pub(crate) const DEFAULT_MAX_RETRIES: u32 = 3;
 /// Default model of agents that name none.
-pub const DEFAULT_MODEL: &str = "scripted/echo";
+pub(crate) const DEFAULT_MODEL: &str = "scripted/echo";
 /// Default name of the state folder, next to `clawbus.toml`.
 pub const DEFAULT_STATE_DIR: &str = ".clawbus";
 
@@ -310,7 +310,7 @@ pub struct ProviderDef {
     /// The protocol.
     pub kind: ProviderKind,
     /// Base URL of an OpenAI-compatible API (`…/v1`); required for `openai`. For `anthropic`,
-    /// the URL without `/v1` (default [`DEFAULT_ANTHROPIC_BASE_URL`]).
+    /// the URL without `/v1` (default `DEFAULT_ANTHROPIC_BASE_URL`).
     pub base_url: Option<String>,
     /// NAME of the environment variable holding the API key (never the key itself).
     pub api_key_env: Option<String>,
@@ -321,7 +321,7 @@ pub struct ProviderDef {
     /// The most one call may stream back (text plus tool-call arguments), in bytes.
     pub max_response_bytes: usize,
     /// `max_tokens` of requests whose agent sets none (`[providers.x] max_tokens`): always sent
-    /// by `anthropic` (default [`DEFAULT_ANTHROPIC_MAX_TOKENS`]), sent by `openai` when set.
+    /// by `anthropic` (default `DEFAULT_ANTHROPIC_MAX_TOKENS`), sent by `openai` when set.
     pub max_tokens: Option<u32>,
     /// Its circuit breaker (`breaker_failures`, `breaker_cooldown`, `breaker_max_cooldown`).
     pub breaker: BreakerPolicy,
@@ -329,7 +329,7 @@ pub struct ProviderDef {
 
 impl ProviderDef {
     /// The built-in `scripted` provider used when none is declared under that name.
-    pub fn builtin_scripted() -> Self {
+    pub(crate) fn builtin_scripted() -> Self {
         Self {
             name: SCRIPTED_PROVIDER.to_string(),
             kind: ProviderKind::Scripted,
@@ -486,10 +486,11 @@ pub struct AgentDef {
 }
 
 impl AgentDef {
+    #[cfg(test)]
     /// `agents.d/<id>/<model>.rules.toml` when it exists: the script of a scripted model.
     ///
     /// Meaningful for scripted-kind providers; `None` when the model name is not a plain file stem.
-    pub fn rules_file(&self) -> Option<PathBuf> {
+    pub(crate) fn rules_file(&self) -> Option<PathBuf> {
         self.rules_file_for(&self.model.model)
     }
 
@@ -506,9 +507,10 @@ impl AgentDef {
         path.is_file().then_some(path)
     }
 
+    #[cfg(test)]
     /// Whether the agent's profile and `tools.allow`/`tools.deny` let it have tool `name` (the
     /// later policy layers, availability and channel, are in `crate::tools::policy`).
-    pub fn allows_tool(&self, name: &str) -> bool {
+    pub(crate) fn allows_tool(&self, name: &str) -> bool {
         self.tools.rule(name) == AgentRule::Allowed
     }
 }

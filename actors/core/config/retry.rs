@@ -86,7 +86,7 @@ impl Default for RetryPolicy {
 
 impl RetryPolicy {
     /// The policy the agent's `[limits]` describe, with the default classes.
-    pub fn from_limits(limits: &Limits) -> Self {
+    pub(crate) fn from_limits(limits: &Limits) -> Self {
         Self {
             max_attempts: limits.max_attempts,
             base: limits.retry_backoff,

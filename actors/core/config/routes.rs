@@ -24,7 +24,7 @@ impl ReplyRoutes {
 
     /// The routes of `[channels.*]` and `[webhooks.*]` (what `clawbus check` judges
     /// announcement targets by).
-    pub fn from_parts(
+    pub(crate) fn from_parts(
         channels: &BTreeMap<String, ChannelDef>,
         webhooks: &BTreeMap<String, WebhookDef>,
     ) -> Self {

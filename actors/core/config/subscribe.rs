@@ -8,7 +8,7 @@ use toml::Spanned;
 
 /// Topic prefixes a shared topic may not start with: agent topics, event streams, the
 /// cancellation notices and reply inboxes belong to the system.
-pub const RESERVED_PREFIXES: &[&str] = &[
+pub(crate) const RESERVED_PREFIXES: &[&str] = &[
     "agent.",
     "events.",
     "tasks.",

@@ -36,7 +36,7 @@ pub enum Channel {
 
 impl Channel {
     /// The known channels, each once.
-    pub const KNOWN: [Channel; 10] = [
+    pub(crate) const KNOWN: [Channel; 10] = [
         Self::Api,
         Self::Cli,
         Self::Telegram,

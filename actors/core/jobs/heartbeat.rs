@@ -108,7 +108,7 @@ pub fn in_hours(hours: &ActiveHours, ms: u64) -> bool {
     }
 }
 
-/// A text that is not active hours ([`parse_hours`]).
+/// A text that is not active hours (`parse_hours`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid active hours {given:?} (expected \"HH:MM-HH:MM\", e.g. \"08:00-22:00\")")]
 pub struct HoursError {
@@ -117,7 +117,7 @@ pub struct HoursError {
 }
 
 /// Parses `HH:MM-HH:MM` (24 h; `24:00` allowed as an end) into minutes after midnight.
-pub fn parse_hours(text: &str) -> Result<(u16, u16), HoursError> {
+pub(crate) fn parse_hours(text: &str) -> Result<(u16, u16), HoursError> {
     let bad = || HoursError {
         given: text.to_string(),
     };

@@ -91,7 +91,7 @@ impl Schedule {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum PayloadKind {
-    /// Wakes the agent with a system line (the message, marked [`SYSTEM_EVENT_MARKER`]).
+    /// Wakes the agent with a system line (the message, marked `SYSTEM_EVENT_MARKER`).
     SystemEvent,
     /// Gives the agent the message as a task.
     AgentTurn,
@@ -102,7 +102,7 @@ pub enum PayloadKind {
 }
 
 /// The marker put before a `systemEvent` message in the task text.
-pub const SYSTEM_EVENT_MARKER: &str = "[system event] ";
+pub(crate) const SYSTEM_EVENT_MARKER: &str = "[system event] ";
 
 /// What a fire asks of the agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

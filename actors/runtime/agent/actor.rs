@@ -200,11 +200,6 @@ impl AgentActor {
             act.sweep_later(ctx);
         }));
     }
-
-    /// The number of live session actors.
-    pub fn live_sessions(&self) -> usize {
-        self.sessions.len()
-    }
 }
 
 impl Actor for AgentActor {

@@ -245,9 +245,4 @@ impl AgentHandle {
     pub fn stop(&self) {
         self.addr.do_send(actor::StopAgent);
     }
-
-    /// Whether the actor is still alive.
-    pub fn is_running(&self) -> bool {
-        self.addr.connected()
-    }
 }

@@ -25,9 +25,9 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 /// The sled tree of requests, keyed by id.
-pub const REQUESTS_TREE: &str = "approvals";
+pub(crate) const REQUESTS_TREE: &str = "approvals";
 /// The sled tree of entries approved with `always`, keyed by `<agent>\0<entry>`.
-pub const RULES_TREE: &str = "approvals.rules";
+pub(crate) const RULES_TREE: &str = "approvals.rules";
 /// Settled requests older than this are deleted when the store opens.
 const KEEP_SETTLED: Duration = Duration::from_secs(7 * 24 * 3600);
 

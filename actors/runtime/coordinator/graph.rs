@@ -81,7 +81,7 @@ impl WaitGraph {
     }
 
     /// Removes every edge into and out of `task` (it ended).
-    pub fn remove_task(&mut self, task: Uuid) {
+    pub(crate) fn remove_task(&mut self, task: Uuid) {
         for callee in self.out.remove(&task).unwrap_or_default() {
             remove_one(&mut self.into, callee, task);
             self.forget_if_isolated(callee);

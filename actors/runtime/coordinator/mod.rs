@@ -42,7 +42,7 @@ use std::time::Duration;
 /// The request a waiting call makes before it waits.
 pub const WAIT: &str = "wait";
 /// The notice a waiting call sends when its wait ends.
-pub const UNWAIT: &str = "unwait";
+pub(crate) const UNWAIT: &str = "unwait";
 /// How long a waiting call waits for the coordinator's answer.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 

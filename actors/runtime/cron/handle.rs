@@ -97,7 +97,7 @@ impl SchedulerHandle {
         }
     }
 
-    /// The scheduler (for [`Scheduler::tick`] and [`Scheduler::wait_idle`]).
+    /// The scheduler (for [`Scheduler::tick`] and `Scheduler::wait_idle` (tests)).
     pub fn scheduler(&self) -> &Arc<Scheduler> {
         &self.scheduler
     }

@@ -18,7 +18,7 @@ const GAP_SAMPLES: usize = 500;
 impl Scheduler {
     /// Adds a job for the model of `agent`: checked like [`Scheduler::add`], then held to the
     /// minimum interval and the per-agent cap, and marked as the model's.
-    pub fn add_from_model(&self, spec: &JobSpec, agent: &str) -> Result<Job, CronError> {
+    pub(crate) fn add_from_model(&self, spec: &JobSpec, agent: &str) -> Result<Job, CronError> {
         let mut job = spec.validate(&self.context(), None)?;
         self.check_interval(&job)?;
         let by = created_by_agent(agent);
@@ -47,7 +47,7 @@ impl Scheduler {
 
     /// Changes job `id` for a model: checked like [`Scheduler::update`]; a new schedule is held
     /// to the minimum interval.
-    pub fn update_from_model(&self, id: &JobId, spec: &JobSpec) -> Result<Job, CronError> {
+    pub(crate) fn update_from_model(&self, id: &JobId, spec: &JobSpec) -> Result<Job, CronError> {
         let old = self
             .inner
             .store

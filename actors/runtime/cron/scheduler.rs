@@ -118,7 +118,7 @@ impl Scheduler {
 
     /// Fires every due job once at the clock's now: clears expired leases, records missed fires
     /// as skipped (by each job's [`CatchUp`]), takes each due fire's lease and submits its task.
-    /// The runs are awaited in spawned tasks; [`Scheduler::wait_idle`] waits for them.
+    /// The runs are awaited in spawned tasks; `Scheduler::wait_idle` (tests) waits for them.
     pub async fn tick(&self) -> TickReport {
         let now = self.inner.clock.now_ms();
         let mut report = TickReport {
@@ -233,8 +233,9 @@ impl Scheduler {
         Ok(())
     }
 
+    #[cfg(test)]
     /// Waits (at most `timeout`) until every run in flight has ended; false if time ran out.
-    pub async fn wait_idle(&self, timeout: std::time::Duration) -> bool {
+    pub(crate) async fn wait_idle(&self, timeout: std::time::Duration) -> bool {
         let mut fires = self.fires.lock().await;
         tokio::time::timeout(timeout, async {
             while fires.join_next().await.is_some() {}

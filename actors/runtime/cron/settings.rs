@@ -43,25 +43,29 @@ pub(crate) use clawbus_core::config::cron_limits::{DEFAULT_MAX_AGENT_JOBS, DEFAU
 
 impl Settings {
     /// Sets where heartbeats read `HEARTBEAT.md` (`<workspaces>/<agent>/HEARTBEAT.md`).
-    pub fn with_workspaces(mut self, dir: impl Into<PathBuf>) -> Self {
+    pub(crate) fn with_workspaces(mut self, dir: impl Into<PathBuf>) -> Self {
         self.workspaces = Some(dir.into());
         self
     }
 
     /// Sets where announcements are handed over.
-    pub fn with_outbox(mut self, outbox: crate::outbox::Outbox) -> Self {
+    pub(crate) fn with_outbox(mut self, outbox: crate::outbox::Outbox) -> Self {
         self.outbox = Some(outbox);
         self
     }
 
     /// Sets the node this scheduler runs on (see [`Settings::node`]).
-    pub fn with_node(mut self, node: impl Into<String>) -> Self {
+    pub(crate) fn with_node(mut self, node: impl Into<String>) -> Self {
         self.node = Some(node.into());
         self
     }
 
     /// Sets the limits on the jobs models add through the `cron` tool.
-    pub fn with_tool_limits(mut self, min_interval: Duration, max_agent_jobs: usize) -> Self {
+    pub(crate) fn with_tool_limits(
+        mut self,
+        min_interval: Duration,
+        max_agent_jobs: usize,
+    ) -> Self {
         self.min_interval = min_interval;
         self.max_agent_jobs = max_agent_jobs;
         self

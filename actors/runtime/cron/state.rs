@@ -40,7 +40,7 @@ pub enum RunOutcome {
 
 impl RunOutcome {
     /// True for outcomes that count as failures for the backoff.
-    pub fn is_failure(self) -> bool {
+    pub(crate) fn is_failure(self) -> bool {
         matches!(self, Self::Failed | Self::TimedOut)
     }
 }
@@ -88,7 +88,7 @@ pub struct JobState {
 
 impl JobState {
     /// True while a lease that has not expired at `now_ms` is held.
-    pub fn is_running(&self, now_ms: u64) -> bool {
+    pub(crate) fn is_running(&self, now_ms: u64) -> bool {
         self.lease.as_ref().is_some_and(|l| l.until_ms > now_ms)
     }
 }

@@ -97,7 +97,7 @@ impl CronStore {
     }
 
     /// Replaces a job's definition (its state is left alone).
-    pub fn put_job(&self, job: &Job) -> Result<(), StoreError> {
+    pub(crate) fn put_job(&self, job: &Job) -> Result<(), StoreError> {
         self.jobs
             .insert(job.id.as_str().as_bytes(), encode(job)?)
             .map_err(storage)?;
@@ -148,7 +148,7 @@ impl CronStore {
     /// new one with a value, or `None` to leave it. Retried while another writer got in between,
     /// so `change` must be a pure function of the state it is given.
     /// [`StoreError::UnknownJob`] when the job has no state (it was removed).
-    pub fn update_state<T>(
+    pub(crate) fn update_state<T>(
         &self,
         id: &JobId,
         mut change: impl FnMut(&JobState) -> Option<(JobState, T)>,
@@ -173,7 +173,7 @@ impl CronStore {
     }
 
     /// Appends a run to a job's history, keeping the last `HISTORY_LEN`.
-    pub fn push_run(&self, run: &RunRecord) -> Result<(), StoreError> {
+    pub(crate) fn push_run(&self, run: &RunRecord) -> Result<(), StoreError> {
         let mut key = run_prefix(&run.job_id);
         let seq = self.db.generate_id().map_err(storage)?;
         key.extend_from_slice(&seq.to_be_bytes());

@@ -41,7 +41,7 @@ fn same(a: &Job, b: &Job) -> bool {
 
 impl Scheduler {
     /// Syncs the declared jobs into the store (see the module docs).
-    pub fn sync_declared(&self, declared: &Declared) -> SyncReport {
+    pub(crate) fn sync_declared(&self, declared: &Declared) -> SyncReport {
         let mut report = SyncReport::default();
         let mut seen: BTreeSet<JobId> = BTreeSet::new();
         for spec in &declared.jobs {

@@ -69,7 +69,7 @@ pub enum LaneError {
         /// the deadline passed before the lane answered, or had passed before the run asked.
         queued: bool,
     },
-    /// The ticket's cancel signal fired, or [`Lanes::cancel_waiting`] named the run.
+    /// The ticket's cancel signal fired, or `Lanes::cancel_waiting` named the run.
     #[error("lane \"{lane}\": the wait was cancelled")]
     Cancelled {
         /// The lane.
@@ -304,9 +304,10 @@ impl Lanes {
         })
     }
 
+    #[cfg(test)]
     /// Cancels every queued wait of `run_id` (each ends with [`LaneError::Cancelled`]); answers
     /// how many there were. A run already holding its slot is not affected.
-    pub async fn cancel_waiting(&self, run_id: Uuid) -> Result<usize, LaneError> {
+    pub(crate) async fn cancel_waiting(&self, run_id: Uuid) -> Result<usize, LaneError> {
         self.actor
             .send(CancelRun { run_id })
             .await
@@ -316,10 +317,5 @@ impl Lanes {
     /// Every lane's cap, holders and waiters, by lane name.
     pub async fn status(&self) -> Result<Vec<LaneStatus>, LaneError> {
         self.actor.send(Status).await.map_err(|_| LaneError::Closed)
-    }
-
-    /// Whether the lanes actor is still running.
-    pub fn is_running(&self) -> bool {
-        self.actor.connected()
     }
 }

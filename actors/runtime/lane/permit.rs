@@ -43,10 +43,11 @@ impl Ticket {
         self
     }
 
+    #[cfg(test)]
     /// Ends the wait with [`LaneError::Cancelled`](super::LaneError::Cancelled) when `signal`
     /// completes (for example `cancel_token.cancelled_owned()`, or a `oneshot::Receiver` mapped
     /// to `()`).
-    pub fn cancel_on(mut self, signal: impl Future<Output = ()> + Send + 'static) -> Self {
+    pub(crate) fn cancel_on(mut self, signal: impl Future<Output = ()> + Send + 'static) -> Self {
         self.cancel = Some(Box::pin(signal));
         self
     }
@@ -171,8 +172,9 @@ impl LanePermit {
         self.waited
     }
 
+    #[cfg(test)]
     /// True when this permit shares a parent's slot instead of holding its own.
-    pub fn is_shared(&self) -> bool {
+    pub(crate) fn is_shared(&self) -> bool {
         self.shared
     }
 

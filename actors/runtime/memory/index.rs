@@ -224,7 +224,7 @@ impl MemoryIndex {
     }
 
     /// Number of files indexed.
-    pub fn file_count(&self) -> usize {
+    pub(crate) fn file_count(&self) -> usize {
         self.files.len()
     }
 
@@ -235,7 +235,7 @@ impl MemoryIndex {
 
     /// The `k` best chunks for `query` by `retriever`'s relevance times the recency decay
     /// (`0.5^(age_days / 30)`, age from the daily log's date, else the file's mtime).
-    pub fn search_with(
+    pub(crate) fn search_with(
         &self,
         retriever: &dyn Retriever,
         query: &str,

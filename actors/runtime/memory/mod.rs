@@ -11,7 +11,7 @@
 //! - [`MemoryGetTool`](crate::tools::MemoryGetTool) (`memory_get {path, from_line?, to_line?}`): lines of one memory file.
 //!
 //! The seam for hybrid search is [`Retriever`]: BM25 ([`Bm25`]) is one; a vector retriever
-//! (or one mixing two others) plugs into [`MemoryIndex::search_with`].
+//! (or one mixing two others) plugs into `MemoryIndex::search_with`.
 
 mod chunk;
 mod index;
@@ -27,18 +27,18 @@ pub use index::{
 use chrono::NaiveDate;
 
 /// The durable-facts file, at the workspace root.
-pub const MEMORY_FILE: &str = "MEMORY.md";
+pub(crate) const MEMORY_FILE: &str = "MEMORY.md";
 /// The folder of daily logs and other notes, at the workspace root.
-pub const MEMORY_DIR: &str = "memory";
+pub(crate) const MEMORY_DIR: &str = "memory";
 
 /// The workspace-relative path of the daily log of `day`: `memory/2026-03-01.md`.
-pub fn daily_log(day: NaiveDate) -> String {
+pub(crate) fn daily_log(day: NaiveDate) -> String {
     format!("{MEMORY_DIR}/{}.md", day.format("%Y-%m-%d"))
 }
 
 /// The date of a daily log path (`memory/2026-03-01.md`, also `memory/2026-03-01-topic.md`);
 /// `None` for any other file.
-pub fn daily_log_date(rel: &str) -> Option<NaiveDate> {
+pub(crate) fn daily_log_date(rel: &str) -> Option<NaiveDate> {
     let name = rel.strip_prefix(MEMORY_DIR)?.strip_prefix('/')?;
     let stem = name.strip_suffix(".md")?;
     let date = stem.get(..10)?;

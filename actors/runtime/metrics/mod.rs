@@ -46,7 +46,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Buckets, in seconds, for wait and latency histograms: 1 ms to 30 s.
-pub const SECONDS_BUCKETS: &[f64] = &[
+pub(crate) const SECONDS_BUCKETS: &[f64] = &[
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0,
 ];
 
@@ -120,7 +120,7 @@ impl Metrics {
     }
 
     /// The gauge `name{labels}`, registered on first use.
-    pub fn gauge(&self, name: &str, help: &str, labels: &[(&str, &str)]) -> Gauge {
+    pub(crate) fn gauge(&self, name: &str, help: &str, labels: &[(&str, &str)]) -> Gauge {
         let found = self.family(name, name, help, labels, false, || {
             Family::Gauge(PFamily::default())
         });

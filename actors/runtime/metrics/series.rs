@@ -18,7 +18,7 @@ impl Counter {
     }
 
     /// Adds `n`.
-    pub fn inc_by(&self, n: u64) {
+    pub(crate) fn inc_by(&self, n: u64) {
         self.0.inc_by(n);
     }
 
@@ -49,7 +49,7 @@ impl Gauge {
     }
 
     /// Subtracts one.
-    pub fn dec(&self) {
+    pub(crate) fn dec(&self) {
         self.0.dec();
     }
 
@@ -65,7 +65,7 @@ pub struct Histogram(pub(super) PHistogram);
 
 impl Histogram {
     /// Records one observation (NaN is ignored: it would poison the sum).
-    pub fn observe(&self, v: f64) {
+    pub(crate) fn observe(&self, v: f64) {
         if !v.is_nan() {
             self.0.observe(v);
         }

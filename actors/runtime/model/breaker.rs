@@ -35,7 +35,7 @@ pub enum BreakerState {
 
 impl BreakerState {
     /// The value of the [`BREAKER_GAUGE`]: 0 closed, 1 half-open, 2 open.
-    pub fn gauge_value(self) -> i64 {
+    pub(crate) fn gauge_value(self) -> i64 {
         match self {
             Self::Closed => 0,
             Self::HalfOpen => 1,
@@ -145,7 +145,7 @@ impl Breaker {
     }
 
     /// A call succeeded: the breaker closes and forgets the failures.
-    pub fn record_success(&self) {
+    pub(crate) fn record_success(&self) {
         let mut inner = self.lock();
         let was_open = inner.half_open || inner.open_until_ms.is_some();
         inner.failures = 0;
@@ -161,7 +161,7 @@ impl Breaker {
 
     /// A call failed in a way that falls over: counted; the breaker opens at the threshold, and
     /// a half-open one opens again for twice as long.
-    pub fn record_failure(&self) {
+    pub(crate) fn record_failure(&self) {
         let now = self.clock.now_ms();
         let mut inner = self.lock();
         inner.failures = inner.failures.saturating_add(1);
@@ -272,14 +272,15 @@ impl Breakers {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    #[cfg(test)]
     /// The breaker of `provider`, created closed on first use with the registry's policy.
-    pub fn for_provider(&self, provider: &str) -> Arc<Breaker> {
+    pub(crate) fn for_provider(&self, provider: &str) -> Arc<Breaker> {
         self.for_provider_with(provider, self.policy)
     }
 
     /// The breaker of `provider`, created closed on first use with `policy` (the provider's
     /// `[providers.x] breaker_*`); a breaker already created keeps its policy.
-    pub fn for_provider_with(&self, provider: &str, policy: BreakerPolicy) -> Arc<Breaker> {
+    pub(crate) fn for_provider_with(&self, provider: &str, policy: BreakerPolicy) -> Arc<Breaker> {
         let mut map = self.lock();
         if let Some(b) = map.get(provider) {
             return Arc::clone(b);
@@ -295,7 +296,7 @@ impl Breakers {
     /// Publishes every breaker's state, now and later, as the gauge
     /// `clawbus_model_breaker_state{provider}` (0 closed, 1 half-open, 2 open). Only the first
     /// registry attached counts.
-    pub fn attach_metrics(&self, metrics: &Metrics) {
+    pub(crate) fn attach_metrics(&self, metrics: &Metrics) {
         if self.metrics.set(metrics.clone()).is_err() {
             return;
         }

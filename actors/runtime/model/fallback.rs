@@ -39,7 +39,7 @@ impl std::fmt::Debug for Candidate {
 
 impl Candidate {
     /// Model `model` of `provider`, called through `client`, guarded by `breaker` (the provider's,
-    /// from [`super::Breakers::for_provider`]).
+    /// from `super::Breakers::for_provider`).
     pub fn new(
         provider: &str,
         model: &str,

@@ -263,7 +263,7 @@ impl ModelError {
     /// and the timeout of a single attempt.
     /// A 5xx that says the request itself is invalid ([`ModelError::is_invalid_request`]) is not
     /// retried: the same request would fail the same way.
-    pub fn is_retryable(&self) -> bool {
+    pub(crate) fn is_retryable(&self) -> bool {
         match self {
             Self::TimedOut { .. } | Self::Connect(_) => true,
             Self::Http { .. } if self.is_invalid_request() => false,
@@ -280,7 +280,7 @@ impl ModelError {
     /// (401, 403) and invalid requests (400, 404, 422, other 4xx) do not fall over: the next model
     /// would most likely fail the same way, and the mistake must be seen, not hidden. Neither do
     /// protocol, script and configuration errors.
-    pub fn falls_over(&self) -> bool {
+    pub(crate) fn falls_over(&self) -> bool {
         match self {
             Self::TimedOut { .. } | Self::Connect(_) | Self::CircuitOpen { .. } => true,
             Self::Http { .. } if self.is_invalid_request() => false,
@@ -295,7 +295,7 @@ impl ModelError {
     /// a 4xx other than 401, 403, 408 and 429, or a 5xx whose body says so (an error `type` of
     /// `invalid_request_error`, or a message like llama-server's 500 "Failed to parse tool call
     /// arguments as JSON").
-    pub fn is_invalid_request(&self) -> bool {
+    pub(crate) fn is_invalid_request(&self) -> bool {
         let Self::Http { status, body, .. } = self else {
             return false;
         };

@@ -96,13 +96,13 @@ impl OpenAiClient {
     }
 
     /// Sends `params` (an agent's `[model_params]`) with every request.
-    pub fn with_params(mut self, params: ModelParams) -> Self {
+    pub(crate) fn with_params(mut self, params: ModelParams) -> Self {
         self.params = params;
         self
     }
 
     /// `max_tokens` sent when the agent's parameters name none (`[providers.x] max_tokens`).
-    pub fn with_default_max_tokens(mut self, max_tokens: Option<u32>) -> Self {
+    pub(crate) fn with_default_max_tokens(mut self, max_tokens: Option<u32>) -> Self {
         self.default_max_tokens = max_tokens;
         self
     }
@@ -110,7 +110,7 @@ impl OpenAiClient {
     /// Caps what one call may stream back (text plus tool-call arguments) at `max_bytes`, as
     /// `[providers.<provider>] max_response_bytes` says (default 4 MiB). Past it the call fails
     /// with an error naming the cap and the provider, and is not retried.
-    pub fn with_max_response_bytes(mut self, provider: &str, max_bytes: usize) -> Self {
+    pub(crate) fn with_max_response_bytes(mut self, provider: &str, max_bytes: usize) -> Self {
         self.cap = ResponseCap {
             max_bytes,
             provider: Some(provider.to_owned()),

@@ -74,7 +74,7 @@ impl ScriptedModel {
 
     /// Loads rules from a TOML file; errors read `path:line:col: field "x": … (expected …)`, one
     /// per line, all of them.
-    pub fn from_rules_file(path: &Path) -> Result<Self, RulesError> {
+    pub(crate) fn from_rules_file(path: &Path) -> Result<Self, RulesError> {
         let text = std::fs::read_to_string(path).map_err(|source| RulesError::Read {
             path: path.to_path_buf(),
             source,
@@ -82,8 +82,9 @@ impl ScriptedModel {
         parse(&text, path)
     }
 
+    #[cfg(test)]
     /// Loads rules from TOML text; errors name the source as `<rules>`.
-    pub fn from_rules_str(s: &str) -> Result<Self, RulesError> {
+    pub(crate) fn from_rules_str(s: &str) -> Result<Self, RulesError> {
         parse(s, Path::new("<rules>"))
     }
 

@@ -5,8 +5,8 @@
 //! completed. Lines end with `\n`, `\r\n` or a lone `\r`; `:` lines are comments; several `data:`
 //! lines of one event are joined with `\n`; a blank line dispatches the event.
 //!
-//! A parser made with [`SseParser::with_limit`] holds at most that many bytes of one line and of
-//! one event's data: [`SseParser::try_push`] fails with [`SseTooLarge`] past it, so a server that
+//! A parser made with `SseParser::with_limit` holds at most that many bytes of one line and of
+//! one event's data: `SseParser::try_push` fails with [`SseTooLarge`] past it, so a server that
 //! sends a line without end (or `data:` lines without the blank line) cannot grow it without bound.
 
 /// One dispatched SSE event.
@@ -18,7 +18,7 @@ pub struct SseEvent {
     pub data: String,
 }
 
-/// What went past the limit of a [`SseParser::with_limit`] parser.
+/// What went past the limit of a `SseParser::with_limit` parser.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum SseTooLarge {
     /// One line (no `\n` or `\r` yet) is longer than the limit.
@@ -30,7 +30,7 @@ pub enum SseTooLarge {
 }
 
 /// Incremental SSE parser: feed it bytes with [`push`](Self::push) (or
-/// [`try_push`](Self::try_push) under a limit), then call [`finish`](Self::finish) at end of
+/// `try_push` under a limit), then call [`finish`](Self::finish) at end of
 /// stream.
 #[derive(Debug)]
 pub struct SseParser {
@@ -61,7 +61,7 @@ impl SseParser {
     }
 
     /// A parser that holds at most `limit` bytes of one line and of one event's data.
-    pub fn with_limit(limit: usize) -> Self {
+    pub(crate) fn with_limit(limit: usize) -> Self {
         Self {
             line: Vec::new(),
             after_cr: false,
@@ -74,7 +74,7 @@ impl SseParser {
 
     /// Feeds one chunk of bytes and returns the events it completed, in order. For a parser
     /// without a limit; one with a limit returns nothing more once it was passed (use
-    /// [`try_push`](Self::try_push) there).
+    /// `try_push` there).
     pub fn push(&mut self, chunk: &[u8]) -> Vec<SseEvent> {
         self.try_push(chunk).unwrap_or_default()
     }
@@ -82,7 +82,7 @@ impl SseParser {
     /// Feeds one chunk of bytes and returns the events it completed, in order; fails once a line
     /// or an event's data passes the limit (the events of this chunk are then dropped, and the
     /// stream should be abandoned).
-    pub fn try_push(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, SseTooLarge> {
+    pub(crate) fn try_push(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, SseTooLarge> {
         let mut out = Vec::new();
         let mut rest = chunk;
         if self.after_cr && !rest.is_empty() {
@@ -124,7 +124,7 @@ impl SseParser {
 
     /// Like [`finish`](Self::finish), failing when the last line passes the limit of the
     /// event's data.
-    pub fn try_finish(&mut self) -> Result<Option<SseEvent>, SseTooLarge> {
+    pub(crate) fn try_finish(&mut self) -> Result<Option<SseEvent>, SseTooLarge> {
         let mut out = Vec::new();
         if !self.line.is_empty() {
             self.end_line(&mut out)?;

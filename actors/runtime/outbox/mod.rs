@@ -16,7 +16,7 @@
 //! no such key, so a chat may, rarely, see a reply twice.
 //!
 //! A message for a channel that has no delivery actor is not staged: it is recorded failed at
-//! once with the reason [`NO_CHANNEL`].
+//! once with the reason `NO_CHANNEL`.
 //!
 //! - `replies`: which finished tasks have a reply to deliver, and where (the task's origin).
 //! - [`record`]: what became of each delivery ([`DeliveryRecords`], in sled).
@@ -37,10 +37,10 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 /// The sled tree of pending deliveries.
-pub const OUTBOX_TREE: &str = "outbox";
+pub(crate) const OUTBOX_TREE: &str = "outbox";
 
 /// The reason recorded for a message to a channel that has no delivery actor.
-pub const NO_CHANNEL: &str = "no_channel";
+pub(crate) const NO_CHANNEL: &str = "no_channel";
 
 /// One pending delivery, as stored.
 #[derive(Debug, Serialize, Deserialize)]
@@ -144,7 +144,7 @@ impl Outbox {
     }
 
     /// Hands `msg` to `channel`'s delivery actor: staged, then published on `channel.<name>.out`.
-    /// To a channel with no delivery actor it is recorded failed ([`NO_CHANNEL`]) in the
+    /// To a channel with no delivery actor it is recorded failed (`NO_CHANNEL`) in the
     /// delivery records and on its task's events.
     pub async fn hand_over(
         &self,

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 /// The sled tree of delivery records.
-pub const DELIVERIES_TREE: &str = "deliveries";
+pub(crate) const DELIVERIES_TREE: &str = "deliveries";
 
 /// How a delivery ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,14 +83,5 @@ impl DeliveryRecords {
                 serde_json::from_slice(&bytes).map_err(err)
             })
             .collect()
-    }
-
-    /// The records of one task's reply, oldest first.
-    pub fn for_task(&self, task_id: Uuid) -> Result<Vec<DeliveryRecord>, RecordError> {
-        Ok(self
-            .list()?
-            .into_iter()
-            .filter(|r| r.task_id == Some(task_id))
-            .collect())
     }
 }

@@ -118,14 +118,6 @@ pub struct CapsReport {
 }
 
 impl PromptReport {
-    /// Characters of layer `name` (0 when there is no such layer).
-    pub fn layer_chars(&self, name: &str) -> usize {
-        self.layers
-            .iter()
-            .find(|l| l.name == name)
-            .map_or(0, |l| l.chars)
-    }
-
     /// The report as a human reads it.
     pub fn render(&self) -> String {
         let mut lines = vec![

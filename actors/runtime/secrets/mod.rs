@@ -2,12 +2,12 @@
 //!
 //! A [`Secrets`] set holds the VALUES of the environment variables that carry credentials: every
 //! provider's `api_key_env`, the gateway's `token_env`, the Telegram bot token, the webhook
-//! secrets, the web search keys ([`SEARCH_KEY_VARS`])
+//! secrets, the web search keys (`SEARCH_KEY_VARS`)
 //! and any extra names (skills' `requires.env`, via [`Secrets::with_names`]), plus the gateway
-//! token file's content. [`Secrets::redact`] replaces each value found in a
+//! token file's content. `Secrets::redact` replaces each value found in a
 //! text with `[REDACTED:<VAR_NAME>]`; [`crate::tools::ToolSet::invoke`] applies it to every tool
 //! output, and the model clients to every error they return
-//! ([`crate::model::ModelError::redacted`]): a provider may echo the key it was sent. Values shorter than [`MIN_SECRET_LEN`] are ignored: they would redact ordinary words.
+//! ([`crate::model::ModelError::redacted`]): a provider may echo the key it was sent. Values shorter than `MIN_SECRET_LEN` are ignored: they would redact ordinary words.
 //! Each value is also matched in its Markdown-escaped spelling (`sk\_live\_…`), the form a secret
 //! takes in a web page that `web_fetch` rendered as Markdown.
 
@@ -19,15 +19,15 @@ use std::borrow::Cow;
 use std::fmt;
 
 /// Values shorter than this (in bytes) are not treated as secrets.
-pub const MIN_SECRET_LEN: usize = 8;
+pub(crate) const MIN_SECRET_LEN: usize = 8;
 
 /// The fewest bytes of a secret's head that [`Secrets::redact_cut`] redacts at a cut.
 const CUT_HEAD_MIN: usize = 4;
 
 /// The environment variables of the web search providers, always treated as secrets.
-pub const SEARCH_KEY_VARS: &[&str] = &["BRAVE_API_KEY", "TAVILY_API_KEY"];
+pub(crate) const SEARCH_KEY_VARS: &[&str] = &["BRAVE_API_KEY", "TAVILY_API_KEY"];
 /// The name the gateway token (from its file) is redacted under.
-pub const GATEWAY_TOKEN: &str = "gateway.token";
+pub(crate) const GATEWAY_TOKEN: &str = "gateway.token";
 
 /// One secret: the variable it came from and its value.
 #[derive(Clone, PartialEq, Eq)]
@@ -54,7 +54,7 @@ impl fmt::Debug for Secrets {
 }
 
 impl Secrets {
-    /// The values, read from the process environment, of the variables [`Secrets::names_in`]
+    /// The values, read from the process environment, of the variables `Secrets::names_in`
     /// lists, plus the gateway token from `<state-dir>/gateway.token` when that file exists
     /// (a command run by an agent can read the file; its output must not carry the token).
     pub fn from_config(config: &Config) -> Self {
@@ -62,7 +62,10 @@ impl Secrets {
     }
 
     /// Same as [`Secrets::from_config`] with `lookup` in place of the process environment.
-    pub fn from_config_with(config: &Config, lookup: impl Fn(&str) -> Option<String>) -> Self {
+    pub(crate) fn from_config_with(
+        config: &Config,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Self {
         let secrets = Self::default().with_names_from(Self::names_in(config), lookup);
         let path = clawbus_core::config::token_path(&config.state_dir);
         match std::fs::read_to_string(&path) {
@@ -74,7 +77,7 @@ impl Secrets {
     /// The variables `config` makes secret: every provider's `api_key_env`, the gateway's
     /// `token_env`, the Telegram bot's `token_env`, every webhook's `secret_env` and
     /// [`SEARCH_KEY_VARS`]. None of them is ever passed to a command.
-    pub fn names_in(config: &Config) -> Vec<String> {
+    pub(crate) fn names_in(config: &Config) -> Vec<String> {
         let mut names: Vec<String> = config
             .providers
             .values()
@@ -102,7 +105,7 @@ impl Secrets {
     }
 
     /// Adds the values `lookup` gives for `names` (`None` or short ones are skipped).
-    pub fn with_names_from<I, S>(
+    pub(crate) fn with_names_from<I, S>(
         mut self,
         names: I,
         lookup: impl Fn(&str) -> Option<String>,
@@ -121,7 +124,7 @@ impl Secrets {
         self
     }
 
-    /// Adds one secret value under `name` (ignored when shorter than [`MIN_SECRET_LEN`]).
+    /// Adds one secret value under `name` (ignored when shorter than `MIN_SECRET_LEN`).
     pub fn with_value(mut self, name: &str, value: impl Into<String>) -> Self {
         self.insert(name, value.into());
         self.sort();
@@ -150,7 +153,7 @@ impl Secrets {
 
     /// `text` with every secret value replaced by `[REDACTED:<VAR_NAME>]`; borrowed when there is
     /// nothing to replace.
-    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+    pub(crate) fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let mut out = Cow::Borrowed(text);
         for secret in &self.entries {
             if out.contains(secret.value.as_str()) {
@@ -167,7 +170,7 @@ impl Secrets {
     /// Like [`Secrets::redact`], for a text that may have been cut short with a trailing `…`
     /// (an error body kept to its first characters): a cut secret's head (4 bytes or more) just
     /// before the `…` is redacted too.
-    pub fn redact_cut<'a>(&self, text: &'a str) -> Cow<'a, str> {
+    pub(crate) fn redact_cut<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let out = self.redact(text);
         let Some(head) = out.strip_suffix('…') else {
             return out;

@@ -38,12 +38,12 @@ pub struct DrainReport {
 
 impl Drain {
     /// True once a shutdown began: runs that have not started leave their task for the next start.
-    pub fn is_draining(&self) -> bool {
+    pub(crate) fn is_draining(&self) -> bool {
         self.inner.draining.load(Ordering::SeqCst)
     }
 
     /// Records a run that a session spawned.
-    pub fn track(&self, delivery: &Delivery, abort: tokio::task::AbortHandle) {
+    pub(crate) fn track(&self, delivery: &Delivery, abort: tokio::task::AbortHandle) {
         self.inner.runs.insert(
             delivery.envelope().id,
             InFlight {
@@ -54,7 +54,7 @@ impl Drain {
     }
 
     /// The run of `task_id` has left its session.
-    pub fn untrack(&self, task_id: Uuid) {
+    pub(crate) fn untrack(&self, task_id: Uuid) {
         if self.inner.runs.remove(&task_id).is_some() {
             self.inner.changed.notify_waiters();
         }

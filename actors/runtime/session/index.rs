@@ -59,7 +59,7 @@ impl SessionIndex {
     }
 
     /// The entry for a key, created with a fresh session id if there is none.
-    pub fn get_or_create(
+    pub(crate) fn get_or_create(
         &self,
         key: &str,
         agent: &str,
@@ -93,7 +93,7 @@ impl SessionIndex {
     }
 
     /// Records a finished run.
-    pub fn record_run(
+    pub(crate) fn record_run(
         &self,
         key: &str,
         now_ms: u64,

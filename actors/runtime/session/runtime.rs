@@ -53,7 +53,11 @@ impl AgentRuntime {
     /// Takes a slot in the run's lane (`lane`, from the envelope's origin) for a run that has
     /// left its session lane; waits at most until the envelope's deadline. Dropping the future
     /// leaves the lane's queue at once.
-    pub async fn run_slot(&self, env: &Envelope, lane: &str) -> Result<LanePermit, LaneError> {
+    pub(crate) async fn run_slot(
+        &self,
+        env: &Envelope,
+        lane: &str,
+    ) -> Result<LanePermit, LaneError> {
         let mut ticket = Ticket::new(env.id);
         if let Some(deadline_ms) = env.deadline {
             let left = Duration::from_millis(deadline_ms.saturating_sub(self.clock.now_ms()));

@@ -48,7 +48,7 @@ impl SessionShards {
     }
 
     /// One arbiter per core this process may run on (`taskset` is respected).
-    pub fn per_core() -> Self {
+    pub(crate) fn per_core() -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         tracing::info!(shards = cores, "Session shards started, one per core.");
         Self::start(cores)
@@ -76,7 +76,7 @@ impl SessionShards {
     }
 
     /// Starts a session actor on the next arbiter.
-    pub fn start_session(&self, actor: SessionActor) -> Addr<SessionActor> {
+    pub(crate) fn start_session(&self, actor: SessionActor) -> Addr<SessionActor> {
         let i = self.inner.next.fetch_add(1, Ordering::Relaxed) % self.inner.arbiters.len();
         SessionActor::start_in_arbiter(&self.inner.arbiters[i], move |_| actor)
     }

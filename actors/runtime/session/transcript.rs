@@ -133,7 +133,7 @@ impl Entry {
 
     /// A model's reply to request `request_id`, answered by `model` (`provider/model`);
     /// `truncated` when the output-token limit cut it off.
-    pub fn model_reply(
+    pub(crate) fn model_reply(
         message: ChatMessage,
         request_id: &str,
         model: &str,

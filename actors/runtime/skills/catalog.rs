@@ -128,7 +128,7 @@ impl SkillCatalog {
     }
 
     /// The source folders in precedence order, each folder once.
-    pub fn roots(&self) -> Vec<(SkillSource, PathBuf)> {
+    pub(crate) fn roots(&self) -> Vec<(SkillSource, PathBuf)> {
         let ws = &self.workspace;
         let mut roots = vec![
             (SkillSource::Workspace, ws.join("skills")),

@@ -9,7 +9,7 @@
 //!
 //! **Frontmatter**: `name` (default: the folder name), `description` (required),
 //! `metadata.openclaw.{requires.{bins, anyBins, env, config}, os, always}`; `metadata` may also be
-//! a JSON string. A malformed frontmatter, or a `SKILL.md` over [`MAX_SKILL_FILE_BYTES`], skips that
+//! a JSON string. A malformed frontmatter, or a `SKILL.md` over `MAX_SKILL_FILE_BYTES`, skips that
 //! skill with a warning naming `file:line`; the others load.
 //!
 //! **Gating** (see `gate`): required bins on `PATH`, at least one of `anyBins`, env vars set and
@@ -19,9 +19,9 @@
 //! says why in words (`missing bin uv`, `env GEMINI_API_KEY unset`, `os darwin`).
 //!
 //! **Order and caps**: skills are listed by source precedence, then by name, so the workspace's
-//! own skills are never crowded out by bundled ones. The list stops at [`MAX_LISTED`] skills or
-//! when the next entry would take the XML over [`MAX_LIST_CHARS`] characters; descriptions are cut
-//! at [`MAX_DESCRIPTION_CHARS`].
+//! own skills are never crowded out by bundled ones. The list stops at `MAX_LISTED` skills or
+//! when the next entry would take the XML over `MAX_LIST_CHARS` characters; descriptions are cut
+//! at `MAX_DESCRIPTION_CHARS`.
 //!
 //! **Locations**: the `read` tool is confined to the workspace, so a skill whose `SKILL.md` lies
 //! outside it (personal, managed, bundled, extra, or a workspace skill symlinked from elsewhere) is
@@ -54,17 +54,17 @@ use std::fmt;
 use std::path::PathBuf;
 
 /// The name of the file that makes a folder a skill.
-pub const SKILL_FILE: &str = "SKILL.md";
+pub(crate) const SKILL_FILE: &str = "SKILL.md";
 /// Workspace folder that holds copies of skills stored outside the workspace.
-pub const MATERIALISED_DIR: &str = ".skills";
+pub(crate) const MATERIALISED_DIR: &str = ".skills";
 /// Most skills listed in the prompt.
-pub const MAX_LISTED: usize = 150;
+pub(crate) const MAX_LISTED: usize = 150;
 /// Most characters of the rendered `<available_skills>` list.
-pub const MAX_LIST_CHARS: usize = 30_000;
+pub(crate) const MAX_LIST_CHARS: usize = 30_000;
 /// A bigger `SKILL.md` is skipped with a warning.
-pub const MAX_SKILL_FILE_BYTES: u64 = 256 * 1024;
+pub(crate) const MAX_SKILL_FILE_BYTES: u64 = 256 * 1024;
 /// Longer descriptions are cut (with `…`) in the list.
-pub const MAX_DESCRIPTION_CHARS: usize = 1024;
+pub(crate) const MAX_DESCRIPTION_CHARS: usize = 1024;
 
 /// Where a skill was found, highest precedence first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

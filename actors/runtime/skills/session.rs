@@ -11,7 +11,7 @@ const MAX_SESSIONS: usize = 4096;
 
 /// One session's skills, shareable across threads: the catalog and its current snapshot.
 ///
-/// Call [`SkillSession::refresh_if_changed`] at the start of each turn (or before each model
+/// Call `SkillSession::refresh_if_changed` at the start of each turn (or before each model
 /// call) and render [`SkillSession::snapshot`].
 #[derive(Debug)]
 pub struct SkillSession {
@@ -39,8 +39,9 @@ impl SkillSession {
         Arc::clone(&lock(&self.current))
     }
 
+    #[cfg(test)]
     /// Rebuilds the snapshot when a skill file changed since it was taken; true when it did.
-    pub fn refresh_if_changed(&self) -> bool {
+    pub(crate) fn refresh_if_changed(&self) -> bool {
         let mut current = lock(&self.current);
         if !current.is_stale(&self.catalog) {
             return false;
@@ -79,7 +80,7 @@ impl AgentSkills {
     /// The snapshot of `session`, rebuilt first if a skill file changed since it was taken.
     /// Call it at turn start (calling it before every model call is fine: it costs a `stat` of
     /// each `SKILL.md`).
-    pub fn snapshot_for(&self, session: &str) -> Arc<SkillSnapshot> {
+    pub(crate) fn snapshot_for(&self, session: &str) -> Arc<SkillSnapshot> {
         let held = lock(&self.sessions).get(session).cloned();
         let fingerprint = self.catalog.fingerprint();
         if let Some(snapshot) = held.filter(|s| s.fingerprint == fingerprint) {
@@ -101,12 +102,13 @@ impl AgentSkills {
     }
 
     /// The `<available_skills>` XML of `session` (see [`AgentSkills::snapshot_for`]).
-    pub fn xml_for(&self, session: &str) -> String {
+    pub(crate) fn xml_for(&self, session: &str) -> String {
         self.snapshot_for(session).render_xml()
     }
 
+    #[cfg(test)]
     /// Forgets a finished session.
-    pub fn end_session(&self, session: &str) {
+    pub(crate) fn end_session(&self, session: &str) {
         lock(&self.sessions).remove(session);
     }
 

@@ -63,13 +63,15 @@ impl SkillSnapshot {
         render_xml(&self.skills)
     }
 
+    #[cfg(test)]
     /// Whether a skill file changed since this snapshot was taken.
-    pub fn is_stale(&self, catalog: &SkillCatalog) -> bool {
+    pub(crate) fn is_stale(&self, catalog: &SkillCatalog) -> bool {
         catalog.fingerprint() != self.fingerprint
     }
 
+    #[cfg(test)]
     /// Rebuilds the snapshot when a skill file changed; true when it did.
-    pub fn refresh_if_changed(&mut self, catalog: &SkillCatalog) -> bool {
+    pub(crate) fn refresh_if_changed(&mut self, catalog: &SkillCatalog) -> bool {
         if !self.is_stale(catalog) {
             return false;
         }

@@ -101,7 +101,7 @@ pub enum StateError {
 }
 
 /// The refusal journal in the state folder (see [`bus::store::RefusalJournal`]).
-pub const REFUSALS_FILE: &str = "refused-admissions";
+pub(crate) const REFUSALS_FILE: &str = "refused-admissions";
 
 /// How long a start waits for the database lock that a process (or a system in this process)
 /// which just stopped still holds while its last handles close.

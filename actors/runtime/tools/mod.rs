@@ -141,7 +141,7 @@ impl ToolSet {
     /// Every built-in tool with default settings: `read`, `write`, `edit`, `exec` (allowlist
     /// mode, nothing allowed), `memory_search`, `memory_get`, `message` (no bus: it refuses).
     /// Agents get theirs from [`crate::agent::tools::agent_tools`].
-    pub fn builtin() -> Self {
+    pub(crate) fn builtin() -> Self {
         Self::default()
             .with(ReadTool)
             .with(WriteTool)
@@ -166,8 +166,9 @@ impl ToolSet {
         }
     }
 
+    #[cfg(test)]
     /// The tools whose name `allowed` accepts, in the same order.
-    pub fn filtered(&self, allowed: impl Fn(&str) -> bool) -> Self {
+    pub(crate) fn filtered(&self, allowed: impl Fn(&str) -> bool) -> Self {
         Self {
             tools: self
                 .tools
@@ -201,7 +202,7 @@ impl ToolSet {
     }
 
     /// Sets the per-channel deny lists (tool names or groups, by channel name).
-    pub fn with_channel_policy(mut self, channels: BTreeMap<String, Vec<String>>) -> Self {
+    pub(crate) fn with_channel_policy(mut self, channels: BTreeMap<String, Vec<String>>) -> Self {
         self.channels = Arc::new(channels);
         self
     }
@@ -254,7 +255,7 @@ impl ToolSet {
 
     /// Whether tool `name` may be run again after an interruption (see [`Tool::idempotent`]).
     /// Unknown tools are not.
-    pub fn is_idempotent(&self, name: &str) -> bool {
+    pub(crate) fn is_idempotent(&self, name: &str) -> bool {
         self.get(name).is_some_and(|t| t.idempotent())
     }
 

@@ -57,7 +57,7 @@ impl ToolError {
     }
 
     /// Adds what the model should do instead.
-    pub fn suggest(mut self, suggestion: impl Into<String>) -> Self {
+    pub(crate) fn suggest(mut self, suggestion: impl Into<String>) -> Self {
         self.suggestion = Some(suggestion.into());
         self
     }
@@ -121,7 +121,7 @@ impl ToolOutput {
     }
 
     /// A failed result with a suggestion of what to do instead.
-    pub fn error_with_suggestion(
+    pub(crate) fn error_with_suggestion(
         kind: &str,
         message: impl fmt::Display,
         suggestion: impl Into<String>,

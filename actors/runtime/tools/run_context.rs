@@ -60,7 +60,7 @@ impl RunSlot {
     }
 
     /// Takes a slot again after a wait (queueing behind the runs already waiting).
-    pub async fn reacquire(&self) -> Result<(), LaneError> {
+    pub(crate) async fn reacquire(&self) -> Result<(), LaneError> {
         let mut held = self.permit.lock().await;
         if held.is_none() {
             *held = Some(

@@ -127,7 +127,7 @@ impl TurnHooks<'static> {
 
 /// The result the model gets for each call of a reply the output-token limit cut off: the
 /// calls are not run (their arguments are most likely incomplete).
-pub const TRUNCATED_CALL_RESULT: &str = r#"{"error":{"type":"truncated","message":"your reply was cut off by the output-token limit (max_tokens) while you wrote this tool call, so it was not run; call the tool again with shorter arguments, or answer in text"}}"#;
+pub(crate) const TRUNCATED_CALL_RESULT: &str = r#"{"error":{"type":"truncated","message":"your reply was cut off by the output-token limit (max_tokens) while you wrote this tool call, so it was not run; call the tool again with shorter arguments, or answer in text"}}"#;
 
 /// The result the model gets for a call that was running when the process stopped.
 pub const INTERRUPTED_RESULT: &str = r#"{"error":{"type":"interrupted","message":"the process stopped while this call ran; its effects are unknown"}}"#;

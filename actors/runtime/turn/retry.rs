@@ -7,7 +7,7 @@ use std::time::Duration;
 
 /// Classifies a failed turn for the retry policy; `None` for failures that no policy retries
 /// (a turn guard, a deadline that passed, a scripted-model or configuration error).
-pub fn classify(error: &TurnError) -> Option<ErrorClass> {
+pub(crate) fn classify(error: &TurnError) -> Option<ErrorClass> {
     match error {
         TurnError::TimedOut(_) => Some(ErrorClass::Timeout),
         TurnError::Model(e) => classify_model(e),

@@ -16,7 +16,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// Characters per token of the estimate used when a server reports no usage.
-pub const CHARS_PER_TOKEN: u64 = 4;
+pub(crate) const CHARS_PER_TOKEN: u64 = 4;
 
 /// The tokens of a turn, summed over its model calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -36,7 +36,7 @@ pub struct TurnUsage {
 
 impl TurnUsage {
     /// Adds one model call: the provider's usage, or an estimate when it sent none.
-    pub fn add_call(&mut self, request: &ChatRequest, reply: &ModelReply) {
+    pub(crate) fn add_call(&mut self, request: &ChatRequest, reply: &ModelReply) {
         let (usage, estimated) = match reply.usage {
             Some(u) => (u, false),
             None => (estimate(request, reply), true),
@@ -51,7 +51,7 @@ impl TurnUsage {
     }
 
     /// Prompt tokens neither read from nor written to the cache.
-    pub fn uncached_input_tokens(&self) -> u64 {
+    pub(crate) fn uncached_input_tokens(&self) -> u64 {
         self.prompt_tokens
             .saturating_sub(self.cache_read_tokens)
             .saturating_sub(self.cache_write_tokens)
@@ -110,7 +110,7 @@ pub struct UsageByModel {
 
 impl UsageByModel {
     /// Adds one model call answered by `model` (`provider/model`).
-    pub fn add_call(&mut self, model: &str, request: &ChatRequest, reply: &ModelReply) {
+    pub(crate) fn add_call(&mut self, model: &str, request: &ChatRequest, reply: &ModelReply) {
         self.last = Some(model.to_owned());
         let at = match self.models.iter().position(|(m, _)| m == model) {
             Some(at) => at,
@@ -126,7 +126,7 @@ impl UsageByModel {
 
     /// Prices the tokens counted under `model` (a name a server answered with) at the price of
     /// `configured`, the model requested, when `model` has no price of its own.
-    pub fn priced_as(&mut self, model: &str, configured: &str) {
+    pub(crate) fn priced_as(&mut self, model: &str, configured: &str) {
         if model != configured {
             self.priced_as
                 .insert(model.to_owned(), configured.to_owned());
@@ -209,7 +209,7 @@ impl UsageByModel {
 
 /// A call's usage at [`CHARS_PER_TOKEN`] characters a token over the request (messages, tool
 /// calls, tool schemas) and the reply (text and tool calls), rounded up.
-pub fn estimate(request: &ChatRequest, reply: &ModelReply) -> Usage {
+pub(crate) fn estimate(request: &ChatRequest, reply: &ModelReply) -> Usage {
     let tokens = |chars: usize| (chars as u64).div_ceil(CHARS_PER_TOKEN);
     let calls = |calls: &[crate::model::ToolCall]| -> usize {
         calls.iter().map(|c| c.name.len() + c.arguments.len()).sum()

@@ -16,7 +16,7 @@
 //! `maxBufferedBytes` (`[gateway] ws_max_buffered`) is disconnected (1008, "slow consumer"); past
 //! `[gateway] ws_max_connections` an upgrade answers 503. Connections still in their handshake
 //! (no `Authorization: Bearer` on the upgrade) have their own [`MAX_UNAUTHENTICATED`] places and
-//! [`HANDSHAKE_TIMEOUT`]; past those an upgrade without the header answers 503.
+//! `HANDSHAKE_TIMEOUT`; past those an upgrade without the header answers 503.
 
 mod device;
 mod events;
@@ -51,7 +51,7 @@ use tokio::task::JoinSet;
 pub use handshake::TICK_INTERVAL_MS;
 
 /// How long a client has to send `req connect` after the challenge.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the second answer of `agent` waits for the run's end when the client names no
 /// `timeout` (OpenClaw's default).
 const AGENT_FINAL_WAIT: Duration = Duration::from_secs(600);

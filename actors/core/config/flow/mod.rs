@@ -43,13 +43,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// The folder of flow files next to `agents.d/`.
-pub const FLOWS_DIR: &str = "flows.d";
+pub(crate) const FLOWS_DIR: &str = "flows.d";
 /// Attempts a node gets unless it says otherwise.
-pub const DEFAULT_MAX_ATTEMPTS: u32 = 2;
+pub(crate) const DEFAULT_MAX_ATTEMPTS: u32 = 2;
 /// The most attempts a node may ask for.
-pub const MAX_NODE_ATTEMPTS: u32 = 5;
+pub(crate) const MAX_NODE_ATTEMPTS: u32 = 5;
 /// Items of a `for_each` node run at once unless it says otherwise.
-pub const DEFAULT_MAX_PARALLEL: usize = 4;
+pub(crate) const DEFAULT_MAX_PARALLEL: usize = 4;
 
 /// What a failed node does to its dependants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -152,14 +152,6 @@ impl Template {
         }
         out
     }
-
-    /// Every reference in it.
-    pub fn refs(&self) -> impl Iterator<Item = &Ref> {
-        self.parts.iter().filter_map(|p| match p {
-            Part::Ref(r) => Some(r),
-            Part::Text(_) => None,
-        })
-    }
 }
 
 /// One side of a comparison.

@@ -96,10 +96,8 @@ pub fn registry(def: &AgentDef, config: &Config, services: &ToolServices) -> Too
         .with(WebSearchTool::from_env(&config.web.search))
 }
 
-/// The agent's `[exec]` without the secret variables ([`Secrets::names_in`]) in `exec.env`:
+/// The agent's `[exec]` without the secret variables (`Secrets::names_in`) in `exec.env`:
 /// a provider key or the gateway token never reaches a command, whatever the file lists.
-///
-/// [`Secrets::names_in`]: crate::secrets::Secrets::names_in
 pub fn exec_def(def: &AgentDef, config: &Config) -> ExecDef {
     let secret = crate::secrets::Secrets::names_in(config);
     let mut exec = def.exec.clone();

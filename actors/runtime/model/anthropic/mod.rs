@@ -103,14 +103,14 @@ impl AnthropicClient {
 
     /// Sends `params` (an agent's `[model_params]`) with every request. `seed` and
     /// `reasoning_effort` have no Messages API equivalent and are not sent.
-    pub fn with_params(mut self, params: ModelParams) -> Self {
+    pub(crate) fn with_params(mut self, params: ModelParams) -> Self {
         self.params = params;
         self
     }
 
     /// Caps what one call may stream back (text plus tool inputs) at `max_bytes`, as
     /// `[providers.<provider>] max_response_bytes` says; past it the call fails, not retried.
-    pub fn with_max_response_bytes(mut self, provider: &str, max_bytes: usize) -> Self {
+    pub(crate) fn with_max_response_bytes(mut self, provider: &str, max_bytes: usize) -> Self {
         self.cap = ResponseCap {
             max_bytes,
             provider: Some(provider.to_owned()),

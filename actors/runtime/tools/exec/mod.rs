@@ -94,12 +94,13 @@ impl ExecTool {
     }
 
     /// The sandbox commands of `session` run in, if any.
-    pub fn sandbox_for(&self, agent: &AgentId, session: &SessionKey) -> Option<&Sandbox> {
+    pub(crate) fn sandbox_for(&self, agent: &AgentId, session: &SessionKey) -> Option<&Sandbox> {
         self.sandbox.as_ref().filter(|s| s.applies(agent, session))
     }
 
+    #[cfg(test)]
     /// Reads the variables passed to commands from `source` instead of the process environment.
-    pub fn with_parent_env(mut self, source: EnvSource) -> Self {
+    pub(crate) fn with_parent_env(mut self, source: EnvSource) -> Self {
         self.parent_env = source;
         self
     }

@@ -35,9 +35,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// `PATH` inside the sandbox.
-pub const SANDBOX_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+pub(crate) const SANDBOX_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// `HOME` inside the sandbox (the private `/tmp`).
-pub const SANDBOX_HOME: &str = "/tmp";
+pub(crate) const SANDBOX_HOME: &str = "/tmp";
 /// The shell that puts the command's first process into its cgroups.
 const JOIN: &str =
     "for f; do shift; [ \"$f\" = -- ] && break; echo $$ > \"$f\" || exit 125; done; exec \"$@\"";
@@ -175,8 +175,9 @@ impl Sandbox {
         }
     }
 
+    #[cfg(test)]
     /// Looks for `bwrap` and `prlimit` in `dirs` instead of the daemon's `PATH`.
-    pub fn with_search_path(mut self, dirs: Vec<PathBuf>) -> Self {
+    pub(crate) fn with_search_path(mut self, dirs: Vec<PathBuf>) -> Self {
         self.search = Some(Arc::new(dirs));
         self
     }

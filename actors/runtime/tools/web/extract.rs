@@ -16,7 +16,7 @@ pub enum Kind {
     Html,
     /// `text/*`, JSON, XML, YAML, JavaScript …: passed through as it is.
     Text,
-    /// No `Content-Type`: decided from the body ([`Kind::sniff`]).
+    /// No `Content-Type`: decided from the body (`Kind::sniff`).
     Unknown,
     /// Images, audio, video, fonts, PDFs, archives, `application/octet-stream` …: refused.
     Binary,
@@ -67,7 +67,7 @@ impl Kind {
 
     /// Decides an untyped body: NUL bytes or invalid UTF-8 → binary; an HTML start → HTML;
     /// otherwise text. `cut` says the body was truncated (a split last char is then fine).
-    pub fn sniff(body: &[u8], cut: bool) -> Kind {
+    pub(crate) fn sniff(body: &[u8], cut: bool) -> Kind {
         if body.contains(&0) {
             return Kind::Binary;
         }

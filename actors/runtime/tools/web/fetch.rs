@@ -20,11 +20,11 @@ use std::time::{Duration, Instant};
 pub const MAX_REDIRECTS: usize = 5;
 /// Default cap on the characters of text handed back (`max_chars`), below the default tool result
 /// cap so the closing marker survives.
-pub const DEFAULT_MAX_CHARS: usize = 12_000;
+pub(crate) const DEFAULT_MAX_CHARS: usize = 12_000;
 /// `max_chars` above this is lowered to it.
-pub const MAX_MAX_CHARS: usize = 200_000;
+pub(crate) const MAX_MAX_CHARS: usize = 200_000;
 /// A desktop Chrome User-Agent: many sites serve bots an empty shell or a block page.
-pub const USER_AGENT: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
+pub(crate) const USER_AGENT: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
 
 /// The limits of one fetch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -307,11 +307,6 @@ impl WebFetchTool {
     /// A tool with the `[web]` limits.
     pub fn new(def: &WebDef) -> Self {
         Self { limits: def.into() }
-    }
-
-    /// A tool with explicit limits.
-    pub fn with_limits(limits: FetchLimits) -> Self {
-        Self { limits }
     }
 }
 

@@ -39,13 +39,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Results returned when the model gives no `count`.
-pub const DEFAULT_COUNT: usize = 5;
+pub(crate) const DEFAULT_COUNT: usize = 5;
 /// `count` above this is lowered to it.
-pub const MAX_COUNT: usize = 10;
+pub(crate) const MAX_COUNT: usize = 10;
 /// Limit on one provider request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 /// Bytes of one provider answer read at most; a real answer is a few tens of KB.
-pub const MAX_ANSWER_BYTES: usize = 4 << 20;
+pub(crate) const MAX_ANSWER_BYTES: usize = 4 << 20;
 
 /// A search API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -114,7 +114,7 @@ impl Provider {
 }
 
 /// The configured providers, in the documented order, with `lookup` as the environment.
-pub fn providers_from(
+pub(crate) fn providers_from(
     def: &WebSearchDef,
     lookup: impl Fn(&str) -> Option<String>,
 ) -> Vec<Provider> {
@@ -212,7 +212,7 @@ pub enum Unreachable {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Unreadable {
-    /// Larger than [`MAX_ANSWER_BYTES`].
+    /// Larger than `MAX_ANSWER_BYTES`.
     #[error("the answer is larger than {MAX_ANSWER_BYTES} bytes")]
     TooLarge,
     /// Not the provider's JSON.
