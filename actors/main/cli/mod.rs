@@ -112,6 +112,18 @@ impl Global {
     }
 }
 
+/// The agent `id` of the configuration, or the usage error that lists the agents there are.
+fn agent_def<'a>(config: &'a Config, id: &str) -> Result<&'a config::AgentDef, ExitCode> {
+    config.agent(id).ok_or_else(|| {
+        let known: Vec<&str> = config.agents.iter().map(|a| a.id.as_str()).collect();
+        client::usage(format!(
+            "no agent {id:?} in {} (expected one of: {})",
+            config.agents_dir.display(),
+            known.join(", ")
+        ))
+    })
+}
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {

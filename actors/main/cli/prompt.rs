@@ -38,15 +38,9 @@ pub(super) fn run(global: &Global, args: PromptArgs) -> ExitCode {
         Ok(config) => config,
         Err(code) => return code,
     };
-    let Some(def) = config.agent(&args.agent) else {
-        let known: Vec<&str> = config.agents.iter().map(|a| a.id.as_str()).collect();
-        eprintln!(
-            "error: no agent {:?} in {} (expected one of: {})",
-            args.agent,
-            config.agents_dir.display(),
-            known.join(", ")
-        );
-        return ExitCode::from(EXIT_USAGE);
+    let def = match super::agent_def(&config, &args.agent) {
+        Ok(def) => def,
+        Err(code) => return code,
     };
     let id = def.id.as_str();
     let ws = match workspace::prepare(&config.state_dir, id, def.seed_dir.as_deref()) {

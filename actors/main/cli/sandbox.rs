@@ -40,14 +40,9 @@ pub(super) fn run(global: &Global, cmd: SandboxCommand) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let Some(def) = config.agent(&args.agent) else {
-        let known: Vec<&str> = config.agents.iter().map(|a| a.id.as_str()).collect();
-        return usage(format!(
-            "no agent {:?} in {} (expected one of: {})",
-            args.agent,
-            config.agents_dir.display(),
-            known.join(", ")
-        ));
+    let def = match super::agent_def(&config, &args.agent) {
+        Ok(def) => def,
+        Err(code) => return code,
     };
     let session = match args.session.as_deref().map(SessionKey::parse).transpose() {
         Ok(s) => s,

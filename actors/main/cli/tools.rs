@@ -4,7 +4,6 @@
 //! process's environment (which decides `web_search`'s availability, as the daemon's does).
 
 use super::Global;
-use super::client::usage;
 use super::out::outln;
 use crate::agent::tools::{ToolServices, agent_tools};
 use clap::Args;
@@ -31,14 +30,9 @@ pub(super) fn run(global: &Global, args: ToolsArgs) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let Some(def) = config.agent(&args.agent) else {
-        let known: Vec<&str> = config.agents.iter().map(|a| a.id.as_str()).collect();
-        return usage(format!(
-            "no agent {:?} in {} (expected one of: {})",
-            args.agent,
-            config.agents_dir.display(),
-            known.join(", ")
-        ));
+    let def = match super::agent_def(&config, &args.agent) {
+        Ok(def) => def,
+        Err(code) => return code,
     };
     let mut set = agent_tools(def, &config, &ToolServices::default());
     if let Some(channel) = &args.channel {

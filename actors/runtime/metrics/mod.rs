@@ -120,7 +120,7 @@ impl Metrics {
     }
 
     /// The gauge `name{labels}`, registered on first use.
-    pub(crate) fn gauge(&self, name: &str, help: &str, labels: &[(&str, &str)]) -> Gauge {
+    pub fn gauge(&self, name: &str, help: &str, labels: &[(&str, &str)]) -> Gauge {
         let found = self.family(name, name, help, labels, false, || {
             Family::Gauge(PFamily::default())
         });
