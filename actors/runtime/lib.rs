@@ -20,6 +20,7 @@
 //! - [`outbox`]: replies and announcements waiting to be delivered, and where a reply goes.
 //! - [`cron`]: the cron scheduler — jobs in sled, leases, missed fires, backoff, run history.
 //! - [`tools`]: the tools an agent may call, confined to its workspace.
+//! - [`mcp`]: MCP servers as tool sources (`[mcp.servers.<name>]`, stdio, `mcp__<server>__<tool>`).
 //! - [`prompt`]: the system prompt, assembled in layers within caps before every model call.
 //! - [`turn`]: one turn — prompt → model → tools → model … — with its retry rules and usage.
 //! - [`session`]: session actors (the session lane), one run of a task, JSONL transcripts, the
@@ -37,6 +38,7 @@ pub mod coordinator;
 pub mod cron;
 pub mod ingress;
 pub mod lane;
+pub mod mcp;
 pub mod memory;
 pub mod metrics;
 pub mod model;

@@ -14,7 +14,7 @@
 //! (`[web]`, [`WebDef`]), `lanes` (`[lanes]`, [`LanesDef`]), `tools` (`[tools]` profiles and groups,
 //! `[channels.<name>]`, [`ToolsDef`]), `exec` (`[exec]`, [`ExecDef`]), `cron` (`[[cron]]`,
 //! `[heartbeat]`), `cron_limits` (`[cron]`, [`CronDef`]), `timezone` (`[gateway] timezone` and its
-//! default), `sandbox` (`[sandbox]`, [`SandboxDef`]).
+//! default), `sandbox` (`[sandbox]`, [`SandboxDef`]), `mcp` (`[mcp.servers.<name>]`, [`McpDef`]).
 
 mod agent;
 mod breaker;
@@ -25,6 +25,7 @@ mod duration;
 mod exec;
 mod file;
 mod lanes;
+pub mod mcp;
 mod model_params;
 mod prices;
 mod prompt;
@@ -63,6 +64,7 @@ pub use exec::{
     ArgsPattern, DEFAULT_APPROVAL_TIMEOUT, DEFAULT_EXEC_TIMEOUT, ExecDef, ExecRule, ExecSecurity,
 };
 pub use lanes::{CRON_LANE, DEFAULT_WARN_AFTER, LanesDef, MAIN_LANE, MAX_LANE_CAP, SUBAGENT_LANE};
+pub use mcp::{DEFAULT_MCP_TIMEOUT, McpDef, McpServerDef};
 pub use model_params::{ModelParams, RESERVED_BODY_KEYS, ReasoningEffort, Stop, ToolChoice};
 pub use prices::Price;
 pub use prompt::{
@@ -76,7 +78,10 @@ pub use sandbox::{
 pub use session::{BindingDef, SessionDef, SessionsDef};
 pub use skills::{AgentSkillsDef, DEFAULT_BUNDLED_DIR, SkillsDef, is_skill_name};
 pub use telegram::{DEFAULT_TELEGRAM_BASE_URL, TELEGRAM, TelegramDef};
-pub use tools::{AgentRule, ChannelDef, Profile, TOOL_GROUPS, ToolsDef, entry_for, expand};
+pub use tools::{
+    AgentRule, ChannelDef, MCP_GROUP, MCP_PREFIX, Profile, TOOL_GROUPS, ToolsDef, entry_for, expand,
+    matches, mcp_tool_name,
+};
 pub use web::{DEFAULT_FETCH_MAX_BYTES, DEFAULT_FETCH_TIMEOUT, WebDef, WebSearchDef};
 pub use webhooks::{WEBHOOK, WebhookDef};
 
@@ -172,6 +177,8 @@ pub struct Config {
     pub cron: CronDef,
     /// The sandbox defaults of every agent (`[sandbox]`).
     pub sandbox: SandboxDef,
+    /// The MCP servers whose tools agents may use (`[mcp.servers.<name>]`).
+    pub mcp: McpDef,
 }
 
 /// The `[gateway]` section.

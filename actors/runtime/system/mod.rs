@@ -116,6 +116,8 @@ pub struct Clawbus {
     cron: SchedulerHandle,
     outbox: crate::outbox::Outbox,
     coordinator: CoordinatorHandle,
+    /// The MCP servers, stopped after the agents.
+    mcp: crate::mcp::McpServers,
 }
 
 impl Clawbus {
@@ -174,6 +176,8 @@ impl Clawbus {
                 .map_err(|e| state_err(e.to_string()))?;
         let scheduler =
             Arc::new(start_scheduler(&config, &db, &bus, &clock, &outbox).map_err(state_err)?);
+        // Before the agents: their registries take the tools the servers list.
+        let mcp = crate::mcp::McpServers::start(&config.mcp).await;
         let agent_ctx = AgentContext {
             bus: bus.clone(),
             index: index.clone(),
@@ -192,6 +196,7 @@ impl Clawbus {
             cron: Some(scheduler.clone()),
             breakers: breakers.clone(),
             outbox: outbox.clone(),
+            mcp: mcp.clone(),
         };
         let mut agents = Vec::new();
         for def in &config.agents {
@@ -219,6 +224,7 @@ impl Clawbus {
             cron,
             outbox,
             coordinator,
+            mcp,
         })
     }
 
@@ -271,6 +277,11 @@ impl Clawbus {
     /// The metrics registry.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    /// The MCP servers started with the system (see [`crate::mcp`]).
+    pub fn mcp(&self) -> &crate::mcp::McpServers {
+        &self.mcp
     }
 
     /// The model providers' circuit breakers.
@@ -339,6 +350,7 @@ impl Clawbus {
         }
         self.coordinator.stop();
         self.shards.stop().await;
+        self.mcp.stop().await;
         if let Err(e) = self.db.flush_async().await {
             tracing::error!(error = %e, "Final flush of the store failed.");
         }
