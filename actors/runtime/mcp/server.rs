@@ -64,10 +64,13 @@ impl Server {
                 server: self.name.clone(),
                 cause: e.to_string(),
             })?;
-        let version = client
-            .peer_info()
-            .map(|i| format!("{} {}", i.server_info.name, i.server_info.version));
-        tracing::info!(server = %self.name, version = ?version, "MCP server started.");
+        let info = client.peer_info();
+        let protocol = info.as_ref().map(|i| i.protocol_version.to_string());
+        let version = info
+            .as_ref()
+            .and_then(|i| i.server_info.as_ref())
+            .map(|s| format!("{} {}", s.name, s.version));
+        tracing::info!(server = %self.name, protocol = ?protocol, version = ?version, "MCP server started.");
         Ok(client)
     }
 

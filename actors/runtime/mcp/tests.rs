@@ -188,3 +188,58 @@ async fn a_server_that_cannot_start_offers_no_tools_and_holds_up_nothing() {
         .unwrap();
     assert!(mcp.tool_names().is_empty());
 }
+
+#[actix_rt::test]
+async fn an_agent_on_the_scripted_model_calls_an_mcp_tool_and_never_sees_its_secret() {
+    use clawbus_testkit::{ScriptedServer, Turn};
+    let Some(py) = python() else { return };
+    let model = ScriptedServer::start(vec![
+        Turn::tool_call("mcp__t__add", json!({"a": 20, "b": 22})),
+        Turn::tool_call("mcp__t__getenv", json!({"name": "CARGO_MANIFEST_DIR"})),
+        Turn::text("the sum is 42"),
+    ])
+    .await;
+    let toml = format!(
+        "[providers.mock]\nkind = \"openai\"\nbase_url = \"{}\"\ntimeout = \"10s\"\nmax_retries = 0\n\n[defaults]\nmodel = \"mock/test-model\"\n\n{}",
+        model.base_url(),
+        mcp_toml(&py, "30s", &["CARGO_MANIFEST_DIR"])
+    );
+    let (_dir, config) = project(
+        &toml,
+        "[tools]\nallow = [\"group:mcp\"]\ndeny = [\"mcp__t__rm\"]\n",
+    );
+    let opts = crate::system::SystemOptions {
+        shards: Some(1),
+        ..Default::default()
+    };
+    let system = crate::system::Clawbus::start(config, opts).await.unwrap();
+    let ingress = crate::ingress::Ingress::routed(system.bus().clone(), system.router().clone());
+    let request = crate::ingress::Request::new(
+        crate::ingress::Target::Agent(clawbus_core::ids::AgentId::new("a")),
+        bus::RequestId::random(),
+        "add 20 and 22",
+        "test",
+        crate::origin::Origin::api(),
+    );
+    let submitted = ingress.submit(request.clone()).await.unwrap();
+    let done = system.bus().wait(&request.request_id, BOUND).await.unwrap();
+    assert_eq!(done.state, bus::TaskState::Succeeded, "{done:?} {submitted:?}");
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    let offered: Vec<&str> = requests[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert!(offered.contains(&"mcp__t__add"), "{offered:?}");
+    assert!(!offered.contains(&"mcp__t__rm"), "a denied tool is never offered: {offered:?}");
+    let sent = serde_json::to_string(&requests).unwrap();
+    assert!(sent.contains("sum=42"), "the tool result reached the model: {sent}");
+    assert!(
+        !sent.contains(env!("CARGO_MANIFEST_DIR")),
+        "a value passed by env never reaches the model"
+    );
+    assert!(sent.contains("[REDACTED:CARGO_MANIFEST_DIR]"), "{sent}");
+    system.shutdown(BOUND).await;
+}

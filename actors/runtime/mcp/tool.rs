@@ -39,7 +39,7 @@ impl McpTool {
         }
         let description = format!(
             "{} (from MCP server \"{}\")",
-            tool.description.as_deref().unwrap_or(&tool.name),
+            tool.description.as_deref().unwrap_or(tool.name.as_ref()),
             server.name
         );
         Some(Self {
