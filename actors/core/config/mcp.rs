@@ -6,7 +6,7 @@
 //! command = "python3"
 //! args = ["-m", "files_server"]
 //! env = ["FILES_ROOT"]   # NAMES of variables passed from the daemon's environment, never values
-//! timeout = "30s"        # per tool call (and for the start: initialize and tools/list)
+//! timeout = "30s"        # per tool call and tools/list (the start gets at least a minute)
 //! ```
 //!
 //! A server's tools are offered as `mcp__<server>__<tool>`; `group:mcp` names every MCP tool and
@@ -44,7 +44,8 @@ pub struct McpServerDef {
     /// Names of the daemon's environment variables passed to it; it gets no other variable
     /// (besides `PATH` and `HOME`, so a program can be found and run).
     pub env: Vec<String>,
-    /// The longest a tool call (or the start) may take before it fails with `timeout`.
+    /// The longest a tool call or `tools/list` may take before it fails with `timeout` (the
+    /// start, process and handshake, gets at least a minute).
     pub timeout: Duration,
 }
 

@@ -16,6 +16,10 @@ use tokio::time::timeout;
 /// such as `npx` or `python3` cannot be found, and many programs need `HOME`.
 const BASE_ENV: &[&str] = &["PATH", "HOME"];
 
+/// The least time a start (process, handshake, first `tools/list`) gets, whatever the per-call
+/// `timeout`: an interpreter loading its SDK on a busy host takes seconds.
+const MIN_START_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// A running client session with a server.
 type Client = RunningService<RoleClient, ()>;
 
@@ -39,7 +43,7 @@ impl Server {
     }
 
     /// Starts the process with a clean environment (only [`BASE_ENV`] and the names in `env`)
-    /// and runs the MCP handshake, within `timeout`.
+    /// and runs the MCP handshake, within `timeout` (at least [`MIN_START_TIMEOUT`]).
     async fn connect(&self) -> Result<Client, McpError> {
         let mut cmd = tokio::process::Command::new(&self.def.command);
         cmd.args(&self.def.args).env_clear();
@@ -57,9 +61,13 @@ impl Server {
                 command: self.def.command.clone(),
                 cause,
             })?;
-        let client = timeout(self.def.timeout, ().serve(transport))
+        let client = timeout(self.def.timeout.max(MIN_START_TIMEOUT), ().serve(transport))
             .await
-            .map_err(|_| self.timed_out("the start (initialize)"))?
+            .map_err(|_| McpError::Timeout {
+                server: self.name.clone(),
+                what: "the start (initialize)".to_string(),
+                after: self.def.timeout.max(MIN_START_TIMEOUT),
+            })?
             .map_err(|e| McpError::Protocol {
                 server: self.name.clone(),
                 cause: e.to_string(),

@@ -163,7 +163,7 @@ fn pid_in(text: &str) -> i32 {
 #[tokio::test]
 async fn a_hanging_tool_times_out_with_a_structured_error_and_others_keep_working() {
     let Some(py) = python() else { return };
-    let (dir, config) = project(&mcp_toml(&py, "2s", &[]), "[tools]\nallow = [\"group:mcp\"]\n");
+    let (dir, config) = project(&mcp_toml(&py, "3s", &[]), "[tools]\nallow = [\"group:mcp\"]\n");
     let mcp = McpServers::start(&config.mcp).await;
     let set = tools(&config, &mcp);
     let out = call(&set, dir.path(), "mcp__t__hang", json!({})).await;
