@@ -79,8 +79,8 @@ pub use session::{BindingDef, SessionDef, SessionsDef};
 pub use skills::{AgentSkillsDef, DEFAULT_BUNDLED_DIR, SkillsDef, is_skill_name};
 pub use telegram::{DEFAULT_TELEGRAM_BASE_URL, TELEGRAM, TelegramDef};
 pub use tools::{
-    AgentRule, ChannelDef, MCP_GROUP, MCP_PREFIX, Profile, TOOL_GROUPS, ToolsDef, entry_for, expand,
-    matches, mcp_tool_name,
+    AgentRule, ChannelDef, MCP_GROUP, MCP_PREFIX, Profile, TOOL_GROUPS, ToolsDef, entry_for,
+    expand, matches, mcp_tool_name,
 };
 pub use web::{DEFAULT_FETCH_MAX_BYTES, DEFAULT_FETCH_TIMEOUT, WebDef, WebSearchDef};
 pub use webhooks::{WEBHOOK, WebhookDef};

@@ -47,7 +47,10 @@ impl Server {
     async fn connect(&self) -> Result<Client, McpError> {
         let mut cmd = tokio::process::Command::new(&self.def.command);
         cmd.args(&self.def.args).env_clear();
-        let names = BASE_ENV.iter().copied().chain(self.def.env.iter().map(String::as_str));
+        let names = BASE_ENV
+            .iter()
+            .copied()
+            .chain(self.def.env.iter().map(String::as_str));
         for name in names {
             if let Ok(value) = std::env::var(name) {
                 cmd.env(name, value);
@@ -140,7 +143,10 @@ impl Server {
             Ok(Ok(result)) => Ok(result),
             Ok(Err(e)) => {
                 if c.peer().is_transport_closed()
-                    || matches!(e, ServiceError::TransportClosed | ServiceError::TransportSend(_))
+                    || matches!(
+                        e,
+                        ServiceError::TransportClosed | ServiceError::TransportSend(_)
+                    )
                 {
                     self.forget(&c).await;
                     return Err(McpError::Closed {

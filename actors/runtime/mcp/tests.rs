@@ -18,7 +18,9 @@ fn python() -> Option<String> {
     match std::env::var("CLAWBUS_TEST_MCP_PYTHON") {
         Ok(p) => Some(p),
         Err(_) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("CI=true but CLAWBUS_TEST_MCP_PYTHON is not set (.ci/run installs the mcp package)")
+            panic!(
+                "CI=true but CLAWBUS_TEST_MCP_PYTHON is not set (.ci/run installs the mcp package)"
+            )
         }
         Err(_) => {
             eprintln!("skipped: set CLAWBUS_TEST_MCP_PYTHON to a python with the mcp package");
@@ -70,9 +72,12 @@ fn tools(config: &Config, mcp: &McpServers) -> ToolSet {
 }
 
 async fn call(set: &ToolSet, dir: &Path, name: &str, args: Value) -> crate::tools::ToolOutput {
-    tokio::time::timeout(BOUND, set.invoke(&ctx(dir), name, &args.to_string(), 100_000))
-        .await
-        .expect("the call ends within the bound")
+    tokio::time::timeout(
+        BOUND,
+        set.invoke(&ctx(dir), name, &args.to_string(), 100_000),
+    )
+    .await
+    .expect("the call ends within the bound")
 }
 
 #[tokio::test]
@@ -85,18 +90,28 @@ async fn mcp_tools_are_listed_offered_by_policy_and_called_with_untrusted_result
     let mcp = McpServers::start(&config.mcp).await;
     let names = mcp.tool_names();
     for expected in ["mcp__t__add", "mcp__t__pid", "mcp__t__hang", "mcp__t__rm"] {
-        assert!(names.iter().any(|n| n == expected), "{expected} listed: {names:?}");
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} listed: {names:?}"
+        );
     }
     let set = tools(&config, &mcp);
     assert!(set.names().contains(&"mcp__t__add"), "{:?}", set.names());
-    assert!(!set.names().contains(&"mcp__t__rm"), "a denied tool is never offered");
+    assert!(
+        !set.names().contains(&"mcp__t__rm"),
+        "a denied tool is never offered"
+    );
     let schema = set
         .schemas()
         .into_iter()
         .find(|(n, _, _)| n == "mcp__t__add")
         .unwrap()
         .2;
-    assert_eq!(schema["required"], json!(["a", "b"]), "the server's schema: {schema}");
+    assert_eq!(
+        schema["required"],
+        json!(["a", "b"]),
+        "the server's schema: {schema}"
+    );
     let out = call(&set, dir.path(), "mcp__t__add", json!({"a": 2, "b": 3})).await;
     assert!(!out.is_error, "{}", out.text);
     assert!(out.text.contains("sum=5"), "{}", out.text);
@@ -106,7 +121,11 @@ async fn mcp_tools_are_listed_offered_by_policy_and_called_with_untrusted_result
         out.text
     );
     let bad = call(&set, dir.path(), "mcp__t__add", json!({"a": "two"})).await;
-    assert!(bad.is_error && bad.text.contains("invalid_arguments"), "{}", bad.text);
+    assert!(
+        bad.is_error && bad.text.contains("invalid_arguments"),
+        "{}",
+        bad.text
+    );
     let denied = call(&set, dir.path(), "mcp__t__rm", json!({"path": "x"})).await;
     assert!(denied.is_error, "{}", denied.text);
     assert!(denied.text.contains("policy_denied"), "{}", denied.text);
@@ -126,17 +145,38 @@ async fn a_server_gets_a_clean_environment_and_its_secrets_are_redacted() {
     let set = tools(&config, &mcp).with_secrets(std::sync::Arc::new(secrets));
     let names = call(&set, dir.path(), "mcp__t__env_names", json!({})).await;
     assert!(names.text.contains("CARGO_MANIFEST_DIR"), "{}", names.text);
-    assert!(!names.text.contains("CARGO_PKG_NAME"), "no variable it was not given: {}", names.text);
-    let value = call(&set, dir.path(), "mcp__t__getenv", json!({"name": "CARGO_MANIFEST_DIR"})).await;
-    assert!(value.text.contains("[REDACTED:CARGO_MANIFEST_DIR]"), "{}", value.text);
-    assert!(!value.text.contains(env!("CARGO_MANIFEST_DIR")), "{}", value.text);
+    assert!(
+        !names.text.contains("CARGO_PKG_NAME"),
+        "no variable it was not given: {}",
+        names.text
+    );
+    let value = call(
+        &set,
+        dir.path(),
+        "mcp__t__getenv",
+        json!({"name": "CARGO_MANIFEST_DIR"}),
+    )
+    .await;
+    assert!(
+        value.text.contains("[REDACTED:CARGO_MANIFEST_DIR]"),
+        "{}",
+        value.text
+    );
+    assert!(
+        !value.text.contains(env!("CARGO_MANIFEST_DIR")),
+        "{}",
+        value.text
+    );
     mcp.stop().await;
 }
 
 #[tokio::test]
 async fn a_killed_server_is_restarted_on_the_next_call() {
     let Some(py) = python() else { return };
-    let (dir, config) = project(&mcp_toml(&py, "30s", &[]), "[tools]\nallow = [\"group:mcp\"]\n");
+    let (dir, config) = project(
+        &mcp_toml(&py, "30s", &[]),
+        "[tools]\nallow = [\"group:mcp\"]\n",
+    );
     let mcp = McpServers::start(&config.mcp).await;
     let set = tools(&config, &mcp);
     let first = call(&set, dir.path(), "mcp__t__pid", json!({})).await;
@@ -147,7 +187,11 @@ async fn a_killed_server_is_restarted_on_the_next_call() {
     )
     .unwrap();
     let again = call(&set, dir.path(), "mcp__t__pid", json!({})).await;
-    assert!(!again.is_error, "the next call restarts the server: {}", again.text);
+    assert!(
+        !again.is_error,
+        "the next call restarts the server: {}",
+        again.text
+    );
     assert_ne!(pid_in(&again.text), pid, "a new process answered");
     let sum = call(&set, dir.path(), "mcp__t__add", json!({"a": 1, "b": 1})).await;
     assert!(sum.text.contains("sum=2"), "{}", sum.text);
@@ -163,7 +207,10 @@ fn pid_in(text: &str) -> i32 {
 #[tokio::test]
 async fn a_hanging_tool_times_out_with_a_structured_error_and_others_keep_working() {
     let Some(py) = python() else { return };
-    let (dir, config) = project(&mcp_toml(&py, "3s", &[]), "[tools]\nallow = [\"group:mcp\"]\n");
+    let (dir, config) = project(
+        &mcp_toml(&py, "3s", &[]),
+        "[tools]\nallow = [\"group:mcp\"]\n",
+    );
     let mcp = McpServers::start(&config.mcp).await;
     let set = tools(&config, &mcp);
     let out = call(&set, dir.path(), "mcp__t__hang", json!({})).await;
@@ -171,7 +218,10 @@ async fn a_hanging_tool_times_out_with_a_structured_error_and_others_keep_workin
     let err: Value = serde_json::from_str(&out.text).unwrap();
     assert_eq!(err["error"]["type"], "timeout", "{err}");
     let message = err["error"]["message"].as_str().unwrap();
-    assert!(message.contains("MCP server \"t\""), "names the server: {message}");
+    assert!(
+        message.contains("MCP server \"t\""),
+        "names the server: {message}"
+    );
     let sum = call(&set, dir.path(), "mcp__t__add", json!({"a": 4, "b": 5})).await;
     assert!(sum.text.contains("sum=9"), "{}", sum.text);
     mcp.stop().await;
@@ -223,7 +273,11 @@ async fn an_agent_on_the_scripted_model_calls_an_mcp_tool_and_never_sees_its_sec
     );
     let submitted = ingress.submit(request.clone()).await.unwrap();
     let done = system.bus().wait(&request.request_id, BOUND).await.unwrap();
-    assert_eq!(done.state, bus::TaskState::Succeeded, "{done:?} {submitted:?}");
+    assert_eq!(
+        done.state,
+        bus::TaskState::Succeeded,
+        "{done:?} {submitted:?}"
+    );
     let requests = model.requests();
     assert_eq!(requests.len(), 3, "{requests:#?}");
     let offered: Vec<&str> = requests[0]["tools"]
@@ -233,9 +287,15 @@ async fn an_agent_on_the_scripted_model_calls_an_mcp_tool_and_never_sees_its_sec
         .filter_map(|t| t["function"]["name"].as_str())
         .collect();
     assert!(offered.contains(&"mcp__t__add"), "{offered:?}");
-    assert!(!offered.contains(&"mcp__t__rm"), "a denied tool is never offered: {offered:?}");
+    assert!(
+        !offered.contains(&"mcp__t__rm"),
+        "a denied tool is never offered: {offered:?}"
+    );
     let sent = serde_json::to_string(&requests).unwrap();
-    assert!(sent.contains("sum=42"), "the tool result reached the model: {sent}");
+    assert!(
+        sent.contains("sum=42"),
+        "the tool result reached the model: {sent}"
+    );
     assert!(
         !sent.contains(env!("CARGO_MANIFEST_DIR")),
         "a value passed by env never reaches the model"

@@ -94,11 +94,7 @@ impl Tool for McpTool {
             Ok(result) => {
                 let text = render(&result);
                 if result.is_error == Some(true) {
-                    ToolError::new(
-                        "mcp_tool_error",
-                        crate::untrusted::wrap(&source, &text),
-                    )
-                    .into()
+                    ToolError::new("mcp_tool_error", crate::untrusted::wrap(&source, &text)).into()
                 } else {
                     ToolOutput::ok(crate::untrusted::wrap(&source, &text))
                 }

@@ -11,7 +11,10 @@ fn mcp_servers_are_loaded_with_env_names_and_timeout() {
         "clawbus.toml",
         "[mcp.servers.files]\ncommand = \"python3\"\nargs = [\"-m\", \"srv\"]\nenv = [\"FILES_ROOT\"]\ntimeout = \"5s\"\n\n[mcp.servers.git]\ncommand = \"git-mcp\"\n",
     );
-    fx.write("agents.d/a.toml", "[tools]\nallow = [\"group:mcp:files\", \"mcp__git__log\"]\ndeny = [\"mcp__files__rm\"]\n");
+    fx.write(
+        "agents.d/a.toml",
+        "[tools]\nallow = [\"group:mcp:files\", \"mcp__git__log\"]\ndeny = [\"mcp__files__rm\"]\n",
+    );
     let config = load(&fx.opts()).unwrap();
     let files = &config.mcp.servers["files"];
     assert_eq!(files.command, "python3");
@@ -54,13 +57,26 @@ fn bad_mcp_servers_are_reported_in_place() {
         text.contains("clawbus.toml:1:14: field \"mcp.servers.Bad_Name\": invalid MCP server name"),
         "{text}"
     );
-    assert!(text.contains("clawbus.toml:7:1: field \"mcp.servers.ok.url\": unknown field"), "{text}");
     assert!(
-        text.contains("clawbus.toml:5:8: field \"mcp.servers.ok.env\": not an environment variable name"),
+        text.contains("clawbus.toml:7:1: field \"mcp.servers.ok.url\": unknown field"),
         "{text}"
     );
-    assert!(!text.contains("sk-secret-value"), "a misplaced secret is never echoed: {text}");
-    assert!(text.contains("agents.d/a.toml:2:10: field \"tools.allow\": unknown tool \"group:mcp:Nope\""), "{text}");
+    assert!(
+        text.contains(
+            "clawbus.toml:5:8: field \"mcp.servers.ok.env\": not an environment variable name"
+        ),
+        "{text}"
+    );
+    assert!(
+        !text.contains("sk-secret-value"),
+        "a misplaced secret is never echoed: {text}"
+    );
+    assert!(
+        text.contains(
+            "agents.d/a.toml:2:10: field \"tools.allow\": unknown tool \"group:mcp:Nope\""
+        ),
+        "{text}"
+    );
 }
 
 #[test]
