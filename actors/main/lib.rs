@@ -23,8 +23,8 @@ pub use clawbus_channels as channels;
 pub use clawbus_channels::{daemon, gateway};
 pub use clawbus_core::{config, ids, jobs, task};
 pub use clawbus_runtime::{
-    agent, approvals, coordinator, cron, ingress, lane, memory, metrics, model, origin, outbox,
-    prompt, router, secrets, session, skills, system, tools, turn, untrusted, workspace,
+    agent, approvals, coordinator, cron, ingress, lane, mcp, memory, metrics, model, origin,
+    outbox, prompt, router, secrets, session, skills, system, tools, turn, untrusted, workspace,
 };
 #[cfg(feature = "testkit")]
 pub use clawbus_testkit as testkit;

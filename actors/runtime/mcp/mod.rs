@@ -65,12 +65,29 @@ pub enum McpError {
     },
 }
 
+/// What became of one server's start (`clawbus mcp list`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ServerStatus {
+    /// The name in `[mcp.servers.<name>]`.
+    pub name: String,
+    /// `None` when it started and listed its tools; else why not.
+    pub error: Option<String>,
+    /// The protocol version agreed.
+    pub protocol: Option<String>,
+    /// The server's own `name version`, when it gave one.
+    pub version: Option<String>,
+    /// Its tools as offered (`mcp__<server>__<tool>`).
+    pub tools: Vec<String>,
+}
+
 /// Every configured MCP server, and the tools each offered when it started.
 #[derive(Clone, Default)]
 pub struct McpServers {
     /// The tools of every server that started, in server then server-listed order.
     tools: Arc<Vec<McpTool>>,
     servers: Arc<Vec<Arc<Server>>>,
+    /// How each start went, in name order.
+    status: Arc<Vec<ServerStatus>>,
 }
 
 impl McpServers {
@@ -84,21 +101,43 @@ impl McpServers {
             .collect();
         let listed = futures::future::join_all(servers.iter().map(|s| s.list_tools())).await;
         let mut tools = Vec::new();
+        let mut status = Vec::new();
         for (server, result) in servers.iter().zip(listed) {
+            let mut entry = ServerStatus {
+                name: server.name.clone(),
+                error: None,
+                protocol: None,
+                version: None,
+                tools: Vec::new(),
+            };
             match result {
                 Ok(list) => {
                     tracing::info!(server = %server.name, tools = list.len(), "MCP server tools listed.");
-                    tools.extend(list.into_iter().filter_map(|t| McpTool::new(server, t)));
+                    let own: Vec<McpTool> = list
+                        .into_iter()
+                        .filter_map(|t| McpTool::new(server, t))
+                        .collect();
+                    entry.tools = own.iter().map(|t| t.name.to_string()).collect();
+                    (entry.protocol, entry.version) = server.info().await;
+                    tools.extend(own);
                 }
                 Err(e) => {
                     tracing::error!(server = %server.name, error = %e, "MCP server failed to start; its tools are not offered.");
+                    entry.error = Some(e.to_string());
                 }
             }
+            status.push(entry);
         }
         Self {
             tools: Arc::new(tools),
             servers: Arc::new(servers),
+            status: Arc::new(status),
         }
+    }
+
+    /// How each server's start went, in name order.
+    pub fn status(&self) -> &[ServerStatus] {
+        &self.status
     }
 
     /// The tools of every server that started.

@@ -75,13 +75,8 @@ impl Server {
                 server: self.name.clone(),
                 cause: e.to_string(),
             })?;
-        let info = client.peer_info();
-        let protocol = info.as_ref().map(|i| i.protocol_version.to_string());
-        let version = info
-            .as_ref()
-            .and_then(|i| i.server_info.as_ref())
-            .map(|s| format!("{} {}", s.name, s.version));
-        tracing::info!(server = %self.name, protocol = ?protocol, version = ?version, "MCP server started.");
+        let protocol = client.peer_info().map(|i| i.protocol_version.to_string());
+        tracing::info!(server = %self.name, protocol = ?protocol, "MCP server started.");
         Ok(client)
     }
 
@@ -156,6 +151,18 @@ impl Server {
                 Err(self.call_error(e))
             }
         }
+    }
+
+    /// The protocol version agreed and the server's `name version`, of the live session.
+    pub(crate) async fn info(&self) -> (Option<String>, Option<String>) {
+        let slot = self.conn.lock().await;
+        let info = slot.as_ref().and_then(|c| c.peer_info());
+        let protocol = info.as_ref().map(|i| i.protocol_version.to_string());
+        let version = info
+            .as_ref()
+            .and_then(|i| i.server_info.as_ref())
+            .map(|s| format!("{} {}", s.name, s.version).trim().to_string());
+        (protocol, version)
     }
 
     /// Ends the session and the process.

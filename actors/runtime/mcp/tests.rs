@@ -95,6 +95,15 @@ async fn mcp_tools_are_listed_offered_by_policy_and_called_with_untrusted_result
             "{expected} listed: {names:?}"
         );
     }
+    let status = &mcp.status()[0];
+    assert_eq!(status.error, None);
+    assert_eq!(
+        status.version.as_deref(),
+        Some("clawbus-test"),
+        "{status:?}"
+    );
+    assert!(status.protocol.is_some(), "{status:?}");
+    assert_eq!(status.tools, names);
     let set = tools(&config, &mcp);
     assert!(set.names().contains(&"mcp__t__add"), "{:?}", set.names());
     assert!(
@@ -237,6 +246,11 @@ async fn a_server_that_cannot_start_offers_no_tools_and_holds_up_nothing() {
         .await
         .unwrap();
     assert!(mcp.tool_names().is_empty());
+    let error = mcp.status()[0].error.clone().unwrap_or_default();
+    assert!(
+        error.contains("MCP server \"gone\"") && error.contains("/nonexistent/mcp-server"),
+        "{error}"
+    );
 }
 
 #[actix_rt::test]

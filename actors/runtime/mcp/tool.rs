@@ -18,7 +18,7 @@ pub struct McpTool {
     tool: String,
     /// `mcp__<server>__<tool>`. Leaked once per tool when the daemon starts (the [`Tool`]
     /// trait hands out `'static` names); the set is fixed by the configuration.
-    name: &'static str,
+    pub(super) name: &'static str,
     description: &'static str,
     schema: Value,
     read_only: bool,
