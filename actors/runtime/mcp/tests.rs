@@ -317,3 +317,50 @@ async fn an_agent_on_the_scripted_model_calls_an_mcp_tool_and_never_sees_its_sec
     assert!(sent.contains("[REDACTED:CARGO_MANIFEST_DIR]"), "{sent}");
     system.shutdown(BOUND).await;
 }
+
+#[tokio::test]
+#[ignore = "a figure, not a test"]
+async fn figure_mcp_call_overhead() {
+    let Some(py) = python() else { return };
+    let (dir, config) = project(
+        &mcp_toml(&py, "30s", &[]),
+        "[tools]\nallow = [\"group:mcp\"]\n",
+    );
+    std::fs::write(dir.path().join("f.txt"), "x").unwrap();
+    let rss = |pid: &str| {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap()
+            .lines()
+            .find(|l| l.starts_with("VmRSS"))
+            .unwrap()
+            .to_string()
+    };
+    let before = rss("self");
+    let mcp = McpServers::start(&config.mcp).await;
+    let after = rss("self");
+    let set = tools(&config, &mcp);
+    let pid = pid_in(&call(&set, dir.path(), "mcp__t__pid", json!({})).await.text);
+    eprintln!(
+        "daemon RSS before {before} after {after}; server {}",
+        rss(&pid.to_string())
+    );
+    let times = |name: &'static str, args: Value| {
+        let set = set.clone();
+        let dir = dir.path().to_path_buf();
+        async move {
+            let mut t = Vec::new();
+            for _ in 0..1000 {
+                let s = std::time::Instant::now();
+                let out = call(&set, &dir, name, args.clone()).await;
+                assert!(!out.is_error, "{}", out.text);
+                t.push(s.elapsed());
+            }
+            t.sort();
+            t[500]
+        }
+    };
+    let m = times("mcp__t__add", json!({"a": 1, "b": 2})).await;
+    let r = times("read", json!({"path": "f.txt"})).await;
+    eprintln!("median mcp__t__add {m:?}, read {r:?}");
+    mcp.stop().await;
+}
