@@ -237,6 +237,32 @@ async fn a_hanging_tool_times_out_with_a_structured_error_and_others_keep_workin
 }
 
 #[tokio::test]
+async fn a_server_that_prints_garbage_on_stdout_is_not_fatal() {
+    let Some(py) = python() else { return };
+    let script = server_script().display().to_string();
+    let garbage = format!(
+        "print('this is not JSON-RPC', flush=True); import runpy; runpy.run_path({script:?}, run_name='__main__')"
+    );
+    let toml = format!(
+        "{}\n[mcp.servers.noisy]\ncommand = {py:?}\nargs = [\"-c\", {garbage:?}]\ntimeout = \"10s\"\n",
+        mcp_toml(&py, "30s", &[])
+    );
+    let (dir, config) = project(&toml, "[tools]\nallow = [\"group:mcp\"]\n");
+    let mcp = tokio::time::timeout(BOUND, McpServers::start(&config.mcp))
+        .await
+        .unwrap();
+    // The SDK skips a stdout line that is not JSON-RPC: the server still starts and answers.
+    let noisy = mcp.status().iter().find(|s| s.name == "noisy").unwrap();
+    assert_eq!(noisy.error, None, "{noisy:?}");
+    let set = tools(&config, &mcp);
+    for tool in ["mcp__t__add", "mcp__noisy__add"] {
+        let sum = call(&set, dir.path(), tool, json!({"a": 1, "b": 2})).await;
+        assert!(sum.text.contains("sum=3"), "{tool}: {}", sum.text);
+    }
+    mcp.stop().await;
+}
+
+#[tokio::test]
 async fn a_server_that_cannot_start_offers_no_tools_and_holds_up_nothing() {
     let (_dir, config) = project(
         "[mcp.servers.gone]\ncommand = \"/nonexistent/mcp-server\"\ntimeout = \"5s\"\n",
