@@ -111,6 +111,42 @@ async fn mcp_list_prints_each_servers_state_versions_and_tools() {
     assert!(stdout.contains("py: started"), "{stdout}");
 }
 
+#[actix_rt::test]
+async fn clawbus_tools_shows_mcp_tools_and_the_layer_that_removed_each() {
+    let Some(py) = python() else { return };
+    let p = Project::new();
+    p.write("clawbus.toml", &server_toml(&py)).write(
+        "agents.d/a.toml",
+        "[tools]\nallow = [\"group:mcp\"]\ndeny = [\"mcp__py__rm\"]\n",
+    );
+    let out = run_cmd({
+        let mut cmd = p.clawbus();
+        cmd.args(["tools", "--agent", "a", "--json"]);
+        cmd
+    })
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let offered: Vec<&str> = v["offered"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(offered.contains(&"mcp__py__add"), "{offered:?}");
+    let rm = v["removed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["tool"] == "mcp__py__rm")
+        .unwrap_or_else(|| panic!("rm listed as removed: {v}"));
+    assert_eq!(rm["layer"], "deny", "{rm}");
+}
+
 #[test]
 fn check_reports_a_bad_mcp_section_in_place() {
     let p = Project::new();

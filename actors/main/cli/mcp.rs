@@ -4,6 +4,7 @@
 
 use super::Global;
 use super::out::outln;
+use crate::mcp::McpServers;
 use clap::{Args, Subcommand};
 use std::process::ExitCode;
 
@@ -29,27 +30,33 @@ pub(super) fn run(global: &Global, cmd: McpCommand) -> ExitCode {
     }
 }
 
+/// The servers of `def` started (as the daemon starts them) on a runtime of this process,
+/// which must stay alive while they are used; `Err` when no runtime can be built.
+pub(super) fn started(
+    def: &crate::config::McpDef,
+) -> Result<(tokio::runtime::Runtime, McpServers), ExitCode> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("error: cannot start the async runtime: {e}");
+            ExitCode::from(super::EXIT_USAGE)
+        })?;
+    let servers = rt.block_on(McpServers::start(def));
+    Ok((rt, servers))
+}
+
 fn list(global: &Global, args: ListArgs) -> ExitCode {
     let config = match global.load() {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(super::EXIT_USAGE);
-        }
+    let (rt, servers) = match started(&config.mcp) {
+        Ok(started) => started,
+        Err(code) => return code,
     };
-    let status = rt.block_on(async {
-        let servers = crate::mcp::McpServers::start(&config.mcp).await;
-        let status = servers.status().to_vec();
-        servers.stop().await;
-        status
-    });
+    let status = servers.status().to_vec();
+    rt.block_on(servers.stop());
     let failed = status.iter().any(|s| s.error.is_some());
     if args.json {
         super::out::json(&status);
