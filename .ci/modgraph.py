@@ -28,7 +28,7 @@ ORDER = [
     ("core", ["ids", "task", "jobs", "config"]),
     ("runtime", ["metrics", "untrusted", "secrets", "router", "origin", "ingress", "lane", "workspace",
                  "model", "skills", "memory", "approvals", "coordinator", "outbox", "cron", "flow",
-                 "tools", "prompt", "turn", "session", "agent", "system"]),
+                 "tools", "mcp", "prompt", "turn", "session", "agent", "system"]),
     ("testkit", ["testkit"]),
     # After the split the channels crate is flattened: its root (today's channels/mod.rs) shows as
     # "lib", its folders as delivery/telegram/webhook; before it they are all inside "channels".

@@ -23,7 +23,7 @@
 pub use clawbus_channels::{daemon, gateway};
 pub use clawbus_core::{config, ids, task};
 pub use clawbus_runtime::{
-    agent, coordinator, cron, flow, ingress, memory, model, origin, prompt, secrets, skills,
+    agent, coordinator, cron, flow, ingress, mcp, memory, model, origin, prompt, secrets, skills,
     system, tools, workspace,
 };
 #[cfg(feature = "testkit")]

@@ -22,6 +22,7 @@
 //! - [`flow`]: flows — task graphs of agents from `flows.d/`, run node by node through the
 //!   ingress pipeline, stored and resumed after a restart.
 //! - [`tools`]: the tools an agent may call, confined to its workspace.
+//! - [`mcp`]: MCP servers as tool sources (`[mcp.servers.<name>]`, stdio, `mcp__<server>__<tool>`).
 //! - [`prompt`]: the system prompt, assembled in layers within caps before every model call.
 //! - [`turn`]: one turn — prompt → model → tools → model … — with its retry rules and usage.
 //! - [`session`]: session actors (the session lane), one run of a task, JSONL transcripts, the
@@ -40,6 +41,7 @@ pub mod cron;
 pub mod flow;
 pub mod ingress;
 pub mod lane;
+pub mod mcp;
 pub mod memory;
 pub mod metrics;
 pub mod model;

@@ -12,6 +12,7 @@ mod gateway_input;
 mod hostile;
 mod ingress;
 mod lanes;
+mod mcp;
 mod memory;
 mod messages;
 mod model_servers;

@@ -52,6 +52,8 @@ pub(super) struct ConfigFile {
     pub cron: super::cron_limits::CronLimitsFile,
     #[serde(default)]
     pub sandbox: super::sandbox::SandboxFile,
+    #[serde(default)]
+    pub mcp: super::mcp::McpFile,
 }
 
 /// `[gateway]`.

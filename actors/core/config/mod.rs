@@ -14,7 +14,7 @@
 //! (`[web]`, [`WebDef`]), `lanes` (`[lanes]`, [`LanesDef`]), `tools` (`[tools]` profiles and groups,
 //! `[channels.<name>]`, [`ToolsDef`]), `exec` (`[exec]`, [`ExecDef`]), `cron` (`[[cron]]`,
 //! `[heartbeat]`), `cron_limits` (`[cron]`, [`CronDef`]), `timezone` (`[gateway] timezone` and its
-//! default), `sandbox` (`[sandbox]`, [`SandboxDef`]).
+//! default), `sandbox` (`[sandbox]`, [`SandboxDef`]), `mcp` (`[mcp.servers.<name>]`, [`McpDef`]).
 
 mod agent;
 mod breaker;
@@ -26,6 +26,7 @@ mod exec;
 mod file;
 pub mod flow;
 mod lanes;
+pub mod mcp;
 mod model_params;
 mod prices;
 mod prompt;
@@ -64,6 +65,7 @@ pub use exec::{
     ArgsPattern, DEFAULT_APPROVAL_TIMEOUT, DEFAULT_EXEC_TIMEOUT, ExecDef, ExecRule, ExecSecurity,
 };
 pub use lanes::{CRON_LANE, DEFAULT_WARN_AFTER, LanesDef, MAIN_LANE, MAX_LANE_CAP, SUBAGENT_LANE};
+pub use mcp::{DEFAULT_MCP_TIMEOUT, McpDef, McpServerDef};
 pub use model_params::{ModelParams, RESERVED_BODY_KEYS, ReasoningEffort, Stop, ToolChoice};
 pub use prices::Price;
 pub use prompt::{
@@ -77,7 +79,10 @@ pub use sandbox::{
 pub use session::{BindingDef, SessionDef, SessionsDef};
 pub use skills::{AgentSkillsDef, DEFAULT_BUNDLED_DIR, SkillsDef, is_skill_name};
 pub use telegram::{DEFAULT_TELEGRAM_BASE_URL, TelegramDef};
-pub use tools::{AgentRule, ChannelDef, Profile, TOOL_GROUPS, ToolsDef, entry_for, expand};
+pub use tools::{
+    AgentRule, ChannelDef, MCP_GROUP, MCP_PREFIX, Profile, TOOL_GROUPS, ToolsDef, entry_for,
+    expand, matches, mcp_tool_name,
+};
 pub use web::{DEFAULT_FETCH_MAX_BYTES, DEFAULT_FETCH_TIMEOUT, WebDef, WebSearchDef};
 pub use webhooks::WebhookDef;
 
@@ -182,6 +187,8 @@ pub struct Config {
     pub sandbox: SandboxDef,
     /// Every flow of `flows.d/` (next to `agents.d/`), in file name order.
     pub flows: Vec<flow::FlowDef>,
+    /// The MCP servers whose tools agents may use (`[mcp.servers.<name>]`).
+    pub mcp: McpDef,
 }
 
 /// The `[gateway]` section.

@@ -4,6 +4,7 @@ use tempfile::TempDir;
 
 mod cron;
 mod fallbacks;
+mod mcp;
 mod model_params;
 mod prices;
 mod retry;
@@ -253,7 +254,7 @@ fn every_problem_in_every_file_is_reported() {
             "  agents.d/alpha.toml:1:1: field \"modle\": unknown field \"modle\" (expected one of: description, model, fallbacks, limits, retry, tools, exec, timezone, prompt, session, bindings, skills, cron, heartbeat, model_params, subscribe, may_call, sandbox)",
             "  agents.d/alpha.toml:3:18: field \"limits.max_iterations\": invalid type: string \"many\" (expected an integer from 0 to 4294967295)",
             "  agents.d/alpha.toml:4:16: field \"limits.turn_timeout\": invalid duration \"10x\": unknown unit \"x\" (expected a number followed by ms, s, m, h or d, e.g. \"30s\" or \"1h30m\")",
-            "  agents.d/alpha.toml:6:18: field \"tools.allow\": unknown tool \"web\" (expected one of: read, write, edit, exec, web_fetch, web_search, memory_search, memory_get, sessions_list, sessions_history, sessions_send, sessions_spawn, agent_call, cron, message, flow_run, or a group: group:fs, group:runtime, group:web, group:memory, group:sessions, group:messaging, group:agents, group:automation)",
+            "  agents.d/alpha.toml:6:18: field \"tools.allow\": unknown tool \"web\" (expected one of: read, write, edit, exec, web_fetch, web_search, memory_search, memory_get, sessions_list, sessions_history, sessions_send, sessions_spawn, agent_call, cron, message, flow_run, or a group: group:fs, group:runtime, group:web, group:memory, group:sessions, group:messaging, group:agents, group:automation, group:mcp, group:mcp:<server>, or an MCP tool mcp__<server>__<tool>)",
             "✗ agents.d/beta.toml",
             "  agents.d/beta.toml:1:9: field \"model\": unknown provider \"nope\" (expected one of: scripted)",
             "  agents.d/beta.toml:3:18: field \"limits.max_iterations\": 0 is out of range (expected 1 to 200)",

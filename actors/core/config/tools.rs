@@ -78,7 +78,8 @@ impl Profile {
             Self::Coding => &["group:fs", "group:runtime", "group:web", "group:memory"],
             Self::Messaging => &["group:messaging", "group:sessions"],
             Self::Full => {
-                return KNOWN_TOOLS.contains(&tool) && !super::OPT_IN_TOOLS.contains(&tool);
+                return (KNOWN_TOOLS.contains(&tool) && !super::OPT_IN_TOOLS.contains(&tool))
+                    || tool.starts_with(MCP_PREFIX);
             }
         };
         groups
@@ -105,11 +106,54 @@ pub fn expand(entry: &str) -> Option<Vec<&'static str>> {
         .map(|(_, tools)| tools.to_vec())
 }
 
+/// The prefix of every MCP tool name: `mcp__<server>__<tool>`.
+pub const MCP_PREFIX: &str = "mcp__";
+/// The group of every MCP tool; `group:mcp:<server>` names those of one server.
+pub const MCP_GROUP: &str = "group:mcp";
+
+/// The name MCP server `server`'s tool `tool` is offered as: `mcp__<server>__<tool>`.
+pub fn mcp_tool_name(server: &str, tool: &str) -> String {
+    format!("{MCP_PREFIX}{server}__{tool}")
+}
+
+/// Whether entry `entry` (a tool name, a `group:…`, `group:mcp[:<server>]` or an MCP tool
+/// name) stands for `tool`.
+pub fn matches(entry: &str, tool: &str) -> bool {
+    if entry == MCP_GROUP {
+        return tool.starts_with(MCP_PREFIX);
+    }
+    if let Some(server) = entry.strip_prefix("group:mcp:") {
+        return tool
+            .strip_prefix(MCP_PREFIX)
+            .and_then(|rest| rest.strip_prefix(server))
+            .is_some_and(|rest| rest.starts_with("__"));
+    }
+    if entry.starts_with(MCP_PREFIX) {
+        return entry == tool;
+    }
+    expand(entry).is_some_and(|tools| tools.contains(&tool))
+}
+
+/// Whether `entry` is a well-formed MCP entry: `group:mcp`, `group:mcp:<server>` or
+/// `mcp__<server>__<tool>`.
+fn is_mcp_entry(entry: &str) -> bool {
+    if entry == MCP_GROUP {
+        return true;
+    }
+    if let Some(server) = entry.strip_prefix("group:mcp:") {
+        return super::mcp::is_server_name(server);
+    }
+    entry
+        .strip_prefix(MCP_PREFIX)
+        .and_then(|rest| rest.split_once("__"))
+        .is_some_and(|(server, tool)| super::mcp::is_server_name(server) && !tool.is_empty())
+}
+
 /// The first entry of `entries` that stands for `tool`.
 pub fn entry_for<'a>(entries: &'a [String], tool: &str) -> Option<&'a str> {
     entries
         .iter()
-        .find(|e| expand(e).is_some_and(|tools| tools.contains(&tool)))
+        .find(|e| matches(e, tool))
         .map(String::as_str)
 }
 
@@ -272,13 +316,14 @@ pub(super) fn tool_names(
     problems: &mut Vec<Problem>,
 ) -> Vec<String> {
     let names = names.unwrap_or_default();
-    for name in names.iter().filter(|n| expand(n.get_ref()).is_none()) {
+    let unknown = |n: &str| expand(n).is_none() && !is_mcp_entry(n);
+    for name in names.iter().filter(|n| unknown(n.get_ref())) {
         let groups: Vec<&str> = TOOL_GROUPS.iter().map(|(g, _)| *g).collect();
         problems.push(src.at(
             Some(name.span()),
             field,
             format!(
-                "unknown tool {:?} (expected one of: {}, or a group: {})",
+                "unknown tool {:?} (expected one of: {}, or a group: {}, group:mcp, group:mcp:<server>, or an MCP tool mcp__<server>__<tool>)",
                 name.get_ref(),
                 KNOWN_TOOLS.join(", "),
                 groups.join(", ")

@@ -36,6 +36,7 @@ struct Gateway {
     delivery: super::DeliveryDef,
     cron: super::CronDef,
     sandbox: super::SandboxDef,
+    mcp: super::McpDef,
 }
 
 /// Examines every file and builds the [`Config`] when nothing is wrong.
@@ -187,6 +188,7 @@ pub(super) fn check(opts: &LoadOptions) -> (CheckReport, Option<Config>) {
         cron: base.cron,
         sandbox: base.sandbox,
         flows,
+        mcp: base.mcp,
     };
     (report, Some(config))
 }
@@ -289,6 +291,7 @@ fn gateway_defaults() -> Gateway {
         delivery: Default::default(),
         cron: Default::default(),
         sandbox: Default::default(),
+        mcp: Default::default(),
     }
 }
 
@@ -313,6 +316,7 @@ fn gateway_file(src: &Source) -> (Gateway, Vec<Problem>) {
     base.delivery = super::delivery::delivery_def(src, &f.delivery, &mut problems);
     base.cron = super::cron_limits::cron_def(src, &f.cron, &mut problems);
     base.sandbox = super::sandbox::sandbox_def(src, &f.sandbox, &mut problems);
+    base.mcp = super::mcp::mcp_def(src, &f.mcp, &mut problems);
     if let Some(bind) = &f.gateway.bind {
         match bind.get_ref().parse() {
             Ok(ip) => base.gateway.bind = ip,

@@ -1,5 +1,5 @@
 //! The `clawbus` command line: `up`, `check`, `post`, `chat`, `tasks`, `cron`, `flow`, `sessions`,
-//! `approvals`, `prompt`, `sandbox`, `skills`, `tools`.
+//! `approvals`, `prompt`, `sandbox`, `skills`, `tools`, `mcp`.
 //!
 //! Exit codes, the same for every subcommand: 0 success; 1 a failed task, a check that found
 //! problems, or a cancel or approval answer that came after the task or request had ended; 2 bad
@@ -11,6 +11,7 @@ mod chat;
 mod client;
 mod cron;
 mod flow;
+mod mcp;
 mod out;
 mod post;
 mod prompt;
@@ -164,6 +165,9 @@ pub enum Command {
     /// The running daemon's agents, their models and fallbacks, and each model provider's
     /// circuit breaker.
     Status(status::StatusArgs),
+    /// MCP servers: `mcp list` starts each and prints its state, versions and tools.
+    #[command(subcommand)]
+    Mcp(mcp::McpCommand),
 }
 
 /// Runs the parsed command line.
@@ -185,6 +189,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Skills(args) => skills::run(&cli.global, args),
         Command::Usage(args) => spend::run(&cli.global, args),
         Command::Status(args) => status::run(&cli.global, args),
+        Command::Mcp(cmd) => mcp::run(&cli.global, cmd),
     }
 }
 

@@ -1,7 +1,9 @@
 //! `clawbus tools --agent ID [--channel C] [--json]`: the tools an agent is offered, for each
 //! removed one the policy layer that removed it, the agents it may call (`may_call`), and which
 //! tools run in the OS sandbox. Works offline, from the config files and this
-//! process's environment (which decides `web_search`'s availability, as the daemon's does).
+//! process's environment (which decides `web_search`'s availability, as the daemon's does);
+//! the `[mcp.servers.<name>]` are started for the listing (as `clawbus mcp list` does) so their
+//! tools are shown, then stopped.
 
 use super::Global;
 use super::out::outln;
@@ -34,7 +36,18 @@ pub(super) fn run(global: &Global, args: ToolsArgs) -> ExitCode {
         Ok(def) => def,
         Err(code) => return code,
     };
-    let mut set = agent_tools(def, &config, &ToolServices::default());
+    let mut set = match super::mcp::started(&config.mcp) {
+        Ok((rt, mcp)) => {
+            let services = ToolServices {
+                mcp: Some(mcp.clone()),
+                ..Default::default()
+            };
+            let set = agent_tools(def, &config, &services);
+            rt.block_on(mcp.stop());
+            set
+        }
+        Err(code) => return code,
+    };
     if let Some(channel) = &args.channel {
         set = set.for_channel(channel);
     }

@@ -96,6 +96,8 @@ pub struct AgentContext {
     pub breakers: Arc<crate::model::Breakers>,
     /// Where replies wait until they are delivered.
     pub outbox: crate::outbox::Outbox,
+    /// The MCP servers whose tools agents may be offered.
+    pub mcp: crate::mcp::McpServers,
 }
 
 /// The public handle of a running agent actor.
@@ -135,8 +137,11 @@ impl AgentHandle {
         let skills = Arc::new(crate::skills::AgentSkills::new(
             crate::skills::SkillCatalog::for_agent(config, def, &workspace),
         ));
-        let secrets =
-            crate::secrets::Secrets::from_config(config).with_names(skills.required_env_names());
+        // What MCP servers are passed (`env`) are credentials too: never shown to a model.
+        let mcp_env = config.mcp.servers.values().flat_map(|s| s.env.iter());
+        let secrets = crate::secrets::Secrets::from_config(config)
+            .with_names(skills.required_env_names())
+            .with_names(mcp_env);
         let deps = TurnDeps {
             model,
             model_name: def.model.model.clone(),
@@ -154,6 +159,7 @@ impl AgentHandle {
                         live: shared.live.clone(),
                         state_dir: config.state_dir.clone(),
                     }),
+                    mcp: Some(shared.mcp.clone()),
                 },
             )
             .with_secrets(Arc::new(secrets.clone())),

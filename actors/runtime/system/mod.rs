@@ -155,6 +155,8 @@ pub struct Clawbus {
     outbox: crate::outbox::Outbox,
     coordinator: CoordinatorHandle,
     flows: crate::flow::Flows,
+    /// The MCP servers, stopped after the agents.
+    mcp: crate::mcp::McpServers,
 }
 
 impl Clawbus {
@@ -219,6 +221,8 @@ impl Clawbus {
         let scheduler =
             Arc::new(start_scheduler(&config, &db, &bus, &clock, &outbox).map_err(state_err)?);
         let flows = start_flows(&config, &db, &bus, &clock).map_err(state_err)?;
+        // Before the agents: their registries take the tools the servers list.
+        let mcp = crate::mcp::McpServers::start(&config.mcp).await;
         let agent_ctx = AgentContext {
             bus: bus.clone(),
             index: index.clone(),
@@ -238,6 +242,7 @@ impl Clawbus {
             flows: Some(flows.clone()),
             breakers: breakers.clone(),
             outbox: outbox.clone(),
+            mcp: mcp.clone(),
         };
         let mut agents = Vec::new();
         for def in &config.agents {
@@ -274,6 +279,7 @@ impl Clawbus {
             outbox,
             coordinator,
             flows,
+            mcp,
         })
     }
 
@@ -336,6 +342,11 @@ impl Clawbus {
     /// The metrics registry.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    /// The MCP servers started with the system (see [`crate::mcp`]).
+    pub fn mcp(&self) -> &crate::mcp::McpServers {
+        &self.mcp
     }
 
     /// The model providers' circuit breakers.
@@ -406,6 +417,7 @@ impl Clawbus {
         }
         self.coordinator.stop();
         self.shards.stop().await;
+        self.mcp.stop().await;
         if let Err(e) = self.db.flush_async().await {
             tracing::error!(error = %e, "Final flush of the store failed.");
         }

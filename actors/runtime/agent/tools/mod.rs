@@ -1,7 +1,8 @@
 //! Which tools an agent is offered, outermost layer first:
 //!
 //! 1. **profile** — `tools.profile` (`minimal`, `coding` (default), `messaging`, `full`), plus
-//!    what `tools.allow` adds (names or `group:…`);
+//!    what `tools.allow` adds (names or `group:…`); MCP tools (`mcp__<server>__<tool>`) are in
+//!    `full` only, else added by `group:mcp`, `group:mcp:<server>` or their names;
 //! 2. **deny** — `tools.deny` removes names or groups, whatever added them;
 //! 3. **availability** — a tool whose backend is not configured ([`Tool::available`](crate::tools::Tool::available): no search
 //!    provider, exec denied or with an empty allowlist) or that this binary does not implement;
@@ -44,6 +45,9 @@ pub struct ToolServices {
     /// Read access to the sessions (`sessions_list`, `sessions_history`, `sessions_send`);
     /// `None` leaves those tools unavailable.
     pub sessions: Option<crate::session::view::SessionReader>,
+    /// The MCP servers started with the daemon; their tools join the registry (see
+    /// [`crate::mcp`]). `None`: no MCP tools.
+    pub mcp: Option<crate::mcp::McpServers>,
 }
 
 /// Every implemented tool, built for this agent (no policy applied).
@@ -51,6 +55,20 @@ pub fn registry(def: &AgentDef, config: &Config, services: &ToolServices) -> Too
     let agents: Vec<clawbus_core::ids::AgentId> =
         config.agents.iter().map(|a| a.id.clone()).collect();
     let sandbox = Sandbox::new(sandbox_def(def, config));
+    let mut set = builtin_registry(def, config, services, agents, sandbox);
+    for tool in services.mcp.iter().flat_map(|m| m.tools()) {
+        set.insert(Arc::new(tool.clone()));
+    }
+    set
+}
+
+fn builtin_registry(
+    def: &AgentDef,
+    config: &Config,
+    services: &ToolServices,
+    agents: Vec<clawbus_core::ids::AgentId>,
+    sandbox: Sandbox,
+) -> ToolSet {
     ToolSet::builtin()
         .with(WorkspaceGate::new(ReadTool, sandbox.clone(), Access::Read))
         .with(WorkspaceGate::new(

@@ -1,0 +1,197 @@
+//! One MCP server: its child process, the `rmcp` client over its stdio, and the restart of a
+//! dead one on the next call.
+
+use super::McpError;
+use clawbus_core::config::McpServerDef;
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
+use rmcp::service::{RoleClient, RunningService, ServiceError};
+use rmcp::transport::TokioChildProcess;
+use std::process::Stdio;
+use std::sync::Arc;
+use tokio::sync::Mutex;
+use tokio::time::timeout;
+
+/// Variables every server gets besides the ones its `env` names: without `PATH` a command
+/// such as `npx` or `python3` cannot be found, and many programs need `HOME`.
+const BASE_ENV: &[&str] = &["PATH", "HOME"];
+
+/// The least time a start (process, handshake, first `tools/list`) gets, whatever the per-call
+/// `timeout`: an interpreter loading its SDK on a busy host takes seconds.
+const MIN_START_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A running client session with a server.
+type Client = RunningService<RoleClient, ()>;
+
+/// One configured server and its connection, started on demand and again after it died.
+pub(crate) struct Server {
+    /// The name in `[mcp.servers.<name>]`.
+    pub(crate) name: String,
+    def: McpServerDef,
+    /// The live session; `None` before the first start or after it was found dead. Calls hold
+    /// a clone of the `Arc`, so a restart never cuts off a call still running on the old one.
+    conn: Mutex<Option<Arc<Client>>>,
+}
+
+impl Server {
+    pub(crate) fn new(name: &str, def: McpServerDef) -> Self {
+        Self {
+            name: name.to_string(),
+            def,
+            conn: Mutex::new(None),
+        }
+    }
+
+    /// Starts the process with a clean environment (only [`BASE_ENV`] and the names in `env`)
+    /// and runs the MCP handshake, within `timeout` (at least [`MIN_START_TIMEOUT`]).
+    async fn connect(&self) -> Result<Client, McpError> {
+        let mut cmd = tokio::process::Command::new(&self.def.command);
+        cmd.args(&self.def.args).env_clear();
+        let names = BASE_ENV
+            .iter()
+            .copied()
+            .chain(self.def.env.iter().map(String::as_str));
+        for name in names {
+            if let Ok(value) = std::env::var(name) {
+                cmd.env(name, value);
+            }
+        }
+        let (transport, _) = TokioChildProcess::builder(cmd)
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|cause| McpError::Spawn {
+                server: self.name.clone(),
+                command: self.def.command.clone(),
+                cause,
+            })?;
+        let client = timeout(self.def.timeout.max(MIN_START_TIMEOUT), ().serve(transport))
+            .await
+            .map_err(|_| McpError::Timeout {
+                server: self.name.clone(),
+                what: "the start (initialize)".to_string(),
+                after: self.def.timeout.max(MIN_START_TIMEOUT),
+            })?
+            .map_err(|e| McpError::Protocol {
+                server: self.name.clone(),
+                cause: e.to_string(),
+            })?;
+        let protocol = client.peer_info().map(|i| i.protocol_version.to_string());
+        tracing::info!(server = %self.name, protocol = ?protocol, "MCP server started.");
+        Ok(client)
+    }
+
+    /// The live session, started (again) when there is none or the last one closed.
+    async fn client(&self) -> Result<Arc<Client>, McpError> {
+        let mut slot = self.conn.lock().await;
+        if let Some(c) = slot.as_ref() {
+            if !c.peer().is_transport_closed() {
+                return Ok(c.clone());
+            }
+            tracing::warn!(server = %self.name, "MCP server connection closed; restarting it.");
+        }
+        *slot = None;
+        let c = Arc::new(self.connect().await?);
+        *slot = Some(c.clone());
+        Ok(c)
+    }
+
+    /// Forgets `dead` if it is still the current session, so the next call starts a new one.
+    async fn forget(&self, dead: &Arc<Client>) {
+        let mut slot = self.conn.lock().await;
+        if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, dead)) {
+            *slot = None;
+        }
+    }
+
+    /// Every tool the server offers (`tools/list`, all pages), starting it if needed.
+    pub(crate) async fn list_tools(&self) -> Result<Vec<rmcp::model::Tool>, McpError> {
+        let c = self.client().await?;
+        match timeout(self.def.timeout, c.list_all_tools()).await {
+            Err(_) => Err(self.timed_out("tools/list")),
+            Ok(Ok(tools)) => Ok(tools),
+            Ok(Err(e)) => {
+                self.forget(&c).await;
+                Err(self.call_error(e))
+            }
+        }
+    }
+
+    /// Calls `tool` with `args` within `timeout`. A call that finds the server dead (it
+    /// exited since the last call) is sent once more to a fresh start: the dead process cannot
+    /// have run it.
+    pub(crate) async fn call(
+        &self,
+        tool: &str,
+        args: JsonObject,
+    ) -> Result<CallToolResult, McpError> {
+        match self.call_once(tool, args.clone()).await {
+            Err(McpError::Closed { .. }) => self.call_once(tool, args).await,
+            other => other,
+        }
+    }
+
+    async fn call_once(&self, tool: &str, args: JsonObject) -> Result<CallToolResult, McpError> {
+        let c = self.client().await?;
+        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args);
+        match timeout(self.def.timeout, c.call_tool(params)).await {
+            Err(_) => Err(self.timed_out(&format!("tool {tool:?}"))),
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(e)) => {
+                if c.peer().is_transport_closed()
+                    || matches!(
+                        e,
+                        ServiceError::TransportClosed | ServiceError::TransportSend(_)
+                    )
+                {
+                    self.forget(&c).await;
+                    return Err(McpError::Closed {
+                        server: self.name.clone(),
+                    });
+                }
+                Err(self.call_error(e))
+            }
+        }
+    }
+
+    /// The protocol version agreed and the server's `name version`, of the live session.
+    pub(crate) async fn info(&self) -> (Option<String>, Option<String>) {
+        let slot = self.conn.lock().await;
+        let info = slot.as_ref().and_then(|c| c.peer_info());
+        let protocol = info.as_ref().map(|i| i.protocol_version.to_string());
+        let version = info
+            .as_ref()
+            .and_then(|i| i.server_info.as_ref())
+            .map(|s| format!("{} {}", s.name, s.version).trim().to_string());
+        (protocol, version)
+    }
+
+    /// Ends the session and the process.
+    pub(crate) async fn stop(&self) {
+        let client = self.conn.lock().await.take();
+        if let Some(c) = client.and_then(|c| Arc::try_unwrap(c).ok())
+            && let Err(e) = c.cancel().await
+        {
+            tracing::warn!(server = %self.name, error = %e, "MCP server did not stop cleanly.");
+        }
+    }
+
+    fn timed_out(&self, what: &str) -> McpError {
+        McpError::Timeout {
+            server: self.name.clone(),
+            what: what.to_string(),
+            after: self.def.timeout,
+        }
+    }
+
+    fn call_error(&self, e: ServiceError) -> McpError {
+        match e {
+            ServiceError::TransportClosed | ServiceError::TransportSend(_) => McpError::Closed {
+                server: self.name.clone(),
+            },
+            other => McpError::Protocol {
+                server: self.name.clone(),
+                cause: other.to_string(),
+            },
+        }
+    }
+}

@@ -1,0 +1,54 @@
+"""A small MCP server on the official Python SDK (MCPServer), over stdio, for clawbus's tests.
+
+Tools: add (sums two integers), pid (its process id, so a test can kill it), getenv (a
+variable's value, which clawbus must redact when it is a secret), env_names (the variables it was given), hang
+(never answers), and rm (exists only to be denied).
+"""
+
+import os
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+
+mcp = MCPServer("clawbus-test")
+
+
+@mcp.tool()
+def add(a: int, b: int) -> str:
+    """Add two integers."""
+    return f"sum={a + b}"
+
+
+@mcp.tool()
+def pid() -> str:
+    """This server's process id."""
+    return str(os.getpid())
+
+
+@mcp.tool()
+def getenv(name: str) -> str:
+    """The value of environment variable `name`."""
+    return f"{name} is " + os.environ.get(name, "(unset)")
+
+
+@mcp.tool()
+def env_names() -> str:
+    """The names of the environment variables this server was given."""
+    return ",".join(sorted(os.environ))
+
+
+@mcp.tool()
+async def hang() -> str:
+    """Never answers."""
+    await anyio.sleep(3600)
+    return "unreachable"
+
+
+@mcp.tool()
+def rm(path: str) -> str:
+    """Pretends to remove a file."""
+    return f"removed {path}"
+
+
+if __name__ == "__main__":
+    mcp.run()

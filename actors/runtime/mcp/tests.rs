@@ -1,0 +1,393 @@
+//! MCP servers as tool sources, against a server on the official Python SDK (`testdata/server.py`)
+//! run by the Python that `CLAWBUS_TEST_MCP_PYTHON` names (`.ci/run` installs the `mcp` package
+//! in a venv). Without it the tests say they were skipped, and fail when `CI=true`.
+
+use super::McpServers;
+use crate::tools::{ToolContext, ToolSet};
+use clawbus_core::config::{Config, LoadOptions, load};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A safety net for the waits below; never a synchronisation device.
+const BOUND: Duration = Duration::from_secs(60);
+
+/// The Python with the `mcp` package, or `None` (saying the test is skipped); panics when
+/// `CI=true`, where a skipped test would hide a missing dependency.
+fn python() -> Option<String> {
+    match std::env::var("CLAWBUS_TEST_MCP_PYTHON") {
+        Ok(p) => Some(p),
+        Err(_) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!(
+                "CI=true but CLAWBUS_TEST_MCP_PYTHON is not set (.ci/run installs the mcp package)"
+            )
+        }
+        Err(_) => {
+            eprintln!("skipped: set CLAWBUS_TEST_MCP_PYTHON to a python with the mcp package");
+            None
+        }
+    }
+}
+
+fn server_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/testdata/server.py")
+}
+
+/// `[mcp.servers.t]` running the test server, with `timeout` and the variables in `env`.
+fn mcp_toml(python: &str, timeout: &str, env: &[&str]) -> String {
+    format!(
+        "[mcp.servers.t]\ncommand = {python:?}\nargs = [{:?}]\nenv = {env:?}\ntimeout = {timeout:?}\n",
+        server_script().display().to_string()
+    )
+}
+
+/// A project folder with `clawbus.toml` = `toml` and agent `a` = `agent`, loaded.
+fn project(toml: &str, agent: &str) -> (tempfile::TempDir, Config) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("agents.d")).unwrap();
+    std::fs::write(dir.path().join("agents.d/a.toml"), agent).unwrap();
+    std::fs::write(dir.path().join("clawbus.toml"), toml).unwrap();
+    let config = load(&LoadOptions::in_folder(dir.path())).unwrap();
+    (dir, config)
+}
+
+fn ctx(dir: &Path) -> ToolContext {
+    let workspace = dir.canonicalize().unwrap();
+    ToolContext {
+        workspace,
+        agent: clawbus_core::ids::AgentId::new("a"),
+        session: clawbus_core::ids::SessionKey::parse("agent:a:test").unwrap(),
+        channel: "api".into(),
+        run: None,
+    }
+}
+
+/// The agent's tools with the MCP servers of `config`.
+fn tools(config: &Config, mcp: &McpServers) -> ToolSet {
+    let services = crate::agent::tools::ToolServices {
+        mcp: Some(mcp.clone()),
+        ..Default::default()
+    };
+    crate::agent::tools::agent_tools(&config.agents[0], config, &services)
+}
+
+async fn call(set: &ToolSet, dir: &Path, name: &str, args: Value) -> crate::tools::ToolOutput {
+    tokio::time::timeout(
+        BOUND,
+        set.invoke(&ctx(dir), name, &args.to_string(), 100_000),
+    )
+    .await
+    .expect("the call ends within the bound")
+}
+
+#[tokio::test]
+async fn mcp_tools_are_listed_offered_by_policy_and_called_with_untrusted_results() {
+    let Some(py) = python() else { return };
+    let (dir, config) = project(
+        &mcp_toml(&py, "30s", &[]),
+        "[tools]\nallow = [\"group:mcp:t\"]\ndeny = [\"mcp__t__rm\"]\n",
+    );
+    let mcp = McpServers::start(&config.mcp).await;
+    let names = mcp.tool_names();
+    for expected in ["mcp__t__add", "mcp__t__pid", "mcp__t__hang", "mcp__t__rm"] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} listed: {names:?}"
+        );
+    }
+    let status = &mcp.status()[0];
+    assert_eq!(status.error, None);
+    assert_eq!(
+        status.version.as_deref(),
+        Some("clawbus-test"),
+        "{status:?}"
+    );
+    assert!(status.protocol.is_some(), "{status:?}");
+    assert_eq!(status.tools, names);
+    let set = tools(&config, &mcp);
+    assert!(set.names().contains(&"mcp__t__add"), "{:?}", set.names());
+    assert!(
+        !set.names().contains(&"mcp__t__rm"),
+        "a denied tool is never offered"
+    );
+    let schema = set
+        .schemas()
+        .into_iter()
+        .find(|(n, _, _)| n == "mcp__t__add")
+        .unwrap()
+        .2;
+    assert_eq!(
+        schema["required"],
+        json!(["a", "b"]),
+        "the server's schema: {schema}"
+    );
+    let out = call(&set, dir.path(), "mcp__t__add", json!({"a": 2, "b": 3})).await;
+    assert!(!out.is_error, "{}", out.text);
+    assert!(out.text.contains("sum=5"), "{}", out.text);
+    assert!(
+        out.text.starts_with(crate::untrusted::BEGIN_MARKER),
+        "MCP results are framed as untrusted: {}",
+        out.text
+    );
+    let bad = call(&set, dir.path(), "mcp__t__add", json!({"a": "two"})).await;
+    assert!(
+        bad.is_error && bad.text.contains("invalid_arguments"),
+        "{}",
+        bad.text
+    );
+    let denied = call(&set, dir.path(), "mcp__t__rm", json!({"path": "x"})).await;
+    assert!(denied.is_error, "{}", denied.text);
+    assert!(denied.text.contains("policy_denied"), "{}", denied.text);
+    mcp.stop().await;
+}
+
+#[tokio::test]
+async fn a_server_gets_a_clean_environment_and_its_secrets_are_redacted() {
+    let Some(py) = python() else { return };
+    // Cargo sets CARGO_MANIFEST_DIR for the test process: passed by name, it is a secret.
+    let (dir, config) = project(
+        &mcp_toml(&py, "30s", &["CARGO_MANIFEST_DIR"]),
+        "[tools]\nallow = [\"group:mcp\"]\n",
+    );
+    let mcp = McpServers::start(&config.mcp).await;
+    let secrets = crate::secrets::Secrets::from_config(&config).with_names(["CARGO_MANIFEST_DIR"]);
+    let set = tools(&config, &mcp).with_secrets(std::sync::Arc::new(secrets));
+    let names = call(&set, dir.path(), "mcp__t__env_names", json!({})).await;
+    assert!(names.text.contains("CARGO_MANIFEST_DIR"), "{}", names.text);
+    assert!(
+        !names.text.contains("CARGO_PKG_NAME"),
+        "no variable it was not given: {}",
+        names.text
+    );
+    let value = call(
+        &set,
+        dir.path(),
+        "mcp__t__getenv",
+        json!({"name": "CARGO_MANIFEST_DIR"}),
+    )
+    .await;
+    assert!(
+        value.text.contains("[REDACTED:CARGO_MANIFEST_DIR]"),
+        "{}",
+        value.text
+    );
+    assert!(
+        !value.text.contains(env!("CARGO_MANIFEST_DIR")),
+        "{}",
+        value.text
+    );
+    mcp.stop().await;
+}
+
+#[tokio::test]
+async fn a_killed_server_is_restarted_on_the_next_call() {
+    let Some(py) = python() else { return };
+    let (dir, config) = project(
+        &mcp_toml(&py, "30s", &[]),
+        "[tools]\nallow = [\"group:mcp\"]\n",
+    );
+    let mcp = McpServers::start(&config.mcp).await;
+    let set = tools(&config, &mcp);
+    let first = call(&set, dir.path(), "mcp__t__pid", json!({})).await;
+    let pid = pid_in(&first.text);
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    let again = call(&set, dir.path(), "mcp__t__pid", json!({})).await;
+    assert!(
+        !again.is_error,
+        "the next call restarts the server: {}",
+        again.text
+    );
+    assert_ne!(pid_in(&again.text), pid, "a new process answered");
+    let sum = call(&set, dir.path(), "mcp__t__add", json!({"a": 1, "b": 1})).await;
+    assert!(sum.text.contains("sum=2"), "{}", sum.text);
+    mcp.stop().await;
+}
+
+fn pid_in(text: &str) -> i32 {
+    text.lines()
+        .find_map(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("a pid in {text}"))
+}
+
+#[tokio::test]
+async fn a_hanging_tool_times_out_with_a_structured_error_and_others_keep_working() {
+    let Some(py) = python() else { return };
+    let (dir, config) = project(
+        &mcp_toml(&py, "3s", &[]),
+        "[tools]\nallow = [\"group:mcp\"]\n",
+    );
+    let mcp = McpServers::start(&config.mcp).await;
+    let set = tools(&config, &mcp);
+    let out = call(&set, dir.path(), "mcp__t__hang", json!({})).await;
+    assert!(out.is_error, "{}", out.text);
+    let err: Value = serde_json::from_str(&out.text).unwrap();
+    assert_eq!(err["error"]["type"], "timeout", "{err}");
+    let message = err["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("MCP server \"t\""),
+        "names the server: {message}"
+    );
+    let sum = call(&set, dir.path(), "mcp__t__add", json!({"a": 4, "b": 5})).await;
+    assert!(sum.text.contains("sum=9"), "{}", sum.text);
+    mcp.stop().await;
+}
+
+#[tokio::test]
+async fn a_server_that_prints_garbage_on_stdout_is_not_fatal() {
+    let Some(py) = python() else { return };
+    let script = server_script().display().to_string();
+    let garbage = format!(
+        "print('this is not JSON-RPC', flush=True); import runpy; runpy.run_path({script:?}, run_name='__main__')"
+    );
+    let toml = format!(
+        "{}\n[mcp.servers.noisy]\ncommand = {py:?}\nargs = [\"-c\", {garbage:?}]\ntimeout = \"10s\"\n",
+        mcp_toml(&py, "30s", &[])
+    );
+    let (dir, config) = project(&toml, "[tools]\nallow = [\"group:mcp\"]\n");
+    let mcp = tokio::time::timeout(BOUND, McpServers::start(&config.mcp))
+        .await
+        .unwrap();
+    // The SDK skips a stdout line that is not JSON-RPC: the server still starts and answers.
+    let noisy = mcp.status().iter().find(|s| s.name == "noisy").unwrap();
+    assert_eq!(noisy.error, None, "{noisy:?}");
+    let set = tools(&config, &mcp);
+    for tool in ["mcp__t__add", "mcp__noisy__add"] {
+        let sum = call(&set, dir.path(), tool, json!({"a": 1, "b": 2})).await;
+        assert!(sum.text.contains("sum=3"), "{tool}: {}", sum.text);
+    }
+    mcp.stop().await;
+}
+
+#[tokio::test]
+async fn a_server_that_cannot_start_offers_no_tools_and_holds_up_nothing() {
+    let (_dir, config) = project(
+        "[mcp.servers.gone]\ncommand = \"/nonexistent/mcp-server\"\ntimeout = \"5s\"\n",
+        "",
+    );
+    let mcp = tokio::time::timeout(BOUND, McpServers::start(&config.mcp))
+        .await
+        .unwrap();
+    assert!(mcp.tool_names().is_empty());
+    let error = mcp.status()[0].error.clone().unwrap_or_default();
+    assert!(
+        error.contains("MCP server \"gone\"") && error.contains("/nonexistent/mcp-server"),
+        "{error}"
+    );
+}
+
+#[actix_rt::test]
+async fn an_agent_on_the_scripted_model_calls_an_mcp_tool_and_never_sees_its_secret() {
+    use clawbus_testkit::{ScriptedServer, Turn};
+    let Some(py) = python() else { return };
+    let model = ScriptedServer::start(vec![
+        Turn::tool_call("mcp__t__add", json!({"a": 20, "b": 22})),
+        Turn::tool_call("mcp__t__getenv", json!({"name": "CARGO_MANIFEST_DIR"})),
+        Turn::text("the sum is 42"),
+    ])
+    .await;
+    let toml = format!(
+        "[providers.mock]\nkind = \"openai\"\nbase_url = \"{}\"\ntimeout = \"10s\"\nmax_retries = 0\n\n[defaults]\nmodel = \"mock/test-model\"\n\n{}",
+        model.base_url(),
+        mcp_toml(&py, "30s", &["CARGO_MANIFEST_DIR"])
+    );
+    let (_dir, config) = project(
+        &toml,
+        "[tools]\nallow = [\"group:mcp\"]\ndeny = [\"mcp__t__rm\"]\n",
+    );
+    let opts = crate::system::SystemOptions {
+        shards: Some(1),
+        ..Default::default()
+    };
+    let system = crate::system::Clawbus::start(config, opts).await.unwrap();
+    let ingress = crate::ingress::Ingress::routed(system.bus().clone(), system.router().clone());
+    let request = crate::ingress::Request::new(
+        crate::ingress::Target::Agent(clawbus_core::ids::AgentId::new("a")),
+        bus::RequestId::random(),
+        "add 20 and 22",
+        "test",
+        crate::origin::Origin::api(),
+    );
+    let submitted = ingress.submit(request.clone()).await.unwrap();
+    let done = system.bus().wait(&request.request_id, BOUND).await.unwrap();
+    assert_eq!(
+        done.state,
+        bus::TaskState::Succeeded,
+        "{done:?} {submitted:?}"
+    );
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    let offered: Vec<&str> = requests[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert!(offered.contains(&"mcp__t__add"), "{offered:?}");
+    assert!(
+        !offered.contains(&"mcp__t__rm"),
+        "a denied tool is never offered: {offered:?}"
+    );
+    let sent = serde_json::to_string(&requests).unwrap();
+    assert!(
+        sent.contains("sum=42"),
+        "the tool result reached the model: {sent}"
+    );
+    assert!(
+        !sent.contains(env!("CARGO_MANIFEST_DIR")),
+        "a value passed by env never reaches the model"
+    );
+    assert!(sent.contains("[REDACTED:CARGO_MANIFEST_DIR]"), "{sent}");
+    system.shutdown(BOUND).await;
+}
+
+#[tokio::test]
+#[ignore = "a figure, not a test"]
+#[allow(clippy::disallowed_methods, reason = "a figure measures real time")]
+async fn figure_mcp_call_overhead() {
+    let Some(py) = python() else { return };
+    let (dir, config) = project(
+        &mcp_toml(&py, "30s", &[]),
+        "[tools]\nallow = [\"group:mcp\"]\n",
+    );
+    std::fs::write(dir.path().join("f.txt"), "x").unwrap();
+    let rss = |pid: &str| {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap()
+            .lines()
+            .find(|l| l.starts_with("VmRSS"))
+            .unwrap()
+            .to_string()
+    };
+    let before = rss("self");
+    let mcp = McpServers::start(&config.mcp).await;
+    let after = rss("self");
+    let set = tools(&config, &mcp);
+    let pid = pid_in(&call(&set, dir.path(), "mcp__t__pid", json!({})).await.text);
+    eprintln!(
+        "daemon RSS before {before} after {after}; server {}",
+        rss(&pid.to_string())
+    );
+    let times = |name: &'static str, args: Value| {
+        let set = set.clone();
+        let dir = dir.path().to_path_buf();
+        async move {
+            let mut t = Vec::new();
+            for _ in 0..1000 {
+                let s = std::time::Instant::now();
+                let out = call(&set, &dir, name, args.clone()).await;
+                assert!(!out.is_error, "{}", out.text);
+                t.push(s.elapsed());
+            }
+            t.sort();
+            t[500]
+        }
+    };
+    let m = times("mcp__t__add", json!({"a": 1, "b": 2})).await;
+    let r = times("read", json!({"path": "f.txt"})).await;
+    eprintln!("median mcp__t__add {m:?}, read {r:?}");
+    mcp.stop().await;
+}
