@@ -69,11 +69,28 @@ pub enum BusError {
         reason: ConflictReason,
     },
     /// The transport failed (network backends).
-    #[error("transport: {0}")]
-    Transport(String),
+    #[error("transport: {what}: {source}")]
+    Transport {
+        /// What was being done, and where (`NATS at <url>: bucket …`).
+        what: String,
+        /// The transport's error (a message for a refusal that has no error value of its own).
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 impl BusError {
+    /// A transport error with context; `source` is the client's error or a message.
+    pub fn transport(
+        what: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self::Transport {
+            what: what.into(),
+            source: source.into(),
+        }
+    }
+
     /// A storage error with context; `source` is the store's error (a message for a fault that
     /// has no error value of its own).
     pub fn storage(

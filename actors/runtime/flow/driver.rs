@@ -22,7 +22,7 @@ struct Done {
     node: String,
     item: usize,
     attempt: u32,
-    record: Result<TaskRecord, String>,
+    record: Result<TaskRecord, task::NodeTaskError>,
 }
 
 /// A task to submit: its node, item, request id, prompt.

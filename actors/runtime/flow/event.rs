@@ -1,7 +1,7 @@
 //! What a run publishes on `events.flow.<runId>`: each node starting, retrying, ending, and the
 //! run ending. `clawbus flow watch` and the SSE stream of `GET /v1/flow-runs/{id}/events` follow it.
 
-use bus::Topic;
+use bus::{BusError, Topic};
 use serde::{Deserialize, Serialize};
 
 /// What happened.
@@ -45,6 +45,6 @@ pub struct FlowEvent {
 }
 
 /// The topic of a run's events.
-pub(crate) fn topic(run_id: &str) -> Result<Topic, String> {
-    Topic::parse(&format!("events.flow.{run_id}")).map_err(|e| e.to_string())
+pub(crate) fn topic(run_id: &str) -> Result<Topic, BusError> {
+    Topic::parse(&format!("events.flow.{run_id}")).map_err(|e| BusError::Invalid(e.to_string()))
 }

@@ -326,7 +326,7 @@ impl Flows {
 
     /// Subscribes to a run's events.
     pub async fn events(&self, run_id: &str) -> Result<bus::Subscription, BusError> {
-        let topic = event::topic(run_id).map_err(BusError::Invalid)?;
+        let topic = event::topic(run_id)?;
         self.inner.bus.subscribe(topic).await
     }
 

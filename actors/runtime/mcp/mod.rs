@@ -56,12 +56,13 @@ pub enum McpError {
         server: String,
     },
     /// It answered something the protocol does not allow, or an error.
-    #[error("MCP server {server:?}: {cause}")]
+    #[error("MCP server {server:?}: {source}")]
     Protocol {
         /// The server name.
         server: String,
-        /// The SDK's description.
-        cause: String,
+        /// The SDK's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
 }
 

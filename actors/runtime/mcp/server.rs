@@ -73,7 +73,7 @@ impl Server {
             })?
             .map_err(|e| McpError::Protocol {
                 server: self.name.clone(),
-                cause: e.to_string(),
+                source: Box::new(e),
             })?;
         let protocol = client.peer_info().map(|i| i.protocol_version.to_string());
         tracing::info!(server = %self.name, protocol = ?protocol, "MCP server started.");
@@ -190,7 +190,7 @@ impl Server {
             },
             other => McpError::Protocol {
                 server: self.name.clone(),
-                cause: other.to_string(),
+                source: Box::new(other),
             },
         }
     }

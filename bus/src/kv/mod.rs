@@ -92,21 +92,26 @@ pub enum KvError {
         ttl: Duration,
     },
     /// The store failed.
-    #[error("kv store: {what}: {cause}")]
+    #[error("kv store: {what}: {source}")]
     Storage {
         /// What was being done.
         what: String,
         /// The store's error.
-        cause: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
 }
 
 impl KvError {
-    /// A storage error with context.
-    pub fn storage(what: impl Into<String>, cause: impl std::fmt::Display) -> Self {
+    /// A storage error with context; `source` is the store's error (a message for a fault that
+    /// has no error value of its own).
+    pub fn storage(
+        what: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
         Self::Storage {
             what: what.into(),
-            cause: cause.to_string(),
+            source: source.into(),
         }
     }
 }

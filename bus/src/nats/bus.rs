@@ -109,14 +109,14 @@ async fn publish(
     id: &str,
     payload: bytes::Bytes,
 ) -> Result<async_nats::jetstream::publish::PublishAck, BusError> {
-    let fail = |e: &dyn std::fmt::Display| BusError::Transport(format!("publish {subject}: {e}"));
+    let what = || format!("publish {subject}");
     let message = Publish::build().message_id(id).payload(payload);
     let pending = nats
         .js
         .send_publish(subject.to_string(), message)
         .await
-        .map_err(|e| fail(&e))?;
-    pending.await.map_err(|e| fail(&e))
+        .map_err(|e| BusError::transport(what(), e))?;
+    pending.await.map_err(|e| BusError::transport(what(), e))
 }
 
 pub(super) fn encode(env: &Envelope) -> Result<Vec<u8>, BusError> {
@@ -202,7 +202,7 @@ impl Bus for NatsBus {
                 .client
                 .subscribe(subject.clone())
                 .await
-                .map_err(|e| BusError::Transport(format!("subscribe {subject}: {e}")))?;
+                .map_err(|e| BusError::transport(format!("subscribe {subject}"), e))?;
             let tx = tx.clone();
             let pattern = pattern.clone();
             tasks.push(tokio::spawn(async move {
@@ -231,7 +231,7 @@ impl Bus for NatsBus {
         nats.client
             .flush()
             .await
-            .map_err(|e| BusError::Transport(format!("flush: {e}")))?;
+            .map_err(|e| BusError::transport("flush", e))?;
         Ok(Subscription::new(rx, Box::new(AbortOnDrop(tasks))))
     }
 

@@ -54,7 +54,7 @@ pub(super) async fn start(
     let consumer = stream
         .get_or_create_consumer(&durable, config)
         .await
-        .map_err(|e| BusError::Transport(format!("consumer {durable}: {e}")))?;
+        .map_err(|e| BusError::transport(format!("consumer {durable}"), e))?;
     Ok(tokio::spawn(pull_loop(shared, consumer, tx)))
 }
 

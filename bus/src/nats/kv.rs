@@ -41,7 +41,7 @@ impl NatsKv {
                     ..Default::default()
                 };
                 nats.js.create_key_value(config).await.map_err(|e| {
-                    BusError::Transport(format!("NATS at {}: bucket {bucket}: {e}", nats.url()))
+                    BusError::transport(format!("NATS at {}: bucket {bucket}", nats.url()), e)
                 })?
             }
         };

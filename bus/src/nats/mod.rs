@@ -85,7 +85,7 @@ impl Nats {
     /// Every error names the URL and says what to do.
     pub async fn connect(opts: NatsOptions) -> Result<Self, BusError> {
         let url = opts.url.clone();
-        let fail = |what: String| BusError::Transport(format!("NATS at {url}: {what}"));
+        let fail = |what: String| BusError::transport(format!("NATS at {url}"), what);
         if !valid_prefix(&opts.prefix) {
             return Err(fail(format!(
                 "prefix {:?} must be one token of A-Z a-z 0-9 _ -",
@@ -141,11 +141,14 @@ impl Nats {
             ..Default::default()
         };
         self.js.get_or_create_stream(config).await.map_err(|e| {
-            BusError::Transport(format!(
-                "NATS at {}: stream {}: {e}",
-                self.url,
-                self.subjects.work_stream()
-            ))
+            BusError::transport(
+                format!(
+                    "NATS at {}: stream {}",
+                    self.url,
+                    self.subjects.work_stream()
+                ),
+                e,
+            )
         })
     }
 
@@ -164,7 +167,7 @@ impl Nats {
         self.js
             .create_key_value(config)
             .await
-            .map_err(|e| BusError::Transport(format!("NATS at {}: bucket {bucket}: {e}", self.url)))
+            .map_err(|e| BusError::transport(format!("NATS at {}: bucket {bucket}", self.url), e))
     }
 }
 

@@ -2,9 +2,9 @@
 //! submission through the ingress pipeline, and what its outcome means (output, retry, failure).
 
 use super::Start;
-use crate::ingress::{Duplicates, Ingress, Request, Target};
+use crate::ingress::{Duplicates, Ingress, IngressError, Request, Target, Waited};
 use crate::origin::Origin;
-use bus::{BusError, Outcome, RequestId, TaskRecord};
+use bus::{Outcome, RequestId, TaskRecord};
 use clawbus_core::config::flow::{NodeDef, schema};
 use clawbus_core::config::retry::ErrorClass;
 use clawbus_core::ids::{Channel, SessionKey};
@@ -57,13 +57,13 @@ pub(super) enum Verdict {
     },
 }
 
-pub(super) fn judge(node: &NodeDef, record: Result<TaskRecord, String>) -> Verdict {
+pub(super) fn judge(node: &NodeDef, record: Result<TaskRecord, NodeTaskError>) -> Verdict {
     let record = match record {
         Ok(r) => r,
         Err(e) => {
             return Verdict::Retry {
                 class: Some(ErrorClass::InvalidInput),
-                error: e,
+                error: e.to_string(),
                 errors: None,
             };
         }
@@ -140,8 +140,8 @@ pub(super) async fn submit_and_wait(
     node: &NodeDef,
     s: &Start,
     deadline_ms: Option<u64>,
-) -> Result<TaskRecord, String> {
-    let request_id = RequestId::parse(&s.request_id).map_err(|e| e.to_string())?;
+) -> Result<TaskRecord, NodeTaskError> {
+    let request_id = RequestId::parse(&s.request_id)?;
     let session = SessionKey::peer(
         &node.agent,
         Channel::Flow.as_str(),
@@ -177,15 +177,22 @@ pub(super) async fn submit_and_wait(
             origin,
         )
     };
-    let submitted = ingress.submit(req).await.map_err(|e| e.to_string())?;
-    if submitted.task.state.is_terminal() {
-        return Ok(submitted.task);
-    }
+    let mut task = ingress.submit(req).await?.task;
     loop {
-        match ingress.bus().wait(&request_id, WAIT_SLICE).await {
-            Ok(rec) => return Ok(rec),
-            Err(BusError::TimedOut { .. }) => continue,
-            Err(e) => return Err(e.to_string()),
+        match ingress.wait(&request_id, WAIT_SLICE, &task).await? {
+            Waited::Ended(rec) => return Ok(rec),
+            Waited::Pending(rec) => task = rec,
         }
     }
+}
+
+/// Why a node's task could not be submitted or awaited (the node fails as bad input).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum NodeTaskError {
+    /// The derived request id is not one (a run or node id the checks should have refused).
+    #[error(transparent)]
+    RequestId(#[from] bus::RequestIdError),
+    /// The pipeline refused the task, or the bus failed while it was awaited.
+    #[error(transparent)]
+    Ingress(#[from] IngressError),
 }
