@@ -14,7 +14,7 @@
 //! (no second flusher next to the bus's group commit).
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use bus::{Bus, Clock, Envelope, Topic};
 use dashmap::DashMap;

@@ -1,16 +1,18 @@
 use super::*;
 use bus::{Bus, BusOptions, Subscription, SystemClock};
 
-const NET: Duration = Duration::from_secs(20);
+/// How long a test waits for an event that must come.
+pub(crate) const NET: Duration = Duration::from_secs(20);
 
-struct Fx {
+/// A store over a real bus and sled (the approval tests here and the `exec` ones in tools).
+pub(crate) struct Fx {
     dir: tempfile::TempDir,
     db: sled::Db,
-    bus: Arc<dyn Bus>,
-    approvals: Approvals,
+    pub(crate) bus: Arc<dyn Bus>,
+    pub(crate) approvals: Approvals,
 }
 
-async fn fx() -> Fx {
+pub(crate) async fn fx() -> Fx {
     let dir = tempfile::tempdir().unwrap();
     let db = sled::open(dir.path().join("db")).unwrap();
     let bus = bus::open(BusOptions::default(), db.clone()).unwrap().bus;
@@ -34,7 +36,7 @@ fn request(timeout: Duration) -> ApprovalRequest {
 }
 
 impl Fx {
-    async fn events(&self) -> Subscription {
+    pub(crate) async fn events(&self) -> Subscription {
         self.bus
             .subscribe(Topic::parse("approvals.>").unwrap())
             .await
@@ -43,7 +45,7 @@ impl Fx {
 }
 
 /// The next approval event: (`event`, record).
-async fn next(sub: &mut Subscription) -> (String, ApprovalRecord) {
+pub(crate) async fn next(sub: &mut Subscription) -> (String, ApprovalRecord) {
     let d = tokio::time::timeout(NET, sub.next())
         .await
         .expect("an approval event")

@@ -17,7 +17,7 @@ mod chunk;
 mod index;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use chunk::{Chunk, MAX_CHUNK_LINES, chunks};
 pub use index::{

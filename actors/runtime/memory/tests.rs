@@ -6,17 +6,20 @@ fn day(s: &str) -> NaiveDate {
     NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap()
 }
 
-fn noon(s: &str) -> DateTime<Utc> {
+/// Noon UTC of a `YYYY-MM-DD` day.
+pub(crate) fn noon(s: &str) -> DateTime<Utc> {
     Utc.from_utc_datetime(&day(s).and_hms_opt(12, 0, 0).unwrap())
 }
 
-fn workspace() -> tempfile::TempDir {
+/// A workspace with an empty `memory/` folder.
+pub(crate) fn workspace() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("memory")).unwrap();
     dir
 }
 
-fn put(ws: &Path, rel: &str, text: &str) {
+/// Writes `text` at `rel` in the workspace, folders included.
+pub(crate) fn put(ws: &Path, rel: &str, text: &str) {
     let p = ws.join(rel);
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     std::fs::write(p, text).unwrap();

@@ -1,57 +1,12 @@
 //! `exec` in ask mode: the approval request it raises, answered (or not) through the approvals
 //! store.
 
-use crate::approvals::{ApprovalRecord, Approvals};
+use crate::approvals::Approvals;
+use crate::approvals::tests::{NET, fx, next};
 use crate::tools::{ExecTool, ToolContext, ToolSet};
-use bus::{Bus, BusOptions, Subscription, SystemClock, Topic};
 use clawbus_core::config::{ExecDef, ExecRule, ExecSecurity};
 use serde_json::{Value, json};
-use std::sync::Arc;
 use std::time::Duration;
-
-const NET: Duration = Duration::from_secs(20);
-
-struct Fx {
-    /// Kept for the store's lifetime.
-    _dir: tempfile::TempDir,
-    bus: Arc<dyn Bus>,
-    approvals: Approvals,
-}
-
-async fn fx() -> Fx {
-    let dir = tempfile::tempdir().unwrap();
-    let db = sled::open(dir.path().join("db")).unwrap();
-    let bus = bus::open(BusOptions::default(), db.clone()).unwrap().bus;
-    let approvals = Approvals::open(&db, bus.clone(), Arc::new(SystemClock)).unwrap();
-    Fx {
-        _dir: dir,
-        bus,
-        approvals,
-    }
-}
-
-impl Fx {
-    async fn events(&self) -> Subscription {
-        self.bus
-            .subscribe(Topic::parse("approvals.>").unwrap())
-            .await
-            .unwrap()
-    }
-}
-
-/// The next approval event: (`event`, record).
-async fn next(sub: &mut Subscription) -> (String, ApprovalRecord) {
-    let d = tokio::time::timeout(NET, sub.next())
-        .await
-        .expect("an approval event")
-        .expect("the subscription is open");
-    let p = &d.envelope().payload;
-    assert_eq!(d.envelope().topic.as_str(), "approvals.coder");
-    (
-        p["event"].as_str().unwrap().to_string(),
-        serde_json::from_value(p["approval"].clone()).unwrap(),
-    )
-}
 
 fn ask_tool(approvals: &Approvals, approval_timeout: Duration) -> ExecTool {
     let def = ExecDef {

@@ -1,28 +1,11 @@
 //! The memory tools (`memory_search`, `memory_get`) over a workspace's memory files.
 
 use crate::memory::MemoryIndex;
+use crate::memory::tests::{noon, put, workspace};
 use crate::tools::{MemoryGetTool, MemorySearchTool, Tool, ToolContext, ToolSet};
-use chrono::{DateTime, TimeZone, Utc};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;
-
-fn noon(s: &str) -> DateTime<Utc> {
-    let d = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap();
-    Utc.from_utc_datetime(&d.and_hms_opt(12, 0, 0).unwrap())
-}
-
-fn workspace() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("memory")).unwrap();
-    dir
-}
-
-fn put(ws: &Path, rel: &str, text: &str) {
-    let p = ws.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
-}
 
 fn ctx(ws: &Path) -> ToolContext {
     ToolContext {
