@@ -1,0 +1,47 @@
+"""Drives `clawbus mcp serve` with the official MCP Python SDK's stdio client, for clawbus's tests.
+
+argv: the clawbus binary, the project folder, the gateway URL, then a JSON list of calls
+`[[tool, arguments], ...]`; an argument "$task_id" is replaced by the task_id of the latest
+result that carried one. Prints one JSON object:
+`{"tools": [names], "calls": [{"error": bool, "text": str}, ...]}`.
+"""
+
+import json
+import sys
+
+import anyio
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+
+def text_of(result):
+    return "".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+
+
+async def main():
+    binary, folder, url, plan = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+    params = StdioServerParameters(
+        command=binary,
+        args=["mcp", "serve", "--url", url],
+        cwd=folder,
+        env={"RUST_LOG": "warn"},
+    )
+    out = {"tools": [], "calls": []}
+    task_id = None
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            out["tools"] = [t.name for t in (await session.list_tools()).tools]
+            for name, args in plan:
+                args = {k: (task_id if v == "$task_id" else v) for k, v in args.items()}
+                result = await session.call_tool(name, args)
+                text = text_of(result)
+                try:
+                    task_id = json.loads(text).get("task_id", task_id)
+                except (ValueError, AttributeError):
+                    pass
+                out["calls"].append({"error": bool(result.is_error), "text": text})
+    print(json.dumps(out))
+
+
+anyio.run(main)
