@@ -33,6 +33,14 @@ async fn drive(py: &str, p: &Project, child: &Child, plan: Value) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// A call's `(error, text)`.
+fn answer(call: &Value) -> (bool, &str) {
+    (
+        call["error"].as_bool().unwrap(),
+        call["text"].as_str().unwrap(),
+    )
+}
+
 async fn up(p: &Project) -> Child {
     let mut cmd = p.clawbus();
     cmd.args(["up", "--port", "0"]);
@@ -40,7 +48,8 @@ async fn up(p: &Project) -> Child {
 }
 
 #[actix_rt::test]
-async fn mcp_serve_hands_tasks_to_the_exposed_agents_and_a_repeated_request_id_runs_once() {
+async fn mcp_serve_hands_tasks_to_the_exposed_agents_with_progress_and_a_repeated_request_id_runs_once()
+ {
     let Some(py) = python() else { return };
     let model = ScriptedServer::start(vec![
         Turn::text("first answer"),
@@ -55,10 +64,11 @@ async fn mcp_serve_hands_tasks_to_the_exposed_agents_and_a_repeated_request_id_r
     let plan = json!([
         ["list_agents", {}],
         ["ask_a", { "task": "one", "request_id": "r1" }],
-        ["ask_a", { "task": "one", "request_id": "r1" }],
+        // Progress comes from the task's events, replayed from the start.
+        ["ask_a", { "task": "one", "request_id": "r1" }, "progress"],
         ["ask_a", { "task": "two", "request_id": "r2", "wait": false }],
         // The same request id again, waiting: the task already posted, not a new one.
-        ["ask_a", { "task": "two", "request_id": "r2" }],
+        ["ask_a", { "task": "two", "request_id": "r2" }, "progress"],
         ["task_status", { "task_id": "$task_id" }],
         ["task_result", { "task_id": "$task_id" }],
         ["task_result", { "task_id": "no-such-task" }],
@@ -83,18 +93,33 @@ async fn mcp_serve_hands_tasks_to_the_exposed_agents_and_a_repeated_request_id_r
     assert_eq!(agents["agents"].as_array().unwrap().len(), 1, "{agents}");
     assert_eq!(agents["agents"][0]["id"], "a", "{agents}");
     assert_eq!(agents["agents"][0]["description"], "answers questions");
-    assert_eq!(calls[1], json!({ "error": false, "text": "first answer" }));
-    assert_eq!(calls[2], json!({ "error": false, "text": "first answer" }));
+    assert_eq!(answer(&calls[1]), (false, "first answer"));
+    assert_eq!(answer(&calls[2]), (false, "first answer"));
+    assert_eq!(calls[1]["progress"], json!([]), "no progress unless asked");
+    let progress = calls[2]["progress"].as_array().unwrap();
+    assert!(
+        progress.first() == Some(&json!("queued")) && progress.last() == Some(&json!("terminal")),
+        "{progress:?}"
+    );
+    assert!(progress.contains(&json!("model_call")), "{progress:?}");
     let queued: Value = serde_json::from_str(calls[3]["text"].as_str().unwrap()).unwrap();
     assert!(
         queued["task_id"].as_str().is_some_and(|t| !t.is_empty()),
         "{queued}"
     );
-    assert_eq!(calls[4], json!({ "error": false, "text": "second answer" }));
+    assert_eq!(answer(&calls[4]), (false, "second answer"));
+    assert!(
+        calls[4]["progress"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("terminal")),
+        "{}",
+        calls[4]
+    );
     let status: Value = serde_json::from_str(calls[5]["text"].as_str().unwrap()).unwrap();
     assert_eq!(status["task_id"], queued["task_id"], "{status}");
     assert_eq!(status["state"], "succeeded", "{status}");
-    assert_eq!(calls[6], json!({ "error": false, "text": "second answer" }));
+    assert_eq!(answer(&calls[6]), (false, "second answer"));
     assert_eq!(calls[7]["error"], true, "{}", calls[7]);
     assert_eq!(calls[8]["error"], true, "{}", calls[8]);
     assert!(

@@ -220,6 +220,41 @@ impl GatewayApi {
         let req = self.http.post(format!("{}{path}", self.url)).json(body);
         send(&self.url, &self.token, req).await
     }
+
+    /// Reads the server-sent events at `path` until the server ends the stream (or `to` is
+    /// dropped), sending each event's data to `to`.
+    pub(super) async fn stream(
+        &self,
+        path: &str,
+        to: tokio::sync::mpsc::Sender<String>,
+    ) -> Result<(), String> {
+        use futures::StreamExt;
+        let resp = self
+            .http
+            .get(format!("{}{path}", self.url))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .map_err(|e| format!("cannot reach the gateway at {}: {}", self.url, causes(&e)))?;
+        let status = resp.status();
+        if !status.is_success() {
+            return Err(format!("gateway answered {status} for {path}"));
+        }
+        let mut parser = crate::model::sse::SseParser::new();
+        let mut body = resp.bytes_stream();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| format!("the event stream broke off: {}", causes(&e)))?;
+            for event in parser.push(&chunk) {
+                if to.send(event.data).await.is_err() {
+                    return Ok(());
+                }
+            }
+        }
+        if let Some(event) = parser.finish() {
+            let _unread = to.send(event.data).await;
+        }
+        Ok(())
+    }
 }
 
 /// Sends `req` with the token and decodes the JSON answer; any status but success and `409`

@@ -3,16 +3,19 @@
 //! (`{task, session?, request_id?, wait?}` → the agent's final text), posted through
 //! `POST /v1/agents/<id>/tasks` like `clawbus post`, so ingress, dedup and the coordinator treat
 //! it as any other task; `list_agents`, `task_status` and `task_result` complete the set.
+//! A waiting call whose client asked for progress gets a notification per task event (queued,
+//! started, model calls, tool calls, …; not each text delta) until the task ends.
 
 use super::Global;
 use super::client::{GatewayApi, GatewayClient, segment};
 use crate::gateway::api::{MAX_WAIT, TaskView};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -165,7 +168,14 @@ impl Bridge {
         self.agents.iter().any(|a| a.id == id)
     }
 
-    async fn ask(&self, agent: &str, args: &serde_json::Map<String, Value>) -> CallToolResult {
+    /// `ask_<agent>`; with `progress`, a waiting call posts without waiting and follows the
+    /// task's events, one notification each, then answers from its record.
+    async fn ask(
+        &self,
+        agent: &str,
+        args: &serde_json::Map<String, Value>,
+        progress: Option<(ProgressToken, &Peer<RoleServer>)>,
+    ) -> CallToolResult {
         let Some(task) = arg(args, "task").filter(|t| !t.trim().is_empty()) else {
             return refused("task: missing or empty (expected the message for the agent)");
         };
@@ -174,7 +184,7 @@ impl Bridge {
             "text": task,
             "request_id": arg(args, "request_id"),
             "session": arg(args, "session"),
-            "wait": wait,
+            "wait": wait && progress.is_none(),
             "timeout_ms": MAX_WAIT.as_millis() as u64,
         });
         let answer = match self
@@ -202,7 +212,58 @@ impl Bridge {
                     .to_string(),
             );
         }
-        outcome(&view)
+        let Some((token, peer)) = progress else {
+            return outcome(&view);
+        };
+        if let Err(e) = self.follow(&view.task_id, token, peer).await {
+            return refused(format!("following task {}: {e}", view.task_id));
+        }
+        match self
+            .api
+            .get(&format!("/v1/tasks/{}", segment(&view.task_id)))
+            .await
+        {
+            Ok(v) => match serde_json::from_value::<TaskView>(v) {
+                Ok(view) => outcome(&view),
+                Err(e) => refused(format!("unexpected answer from the gateway: {e}")),
+            },
+            Err(e) => refused(e),
+        }
+    }
+
+    /// Sends a progress notification per event of task `task_id` (text deltas left out) until
+    /// its terminal event; stops early, without error, when the client is gone.
+    async fn follow(
+        &self,
+        task_id: &str,
+        token: ProgressToken,
+        peer: &Peer<RoleServer>,
+    ) -> Result<(), String> {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(64);
+        let api = self.api.clone();
+        let path = format!("/v1/tasks/{}/events", segment(task_id));
+        let reader = tokio::spawn(async move { api.stream(&path, tx).await });
+        let mut step = 0.0;
+        while let Some(data) = rx.recv().await {
+            let Ok(event) = serde_json::from_str::<Value>(&data) else {
+                continue;
+            };
+            let kind = event["event"]["type"].as_str().unwrap_or("event");
+            if kind == "delta" {
+                continue;
+            }
+            step += 1.0;
+            let message = match event["event"]["name"].as_str() {
+                Some(name) => format!("{kind} {name}"),
+                None => kind.to_string(),
+            };
+            let note = ProgressNotificationParam::new(token.clone(), step).with_message(message);
+            if peer.notify_progress(note).await.is_err() {
+                break;
+            }
+        }
+        drop(rx);
+        reader.await.map_err(|e| e.to_string())?
     }
 
     /// The task `task_id` names, when it belongs to an exposed agent.
@@ -270,8 +331,12 @@ impl ServerHandler for Bridge {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let progress = context
+            .meta
+            .get_progress_token()
+            .map(|token| (token, &context.peer));
         let args = request.arguments.unwrap_or_default();
         let name = request.name.as_ref();
         let result = match name {
@@ -285,7 +350,7 @@ impl ServerHandler for Bridge {
                 Err(e) => e,
             },
             _ => match name.strip_prefix(ASK).filter(|a| self.exposed(a)) {
-                Some(agent) => self.ask(agent, &args).await,
+                Some(agent) => self.ask(agent, &args, progress).await,
                 None => {
                     return Err(ErrorData::invalid_params(
                         format!("no tool {name:?} (see tools/list)"),

@@ -1,9 +1,10 @@
 """Drives `clawbus mcp serve` with the official MCP Python SDK's stdio client, for clawbus's tests.
 
 argv: the clawbus binary, the project folder, the gateway URL, then a JSON list of calls
-`[[tool, arguments], ...]`; an argument "$task_id" is replaced by the task_id of the latest
-result that carried one. Prints one JSON object:
-`{"tools": [names], "calls": [{"error": bool, "text": str}, ...]}`.
+`[[tool, arguments], ...]` or `[tool, arguments, "progress"]` to ask for progress
+notifications; an argument "$task_id" is replaced by the task_id of the latest result that
+carried one. Prints one JSON object:
+`{"tools": [names], "calls": [{"error": bool, "text": str, "progress": [messages]}, ...]}`.
 """
 
 import json
@@ -32,15 +33,21 @@ async def main():
         async with ClientSession(read, write) as session:
             await session.initialize()
             out["tools"] = [t.name for t in (await session.list_tools()).tools]
-            for name, args in plan:
+            for name, args, *flags in plan:
                 args = {k: (task_id if v == "$task_id" else v) for k, v in args.items()}
-                result = await session.call_tool(name, args)
+                notes = []
+
+                async def on_progress(progress, total, message, notes=notes):
+                    notes.append(message)
+
+                callback = on_progress if "progress" in flags else None
+                result = await session.call_tool(name, args, progress_callback=callback)
                 text = text_of(result)
                 try:
                     task_id = json.loads(text).get("task_id", task_id)
                 except (ValueError, AttributeError):
                     pass
-                out["calls"].append({"error": bool(result.is_error), "text": text})
+                out["calls"].append({"error": bool(result.is_error), "text": text, "progress": notes})
     print(json.dumps(out))
 
 
