@@ -11,7 +11,7 @@ use std::process::Stdio;
 
 /// Runs the Python client against `clawbus mcp serve` for `child`: lists the tools, makes the
 /// `plan`'s calls in order, and returns `{tools, calls: [{error, text}]}`.
-async fn drive(py: &str, p: &Project, child: &Child, plan: Value) -> Value {
+async fn drive(py: &str, p: &Project, child: &Child, plan: Value, token: Option<&str>) -> Value {
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/scenarios/testdata/mcp_serve_client.py"
@@ -24,6 +24,10 @@ async fn drive(py: &str, p: &Project, child: &Child, plan: Value) -> Value {
         &child.url,
         &plan.to_string(),
     ]);
+    cmd.env_remove("CLAWBUS_TOKEN");
+    if let Some(token) = token {
+        cmd.env("CLAWBUS_TOKEN", token);
+    }
     let out = run_cmd(cmd).await;
     assert!(
         out.status.success(),
@@ -74,7 +78,7 @@ async fn mcp_serve_hands_tasks_to_the_exposed_agents_with_progress_and_a_repeate
         ["task_result", { "task_id": "no-such-task" }],
         ["ask_a", { "task": " " }],
     ]);
-    let out = drive(&py, &p, &child, plan).await;
+    let out = drive(&py, &p, &child, plan, None).await;
     stop(child).await;
 
     let tools: Vec<&str> = out["tools"]
@@ -134,5 +138,27 @@ async fn mcp_serve_hands_tasks_to_the_exposed_agents_with_progress_and_a_repeate
         model.requests().len(),
         2,
         "each request id ran once: two model calls for four asks"
+    );
+}
+
+#[actix_rt::test]
+async fn mcp_serve_with_a_wrong_token_answers_each_call_with_the_gateways_refusal() {
+    let Some(py) = python() else { return };
+    let p = Project::new();
+    p.write("clawbus.toml", "[mcp.serve]\nagents = [\"a\"]\n")
+        .write("agents.d/a.toml", "");
+    let child = up(&p).await;
+    let plan = json!([["list_agents", {}], ["ask_a", { "task": "hi" }]]);
+    let out = drive(&py, &p, &child, plan, Some("not-the-token")).await;
+    let task_count = crate::support::get_json(&child, "/v1/tasks").await;
+    stop(child).await;
+    for call in out["calls"].as_array().unwrap() {
+        let (error, text) = answer(call);
+        assert!(error && text.contains("401"), "{call}");
+    }
+    assert_eq!(
+        task_count["tasks"].as_array().map(Vec::len),
+        Some(0),
+        "{task_count}"
     );
 }

@@ -3,11 +3,12 @@
 argv: the clawbus binary, the project folder, the gateway URL, then a JSON list of calls
 `[[tool, arguments], ...]` or `[tool, arguments, "progress"]` to ask for progress
 notifications; an argument "$task_id" is replaced by the task_id of the latest result that
-carried one. Prints one JSON object:
+carried one. CLAWBUS_TOKEN, when set, is passed on to the server. Prints one JSON object:
 `{"tools": [names], "calls": [{"error": bool, "text": str, "progress": [messages]}, ...]}`.
 """
 
 import json
+import os
 import sys
 
 import anyio
@@ -21,11 +22,14 @@ def text_of(result):
 
 async def main():
     binary, folder, url, plan = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+    env = {"RUST_LOG": "warn"}
+    if "CLAWBUS_TOKEN" in os.environ:
+        env["CLAWBUS_TOKEN"] = os.environ["CLAWBUS_TOKEN"]
     params = StdioServerParameters(
         command=binary,
         args=["mcp", "serve", "--url", url],
         cwd=folder,
-        env={"RUST_LOG": "warn"},
+        env=env,
     )
     out = {"tools": [], "calls": []}
     task_id = None
