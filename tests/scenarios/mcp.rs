@@ -6,7 +6,7 @@ use crate::support::{Project, offered_tools, post_task, run_cmd, tool_results};
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::{Value, json};
 
-fn python() -> Option<String> {
+pub(super) fn python() -> Option<String> {
     match std::env::var("CLAWBUS_TEST_MCP_PYTHON") {
         Ok(p) => Some(p),
         Err(_) if std::env::var("CI").is_ok_and(|v| v == "true") => {

@@ -13,6 +13,7 @@ mod hostile;
 mod ingress;
 mod lanes;
 mod mcp;
+mod mcp_serve;
 mod memory;
 mod messages;
 mod model_servers;

@@ -9,6 +9,9 @@
 //! timeout = "30s"        # per tool call and tools/list (the start gets at least a minute)
 //! ```
 //!
+//! `[mcp.serve] agents = ["researcher"]` names the agents `clawbus mcp serve` exposes to MCP
+//! clients as `ask_<agent>` tools (default none).
+//!
 //! A server's tools are offered as `mcp__<server>__<tool>`; `group:mcp` names every MCP tool and
 //! `group:mcp:<server>` those of one server (see `tools.rs`).
 
@@ -32,6 +35,9 @@ const MAX_SERVER_NAME: usize = 24;
 pub struct McpDef {
     /// The servers, by name.
     pub servers: BTreeMap<String, McpServerDef>,
+    /// The agents `clawbus mcp serve` exposes as `ask_<agent>` (`[mcp.serve] agents`), in the
+    /// file's order; every one names an agent of `agents.d/`.
+    pub serve_agents: Vec<String>,
 }
 
 /// One `[mcp.servers.<name>]`: a stdio MCP server.
@@ -55,7 +61,21 @@ pub struct McpServerDef {
 pub(super) struct McpFile {
     #[serde(default)]
     pub servers: BTreeMap<Spanned<String>, McpServerFile>,
+    #[serde(default)]
+    pub serve: McpServeFile,
 }
+
+/// `[mcp.serve]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct McpServeFile {
+    #[serde(default)]
+    pub agents: Vec<Spanned<String>>,
+}
+
+/// An agent named in `[mcp.serve] agents`, with the problem to report (in place) when no agent
+/// file has that id.
+pub(super) type ServeRef = (String, Problem);
 
 /// `[mcp.servers.<name>]`.
 #[derive(Debug, Default, Deserialize)]
@@ -78,8 +98,35 @@ pub fn is_server_name(s: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
-/// Validates `[mcp]`; a server with a problem is left out.
-pub(super) fn mcp_def(src: &Source, f: &McpFile, problems: &mut Vec<Problem>) -> McpDef {
+/// Validates `[mcp]`; a server with a problem is left out. The agents of `[mcp.serve]` come back
+/// with the problem each makes when it names no agent (checked once the agents are known).
+pub(super) fn mcp_def(
+    src: &Source,
+    f: &McpFile,
+    problems: &mut Vec<Problem>,
+) -> (McpDef, Vec<ServeRef>) {
+    let mut serve_agents: Vec<String> = Vec::new();
+    let mut refs = Vec::new();
+    for a in &f.serve.agents {
+        let id = a.get_ref();
+        if serve_agents.contains(id) {
+            problems.push(src.at(
+                Some(a.span()),
+                "mcp.serve.agents",
+                format!("agent \"{id}\" is listed twice (expected each agent once)"),
+            ));
+            continue;
+        }
+        serve_agents.push(id.clone());
+        refs.push((
+            id.clone(),
+            src.at(
+                Some(a.span()),
+                "mcp.serve.agents",
+                format!("no agent \"{id}\" (expected the id of a file in the agents folder)"),
+            ),
+        ));
+    }
     let mut servers = BTreeMap::new();
     for (name, s) in &f.servers {
         let n = name.get_ref();
@@ -142,5 +189,11 @@ pub(super) fn mcp_def(src: &Source, f: &McpFile, problems: &mut Vec<Problem>) ->
             );
         }
     }
-    McpDef { servers }
+    (
+        McpDef {
+            servers,
+            serve_agents,
+        },
+        refs,
+    )
 }

@@ -14,7 +14,8 @@
 //! (`[web]`, [`WebDef`]), `lanes` (`[lanes]`, [`LanesDef`]), `tools` (`[tools]` profiles and groups,
 //! `[channels.<name>]`, [`ToolsDef`]), `exec` (`[exec]`, [`ExecDef`]), `cron` (`[[cron]]`,
 //! `[heartbeat]`), `cron_limits` (`[cron]`, [`CronDef`]), `timezone` (`[gateway] timezone` and its
-//! default), `sandbox` (`[sandbox]`, [`SandboxDef`]), `mcp` (`[mcp.servers.<name>]`, [`McpDef`]).
+//! default), `sandbox` (`[sandbox]`, [`SandboxDef`]), `mcp` (`[mcp.servers.<name>]`, `[mcp.serve]`,
+//! [`McpDef`]).
 
 mod agent;
 mod breaker;
@@ -187,7 +188,8 @@ pub struct Config {
     pub sandbox: SandboxDef,
     /// Every flow of `flows.d/` (next to `agents.d/`), in file name order.
     pub flows: Vec<flow::FlowDef>,
-    /// The MCP servers whose tools agents may use (`[mcp.servers.<name>]`).
+    /// The MCP servers whose tools agents may use (`[mcp.servers.<name>]`) and the agents
+    /// `clawbus mcp serve` exposes (`[mcp.serve]`).
     pub mcp: McpDef,
 }
 

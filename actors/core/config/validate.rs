@@ -37,6 +37,8 @@ struct Gateway {
     cron: super::CronDef,
     sandbox: super::SandboxDef,
     mcp: super::McpDef,
+    /// `[mcp.serve] agents`, each with its problem should no agent have that id.
+    mcp_serve: Vec<super::mcp::ServeRef>,
 }
 
 /// Examines every file and builds the [`Config`] when nothing is wrong.
@@ -132,6 +134,12 @@ pub(super) fn check(opts: &LoadOptions) -> (CheckReport, Option<Config>) {
                         ),
                     )
                 }),
+        )
+        .chain(
+            base.mcp_serve
+                .iter()
+                .filter(|(id, _)| !agents.iter().any(|d: &super::AgentDef| d.id.as_str() == id))
+                .map(|(_, problem)| problem.clone()),
         )
         .collect();
     if !unknown_channel_agents.is_empty() {
@@ -292,6 +300,7 @@ fn gateway_defaults() -> Gateway {
         cron: Default::default(),
         sandbox: Default::default(),
         mcp: Default::default(),
+        mcp_serve: Vec::new(),
     }
 }
 
@@ -316,7 +325,7 @@ fn gateway_file(src: &Source) -> (Gateway, Vec<Problem>) {
     base.delivery = super::delivery::delivery_def(src, &f.delivery, &mut problems);
     base.cron = super::cron_limits::cron_def(src, &f.cron, &mut problems);
     base.sandbox = super::sandbox::sandbox_def(src, &f.sandbox, &mut problems);
-    base.mcp = super::mcp::mcp_def(src, &f.mcp, &mut problems);
+    (base.mcp, base.mcp_serve) = super::mcp::mcp_def(src, &f.mcp, &mut problems);
     if let Some(bind) = &f.gateway.bind {
         match bind.get_ref().parse() {
             Ok(ip) => base.gateway.bind = ip,

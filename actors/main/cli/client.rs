@@ -180,36 +180,116 @@ impl GatewayClient {
     }
 
     fn call(&self, req: reqwest::RequestBuilder) -> Result<(u16, serde_json::Value), ExitCode> {
-        let url = self.url.clone();
-        self.rt.block_on(async move {
-            let resp = req.bearer_auth(&self.token).send().await.map_err(|e| {
-                usage(format!(
-                    "cannot reach the gateway at {url}: {} (is `clawbus up` running?)",
-                    causes(&e)
-                ))
-            })?;
-            let status = resp.status();
-            let text = resp
-                .text()
-                .await
-                .map_err(|e| usage(format!("reading the gateway's answer: {e}")))?;
-            let json: Option<serde_json::Value> = serde_json::from_str(&text).ok();
-            if !status.is_success() && status != reqwest::StatusCode::CONFLICT {
-                let message = json
-                    .as_ref()
-                    .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
-                    .filter(|m| !m.is_empty())
-                    .unwrap_or(if text.trim().is_empty() {
-                        "(no details)".to_string()
-                    } else {
-                        text
-                    });
-                return Err(usage(format!("gateway answered {status}: {message}")));
-            }
-            json.map(|j| (status.as_u16(), j))
-                .ok_or_else(|| usage(format!("unexpected answer from the gateway: {text}")))
-        })
+        self.rt
+            .block_on(send(&self.url, &self.token, req))
+            .map_err(usage)
     }
+
+    /// The gateway's URL, token and HTTP client, for async callers on the client's runtime
+    /// ([`GatewayClient::block_on`]).
+    pub(super) fn api(&self) -> GatewayApi {
+        GatewayApi {
+            url: self.url.clone(),
+            token: self.token.clone(),
+            http: self.http.clone(),
+        }
+    }
+}
+
+/// The async side of a [`GatewayClient`]: errors come back as text, not printed.
+#[derive(Clone)]
+pub(super) struct GatewayApi {
+    url: String,
+    token: String,
+    http: reqwest::Client,
+}
+
+impl GatewayApi {
+    /// GETs `path` and decodes the JSON answer.
+    pub(super) async fn get(&self, path: &str) -> Result<serde_json::Value, String> {
+        let req = self.http.get(format!("{}{path}", self.url));
+        send(&self.url, &self.token, req).await.map(|(_, v)| v)
+    }
+
+    /// POSTs `body` to `path`; a `409 Conflict` answer comes back with its status.
+    pub(super) async fn post(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> Result<(u16, serde_json::Value), String> {
+        let req = self.http.post(format!("{}{path}", self.url)).json(body);
+        send(&self.url, &self.token, req).await
+    }
+
+    /// Reads the server-sent events at `path` until the server ends the stream (or `to` is
+    /// dropped), sending each event's data to `to`.
+    pub(super) async fn stream(
+        &self,
+        path: &str,
+        to: tokio::sync::mpsc::Sender<String>,
+    ) -> Result<(), String> {
+        use futures::StreamExt;
+        let resp = self
+            .http
+            .get(format!("{}{path}", self.url))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .map_err(|e| format!("cannot reach the gateway at {}: {}", self.url, causes(&e)))?;
+        let status = resp.status();
+        if !status.is_success() {
+            return Err(format!("gateway answered {status} for {path}"));
+        }
+        let mut parser = crate::model::sse::SseParser::new();
+        let mut body = resp.bytes_stream();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| format!("the event stream broke off: {}", causes(&e)))?;
+            for event in parser.push(&chunk) {
+                if to.send(event.data).await.is_err() {
+                    return Ok(());
+                }
+            }
+        }
+        if let Some(event) = parser.finish() {
+            let _unread = to.send(event.data).await;
+        }
+        Ok(())
+    }
+}
+
+/// Sends `req` with the token and decodes the JSON answer; any status but success and `409`
+/// is an error carrying the gateway's message.
+async fn send(
+    url: &str,
+    token: &str,
+    req: reqwest::RequestBuilder,
+) -> Result<(u16, serde_json::Value), String> {
+    let resp = req.bearer_auth(token).send().await.map_err(|e| {
+        format!(
+            "cannot reach the gateway at {url}: {} (is `clawbus up` running?)",
+            causes(&e)
+        )
+    })?;
+    let status = resp.status();
+    let text = resp
+        .text()
+        .await
+        .map_err(|e| format!("reading the gateway's answer: {e}"))?;
+    let json: Option<serde_json::Value> = serde_json::from_str(&text).ok();
+    if !status.is_success() && status != reqwest::StatusCode::CONFLICT {
+        let message = json
+            .as_ref()
+            .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+            .filter(|m| !m.is_empty())
+            .unwrap_or(if text.trim().is_empty() {
+                "(no details)".to_string()
+            } else {
+                text
+            });
+        return Err(format!("gateway answered {status}: {message}"));
+    }
+    json.map(|j| (status.as_u16(), j))
+        .ok_or_else(|| format!("unexpected answer from the gateway: {text}"))
 }
 
 /// `--url` must be an http(s) URL with a host.

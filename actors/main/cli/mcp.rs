@@ -1,6 +1,7 @@
 //! `clawbus mcp list [--json]`: each configured MCP server started as the daemon would start
 //! it, then its state (started, or why not), protocol version, own version and tools, then
-//! stopped. Works offline; exit 1 when a server did not start.
+//! stopped. Works offline; exit 1 when a server did not start. `clawbus mcp serve`: see
+//! `mcp_serve.rs`.
 
 use super::Global;
 use super::out::outln;
@@ -13,6 +14,9 @@ use std::process::ExitCode;
 pub enum McpCommand {
     /// Start each `[mcp.servers.<name>]` and print its state, versions and tools.
     List(ListArgs),
+    /// An MCP server on stdin/stdout exposing each `[mcp.serve] agents` agent of the running
+    /// gateway as a tool `ask_<agent>`, plus `list_agents`, `task_status` and `task_result`.
+    Serve,
 }
 
 /// Flags of `clawbus mcp list`.
@@ -27,6 +31,7 @@ pub struct ListArgs {
 pub(super) fn run(global: &Global, cmd: McpCommand) -> ExitCode {
     match cmd {
         McpCommand::List(args) => list(global, args),
+        McpCommand::Serve => super::mcp_serve::run(global),
     }
 }
 

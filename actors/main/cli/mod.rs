@@ -12,6 +12,7 @@ mod client;
 mod cron;
 mod flow;
 mod mcp;
+mod mcp_serve;
 mod out;
 mod post;
 mod prompt;
@@ -165,7 +166,8 @@ pub enum Command {
     /// The running daemon's agents, their models and fallbacks, and each model provider's
     /// circuit breaker.
     Status(status::StatusArgs),
-    /// MCP servers: `mcp list` starts each and prints its state, versions and tools.
+    /// MCP: `mcp list` starts each configured server and prints its state, versions and tools;
+    /// `mcp serve` is an MCP server on stdio exposing the `[mcp.serve]` agents as tools.
     #[command(subcommand)]
     Mcp(mcp::McpCommand),
 }

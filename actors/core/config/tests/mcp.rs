@@ -89,3 +89,32 @@ fn an_mcp_server_without_a_command_is_refused() {
         "{text}"
     );
 }
+
+#[test]
+fn mcp_serve_agents_are_loaded_and_unknown_ones_reported_in_place() {
+    let fx = Fixture::new();
+    fx.write("clawbus.toml", "[mcp.serve]\nagents = [\"a\"]\n");
+    fx.write("agents.d/a.toml", "");
+    assert_eq!(load(&fx.opts()).unwrap().mcp.serve_agents, ["a"]);
+    fx.write(
+        "clawbus.toml",
+        "[mcp.serve]\nagents = [\"a\", \"ghost\", \"a\"]\n",
+    );
+    let report = fx.errors(&fx.opts());
+    let text = fx.lines(&report).join("\n");
+    assert!(
+        text.contains("clawbus.toml:2:16: field \"mcp.serve.agents\": no agent \"ghost\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("clawbus.toml:2:25: field \"mcp.serve.agents\": agent \"a\" is listed twice"),
+        "{text}"
+    );
+}
+
+#[test]
+fn mcp_serve_agents_default_to_none() {
+    let fx = Fixture::new();
+    fx.write("agents.d/a.toml", "");
+    assert!(load(&fx.opts()).unwrap().mcp.serve_agents.is_empty());
+}
