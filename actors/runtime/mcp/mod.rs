@@ -123,8 +123,9 @@ impl McpServers {
                     tools.extend(own);
                 }
                 Err(e) => {
-                    tracing::error!(server = %server.name, error = %e, "MCP server failed to start; its tools are not offered.");
-                    entry.error = Some(e.to_string());
+                    let text = server.log_text(&e);
+                    tracing::error!(server = %server.name, error = %text, "MCP server failed to start; its tools are not offered.");
+                    entry.error = Some(text);
                 }
             }
             status.push(entry);

@@ -31,11 +31,20 @@ pub(crate) struct Server {
     /// The live session; `None` before the first start or after it was found dead. Calls hold
     /// a clone of the `Arc`, so a restart never cuts off a call still running on the old one.
     conn: Mutex<Option<Arc<Client>>>,
+    /// The values of the variables it is given, redacted from what is logged of its errors.
+    secrets: crate::secrets::Secrets,
 }
 
 impl Server {
+    /// An error's text for the log, with the values of the server's variables redacted (a server
+    /// may echo them in its errors).
+    pub(crate) fn log_text(&self, e: &McpError) -> String {
+        self.secrets.redact(&e.to_string()).into_owned()
+    }
+
     pub(crate) fn new(name: &str, def: McpServerDef) -> Self {
         Self {
+            secrets: crate::secrets::Secrets::default().with_names(&def.env),
             name: name.to_string(),
             def,
             conn: Mutex::new(None),

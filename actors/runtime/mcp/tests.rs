@@ -391,3 +391,25 @@ async fn figure_mcp_call_overhead() {
     eprintln!("median mcp__t__add {m:?}, read {r:?}");
     mcp.stop().await;
 }
+
+#[test]
+fn what_is_logged_of_a_servers_error_has_its_variables_values_redacted() {
+    // Cargo sets CARGO_MANIFEST_DIR for the test process: passed by name, it is a secret.
+    let value = std::env::var("CARGO_MANIFEST_DIR").unwrap();
+    let server = super::server::Server::new(
+        "t",
+        clawbus_core::config::mcp::McpServerDef {
+            command: "none".into(),
+            args: Vec::new(),
+            env: vec!["CARGO_MANIFEST_DIR".into()],
+            timeout: std::time::Duration::from_secs(1),
+        },
+    );
+    let e = super::McpError::Protocol {
+        server: "t".into(),
+        source: format!("bad request, key {value}").into(),
+    };
+    let text = server.log_text(&e);
+    assert!(!text.contains(&value), "{text}");
+    assert!(text.contains("[REDACTED:CARGO_MANIFEST_DIR]"), "{text}");
+}

@@ -100,7 +100,7 @@ impl Tool for McpTool {
                 }
             }
             Err(e) => {
-                tracing::warn!(server = %self.server.name, tool = %self.tool, agent = %ctx.agent, error = %e, "MCP tool call failed.");
+                tracing::warn!(server = %self.server.name, tool = %self.tool, agent = %ctx.agent, error = %self.server.log_text(&e), "MCP tool call failed.");
                 let kind = match e {
                     super::McpError::Timeout { .. } => "timeout",
                     _ => "mcp_server_error",
