@@ -81,7 +81,7 @@ async fn dead_letter(shared: &Arc<Shared>, advisory: &MaxDeliveries) {
     };
     if let Some(env) = env {
         let error = format!(
-            "gave up after {} deliveries (JetStream max deliveries)",
+            "gave up after {} attempts (JetStream max deliveries)",
             advisory.deliveries
         );
         tracing::warn!(request_id = %env.request_id, deliveries = advisory.deliveries, "Task dead-lettered.");
