@@ -3,6 +3,7 @@
 //! under running nodes, an `agent_call` and a cycle across nodes, and `clawbus nodes`.
 
 use super::system::{Child, spawn_up, stop};
+use super::ws_client::Client;
 use crate::support::{
     Project, eventually, get_json, last_user, output, post_json, post_task, run_cmd, tool_results,
 };
@@ -15,6 +16,11 @@ async fn node(project: &Project, nats: &NatsServer, id: &str, extra: &[&str]) ->
     let mut cmd = project.clawbus();
     cmd.args(["up", "--port", "0", "--bus", nats.url(), "--node-id", id])
         .args(extra);
+    if let Ok(dir) = std::env::var("CLAWBUS_TEST_NODE_LOGS") {
+        let log = std::fs::File::create(format!("{dir}/{id}.log")).unwrap();
+        cmd.env("RUST_LOG", "info");
+        return super::system::spawn_up_logging(project, cmd, log.into()).await;
+    }
     spawn_up(project, cmd).await
 }
 
@@ -150,8 +156,8 @@ fn parked(body: &str) -> usize {
 }
 
 /// Six tasks accepted (202) and running on two nodes when the server stops. While it is away:
-/// `/healthz` says so, new posts are refused with 503 naming the server (HTTP, and the CLI
-/// exits 4), and the six runs finish, their outcomes parked in each node's outbox. Once the
+/// `/healthz` says so, new posts are refused naming the server (HTTP 503, a WebSocket
+/// `UNAVAILABLE` error, the CLI's exit code 4), and the six runs finish, their outcomes parked in each node's outbox. Once the
 /// server is back: the nodes reconnect by themselves, the six end succeeded, each run once, and
 /// new work is taken again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -198,6 +204,15 @@ async fn nodes_ride_out_a_nats_restart_without_losing_or_repeating_an_accepted_t
         message.contains(&format!("NATS at {}", nats.url())) && message.contains("not connected"),
         "{message}"
     );
+    let (mut ws, hello) = Client::connect_to(&nodes[1].url, &nodes[1].token).await;
+    assert_eq!(hello["ok"], true, "{hello}");
+    let params = json!({ "message": "refused", "agentId": "chat", "sessionKey": "w", "idempotencyKey": "refused-ws" });
+    let id = ws.send("agent", params).await;
+    let res = ws.answer(&id).await;
+    assert_eq!(res["ok"], false, "{res}");
+    assert_eq!(res["error"]["code"], "UNAVAILABLE", "{res}");
+    let message = res["error"]["message"].as_str().unwrap();
+    assert!(message.contains(&format!("NATS at {}", nats.url())), "{message}");
     let mut cli = projects[0].clawbus();
     cli.args(["post", "agent.chat", "refused too", "--url", &nodes[0].url])
         .env("CLAWBUS_TOKEN", &nodes[0].token);

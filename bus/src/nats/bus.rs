@@ -45,7 +45,11 @@ impl NatsBus {
             }
         });
         let log = Arc::new(EventLog::new(clock, sink));
-        let inner: Arc<dyn TaskStore> = Arc::new(store);
+        let inner: Arc<dyn TaskStore> = Arc::new(super::guard::LinkGuarded {
+            inner: Arc::new(store),
+            link: nats.link.clone(),
+            url: nats.url().to_string(),
+        });
         let store: Arc<dyn TaskStore> = Arc::new(EventedStore {
             inner,
             log: log.clone(),
@@ -333,10 +337,14 @@ impl Bus for NatsBus {
             }));
         }
         // The server has the interest before this returns: nothing published after is missed.
-        nats.client
-            .flush()
-            .await
-            .map_err(|e| BusError::transport("flush", e))?;
+        // While the server is away the client subscribes again once it is back, and waiting for
+        // its answer would only hang the caller (a WebSocket client's handshake).
+        if nats.link.is_connected() {
+            nats.client
+                .flush()
+                .await
+                .map_err(|e| BusError::transport("flush", e))?;
+        }
         Ok(Subscription::new(rx, Box::new(AbortOnDrop(tasks))))
     }
 

@@ -80,6 +80,12 @@ async fn pull_loop(
             .await;
         let mut batch = match batch {
             Ok(b) => b,
+            Err(e) if !shared.nats.link.is_connected() => {
+                // The link logs the outage and its attempts; pull again once it is back.
+                tracing::debug!(error = %e, "Pull of tasks waits for NATS.");
+                shared.nats.link.connected().await;
+                continue;
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "Pull of tasks failed; trying again.");
                 tokio::time::sleep(PULL_BACKOFF).await;

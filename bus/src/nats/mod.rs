@@ -16,6 +16,7 @@
 mod advisory;
 mod bus;
 mod consume;
+mod guard;
 mod kv;
 mod link;
 mod outbox;

@@ -82,20 +82,28 @@ impl Outbox {
     }
 }
 
-/// Makes the parked writes in order, each once the link is up; ends with the outbox.
+/// Makes the parked writes in order, each once the link is up; ends with the outbox. A write
+/// stays in the queue (counted by [`Outbox::len`]) until it is taken to be made.
 async fn flusher(outbox: std::sync::Weak<Outbox>, link: Arc<Link>) {
     loop {
         let Some(strong) = outbox.upgrade() else {
             return;
         };
-        let Some(write) = strong.front_ready() else {
+        if strong.len() == 0 {
             let wake = strong.wake.clone();
             drop(strong);
             // A park since the look above left a permit: this returns at once.
             wake.notified().await;
             continue;
-        };
+        }
+        drop(strong);
         link.connected().await;
+        let Some(strong) = outbox.upgrade() else {
+            return;
+        };
+        let Some(write) = strong.front_ready() else {
+            continue;
+        };
         match write.retry().await {
             Ok(()) => {
                 tracing::info!(what = %write.what(), left = strong.len(), "Parked write made on NATS.");
