@@ -8,8 +8,8 @@
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{Mutex, OnceLock};
 use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 /// The oldest server the NATS backend accepts (per-key TTL).
@@ -108,7 +108,10 @@ impl NatsServer {
     }
 
     fn tell(&mut self, line: &str) -> Result<(), String> {
-        let stdin = self.stdin.as_mut().ok_or("the server's supervisor is gone")?;
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or("the server's supervisor is gone")?;
         writeln!(stdin, "{line}")
             .and_then(|()| stdin.flush())
             .map_err(|e| format!("cannot tell the supervisor to {line}: {e}"))

@@ -99,7 +99,11 @@ async fn three_nodes_answer_300_tasks_with_duplicates_each_once_in_session_order
         let mut task_of: BTreeMap<usize, Value> = BTreeMap::new();
         for (k, duplicate, answer) in answers {
             assert_eq!(answer["state"], "succeeded", "{answer}");
-            assert_eq!(answer["result"]["text"], format!("re: s{s}-m{k}"), "{answer}");
+            assert_eq!(
+                answer["result"]["text"],
+                format!("re: s{s}-m{k}"),
+                "{answer}"
+            );
             assert_eq!(answer["duplicate"], *duplicate, "{answer}");
             if *duplicate {
                 assert_eq!(answer["task_id"], task_of[k], "the original task answers");
@@ -212,14 +216,20 @@ async fn nodes_ride_out_a_nats_restart_without_losing_or_repeating_an_accepted_t
     assert_eq!(res["ok"], false, "{res}");
     assert_eq!(res["error"]["code"], "UNAVAILABLE", "{res}");
     let message = res["error"]["message"].as_str().unwrap();
-    assert!(message.contains(&format!("NATS at {}", nats.url())), "{message}");
+    assert!(
+        message.contains(&format!("NATS at {}", nats.url())),
+        "{message}"
+    );
     let mut cli = projects[0].clawbus();
     cli.args(["post", "agent.chat", "refused too", "--url", &nodes[0].url])
         .env("CLAWBUS_TOKEN", &nodes[0].token);
     let out = run_cmd(cli).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{stderr}");
-    assert!(stderr.contains("503") && stderr.contains("try again"), "{stderr}");
+    assert!(
+        stderr.contains("503") && stderr.contains("try again"),
+        "{stderr}"
+    );
 
     gate.open();
     eventually("the six outcomes wait in the nodes' outboxes", async || {
@@ -254,9 +264,13 @@ async fn nodes_ride_out_a_nats_restart_without_losing_or_repeating_an_accepted_t
         assert_eq!(answer["result"]["text"], format!("re: after-{i}"));
     }
     assert!(
-        post_task(&nodes[0], "chat", json!({ "text": "refused", "request_id": "refused-1" }))
-            .await
-            .1["duplicate"]
+        post_task(
+            &nodes[0],
+            "chat",
+            json!({ "text": "refused", "request_id": "refused-1" })
+        )
+        .await
+        .1["duplicate"]
             == false,
         "the refused post was never accepted"
     );
@@ -268,7 +282,8 @@ async fn nodes_ride_out_a_nats_restart_without_losing_or_repeating_an_accepted_t
 /// `a` is hosted on node 1 only and `b` on node 2 only (`--agents-here`); each may call the
 /// other.
 fn split_team(model_url: &str) -> Project {
-    let caller = |peer: &str| format!("may_call = [\"{peer}\"]\n[tools]\nallow = [\"agent_call\"]\n");
+    let caller =
+        |peer: &str| format!("may_call = [\"{peer}\"]\n[tools]\nallow = [\"agent_call\"]\n");
     let project = Project::new();
     project
         .with_mock_and(model_url, "")
@@ -334,7 +349,11 @@ async fn an_agent_call_crosses_nodes_and_a_cycle_across_nodes_is_refused() {
     cli.args(["nodes", "--json", "--url", &n1.url])
         .env("CLAWBUS_TOKEN", &n1.token);
     let out = run_cmd(cli).await;
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
     let nodes = listed["nodes"].as_array().unwrap();
     let ids: Vec<&str> = nodes.iter().map(|n| n["node"].as_str().unwrap()).collect();

@@ -3,6 +3,10 @@
 //! `kill -9` to its task running on another node.
 //!
 //! `cargo test --test main scenarios::nats_figures -- --ignored --nocapture --test-threads 1`
+//!
+//! A node marks a running task in progress every third of `ack_wait`; the server hands it to
+//! another node `ack_wait` after the last mark, so the kill-to-elsewhere time lies between two
+//! thirds of `ack_wait` and `ack_wait`, plus a pull.
 
 use super::system::{Child, spawn_up, stop};
 use crate::support::{Project, eventually, last_user, post_task};
@@ -55,7 +59,9 @@ async fn figure_trivial_tasks_per_second_on_1_2_3_nodes_and_local() {
         .write("agents.d/chat.toml", "");
     let node = start(&local, None, &[]).await;
     let r = rate(std::slice::from_ref(&node), "local").await;
-    println!("figure: local backend, 1 node: {r:.0} tasks/s ({TASKS} tasks, {IN_FLIGHT} in flight)");
+    println!(
+        "figure: local backend, 1 node: {r:.0} tasks/s ({TASKS} tasks, {IN_FLIGHT} in flight)"
+    );
     stop(node).await;
     let projects: Vec<Project> = (0..3).map(|_| Project::new()).collect();
     for p in &projects {
@@ -81,12 +87,13 @@ async fn figure_trivial_tasks_per_second_on_1_2_3_nodes_and_local() {
 #[ignore = "a figure: run by hand with --ignored --nocapture"]
 #[allow(clippy::disallowed_methods, reason = "a figure is wall-clock time")]
 async fn figure_time_from_kill_9_to_the_task_running_on_another_node() {
-    let Some(nats) = NatsServer::start_or_skip("figure_time_from_kill_9") else {
-        return;
-    };
     let stuck = ScriptedServer::with_responder(|_| Turn::hang()).await;
     let live = ScriptedServer::with_responder(|_| Turn::text("done")).await;
     for ack_wait in ["2s", "5s"] {
+        // A server each: an agent's durable consumer keeps the ack wait it was created with.
+        let Some(nats) = NatsServer::start_or_skip("figure_time_from_kill_9") else {
+            return;
+        };
         let extra = format!("[bus]\nack_wait = \"{ack_wait}\"\n");
         let (p1, p2) = (Project::new(), Project::new());
         p1.with_mock_and(&stuck.base_url(), &extra)

@@ -81,7 +81,10 @@ fn agents_here(
         }
     }
     if here.is_empty() {
-        return Err("--agents-here: names no agent (give at least one, or leave it out for every agent)".into());
+        return Err(
+            "--agents-here: names no agent (give at least one, or leave it out for every agent)"
+                .into(),
+        );
     }
     Ok(here)
 }

@@ -250,7 +250,11 @@ impl Clawbus {
         let mut agents = Vec::new();
         // `--agents-here`: the others are consumed on the nodes that host them.
         let here = |id: &clawbus_core::ids::AgentId| {
-            config.bus.agents_here.as_ref().is_none_or(|h| h.contains(id))
+            config
+                .bus
+                .agents_here
+                .as_ref()
+                .is_none_or(|h| h.contains(id))
         };
         for def in config.agents.iter().filter(|d| here(&d.id)) {
             agents.push(AgentHandle::start(def, &config, &agent_ctx).await?);

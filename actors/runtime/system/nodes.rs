@@ -175,11 +175,7 @@ impl Beat {
                             .update(&self.key, value, e.revision, Some(HEARTBEAT_TTL))
                             .await
                     }
-                    None => {
-                        self.kv
-                            .create(&self.key, value, Some(HEARTBEAT_TTL))
-                            .await
-                    }
+                    None => self.kv.create(&self.key, value, Some(HEARTBEAT_TTL)).await,
                 }
             }
             other => other,

@@ -41,7 +41,9 @@ impl NatsBus {
         let sink = Box::new(move |env: Envelope| {
             // The receiver lives as long as the runtime: a send fails only while it stops.
             if sink_tx.send(env).is_err() {
-                tracing::debug!("Task event not published: the bus is closing or NATS is away too long.");
+                tracing::debug!(
+                    "Task event not published: the bus is closing or NATS is away too long."
+                );
             }
         });
         let log = Arc::new(EventLog::new(clock, sink));
@@ -146,7 +148,10 @@ impl Parked for Undispatched {
         let outcome = Outcome::Failed {
             error: self.error.clone(),
         };
-        self.store.complete(&self.request_id, outcome).await.map(|_| ())
+        self.store
+            .complete(&self.request_id, outcome)
+            .await
+            .map(|_| ())
     }
 
     fn what(&self) -> String {
@@ -178,6 +183,10 @@ pub(super) fn encode(env: &Envelope) -> Result<Vec<u8>, BusError> {
 /// it, new ones are dropped (counted in the log) rather than held without bound.
 pub(super) const EVENTS_CAP: usize = 8192;
 
+/// A message [`Out::send`] could not queue.
+#[derive(Debug)]
+pub(super) struct NotQueued;
+
 /// The sending side of the ordered publisher, bounded by [`EVENTS_CAP`] messages not yet
 /// handed to the client.
 #[derive(Clone)]
@@ -194,19 +203,20 @@ impl Out {
         }
     }
 
-    /// Queues `env` for publishing; an error when the publisher has stopped or is full.
-    pub(super) fn send(&self, env: Envelope) -> Result<(), Envelope> {
+    /// Queues `env` for publishing; an error when the publisher has stopped or is full (the
+    /// message is dropped).
+    pub(super) fn send(&self, env: Envelope) -> Result<(), NotQueued> {
         let before = self.pending.fetch_add(1, Ordering::SeqCst);
         if before >= EVENTS_CAP {
             self.pending.fetch_sub(1, Ordering::SeqCst);
             if before == EVENTS_CAP {
                 tracing::warn!(cap = EVENTS_CAP, topic = %env.topic, "NATS unreachable and the event outbox is full; new events are dropped until it drains.");
             }
-            return Err(env);
+            return Err(NotQueued);
         }
-        self.tx.send(env).map_err(|e| {
+        self.tx.send(env).map_err(|_| {
             self.pending.fetch_sub(1, Ordering::SeqCst);
-            e.0
+            NotQueued
         })
     }
 }

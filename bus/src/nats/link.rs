@@ -70,8 +70,12 @@ impl Link {
     /// 2 s.
     pub(crate) fn backoff(&self, attempt: usize) -> Duration {
         self.attempts.store(attempt as u64, Ordering::SeqCst);
-        let doublings = u32::try_from(attempt.saturating_sub(1)).unwrap_or(u32::MAX).min(8);
-        let delay = FIRST_BACKOFF.saturating_mul(1 << doublings).min(MAX_BACKOFF);
+        let doublings = u32::try_from(attempt.saturating_sub(1))
+            .unwrap_or(u32::MAX)
+            .min(8);
+        let delay = FIRST_BACKOFF
+            .saturating_mul(1 << doublings)
+            .min(MAX_BACKOFF);
         if attempt > 0 {
             tracing::info!(url = %self.url, attempt, delay_ms = delay.as_millis() as u64, "Reconnecting to NATS.");
         }

@@ -64,7 +64,10 @@ async fn a_task_past_jetstreams_max_deliveries_is_dead_lettered_from_the_advisor
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(left, 0, "the max-delivered message is deleted from the stream");
+    assert_eq!(
+        left, 0,
+        "the max-delivered message is deleted from the stream"
+    );
 }
 
 /// A work stream left by something else, with another retention: refused, naming the URL, the
