@@ -11,7 +11,8 @@ use clawbus::testkit::{Gate, NatsServer, ScriptedServer, Turn};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
-/// Starts `clawbus up` in `project` as node `id` on `nats`, with `extra` flags.
+/// Starts `clawbus up` in `project` as node `id` on `nats`, with `extra` flags. With
+/// `CLAWBUS_TEST_NODE_LOGS=DIR` each node logs (at info) to `DIR/<id>.log`, for debugging.
 async fn node(project: &Project, nats: &NatsServer, id: &str, extra: &[&str]) -> Child {
     let mut cmd = project.clawbus();
     cmd.args(["up", "--port", "0", "--bus", nats.url(), "--node-id", id])
