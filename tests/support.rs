@@ -234,6 +234,7 @@ impl Project {
             .env_remove("CLAWBUS_STATE_DIR")
             .env_remove("CLAWBUS_BUS")
             .env_remove("CLAWBUS_NODE_ID")
+            .env_remove("CLAWBUS_AGENTS_HERE")
             .env("RUST_LOG", "warn");
         cmd
     }

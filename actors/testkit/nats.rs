@@ -5,11 +5,11 @@
 //! Without a usable one, [`NatsServer::shared_or_skip`] prints `skipped: <reason>` and answers
 //! `None`, unless `CI=true`: then the test fails.
 
-use std::io::{BufRead as _, BufReader};
+use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::OnceLock;
 use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 /// The oldest server the NATS backend accepts (per-key TTL).
@@ -26,7 +26,20 @@ pub struct NatsServer {
     store: PathBuf,
     /// The binary's version (`2.15.1`).
     pub version: String,
+    /// A message per "Server is ready" line on its stderr.
+    ready: Mutex<mpsc::Receiver<()>>,
 }
+
+/// The shell around the server: starts it, stops and starts it on `stop`/`start` lines, and
+/// stops it (removing its store) when its stdin closes.
+const SUPERVISOR: &str = r#""$@" </dev/null & p=$!
+while read c; do
+  case "$c" in
+    stop) kill $p; wait $p ;;
+    start) "$@" </dev/null & p=$! ;;
+  esac
+done
+kill $p 2>/dev/null; wait $p; rm -rf "$CLAWBUS_NATS_STORE""#;
 
 impl NatsServer {
     /// Starts a server on a free loopback port with JetStream on and a fresh store folder.
@@ -47,8 +60,9 @@ impl NatsServer {
         let mut child = Command::new("sh")
             .arg("-c")
             // Also when the test process ends without dropping it (a shared server): the store
-            // folder goes with the server.
-            .arg(r#""$@" </dev/null & p=$!; read _ || true; kill $p; wait $p; rm -rf "$CLAWBUS_NATS_STORE""#)
+            // folder goes with the server. `stop` and `start` lines on stdin stop the server
+            // and start it again on the same port and store (`NatsServer::stop`, `start_again`).
+            .arg(SUPERVISOR)
             .env("CLAWBUS_NATS_STORE", &store)
             .arg("sh")
             .arg(&bin)
@@ -68,10 +82,9 @@ impl NatsServer {
         let (ready_tx, ready_rx) = mpsc::channel();
         std::thread::spawn(move || {
             let Some(stderr) = stderr else { return };
-            let mut told = false;
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if !told && line.contains("Server is ready") {
-                    told = ready_tx.send(()).is_ok();
+                if line.contains("Server is ready") && ready_tx.send(()).is_err() {
+                    return;
                 }
             }
         });
@@ -81,14 +94,47 @@ impl NatsServer {
             url: format!("nats://127.0.0.1:{port}"),
             store,
             version,
+            ready: Mutex::new(ready_rx),
         };
-        match ready_rx.recv_timeout(READY_WITHIN) {
-            Ok(()) => Ok(server),
-            Err(_) => Err(format!(
-                "{} did not become ready on port {port} within {READY_WITHIN:?}",
-                bin.display()
-            )),
+        server.await_ready()?;
+        Ok(server)
+    }
+
+    fn await_ready(&self) -> Result<(), String> {
+        let ready = self.ready.lock().map_err(|e| e.to_string())?;
+        ready
+            .recv_timeout(READY_WITHIN)
+            .map_err(|_| format!("{} did not become ready within {READY_WITHIN:?}", self.url))
+    }
+
+    fn tell(&mut self, line: &str) -> Result<(), String> {
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or("the server's supervisor is gone")?;
+        writeln!(stdin, "{line}")
+            .and_then(|()| stdin.flush())
+            .map_err(|e| format!("cannot tell the supervisor to {line}: {e}"))
+    }
+
+    /// Stops the server (SIGTERM) and waits until its port is closed; its store stays for
+    /// [`NatsServer::start_again`].
+    pub fn stop(&mut self) -> Result<(), String> {
+        self.tell("stop")?;
+        let addr = self.url.trim_start_matches("nats://").to_string();
+        for _ in 0..(READY_WITHIN.as_millis() / 50) {
+            if std::net::TcpStream::connect(&addr).is_err() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
+        Err(format!("{} still accepts connections after stop", self.url))
+    }
+
+    /// Starts the server again on the same port over the same store, once it says it is ready.
+    pub fn start_again(&mut self) -> Result<(), String> {
+        self.tell("start")?;
+        self.await_ready()
     }
 
     /// One server for the whole test process, started on first use; `None` (after printing

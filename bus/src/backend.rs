@@ -88,6 +88,30 @@ pub trait Bus: Send + Sync + 'static {
         let record = self.wait(&request_id, timeout).await?;
         Ok((record, admission.duplicate))
     }
+
+    /// How the link to a network backend's server stands; `None` for an embedded bus, which
+    /// has no link to lose.
+    fn link(&self) -> Option<LinkStatus> {
+        None
+    }
+}
+
+/// How a network backend's link to its server stands (`/healthz`, `clawbus nodes`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LinkStatus {
+    /// The server's URL.
+    pub server: String,
+    /// Connected now: while not, new tasks are refused and outcomes wait in the outbox.
+    pub connected: bool,
+    /// How many times the connection was lost since the start.
+    pub disconnects: u64,
+    /// The reconnection attempt under way (0 while connected).
+    pub reconnect_attempt: u64,
+    /// The last error the connection reported.
+    pub last_error: Option<String>,
+    /// Writes (task outcomes) made while the server was away, waiting in the bounded local
+    /// outbox for it.
+    pub parked: usize,
 }
 
 /// How a consumer settles a delivery.

@@ -29,7 +29,7 @@ pub mod store;
 pub(crate) mod task;
 pub mod topic;
 
-pub use backend::{Bus, Delivery, Settle, Subscription};
+pub use backend::{Bus, Delivery, LinkStatus, Settle, Subscription};
 pub use clock::{Clock, Deadline, ManualClock, Sleep, SystemClock};
 pub use envelope::{Envelope, Kind, RequestId, RequestIdError};
 pub use error::{BusError, ConflictReason};

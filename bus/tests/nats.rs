@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 mod conformance;
+mod nats_faults;
 mod store;
 
 use bus::nats::{Nats, NatsBus, NatsKv, NatsOptions, NatsTaskStore};

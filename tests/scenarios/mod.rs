@@ -18,6 +18,8 @@ mod memory;
 mod messages;
 mod model_servers;
 mod nats;
+mod nats_cluster;
+mod nats_figures;
 mod openai;
 mod openclaw_cli;
 mod operator;

@@ -55,7 +55,12 @@ pub(super) struct Client {
 impl Client {
     /// Opens the socket and reads the challenge.
     pub(super) async fn open(up: &Up) -> (Self, Value) {
-        let (ws, _) = tokio::time::timeout(NET, tokio_tungstenite::connect_async(up.ws_url()))
+        Self::open_url(&up.ws_url()).await
+    }
+
+    /// Opens the socket at `ws_url` and reads the challenge.
+    async fn open_url(ws_url: &str) -> (Self, Value) {
+        let (ws, _) = tokio::time::timeout(NET, tokio_tungstenite::connect_async(ws_url))
             .await
             .unwrap()
             .unwrap();
@@ -71,7 +76,18 @@ impl Client {
 
     /// Opens, answers the challenge with `connect` and the token, and returns the `hello-ok`.
     pub(super) async fn connect(up: &Up, token: &str) -> (Self, Value) {
-        let (mut c, challenge) = Self::open(up).await;
+        Self::connect_url(&up.ws_url(), token).await
+    }
+
+    /// [`Client::connect`] to the gateway whose base URL is `http_url` (a daemon started some
+    /// other way than [`Up`]).
+    pub(super) async fn connect_to(http_url: &str, token: &str) -> (Self, Value) {
+        let ws_url = format!("{}/", http_url.replacen("http://", "ws://", 1));
+        Self::connect_url(&ws_url, token).await
+    }
+
+    async fn connect_url(ws_url: &str, token: &str) -> (Self, Value) {
+        let (mut c, challenge) = Self::open_url(ws_url).await;
         assert_eq!(challenge["type"], "event", "{challenge}");
         assert_eq!(challenge["event"], "connect.challenge", "{challenge}");
         let id = c.send("connect", connect_params(token)).await;

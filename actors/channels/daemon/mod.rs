@@ -24,6 +24,7 @@ use clawbus_core::config::Config;
 use clawbus_runtime::agent::AgentHandle;
 use clawbus_runtime::lane::Lanes;
 use clawbus_runtime::metrics::Metrics;
+use clawbus_runtime::system::nodes::Heartbeat;
 use clawbus_runtime::system::{Clawbus, DrainReport, SystemError, SystemOptions};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -63,6 +64,8 @@ pub enum StartError {
 /// the HTTP one).
 pub struct Daemon {
     system: Clawbus,
+    /// This node's heartbeat (`clawbus nodes`); `None` when its store could not be written.
+    heartbeat: Option<Heartbeat>,
     /// In start order; stopped in the reverse order.
     channels: Vec<Box<dyn Channel>>,
     addr: SocketAddr,
@@ -107,8 +110,16 @@ impl Daemon {
         for channel in prepared {
             channels.push(channel.start(&system).await?);
         }
+        let heartbeat = match Heartbeat::start(&system, Some(format!("http://{addr}"))).await {
+            Ok(h) => Some(h),
+            Err(e) => {
+                tracing::error!(node = %system.node_id(), error = %e, "Node heartbeat not started: `clawbus nodes` will not list this node.");
+                None
+            }
+        };
         Ok(Self {
             system,
+            heartbeat,
             channels,
             addr,
             token,
@@ -170,8 +181,14 @@ impl Daemon {
     /// again on the next start), answers what finished, flushes the stores.
     pub async fn shutdown_within(self, grace: Duration) -> DrainReport {
         let Self {
-            system, channels, ..
+            system,
+            channels,
+            heartbeat,
+            ..
         } = self;
+        if let Some(heartbeat) = heartbeat {
+            heartbeat.stop().await;
+        }
         let report = stop_around(channels, system.shutdown(grace)).await;
         tracing::info!("Gateway stopped.");
         report

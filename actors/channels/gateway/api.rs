@@ -61,6 +61,8 @@ pub struct ApiState {
     pub ws: super::ws::Connections,
     /// When the gateway started, in ms on the system's clock (`uptimeMs` in `hello-ok`).
     pub started_ms: u64,
+    /// Opens key-value stores on the bus's backend (the nodes' heartbeats, `/v1/nodes`).
+    pub kv: bus::KvOpener,
 }
 
 /// Builds the router: `/healthz` open, everything under `/v1` behind the token.
@@ -80,6 +82,7 @@ pub fn router(state: ApiState) -> Router {
         .merge(super::tasks::routes())
         .merge(super::usage::routes())
         .merge(super::status::routes())
+        .merge(super::nodes::routes())
         .merge(super::openai::routes())
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),

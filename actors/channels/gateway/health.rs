@@ -1,10 +1,12 @@
 //! `GET /healthz`: 200 `ok` only while the daemon can accept work, else 503 with the reasons.
 //!
-//! Checked on every call: the system is not shutting down, the task store answers a read, the
-//! database takes a write (after a write error, such as a full disk, it refuses every write until
-//! the daemon opens it again, which it does by itself once the state folder has room), a
-//! file can be created in the state folder (it is writable and the process has descriptors
-//! left), and the open descriptors leave some headroom under the soft limit.
+//! Checked on every call: the system is not shutting down, the bus's link to its server is up
+//! (on NATS: while it is down the answer says how many reconnection attempts were made), the
+//! task store answers a read, the database takes a write (after a write error, such as a full
+//! disk, it refuses every write until the daemon opens it again, which it does by itself once
+//! the state folder has room), a file can be created in the state folder (it is writable and the
+//! process has descriptors left), and the open descriptors leave some headroom under the soft
+//! limit.
 
 use super::api::{ApiState, error};
 use axum::extract::State;
@@ -37,7 +39,22 @@ pub(super) async fn not_ready(state: &ApiState) -> Vec<String> {
     if state.shutdown.is_shutdown() {
         reasons.push("draining: shutting down, no new work is accepted".to_string());
     }
+    let link = state.bus.link();
+    if let Some(link) = link.as_ref().filter(|l| !l.connected) {
+        let error = link
+            .last_error
+            .as_deref()
+            .map(|e| format!("; last error: {e}"))
+            .unwrap_or_default();
+        reasons.push(format!(
+            "NATS at {} is unreachable: reconnecting with backoff (attempt {}, {} disconnect(s) so far); new tasks are refused until it is back; {} outcome(s) wait in the local outbox{error}",
+            link.server, link.reconnect_attempt, link.disconnects, link.parked
+        ));
+    }
+    let link_down = link.is_some_and(|l| !l.connected);
     match RequestId::parse("healthz-probe") {
+        // Its store is on the server that is away: asking would only wait for a timeout.
+        Ok(_) if link_down => {}
         Ok(probe) => {
             if let Err(e) = state.bus.lookup(&probe).await {
                 reasons.push(format!("task store: {e}"));

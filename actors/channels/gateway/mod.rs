@@ -14,6 +14,7 @@ pub(crate) mod flows;
 mod health;
 pub mod logs;
 pub(crate) mod metrics;
+pub(crate) mod nodes;
 pub(crate) mod openai;
 mod serve;
 pub(crate) mod sessions;
@@ -134,6 +135,7 @@ impl HttpChannel {
             hooks,
             ws: ws::Connections::default(),
             started_ms: system.clock().now_ms(),
+            kv: system.kv().clone(),
         });
         let (stop, stopping) = tokio::sync::watch::channel(false);
         let server = tokio::spawn(serve::serve(

@@ -234,6 +234,10 @@ pub struct BusDef {
     /// This process's name among the nodes sharing a distributed bus (`clawbus up --node-id`);
     /// `None`: unnamed (one node).
     pub node_id: Option<String>,
+    /// The agents this node hosts, that is consumes tasks for (`clawbus up --agents-here a,b`);
+    /// `None`: every agent. The others are still known here (posted to, called, listed) and
+    /// run on the nodes that host them.
+    pub agents_here: Option<Vec<AgentId>>,
 }
 
 /// `[bus] backend` (or `clawbus up --bus`): which implementation of the bus the daemon runs on.

@@ -282,6 +282,7 @@ fn gateway_defaults() -> Gateway {
             backend: super::BusBackend::Local,
             ack_wait: super::DEFAULT_ACK_WAIT,
             node_id: None,
+            agents_here: None,
         },
         providers: BTreeMap::new(),
         default_model: ModelRef {

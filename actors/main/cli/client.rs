@@ -1,6 +1,6 @@
 //! The CLI's connection to a running gateway: where it is, its token, JSON over HTTP.
 
-use super::{EXIT_USAGE, Global};
+use super::{EXIT_UNAVAILABLE, EXIT_USAGE, Global};
 use crate::config::DEFAULT_STATE_DIR;
 use crate::gateway::token;
 use std::path::PathBuf;
@@ -182,7 +182,14 @@ impl GatewayClient {
     fn call(&self, req: reqwest::RequestBuilder) -> Result<(u16, serde_json::Value), ExitCode> {
         self.rt
             .block_on(send(&self.url, &self.token, req))
-            .map_err(usage)
+            .map_err(|e| {
+                if e.status == Some(503) {
+                    eprintln!("error: {e} (nothing was accepted; try again)");
+                    ExitCode::from(EXIT_UNAVAILABLE)
+                } else {
+                    usage(e)
+                }
+            })
     }
 
     /// The gateway's URL, token and HTTP client, for async callers on the client's runtime
@@ -208,7 +215,10 @@ impl GatewayApi {
     /// GETs `path` and decodes the JSON answer.
     pub(super) async fn get(&self, path: &str) -> Result<serde_json::Value, String> {
         let req = self.http.get(format!("{}{path}", self.url));
-        send(&self.url, &self.token, req).await.map(|(_, v)| v)
+        send(&self.url, &self.token, req)
+            .await
+            .map(|(_, v)| v)
+            .map_err(|e| e.to_string())
     }
 
     /// POSTs `body` to `path`; a `409 Conflict` answer comes back with its status.
@@ -218,7 +228,9 @@ impl GatewayApi {
         body: &serde_json::Value,
     ) -> Result<(u16, serde_json::Value), String> {
         let req = self.http.post(format!("{}{path}", self.url)).json(body);
-        send(&self.url, &self.token, req).await
+        send(&self.url, &self.token, req)
+            .await
+            .map_err(|e| e.to_string())
     }
 
     /// Reads the server-sent events at `path` until the server ends the stream (or `to` is
@@ -259,11 +271,32 @@ impl GatewayApi {
 
 /// Sends `req` with the token and decodes the JSON answer; any status but success and `409`
 /// is an error carrying the gateway's message.
+/// Why a call to the gateway got no usable answer: its status when it answered one.
+struct Refused {
+    status: Option<u16>,
+    message: String,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<String> for Refused {
+    fn from(message: String) -> Self {
+        Self {
+            status: None,
+            message,
+        }
+    }
+}
+
 async fn send(
     url: &str,
     token: &str,
     req: reqwest::RequestBuilder,
-) -> Result<(u16, serde_json::Value), String> {
+) -> Result<(u16, serde_json::Value), Refused> {
     let resp = req.bearer_auth(token).send().await.map_err(|e| {
         format!(
             "cannot reach the gateway at {url}: {} (is `clawbus up` running?)",
@@ -286,10 +319,13 @@ async fn send(
             } else {
                 text
             });
-        return Err(format!("gateway answered {status}: {message}"));
+        return Err(Refused {
+            status: Some(status.as_u16()),
+            message: format!("gateway answered {status}: {message}"),
+        });
     }
     json.map(|j| (status.as_u16(), j))
-        .ok_or_else(|| format!("unexpected answer from the gateway: {text}"))
+        .ok_or_else(|| format!("unexpected answer from the gateway: {text}").into())
 }
 
 /// `--url` must be an http(s) URL with a host.

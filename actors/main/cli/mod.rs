@@ -13,6 +13,7 @@ mod cron;
 mod flow;
 mod mcp;
 mod mcp_serve;
+mod nodes;
 mod out;
 mod post;
 mod prompt;
@@ -38,6 +39,9 @@ pub const EXIT_FAILED: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 /// Exit code: the wait ran out before the task finished.
 pub const EXIT_TIMEOUT: u8 = 3;
+/// Exit code: the gateway refused for now (503: its bus's server is unreachable, or it is
+/// draining); nothing was accepted, the same command may be run again.
+pub const EXIT_UNAVAILABLE: u8 = 4;
 
 /// clawbus: cooperating AI agents as actors on a message bus.
 #[derive(Debug, Parser)]
@@ -166,6 +170,9 @@ pub enum Command {
     /// The running daemon's agents, their models and fallbacks, and each model provider's
     /// circuit breaker.
     Status(status::StatusArgs),
+    /// The live nodes sharing this gateway's bus: their agents, lanes, gateways and link to the
+    /// server (from their heartbeats).
+    Nodes(nodes::NodesArgs),
     /// MCP: `mcp list` starts each configured server and prints its state, versions and tools;
     /// `mcp serve` is an MCP server on stdio exposing the `[mcp.serve]` agents as tools.
     #[command(subcommand)]
@@ -191,6 +198,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Skills(args) => skills::run(&cli.global, args),
         Command::Usage(args) => spend::run(&cli.global, args),
         Command::Status(args) => status::run(&cli.global, args),
+        Command::Nodes(args) => nodes::run(&cli.global, args),
         Command::Mcp(cmd) => mcp::run(&cli.global, cmd),
     }
 }

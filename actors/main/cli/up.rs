@@ -26,6 +26,15 @@ pub struct UpArgs {
     /// This daemon's name among the nodes of a shared bus (1-64 of A-Z a-z 0-9 - _).
     #[arg(long, env = "CLAWBUS_NODE_ID", value_name = "ID")]
     pub node_id: Option<String>,
+    /// The agents this node hosts (runs tasks for), comma-separated; default every agent. The
+    /// others are still posted to and called from here, and run on the nodes hosting them.
+    #[arg(
+        long,
+        env = "CLAWBUS_AGENTS_HERE",
+        value_name = "AGENT,…",
+        value_delimiter = ','
+    )]
+    pub agents_here: Option<Vec<String>>,
 }
 
 /// Applies `--bus` and `--node-id` to the loaded configuration.
@@ -46,7 +55,38 @@ fn apply_bus_flags(config: &mut crate::config::Config, args: &UpArgs) -> Result<
         }
         config.bus.node_id = Some(node.clone());
     }
+    if let Some(names) = &args.agents_here {
+        config.bus.agents_here = Some(agents_here(config, names)?);
+    }
     Ok(())
+}
+
+/// The agents `--agents-here` names, each one configured: an unknown name is refused, naming
+/// it and the agents there are.
+fn agents_here(
+    config: &crate::config::Config,
+    names: &[String],
+) -> Result<Vec<crate::ids::AgentId>, String> {
+    let mut here = Vec::new();
+    for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+        let Some(def) = config.agents.iter().find(|a| a.id.as_str() == name) else {
+            let known: Vec<&str> = config.agents.iter().map(|a| a.id.as_str()).collect();
+            return Err(format!(
+                "--agents-here: unknown agent {name:?} (configured: {})",
+                known.join(", ")
+            ));
+        };
+        if !here.contains(&def.id) {
+            here.push(def.id.clone());
+        }
+    }
+    if here.is_empty() {
+        return Err(
+            "--agents-here: names no agent (give at least one, or leave it out for every agent)"
+                .into(),
+        );
+    }
+    Ok(here)
 }
 
 /// Runs the daemon in the foreground.

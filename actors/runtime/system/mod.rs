@@ -5,6 +5,7 @@
 //! does not build or own any of the parts here. `clawbus up` is this system plus its channels.
 
 mod limits;
+pub mod nodes;
 mod shutdown;
 mod storage;
 
@@ -133,6 +134,8 @@ async fn open_db(path: &std::path::Path) -> Result<sled::Db, StateError> {
 /// The running system: stores, bus, lanes, agents.
 pub struct Clawbus {
     config: Arc<Config>,
+    /// This node's id among the nodes of a shared bus.
+    node_id: String,
     db: sled::Db,
     bus: Arc<dyn Bus>,
     ledger: Arc<dyn TaskStore>,
@@ -245,9 +248,21 @@ impl Clawbus {
             mcp: mcp.clone(),
         };
         let mut agents = Vec::new();
-        for def in &config.agents {
+        // `--agents-here`: the others are consumed on the nodes that host them.
+        let here = |id: &clawbus_core::ids::AgentId| {
+            config
+                .bus
+                .agents_here
+                .as_ref()
+                .is_none_or(|h| h.contains(id))
+        };
+        for def in config.agents.iter().filter(|d| here(&d.id)) {
             agents.push(AgentHandle::start(def, &config, &agent_ctx).await?);
         }
+        let node_id = match &config.bus.node_id {
+            Some(id) => id.clone(),
+            None => nodes::local_node_id(&db).map_err(|e| state_err(StateError::Db(e)))?,
+        };
         let cron = SchedulerHandle::spawn(scheduler);
         // After the agents: a resumed run's tasks need their consumers.
         let resumed = flows
@@ -256,9 +271,11 @@ impl Clawbus {
         if resumed > 0 {
             tracing::info!(resumed, "Flow runs left running were resumed.");
         }
-        tracing::info!(agents = agents.len(), backend = ?config.bus.backend, node = config.bus.node_id.as_deref().unwrap_or("-"), "System started.");
+        let hosted: Vec<&str> = agents.iter().map(|a| a.id().as_str()).collect();
+        tracing::info!(node = %node_id, agents = ?hosted, backend = ?config.bus.backend, "System started.");
         Ok(Self {
             config: Arc::new(config),
+            node_id,
             db,
             bus,
             ledger,
@@ -281,6 +298,11 @@ impl Clawbus {
             flows,
             mcp,
         })
+    }
+
+    /// This node's id: `--node-id`, else one made once and kept in the state folder.
+    pub fn node_id(&self) -> &str {
+        &self.node_id
     }
 
     /// The flow engine (`flows.d/`, runs, cancels).

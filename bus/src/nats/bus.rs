@@ -1,6 +1,7 @@
 //! The bus on NATS: events over core NATS, tasks through the work-queue stream, records in KV.
 
 use super::consume::{self, Shared};
+use super::outbox::{OUTBOX_CAP, Outbox, Parked, unreachable};
 use super::{Nats, NatsTaskStore};
 use crate::backend::{Bus, Delivery, Subscription};
 use crate::envelope::{Envelope, Kind, RequestId};
@@ -16,6 +17,7 @@ use async_nats::jetstream::message::PublishMessage as Publish;
 use async_trait::async_trait;
 use futures::StreamExt as _;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use uuid::Uuid;
@@ -32,30 +34,41 @@ impl NatsBus {
     /// `System`): its publisher runs there.
     pub fn new(nats: Nats, store: NatsTaskStore, max_attempts: u32) -> Self {
         let (tx, rx) = mpsc::unbounded_channel::<Envelope>();
-        tokio::spawn(publisher(nats.clone(), rx));
+        let tx = Out::new(tx);
+        tokio::spawn(publisher(nats.clone(), rx, tx.pending.clone()));
         let clock = store.clock();
         let sink_tx = tx.clone();
         let sink = Box::new(move |env: Envelope| {
             // The receiver lives as long as the runtime: a send fails only while it stops.
             if sink_tx.send(env).is_err() {
-                tracing::debug!("Task event not published: the bus is closing.");
+                tracing::debug!(
+                    "Task event not published: the bus is closing or NATS is away too long."
+                );
             }
         });
         let log = Arc::new(EventLog::new(clock, sink));
-        let inner: Arc<dyn TaskStore> = Arc::new(store);
+        let inner: Arc<dyn TaskStore> = Arc::new(super::guard::LinkGuarded {
+            inner: Arc::new(store),
+            link: nats.link.clone(),
+            url: nats.url().to_string(),
+        });
         let store: Arc<dyn TaskStore> = Arc::new(EventedStore {
             inner,
             log: log.clone(),
         });
-        Self {
+        let outbox = Outbox::start(nats.link.clone(), OUTBOX_CAP);
+        let bus = Self {
             shared: Arc::new(Shared {
                 nats,
                 store,
                 log,
                 max_attempts,
+                outbox,
                 out: tx,
             }),
-        }
+        };
+        tokio::spawn(super::advisory::listen(Arc::downgrade(&bus.shared)));
+        bus
     }
 
     /// Connects the store and the bus over `nats`.
@@ -90,6 +103,25 @@ impl NatsBus {
         publish(nats, &subject, &id, bytes).await.map(|_| ())
     }
 
+    /// Ends as failed (a retryable end: posting the same request id again runs it) a task
+    /// that was admitted but never reached the stream, so the refusal its caller gets is the
+    /// whole story; while the server is away, once it is back.
+    async fn undo_admission(&self, request_id: RequestId, cause: &BusError) {
+        let undo = Undispatched {
+            store: self.shared.store.clone(),
+            request_id,
+            error: format!("not dispatched: {cause}"),
+        };
+        let parked = match undo.retry().await {
+            Ok(()) => return,
+            Err(e) if unreachable(&e) => self.shared.outbox.park(Box::new(undo), &e),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = parked {
+            tracing::error!(error = %e, "An admitted task that never reached the stream stays queued.");
+        }
+    }
+
     /// True when stream message `seq` is `env` (the same task and attempt).
     async fn is_ours(&self, seq: u64, env: &Envelope) -> bool {
         let Ok(stream) = self.shared.nats.work_stream().await else {
@@ -100,6 +132,30 @@ impl NatsBus {
                 .is_ok_and(|e| e.id == env.id && e.attempt == env.attempt),
             Err(_) => false, // acked and gone: an older message
         }
+    }
+}
+
+/// The failed end of a task admitted but never dispatched.
+struct Undispatched {
+    store: Arc<dyn TaskStore>,
+    request_id: RequestId,
+    error: String,
+}
+
+#[async_trait]
+impl Parked for Undispatched {
+    async fn retry(&self) -> Result<(), BusError> {
+        let outcome = Outcome::Failed {
+            error: self.error.clone(),
+        };
+        self.store
+            .complete(&self.request_id, outcome)
+            .await
+            .map(|_| ())
+    }
+
+    fn what(&self) -> String {
+        format!("the refusal of task {}", self.request_id)
     }
 }
 
@@ -123,18 +179,68 @@ pub(super) fn encode(env: &Envelope) -> Result<Vec<u8>, BusError> {
     serde_json::to_vec(env).map_err(|e| BusError::Invalid(format!("encode envelope: {e}")))
 }
 
-/// Publishes what the bus sends (events, results, notices), one at a time and in order.
-async fn publisher(nats: Nats, mut rx: mpsc::UnboundedReceiver<Envelope>) {
+/// The most events, results and notices kept for the server while it is out of reach; past
+/// it, new ones are dropped (counted in the log) rather than held without bound.
+pub(super) const EVENTS_CAP: usize = 8192;
+
+/// A message [`Out::send`] could not queue.
+#[derive(Debug)]
+pub(super) struct NotQueued;
+
+/// The sending side of the ordered publisher, bounded by [`EVENTS_CAP`] messages not yet
+/// handed to the client.
+#[derive(Clone)]
+pub(super) struct Out {
+    tx: mpsc::UnboundedSender<Envelope>,
+    pending: Arc<AtomicUsize>,
+}
+
+impl Out {
+    fn new(tx: mpsc::UnboundedSender<Envelope>) -> Self {
+        Self {
+            tx,
+            pending: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// Queues `env` for publishing; an error when the publisher has stopped or is full (the
+    /// message is dropped).
+    pub(super) fn send(&self, env: Envelope) -> Result<(), NotQueued> {
+        let before = self.pending.fetch_add(1, Ordering::SeqCst);
+        if before >= EVENTS_CAP {
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+            if before == EVENTS_CAP {
+                tracing::warn!(cap = EVENTS_CAP, topic = %env.topic, "NATS unreachable and the event outbox is full; new events are dropped until it drains.");
+            }
+            return Err(NotQueued);
+        }
+        self.tx.send(env).map_err(|_| {
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+            NotQueued
+        })
+    }
+}
+
+/// Publishes what the bus sends (events, results, notices), one at a time and in order. While
+/// the server is out of reach the client holds what was handed to it and this waits, so the
+/// queue in front ([`Out`]) is the bounded outbox of events.
+async fn publisher(
+    nats: Nats,
+    mut rx: mpsc::UnboundedReceiver<Envelope>,
+    pending: Arc<AtomicUsize>,
+) {
     while let Some(env) = rx.recv().await {
         let subject = nats.subjects.msg(&env.topic);
-        let bytes = match encode(&env) {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::warn!(topic = %env.topic, error = %e, "Message not published.");
-                continue;
-            }
+        let published = match encode(&env) {
+            Ok(bytes) => nats
+                .client
+                .publish(subject, bytes.into())
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
         };
-        if let Err(e) = nats.client.publish(subject, bytes.into()).await {
+        pending.fetch_sub(1, Ordering::SeqCst);
+        if let Err(e) = published {
             tracing::warn!(topic = %env.topic, error = %e, "Message not published.");
         }
     }
@@ -159,10 +265,11 @@ impl Bus for NatsBus {
                 "tasks go through submit, not publish".into(),
             ));
         }
-        self.shared
-            .out
-            .send(env)
-            .map_err(|_| BusError::Closed("the NATS publisher has stopped".into()))
+        self.shared.out.send(env).map_err(|_| {
+            BusError::Closed(format!(
+                "the NATS publisher has stopped or holds {EVENTS_CAP} messages for an unreachable server"
+            ))
+        })
     }
 
     async fn submit(&self, env: Envelope) -> Result<Admission, BusError> {
@@ -178,6 +285,14 @@ impl Bus for NatsBus {
                 env.topic
             )));
         }
+        let nats = &self.shared.nats;
+        if !nats.link.is_connected() {
+            // Refused at once: never taken, so never lost. The caller answers 503.
+            return Err(BusError::transport(
+                format!("NATS at {}", nats.url()),
+                "not connected (reconnecting with backoff); the task was not accepted, try again",
+            ));
+        }
         let fresh_id = env.id;
         let admission = self.shared.store.admit(env.clone()).await?;
         if !admission.duplicate {
@@ -188,7 +303,11 @@ impl Bus for NatsBus {
                 again.attempt = admission.task.attempts + 1;
                 again
             };
-            self.dispatch(dispatch).await?;
+            let request_id = dispatch.request_id.clone();
+            if let Err(e) = self.dispatch(dispatch).await {
+                self.undo_admission(request_id, &e).await;
+                return Err(e);
+            }
         }
         Ok(admission)
     }
@@ -228,10 +347,14 @@ impl Bus for NatsBus {
             }));
         }
         // The server has the interest before this returns: nothing published after is missed.
-        nats.client
-            .flush()
-            .await
-            .map_err(|e| BusError::transport("flush", e))?;
+        // While the server is away the client subscribes again once it is back, and waiting for
+        // its answer would only hang the caller (a WebSocket client's handshake).
+        if nats.link.is_connected() {
+            nats.client
+                .flush()
+                .await
+                .map_err(|e| BusError::transport("flush", e))?;
+        }
         Ok(Subscription::new(rx, Box::new(AbortOnDrop(tasks))))
     }
 
@@ -324,6 +447,12 @@ impl Bus for NatsBus {
         let log = &self.shared.log;
         let replayed = stream::replay(log, self.shared.store.as_ref(), task_id).await?;
         Ok(stream::stream(replayed, sub, log.clone(), task_id))
+    }
+
+    fn link(&self) -> Option<crate::backend::LinkStatus> {
+        let mut link = self.shared.nats.link();
+        link.parked = self.shared.outbox.len();
+        Some(link)
     }
 
     async fn end(&self, request_id: &RequestId, outcome: Outcome) -> Result<TaskRecord, BusError> {

@@ -2,6 +2,7 @@
 //! it; each delivery settles against the task store first and acks the stream message after.
 
 use super::Nats;
+use super::outbox::{Outbox, Parked, unreachable};
 use crate::backend::{Acker, Delivery, Settle};
 use crate::envelope::{Envelope, Kind};
 use crate::error::BusError;
@@ -30,7 +31,9 @@ pub(super) struct Shared {
     pub(super) log: Arc<EventLog>,
     pub(super) max_attempts: u32,
     /// The ordered publisher of events, results and notices.
-    pub(super) out: mpsc::UnboundedSender<Envelope>,
+    pub(super) out: super::bus::Out,
+    /// Writes waiting for the server (outcomes of tasks that ran while it was away).
+    pub(super) outbox: Arc<Outbox>,
 }
 
 /// Creates (or binds to) the durable consumer of `pattern` and starts feeding `tx`, one task
@@ -46,8 +49,10 @@ pub(super) async fn start(
         durable_name: Some(durable.clone()),
         filter_subject: nats.subjects.work(&pattern),
         ack_wait: nats.ack_wait,
-        // Attempts are counted and given up on here, so the store records the dead letter.
-        max_deliver: -1,
+        // Past this the server stops delivering and announces it; `advisory.rs` then records
+        // the dead letter. Attempts are also counted here, for a task posted again (its
+        // attempts go on from where they were).
+        max_deliver: i64::from(shared.max_attempts.max(1)),
         ..Default::default()
     };
     let stream = nats.work_stream().await?;
@@ -75,6 +80,12 @@ async fn pull_loop(
             .await;
         let mut batch = match batch {
             Ok(b) => b,
+            Err(e) if !shared.nats.link.is_connected() => {
+                // The link logs the outage and its attempts; pull again once it is back.
+                tracing::debug!(error = %e, "Pull of tasks waits for NATS.");
+                shared.nats.link.connected().await;
+                continue;
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "Pull of tasks failed; trying again.");
                 tokio::time::sleep(PULL_BACKOFF).await;
@@ -153,20 +164,22 @@ async fn ack(msg: &jetstream::Message, kind: AckKind) {
     }
 }
 
-/// Settles one delivered stream message: the store first, the stream after.
-struct NatsAcker {
-    msg: jetstream::Message,
+/// A task's outcome to record, its reply to publish and its message to ack, in that order.
+struct Finish {
     shared: Arc<Shared>,
-    /// Settled (or given back): the heartbeat stops.
-    done: AtomicBool,
+    msg: jetstream::Message,
+    env: Envelope,
+    outcome: Outcome,
 }
 
-impl NatsAcker {
-    async fn finish(&self, env: &Envelope, outcome: Outcome) -> Result<(), BusError> {
+#[async_trait]
+impl Parked for Finish {
+    async fn retry(&self) -> Result<(), BusError> {
+        let env = &self.env;
         let record = self
             .shared
             .store
-            .complete(&env.request_id, outcome)
+            .complete(&env.request_id, self.outcome.clone())
             .await?
             .task;
         if let Some(reply_to) = &env.reply_to {
@@ -180,9 +193,47 @@ impl NatsAcker {
                 tracing::warn!(request_id = %env.request_id, "Reply not published: the bus is closing.");
             }
         }
-        self.done.store(true, Ordering::SeqCst);
         ack(&self.msg, AckKind::Ack).await;
         Ok(())
+    }
+
+    fn what(&self) -> String {
+        format!("the outcome of task {}", self.env.request_id)
+    }
+}
+
+/// Settles one delivered stream message: the store first, the stream after.
+struct NatsAcker {
+    msg: jetstream::Message,
+    shared: Arc<Shared>,
+    /// Settled (or given back): the heartbeat stops.
+    done: AtomicBool,
+}
+
+impl NatsAcker {
+    /// Records `outcome`, replies and acks; while the server is out of reach the three wait
+    /// in the local outbox, and this returns at once.
+    async fn finish(&self, env: &Envelope, outcome: Outcome) -> Result<(), BusError> {
+        self.done.store(true, Ordering::SeqCst);
+        let later = Finish {
+            shared: self.shared.clone(),
+            msg: self.msg.clone(),
+            env: env.clone(),
+            outcome,
+        };
+        if !self.shared.nats.link.is_connected() {
+            // Asking now would only wait for a timeout, and might land late.
+            let cause = BusError::transport(
+                format!("NATS at {}", self.shared.nats.url()),
+                "not connected",
+            );
+            return self.shared.outbox.park(Box::new(later), &cause);
+        }
+        match later.retry().await {
+            Ok(()) => Ok(()),
+            Err(e) if unreachable(&e) => self.shared.outbox.park(Box::new(later), &e),
+            Err(e) => Err(e),
+        }
     }
 
     fn retry_event(&self, next: &Envelope, delay: Duration, reason: &str) {

@@ -13,9 +13,13 @@
 //! bus (`bus.rs`), the consumer loop and its acker (`consume.rs`), the key-value store on a bucket
 //! ([`NatsKv`], `kv.rs`).
 
+mod advisory;
 mod bus;
 mod consume;
+mod guard;
 mod kv;
+mod link;
+mod outbox;
 mod store;
 
 pub use self::bus::NatsBus;
@@ -25,6 +29,8 @@ pub use self::store::NatsTaskStore;
 use crate::error::BusError;
 use crate::topic::Topic;
 use async_nats::jetstream;
+use link::Link;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The oldest server this backend accepts: per-key TTL (ADR-43) arrived in 2.11.
@@ -67,6 +73,7 @@ pub struct Nats {
     pub(crate) js: jetstream::Context,
     pub(crate) subjects: Subjects,
     pub(crate) ack_wait: Duration,
+    pub(crate) link: Arc<Link>,
     url: String,
 }
 
@@ -92,7 +99,10 @@ impl Nats {
                 opts.prefix
             )));
         }
-        let client = connect_with_retries(&opts).await.map_err(&fail)?;
+        let link = Arc::new(Link::new(&opts.url));
+        let client = connect_with_retries(&opts, &link).await.map_err(&fail)?;
+        // The client's own `Connected` event comes later, from another task.
+        link.on_event(async_nats::Event::Connected);
         let version = client.server_info().version;
         if !recent_enough(&version) {
             return Err(fail(format!(
@@ -114,9 +124,11 @@ impl Nats {
             js,
             subjects,
             ack_wait: opts.ack_wait,
+            link,
             url: opts.url,
         };
-        nats.work_stream().await?;
+        let stream = nats.work_stream().await?;
+        nats.check_work_stream(&stream.cached_info().config)?;
         Ok(nats)
     }
 
@@ -152,6 +164,42 @@ impl Nats {
         })
     }
 
+    /// Refuses a work stream whose config another program (or an older clawbus) left
+    /// different from this one's: it would lose tasks (other retention) or miss them (other
+    /// subjects).
+    fn check_work_stream(&self, found: &jetstream::stream::Config) -> Result<(), BusError> {
+        let want_subjects = vec![self.subjects.work_all()];
+        let mut wrong = Vec::new();
+        if found.retention != jetstream::stream::RetentionPolicy::WorkQueue {
+            wrong.push(format!(
+                "retention is {:?}, clawbus needs WorkQueue",
+                found.retention
+            ));
+        }
+        if found.subjects != want_subjects {
+            wrong.push(format!(
+                "subjects are {:?}, clawbus needs {want_subjects:?}",
+                found.subjects
+            ));
+        }
+        if wrong.is_empty() {
+            return Ok(());
+        }
+        Err(BusError::transport(
+            format!("NATS at {}: stream {}", self.url, found.name),
+            format!(
+                "its config conflicts with this clawbus: {}; delete it (`nats stream rm {}`) or use another prefix",
+                wrong.join("; "),
+                found.name
+            ),
+        ))
+    }
+
+    /// How the link to the server stands.
+    pub fn link(&self) -> crate::backend::LinkStatus {
+        self.link.status()
+    }
+
     /// The KV bucket `<prefix>_<name>` (one value per key), created when missing.
     pub(crate) async fn bucket(&self, name: &str) -> Result<jetstream::kv::Store, BusError> {
         let bucket = format!("{}_{name}", self.subjects.prefix);
@@ -171,13 +219,24 @@ impl Nats {
     }
 }
 
-async fn connect_with_retries(opts: &NatsOptions) -> Result<async_nats::Client, String> {
+async fn connect_with_retries(
+    opts: &NatsOptions,
+    link: &Arc<Link>,
+) -> Result<async_nats::Client, String> {
     let mut delay = Duration::from_millis(200);
     let attempts = opts.connect_attempts.max(1);
     let mut last = String::new();
     for attempt in 1..=attempts {
+        let (on_event, on_retry) = (link.clone(), link.clone());
         let connecting = async_nats::ConnectOptions::new()
             .connection_timeout(Duration::from_secs(5))
+            // Reconnect without end, with a backoff of our own, logged; the link keeps the state.
+            .max_reconnects(None)
+            .reconnect_delay_callback(move |attempt| on_retry.backoff(attempt))
+            .event_callback(move |event| {
+                on_event.on_event(event);
+                async {}
+            })
             .connect(opts.url.as_str());
         match connecting.await {
             Ok(client) => return Ok(client),

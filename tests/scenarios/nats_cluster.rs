@@ -1,0 +1,401 @@
+//! Several `clawbus up` nodes on one NATS JetStream (a real `nats-server` ≥ 2.11 on loopback),
+//! each a separate process: many tasks with duplicates over many sessions, the server restarted
+//! under running nodes, an `agent_call` and a cycle across nodes, and `clawbus nodes`.
+
+use super::system::{Child, spawn_up, stop};
+use super::ws_client::Client;
+use crate::support::{
+    Project, eventually, get_json, last_user, output, post_json, post_task, run_cmd, tool_results,
+};
+use clawbus::testkit::{Gate, NatsServer, ScriptedServer, Turn};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+/// Starts `clawbus up` in `project` as node `id` on `nats`, with `extra` flags. With
+/// `CLAWBUS_TEST_NODE_LOGS=DIR` each node logs (at info) to `DIR/<id>.log`, for debugging.
+async fn node(project: &Project, nats: &NatsServer, id: &str, extra: &[&str]) -> Child {
+    let mut cmd = project.clawbus();
+    cmd.args(["up", "--port", "0", "--bus", nats.url(), "--node-id", id])
+        .args(extra);
+    if let Ok(dir) = std::env::var("CLAWBUS_TEST_NODE_LOGS") {
+        let log = std::fs::File::create(format!("{dir}/{id}.log")).unwrap();
+        cmd.env("RUST_LOG", "info");
+        return super::system::spawn_up_logging(project, cmd, log.into()).await;
+    }
+    spawn_up(project, cmd).await
+}
+
+/// Transcripts (one per session) node `project` wrote for `agent`.
+fn transcripts(project: &Project, agent: &str) -> usize {
+    let dir = project.state_dir().join("sessions").join(agent);
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .count()
+}
+
+/// `/healthz` of a node: its status and body.
+async fn health(node: &Child) -> (u16, String) {
+    let resp = reqwest::get(format!("{}/healthz", node.url)).await.unwrap();
+    (resp.status().as_u16(), resp.text().await.unwrap())
+}
+
+const SESSIONS: usize = 30;
+const PER_SESSION: usize = 10;
+
+/// 300 posts over 30 sessions through 3 nodes, every fifth post of a session a re-post of the
+/// one before (60 duplicates, 20%). A session's posts go one after another (each waits for
+/// its answer), hopping across the nodes; the sessions run side by side.
+///
+/// Checked: every post answered, each of the 240 tasks run exactly once (the model saw each
+/// text once), every duplicate answered from the store with its original task, each session's
+/// texts reached the model in the order posted, and every node took work. Not checked: that a
+/// session never runs on two nodes at once (session leases are not in this build; with
+/// one post at a time per session it cannot happen here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_answer_300_tasks_with_duplicates_each_once_in_session_order() {
+    let test = "three_nodes_answer_300_tasks_with_duplicates_each_once_in_session_order";
+    let Some(nats) = NatsServer::start_or_skip(test) else {
+        return;
+    };
+    let model =
+        ScriptedServer::with_responder(|req| Turn::text(format!("re: {}", last_user(req)))).await;
+    let projects = [Project::new(), Project::new(), Project::new()];
+    let mut nodes = Vec::new();
+    for (i, project) in projects.iter().enumerate() {
+        project
+            .with_mock_and(&model.base_url(), "")
+            .write("agents.d/chat.toml", "");
+        nodes.push(node(project, &nats, &format!("n{}", i + 1), &[]).await);
+    }
+    let session = |s: usize| {
+        let nodes = &nodes;
+        async move {
+            let mut answers = Vec::new();
+            let mut k = 0;
+            for post in 0..PER_SESSION {
+                let duplicate = post % 5 == 4;
+                if !duplicate {
+                    k += 1;
+                }
+                let body = json!({
+                    "text": format!("s{s}-m{k}"),
+                    "request_id": format!("c-s{s}-m{k}"),
+                    "session": format!("s{s}"),
+                    "wait": true,
+                    "timeout_ms": 30_000,
+                });
+                let (status, answer) = post_task(&nodes[(s + post) % 3], "chat", body).await;
+                assert_eq!(status, 200, "s{s} post {post}: {answer}");
+                answers.push((k, duplicate, answer));
+            }
+            answers
+        }
+    };
+    let all = futures::future::join_all((0..SESSIONS).map(session)).await;
+    let mut unique = 0;
+    for (s, answers) in all.iter().enumerate() {
+        let mut task_of: BTreeMap<usize, Value> = BTreeMap::new();
+        for (k, duplicate, answer) in answers {
+            assert_eq!(answer["state"], "succeeded", "{answer}");
+            assert_eq!(
+                answer["result"]["text"],
+                format!("re: s{s}-m{k}"),
+                "{answer}"
+            );
+            assert_eq!(answer["duplicate"], *duplicate, "{answer}");
+            if *duplicate {
+                assert_eq!(answer["task_id"], task_of[k], "the original task answers");
+            } else {
+                task_of.insert(*k, answer["task_id"].clone());
+                unique += 1;
+            }
+        }
+    }
+    assert_eq!(unique, SESSIONS * PER_SESSION * 4 / 5);
+    let requests = model.requests();
+    assert_eq!(requests.len(), unique, "every task ran exactly once");
+    let mut seen: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for r in &requests {
+        let text = last_user(r);
+        let (s, k) = text.split_once("-m").unwrap();
+        seen.entry(s.to_string())
+            .or_default()
+            .push(k.parse().unwrap());
+    }
+    for (s, ks) in &seen {
+        let expected: Vec<usize> = (1..=ks.len()).collect();
+        assert_eq!(ks, &expected, "session {s}: each text once, in order");
+    }
+    let ran: Vec<usize> = projects.iter().map(|p| transcripts(p, "chat")).collect();
+    assert!(ran.iter().all(|n| *n > 0), "every node took work: {ran:?}");
+    for node in nodes {
+        stop(node).await;
+    }
+}
+
+/// Texts starting with `held` wait at the gate; the rest are answered at once.
+async fn gated_model(gate: &Gate) -> ScriptedServer {
+    let gate = gate.clone();
+    ScriptedServer::with_responder(move |req| {
+        let user = last_user(req);
+        let answer = Turn::text(format!("re: {user}"));
+        if user.starts_with("held") {
+            Turn::gated(&gate, answer)
+        } else {
+            answer
+        }
+    })
+    .await
+}
+
+/// The number in "`N` outcome(s) wait in the local outbox" of a `/healthz` answer.
+fn parked(body: &str) -> usize {
+    body.split(" outcome(s) wait in the local outbox")
+        .next()
+        .and_then(|head| head.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Six tasks accepted (202) and running on two nodes when the server stops. While it is away:
+/// `/healthz` says so, new posts are refused naming the server (HTTP 503, a WebSocket
+/// `UNAVAILABLE` error, the CLI's exit code 4), and the six runs finish, their outcomes parked in each node's outbox. Once the
+/// server is back: the nodes reconnect by themselves, the six end succeeded, each run once, and
+/// new work is taken again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_ride_out_a_nats_restart_without_losing_or_repeating_an_accepted_task() {
+    let test = "nodes_ride_out_a_nats_restart_without_losing_or_repeating_an_accepted_task";
+    let Some(mut nats) = NatsServer::start_or_skip(test) else {
+        return;
+    };
+    let gate = Gate::new();
+    let model = gated_model(&gate).await;
+    let projects = [Project::new(), Project::new()];
+    let mut nodes = Vec::new();
+    for (i, project) in projects.iter().enumerate() {
+        project
+            .with_mock_and(&model.base_url(), "")
+            .write("agents.d/chat.toml", "");
+        nodes.push(node(project, &nats, &format!("n{}", i + 1), &[]).await);
+    }
+    let mut accepted = Vec::new();
+    for i in 0..6 {
+        let body = json!({ "text": format!("held-{i}"), "request_id": format!("held-{i}"), "session": format!("h{i}") });
+        let (status, answer) = post_task(&nodes[i % 2], "chat", body).await;
+        assert_eq!(status, 202, "{answer}");
+        accepted.push(answer["task_id"].as_str().unwrap().to_string());
+    }
+    eventually("the six runs are at the model", async || {
+        model.request_count() == 6
+    })
+    .await;
+
+    nats.stop().unwrap();
+    for n in &nodes {
+        eventually("the node's /healthz says NATS is away", async || {
+            let (status, body) = health(n).await;
+            status == 503 && body.contains(&format!("NATS at {} is unreachable", nats.url()))
+        })
+        .await;
+    }
+    let body = json!({ "text": "refused", "request_id": "refused-1", "wait": true });
+    let (status, refused) = post_json(&nodes[0], "/v1/agents/chat/tasks", body).await;
+    assert_eq!(status, 503, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("NATS at {}", nats.url())) && message.contains("not connected"),
+        "{message}"
+    );
+    let (mut ws, hello) = Client::connect_to(&nodes[1].url, &nodes[1].token).await;
+    assert_eq!(hello["ok"], true, "{hello}");
+    let params = json!({ "message": "refused", "agentId": "chat", "sessionKey": "w", "idempotencyKey": "refused-ws" });
+    let id = ws.send("agent", params).await;
+    let res = ws.answer(&id).await;
+    assert_eq!(res["ok"], false, "{res}");
+    assert_eq!(res["error"]["code"], "UNAVAILABLE", "{res}");
+    let message = res["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("NATS at {}", nats.url())),
+        "{message}"
+    );
+    let mut cli = projects[0].clawbus();
+    cli.args(["post", "agent.chat", "refused too", "--url", &nodes[0].url])
+        .env("CLAWBUS_TOKEN", &nodes[0].token);
+    let out = run_cmd(cli).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(
+        stderr.contains("503") && stderr.contains("try again"),
+        "{stderr}"
+    );
+
+    gate.open();
+    eventually("the six outcomes wait in the nodes' outboxes", async || {
+        let mut total = 0;
+        for n in &nodes {
+            total += parked(&health(n).await.1);
+        }
+        total == 6
+    })
+    .await;
+    nats.start_again().unwrap();
+    for n in &nodes {
+        eventually("the node reconnected", async || health(n).await.0 == 200).await;
+    }
+    for id in &accepted {
+        eventually("the accepted task succeeded", async || {
+            let t = get_json(&nodes[1], &format!("/v1/tasks/{id}")).await;
+            t["state"] == "succeeded"
+        })
+        .await;
+    }
+    let held = model
+        .requests()
+        .iter()
+        .filter(|r| last_user(r).starts_with("held"))
+        .count();
+    assert_eq!(held, 6, "no accepted task ran twice");
+    for i in 0..4 {
+        let body = json!({ "text": format!("after-{i}"), "wait": true, "timeout_ms": 30_000 });
+        let (status, answer) = post_task(&nodes[i % 2], "chat", body).await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["result"]["text"], format!("re: after-{i}"));
+    }
+    assert!(
+        post_task(
+            &nodes[0],
+            "chat",
+            json!({ "text": "refused", "request_id": "refused-1" })
+        )
+        .await
+        .1["duplicate"]
+            == false,
+        "the refused post was never accepted"
+    );
+    for node in nodes {
+        stop(node).await;
+    }
+}
+
+/// `a` is hosted on node 1 only and `b` on node 2 only (`--agents-here`); each may call the
+/// other.
+fn split_team(model_url: &str) -> Project {
+    let caller =
+        |peer: &str| format!("may_call = [\"{peer}\"]\n[tools]\nallow = [\"agent_call\"]\n");
+    let project = Project::new();
+    project
+        .with_mock_and(model_url, "")
+        .write("agents.d/a.toml", &caller("b"))
+        .write("agents.d/b.toml", &caller("a"));
+    project
+}
+
+/// A task posted to `a` through node 2 runs on node 1 and calls `b`, which runs on node 2; a
+/// call back from `b` to `a` (a cycle across the nodes) is refused at once, naming it.
+/// `clawbus nodes` lists both nodes with their agents and lanes, and one that stops leaves the
+/// list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_call_crosses_nodes_and_a_cycle_across_nodes_is_refused() {
+    let test = "an_agent_call_crosses_nodes_and_a_cycle_across_nodes_is_refused";
+    let Some(nats) = NatsServer::start_or_skip(test) else {
+        return;
+    };
+    let model = ScriptedServer::with_responder(|req| {
+        let call = |agent: &str, task: &str| {
+            Turn::tool_call("agent_call", json!({ "agent": agent, "task": task }))
+        };
+        match (last_user(req).as_str(), tool_results(req).first()) {
+            ("start", None) => call("b", "ping"),
+            ("cycle", None) => call("b", "back"),
+            ("back", None) => call("a", "again"),
+            (user, Some(result)) => Turn::text(format!("{user} got: {result}")),
+            (other, None) => Turn::text(format!("re: {other}")),
+        }
+    })
+    .await;
+    let (p1, p2) = (split_team(&model.base_url()), split_team(&model.base_url()));
+    let n1 = node(&p1, &nats, "n1", &["--agents-here", "a"]).await;
+    let n2 = node(&p2, &nats, "n2", &["--agents-here", "b"]).await;
+
+    let body = json!({ "text": "start", "wait": true, "timeout_ms": 30_000 });
+    let (status, done) = post_task(&n2, "a", body).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["result"]["text"], "start got: re: ping", "{done}");
+    assert_eq!(
+        (transcripts(&p1, "a"), transcripts(&p1, "b")),
+        (1, 0),
+        "a ran on node 1, b did not"
+    );
+    assert_eq!(
+        (transcripts(&p2, "a"), transcripts(&p2, "b")),
+        (0, 1),
+        "b ran on node 2, a did not"
+    );
+
+    let body = json!({ "text": "cycle", "wait": true, "timeout_ms": 30_000 });
+    let (status, done) = post_task(&n1, "a", body).await;
+    assert_eq!(status, 200, "{done}");
+    let text = done["result"]["text"].as_str().unwrap();
+    assert!(text.contains("deadlock"), "{text}");
+    assert!(text.contains("a → b → a"), "names the cycle: {text}");
+    assert!(
+        model.requests().iter().all(|r| last_user(r) != "again"),
+        "a was never asked to run the cyclic call"
+    );
+
+    let mut cli = p1.clawbus();
+    cli.args(["nodes", "--json", "--url", &n1.url])
+        .env("CLAWBUS_TOKEN", &n1.token);
+    let out = run_cmd(cli).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let nodes = listed["nodes"].as_array().unwrap();
+    let ids: Vec<&str> = nodes.iter().map(|n| n["node"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["n1", "n2"], "{listed}");
+    assert_eq!(nodes[0]["agents"], json!(["a"]));
+    assert_eq!(nodes[1]["agents"], json!(["b"]));
+    assert_eq!(nodes[1]["gateway"], json!(n2.url));
+    assert_eq!(nodes[0]["bus"]["connected"], true, "{listed}");
+    assert!(
+        nodes[0]["lanes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["name"] == "main" && l["cap"].as_u64() > Some(0)),
+        "{listed}"
+    );
+    stop(n2).await;
+    let listed = get_json(&n1, "/v1/nodes").await;
+    let ids: Vec<&str> = listed["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["node"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["n1"], "a node that stops leaves the list: {listed}");
+    stop(n1).await;
+}
+
+#[test]
+fn agents_here_naming_an_unknown_agent_is_refused_naming_it() {
+    let project = Project::new();
+    project
+        .write("agents.d/a.toml", "")
+        .write("agents.d/b.toml", "");
+    let mut cmd = project.clawbus();
+    cmd.args(["up", "--port", "0", "--agents-here", "a,zed"]);
+    let out = output(cmd);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--agents-here: unknown agent \"zed\" (configured: a, b)"),
+        "{stderr}"
+    );
+}
