@@ -2,6 +2,7 @@ mod agents;
 mod calls;
 mod cli;
 mod cron;
+mod dashboard;
 mod delivery;
 mod disk;
 mod durable;

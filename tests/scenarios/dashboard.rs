@@ -1,0 +1,634 @@
+//! The dashboard at `/ui/` in a real headless Chromium (clawbus-testkit's `Browser`, Debian's
+//! chromium and chromedriver) against a `clawbus up` child: login, live task events across a
+//! dropped connection, the shipped team's tree, cancel, approvals, a hostile transcript shown as
+//! text. Screenshots go to `target/dashboard/`. Without a browser the tests say they were
+//! skipped; with `CI=true` they fail.
+
+use super::agents::copy_tree;
+use super::system::{Child, spawn_up, stop, task};
+use crate::support::{NET, Project, get_json, last_user, post_task, tool_results};
+use clawbus::testkit::{Browser, Gate, ScriptedServer, Turn};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+/// Where the screenshots go: `target/dashboard/<name>.png` (printed).
+fn screenshot_path(name: &str) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"));
+    target.join("dashboard").join(format!("{name}.png"))
+}
+
+async fn screenshot(browser: &Browser, name: &str) {
+    let path = screenshot_path(name);
+    browser.screenshot(&path).await.unwrap();
+    println!("screenshot: {}", path.display());
+}
+
+/// Waits until the JavaScript `condition` holds in the page (or fails naming it).
+async fn until(browser: &Browser, condition: &str) -> Value {
+    match browser.wait_for(condition, NET).await {
+        Ok(v) => v,
+        Err(e) => {
+            let body = browser
+                .execute("return document.body.innerText", Vec::new())
+                .await
+                .unwrap_or_default();
+            panic!(
+                "{e}\n--- the page shows:\n{}",
+                body.as_str().unwrap_or_default()
+            );
+        }
+    }
+}
+
+/// A browser logged in to the dashboard of `child`, showing `hash`.
+async fn logged_in(test: &str, child: &Child, hash: &str) -> Option<Browser> {
+    let browser = Browser::start_or_skip(test).await?;
+    browser.goto(&format!("{}/ui/", child.url)).await.unwrap();
+    until(&browser, "!document.getElementById('login').hidden").await;
+    let input = browser.find("#token").await.unwrap();
+    browser.type_into(&input, &child.token).await.unwrap();
+    let submit = browser.find("#login button[type=submit]").await.unwrap();
+    browser.click(&submit).await.unwrap();
+    until(&browser, "!document.getElementById('top').hidden").await;
+    browser
+        .goto(&format!("{}/ui/#/{hash}", child.url))
+        .await
+        .unwrap();
+    Some(browser)
+}
+
+/// A project whose agent `coder` talks to `server`, with `agent` as its file.
+fn coder(server: &ScriptedServer, agent: &str) -> Project {
+    let p = Project::new();
+    p.with_mock_provider(&server.base_url(), "30s", 0)
+        .write("agents.d/coder.toml", agent);
+    p
+}
+
+async fn up(project: &Project) -> Child {
+    let mut cmd = project.clawbus();
+    cmd.args(["up", "--port", "0"]);
+    spawn_up(project, cmd).await
+}
+
+#[actix_rt::test]
+async fn dashboard_logs_in_with_the_token_and_names_a_wrong_one() {
+    let server = ScriptedServer::with_responder(|_| Turn::text("ok")).await;
+    let project = coder(&server, "");
+    let child = up(&project).await;
+    // The files: a strict policy, no framing, small.
+    let http = reqwest::Client::new();
+    let page = http
+        .get(format!("{}/ui/", child.url))
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let csp = page.headers()["content-security-policy"].to_str().unwrap();
+    assert!(
+        csp.contains("script-src 'self'") && csp.contains("default-src 'none'"),
+        "{csp}"
+    );
+    assert_eq!(page.headers()["x-frame-options"], "DENY");
+
+    let Some(browser) =
+        Browser::start_or_skip("dashboard_logs_in_with_the_token_and_names_a_wrong_one").await
+    else {
+        return stop(child).await;
+    };
+    browser.goto(&format!("{}/ui/", child.url)).await.unwrap();
+    until(&browser, "!document.getElementById('login').hidden").await;
+    let input = browser.find("#token").await.unwrap();
+    browser.type_into(&input, "not-the-token").await.unwrap();
+    let submit = browser.find("#login button[type=submit]").await.unwrap();
+    browser.click(&submit).await.unwrap();
+    let shown = until(
+        &browser,
+        "!document.getElementById('login-error').hidden && document.getElementById('login-error').textContent",
+    )
+    .await;
+    assert!(
+        shown.as_str().unwrap().starts_with("Wrong token"),
+        "{shown}"
+    );
+    assert_eq!(
+        browser
+            .execute("return sessionStorage.getItem('clawbus.token')", Vec::new())
+            .await
+            .unwrap(),
+        Value::Null,
+        "a refused token is not kept"
+    );
+
+    browser.type_into(&input, &child.token).await.unwrap();
+    browser.click(&submit).await.unwrap();
+    until(
+        &browser,
+        "document.querySelector('tr[data-agent=coder] .agent-state')",
+    )
+    .await;
+    let stored = browser
+        .execute(
+            "return [sessionStorage.getItem('clawbus.token'), location.href]",
+            Vec::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        stored[0],
+        child.token.as_str(),
+        "kept in the tab's session storage"
+    );
+    assert!(
+        !stored[1].as_str().unwrap().contains(&child.token),
+        "never in the URL: {stored}"
+    );
+    until(&browser, "document.querySelector('.lane[data-lane=main]')").await;
+    screenshot(&browser, "overview").await;
+    browser.quit().await;
+    stop(child).await;
+}
+
+/// The event rows of the task page: `[seq, type]` in page order.
+async fn event_rows(browser: &Browser) -> Vec<(u64, String)> {
+    let rows = browser
+        .execute(
+            "return [...document.querySelectorAll('#task-events li')].map(li => [Number(li.dataset.seq), li.dataset.type])",
+            Vec::new(),
+        )
+        .await
+        .unwrap();
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r[0].as_u64().unwrap(), r[1].as_str().unwrap().to_string()))
+        .collect()
+}
+
+/// The task's events as the API streams them: `[seq, type]`.
+async fn api_events(child: &Child, id: &str) -> Vec<(u64, String)> {
+    let text = reqwest::Client::new()
+        .get(format!("{}/v1/tasks/{id}/events", child.url))
+        .bearer_auth(&child.token)
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str::<Value>(d).unwrap())
+        .map(|e| {
+            (
+                e["seq"].as_u64().unwrap(),
+                e["event"]["type"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[actix_rt::test]
+async fn a_tool_task_shows_its_events_live_in_order_once_each_across_a_dropped_connection() {
+    let tool_gate = Gate::new();
+    let answer_gate = Gate::new();
+    let server = ScriptedServer::start(vec![
+        Turn::gated(
+            &tool_gate,
+            Turn::tool_call("exec", json!({ "command": "date" })),
+        ),
+        Turn::gated(&answer_gate, Turn::text_chunks(vec!["It ", "is ", "now."])),
+    ])
+    .await;
+    let project = coder(&server, "[exec]\nallow = [\"date\"]\n");
+    let child = up(&project).await;
+    let (_, posted) = post_task(&child, "coder", json!({ "text": "what time is it?" })).await;
+    let id = posted["task_id"].as_str().unwrap().to_string();
+    let Some(browser) = logged_in(
+        "a_tool_task_shows_its_events_live_in_order_once_each_across_a_dropped_connection",
+        &child,
+        &format!("task/{id}"),
+    )
+    .await
+    else {
+        tool_gate.open();
+        answer_gate.open();
+        return stop(child).await;
+    };
+    until(
+        &browser,
+        "document.querySelector('#task-events li[data-type=model_call]')",
+    )
+    .await;
+    // Live: the tool call shows while the page is open.
+    tool_gate.open();
+    until(
+        &browser,
+        "document.querySelector('#task-events li[data-type=tool_end]')",
+    )
+    .await;
+    until(
+        &browser,
+        "document.querySelectorAll('#task-events li[data-type=model_call]').length === 2",
+    )
+    .await;
+    // Drop the event connections, let the task finish meanwhile, restore them.
+    browser
+        .click(&browser.find("#live").await.unwrap())
+        .await
+        .unwrap();
+    until(
+        &browser,
+        "document.getElementById('live').dataset.state === 'paused'",
+    )
+    .await;
+    answer_gate.open();
+    crate::support::eventually("the task succeeded", async || {
+        task(&child, &id).await["state"] == "succeeded"
+    })
+    .await;
+    assert!(
+        !event_rows(&browser)
+            .await
+            .iter()
+            .any(|(_, t)| t == "terminal"),
+        "no event arrives while the connection is down"
+    );
+    browser
+        .click(&browser.find("#live").await.unwrap())
+        .await
+        .unwrap();
+    until(
+        &browser,
+        "document.querySelector('#task-events li[data-type=terminal]')",
+    )
+    .await;
+    until(
+        &browser,
+        "document.getElementById('task-answer').textContent === 'It is now.'",
+    )
+    .await;
+
+    let shown = event_rows(&browser).await;
+    let streamed = api_events(&child, &id).await;
+    assert_eq!(shown, streamed, "every event once, in order");
+    let types: Vec<&str> = shown.iter().map(|(_, t)| t.as_str()).collect();
+    for want in [
+        "queued",
+        "started",
+        "tool_start",
+        "tool_end",
+        "delta",
+        "terminal",
+    ] {
+        assert!(types.contains(&want), "{want} in {types:?}");
+    }
+    // The tool call with its arguments, from the session's transcript.
+    until(&browser, "document.querySelector('#task-tools pre') && document.querySelector('#task-tools').textContent.includes('\"command\":\"date\"')").await;
+    browser.quit().await;
+    stop(child).await;
+}
+
+#[actix_rt::test]
+async fn team_rust_shows_the_tree_assistant_writer_researcher() {
+    let project = Project::new();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    copy_tree(&root.join("agents.d"), &project.agents_dir());
+    std::fs::copy(root.join("clawbus.toml"), project.config_path()).unwrap();
+    let child = up(&project).await;
+    let (status, done) = post_task(
+        &child,
+        "assistant",
+        json!({ "text": "team rust", "wait": true }),
+    )
+    .await;
+    assert_eq!(status, 200, "{done}");
+    let id = done["task_id"].as_str().unwrap().to_string();
+    let Some(browser) = logged_in(
+        "team_rust_shows_the_tree_assistant_writer_researcher",
+        &child,
+        &format!("task/{id}"),
+    )
+    .await
+    else {
+        return stop(child).await;
+    };
+    until(
+        &browser,
+        "document.querySelectorAll('#task-tree li').length === 3",
+    )
+    .await;
+    let tree = browser
+        .execute(
+            "return [...document.querySelectorAll('#task-tree li')].map(li => [li.dataset.agent, Number(li.dataset.depth), li.dataset.state])",
+            Vec::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        tree,
+        json!([
+            ["assistant", 0, "succeeded"],
+            ["writer", 1, "succeeded"],
+            ["researcher", 2, "succeeded"]
+        ])
+    );
+    until(
+        &browser,
+        "document.querySelectorAll('#task-timeline rect').length === 3",
+    )
+    .await;
+    screenshot(&browser, "task-tree").await;
+    browser.quit().await;
+    stop(child).await;
+}
+
+#[actix_rt::test]
+async fn a_slow_task_is_cancelled_from_the_page() {
+    let server = ScriptedServer::with_responder(|_| Turn::hang()).await;
+    let project = coder(&server, "");
+    let child = up(&project).await;
+    let (_, posted) = post_task(&child, "coder", json!({ "text": "take your time" })).await;
+    let id = posted["task_id"].as_str().unwrap().to_string();
+    let Some(browser) = logged_in(
+        "a_slow_task_is_cancelled_from_the_page",
+        &child,
+        &format!("task/{id}"),
+    )
+    .await
+    else {
+        return stop(child).await;
+    };
+    until(
+        &browser,
+        "document.querySelector('#task-events li[data-type=model_call]')",
+    )
+    .await;
+    browser
+        .click(&browser.find("#cancel").await.unwrap())
+        .await
+        .unwrap();
+    until(
+        &browser,
+        "document.querySelector('#task-head .s-cancelled')",
+    )
+    .await;
+    until(
+        &browser,
+        "document.querySelector('#task-tree li[data-state=cancelled]')",
+    )
+    .await;
+    assert_eq!(task(&child, &id).await["state"], "cancelled");
+    browser.quit().await;
+    stop(child).await;
+}
+
+#[actix_rt::test]
+async fn an_approval_is_answered_from_the_page_and_the_command_runs() {
+    let server = ScriptedServer::start(vec![
+        Turn::tool_call("exec", json!({ "command": "echo approved-from-the-page" })),
+        Turn::text("done"),
+    ])
+    .await;
+    let project = coder(
+        &server,
+        "[exec]\nsecurity = \"ask\"\nallow = [\"ls\"]\napproval_timeout = \"60s\"\n",
+    );
+    let child = up(&project).await;
+    let Some(browser) = logged_in(
+        "an_approval_is_answered_from_the_page_and_the_command_runs",
+        &child,
+        "approvals",
+    )
+    .await
+    else {
+        return stop(child).await;
+    };
+    until(&browser, "document.getElementById('approvals')").await;
+    let (_, posted) = post_task(&child, "coder", json!({ "text": "echo something" })).await;
+    let id = posted["task_id"].as_str().unwrap().to_string();
+    // The request arrives live: the card and the badge.
+    let command = until(&browser, "document.querySelector('.approval .command') && document.querySelector('.approval .command').textContent").await;
+    assert_eq!(command, "echo approved-from-the-page");
+    until(&browser, "document.getElementById('approvals-badge').textContent === '1' && !document.getElementById('approvals-badge').hidden").await;
+    browser
+        .click(&browser.find(".approval button.allow").await.unwrap())
+        .await
+        .unwrap();
+    crate::support::eventually("the task succeeded", async || {
+        task(&child, &id).await["state"] == "succeeded"
+    })
+    .await;
+    let ran = &tool_results(&server.requests()[1])[0];
+    assert!(
+        ran.contains("approved-from-the-page"),
+        "the command ran: {ran}"
+    );
+    until(
+        &browser,
+        "document.getElementById('approvals-badge').hidden",
+    )
+    .await;
+    browser.quit().await;
+    stop(child).await;
+}
+
+const HOSTILE: &str = "<script>alert(1)</script> and <img src=x onerror=alert(1)>";
+
+#[actix_rt::test]
+async fn a_hostile_transcript_renders_as_text_and_runs_nothing() {
+    let server =
+        ScriptedServer::with_responder(|req| Turn::text(format!("echo: {}", last_user(req)))).await;
+    let project = coder(&server, "");
+    let child = up(&project).await;
+    let (status, done) = post_task(
+        &child,
+        "coder",
+        json!({ "text": HOSTILE, "session": "xss", "wait": true }),
+    )
+    .await;
+    assert_eq!(status, 200, "{done}");
+    let sessions = get_json(&child, "/v1/sessions").await;
+    let key = sessions["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["key"].as_str().unwrap().to_string())
+        .find(|k| k.ends_with(":xss"))
+        .unwrap_or_else(|| panic!("the session xss: {sessions}"));
+    let Some(browser) = logged_in(
+        "a_hostile_transcript_renders_as_text_and_runs_nothing",
+        &child,
+        &format!("session/{}", key.replace(':', "%3A")),
+    )
+    .await
+    else {
+        return stop(child).await;
+    };
+    until(
+        &browser,
+        "document.querySelectorAll('#transcript li.msg').length === 2",
+    )
+    .await;
+    let texts = browser
+        .execute(
+            "return [...document.querySelectorAll('#transcript .text')].map(t => t.textContent)",
+            Vec::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(texts, json!([HOSTILE, format!("echo: {HOSTILE}")]));
+    let planted = browser
+        .execute(
+            "return document.querySelectorAll('#transcript img, #transcript script, main img').length",
+            Vec::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(planted, 0, "no element was made of the text");
+    assert_eq!(
+        browser.alert_text().await.unwrap(),
+        None,
+        "no dialog opened"
+    );
+    // The policy is on the page the browser got.
+    let csp = reqwest::Client::new()
+        .get(format!("{}/ui/", child.url))
+        .timeout(NET)
+        .send()
+        .await
+        .unwrap()
+        .headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(csp.contains("script-src 'self'"), "{csp}");
+    screenshot(&browser, "transcript").await;
+    browser.quit().await;
+    stop(child).await;
+}
+
+/// `utime + stime` of process `pid`, in clock ticks (`/proc/<pid>/stat` fields 14 and 15).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// A field of `/proc/<pid>/status` in KiB.
+fn status_kib(pid: u32, name: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// The figures: page weight, first paint, first live event, and the gateway's RSS and CPU while
+/// the dashboard shows a task streaming 1,000 events. Measured, not asserted (wall clock):
+/// `cargo test --test main scenarios::dashboard::dashboard_figures -- --ignored --nocapture`.
+#[actix_rt::test]
+#[ignore = "a figure: run it on its own with --ignored --nocapture"]
+#[allow(clippy::disallowed_methods, reason = "a figure measures wall time")]
+async fn dashboard_figures() {
+    let gate = Gate::new();
+    let chunks: Vec<String> = (0..1000).map(|i| format!("{i} ")).collect();
+    let many = Turn::Text { chunks };
+    let held = gate.clone();
+    let server = ScriptedServer::with_responder(move |req| match last_user(req).as_str() {
+        "stream" => Turn::gated(&held, many.clone()),
+        _ => Turn::text("ok"),
+    })
+    .await;
+    let project = coder(&server, "");
+    let child = up(&project).await;
+    let pid = child.child.id();
+    let Some(browser) = Browser::start_or_skip("dashboard_figures").await else {
+        return stop(child).await;
+    };
+    // Cold load of the login page: its weight and first paint.
+    browser.goto(&format!("{}/ui/", child.url)).await.unwrap();
+    until(&browser, "!document.getElementById('login').hidden").await;
+    let input = browser.find("#token").await.unwrap();
+    browser.type_into(&input, &child.token).await.unwrap();
+    browser
+        .click(&browser.find("#login button[type=submit]").await.unwrap())
+        .await
+        .unwrap();
+    until(&browser, "document.querySelector('tr[data-agent=coder]')").await;
+    let load = until(
+        &browser,
+        "(() => { const p = performance.getEntriesByType('paint').find(e => e.name === 'first-contentful-paint'); \
+           const files = performance.getEntriesByType('resource').filter(r => r.name.includes('/ui/')); \
+           const nav = performance.getEntriesByType('navigation')[0]; \
+           return p && { fcp: p.startTime, body: nav.decodedBodySize + files.reduce((a, r) => a + r.decodedBodySize, 0), \
+             wire: nav.transferSize + files.reduce((a, r) => a + r.transferSize, 0), files: files.length + 1 }; })()",
+    )
+    .await;
+    // The first live event: from posting (in the page) to the task's row in the live list.
+    browser
+        .goto(&format!("{}/ui/#/tasks", child.url))
+        .await
+        .unwrap();
+    until(&browser, "document.getElementById('task-rows') && document.getElementById('live').dataset.state === 'live'").await;
+    let first_event = browser
+        .execute_async(
+            "const done = arguments[arguments.length - 1]; const t0 = performance.now(); \
+             fetch('/v1/agents/coder/tasks', { method: 'POST', headers: { Authorization: 'Bearer ' + sessionStorage.getItem('clawbus.token'), 'Content-Type': 'application/json' }, body: JSON.stringify({ text: 'hello' }) }) \
+               .then(r => r.json()).then(t => { const seen = () => document.querySelector(`#task-rows tr[data-task=\"${t.task_id}\"]`); \
+                 if (seen()) return done(performance.now() - t0); \
+                 new MutationObserver((_, o) => { if (seen()) { o.disconnect(); done(performance.now() - t0); } }).observe(document.body, { subtree: true, childList: true }); });",
+            Vec::new(),
+        )
+        .await
+        .unwrap();
+    // 1,000 events streaming into an open task page.
+    let (_, posted) = post_task(&child, "coder", json!({ "text": "stream" })).await;
+    let id = posted["task_id"].as_str().unwrap().to_string();
+    browser
+        .goto(&format!("{}/ui/#/task/{id}", child.url))
+        .await
+        .unwrap();
+    until(
+        &browser,
+        "document.querySelector('#task-events li[data-type=model_call]')",
+    )
+    .await;
+    let (rss_before, ticks_before) = (status_kib(pid, "VmRSS"), cpu_ticks(pid));
+    let started = std::time::Instant::now();
+    gate.open();
+    until(
+        &browser,
+        "document.querySelector('#task-events li[data-type=terminal]')",
+    )
+    .await;
+    let took = started.elapsed();
+    let (rss_after, hwm, ticks_after) = (
+        status_kib(pid, "VmRSS"),
+        status_kib(pid, "VmHWM"),
+        cpu_ticks(pid),
+    );
+    let rows = event_rows(&browser).await.len();
+    // USER_HZ: 100 on Linux.
+    let hz = 100.0;
+    let cpu_s = (ticks_after - ticks_before) as f64 / hz;
+    println!(
+        "figure: page weight {} bytes decoded ({} on the wire, {} files); first contentful paint {:.0} ms; \
+         first live event {:.0} ms after the post; {rows} events shown in {:.0} ms; gateway RSS {rss_before} KiB → \
+         {rss_after} KiB (peak {hwm} KiB), CPU {cpu_s:.2} s ({:.0} % of one core)",
+        load["body"],
+        load["wire"],
+        load["files"],
+        load["fcp"].as_f64().unwrap_or_default(),
+        first_event.as_f64().unwrap_or_default(),
+        took.as_secs_f64() * 1000.0,
+        100.0 * cpu_s / took.as_secs_f64().max(0.001)
+    );
+    browser.quit().await;
+    stop(child).await;
+}
