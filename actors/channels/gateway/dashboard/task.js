@@ -30,6 +30,8 @@ export async function task(root, id) {
   const retry = button('Retry', async () => { await api.post(`/v1/tasks/${id}/retry`); await refresh(); }, '#retry');
   fill(head, info, h('p.actions', cancel, ' ', retry));
   function drawHead() {
+    cancel.hidden = ENDED.has(view.state);
+    retry.hidden = !['failed', 'dead_lettered'].includes(view.state);
     fill(info, h('p', badge(view.state), ' ', h('strong', view.agent || view.lane || ''), ' · lane ', view.lane || 'main',
       view.session ? [' · session ', h('a', { href: `#/session/${encodeURIComponent(view.session)}` }, view.session)] : ''),
     view.error ? h('p.error', view.error) : '');
