@@ -3,6 +3,7 @@ mod calls;
 mod cli;
 mod cron;
 mod dashboard;
+mod dashboard_figures;
 mod delivery;
 mod disk;
 mod durable;
