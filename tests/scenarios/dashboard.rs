@@ -519,3 +519,94 @@ async fn a_hostile_transcript_renders_as_text_and_runs_nothing() {
     browser.quit().await;
     stop(child).await;
 }
+
+#[actix_rt::test]
+async fn chat_streams_the_answer_and_cron_jobs_are_run_and_disabled_from_the_page() {
+    let server = ScriptedServer::with_responder(|req| match last_user(req).as_str() {
+        "hi" => Turn::text_chunks(vec!["Hello ", "from ", "coder."]),
+        _ => Turn::text("ok"),
+    })
+    .await;
+    let project = coder(&server, "");
+    let child = up(&project).await;
+    let (status, job) = crate::support::post_json(
+        &child,
+        "/v1/cron",
+        json!({
+            "name": "morning report",
+            "agent": "coder",
+            "schedule": { "kind": "cron", "expr": "0 9 * * *", "tz": "Europe/Paris" },
+            "payload": { "kind": "agentTurn", "message": "report" },
+        }),
+    )
+    .await;
+    assert_eq!(status, 201, "{job}");
+    let Some(browser) = logged_in(
+        "chat_streams_the_answer_and_cron_jobs_are_run_and_disabled_from_the_page",
+        &child,
+        "chat",
+    )
+    .await
+    else {
+        return stop(child).await;
+    };
+    until(&browser, "document.getElementById('chat-text')").await;
+    let text = browser.find("#chat-text").await.unwrap();
+    browser.type_into(&text, "hi").await.unwrap();
+    browser
+        .click(&browser.find("#chat-send").await.unwrap())
+        .await
+        .unwrap();
+    until(
+        &browser,
+        "document.querySelector('#chat-log li.assistant .text') && document.querySelector('#chat-log li.assistant .text').textContent === 'Hello from coder.'",
+    )
+    .await;
+    let sessions = get_json(&child, "/v1/sessions").await;
+    assert!(
+        sessions.to_string().contains(":dashboard"),
+        "the named session: {sessions}"
+    );
+
+    browser
+        .goto(&format!("{}/ui/#/cron", child.url))
+        .await
+        .unwrap();
+    let words = until(
+        &browser,
+        "document.querySelector('.cron-job') && document.querySelector('.cron-job').textContent",
+    )
+    .await;
+    assert!(
+        words
+            .as_str()
+            .unwrap()
+            .contains("every day at 09:00 · 0 9 * * * (Europe/Paris)"),
+        "{words}"
+    );
+    browser
+        .click(&browser.find(".cron-job button.run").await.unwrap())
+        .await
+        .unwrap();
+    crate::support::eventually("the job ran its turn", async || {
+        server
+            .requests()
+            .iter()
+            .any(|r| last_user(r).contains("report"))
+    })
+    .await;
+    until(
+        &browser,
+        "document.querySelector('.cron-job button.disable')",
+    )
+    .await;
+    browser
+        .click(&browser.find(".cron-job button.disable").await.unwrap())
+        .await
+        .unwrap();
+    until(&browser, "document.querySelector('.cron-job .s-disabled')").await;
+    let listed = get_json(&child, "/v1/cron").await;
+    assert_eq!(listed["jobs"][0]["job"]["enabled"], false, "{listed}");
+    browser.quit().await;
+    stop(child).await;
+}
