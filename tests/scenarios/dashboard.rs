@@ -5,8 +5,8 @@
 //! skipped; with `CI=true` they fail.
 
 use super::agents::copy_tree;
-use super::system::{Child, spawn_up, stop, task};
-use crate::support::{NET, Project, get_json, last_user, post_task, tool_results};
+use super::system::{Child, spawn_up, task};
+use crate::support::{Gateway, NET, Project, get_json, last_user, post_task, tool_results};
 use clawbus::testkit::{Browser, Gate, ScriptedServer, Turn};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -42,6 +42,20 @@ pub(super) async fn until(browser: &Browser, condition: &str) -> Value {
     }
 }
 
+/// Clicks the element `css` selects, as a user would; a live page may redraw it between the find
+/// and the click (a stale reference), then it is found again.
+pub(super) async fn click(browser: &Browser, css: &str) {
+    for _ in 0..20 {
+        let element = browser.find(css).await.unwrap();
+        match browser.click(&element).await {
+            Ok(()) => return,
+            Err(e) if e.error == "stale element reference" => continue,
+            Err(e) => panic!("click {css}: {e}"),
+        }
+    }
+    panic!("click {css}: the element kept being redrawn");
+}
+
 /// A browser logged in to the dashboard of `child`, showing `hash`.
 async fn logged_in(test: &str, child: &Child, hash: &str) -> Option<Browser> {
     let browser = Browser::start_or_skip(test).await?;
@@ -67,10 +81,48 @@ pub(super) fn coder(server: &ScriptedServer, agent: &str) -> Project {
     p
 }
 
-pub(super) async fn up(project: &Project) -> Child {
+pub(super) async fn up(project: &Project) -> Up {
     let mut cmd = project.clawbus();
     cmd.args(["up", "--port", "0"]);
-    spawn_up(project, cmd).await
+    Up(Some(spawn_up(project, cmd).await))
+}
+
+/// A `clawbus up` child that is killed when dropped: a failing test leaves no daemon behind.
+pub(super) struct Up(Option<Child>);
+
+impl Up {
+    /// Stops the daemon with SIGTERM and checks it exits 0.
+    pub(super) async fn stop(mut self) {
+        if let Some(child) = self.0.take() {
+            super::system::stop(child).await;
+        }
+    }
+}
+
+impl std::ops::Deref for Up {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        self.0.as_ref().expect("running until stopped")
+    }
+}
+
+impl Gateway for Up {
+    fn base_url(&self) -> String {
+        self.url.clone()
+    }
+
+    fn bearer(&self) -> &str {
+        &self.token
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.child.kill();
+            let _ = c.child.wait();
+        }
+    }
 }
 
 #[actix_rt::test]
@@ -97,7 +149,7 @@ async fn dashboard_logs_in_with_the_token_and_names_a_wrong_one() {
     let Some(browser) =
         Browser::start_or_skip("dashboard_logs_in_with_the_token_and_names_a_wrong_one").await
     else {
-        return stop(child).await;
+        return child.stop().await;
     };
     browser.goto(&format!("{}/ui/", child.url)).await.unwrap();
     until(&browser, "!document.getElementById('login').hidden").await;
@@ -157,7 +209,7 @@ async fn dashboard_logs_in_with_the_token_and_names_a_wrong_one() {
     .await;
     screenshot(&browser, "overview-phone").await;
     browser.quit().await;
-    stop(child).await;
+    child.stop().await;
 }
 
 /// The event rows of the task page: `[seq, type]` in page order.
@@ -225,7 +277,7 @@ async fn a_tool_task_shows_its_events_live_in_order_once_each_across_a_dropped_c
     else {
         tool_gate.open();
         answer_gate.open();
-        return stop(child).await;
+        return child.stop().await;
     };
     until(
         &browser,
@@ -245,10 +297,7 @@ async fn a_tool_task_shows_its_events_live_in_order_once_each_across_a_dropped_c
     )
     .await;
     // Drop the event connections, let the task finish meanwhile, restore them.
-    browser
-        .click(&browser.find("#live").await.unwrap())
-        .await
-        .unwrap();
+    click(&browser, "#live").await;
     until(
         &browser,
         "document.getElementById('live').dataset.state === 'paused'",
@@ -266,10 +315,7 @@ async fn a_tool_task_shows_its_events_live_in_order_once_each_across_a_dropped_c
             .any(|(_, t)| t == "terminal"),
         "no event arrives while the connection is down"
     );
-    browser
-        .click(&browser.find("#live").await.unwrap())
-        .await
-        .unwrap();
+    click(&browser, "#live").await;
     until(
         &browser,
         "document.querySelector('#task-events li[data-type=terminal]')",
@@ -298,7 +344,7 @@ async fn a_tool_task_shows_its_events_live_in_order_once_each_across_a_dropped_c
     // The tool call with its arguments, from the session's transcript.
     until(&browser, "document.querySelector('#task-tools pre') && document.querySelector('#task-tools').textContent.includes('\"command\":\"date\"')").await;
     browser.quit().await;
-    stop(child).await;
+    child.stop().await;
 }
 
 #[actix_rt::test]
@@ -323,7 +369,7 @@ async fn team_rust_shows_the_tree_assistant_writer_researcher() {
     )
     .await
     else {
-        return stop(child).await;
+        return child.stop().await;
     };
     until(
         &browser,
@@ -352,7 +398,7 @@ async fn team_rust_shows_the_tree_assistant_writer_researcher() {
     .await;
     screenshot(&browser, "task-tree").await;
     browser.quit().await;
-    stop(child).await;
+    child.stop().await;
 }
 
 #[actix_rt::test]
@@ -369,17 +415,14 @@ async fn a_slow_task_is_cancelled_from_the_page() {
     )
     .await
     else {
-        return stop(child).await;
+        return child.stop().await;
     };
     until(
         &browser,
         "document.querySelector('#task-events li[data-type=model_call]')",
     )
     .await;
-    browser
-        .click(&browser.find("#cancel").await.unwrap())
-        .await
-        .unwrap();
+    click(&browser, "#cancel").await;
     until(
         &browser,
         "document.querySelector('#task-head .s-cancelled')",
@@ -392,7 +435,7 @@ async fn a_slow_task_is_cancelled_from_the_page() {
     .await;
     assert_eq!(task(&child, &id).await["state"], "cancelled");
     browser.quit().await;
-    stop(child).await;
+    child.stop().await;
 }
 
 #[actix_rt::test]
@@ -414,7 +457,7 @@ async fn an_approval_is_answered_from_the_page_and_the_command_runs() {
     )
     .await
     else {
-        return stop(child).await;
+        return child.stop().await;
     };
     until(&browser, "document.getElementById('approvals')").await;
     let (_, posted) = post_task(&child, "coder", json!({ "text": "echo something" })).await;
@@ -423,10 +466,7 @@ async fn an_approval_is_answered_from_the_page_and_the_command_runs() {
     let command = until(&browser, "document.querySelector('.approval .command') && document.querySelector('.approval .command').textContent").await;
     assert_eq!(command, "echo approved-from-the-page");
     until(&browser, "document.getElementById('approvals-badge').textContent === '1' && !document.getElementById('approvals-badge').hidden").await;
-    browser
-        .click(&browser.find(".approval button.allow").await.unwrap())
-        .await
-        .unwrap();
+    click(&browser, ".approval button.allow").await;
     crate::support::eventually("the task succeeded", async || {
         task(&child, &id).await["state"] == "succeeded"
     })
@@ -442,7 +482,7 @@ async fn an_approval_is_answered_from_the_page_and_the_command_runs() {
     )
     .await;
     browser.quit().await;
-    stop(child).await;
+    child.stop().await;
 }
 
 const HOSTILE: &str = "<script>alert(1)</script> and <img src=x onerror=alert(1)>";
@@ -475,7 +515,7 @@ async fn a_hostile_transcript_renders_as_text_and_runs_nothing() {
     )
     .await
     else {
-        return stop(child).await;
+        return child.stop().await;
     };
     until(
         &browser,
@@ -517,7 +557,7 @@ async fn a_hostile_transcript_renders_as_text_and_runs_nothing() {
     assert!(csp.contains("script-src 'self'"), "{csp}");
     screenshot(&browser, "transcript").await;
     browser.quit().await;
-    stop(child).await;
+    child.stop().await;
 }
 
 #[actix_rt::test]
@@ -548,15 +588,12 @@ async fn chat_streams_the_answer_and_cron_jobs_are_run_and_disabled_from_the_pag
     )
     .await
     else {
-        return stop(child).await;
+        return child.stop().await;
     };
     until(&browser, "document.getElementById('chat-text')").await;
     let text = browser.find("#chat-text").await.unwrap();
     browser.type_into(&text, "hi").await.unwrap();
-    browser
-        .click(&browser.find("#chat-send").await.unwrap())
-        .await
-        .unwrap();
+    click(&browser, "#chat-send").await;
     until(
         &browser,
         "document.querySelector('#chat-log li.assistant .text') && document.querySelector('#chat-log li.assistant .text').textContent === 'Hello from coder.'",
@@ -584,10 +621,7 @@ async fn chat_streams_the_answer_and_cron_jobs_are_run_and_disabled_from_the_pag
             .contains("every day at 09:00 · 0 9 * * * (Europe/Paris)"),
         "{words}"
     );
-    browser
-        .click(&browser.find(".cron-job button.run").await.unwrap())
-        .await
-        .unwrap();
+    click(&browser, ".cron-job button.run").await;
     crate::support::eventually("the job ran its turn", async || {
         server
             .requests()
@@ -600,13 +634,10 @@ async fn chat_streams_the_answer_and_cron_jobs_are_run_and_disabled_from_the_pag
         "document.querySelector('.cron-job button.disable')",
     )
     .await;
-    browser
-        .click(&browser.find(".cron-job button.disable").await.unwrap())
-        .await
-        .unwrap();
+    click(&browser, ".cron-job button.disable").await;
     until(&browser, "document.querySelector('.cron-job .s-disabled')").await;
     let listed = get_json(&child, "/v1/cron").await;
     assert_eq!(listed["jobs"][0]["job"]["enabled"], false, "{listed}");
     browser.quit().await;
-    stop(child).await;
+    child.stop().await;
 }

@@ -4,7 +4,6 @@
 //! `cargo test --test main scenarios::dashboard_figures -- --ignored --nocapture`.
 
 use super::dashboard::{coder, event_rows, until, up};
-use super::system::stop;
 use crate::support::{last_user, post_task};
 use clawbus::testkit::{Browser, Gate, ScriptedServer, Turn};
 use serde_json::json;
@@ -47,7 +46,7 @@ async fn dashboard_figures() {
     let child = up(&project).await;
     let pid = child.child.id();
     let Some(browser) = Browser::start_or_skip("dashboard_figures").await else {
-        return stop(child).await;
+        return child.stop().await;
     };
     // Cold load of the login page: its weight and first paint.
     browser.goto(&format!("{}/ui/", child.url)).await.unwrap();
@@ -144,5 +143,5 @@ async fn dashboard_figures() {
         100.0 * cpu_s / took.as_secs_f64().max(0.001)
     );
     browser.quit().await;
-    stop(child).await;
+    child.stop().await;
 }

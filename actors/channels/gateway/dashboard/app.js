@@ -37,7 +37,8 @@ function startFeeds() {
     }),
     api.live('/v1/bus/tail?pattern=approvals.*', {
       reopen: true,
-      onOpen: () => refreshBadge(),
+      // (Re)opened: what arrived while it was not open is read again.
+      onOpen: () => { refreshBadge(); emit('clawbus:approval'); },
       onEvent: () => { refreshBadge(); emit('clawbus:approval'); },
     }),
   ];
