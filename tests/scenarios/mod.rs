@@ -2,6 +2,8 @@ mod agents;
 mod calls;
 mod cli;
 mod cron;
+mod dashboard;
+mod dashboard_figures;
 mod delivery;
 mod disk;
 mod durable;

@@ -97,6 +97,8 @@ pub fn router(state: ApiState) -> Router {
         .merge(super::metrics::routes())
         // The WebSocket handshake carries the token.
         .merge(super::ws::routes())
+        // The dashboard's files at /ui/ (public: every call they make carries the token).
+        .merge(super::dashboard::routes())
         // OpenClaw's Control UI, when [gateway] control_ui_dir names it (public files).
         .merge(super::control_ui::routes())
         .route_layer(axum::middleware::from_fn(refuse_unknown_query))

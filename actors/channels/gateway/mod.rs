@@ -9,6 +9,7 @@ pub(crate) mod approvals;
 pub(crate) mod channels;
 pub(crate) mod control_ui;
 pub(crate) mod cron;
+pub mod dashboard;
 mod events;
 pub(crate) mod flows;
 mod health;
