@@ -16,10 +16,12 @@
 mod bus;
 mod consume;
 mod kv;
+mod log;
 mod store;
 
 pub use self::bus::NatsBus;
 pub use self::kv::NatsKv;
+pub use self::log::NatsLog;
 pub use self::store::NatsTaskStore;
 
 use crate::error::BusError;
