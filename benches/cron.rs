@@ -235,7 +235,7 @@ async fn many_jobs(n: usize, idle: Duration) {
     let started = Instant::now();
     for i in 0..n {
         let spec = every(HOUR_MS, base + i as u64 * stagger, format!("job-{i}"));
-        scheduler.add(&spec).expect("add job");
+        scheduler.add(&spec).await.expect("add job");
     }
     let add = started.elapsed();
     let (rss1, anon1) = rss_kib();
@@ -266,6 +266,7 @@ async fn many_jobs(n: usize, idle: Duration) {
     let anchor = whole_second(1);
     let job = handle
         .add(&every(1000, anchor, "every-1s".into()))
+        .await
         .expect("add every-1s job");
     let prefix = format!("cron:{}:", job.id);
     let first = rig.fires(&prefix, 1).await;
@@ -363,6 +364,7 @@ async fn fire_accuracy(n: usize) {
     let anchor = whole_second(1);
     let job = handle
         .add(&every(1000, anchor, "every-1s".into()))
+        .await
         .expect("add every-1s job");
     let prefix = format!("cron:{}:", job.id);
     let fires = rig.fires(&prefix, n).await;

@@ -189,6 +189,11 @@ impl NatsServer {
     pub fn url(&self) -> &str {
         &self.url
     }
+
+    /// Its JetStream store folder (for figures of what the server keeps on disk).
+    pub fn store_dir(&self) -> &std::path::Path {
+        &self.store
+    }
 }
 
 impl Drop for NatsServer {

@@ -9,6 +9,8 @@
 //! - [`events`]: [`TaskEvent`]s, what happens to a task, on `events.task.<id>` and `events.<topic>`.
 //! - [`kv`]: the [`KvStore`](kv::KvStore) trait (create-if-absent, compare-and-set, TTL, watch) and
 //!   [`SledKv`](kv::SledKv).
+//! - [`log`]: the [`LogStore`](log::LogStore) trait (append-only logs with a fence on the last
+//!   sequence) and [`FilesLog`](log::FilesLog).
 //! - [`local`]: the embedded backend (an actix broker actor in this process).
 //! - `nats` (feature `nats`): the distributed backend on NATS JetStream.
 //! - [`open`](mod@open): [`open()`] a bus by [`Backend`]; the only place above which no backend is named.
@@ -22,6 +24,7 @@ pub(crate) mod error;
 pub mod events;
 pub mod kv;
 pub mod local;
+pub mod log;
 #[cfg(feature = "nats")]
 pub mod nats;
 pub mod open;

@@ -86,6 +86,16 @@ impl KvOpener {
         }
     }
 
+    /// True when the stores it opens are shared with other processes (JetStream KV), false for
+    /// this process's sled trees.
+    pub fn is_shared(&self) -> bool {
+        match &self.inner {
+            KvInner::Sled { .. } => false,
+            #[cfg(feature = "nats")]
+            KvInner::Nats(_) => true,
+        }
+    }
+
     /// The store `name` (`[a-z0-9_]`), created when missing.
     pub async fn open(&self, name: &str) -> Result<Arc<dyn KvStore>, BusError> {
         match &self.inner {

@@ -8,7 +8,7 @@ mod conformance;
 mod nats_faults;
 mod store;
 
-use bus::nats::{Nats, NatsBus, NatsKv, NatsOptions, NatsTaskStore};
+use bus::nats::{Nats, NatsBus, NatsKv, NatsLog, NatsOptions, NatsTaskStore};
 use bus::{Bus as _, Clock, ManualClock, Outcome, RequestId, TaskState, TaskStore};
 use clawbus_testkit::NatsServer;
 use std::hash::{Hash as _, Hasher as _};
@@ -217,3 +217,17 @@ async fn a_task_is_published_with_its_request_id_as_nats_msg_id() {
         "the stream drops a second publish of the same request id"
     );
 }
+
+mod log;
+
+impl log::Opener for OnNats {
+    /// A new connection each time: another node on the same logs.
+    async fn open(dir: &Path) -> Arc<dyn bus::log::LogStore> {
+        Arc::new(NatsLog::open(&connect(dir).await, "tx").await.unwrap())
+    }
+    fn available(test: &str) -> bool {
+        NatsServer::shared_or_skip(test).is_some()
+    }
+}
+
+log_suite!(OnNats);

@@ -268,3 +268,156 @@ async fn a_webhook_delivery_replayed_to_another_node_is_refused() {
         stop(node).await;
     }
 }
+
+/// `clawbus cron add` on one node is seen by the other, and an every-second job that both
+/// nodes' schedulers run fires once per scheduled time: every fire is one run in the shared
+/// history and one model call, whichever node took it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cron_job_added_on_one_node_is_seen_by_the_other_and_each_fire_runs_once() {
+    let Some(nats) = NatsServer::start_or_skip(
+        "a_cron_job_added_on_one_node_is_seen_by_the_other_and_each_fire_runs_once",
+    ) else {
+        return;
+    };
+    let model = ScriptedServer::with_responder(|_| Turn::text("tick")).await;
+    let projects = [Project::new(), Project::new()];
+    let mut nodes = Vec::new();
+    for (i, project) in projects.iter().enumerate() {
+        project
+            .with_mock_and(&model.base_url(), "")
+            .write("agents.d/chat.toml", "");
+        let mut cmd = project.clawbus();
+        let name = format!("n{}", i + 1);
+        cmd.args(["up", "--port", "0", "--bus", nats.url(), "--node-id", &name]);
+        nodes.push(spawn_up(project, cmd).await);
+    }
+    let mut cmd = projects[0].clawbus();
+    cmd.args([
+        "cron",
+        "add",
+        "--agent",
+        "chat",
+        "--every",
+        "1s",
+        "--message",
+        "tick",
+    ]);
+    cmd.args(["--name", "beat", "--url", &nodes[0].url]);
+    let added: serde_json::Value = serde_json::from_str(&crate::support::succeeded(
+        &crate::support::run_cmd(cmd).await,
+    ))
+    .unwrap();
+    let id = added["id"].as_str().unwrap().to_string();
+    let listed = crate::support::get_json(&nodes[1], "/v1/cron").await;
+    let seen = listed["jobs"].as_array().unwrap();
+    assert!(
+        seen.iter().any(|v| v["job"]["id"] == id.as_str()),
+        "the other node lists the job: {listed}"
+    );
+    let runs_path = format!("/v1/cron/{id}/runs");
+    eventually("five fires ran", async || {
+        let runs = crate::support::get_json(&nodes[1], &runs_path).await;
+        runs["runs"].as_array().is_some_and(|r| r.len() >= 5)
+    })
+    .await;
+    // Disabled on the other node: both schedulers stop firing it.
+    let (status, off) =
+        crate::support::post_json(&nodes[1], &format!("/v1/cron/{id}/disable"), json!({})).await;
+    assert_eq!(status, 200, "{off}");
+    let settled = async || {
+        let runs = crate::support::get_json(&nodes[0], &runs_path).await;
+        let list = runs["runs"].as_array().cloned().unwrap_or_default();
+        let state = crate::support::get_json(&nodes[0], &format!("/v1/cron/{id}")).await;
+        state["state"]["lease"].is_null().then_some(list)
+    };
+    let mut runs = Vec::new();
+    eventually("the last fire ended", async || match settled().await {
+        Some(list) => {
+            runs = list;
+            true
+        }
+        None => false,
+    })
+    .await;
+    let mut at: Vec<u64> = runs
+        .iter()
+        .map(|r| r["scheduled_ms"].as_u64().unwrap())
+        .collect();
+    let fires = at.len();
+    at.dedup();
+    assert_eq!(at.len(), fires, "one run per scheduled time: {runs:?}");
+    let ran = runs.iter().filter(|r| r["outcome"] == "succeeded").count();
+    assert_eq!(
+        model.request_count(),
+        ran,
+        "each run called the model once: {runs:?}"
+    );
+    for node in nodes {
+        stop(node).await;
+    }
+}
+
+/// The bytes JetStream keeps on disk under `dir`.
+fn disk_bytes(dir: &std::path::Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            match e.metadata() {
+                Ok(m) if m.is_dir() => stack.push(e.path()),
+                Ok(m) => total += m.len(),
+                Err(_) => {}
+            }
+        }
+    }
+    total
+}
+
+/// Figures, not a check: the time of one turn over HTTP (keep-alive, `wait`) on the embedded bus
+/// and on NATS, one node each, and the bytes the NATS store grows by per turn.
+/// `cargo test --test main scenarios::nats::figure -- --ignored --nocapture`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a figure, run by hand"]
+async fn figure_turn_latency_and_bytes_per_turn_on_nats_and_local() {
+    let Some(nats) = NatsServer::start_or_skip("figure_turn_latency") else {
+        return;
+    };
+    const TURNS: usize = 200;
+    let model = ScriptedServer::with_responder(|_| Turn::text("ok")).await;
+    for backend in ["local", nats.url()] {
+        let project = Project::new();
+        project
+            .with_mock_and(&model.base_url(), "")
+            .write("agents.d/chat.toml", "");
+        let mut cmd = project.clawbus();
+        cmd.args(["up", "--port", "0", "--bus", backend, "--node-id", "n1"]);
+        let node = spawn_up(&project, cmd).await;
+        // Warm up (connections, buckets), then measure.
+        for i in 0..20 {
+            let body = json!({ "text": "w", "request_id": format!("warm-{i}"), "wait": true });
+            post_task(&node, "chat", body).await;
+        }
+        let before = disk_bytes(nats.store_dir());
+        #[allow(clippy::disallowed_methods, reason = "a figure measured in real time")]
+        let started = std::time::Instant::now();
+        for i in 0..TURNS {
+            let body = json!({
+                "text": "hello",
+                "request_id": format!("fig-{i}"),
+                "session": format!("s{i}"),
+                "wait": true,
+            });
+            let (status, answer) = post_task(&node, "chat", body).await;
+            assert_eq!(status, 200, "{answer}");
+        }
+        let per_turn = started.elapsed() / TURNS as u32;
+        let grew = disk_bytes(nats.store_dir()).saturating_sub(before);
+        let bytes = if backend == "local" {
+            String::from("n/a")
+        } else {
+            format!("{} B", grew / TURNS as u64)
+        };
+        println!("figure: {backend}: {per_turn:?} per turn, NATS store +{bytes} per turn");
+        stop(node).await;
+    }
+}

@@ -73,7 +73,7 @@ pub(super) fn parse_job_id(id: &str) -> Result<JobId, Failure> {
 }
 
 async fn list(State(state): State<ApiState>) -> Response {
-    match state.cron.list() {
+    match state.cron.list().await {
         Ok(jobs) => Json(json!({ "jobs": jobs })).into_response(),
         Err(e) => cron_error(e),
     }
@@ -87,7 +87,7 @@ async fn add(
         Ok(b) => b,
         Err(answer) => return answer,
     };
-    match state.cron.add(&spec) {
+    match state.cron.add(&spec).await {
         Ok(job) => (StatusCode::CREATED, Json(job)).into_response(),
         Err(e) => cron_error(e),
     }
@@ -98,7 +98,7 @@ async fn show(State(state): State<ApiState>, Path(id): Path<String>) -> Response
         Ok(id) => id,
         Err(answer) => return answer,
     };
-    match state.cron.list() {
+    match state.cron.list().await {
         Ok(jobs) => match jobs.into_iter().find(|v| v.job.id == id) {
             Some(view) => Json(view).into_response(),
             None => cron_error(StoreError::UnknownJob(id).into()),
@@ -108,13 +108,13 @@ async fn show(State(state): State<ApiState>, Path(id): Path<String>) -> Response
 }
 
 /// Changes the fields of job `id` that `flat` gives, as `PATCH /v1/cron/{id}` does.
-pub(super) fn change_job(
+pub(super) async fn change_job(
     state: &ApiState,
     id: &JobId,
     mut flat: FlatSpec,
 ) -> Result<clawbus_runtime::cron::Job, Failure> {
     flat.id = None;
-    let base = match state.cron.store().job(id) {
+    let base = match state.cron.store().job(id).await {
         Ok(Some(job)) => JobSpec::of_job(&job),
         Ok(None) => return Err(failure(StoreError::UnknownJob(id.clone()).into())),
         Err(e) => return Err(failure(e.into())),
@@ -123,7 +123,7 @@ pub(super) fn change_job(
     let spec = flat
         .into_spec(&agent, Some(base))
         .map_err(|message| Failure::new(StatusCode::BAD_REQUEST, "invalid_job", message))?;
-    state.cron.update(id, &spec).map_err(failure)
+    state.cron.update(id, &spec).await.map_err(failure)
 }
 
 async fn change(
@@ -139,7 +139,7 @@ async fn change(
         Ok(b) => b,
         Err(answer) => return answer,
     };
-    match change_job(&state, &id, flat) {
+    match change_job(&state, &id, flat).await {
         Ok(job) => Json(job).into_response(),
         Err(f) => f.into_response(),
     }
@@ -150,7 +150,7 @@ async fn remove(State(state): State<ApiState>, Path(id): Path<String>) -> Respon
         Ok(id) => id,
         Err(answer) => return answer,
     };
-    match state.cron.remove(&id) {
+    match state.cron.remove(&id).await {
         Ok(()) => Json(json!({ "removed": id })).into_response(),
         Err(e) => cron_error(e),
     }
@@ -161,7 +161,7 @@ async fn set_enabled(state: ApiState, id: String, enabled: bool) -> Response {
         Ok(id) => id,
         Err(answer) => return answer,
     };
-    match state.cron.set_enabled(&id, enabled) {
+    match state.cron.set_enabled(&id, enabled).await {
         Ok(job) => Json(job).into_response(),
         Err(e) => cron_error(e),
     }
@@ -203,7 +203,7 @@ async fn runs(State(state): State<ApiState>, Path(id): Path<String>) -> Response
         Ok(id) => id,
         Err(answer) => return answer,
     };
-    match state.cron.runs(&id) {
+    match state.cron.runs(&id).await {
         Ok(runs) => Json(json!({ "runs": runs })).into_response(),
         Err(e) => cron_error(e),
     }

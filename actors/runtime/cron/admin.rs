@@ -78,55 +78,59 @@ impl Scheduler {
         Ok(compiled.next_after(now))
     }
 
-    fn existing(&self, id: &JobId) -> Result<Job, CronError> {
+    async fn existing(&self, id: &JobId) -> Result<Job, CronError> {
         self.inner
             .store
-            .job(id)?
+            .job(id)
+            .await?
             .ok_or_else(|| CronError::Store(StoreError::UnknownJob(id.clone())))
     }
 
     /// Checks and stores a new job; nothing is stored on error.
-    pub fn add(&self, spec: &JobSpec) -> Result<Job, CronError> {
+    pub async fn add(&self, spec: &JobSpec) -> Result<Job, CronError> {
         let job = spec.validate(&self.context(), None)?;
-        self.insert_job(job)
+        self.insert_job(job).await
     }
 
     /// Stores a checked new job with its first fire.
-    pub(super) fn insert_job(&self, job: Job) -> Result<Job, CronError> {
+    pub(super) async fn insert_job(&self, job: Job) -> Result<Job, CronError> {
         let state = JobState {
             next_fire_ms: self.next_fire(&job)?,
             ..JobState::default()
         };
-        self.inner.store.insert(&job, &state)?;
+        self.inner.store.insert(&job, &state).await?;
         self.inner.wake.notify_one();
         Ok(job)
     }
 
     /// Replaces a job's definition (its id, creation time, history and running lease stay);
     /// the next fire is recomputed. Nothing is stored on error.
-    pub fn update(&self, id: &JobId, spec: &JobSpec) -> Result<Job, CronError> {
-        let old = self.existing(id)?;
+    pub async fn update(&self, id: &JobId, spec: &JobSpec) -> Result<Job, CronError> {
+        let old = self.existing(id).await?;
         let job = spec.validate(&self.context(), Some(&old))?;
-        self.replace_job(job)
+        self.replace_job(job).await
     }
 
     /// Replaces a stored job's definition and recomputes its next fire.
-    pub(super) fn replace_job(&self, job: Job) -> Result<Job, CronError> {
+    pub(super) async fn replace_job(&self, job: Job) -> Result<Job, CronError> {
         let id = &job.id;
         let next = self.next_fire(&job)?;
-        self.inner.store.put_job(&job)?;
-        self.inner.store.update_state(id, |s| {
-            let mut new = s.clone();
-            new.next_fire_ms = next;
-            Some((new, ()))
-        })?;
+        self.inner.store.put_job(&job).await?;
+        self.inner
+            .store
+            .update_state(id, |s| {
+                let mut new = s.clone();
+                new.next_fire_ms = next;
+                Some((new, ()))
+            })
+            .await?;
         self.inner.wake.notify_one();
         Ok(job)
     }
 
     /// Removes a job and its history.
-    pub fn remove(&self, id: &JobId) -> Result<(), CronError> {
-        if !self.inner.store.remove(id)? {
+    pub async fn remove(&self, id: &JobId) -> Result<(), CronError> {
+        if !self.inner.store.remove(id).await? {
             return Err(StoreError::UnknownJob(id.clone()).into());
         }
         self.inner.wake.notify_one();
@@ -135,17 +139,20 @@ impl Scheduler {
 
     /// Enables or disables a job. Enabling schedules from now: fires missed while disabled
     /// are not caught up.
-    pub fn set_enabled(&self, id: &JobId, enabled: bool) -> Result<Job, CronError> {
-        let mut job = self.existing(id)?;
+    pub async fn set_enabled(&self, id: &JobId, enabled: bool) -> Result<Job, CronError> {
+        let mut job = self.existing(id).await?;
         job.enabled = enabled;
         job.updated_at = self.inner.clock.now_ms();
         let next = self.next_fire(&job)?;
-        self.inner.store.put_job(&job)?;
-        self.inner.store.update_state(id, |s| {
-            let mut new = s.clone();
-            new.next_fire_ms = next;
-            Some((new, ()))
-        })?;
+        self.inner.store.put_job(&job).await?;
+        self.inner
+            .store
+            .update_state(id, |s| {
+                let mut new = s.clone();
+                new.next_fire_ms = next;
+                Some((new, ()))
+            })
+            .await?;
         self.inner.wake.notify_one();
         Ok(job)
     }
@@ -154,17 +161,21 @@ impl Scheduler {
     /// its schedule, failures and backoff are left as they were. [`CronError::Running`] while a
     /// run of it holds a lease.
     pub async fn run_now(&self, id: &JobId) -> Result<Fired, CronError> {
-        let job = self.existing(id)?;
+        let job = self.existing(id).await?;
         let now = self.inner.clock.now_ms();
         let lease = self.inner.lease(now, now, true);
-        let taken = self.inner.store.update_state(id, |s| {
-            if s.is_running(now) {
-                return None;
-            }
-            let mut new = s.clone();
-            new.lease = Some(lease.clone());
-            Some((new, ()))
-        })?;
+        let taken = self
+            .inner
+            .store
+            .update_state(id, |s| {
+                if s.is_running(now) {
+                    return None;
+                }
+                let mut new = s.clone();
+                new.lease = Some(lease.clone());
+                Some((new, ()))
+            })
+            .await?;
         if taken.is_none() {
             return Err(CronError::Running(id.clone()));
         }
@@ -179,18 +190,16 @@ impl Scheduler {
     /// Every job with its state, by id. The `next_fire_ms` shown is never in the past: a fire
     /// that is due and free to run shows now (the loop runs it at once); one that waits on a
     /// running fire, or that its catch-up policy skips, shows the next scheduled time after now.
-    pub fn list(&self) -> Result<Vec<JobView>, CronError> {
+    pub async fn list(&self) -> Result<Vec<JobView>, CronError> {
         let store = &self.inner.store;
         let now = self.inner.clock.now_ms();
-        store
-            .jobs()?
-            .into_iter()
-            .map(|job| {
-                let mut state = store.state(&job.id)?.unwrap_or_default();
-                state.next_fire_ms = self.shown_next(&job, &state, now);
-                Ok(JobView { job, state })
-            })
-            .collect()
+        let mut views = Vec::new();
+        for job in store.jobs().await? {
+            let mut state = store.state(&job.id).await?.unwrap_or_default();
+            state.next_fire_ms = self.shown_next(&job, &state, now);
+            views.push(JobView { job, state });
+        }
+        Ok(views)
     }
 
     /// The next fire of `job` as people see it at `now` (see [`Scheduler::list`]).
@@ -215,8 +224,8 @@ impl Scheduler {
     }
 
     /// A job's run history (the last 50), oldest first.
-    pub fn runs(&self, id: &JobId) -> Result<Vec<RunRecord>, CronError> {
-        self.existing(id)?;
-        Ok(self.inner.store.runs(id)?)
+    pub async fn runs(&self, id: &JobId) -> Result<Vec<RunRecord>, CronError> {
+        self.existing(id).await?;
+        Ok(self.inner.store.runs(id).await?)
     }
 }

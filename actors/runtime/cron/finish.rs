@@ -23,31 +23,34 @@ impl Run {
         let recurring = !job.schedule.is_one_shot();
         let compiled = Compiled::new(&job.schedule, job.created_at).ok();
         let owner = inner.owner.clone();
-        let updated = inner.store.update_state(&job.id, |s| {
-            let l = s.lease.as_ref()?;
-            if l.owner != owner || l.scheduled_ms != self.scheduled_ms {
-                return None;
-            }
-            let mut new = s.clone();
-            new.lease = None;
-            new.last_outcome = Some(outcome);
-            if scheduled && recurring {
-                if outcome == RunOutcome::Succeeded {
-                    new.failures = 0;
-                    new.backoff_until_ms = None;
-                } else if outcome.is_failure() {
-                    new.failures = new.failures.saturating_add(1);
-                    let until = ended.saturating_add(backoff_ms(new.failures));
-                    new.backoff_until_ms = Some(until);
-                    if new.next_fire_ms.is_some_and(|n| n < until) {
-                        new.next_fire_ms = compiled
-                            .as_ref()
-                            .and_then(|c| c.next_after(until.saturating_sub(1)));
+        let updated = inner
+            .store
+            .update_state(&job.id, |s| {
+                let l = s.lease.as_ref()?;
+                if l.owner != owner || l.scheduled_ms != self.scheduled_ms {
+                    return None;
+                }
+                let mut new = s.clone();
+                new.lease = None;
+                new.last_outcome = Some(outcome);
+                if scheduled && recurring {
+                    if outcome == RunOutcome::Succeeded {
+                        new.failures = 0;
+                        new.backoff_until_ms = None;
+                    } else if outcome.is_failure() {
+                        new.failures = new.failures.saturating_add(1);
+                        let until = ended.saturating_add(backoff_ms(new.failures));
+                        new.backoff_until_ms = Some(until);
+                        if new.next_fire_ms.is_some_and(|n| n < until) {
+                            new.next_fire_ms = compiled
+                                .as_ref()
+                                .and_then(|c| c.next_after(until.saturating_sub(1)));
+                        }
                     }
                 }
-            }
-            Some((new, ()))
-        });
+                Some((new, ()))
+            })
+            .await;
         if let Err(e) = updated {
             tracing::warn!(job = %job.id, error = %e, "cron: run state not updated");
         }
@@ -60,11 +63,11 @@ impl Run {
             task_id: Some(self.task_id),
             error,
         };
-        if let Err(e) = inner.store.push_run(&run) {
+        if let Err(e) = inner.store.push_run(&run).await {
             tracing::warn!(job = %job.id, error = %e, "cron: run not recorded");
         }
         if scheduled && !recurring {
-            self.end_one_shot();
+            self.end_one_shot().await;
         }
         if outcome == RunOutcome::Succeeded {
             if let Some(text) = &text {
@@ -84,17 +87,17 @@ impl Run {
     }
 
     /// A one-shot job that ran is disabled (kept for its history), or deleted.
-    fn end_one_shot(&self) {
+    async fn end_one_shot(&self) {
         let store = &self.inner.store;
         let id = &self.job.id;
         let done = if self.job.delete_after_run {
-            store.remove(id).map(|_| ())
+            store.remove(id).await.map(|_| ())
         } else {
-            match store.job(id) {
+            match store.job(id).await {
                 Ok(Some(mut job)) => {
                     job.enabled = false;
                     job.updated_at = self.inner.clock.now_ms();
-                    store.put_job(&job)
+                    store.put_job(&job).await
                 }
                 Ok(None) => Ok(()),
                 Err(e) => Err(e),

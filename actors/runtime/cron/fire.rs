@@ -122,7 +122,7 @@ impl Scheduler {
         let (request_id, record, duplicate) = match submitted {
             Ok(ok) => ok,
             Err(e) => {
-                let _ = release(inner, job, scheduled_ms);
+                let _ = release(inner, job, scheduled_ms).await;
                 return Err(e);
             }
         };
@@ -134,20 +134,23 @@ impl Scheduler {
             FireKind::Manual => None,
         };
         let owner = inner.owner.clone();
-        inner.store.update_state(&job.id, |s| {
-            let lease = s.lease.as_ref()?;
-            if lease.owner != owner || lease.scheduled_ms != scheduled_ms {
-                return None;
-            }
-            let mut new = s.clone();
-            if let Some(l) = new.lease.as_mut() {
-                l.task_id = Some(task_id);
-            }
-            if kind == FireKind::Scheduled {
-                new.next_fire_ms = next;
-            }
-            Some((new, ()))
-        })?;
+        inner
+            .store
+            .update_state(&job.id, |s| {
+                let lease = s.lease.as_ref()?;
+                if lease.owner != owner || lease.scheduled_ms != scheduled_ms {
+                    return None;
+                }
+                let mut new = s.clone();
+                if let Some(l) = new.lease.as_mut() {
+                    l.task_id = Some(task_id);
+                }
+                if kind == FireKind::Scheduled {
+                    new.next_fire_ms = next;
+                }
+                Some((new, ()))
+            })
+            .await?;
         inner
             .publish(CronEvent {
                 job_id: job.id.clone(),
@@ -213,20 +216,23 @@ async fn submit(
 }
 
 /// Lets go of this scheduler's lease on a fire.
-fn release(
+async fn release(
     inner: &Inner,
     job: &Job,
     scheduled_ms: u64,
 ) -> Result<Option<()>, super::store::StoreError> {
     let owner = inner.owner.clone();
-    inner.store.update_state(&job.id, |s| {
-        let l = s.lease.as_ref()?;
-        (l.owner == owner && l.scheduled_ms == scheduled_ms).then(|| {
-            let mut new = s.clone();
-            new.lease = None;
-            (new, ())
+    inner
+        .store
+        .update_state(&job.id, |s| {
+            let l = s.lease.as_ref()?;
+            (l.owner == owner && l.scheduled_ms == scheduled_ms).then(|| {
+                let mut new = s.clone();
+                new.lease = None;
+                (new, ())
+            })
         })
-    })
+        .await
 }
 
 /// A submitted fire being awaited.
@@ -279,16 +285,20 @@ impl Run {
                 .now_ms()
                 .saturating_add(self.inner.settings.lease_ttl_ms());
             let owner = self.inner.owner.clone();
-            let renewed = self.inner.store.update_state(&self.job.id, |s| {
-                let l = s.lease.as_ref()?;
-                (l.owner == owner && l.scheduled_ms == self.scheduled_ms).then(|| {
-                    let mut new = s.clone();
-                    if let Some(l) = new.lease.as_mut() {
-                        l.until_ms = until;
-                    }
-                    (new, ())
+            let renewed = self
+                .inner
+                .store
+                .update_state(&self.job.id, |s| {
+                    let l = s.lease.as_ref()?;
+                    (l.owner == owner && l.scheduled_ms == self.scheduled_ms).then(|| {
+                        let mut new = s.clone();
+                        if let Some(l) = new.lease.as_mut() {
+                            l.until_ms = until;
+                        }
+                        (new, ())
+                    })
                 })
-            });
+                .await;
             if !matches!(renewed, Ok(Some(()))) {
                 // Lost (or the job is gone): keep waiting for the outcome without a lease.
                 std::future::pending::<()>().await;

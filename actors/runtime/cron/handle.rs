@@ -13,6 +13,7 @@ use super::settings::Settings;
 use super::spec::JobSpec;
 use super::state::RunRecord;
 use bus::{Bus, Clock};
+use futures::StreamExt as _;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -58,6 +59,16 @@ async fn run_loop(scheduler: Arc<Scheduler>, mut stopped: watch::Receiver<bool>)
             "cron: leases left by a stopped scheduler taken over or released"
         );
     }
+    // Jobs changed by another node's scheduler (a shared store) wake this one too.
+    let watcher = scheduler.inner.store.watch().await.map(|mut changes| {
+        let inner = inner.clone();
+        tokio::spawn(async move {
+            while changes.next().await.is_some() {
+                inner.wake.notify_one();
+            }
+        })
+    });
+    let _watcher = watcher.map(AbortOnDrop);
     loop {
         let report = scheduler.tick().await;
         for e in &report.errors {
@@ -84,6 +95,15 @@ async fn run_loop(scheduler: Arc<Scheduler>, mut stopped: watch::Receiver<bool>)
     }
 }
 
+/// Aborts a spawned task when dropped.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 impl SchedulerHandle {
     /// Starts the loop of a scheduler built with [`Scheduler::new`] (inside a tokio runtime),
     /// e.g. after syncing its declared jobs.
@@ -103,28 +123,28 @@ impl SchedulerHandle {
     }
 
     /// Checks and stores a new job; nothing is stored on error.
-    pub fn add(&self, spec: &JobSpec) -> Result<Job, CronError> {
-        self.scheduler.add(spec)
+    pub async fn add(&self, spec: &JobSpec) -> Result<Job, CronError> {
+        self.scheduler.add(spec).await
     }
 
     /// Replaces a job's definition.
-    pub fn update(&self, id: &JobId, spec: &JobSpec) -> Result<Job, CronError> {
-        self.scheduler.update(id, spec)
+    pub async fn update(&self, id: &JobId, spec: &JobSpec) -> Result<Job, CronError> {
+        self.scheduler.update(id, spec).await
     }
 
     /// Removes a job and its history.
-    pub fn remove(&self, id: &JobId) -> Result<(), CronError> {
-        self.scheduler.remove(id)
+    pub async fn remove(&self, id: &JobId) -> Result<(), CronError> {
+        self.scheduler.remove(id).await
     }
 
     /// Enables a job (scheduled from now).
-    pub fn enable(&self, id: &JobId) -> Result<Job, CronError> {
-        self.scheduler.set_enabled(id, true)
+    pub async fn enable(&self, id: &JobId) -> Result<Job, CronError> {
+        self.scheduler.set_enabled(id, true).await
     }
 
     /// Disables a job.
-    pub fn disable(&self, id: &JobId) -> Result<Job, CronError> {
-        self.scheduler.set_enabled(id, false)
+    pub async fn disable(&self, id: &JobId) -> Result<Job, CronError> {
+        self.scheduler.set_enabled(id, false).await
     }
 
     /// Fires a job now, out of schedule, on the cron lane.
@@ -133,13 +153,13 @@ impl SchedulerHandle {
     }
 
     /// Every job with its state.
-    pub fn list(&self) -> Result<Vec<JobView>, CronError> {
-        self.scheduler.list()
+    pub async fn list(&self) -> Result<Vec<JobView>, CronError> {
+        self.scheduler.list().await
     }
 
     /// A job's last 50 runs, oldest first.
-    pub fn runs(&self, id: &JobId) -> Result<Vec<RunRecord>, CronError> {
-        self.scheduler.runs(id)
+    pub async fn runs(&self, id: &JobId) -> Result<Vec<RunRecord>, CronError> {
+        self.scheduler.runs(id).await
     }
 
     /// Stops the loop and waits for it; runs in flight are then stopped without releasing their

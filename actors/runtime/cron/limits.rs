@@ -18,21 +18,22 @@ const GAP_SAMPLES: usize = 500;
 impl Scheduler {
     /// Adds a job for the model of `agent`: checked like [`Scheduler::add`], then held to the
     /// minimum interval and the per-agent cap, and marked as the model's.
-    pub(crate) fn add_from_model(&self, spec: &JobSpec, agent: &str) -> Result<Job, CronError> {
+    pub(crate) async fn add_from_model(
+        &self,
+        spec: &JobSpec,
+        agent: &str,
+    ) -> Result<Job, CronError> {
         let mut job = spec.validate(&self.context(), None)?;
         self.check_interval(&job)?;
         let by = created_by_agent(agent);
         job.created_by = Some(by.clone());
-        let _counting = self
-            .inner
-            .model_adds
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _counting = self.inner.model_adds.lock().await;
         let max = self.inner.settings.max_agent_jobs;
         let made = self
             .inner
             .store
-            .jobs()?
+            .jobs()
+            .await?
             .iter()
             .filter(|j| j.agent == agent && j.created_by.as_deref() == Some(by.as_str()))
             .count();
@@ -42,22 +43,27 @@ impl Scheduler {
                 max,
             });
         }
-        self.insert_job(job)
+        self.insert_job(job).await
     }
 
     /// Changes job `id` for a model: checked like [`Scheduler::update`]; a new schedule is held
     /// to the minimum interval.
-    pub(crate) fn update_from_model(&self, id: &JobId, spec: &JobSpec) -> Result<Job, CronError> {
+    pub(crate) async fn update_from_model(
+        &self,
+        id: &JobId,
+        spec: &JobSpec,
+    ) -> Result<Job, CronError> {
         let old = self
             .inner
             .store
-            .job(id)?
+            .job(id)
+            .await?
             .ok_or_else(|| CronError::Store(super::StoreError::UnknownJob(id.clone())))?;
         let job = spec.validate(&self.context(), Some(&old))?;
         if job.schedule != old.schedule {
             self.check_interval(&job)?;
         }
-        self.replace_job(job)
+        self.replace_job(job).await
     }
 
     /// [`CronError::TooFrequent`] when `job` fires more often than the minimum interval.

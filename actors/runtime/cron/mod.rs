@@ -3,7 +3,8 @@
 //!
 //! - [`job`]: [`Job`] in OpenClaw's shape; [`spec`]: [`JobSpec`], checked into a job.
 //! - [`expr`]: 5/6-field cron expressions; [`schedule`]: the next fire, DST rules.
-//! - `state`: leases, failures, backoff, run records; `store`: the sled trees.
+//! - `state`: leases, failures, backoff, run records; `store`: [`CronStore`] over a
+//!   [`CronBackend`]: sled trees ([`SledCron`]) or a shared key-value store ([`KvCron`]).
 //! - `scheduler`: [`Scheduler::tick`], the firing step; `fire`/`finish`: one run; `recover`:
 //!   the leases found on start ([`Scheduler::recover`]).
 //! - `admin`: add, update, remove, enable, run now, list, history; `handle`: the loop;
@@ -46,5 +47,5 @@ pub use scheduler::{Fired, JobView, Scheduler, Skipped, TickReport};
 pub use settings::Settings;
 pub use spec::{JobSpec, ScheduleSpec, SpecContext, SpecError};
 pub use state::{JobState, Lease, RunOutcome, RunRecord};
-pub use store::{CronStore, StoreError};
+pub use store::{CronBackend, CronStore, KvCron, SledCron, StateVersion, StoreError};
 pub use sync::{Declared, SyncReport};

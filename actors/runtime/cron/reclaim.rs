@@ -15,13 +15,17 @@ impl Scheduler {
         now: u64,
         report: &mut TickReport,
     ) -> Result<(), super::store::StoreError> {
-        let cleared = self.inner.store.update_state(&job.id, |s| {
-            (s.lease.as_ref() == Some(lease)).then(|| {
-                let mut new = s.clone();
-                new.lease = None;
-                (new, ())
+        let cleared = self
+            .inner
+            .store
+            .update_state(&job.id, |s| {
+                (s.lease.as_ref() == Some(lease)).then(|| {
+                    let mut new = s.clone();
+                    new.lease = None;
+                    (new, ())
+                })
             })
-        })?;
+            .await?;
         if cleared.is_none() {
             return Ok(());
         }
@@ -47,7 +51,7 @@ impl Scheduler {
             task_id: Some(task_id),
             error,
         };
-        self.inner.store.push_run(&run)?;
+        self.inner.store.push_run(&run).await?;
         self.inner
             .publish(CronEvent {
                 job_id: job.id.clone(),
@@ -77,7 +81,7 @@ impl Scheduler {
             task_id: None,
             error: reason.clone(),
         };
-        if let Err(e) = self.inner.store.push_run(&run) {
+        if let Err(e) = self.inner.store.push_run(&run).await {
             tracing::warn!(job = %job.id, error = %e, "cron: could not record a skipped fire");
         }
         self.inner

@@ -53,7 +53,7 @@ impl Scheduler {
             now_ms: now,
             ..TickReport::default()
         };
-        let jobs = match self.inner.store.jobs() {
+        let jobs = match self.inner.store.jobs().await {
             Ok(jobs) => jobs,
             Err(e) => {
                 report.errors.push(e.to_string());
@@ -74,7 +74,7 @@ impl Scheduler {
         now: u64,
         report: &mut TickReport,
     ) -> Result<(), super::fire::FireError> {
-        let state = self.inner.store.state(&job.id)?;
+        let state = self.inner.store.state(&job.id).await?;
         let Some(lease) = state.and_then(|s| s.lease) else {
             return Ok(());
         };
@@ -110,13 +110,17 @@ impl Scheduler {
     ) -> Result<(), super::fire::FireError> {
         let mut ours = self.inner.lease(now, lease.scheduled_ms, lease.manual);
         ours.task_id = Some(task_id);
-        let taken = self.inner.store.update_state(&job.id, |s| {
-            (s.lease.as_ref() == Some(lease)).then(|| {
-                let mut new = s.clone();
-                new.lease = Some(ours.clone());
-                (new, ())
+        let taken = self
+            .inner
+            .store
+            .update_state(&job.id, |s| {
+                (s.lease.as_ref() == Some(lease)).then(|| {
+                    let mut new = s.clone();
+                    new.lease = Some(ours.clone());
+                    (new, ())
+                })
             })
-        })?;
+            .await?;
         if taken.is_none() {
             return Ok(());
         }

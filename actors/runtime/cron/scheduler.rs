@@ -69,7 +69,7 @@ pub(crate) struct Inner {
     /// Woken when a job changes or a run ends, so the loop recomputes its sleep.
     pub(crate) wake: Notify,
     /// Held while a model's job is counted against its agent's cap and stored.
-    pub(crate) model_adds: std::sync::Mutex<()>,
+    pub(crate) model_adds: Mutex<()>,
 }
 
 /// The cron scheduler. Dropping it aborts its runs in flight without releasing their leases
@@ -97,18 +97,35 @@ impl Scheduler {
         owner: impl Into<String>,
         settings: Settings,
     ) -> Result<Self, StoreError> {
-        Ok(Self {
+        Ok(Self::with_store(
+            CronStore::open(db)?,
+            bus,
+            clock,
+            owner,
+            settings,
+        ))
+    }
+
+    /// A scheduler over `store` (shared by every node's scheduler when it is on NATS).
+    pub fn with_store(
+        store: CronStore,
+        bus: Arc<dyn Bus>,
+        clock: Arc<dyn Clock>,
+        owner: impl Into<String>,
+        settings: Settings,
+    ) -> Self {
+        Self {
             inner: Arc::new(Inner {
-                store: CronStore::open(db)?,
+                store,
                 bus,
                 clock,
                 owner: owner.into(),
                 settings,
                 wake: Notify::new(),
-                model_adds: std::sync::Mutex::new(()),
+                model_adds: Mutex::new(()),
             }),
             fires: Mutex::new(JoinSet::new()),
-        })
+        }
     }
 
     /// The store it schedules from.
@@ -125,7 +142,7 @@ impl Scheduler {
             now_ms: now,
             ..TickReport::default()
         };
-        let jobs = match self.inner.store.jobs() {
+        let jobs = match self.inner.store.jobs().await {
             Ok(jobs) => jobs,
             Err(e) => {
                 report.errors.push(e.to_string());
@@ -137,22 +154,28 @@ impl Scheduler {
                 report.errors.push(format!("job {}: {e}", job.id));
             }
         }
-        report.next_wake_ms = self.next_wake(&jobs);
+        report.next_wake_ms = self.next_wake(&jobs).await;
         report
     }
 
     /// The earliest instant something needs doing: an enabled job's next fire, or a lease's expiry.
-    fn next_wake(&self, jobs: &[Job]) -> Option<u64> {
-        jobs.iter()
-            .filter_map(|job| {
-                let state = self.inner.store.state(&job.id).ok()??;
-                match &state.lease {
-                    Some(lease) => Some(lease.until_ms),
-                    None if job.enabled => state.next_fire_ms,
-                    None => None,
-                }
-            })
-            .min()
+    async fn next_wake(&self, jobs: &[Job]) -> Option<u64> {
+        let mut wake: Option<u64> = None;
+        for job in jobs {
+            let Ok(Some(state)) = self.inner.store.state(&job.id).await else {
+                continue;
+            };
+            let at = match &state.lease {
+                Some(lease) => Some(lease.until_ms),
+                None if job.enabled => state.next_fire_ms,
+                None => None,
+            };
+            wake = match (wake, at) {
+                (Some(w), Some(a)) => Some(w.min(a)),
+                (w, a) => w.or(a),
+            };
+        }
+        wake
     }
 
     async fn tick_job(
@@ -162,7 +185,7 @@ impl Scheduler {
         report: &mut TickReport,
     ) -> Result<(), super::fire::FireError> {
         let store = &self.inner.store;
-        let Some(state) = store.state(&job.id)? else {
+        let Some(state) = store.state(&job.id).await? else {
             return Ok(());
         };
         if let Some(lease) = &state.lease {
@@ -194,21 +217,23 @@ impl Scheduler {
         }
         let lease = self.inner.lease(now, latest, false);
         let after = compiled.next_after(now);
-        let taken = store.update_state(&job.id, |s| {
-            let free = s.lease.as_ref().is_none_or(|l| l.until_ms <= now);
-            if !free || s.next_fire_ms != Some(next) {
-                return None;
-            }
-            let mut new = s.clone();
-            if run {
-                new.next_fire_ms = Some(latest);
-                new.lease = Some(lease.clone());
-            } else {
-                new.next_fire_ms = after;
-                new.lease = None;
-            }
-            Some((new, ()))
-        })?;
+        let taken = store
+            .update_state(&job.id, |s| {
+                let free = s.lease.as_ref().is_none_or(|l| l.until_ms <= now);
+                if !free || s.next_fire_ms != Some(next) {
+                    return None;
+                }
+                let mut new = s.clone();
+                if run {
+                    new.next_fire_ms = Some(latest);
+                    new.lease = Some(lease.clone());
+                } else {
+                    new.next_fire_ms = after;
+                    new.lease = None;
+                }
+                Some((new, ()))
+            })
+            .await?;
         if taken.is_none() {
             return Ok(());
         }

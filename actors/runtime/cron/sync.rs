@@ -41,7 +41,7 @@ fn same(a: &Job, b: &Job) -> bool {
 
 impl Scheduler {
     /// Syncs the declared jobs into the store (see the module docs).
-    pub(crate) fn sync_declared(&self, declared: &Declared) -> SyncReport {
+    pub(crate) async fn sync_declared(&self, declared: &Declared) -> SyncReport {
         let mut report = SyncReport::default();
         let mut seen: BTreeSet<JobId> = BTreeSet::new();
         for spec in &declared.jobs {
@@ -49,7 +49,7 @@ impl Scheduler {
                 report.errors.push("a declared job has no id".into());
                 continue;
             };
-            match self.sync_file_job(id, spec, &mut report) {
+            match self.sync_file_job(id, spec, &mut report).await {
                 Ok(id) => {
                     seen.insert(id);
                 }
@@ -57,7 +57,7 @@ impl Scheduler {
             }
         }
         for hb in &declared.heartbeats {
-            match self.sync_heartbeat(hb, &mut report) {
+            match self.sync_heartbeat(hb, &mut report).await {
                 Ok(id) => {
                     seen.insert(id);
                 }
@@ -66,14 +66,14 @@ impl Scheduler {
                     .push(format!("heartbeat of {}: {e}", hb.agent)),
             }
         }
-        match self.inner.store.jobs() {
+        match self.inner.store.jobs().await {
             Ok(jobs) => {
                 for job in jobs {
                     let ours = matches!(job.source, JobSource::File | JobSource::Heartbeat);
                     if !ours || !job.enabled || seen.contains(&job.id) {
                         continue;
                     }
-                    match self.set_enabled(&job.id, false) {
+                    match self.set_enabled(&job.id, false).await {
                         Ok(_) => report.disabled.push(job.id),
                         Err(e) => report.errors.push(format!("cron job {}: {e}", job.id)),
                     }
@@ -84,18 +84,18 @@ impl Scheduler {
         report
     }
 
-    fn sync_file_job(
+    async fn sync_file_job(
         &self,
         id: &str,
         spec: &JobSpec,
         report: &mut SyncReport,
     ) -> Result<JobId, CronError> {
         let id = JobId::parse(id).map_err(super::SpecError::InvalidId)?;
-        match self.inner.store.job(&id)? {
+        match self.inner.store.job(&id).await? {
             None => {
                 let mut job = spec.validate(&self.context(), None)?;
                 job.source = JobSource::File;
-                self.insert_job(job)?;
+                self.insert_job(job).await?;
                 report.added.push(id.clone());
             }
             Some(old) if old.source != JobSource::File => {
@@ -104,7 +104,7 @@ impl Scheduler {
             Some(old) => {
                 let job = spec.validate(&self.context(), Some(&old))?;
                 if !same(&job, &old) {
-                    self.replace_job(job)?;
+                    self.replace_job(job).await?;
                     report.updated.push(id.clone());
                 }
             }
@@ -112,7 +112,7 @@ impl Scheduler {
         Ok(id)
     }
 
-    fn sync_heartbeat(
+    async fn sync_heartbeat(
         &self,
         hb: &HeartbeatSpec,
         report: &mut SyncReport,
@@ -120,9 +120,9 @@ impl Scheduler {
         let now = self.inner.clock.now_ms();
         let invalid = |reason| CronError::Spec(super::SpecError::InvalidId(reason));
         let id = super::heartbeat::job_id(&hb.agent).map_err(invalid)?;
-        match self.inner.store.job(&id)? {
+        match self.inner.store.job(&id).await? {
             None => {
-                self.insert_job(hb.job(now, None).map_err(invalid)?)?;
+                self.insert_job(hb.job(now, None).map_err(invalid)?).await?;
                 report.added.push(id.clone());
             }
             Some(old) if old.source != JobSource::Heartbeat => {
@@ -132,7 +132,7 @@ impl Scheduler {
                 let mut job = hb.job(now, Some(&old)).map_err(invalid)?;
                 if !same(&job, &old) {
                     job.updated_at = now;
-                    self.replace_job(job)?;
+                    self.replace_job(job).await?;
                     report.updated.push(id.clone());
                 }
             }

@@ -221,8 +221,11 @@ impl Clawbus {
         let outbox =
             crate::outbox::Outbox::open(&db, clawbus_core::config::ReplyRoutes::new(&config))
                 .map_err(|e| state_err(StateError::Outbox(e)))?;
-        let scheduler =
-            Arc::new(start_scheduler(&config, &db, &bus, &clock, &outbox).map_err(state_err)?);
+        let scheduler = Arc::new(
+            start_scheduler(&config, &db, &kv, &bus, &clock, &outbox)
+                .await
+                .map_err(state_err)?,
+        );
         let flows = start_flows(&config, &db, &bus, &clock).map_err(state_err)?;
         // Before the agents: their registries take the tools the servers list.
         let mcp = crate::mcp::McpServers::start(&config.mcp).await;
@@ -468,16 +471,26 @@ fn start_flows(
 
 /// Builds the cron scheduler over the system's store, with the gateway's timezone, and syncs
 /// the jobs and heartbeats the agent files declare (its loop is started after the agents).
-fn start_scheduler(
+async fn start_scheduler(
     config: &Config,
     db: &sled::Db,
+    kv: &bus::KvOpener,
     bus: &Arc<dyn Bus>,
     clock: &Arc<dyn Clock>,
     outbox: &crate::outbox::Outbox,
 ) -> Result<Scheduler, StateError> {
-    let node = crate::cron::CronStore::open(db)
-        .and_then(|s| s.node_id())
-        .map_err(StateError::Cron)?;
+    let node = crate::cron::store::node_id(db).map_err(StateError::Cron)?;
+    // The embedded bus keeps the jobs in this node's sled trees; a shared bus keeps them in its
+    // key-value store, where every node's scheduler sees the same jobs and leases.
+    let store = if kv.is_shared() {
+        let kv = kv
+            .open("cron")
+            .await
+            .map_err(|e| StateError::Cron(crate::cron::StoreError::Storage(e.to_string())))?;
+        crate::cron::CronStore::on_kv(kv)
+    } else {
+        crate::cron::CronStore::open(db).map_err(StateError::Cron)?
+    };
     let settings = Settings::new(
         config.gateway.timezone,
         config.agents.iter().map(|a| a.id.to_string()),
@@ -491,13 +504,12 @@ fn start_scheduler(
         std::process::id(),
         uuid::Uuid::now_v7().simple()
     );
-    let scheduler = Scheduler::new(db, bus.clone(), clock.clone(), owner, settings)
-        .map_err(StateError::Cron)?;
+    let scheduler = Scheduler::with_store(store, bus.clone(), clock.clone(), owner, settings);
     let declared = Declared {
         jobs: config.agents.iter().flat_map(|a| a.cron.clone()).collect(),
         heartbeats: config.agents.iter().map(|a| a.heartbeat.clone()).collect(),
     };
-    let report = scheduler.sync_declared(&declared);
+    let report = scheduler.sync_declared(&declared).await;
     for e in &report.errors {
         tracing::warn!(error = %e, "A declared cron job was not synced.");
     }

@@ -85,13 +85,17 @@ fn json_out(v: impl serde::Serialize) -> ToolOutput {
 
 impl CronTool {
     /// The job `id` if it belongs to the calling agent.
-    fn own_job(s: &Scheduler, ctx: &ToolContext, id: Option<&str>) -> Result<JobId, ToolOutput> {
+    async fn own_job(
+        s: &Scheduler,
+        ctx: &ToolContext,
+        id: Option<&str>,
+    ) -> Result<JobId, ToolOutput> {
         let Some(id) = id else {
             return Err(ToolOutput::error("invalid_arguments", "\"id\" is required"));
         };
         let not_found = || ToolOutput::error("not_found", format!("no cron job {id:?} of yours"));
         let id = JobId::parse(id).map_err(|_| not_found())?;
-        match s.store().job(&id) {
+        match s.store().job(&id).await {
             Ok(Some(job)) if job.agent == ctx.agent => Ok(id),
             Ok(_) => Err(not_found()),
             Err(e) => Err(ToolOutput::error("internal", e)),
@@ -107,7 +111,7 @@ impl CronTool {
             );
         }
         match args.action {
-            Action::List => match s.list() {
+            Action::List => match s.list().await {
                 Ok(all) => json_out(
                     all.into_iter()
                         .filter(|v| v.job.agent == ctx.agent)
@@ -116,18 +120,18 @@ impl CronTool {
                 Err(e) => cron_error(e),
             },
             Action::Add => match args.job.into_spec(ctx.agent.as_str(), None) {
-                Ok(spec) => match s.add_from_model(&spec, ctx.agent.as_str()) {
+                Ok(spec) => match s.add_from_model(&spec, ctx.agent.as_str()).await {
                     Ok(job) => json_out(job),
                     Err(e) => cron_error(e),
                 },
                 Err(e) => ToolOutput::error("invalid_arguments", e),
             },
             Action::Update => {
-                let id = match Self::own_job(s, ctx, args.job.id.as_deref()) {
+                let id = match Self::own_job(s, ctx, args.job.id.as_deref()).await {
                     Ok(id) => id,
                     Err(out) => return out,
                 };
-                let base = match s.store().job(&id) {
+                let base = match s.store().job(&id).await {
                     Ok(Some(job)) => JobSpec::of_job(&job),
                     Ok(None) => return cron_error(StoreError::UnknownJob(id).into()),
                     Err(e) => return ToolOutput::error("internal", e),
@@ -135,21 +139,21 @@ impl CronTool {
                 let mut flat = args.job;
                 flat.id = None;
                 match flat.into_spec(ctx.agent.as_str(), Some(base)) {
-                    Ok(spec) => match s.update_from_model(&id, &spec) {
+                    Ok(spec) => match s.update_from_model(&id, &spec).await {
                         Ok(job) => json_out(job),
                         Err(e) => cron_error(e),
                     },
                     Err(e) => ToolOutput::error("invalid_arguments", e),
                 }
             }
-            Action::Remove => match Self::own_job(s, ctx, args.job.id.as_deref()) {
-                Ok(id) => match s.remove(&id) {
+            Action::Remove => match Self::own_job(s, ctx, args.job.id.as_deref()).await {
+                Ok(id) => match s.remove(&id).await {
                     Ok(()) => ToolOutput::ok(format!("removed cron job {id}")),
                     Err(e) => cron_error(e),
                 },
                 Err(out) => out,
             },
-            Action::Run => match Self::own_job(s, ctx, args.job.id.as_deref()) {
+            Action::Run => match Self::own_job(s, ctx, args.job.id.as_deref()).await {
                 Ok(id) => match s.run_now(&id).await {
                     Ok(fired) => json_out(json!({
                         "job_id": fired.job_id,
@@ -160,8 +164,8 @@ impl CronTool {
                 },
                 Err(out) => out,
             },
-            Action::Runs => match Self::own_job(s, ctx, args.job.id.as_deref()) {
-                Ok(id) => match s.runs(&id) {
+            Action::Runs => match Self::own_job(s, ctx, args.job.id.as_deref()).await {
+                Ok(id) => match s.runs(&id).await {
                     Ok(runs) => json_out(runs),
                     Err(e) => cron_error(e),
                 },

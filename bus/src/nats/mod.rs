@@ -19,11 +19,13 @@ mod consume;
 mod guard;
 mod kv;
 mod link;
+mod log;
 mod outbox;
 mod store;
 
 pub use self::bus::NatsBus;
 pub use self::kv::NatsKv;
+pub use self::log::NatsLog;
 pub use self::store::NatsTaskStore;
 
 use crate::error::BusError;

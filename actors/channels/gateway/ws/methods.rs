@@ -273,16 +273,16 @@ pub(crate) async fn call(
         }
         Method::CronList => {
             let q: oc_cron::ListParams = params(method, p)?;
-            let all = state.cron.list().map_err(cron::failure)?;
+            let all = state.cron.list().await.map_err(cron::failure)?;
             oc_cron::page(&all, &q).map_err(|e| invalid(method, e))
         }
         Method::CronGet => {
             let id = cron::parse_job_id(params::<JobRef>(method, p)?.id()?)?;
-            Ok(oc_cron::job(&job_view(state, &id)?))
+            Ok(oc_cron::job(&job_view(state, &id).await?))
         }
         Method::CronStatus => {
             params::<Empty>(method, p)?;
-            let jobs = state.cron.list().map_err(cron::failure)?;
+            let jobs = state.cron.list().await.map_err(cron::failure)?;
             let next = jobs.iter().filter_map(|v| v.state.next_fire_ms).min();
             Ok(json!({ "enabled": true, "jobs": jobs.len(), "nextWakeAtMs": next }))
         }
@@ -290,20 +290,20 @@ pub(crate) async fn call(
             let q: oc_cron::AddParams = params(method, p)?;
             let default = agent_ids(state).into_iter().next().unwrap_or_default();
             let spec = q.spec(&default).map_err(|e| invalid(method, e))?;
-            let job = state.cron.add(&spec).map_err(cron::failure)?;
-            Ok(oc_cron::job(&job_view(state, &job.id)?))
+            let job = state.cron.add(&spec).await.map_err(cron::failure)?;
+            Ok(oc_cron::job(&job_view(state, &job.id).await?))
         }
         Method::CronUpdate => {
             let q: CronUpdate = params(method, p)?;
             let id = cron::parse_job_id(q.id()?)?;
-            let base = clawbus_runtime::cron::JobSpec::of_job(&job_view(state, &id)?.job);
+            let base = clawbus_runtime::cron::JobSpec::of_job(&job_view(state, &id).await?.job);
             let spec = q.patch.apply(base).map_err(|e| invalid(method, e))?;
-            state.cron.update(&id, &spec).map_err(cron::failure)?;
-            Ok(oc_cron::job(&job_view(state, &id)?))
+            state.cron.update(&id, &spec).await.map_err(cron::failure)?;
+            Ok(oc_cron::job(&job_view(state, &id).await?))
         }
         Method::CronRemove => {
             let id = cron::parse_job_id(params::<JobRef>(method, p)?.id()?)?;
-            state.cron.remove(&id).map_err(cron::failure)?;
+            state.cron.remove(&id).await.map_err(cron::failure)?;
             Ok(json!({ "ok": true, "removed": true, "id": id }))
         }
         Method::CronRun => {
@@ -316,8 +316,8 @@ pub(crate) async fn call(
         Method::CronRuns => {
             let q: RunsQuery = params(method, p)?;
             let id = cron::parse_job_id(id_or_alias(&q.id, &q.job_id, ("id", "jobId"))?)?;
-            let view = job_view(state, &id)?;
-            let runs = state.cron.runs(&id).map_err(cron::failure)?;
+            let view = job_view(state, &id).await?;
+            let runs = state.cron.runs(&id).await.map_err(cron::failure)?;
             Ok(oc_cron::runs_page(&runs, &view.job.name, q.limit, q.offset))
         }
         Method::FlowsList
@@ -418,13 +418,14 @@ fn agent_ids(state: &ApiState) -> Vec<String> {
 }
 
 /// A job and its state; `NOT_FOUND` naming the id.
-fn job_view(
+async fn job_view(
     state: &ApiState,
     id: &clawbus_runtime::cron::JobId,
 ) -> Result<clawbus_runtime::cron::JobView, ErrorShape> {
     state
         .cron
         .list()
+        .await
         .map_err(cron::failure)?
         .into_iter()
         .find(|v| &v.job.id == id)

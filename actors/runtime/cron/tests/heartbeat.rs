@@ -39,7 +39,7 @@ fn write_heartbeat(rig: &Rig, text: &str) {
 async fn an_empty_heartbeat_file_skips_the_beat_without_a_task() {
     let rig = Rig::new("2026-01-05T08:00:00Z").await;
     let s = rig.scheduler_with_workspaces("s1");
-    let report = s.sync_declared(&declared(beat(None)));
+    let report = s.sync_declared(&declared(beat(None))).await;
     let id = heartbeat::job_id("a").unwrap();
     assert_eq!(report.added, std::slice::from_ref(&id));
     // Missing file, then headings and blank lines only: both skipped, no task submitted.
@@ -51,7 +51,7 @@ async fn an_empty_heartbeat_file_skips_the_beat_without_a_task() {
     assert!(r.fired.is_empty());
     assert_eq!(r.skipped.len(), 1);
     assert_eq!(rig.tasks_seen(), 0, "no task, so no model request");
-    let runs = s.runs(&id).unwrap();
+    let runs = s.runs(&id).await.unwrap();
     assert_eq!(runs.len(), 2);
     assert!(runs.iter().all(|r| r.outcome == RunOutcome::Skipped));
     assert!(
@@ -64,7 +64,7 @@ async fn an_empty_heartbeat_file_skips_the_beat_without_a_task() {
 async fn a_real_reply_is_delivered_and_heartbeat_ok_is_not() {
     let rig = Rig::new("2026-01-05T08:00:00Z").await;
     let s = rig.scheduler_with_workspaces("s1");
-    s.sync_declared(&declared(beat(None)));
+    s.sync_declared(&declared(beat(None))).await;
     let id = heartbeat::job_id("a").unwrap();
     write_heartbeat(&rig, "# Heartbeat\n- check the build\n");
     let out = Topic::parse("channel.chat.out").unwrap();
@@ -128,13 +128,13 @@ async fn no_beat_outside_active_hours() {
     // 08:00Z is 09:00 in Paris; the window is 10:00-22:00 there.
     let rig = Rig::new("2026-01-05T08:00:00Z").await;
     let s = rig.scheduler_with_workspaces("s1");
-    s.sync_declared(&declared(beat(Some((600, 1320)))));
+    s.sync_declared(&declared(beat(Some((600, 1320))))).await;
     write_heartbeat(&rig, "- check the build\n");
     rig.advance(Duration::from_millis(HALF_HOUR));
     let r = tick(&s).await;
     assert!(r.fired.is_empty(), "09:30 in Paris is outside 10:00-22:00");
     assert_eq!(rig.tasks_seen(), 0);
-    let runs = s.runs(&heartbeat::job_id("a").unwrap()).unwrap();
+    let runs = s.runs(&heartbeat::job_id("a").unwrap()).await.unwrap();
     assert_eq!(runs[0].error.as_deref(), Some("outside active hours"));
     rig.advance(Duration::from_millis(HALF_HOUR));
     assert_eq!(tick(&s).await.fired.len(), 1, "10:00 in Paris is inside");

@@ -9,9 +9,10 @@ async fn two_schedulers_fire_each_job_exactly_once_per_scheduled_time() {
     let rig = Rig::new("2026-01-05T08:00:00Z").await;
     let (a, b) = (rig.scheduler("a"), rig.scheduler("b"));
     let t0 = ms("2026-01-05T08:00:00Z");
-    let jobs: Vec<JobId> = (0..5)
-        .map(|_| a.add(&every(10_000, t0)).unwrap().id)
-        .collect();
+    let mut jobs: Vec<JobId> = Vec::new();
+    for _ in 0..5 {
+        jobs.push(a.add(&every(10_000, t0)).await.unwrap().id);
+    }
     let mut fired = 0;
     for _ in 0..10 {
         rig.advance(Duration::from_secs(10));
@@ -22,7 +23,7 @@ async fn two_schedulers_fire_each_job_exactly_once_per_scheduled_time() {
     assert_eq!(fired, 50);
     assert_eq!(rig.tasks_seen(), 50, "each fire reached the agent once");
     for id in &jobs {
-        let runs = a.runs(id).unwrap();
+        let runs = a.runs(id).await.unwrap();
         let mut at: Vec<u64> = runs.iter().map(|r| r.scheduled_ms).collect();
         at.dedup();
         assert_eq!(at.len(), 10);
@@ -37,11 +38,11 @@ async fn a_crash_mid_run_leaves_a_lease_that_expires_and_the_next_fire_happens()
     let min = 60_000;
     let id = {
         let a = rig.scheduler("a");
-        let id = a.add(&every(min, t0)).unwrap().id;
+        let id = a.add(&every(min, t0)).await.unwrap().id;
         rig.act(Act::Hold);
         rig.advance(Duration::from_millis(min));
         assert_eq!(a.tick().await.fired.len(), 1);
-        assert!(a.list().unwrap()[0].state.is_running(t0 + min));
+        assert!(a.list().await.unwrap()[0].state.is_running(t0 + min));
         id
         // `a` is dropped here mid-run, without releasing its lease.
     };
@@ -56,11 +57,11 @@ async fn a_crash_mid_run_leaves_a_lease_that_expires_and_the_next_fire_happens()
     assert_eq!(r.reclaimed, std::slice::from_ref(&id));
     assert_eq!(r.fired.len(), 1);
     assert_eq!(r.fired[0].scheduled_ms, t0 + 6 * min);
-    let state = b.list().unwrap()[0].state.clone();
+    let state = b.list().await.unwrap()[0].state.clone();
     assert_eq!(state.lease, None);
     assert_eq!(state.last_outcome, Some(RunOutcome::Succeeded));
     // The abandoned run is in the history, then the skipped fires, then the new one.
-    let o = outcomes(&b, &id);
+    let o = outcomes(&b, &id).await;
     assert_eq!(o.first(), Some(&RunOutcome::Failed));
     assert_eq!(o.last(), Some(&RunOutcome::Succeeded));
 }
@@ -71,7 +72,7 @@ async fn the_started_loop_fires_when_woken_and_stops() {
     let bus: std::sync::Arc<dyn bus::Bus> = rig.bus.clone();
     let h = Scheduler::start(&rig.db, bus, rig.clock.clone(), "loop", rig.settings()).unwrap();
     let t0 = ms("2026-01-05T08:00:00Z");
-    let job = h.add(&every(60_000, t0)).unwrap();
+    let job = h.add(&every(60_000, t0)).await.unwrap();
     let mut events = bus::Bus::subscribe(
         &*rig.bus,
         bus::Topic::parse(&format!("events.cron.{}", job.id)).unwrap(),
@@ -80,7 +81,8 @@ async fn the_started_loop_fires_when_woken_and_stops() {
     .unwrap();
     // The job is due on the manual clock; any change to the jobs wakes the loop at once.
     rig.advance(Duration::from_secs(60));
-    h.disable(&h.add(&every(3_600_000, t0)).unwrap().id)
+    h.disable(&h.add(&every(3_600_000, t0)).await.unwrap().id)
+        .await
         .unwrap();
     let d = tokio::time::timeout(BOUND, events.next())
         .await
@@ -92,7 +94,7 @@ async fn the_started_loop_fires_when_woken_and_stops() {
         (CronEventKind::Fired, t0 + 60_000)
     );
     assert!(h.scheduler().wait_idle(BOUND).await);
-    assert_eq!(h.runs(&job.id).unwrap().len(), 1);
-    assert_eq!(h.list().unwrap().len(), 2);
+    assert_eq!(h.runs(&job.id).await.unwrap().len(), 1);
+    assert_eq!(h.list().await.unwrap().len(), 2);
     tokio::time::timeout(BOUND, h.stop()).await.unwrap();
 }

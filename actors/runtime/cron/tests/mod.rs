@@ -7,6 +7,7 @@ mod leases;
 mod recover;
 mod schedule;
 mod spec;
+mod store;
 mod sync;
 
 use super::*;
@@ -199,6 +200,11 @@ pub(crate) async fn tick(s: &Scheduler) -> TickReport {
 }
 
 /// The outcomes of a job's history, oldest first.
-pub(crate) fn outcomes(s: &Scheduler, id: &JobId) -> Vec<RunOutcome> {
-    s.runs(id).unwrap().iter().map(|r| r.outcome).collect()
+pub(crate) async fn outcomes(s: &Scheduler, id: &JobId) -> Vec<RunOutcome> {
+    s.runs(id)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.outcome)
+        .collect()
 }

@@ -54,7 +54,7 @@ fn the_rule_for_a_lease_found_on_start() {
 async fn crashed_mid_run(rig: &Rig) -> (JobId, u64) {
     let t0 = ms("2026-01-05T08:00:00Z");
     let a = rig.scheduler_on("life1", "n1");
-    let id = a.add(&every(MIN, t0)).unwrap().id;
+    let id = a.add(&every(MIN, t0)).await.unwrap().id;
     rig.act(Act::Hold);
     rig.advance(Duration::from_millis(MIN));
     assert_eq!(a.tick().await.fired.len(), 1);
@@ -69,7 +69,7 @@ async fn a_previous_life_fire_still_running_is_taken_over_and_released_when_it_e
     let b = rig.scheduler_on("life2", "n1");
     let r = b.recover().await;
     assert_eq!(r.adopted, std::slice::from_ref(&id));
-    let view = b.list().unwrap().remove(0);
+    let view = b.list().await.unwrap().remove(0);
     assert_eq!(
         view.state.lease.as_ref().map(|l| l.owner.as_str()),
         Some("life2")
@@ -79,10 +79,10 @@ async fn a_previous_life_fire_still_running_is_taken_over_and_released_when_it_e
     // long before the 5-minute TTL.
     rig.complete_held(done()).await;
     assert!(b.wait_idle(BOUND).await);
-    let state = b.list().unwrap().remove(0).state;
+    let state = b.list().await.unwrap().remove(0).state;
     assert_eq!(state.lease, None);
-    assert_eq!(outcomes(&b, &id), [RunOutcome::Succeeded]);
-    assert_eq!(b.runs(&id).unwrap()[0].scheduled_ms, t0 + MIN);
+    assert_eq!(outcomes(&b, &id).await, [RunOutcome::Succeeded]);
+    assert_eq!(b.runs(&id).await.unwrap()[0].scheduled_ms, t0 + MIN);
     // The next fire comes on time.
     rig.advance(Duration::from_millis(MIN - 5_000));
     let r = super::tick(&b).await;
@@ -101,8 +101,8 @@ async fn a_previous_life_fire_that_ended_is_recorded_and_released_at_once() {
     let b = rig.scheduler_on("life2", "n1");
     assert_eq!(b.recover().await.adopted, std::slice::from_ref(&id));
     assert!(b.wait_idle(BOUND).await);
-    assert_eq!(b.list().unwrap()[0].state.lease, None);
-    assert_eq!(outcomes(&b, &id), [RunOutcome::Succeeded]);
+    assert_eq!(b.list().await.unwrap()[0].state.lease, None);
+    assert_eq!(outcomes(&b, &id).await, [RunOutcome::Succeeded]);
     // The fire missed while down (+2 min, within the grace) runs at once: no wait for a lease.
     let r = super::tick(&b).await;
     assert_eq!(r.fired.len(), 1);
@@ -115,7 +115,7 @@ async fn a_previous_life_lease_never_submitted_is_released_and_the_fire_runs() {
     let rig = Rig::new("2026-01-05T08:00:00Z").await;
     let t0 = ms("2026-01-05T08:00:00Z");
     let b = rig.scheduler_on("life2", "n1");
-    let id = b.add(&every(MIN, t0)).unwrap().id;
+    let id = b.add(&every(MIN, t0)).await.unwrap().id;
     rig.advance(Duration::from_millis(MIN));
     let mut held = lease("life1", Some("n1"), false);
     held.scheduled_ms = t0 + MIN;
@@ -126,6 +126,7 @@ async fn a_previous_life_lease_never_submitted_is_released_and_the_fire_runs() {
             new.lease = Some(held.clone());
             Some((new, ()))
         })
+        .await
         .unwrap();
     let r = b.recover().await;
     assert_eq!(r.reclaimed, std::slice::from_ref(&id));
@@ -148,12 +149,12 @@ async fn another_nodes_lease_is_released_only_once_its_fire_has_ended() {
         r.adopted.is_empty() && r.reclaimed.is_empty(),
         "still running: kept"
     );
-    assert!(other.list().unwrap()[0].state.lease.is_some());
+    assert!(other.list().await.unwrap()[0].state.lease.is_some());
     rig.complete_held(done()).await;
     let r = other.recover().await;
     assert_eq!(r.reclaimed, std::slice::from_ref(&id));
-    assert_eq!(other.list().unwrap()[0].state.lease, None);
-    assert_eq!(outcomes(&other, &id), [RunOutcome::Succeeded]);
+    assert_eq!(other.list().await.unwrap()[0].state.lease, None);
+    assert_eq!(outcomes(&other, &id).await, [RunOutcome::Succeeded]);
 }
 
 #[actix_rt::test]
@@ -162,12 +163,12 @@ async fn list_never_shows_a_next_fire_in_the_past() {
     let t0 = ms("2026-01-05T08:00:00Z");
     let (running, due, none) = {
         let s = rig.scheduler("before");
-        let running = s.add(&every(MIN, t0)).unwrap().id;
+        let running = s.add(&every(MIN, t0)).await.unwrap().id;
         rig.act(Act::Hold);
-        let due = s.add(&every(60 * MIN, t0)).unwrap().id;
+        let due = s.add(&every(60 * MIN, t0)).await.unwrap().id;
         let mut sp = every(60 * MIN, t0);
         sp.catch_up = CatchUp::None;
-        let none = s.add(&sp).unwrap().id;
+        let none = s.add(&sp).await.unwrap().id;
         rig.advance(Duration::from_millis(MIN));
         assert_eq!(s.tick().await.fired.len(), 1);
         (running, due, none)
@@ -176,18 +177,18 @@ async fn list_never_shows_a_next_fire_in_the_past() {
     rig.advance(Duration::from_millis(150 * MIN));
     let s = rig.scheduler("after");
     let now = rig.clock_now();
-    let next = |id: &JobId| {
-        let views = s.list().unwrap();
+    let next = async |id: &JobId| {
+        let views = s.list().await.unwrap();
         let view = views.iter().find(|v| &v.job.id == id).unwrap();
         view.state.next_fire_ms.unwrap()
     };
-    assert_eq!(next(&due), now, "due now: runs at once");
-    assert_eq!(next(&running), now, "its lease lapsed: runs at once");
+    assert_eq!(next(&due).await, now, "due now: runs at once");
+    assert_eq!(next(&running).await, now, "its lease lapsed: runs at once");
     assert_eq!(
-        next(&none),
+        next(&none).await,
         t0 + 180 * MIN,
         "missed and not caught up: the next slot"
     );
-    let views = s.list().unwrap();
+    let views = s.list().await.unwrap();
     assert!(views.iter().all(|v| v.state.next_fire_ms >= Some(now)));
 }

@@ -56,7 +56,7 @@ async fn an_agent_adds_a_job_with_the_tool_and_it_fires_later() {
         "{}",
         bad.text
     );
-    assert_eq!(s.list().unwrap().len(), 1, "nothing stored on error");
+    assert_eq!(s.list().await.unwrap().len(), 1, "nothing stored on error");
     // Not yet; then at 09:00 it fires, once.
     assert!(tick(&s).await.fired.is_empty());
     rig.advance(Duration::from_secs(3600));
@@ -114,7 +114,7 @@ async fn the_tool_refuses_a_job_that_fires_more_often_than_the_minimum_interval(
     }
     let out = tool.call(&ctx, add(json!({ "every": "1s" }))).await;
     assert!(out.text.contains("it fires every 1s"), "{}", out.text);
-    assert!(s.list().unwrap().is_empty(), "nothing stored");
+    assert!(s.list().await.unwrap().is_empty(), "nothing stored");
     // A minute is allowed; rescheduling it faster is refused, renaming it is not.
     let out = tool.call(&ctx, add(json!({ "every": "1m" }))).await;
     assert!(!out.is_error, "{}", out.text);
@@ -126,7 +126,7 @@ async fn the_tool_refuses_a_job_that_fires_more_often_than_the_minimum_interval(
     // A person may schedule every second; the model may still rename that job.
     let mut by_hand = crate::cron::tests::every(1_000, rig.clock_now());
     by_hand.name = Some("by hand".into());
-    let hand = s.add(&by_hand).unwrap();
+    let hand = s.add(&by_hand).await.unwrap();
     assert_eq!(hand.created_by, None);
     let renamed = json!({ "action": "update", "id": hand.id, "name": "still every second" });
     assert!(!tool.call(&ctx, renamed).await.is_error);
@@ -140,6 +140,7 @@ async fn the_tool_caps_the_jobs_models_created_per_agent_and_marks_them() {
     let add = json!({ "action": "add", "every": "1h", "message": "check" });
     // A job a person added does not count.
     s.add(&crate::cron::tests::every(3_600_000, rig.clock_now()))
+        .await
         .unwrap();
     let mut ids = Vec::new();
     for _ in 0..2 {
@@ -156,7 +157,7 @@ async fn the_tool_caps_the_jobs_models_created_per_agent_and_marks_them() {
         "{v}"
     );
     assert!(v["error"]["suggestion"].as_str().is_some(), "{v}");
-    assert_eq!(s.list().unwrap().len(), 3);
+    assert_eq!(s.list().await.unwrap().len(), 3);
     // The list marks who made each job; removing one makes room again.
     let listed = tool.call(&ctx, json!({ "action": "list" })).await;
     let views: Vec<serde_json::Value> = serde_json::from_str(&listed.text).unwrap();
