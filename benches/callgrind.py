@@ -115,10 +115,15 @@ LINE = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*)$")
 
 def costs(out):
     """(total, {function: exclusive Ir}) of a callgrind output file."""
-    text = subprocess.run(["callgrind_annotate", "--inclusive=no", "--threshold=100", out],
+    text = subprocess.run(["callgrind_annotate", "--inclusive=no", "--threshold=100", "--auto=no",
+                           "--tree=none", out],
                           check=True, capture_output=True, text=True).stdout
     total, funcs, body = None, {}, False
     for line in text.splitlines():
+        if body and line.startswith("-----"):
+            break  # past the table of functions (annotated sources follow)
+        if "=>" in line:
+            continue  # a call line of an annotated source: inclusive, not the function's own
         m = LINE.match(line)
         if not m:
             continue
