@@ -152,6 +152,15 @@ impl Envelope {
         Self::new(Kind::Event, topic, RequestId::random(), payload)
     }
 
+    /// An event for `topic` about the work of `request_id` (a task event), with a fresh message id.
+    pub(crate) fn event_for(
+        topic: Topic,
+        request_id: RequestId,
+        payload: serde_json::Value,
+    ) -> Self {
+        Self::new(Kind::Event, topic, request_id, payload)
+    }
+
     fn new(kind: Kind, topic: Topic, request_id: RequestId, payload: serde_json::Value) -> Self {
         Self {
             v: ENVELOPE_VERSION,

@@ -131,16 +131,23 @@ impl TaskEvent {
 
     /// The event as an event envelope on `topic`, with the task's request id.
     pub fn to_envelope(&self, topic: Topic) -> Result<Envelope, BusError> {
-        let payload = serde_json::to_value(self)
-            .map_err(|e| BusError::Invalid(format!("encode task event: {e}")))?;
-        let mut env = Envelope::event(topic, payload);
-        env.request_id = self.request_id.clone();
-        Ok(env)
+        Ok(self.envelope_with(topic, self.payload()?))
+    }
+
+    /// The event as the payload of its envelopes.
+    pub(crate) fn payload(&self) -> Result<serde_json::Value, BusError> {
+        serde_json::to_value(self).map_err(|e| BusError::Invalid(format!("encode task event: {e}")))
+    }
+
+    /// The event envelope on `topic` with `payload` (from [`TaskEvent::payload`]): one encoding
+    /// serves every topic the event goes to.
+    pub(crate) fn envelope_with(&self, topic: Topic, payload: serde_json::Value) -> Envelope {
+        Envelope::event_for(topic, self.request_id.clone(), payload)
     }
 
     /// Reads an event back from an envelope published by [`TaskEvent::to_envelope`].
     pub fn from_envelope(env: &Envelope) -> Result<Self, BusError> {
-        serde_json::from_value(env.payload.clone())
+        Self::deserialize(&env.payload)
             .map_err(|e| BusError::Invalid(format!("not a task event on {}: {e}", env.topic)))
     }
 }

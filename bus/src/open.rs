@@ -36,6 +36,8 @@ pub struct BusOptions {
     /// What the task store has beyond its database (the refusal journal of admissions answered
     /// as failed; a flush fault in tests).
     pub store: StoreExtras,
+    /// Bytes the embedded bus's in-memory task event logs may hold together.
+    pub replay_bytes: usize,
 }
 
 impl Default for BusOptions {
@@ -46,6 +48,7 @@ impl Default for BusOptions {
             max_attempts: 5,
             clock: Arc::new(SystemClock),
             store: StoreExtras::default(),
+            replay_bytes: crate::local::DEFAULT_REPLAY_BYTES,
         }
     }
 }
@@ -154,6 +157,7 @@ pub fn open(opts: BusOptions, db: sled::Db) -> Result<OpenBus, BusError> {
                     dedup_window: opts.dedup_window,
                     max_attempts: opts.max_attempts,
                     clock: opts.clock,
+                    replay_bytes: opts.replay_bytes,
                 },
             );
             let ledger = local.ledger().clone();

@@ -21,6 +21,7 @@ impl conformance::Backend for Local {
             dedup_window: window,
             max_attempts: 3,
             clock,
+            ..LocalOptions::default()
         };
         // A "restart" opens the database right after the previous life dropped it; sled lets go
         // of its file lock from a background thread, so wait for that (bounded).
@@ -58,6 +59,7 @@ fn options(clock: Arc<ManualClock>) -> LocalOptions {
         dedup_window: Duration::from_secs(60),
         max_attempts: 3,
         clock,
+        ..LocalOptions::default()
     }
 }
 

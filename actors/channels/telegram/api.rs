@@ -73,6 +73,9 @@ pub(crate) enum ApiError {
     /// The server could not be reached, or did not answer in time.
     #[error("Telegram API unreachable: {0}")]
     Http(#[source] reqwest::Error),
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    Client(#[source] std::sync::Arc<reqwest::Error>),
     /// The answer was not the API's JSON.
     #[error("Telegram API answer unreadable (HTTP {status}): {source}")]
     Decode {
@@ -98,7 +101,7 @@ impl From<ApiError> for SendError {
         let retry_after = e.retry_after();
         let transient = match &e {
             ApiError::Api { code, .. } => *code == 429 || *code >= 500,
-            ApiError::Http(_) => true,
+            ApiError::Http(_) | ApiError::Client(_) => true,
             ApiError::Decode { status, .. } => *status >= 500,
         };
         if transient {
@@ -136,7 +139,7 @@ struct Parameters {
 /// The client of one bot.
 #[derive(Clone)]
 pub(crate) struct BotApi {
-    client: reqwest::Client,
+    client: clawbus_runtime::model::LazyClient,
     /// `<base_url>/bot<token>`: a secret, never logged.
     root: String,
 }
@@ -156,7 +159,7 @@ impl BotApi {
     /// A client of the bot with `token` on the server at `base_url`.
     pub(crate) fn new(base_url: &str, token: &str) -> Self {
         Self {
-            client: reqwest::Client::new(),
+            client: clawbus_runtime::model::LazyClient::shared(),
             root: format!("{}/bot{token}", base_url.trim_end_matches('/')),
         }
     }
@@ -169,6 +172,8 @@ impl BotApi {
     ) -> Result<T, ApiError> {
         let resp = self
             .client
+            .get()
+            .map_err(ApiError::Client)?
             .post(format!("{}/{method}", self.root))
             .json(&body)
             .timeout(timeout)

@@ -32,7 +32,7 @@ struct Target {
 
 /// POSTs replies to the hooks' `deliver_url`s.
 pub(crate) struct WebhookSink {
-    client: reqwest::Client,
+    client: clawbus_runtime::model::LazyClient,
     targets: BTreeMap<String, Target>,
     /// The signing time of each try.
     clock: Arc<dyn bus::Clock>,
@@ -74,7 +74,7 @@ impl crate::Prepared for WebhookChannel {
     ) -> Result<Box<dyn crate::Channel>, crate::ChannelError> {
         // Each try is signed at the system clock's time.
         let sink = WebhookSink {
-            client: reqwest::Client::new(),
+            client: clawbus_runtime::model::LazyClient::shared(),
             targets: self.targets,
             clock: system.clock().clone(),
         };
@@ -110,8 +110,11 @@ impl Sink for WebhookSink {
             .map(|t| t.to_string())
             .or_else(|| msg.job.clone())
             .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-        let resp = self
-            .client
+        let client = self.client.get().map_err(|e| SendError::Transient {
+            reason: format!("cannot build the HTTP client: {e}"),
+            retry_after: None,
+        })?;
+        let resp = client
             .post(&target.url)
             .header("Content-Type", "application/json")
             .header(TIMESTAMP_HEADER, timestamp_s.to_string())

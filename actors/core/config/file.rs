@@ -49,6 +49,8 @@ pub(super) struct ConfigFile {
     #[serde(default)]
     pub delivery: super::delivery::DeliveryFile,
     #[serde(default)]
+    pub store: super::store::StoreFile,
+    #[serde(default)]
     pub cron: super::cron_limits::CronLimitsFile,
     #[serde(default)]
     pub sandbox: super::sandbox::SandboxFile,

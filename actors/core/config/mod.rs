@@ -39,6 +39,7 @@ pub(crate) mod sandbox;
 mod session;
 mod skills;
 mod span;
+mod store;
 pub mod subscribe;
 mod telegram;
 pub(crate) mod timezone;
@@ -79,6 +80,7 @@ pub use sandbox::{
 };
 pub use session::{BindingDef, SessionDef, SessionsDef};
 pub use skills::{AgentSkillsDef, DEFAULT_BUNDLED_DIR, SkillsDef, is_skill_name};
+pub use store::{DEFAULT_STORE_CACHE, StoreDef};
 pub use telegram::{DEFAULT_TELEGRAM_BASE_URL, TelegramDef};
 pub use tools::{
     AgentRule, ChannelDef, MCP_GROUP, MCP_PREFIX, Profile, TOOL_GROUPS, ToolsDef, entry_for,
@@ -182,6 +184,8 @@ pub struct Config {
     pub prices: BTreeMap<String, Price>,
     /// How replies and announcements are retried (`[delivery]`).
     pub delivery: DeliveryDef,
+    /// What the embedded store may keep in memory (`[store]`).
+    pub store: StoreDef,
     /// The limits on jobs models add through the `cron` tool (`[cron]`).
     pub cron: CronDef,
     /// The sandbox defaults of every agent (`[sandbox]`).

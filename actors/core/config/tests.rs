@@ -473,6 +473,36 @@ fn byte_sizes_are_read_and_checked() {
 }
 
 #[test]
+fn the_store_section_sets_the_cache_and_the_replay_log_and_checks_them() {
+    let fx = Fixture::new();
+    fx.write("clawbus.toml", "");
+    let config = load(&fx.opts()).unwrap();
+    assert_eq!(config.store, super::StoreDef::default());
+    assert_eq!(config.store.cache, super::DEFAULT_STORE_CACHE);
+
+    fx.write(
+        "clawbus.toml",
+        "[store]\ncache = 1048576\nreplay_log = 65536\n",
+    );
+    let config = load(&fx.opts()).unwrap();
+    assert_eq!(config.store.cache, 1_048_576);
+    assert_eq!(config.store.replay_log, 65_536);
+
+    fx.write("clawbus.toml", "[store]\ncache = 0\nreplay_log = \"big\"\n");
+    let report = fx.errors(&fx.opts());
+    let found: Vec<String> = report.problems().map(ToString::to_string).collect();
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(
+        found[0].ends_with(":2:9: field \"store.cache\": 0 is out of range (expected a number of bytes from 1 to 1073741824, e.g. 1048576 for 1 MiB)"),
+        "{found:?}"
+    );
+    assert!(
+        found[1].contains(":3:14: field \"store.replay_log\""),
+        "{found:?}"
+    );
+}
+
+#[test]
 fn provider_breaker_settings_are_read_and_checked() {
     let fx = Fixture::new();
     let provider = "[providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n";

@@ -34,6 +34,7 @@ struct Gateway {
     webhooks: BTreeMap<String, super::WebhookDef>,
     prices: BTreeMap<String, super::Price>,
     delivery: super::DeliveryDef,
+    store: super::StoreDef,
     cron: super::CronDef,
     sandbox: super::SandboxDef,
     mcp: super::McpDef,
@@ -193,6 +194,7 @@ pub(super) fn check(opts: &LoadOptions) -> (CheckReport, Option<Config>) {
         webhooks: base.webhooks,
         prices: base.prices,
         delivery: base.delivery,
+        store: base.store,
         cron: base.cron,
         sandbox: base.sandbox,
         flows,
@@ -298,6 +300,7 @@ fn gateway_defaults() -> Gateway {
         webhooks: BTreeMap::new(),
         prices: BTreeMap::new(),
         delivery: Default::default(),
+        store: Default::default(),
         cron: Default::default(),
         sandbox: Default::default(),
         mcp: Default::default(),
@@ -324,6 +327,7 @@ fn gateway_file(src: &Source) -> (Gateway, Vec<Problem>) {
     base.channels = super::tools::channels(src, &f.channels, &mut problems);
     base.webhooks = super::webhooks::webhooks(src, &f.webhooks, &mut problems);
     base.delivery = super::delivery::delivery_def(src, &f.delivery, &mut problems);
+    base.store = super::store::store_def(src, &f.store, &mut problems);
     base.cron = super::cron_limits::cron_def(src, &f.cron, &mut problems);
     base.sandbox = super::sandbox::sandbox_def(src, &f.sandbox, &mut problems);
     (base.mcp, base.mcp_serve) = super::mcp::mcp_def(src, &f.mcp, &mut problems);
@@ -607,7 +611,7 @@ pub(super) fn duration(
 const MAX_BYTE_SIZE: i64 = 1 << 30;
 
 /// A size in bytes (a TOML integer), from 1 to [`MAX_BYTE_SIZE`].
-fn byte_size(
+pub(super) fn byte_size(
     src: &Source,
     value: &Option<Spanned<i64>>,
     field: &str,

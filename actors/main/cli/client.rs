@@ -61,7 +61,7 @@ impl GatewayClient {
                 ))
             })?,
         };
-        let http = reqwest::Client::builder()
+        let http = client_for(&url)
             .timeout(timeout)
             .build()
             .map_err(|e| usage(format!("http client: {e}")))?;
@@ -137,7 +137,7 @@ impl GatewayClient {
         use futures::StreamExt;
         let url = format!("{}{path}", self.url);
         self.rt.block_on(async move {
-            let http = reqwest::Client::builder()
+            let http = client_for(&url)
                 .connect_timeout(Duration::from_secs(10))
                 .build()
                 .map_err(|e| usage(format!("http client: {e}")))?;
@@ -329,6 +329,18 @@ async fn send(
 }
 
 /// `--url` must be an http(s) URL with a host.
+/// A client builder for `url`: over plain `http://` (the usual loopback gateway) no TLS root is
+/// loaded, since no TLS connection is made (loading the machine's roots is most of what a CLI call
+/// would cost); over `https://` the platform's roots as usual.
+fn client_for(url: &str) -> reqwest::ClientBuilder {
+    let builder = reqwest::Client::builder();
+    if url.starts_with("http://") {
+        builder.tls_certs_only(std::iter::empty())
+    } else {
+        builder
+    }
+}
+
 fn check_url(url: &str) -> Result<(), ExitCode> {
     match reqwest::Url::parse(url) {
         Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => Ok(()),

@@ -9,6 +9,7 @@ use futures::StreamExt;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use tracing::{debug, warn};
 
+use super::LazyClient;
 use super::accumulate::truncate_chars;
 use super::{ModelError, ModelObserver, ModelReply};
 use crate::secrets::Secrets;
@@ -272,11 +273,9 @@ pub(crate) fn chain(e: &dyn std::error::Error) -> String {
     out
 }
 
-/// `base_url` + `/path`, checked to be an http(s) URL; built with a fresh HTTP client.
-pub(crate) fn endpoint(
-    base_url: &str,
-    path: &str,
-) -> Result<(String, reqwest::Client), ModelError> {
+/// `base_url` + `/path`, checked to be an http(s) URL, and the process's shared HTTP client
+/// (built on its first request, see [`LazyClient::shared`]).
+pub(crate) fn endpoint(base_url: &str, path: &str) -> Result<(String, LazyClient), ModelError> {
     let base = base_url.trim_end_matches('/');
     let url = format!("{base}/{path}");
     let parsed = reqwest::Url::parse(&url).map_err(|e| {
@@ -289,10 +288,16 @@ pub(crate) fn endpoint(
             "model base_url {base_url:?} must start with http:// or https://"
         )));
     }
-    let http = reqwest::Client::builder()
-        .build()
-        .map_err(|e| ModelError::Config(format!("cannot build HTTP client for {url}: {e}")))?;
-    Ok((url, http))
+    Ok((url, LazyClient::shared()))
+}
+
+/// The built client of `lazy`, or the configuration error naming `url`.
+pub(crate) fn client<'a>(
+    lazy: &'a LazyClient,
+    url: &str,
+) -> Result<&'a reqwest::Client, ModelError> {
+    lazy.get()
+        .map_err(|e| ModelError::Config(format!("cannot build HTTP client for {url}: {e}")))
 }
 
 /// The name a client's own key is redacted under when no configured variable holds it.

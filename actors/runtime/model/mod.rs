@@ -17,6 +17,7 @@ mod anthropic;
 mod breaker;
 mod fallback;
 mod http;
+mod lazy;
 mod openai;
 mod params;
 mod scripted;
@@ -33,6 +34,7 @@ use serde::{Deserialize, Serialize};
 pub use anthropic::{AnthropicClient, AnthropicConfig, RUNTIME_HEADING};
 pub use breaker::{BREAKER_GAUGE, Breaker, BreakerPolicy, BreakerState, BreakerStatus, Breakers};
 pub use fallback::{Candidate, FallbackModel, Fallover, FalloverReason, Skipped};
+pub use lazy::LazyClient;
 pub use openai::{OpenAiClient, OpenAiConfig};
 pub use params::{
     ModelParams, RESERVED_BODY_KEYS, ReasoningEffort, Stop, ToolChoice, after_tool_result,

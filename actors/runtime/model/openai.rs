@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 
 use super::accumulate::{ReplyAccumulator, short};
 use super::http::{
-    Failure, Overrun, ResponseCap, RetryPolicy, chain, content_type, endpoint, own_key, read_body,
-    send, with_retries,
+    Failure, Overrun, ResponseCap, RetryPolicy, chain, client, content_type, endpoint, own_key,
+    read_body, send, with_retries,
 };
 use super::params::{ModelParams, ToolChoice, merge_extra};
 use crate::secrets::Secrets;
@@ -64,7 +64,7 @@ impl fmt::Debug for OpenAiConfig {
 pub struct OpenAiClient {
     cfg: OpenAiConfig,
     url: String,
-    http: reqwest::Client,
+    http: super::LazyClient,
     cap: ResponseCap,
     params: ModelParams,
     default_max_tokens: Option<u32>,
@@ -156,7 +156,7 @@ impl OpenAiClient {
         target: &str,
         observer: &dyn ModelObserver,
     ) -> Result<ModelReply, Failure> {
-        let mut request = self.http.post(&self.url).json(body);
+        let mut request = client(&self.http, &self.url)?.post(&self.url).json(body);
         if let Some(key) = &self.cfg.api_key {
             request = request.bearer_auth(key);
         }

@@ -15,6 +15,7 @@
 
 use std::ops::Range;
 use std::path::Path;
+use std::sync::LazyLock;
 
 use async_trait::async_trait;
 use regex::Regex;
@@ -124,16 +125,22 @@ fn lines(problems: &[clawbus_core::config::Problem]) -> String {
 }
 
 fn parse(text: &str, path: &Path) -> Result<ScriptedModel, RulesError> {
-    let (file, problems) = clawbus_core::config::rules::check_text(path, text, rule_problems);
+    // Each rule's regex is compiled once, by the check, and kept.
+    let mut compiled = Vec::new();
+    let (file, problems) = clawbus_core::config::rules::check_text(path, text, |f: &RulesFile| {
+        let (problems, regexes) = checked(f);
+        compiled = regexes;
+        problems
+    });
     let file = match file {
         Some(f) if problems.is_empty() => f,
         _ => return Err(RulesError::Problems(problems)),
     };
     let mut rules = Vec::new();
-    for spanned in file.rule {
+    for (spanned, re) in file.rule.into_iter().zip(compiled) {
         let raw = spanned.into_inner();
         // Checked above: the regex compiles and exactly one action is set.
-        let Ok(re) = Regex::new(raw.pattern.get_ref()) else {
+        let Some(re) = re else {
             continue;
         };
         let action = match (raw.reply, raw.tool) {
@@ -158,6 +165,12 @@ fn parse(text: &str, path: &Path) -> Result<ScriptedModel, RulesError> {
 
 /// What the shape of a rules file cannot say: bad regexes, actions, capture references.
 fn rule_problems(file: &RulesFile) -> Vec<RawProblem> {
+    checked(file).0
+}
+
+/// [`rule_problems`], and each rule's regex (`None` where it does not compile).
+fn checked(file: &RulesFile) -> (Vec<RawProblem>, Vec<Option<Regex>>) {
+    let mut regexes = Vec::with_capacity(file.rule.len());
     let mut problems = Vec::new();
     let mut add = |span: Option<Range<usize>>, field: &str, message: String| {
         problems.push(RawProblem {
@@ -219,13 +232,16 @@ fn rule_problems(file: &RulesFile) -> Vec<RawProblem> {
                 "rule needs one of \"reply\" or \"tool\", has neither (expected reply = \"…\" or tool = \"…\")".to_owned(),
             ),
         }
+        regexes.push(re);
     }
-    problems
+    (problems, regexes)
 }
 
 /// The `$name` / `${name}` in the args that name no capture group of the rule's regex.
 fn unknown_references(args: &toml::Table, re: &Regex) -> Vec<String> {
-    let Ok(reference) = Regex::new(r"\$(?:\{([^}]*)\}|([A-Za-z0-9_]+))") else {
+    static REFERENCE: LazyLock<Option<Regex>> =
+        LazyLock::new(|| Regex::new(r"\$(?:\{([^}]*)\}|([A-Za-z0-9_]+))").ok());
+    let Some(reference) = REFERENCE.as_ref() else {
         return Vec::new();
     };
     let mut strings = Vec::new();

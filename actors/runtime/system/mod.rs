@@ -114,10 +114,15 @@ const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
     clippy::disallowed_methods,
     reason = "sled's file lock is held by another process in real time: its wait is real time"
 )]
-async fn open_db(path: &std::path::Path) -> Result<sled::Db, StateError> {
+async fn open_db(path: &std::path::Path, cache: usize) -> Result<sled::Db, StateError> {
     let deadline = tokio::time::Instant::now() + LOCK_WAIT;
     loop {
-        match sled::open(path) {
+        // sled's default cache is 1 GiB: the store's pages would stay in memory as it grows.
+        let opened = sled::Config::new()
+            .path(path)
+            .cache_capacity(u64::try_from(cache).unwrap_or(u64::MAX))
+            .open();
+        match opened {
             Ok(db) => return Ok(db),
             // sled reports the file lock of another holder as an I/O error with this text.
             Err(e) if e.to_string().contains("could not acquire lock") => {
@@ -172,7 +177,7 @@ impl Clawbus {
         };
         std::fs::create_dir_all(&config.state_dir)
             .map_err(|e| state_err(StateError::CreateDir(e)))?;
-        let db = open_db(&config.state_dir.join("db"))
+        let db = open_db(&config.state_dir.join("db"), config.store.cache)
             .await
             .map_err(state_err)?;
         let clock = opts.clock.clone();
@@ -190,6 +195,7 @@ impl Clawbus {
                     refusals: Some(config.state_dir.join(REFUSALS_FILE)),
                     fault: None,
                 },
+                replay_bytes: config.store.replay_log,
                 ..BusOptions::default()
             },
             db.clone(),

@@ -8,7 +8,7 @@
 use crate::clock::Clock;
 use crate::envelope::{Envelope, RequestId};
 use crate::events::{TaskEvent, TaskEventKind};
-use crate::task::TaskRecord;
+use crate::task::{Outcome, TaskRecord};
 use crate::topic::Topic;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -24,9 +24,11 @@ pub(super) const MAX_DELTA_BYTES_PER_TASK: usize = 256 * 1024;
 /// Bytes of streamed text kept over every log together; past it the logs of ended tasks go,
 /// oldest first.
 pub(super) const MAX_DELTA_BYTES: usize = 32 * 1024 * 1024;
-/// Task logs kept; past it the logs of ended tasks go first (oldest first), then the events of
-/// running ones (their sequence counters stay).
-pub const MAX_TASK_LOGS: usize = 10_000;
+/// Bytes the logs of every task may hold together by default (`[store] replay_log`): their
+/// structures, headers and events, text and results included. Past it the logs of ended tasks
+/// go first (oldest first, down to 90 %), then the events of running ones (their sequence
+/// counters stay). Replays of a task whose log went are synthesised from the task store.
+pub const DEFAULT_REPLAY_BYTES: usize = 4 * 1024 * 1024;
 
 /// Which task an event belongs to.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,15 +57,31 @@ impl Header {
     }
 }
 
+/// An event as a log keeps it: the task's header is the log's, not copied into each event.
+#[derive(Clone)]
+struct Kept {
+    seq: u64,
+    ts_ms: u64,
+    kind: TaskEventKind,
+}
+
+impl Kept {
+    fn event(&self, header: &Header) -> TaskEvent {
+        event(header, self.seq, self.ts_ms, self.kind.clone())
+    }
+}
+
 struct TaskLog {
     header: Header,
     next_seq: u64,
-    events: Vec<TaskEvent>,
+    events: Vec<Kept>,
     terminal: bool,
     /// Creation order, for eviction.
     born: u64,
     /// Bytes of delta text kept.
     bytes: usize,
+    /// What the log takes in memory, about (see [`log_weight`] and [`kind_weight`]).
+    weight: usize,
 }
 
 #[derive(Default)]
@@ -72,18 +90,20 @@ struct State {
     born: u64,
     /// Bytes of delta text kept over every log.
     bytes: usize,
+    /// The weight of every log together.
+    weight: usize,
 }
 
 /// Where the log publishes each event it appends, in append order (called under the log's lock).
 pub(crate) type Sink = Box<dyn Fn(Envelope) + Send + Sync>;
 
-/// Every task's recent events.
+/// Every task's recent events, within a budget of bytes.
 pub(crate) struct EventLog {
     state: Mutex<State>,
     clock: Arc<dyn Clock>,
     sink: Sink,
     max_events: usize,
-    max_logs: usize,
+    max_bytes: usize,
 }
 
 /// What the log holds for a task.
@@ -95,21 +115,22 @@ pub(crate) struct Snapshot {
 
 impl EventLog {
     pub(crate) fn new(clock: Arc<dyn Clock>, sink: Sink) -> Self {
-        Self::with_caps(clock, sink, MAX_EVENTS_PER_TASK, MAX_TASK_LOGS)
+        Self::with_caps(clock, sink, MAX_EVENTS_PER_TASK, DEFAULT_REPLAY_BYTES)
     }
 
+    /// A log keeping at most `max_events` per task and about `max_bytes` over every task.
     pub(crate) fn with_caps(
         clock: Arc<dyn Clock>,
         sink: Sink,
         max_events: usize,
-        max_logs: usize,
+        max_bytes: usize,
     ) -> Self {
         Self {
             state: Mutex::new(State::default()),
             clock,
             sink,
             max_events: max_events.max(2),
-            max_logs: max_logs.max(1),
+            max_bytes: max_bytes.max(1),
         }
     }
 
@@ -125,7 +146,6 @@ impl EventLog {
         let now = self.clock.now_ms();
         let mut state = self.lock();
         if !state.logs.contains_key(&header.task_id) {
-            self.make_room(&mut state);
             state.born += 1;
             let mut log = TaskLog {
                 header: header.clone(),
@@ -134,12 +154,19 @@ impl EventLog {
                 terminal: false,
                 born: state.born,
                 bytes: 0,
+                weight: log_weight(header),
             };
             if kind != TaskEventKind::Queued {
-                log.events
-                    .push(event(header, 1, now, TaskEventKind::Queued));
+                let queued = TaskEventKind::Queued;
+                log.weight += kind_weight(&queued);
+                log.events.push(Kept {
+                    seq: 1,
+                    ts_ms: now,
+                    kind: queued,
+                });
                 log.next_seq = 2;
             }
+            state.weight += log.weight;
             state.logs.insert(header.task_id, log);
         }
         let log = state.logs.get_mut(&header.task_id)?;
@@ -149,22 +176,35 @@ impl EventLog {
         let ev = event(&log.header, log.next_seq, now, kind);
         log.next_seq += 1;
         log.terminal |= ev.is_terminal();
-        let kept = keep(log, ev.clone(), self.max_events);
-        state.bytes += kept;
+        let (text, weight) = keep(log, &ev, self.max_events);
+        state.bytes += text;
+        state.weight += weight;
         if state.bytes > MAX_DELTA_BYTES {
             shed_bytes(&mut state);
+        }
+        if state.weight > self.max_bytes {
+            self.make_room(&mut state, header.task_id);
         }
         let lifecycle = matches!(
             ev.event,
             TaskEventKind::Queued | TaskEventKind::Terminal { .. }
         )
         .then(Topic::task_lifecycle);
-        let topics = [Topic::task_events(ev.task_id), Topic::events_for(&ev.topic)];
-        for topic in topics.into_iter().chain(lifecycle) {
-            match ev.to_envelope(topic) {
-                Ok(env) => (self.sink)(env),
-                Err(e) => tracing::warn!(error = %e, "Task event not published."),
+        match ev.payload() {
+            // In this order, as before: the task's topic, its work topic's, then the lifecycle.
+            Ok(payload) => {
+                (self.sink)(ev.envelope_with(Topic::task_events(ev.task_id), payload.clone()));
+                match lifecycle {
+                    Some(topic) => {
+                        (self.sink)(
+                            ev.envelope_with(Topic::events_for(&ev.topic), payload.clone()),
+                        );
+                        (self.sink)(ev.envelope_with(topic, payload));
+                    }
+                    None => (self.sink)(ev.envelope_with(Topic::events_for(&ev.topic), payload)),
+                }
             }
+            Err(e) => tracing::warn!(error = %e, "Task event not published."),
         }
         Some(ev)
     }
@@ -175,18 +215,31 @@ impl EventLog {
         let header = Header::of(record);
         let mut state = self.lock();
         if !state.logs.contains_key(&record.task_id) {
-            self.make_room(&mut state);
             state.born += 1;
-            let events = synthesised(record);
+            let events: Vec<Kept> = synthesised(record)
+                .into_iter()
+                .map(|e| Kept {
+                    seq: e.seq,
+                    ts_ms: e.ts_ms,
+                    kind: e.event,
+                })
+                .collect();
+            let weight =
+                log_weight(&header) + events.iter().map(|e| kind_weight(&e.kind)).sum::<usize>();
             let log = TaskLog {
                 header: header.clone(),
                 next_seq: events.last().map_or(1, |e| e.seq + 1),
-                terminal: events.iter().any(TaskEvent::is_terminal),
+                terminal: events.iter().any(|e| e.kind.is_terminal()),
                 events,
                 born: state.born,
                 bytes: 0,
+                weight,
             };
+            state.weight += weight;
             state.logs.insert(record.task_id, log);
+            if state.weight > self.max_bytes {
+                self.make_room(&mut state, record.task_id);
+            }
         }
         header
     }
@@ -196,6 +249,7 @@ impl EventLog {
         let mut state = self.lock();
         if let Some(gone) = state.logs.remove(&task_id) {
             state.bytes = state.bytes.saturating_sub(gone.bytes);
+            state.weight = state.weight.saturating_sub(gone.weight);
         }
     }
 
@@ -208,7 +262,7 @@ impl EventLog {
     pub(crate) fn snapshot(&self, task_id: Uuid) -> Option<Snapshot> {
         self.lock().logs.get(&task_id).map(|l| Snapshot {
             header: l.header.clone(),
-            events: l.events.clone(),
+            events: l.events.iter().map(|e| e.event(&l.header)).collect(),
             terminal: l.terminal,
         })
     }
@@ -222,48 +276,113 @@ impl EventLog {
                 l.events
                     .iter()
                     .filter(|e| e.seq >= from && e.seq < to)
-                    .cloned()
+                    .map(|e| e.event(&l.header))
                     .collect()
             })
             .unwrap_or_default()
     }
 
-    /// Evicts before a new log is added: ended tasks first (oldest first) down to 90% of the
-    /// cap, then, if that is not enough, the events (not the counters) of the oldest running ones.
-    fn make_room(&self, state: &mut State) {
-        if state.logs.len() < self.max_logs {
-            return;
-        }
-        let target = self.max_logs - self.max_logs / 10 - 1;
+    /// What every log takes together, about (for the memory figures and tests).
+    #[cfg(test)]
+    pub(crate) fn weight(&self) -> usize {
+        self.lock().weight
+    }
+
+    /// Brings the logs under 90 % of the budget: the logs of ended tasks first (oldest first),
+    /// then, if that is not enough, the events (not the counters) of the oldest running ones.
+    /// `current`'s log (the one just written) stays.
+    fn make_room(&self, state: &mut State, current: Uuid) {
+        let target = self.max_bytes / 10 * 9;
         let mut ended: Vec<(u64, Uuid)> = state
             .logs
             .values()
-            .filter(|l| l.terminal)
+            .filter(|l| l.terminal && l.header.task_id != current)
             .map(|l| (l.born, l.header.task_id))
             .collect();
         ended.sort_unstable();
-        let excess = state.logs.len().saturating_sub(target);
-        for (_, id) in ended.into_iter().take(excess) {
+        for (_, id) in ended {
+            if state.weight <= target {
+                return;
+            }
             if let Some(gone) = state.logs.remove(&id) {
                 state.bytes = state.bytes.saturating_sub(gone.bytes);
+                state.weight = state.weight.saturating_sub(gone.weight);
             }
         }
-        if state.logs.len() >= self.max_logs {
-            let mut running: Vec<(u64, Uuid)> = state
-                .logs
-                .values()
-                .filter(|l| !l.events.is_empty())
-                .map(|l| (l.born, l.header.task_id))
-                .collect();
-            running.sort_unstable();
-            for (_, id) in running.into_iter().take(self.max_logs / 10 + 1) {
-                if let Some(l) = state.logs.get_mut(&id) {
-                    l.events = Vec::new();
-                    state.bytes = state.bytes.saturating_sub(l.bytes);
-                    l.bytes = 0;
-                }
+        let mut running: Vec<(u64, Uuid)> = state
+            .logs
+            .values()
+            .filter(|l| !l.events.is_empty() && l.header.task_id != current)
+            .map(|l| (l.born, l.header.task_id))
+            .collect();
+        running.sort_unstable();
+        for (_, id) in running {
+            if state.weight <= target {
+                return;
+            }
+            if let Some(l) = state.logs.get_mut(&id) {
+                let events: usize = l.events.iter().map(|e| kind_weight(&e.kind)).sum();
+                l.events = Vec::new();
+                state.bytes = state.bytes.saturating_sub(l.bytes);
+                l.bytes = 0;
+                l.weight = l.weight.saturating_sub(events);
+                state.weight = state.weight.saturating_sub(events);
             }
         }
+    }
+}
+
+/// What a log takes before its events: its map entry and its header's text.
+fn log_weight(header: &Header) -> usize {
+    // The map's control byte and spare capacity, about.
+    const ENTRY_SLACK: usize = 16;
+    std::mem::size_of::<(Uuid, TaskLog)>()
+        + ENTRY_SLACK
+        + header.request_id.as_str().len()
+        + header.topic.as_str().len()
+}
+
+/// What a kept event takes: its slot and the text and values it holds.
+fn kind_weight(kind: &TaskEventKind) -> usize {
+    let heap = match kind {
+        TaskEventKind::Queued | TaskEventKind::Started { .. } | TaskEventKind::ModelCall { .. } => {
+            0
+        }
+        TaskEventKind::Delta { text } => text.len(),
+        TaskEventKind::Reset { reason } => reason.len(),
+        TaskEventKind::ToolStart { call_id, name }
+        | TaskEventKind::ToolEnd { call_id, name, .. } => call_id.len() + name.len(),
+        TaskEventKind::Retry { reason, .. } => reason.len(),
+        TaskEventKind::Progress { note } => value_weight(note),
+        TaskEventKind::Terminal { outcome } => match outcome {
+            Outcome::Succeeded { result } => value_weight(result),
+            Outcome::Failed { error }
+            | Outcome::TimedOut { error }
+            | Outcome::DeadLettered { error } => error.len(),
+            Outcome::Cancelled { reason } => reason.len(),
+        },
+        TaskEventKind::Delivered { target, .. } => target.len(),
+        TaskEventKind::DeliveryFailed { target, reason, .. } => target.len() + reason.len(),
+    };
+    std::mem::size_of::<Kept>() + heap
+}
+
+/// What a JSON value holds beyond its own slot, about: text, and the slots and keys of its
+/// arrays and maps (with a map node's share of overhead per entry).
+fn value_weight(v: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    const SLOT: usize = std::mem::size_of::<Value>();
+    const MAP_ENTRY_SLACK: usize = 3 * std::mem::size_of::<usize>();
+    match v {
+        Value::Null | Value::Bool(_) | Value::Number(_) => 0,
+        Value::String(s) => s.len(),
+        Value::Array(a) => a.iter().map(|v| SLOT + value_weight(v)).sum(),
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| {
+                std::mem::size_of::<String>() + k.len() + SLOT + MAP_ENTRY_SLACK + value_weight(v)
+            })
+            .sum(),
     }
 }
 
@@ -294,37 +413,45 @@ fn shed_bytes(state: &mut State) {
         }
         if let Some(gone) = state.logs.remove(&id) {
             state.bytes = state.bytes.saturating_sub(gone.bytes);
+            state.weight = state.weight.saturating_sub(gone.weight);
         }
     }
 }
 
 /// Keeps `ev` in the log within `max` events and [`MAX_DELTA_BYTES_PER_TASK`] of text (the
-/// terminal event always). Returns the delta bytes it kept.
-fn keep(log: &mut TaskLog, ev: TaskEvent, max: usize) -> usize {
+/// terminal event always). Returns the delta bytes and the weight it added.
+fn keep(log: &mut TaskLog, ev: &TaskEvent, max: usize) -> (usize, usize) {
     let bytes = match &ev.event {
         TaskEventKind::Delta { text } => text.len(),
         _ => 0,
     };
     if bytes > 0 && log.bytes + bytes > MAX_DELTA_BYTES_PER_TASK {
-        return 0;
+        return (0, 0);
     }
     if log.events.len() < max || ev.is_terminal() {
-        log.events.push(ev);
+        let weight = kind_weight(&ev.event);
+        log.events.push(Kept {
+            seq: ev.seq,
+            ts_ms: ev.ts_ms,
+            kind: ev.event.clone(),
+        });
         log.bytes += bytes;
-        return bytes;
+        log.weight += weight;
+        return (bytes, weight);
     }
     if let TaskEventKind::Delta { text } = &ev.event {
         if let Some(last) = log.events.last_mut() {
-            if let TaskEventKind::Delta { text: kept } = &mut last.event {
+            if let TaskEventKind::Delta { text: kept } = &mut last.kind {
                 kept.push_str(text);
                 last.seq = ev.seq;
                 last.ts_ms = ev.ts_ms;
                 log.bytes += bytes;
-                return bytes;
+                log.weight += bytes;
+                return (bytes, bytes);
             }
         }
     }
-    0
+    (0, 0)
 }
 
 /// Replays synthesised from a task record, when no log is kept for it: `Queued`, then the
@@ -345,4 +472,109 @@ pub(crate) fn synthesised(record: &TaskRecord) -> Vec<TaskEvent> {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn header(n: u32) -> Header {
+        Header {
+            task_id: Uuid::from_u128(u128::from(n) + 1),
+            request_id: RequestId::random(),
+            topic: Topic::agent("a"),
+        }
+    }
+
+    fn log(max_bytes: usize) -> (EventLog, Arc<AtomicUsize>) {
+        let published = Arc::new(AtomicUsize::new(0));
+        let count = published.clone();
+        let sink: Sink = Box::new(move |_| {
+            count.fetch_add(1, Ordering::SeqCst);
+        });
+        let log = EventLog::with_caps(ManualClock::new(1), sink, MAX_EVENTS_PER_TASK, max_bytes);
+        (log, published)
+    }
+
+    fn run_to_end(log: &EventLog, h: &Header, text: &str) {
+        log.append(h, TaskEventKind::Queued);
+        log.append(h, TaskEventKind::Started { attempt: 1 });
+        log.append(
+            h,
+            TaskEventKind::Terminal {
+                outcome: Outcome::Succeeded {
+                    result: serde_json::json!({ "text": text }),
+                },
+            },
+        );
+    }
+
+    #[test]
+    fn the_logs_stay_within_their_byte_budget_the_oldest_ended_going_first() {
+        let budget = 64 * 1024;
+        let (log, published) = log(budget);
+        let text = "x".repeat(200);
+        for n in 0..2_000 {
+            run_to_end(&log, &header(n), &text);
+            assert!(
+                log.weight() <= budget,
+                "{} > {budget} after {n}",
+                log.weight()
+            );
+        }
+        // Every event was published, kept or not.
+        assert_eq!(published.load(Ordering::SeqCst), 2_000 * 7);
+        let newest = header(1_999);
+        assert!(
+            log.snapshot(newest.task_id).is_some(),
+            "the newest log is kept"
+        );
+        assert!(
+            log.snapshot(header(0).task_id).is_none(),
+            "the oldest ended log went"
+        );
+        // A weight that counts what is kept: about what 2,000 tasks would take, over the budget.
+        let kept = log.lock().logs.len();
+        assert!(kept > 50 && kept < 2_000, "{kept} logs kept");
+    }
+
+    #[test]
+    fn a_running_task_keeps_its_counter_when_its_events_go() {
+        let (log, _) = log(4 * 1024);
+        let running = header(10_000);
+        log.append(&running, TaskEventKind::Queued);
+        log.append(&running, TaskEventKind::Started { attempt: 1 });
+        for n in 0..200 {
+            run_to_end(&log, &header(n), &"y".repeat(100));
+        }
+        let ev = log
+            .append(&running, TaskEventKind::ModelCall { iteration: 1 })
+            .unwrap();
+        assert_eq!(ev.seq, 3, "the sequence goes on without a gap");
+        assert!(log.weight() <= 4 * 1024);
+    }
+
+    #[test]
+    fn a_kept_event_is_replayed_with_its_header() {
+        let (log, _) = log(DEFAULT_REPLAY_BYTES);
+        let h = header(1);
+        run_to_end(&log, &h, "done");
+        let snap = log.snapshot(h.task_id).unwrap();
+        assert!(snap.terminal);
+        assert_eq!(snap.events.len(), 3);
+        assert!(
+            snap.events
+                .iter()
+                .all(|e| e.request_id == h.request_id && e.topic == h.topic)
+        );
+        assert_eq!(
+            log.range(h.task_id, 2, 4)
+                .iter()
+                .map(|e| e.seq)
+                .collect::<Vec<_>>(),
+            vec![2, 3]
+        );
+    }
 }

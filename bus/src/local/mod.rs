@@ -6,7 +6,7 @@ pub(crate) mod evented;
 pub(crate) mod log;
 pub(crate) mod stream;
 
-pub use log::{MAX_EVENTS_PER_TASK, MAX_TASK_LOGS};
+pub use log::{DEFAULT_REPLAY_BYTES, MAX_EVENTS_PER_TASK};
 
 use crate::backend::{Bus, Subscription};
 use crate::clock::{Clock, SystemClock};
@@ -40,6 +40,9 @@ pub struct LocalOptions {
     pub max_attempts: u32,
     /// The time source.
     pub clock: Arc<dyn Clock>,
+    /// Bytes the in-memory task event logs (what replays are answered from) may hold together
+    /// ([`DEFAULT_REPLAY_BYTES`] by default).
+    pub replay_bytes: usize,
 }
 
 impl Default for LocalOptions {
@@ -48,6 +51,7 @@ impl Default for LocalOptions {
             dedup_window: DEFAULT_WINDOW,
             max_attempts: 5,
             clock: Arc::new(SystemClock),
+            replay_bytes: DEFAULT_REPLAY_BYTES,
         }
     }
 }
@@ -83,7 +87,12 @@ impl LocalBus {
         let address = ctx.address();
         let to_broker = address.clone();
         let sink = Box::new(move |env| to_broker.do_send(Publish(env)));
-        let log = Arc::new(EventLog::new(opts.clock.clone(), sink));
+        let log = Arc::new(EventLog::with_caps(
+            opts.clock.clone(),
+            sink,
+            MAX_EVENTS_PER_TASK,
+            opts.replay_bytes,
+        ));
         let store: Arc<dyn TaskStore> = Arc::new(EventedStore {
             inner: store,
             log: log.clone(),

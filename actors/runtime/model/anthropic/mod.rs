@@ -80,7 +80,7 @@ impl fmt::Debug for AnthropicConfig {
 pub struct AnthropicClient {
     cfg: AnthropicConfig,
     url: String,
-    http: reqwest::Client,
+    http: crate::model::LazyClient,
     cap: ResponseCap,
     params: ModelParams,
     /// Redacted from every error: the key, and what [`AnthropicClient::with_secrets`] added.
@@ -163,8 +163,7 @@ impl AnthropicClient {
         target: &str,
         observer: &dyn ModelObserver,
     ) -> Result<ModelReply, Failure> {
-        let mut request = self
-            .http
+        let mut request = super::http::client(&self.http, &self.url)?
             .post(&self.url)
             .header("anthropic-version", ANTHROPIC_VERSION)
             .json(body);

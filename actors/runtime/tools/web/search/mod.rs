@@ -206,6 +206,9 @@ pub enum Unreachable {
     /// log should not repeat, never a key).
     #[error(transparent)]
     Http(reqwest::Error),
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    Client(#[source] std::sync::Arc<reqwest::Error>),
 }
 
 /// Why a search provider's answer could not be read.
@@ -235,7 +238,7 @@ pub struct Found {
 #[derive(Clone)]
 pub struct WebSearchTool {
     providers: Vec<Provider>,
-    client: reqwest::Client,
+    client: crate::model::LazyClient,
     cache: Cache,
 }
 
@@ -251,16 +254,19 @@ impl WebSearchTool {
     /// A tool over `providers` (asked in order) with `clock` for the cache. With no provider the
     /// tool is unavailable ([`Tool::available`]) and the policy leaves it out.
     pub fn new(providers: Vec<Provider>, clock: Arc<dyn Clock>) -> Self {
-        let client = reqwest::Client::builder()
-            .timeout(REQUEST_TIMEOUT)
-            // An API answers where it was asked; a redirect would carry Brave's key header
-            // (reqwest strips only the standard credential headers) to whatever it names.
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap_or_else(|e| {
-                tracing::error!(error = %e, "Cannot build the search HTTP client; using defaults.");
-                reqwest::Client::new()
-            });
+        // Built on the first search: most agents never search.
+        let client = crate::model::LazyClient::new(|| {
+            reqwest::Client::builder()
+                .timeout(REQUEST_TIMEOUT)
+                // An API answers where it was asked; a redirect would carry Brave's key header
+                // (reqwest strips only the standard credential headers) to whatever it names.
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .or_else(|e| {
+                    tracing::error!(error = %e, "Cannot build the search HTTP client; using defaults.");
+                    reqwest::Client::builder().build()
+                })
+        });
         Self {
             providers,
             client,
@@ -294,7 +300,17 @@ impl WebSearchTool {
                     cached: true,
                 });
             }
-            match providers::query(&self.client, provider, &query, count).await {
+            let client = match self.client.get() {
+                Ok(client) => client,
+                Err(e) => {
+                    errors.push(SearchError::Network {
+                        provider: provider.kind,
+                        source: Unreachable::Client(e),
+                    });
+                    continue;
+                }
+            };
+            match providers::query(client, provider, &query, count).await {
                 Ok(hits) => {
                     self.cache.put(provider.kind, &query, count, hits.clone());
                     return Ok(Found {

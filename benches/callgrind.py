@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""Instructions per turn and per start of `clawbus up`, counted by callgrind.
+
+Usage: python3 benches/callgrind.py [--bin target/release/clawbus] [--turns 200] [--sessions 10]
+                                     [--top 10] [--keep DIR] [--json]
+
+Wall-clock figures on a shared machine swing with its load; instruction counts do not (two runs
+agree to about 0.01 %). This counts them:
+
+1. Builds the release binary (`cargo build --release --bin clawbus`) unless `--bin` names one.
+2. Copies the shipped project (clawbus.toml, agents.d/, skills/, flows.d/: the scripted agents)
+   into a temporary folder.
+3. Runs `clawbus up --port 0` under `valgrind --tool=callgrind --fair-sched=yes`, drives TURNS
+   turns over one keep-alive HTTP connection (`POST /v1/agents/assistant/tasks`, `wait: true`,
+   round robin over SESSIONS named sessions; each answer must be `succeeded`), then SIGTERM.
+4. Runs the same daemon again with no turn (start, then SIGTERM): the start-and-stop cost.
+5. Runs `clawbus post agent.assistant hello --wait` under callgrind against a daemon that runs
+   natively: the CLI turn.
+6. Starts the daemon natively five times and takes the median time from spawn to its port
+   accepting a connection.
+
+sled's thread pool spin-waits on a lazy value (`sled::lazy::Lazy::deref`); under valgrind's
+serialised threads that spin costs anywhere from millions to billions of instructions by
+scheduling luck, so that function's own (exclusive) count is subtracted from every total.
+
+Printed: instructions per start, per turn (turn run minus start run, over TURNS), per CLI call,
+and the functions that cost most per turn (exclusive, same difference). Without valgrind it prints
+`skipped: callgrind: <reason>` and exits 0 (1 under `CI=true`).
+"""
+import argparse, http.client, json, os, re, shutil, signal, subprocess, sys, tempfile, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The spin whose count is scheduling luck under valgrind (see the module docs).
+SPIN = "sled::lazy::Lazy"
+# How long a daemon under valgrind may take to listen, and to stop after SIGTERM.
+STARTUP_S = 300
+STOP_S = 300
+
+
+def skip(reason):
+    print(f"skipped: callgrind: {reason}")
+    sys.exit(1 if os.environ.get("CI") == "true" else 0)
+
+
+def project(base):
+    """A copy of the shipped project in `base`; returns (config, agents, state)."""
+    for name in ("clawbus.toml", "agents.d", "skills", "flows.d"):
+        src = os.path.join(ROOT, name)
+        if os.path.isdir(src):
+            shutil.copytree(src, os.path.join(base, name))
+        elif os.path.exists(src):
+            shutil.copy(src, os.path.join(base, name))
+    return os.path.join(base, "clawbus.toml"), os.path.join(base, "agents.d")
+
+
+def env():
+    e = dict(os.environ)
+    for k in ("CLAWBUS_MODEL", "CLAWBUS_TOKEN", "CLAWBUS_URL"):
+        e.pop(k, None)
+    e["RUST_LOG"] = "warn"
+    return e
+
+
+def up(binp, base, state, prefix=()):
+    """Starts `clawbus up` (under `prefix`); returns (process, host, port, token)."""
+    cfg, agents = os.path.join(base, "clawbus.toml"), os.path.join(base, "agents.d")
+    log = open(os.path.join(base, "daemon.log"), "ab")
+    p = subprocess.Popen([*prefix, binp, "up", "--port", "0", "--config", cfg, "--agents", agents,
+                          "--state-dir", state], cwd=base, env=env(), stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=log, text=True)
+    deadline = time.monotonic() + STARTUP_S
+    url = None
+    while time.monotonic() < deadline:
+        line = p.stdout.readline()
+        if not line:
+            break
+        if line.startswith("listening on http://"):
+            url = line.strip()[len("listening on http://"):].rstrip("/")
+            break
+    if url is None:
+        p.kill()
+        p.wait()
+        sys.exit(f"clawbus up did not listen; log: {os.path.join(base, 'daemon.log')}")
+    host, port = url.rsplit(":", 1)
+    token = open(os.path.join(state, "gateway.token")).read().strip()
+    return p, host, int(port), token
+
+
+def stop(p):
+    p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(STOP_S)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        sys.exit("clawbus up did not stop after SIGTERM")
+
+
+def turns(host, port, token, n, sessions):
+    """`n` turns over one keep-alive connection; every answer must be `succeeded`."""
+    c = http.client.HTTPConnection(host, port, timeout=STARTUP_S)
+    head = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    for i in range(n):
+        body = json.dumps({"text": "hello", "wait": True, "session": f"s{i % sessions}"})
+        c.request("POST", "/v1/agents/assistant/tasks", body, head)
+        r = c.getresponse()
+        answer = r.read()
+        if r.status != 200 or json.loads(answer).get("state") != "succeeded":
+            sys.exit(f"turn {i}: HTTP {r.status}: {answer[:500]!r}")
+    c.close()
+
+
+LINE = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*)$")
+
+
+def costs(out):
+    """(total, {function: exclusive Ir}) of a callgrind output file."""
+    text = subprocess.run(["callgrind_annotate", "--inclusive=no", "--threshold=100", "--auto=no",
+                           "--tree=none", out],
+                          check=True, capture_output=True, text=True).stdout
+    total, funcs, body = None, {}, False
+    for line in text.splitlines():
+        if body and line.startswith("-----"):
+            break  # past the table of functions (annotated sources follow)
+        if "=>" in line:
+            continue  # a call line of an annotated source: inclusive, not the function's own
+        m = LINE.match(line)
+        if not m:
+            continue
+        n, name = int(m.group(1).replace(",", "")), m.group(2).strip()
+        if "PROGRAM TOTALS" in name:
+            total = n
+            continue
+        if name.startswith("file:function"):
+            continue
+        # `file:function [object]` → `function`
+        name = re.sub(r"\s+\[[^\]]*\]$", "", name)
+        if ":" in name and not name.startswith("<"):
+            head, _, rest = name.partition(":")
+            if "/" in head or head == "???" or head.endswith((".rs", ".c", ".h", ".S")):
+                name = rest
+        elif name.startswith("???:"):
+            name = name[4:]
+        funcs[name] = funcs.get(name, 0) + n
+        body = True
+    if total is None or not body:
+        sys.exit(f"cannot read {out}")
+    return total, funcs
+
+
+def spin(funcs):
+    return sum(n for f, n in funcs.items() if SPIN in f)
+
+
+def callgrind(out):
+    return ["valgrind", "--tool=callgrind", "--fair-sched=yes", f"--callgrind-out-file={out}"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin")
+    ap.add_argument("--turns", type=int, default=200)
+    ap.add_argument("--sessions", type=int, default=10)
+    ap.add_argument("--top", type=int, default=10)
+    ap.add_argument("--keep", help="keep the callgrind outputs in this folder")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    if shutil.which("valgrind") is None:
+        skip("valgrind is not installed")
+    if shutil.which("callgrind_annotate") is None:
+        skip("callgrind_annotate is not installed")
+    binp = a.bin
+    if binp is None:
+        subprocess.run(["cargo", "build", "--release", "--bin", "clawbus"], cwd=ROOT, check=True)
+        binp = os.path.join(ROOT, "target", "release", "clawbus")
+    binp = os.path.abspath(binp)
+    tmp = tempfile.mkdtemp(prefix="clawbus-callgrind-")
+    keep = a.keep or tmp
+    os.makedirs(keep, exist_ok=True)
+    try:
+        project(tmp)
+        runs = {}
+        for name, n in (("turns", a.turns), ("start", 0)):
+            out = os.path.join(keep, f"callgrind.{name}.out")
+            p, host, port, token = up(binp, tmp, os.path.join(tmp, f"state-{name}"), callgrind(out))
+            if n:
+                turns(host, port, token, n, a.sessions)
+            stop(p)
+            runs[name] = costs(out)
+        # The CLI turn: the daemon natively, the CLI under callgrind.
+        p, host, port, token = up(binp, tmp, os.path.join(tmp, "state-cli"))
+        out = os.path.join(keep, "callgrind.cli.out")
+        e = env()
+        e.update(CLAWBUS_URL=f"http://{host}:{port}", CLAWBUS_TOKEN=token)
+        subprocess.run([*callgrind(out), binp, "post", "agent.assistant", "hello", "--wait"],
+                       cwd=tmp, env=e, check=True, capture_output=True)
+        stop(p)
+        runs["cli"] = costs(out)
+        # Time to the port accepting, natively: the median of five starts.
+        starts = []
+        for i in range(5):
+            t = time.monotonic()
+            p, host, port, token = up(binp, tmp, os.path.join(tmp, f"state-t{i}"))
+            starts.append(time.monotonic() - t)
+            stop(p)
+        starts.sort()
+    finally:
+        if not a.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    (tt, tf), (st, sf), (ct, cf) = runs["turns"], runs["start"], runs["cli"]
+    start = st - spin(sf)
+    per_turn = ((tt - spin(tf)) - start) / a.turns
+    cli = ct - spin(cf)
+    top = sorted(((f, (tf.get(f, 0) - sf.get(f, 0)) / a.turns) for f in set(tf) | set(sf)
+                  if SPIN not in f), key=lambda x: -x[1])[:a.top]
+    result = {
+        "per_turn": round(per_turn), "per_start": start, "cli": cli, "turns": a.turns,
+        "sessions": a.sessions, "spin_subtracted": {"turns": spin(tf), "start": spin(sf)},
+        "start_to_accept_ms": round(starts[len(starts) // 2] * 1000, 1),
+        "top": [{"function": f, "per_turn": round(n)} for f, n in top],
+    }
+    if a.json:
+        print(json.dumps(result, indent=2))
+        return
+    print(f"instructions per turn:  {per_turn:,.0f}  ({a.turns} turns, {a.sessions} sessions)")
+    print(f"instructions per start: {start:,}  (start and stop, no turn)")
+    print(f"instructions per CLI post --wait: {cli:,}")
+    print(f"sled::lazy::Lazy spin subtracted: turns run {spin(tf):,}, start run {spin(sf):,}")
+    print(f"start to port accepting (native, median of 5): {result['start_to_accept_ms']} ms")
+    print(f"top {a.top} functions per turn (exclusive):")
+    for f, n in top:
+        print(f"  {n:>10,.0f}  {f[:140]}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Resident memory of `clawbus up` as tasks go through it: idle, then at 1k, 10k, 20k and 30k tasks.
+
+Usage: python3 benches/memory.py [--bin target/release/clawbus] [--tasks 30000] [--sessions 200]
+                                 [--concurrency 32] [--cache BYTES] [--replay-log BYTES]
+
+Starts the release `clawbus up --port 0` on a copy of the shipped project (the scripted agents),
+posts TASKS tasks (`POST /v1/agents/assistant/tasks`, `wait: true`) round robin over SESSIONS
+named sessions from CONCURRENCY keep-alive connections, and prints VmRSS and RssAnon after each
+step (all tasks of a step answered) and the store's size on disk. `--cache` / `--replay-log` set
+`[store] cache` / `[store] replay_log` in the copied clawbus.toml. Memory bounded by the work in
+flight stays flat over the last steps; memory that follows the volume of work does not.
+"""
+import argparse, http.client, json, os, shutil, signal, subprocess, sys, tempfile, threading, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STEPS = (1000, 3000, 10000, 20000, 30000)
+
+
+def rss(pid):
+    s = open(f"/proc/{pid}/status").read()
+    f = {k: v.strip() for k, v in (l.split(":", 1) for l in s.splitlines() if ":" in l)}
+    kib = lambda k: int(f.get(k, "0 kB").split()[0])
+    return kib("VmRSS") / 1024, kib("RssAnon") / 1024
+
+
+def du(path):
+    total = 0
+    for d, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(d, name))
+            except OSError:
+                pass
+    return total / 1024 / 1024
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin")
+    ap.add_argument("--tasks", type=int, default=30000)
+    ap.add_argument("--sessions", type=int, default=200)
+    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--cache", type=int)
+    ap.add_argument("--replay-log", type=int)
+    a = ap.parse_args()
+    binp = a.bin
+    if binp is None:
+        subprocess.run(["cargo", "build", "--release", "--bin", "clawbus"], cwd=ROOT, check=True)
+        binp = os.path.join(ROOT, "target", "release", "clawbus")
+    binp = os.path.abspath(binp)
+    d = tempfile.mkdtemp(prefix="clawbus-memory-")
+    try:
+        for name in ("clawbus.toml", "agents.d", "skills", "flows.d"):
+            src = os.path.join(ROOT, name)
+            if os.path.isdir(src):
+                shutil.copytree(src, os.path.join(d, name))
+            elif os.path.exists(src):
+                shutil.copy(src, os.path.join(d, name))
+        store = [f"cache = {a.cache}"] if a.cache else []
+        store += [f"replay_log = {a.replay_log}"] if a.replay_log else []
+        if store:
+            with open(os.path.join(d, "clawbus.toml"), "a") as f:
+                f.write("\n[store]\n" + "\n".join(store) + "\n")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CLAWBUS_")}
+        env["RUST_LOG"] = "warn"
+        state = os.path.join(d, "state")
+        p = subprocess.Popen([binp, "up", "--port", "0", "--state-dir", state], cwd=d, env=env,
+                             stdout=subprocess.PIPE, stderr=open(os.path.join(d, "log"), "w"),
+                             text=True)
+        url = p.stdout.readline().strip().split("listening on http://")[1].rstrip("/")
+        host, port = url.rsplit(":", 1)
+        token = open(os.path.join(state, "gateway.token")).read().strip()
+        time.sleep(1)
+        vm, anon = rss(p.pid)
+        print(f"{'tasks':>6}  {'VmRSS MiB':>9}  {'RssAnon MiB':>11}  {'store MiB':>9}")
+        print(f"{0:>6}  {vm:>9.1f}  {anon:>11.1f}  {du(state):>9.1f}")
+        errors = []
+        done = 0
+        for step in [s for s in STEPS if s < a.tasks] + [a.tasks]:
+            lock = threading.Lock()
+            queue = iter(range(done, step))
+
+            def worker():
+                c = http.client.HTTPConnection(host, int(port), timeout=120)
+                head = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+                while True:
+                    with lock:
+                        i = next(queue, None)
+                    if i is None:
+                        return
+                    body = json.dumps({"text": f"hello {i}", "wait": True,
+                                       "session": f"s{i % a.sessions}"})
+                    c.request("POST", "/v1/agents/assistant/tasks", body, head)
+                    r = c.getresponse()
+                    answer = r.read()
+                    if r.status != 200:
+                        errors.append(f"{i}: {r.status} {answer[:200]!r}")
+
+            threads = [threading.Thread(target=worker) for _ in range(a.concurrency)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            done = step
+            vm, anon = rss(p.pid)
+            print(f"{step:>6}  {vm:>9.1f}  {anon:>11.1f}  {du(state):>9.1f}", flush=True)
+        p.send_signal(signal.SIGTERM)
+        p.wait(60)
+        if errors:
+            sys.exit(f"{len(errors)} tasks failed, e.g. {errors[:3]}")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
