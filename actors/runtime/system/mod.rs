@@ -256,6 +256,11 @@ impl Clawbus {
         if resumed > 0 {
             tracing::info!(resumed, "Flow runs left running were resumed.");
         }
+        flows.serve_starts().await.map_err(|e| {
+            state_err(StateError::Flows(crate::flow::FlowError::Store(
+                crate::flow::FlowStoreError::Storage(e.to_string()),
+            )))
+        })?;
         tracing::info!(agents = agents.len(), backend = ?config.bus.backend, node = config.bus.node_id.as_deref().unwrap_or("-"), "System started.");
         Ok(Self {
             config: Arc::new(config),
