@@ -29,7 +29,7 @@ struct Done {
 /// How a node's task ended: an agent's task record, or (a node that runs a flow) the child run's
 /// verdict.
 enum Ended {
-    Task(Result<TaskRecord, task::NodeTaskError>),
+    Task(Box<Result<TaskRecord, task::NodeTaskError>>),
     Child(Verdict),
 }
 
@@ -297,7 +297,9 @@ impl Driver {
                 let ended = if node.flow.is_some() {
                     Ended::Child(child::run(&flows, &run_id, &node, &s).await)
                 } else {
-                    Ended::Task(submit_and_wait(&ingress, &run_id, &node, &s, deadline).await)
+                    Ended::Task(Box::new(
+                        submit_and_wait(&ingress, &run_id, &node, &s, deadline).await,
+                    ))
                 };
                 Done {
                     node: s.node,
@@ -327,7 +329,7 @@ impl Driver {
         }
         let prompt = it.prompt.clone().unwrap_or_default();
         let verdict = match done.ended {
-            Ended::Task(record) => judge(&node, record),
+            Ended::Task(record) => judge(&node, *record),
             Ended::Child(verdict) => verdict,
         };
         let retry = match &verdict {
