@@ -61,6 +61,12 @@ impl Topic {
         Self("tasks.cancelled".to_string())
     }
 
+    /// Where requests to start a flow run go (a cron job's `flow` payload): `flow.starts`. The
+    /// flow engine consumes it; the task ends when the run does.
+    pub fn flow_starts() -> Self {
+        Self("flow.starts".to_string())
+    }
+
     /// Where the start and the end of every task are published (its `queued` and `terminal`
     /// events, also on [`Topic::task_events`]): `tasks.lifecycle`, for whoever tracks every
     /// task without its stream of deltas.

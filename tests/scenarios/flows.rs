@@ -411,3 +411,277 @@ async fn the_flow_commands_run_show_and_exit_by_the_outcome() {
     let text = crate::support::succeeded(&out);
     assert!(text.contains("diamond") && text.contains("ok"), "{text}");
 }
+
+/// `(event name, data)` of each complete SSE block in `text`.
+fn sse_blocks(text: &str) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    for block in text.split("\n\n") {
+        let (mut name, mut data) = (String::new(), String::new());
+        for line in block.lines() {
+            if let Some(v) = line.strip_prefix("event:") {
+                name = v.trim().to_string();
+            } else if let Some(v) = line.strip_prefix("data:") {
+                data.push_str(v.trim_start());
+            }
+        }
+        if let Ok(v) = serde_json::from_str(&data) {
+            out.push((name, v));
+        }
+    }
+    out
+}
+
+#[actix_rt::test]
+async fn the_events_route_streams_the_run_then_each_event_live_and_ends_with_the_run() {
+    let gate = Gate::new();
+    let server = {
+        let gate = gate.clone();
+        ScriptedServer::with_responder(move |req| {
+            if last_user(req).contains("start here") {
+                Turn::gated(&gate, Turn::text("A-out"))
+            } else {
+                Turn::text("ok")
+            }
+        })
+        .await
+    };
+    let p = project(&server.base_url(), DIAMOND);
+    let daemon = p.start().await;
+    let (_, run) = post_json(&daemon, "/v1/flows/diamond/runs", json!({})).await;
+    let id = run["id"].as_str().unwrap().to_string();
+    let mut resp = reqwest::Client::new()
+        .get(format!("{}/v1/flow-runs/{id}/events", daemon.url()))
+        .bearer_auth(daemon.token())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let content_type = resp.headers()["content-type"].to_str().unwrap().to_string();
+    assert!(
+        content_type.starts_with("text/event-stream"),
+        "{content_type}"
+    );
+    // The first event is the run as it stands: a is held at the model, nothing has ended.
+    let mut body = String::new();
+    while sse_blocks(&body).is_empty() {
+        let chunk = tokio::time::timeout(NET, resp.chunk())
+            .await
+            .unwrap()
+            .unwrap();
+        body.push_str(&String::from_utf8_lossy(
+            &chunk.expect("the stream is open"),
+        ));
+    }
+    let (name, first) = sse_blocks(&body).remove(0);
+    assert_eq!(
+        (name.as_str(), first["state"].as_str()),
+        ("run", Some("running"))
+    );
+    assert_eq!(first["nodes"][0]["state"], "running", "{first}");
+    gate.open();
+    // Then each event live, and the stream ends after `run_finished`.
+    while let Some(chunk) = tokio::time::timeout(NET, resp.chunk())
+        .await
+        .unwrap()
+        .unwrap()
+    {
+        body.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let events = sse_blocks(&body);
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.last(), Some(&"run_finished"), "{names:?}");
+    assert_eq!(events.last().unwrap().1["state"], "succeeded");
+    let finished: Vec<&str> = events
+        .iter()
+        .filter(|(n, _)| n == "node_finished")
+        .filter_map(|(_, e)| e["node"].as_str())
+        .collect();
+    assert_eq!(finished.len(), 4, "{names:?}");
+    assert_eq!((finished[0], finished[3]), ("a", "d"), "{finished:?}");
+    assert!(
+        events
+            .iter()
+            .all(|(_, e)| e.get("run_id").is_none_or(|r| r == &json!(id)))
+    );
+    // A run that has ended: its record alone, and the stream ends.
+    let again =
+        sse_blocks(&crate::support::get_text(&daemon, &format!("/v1/flow-runs/{id}/events")).await);
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_eq!(
+        (again[0].0.as_str(), again[0].1["state"].as_str()),
+        ("run", Some("succeeded"))
+    );
+    let (status, _) = send_get(&daemon, "/v1/flow-runs/nope/events").await;
+    assert_eq!(status, 404);
+    daemon.shutdown().await;
+}
+
+async fn send_get(g: &impl crate::support::Gateway, path: &str) -> (u16, Value) {
+    crate::support::send(g, reqwest::Method::GET, path, None).await
+}
+
+const OUTER: &str = r#"[flow]
+name = "outer"
+[[node]]
+id = "first"
+agent = "researcher"
+prompt = "outer first"
+[[node]]
+id = "sub"
+flow = "diamond"
+depends_on = ["first"]
+[[node]]
+id = "last"
+agent = "writer"
+depends_on = ["sub"]
+prompt = "outer last [{{sub.output}}]"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_mid_child_flow_resumes_parent_and_child_without_asking_again() {
+    let second_life = Arc::new(AtomicBool::new(false));
+    let server = {
+        let second_life = second_life.clone();
+        ScriptedServer::with_responder(move |req| {
+            let text = last_user(req);
+            if text.contains("combine") && !second_life.load(Ordering::SeqCst) {
+                Turn::hang()
+            } else if text.contains("combine") {
+                Turn::text("child-out")
+            } else {
+                Turn::text("out")
+            }
+        })
+        .await
+    };
+    let p = project(&server.base_url(), DIAMOND);
+    p.write("flows.d/outer.toml", OUTER);
+    let first = up(&p).await;
+    let (status, run) = post_json(&first, "/v1/flows/outer/runs", json!({})).await;
+    assert_eq!(status, 202, "{run}");
+    let id = run["id"].as_str().unwrap().to_string();
+    eventually("the child's d is at the model", async || {
+        asked(&server, "combine") == 1
+    })
+    .await;
+    kill9(first);
+    second_life.store(true, Ordering::SeqCst);
+    let second = up(&p).await;
+    let done = tokio::time::timeout(NET * 3, until_ended(&second, &id))
+        .await
+        .expect("the resumed run ends");
+    assert_eq!(done["state"], "succeeded", "{done:#}");
+    assert_eq!(done["nodes"][1]["flow"], "diamond", "{done:#}");
+    assert_eq!(done["nodes"][1]["output"], "child-out", "{done:#}");
+    for (text, n) in [
+        ("outer first", 1),
+        ("start here", 1),
+        ("b from", 1),
+        ("c from", 1),
+    ] {
+        assert_eq!(asked(&server, text), n, "{text:?} was not asked again");
+    }
+    assert_eq!(asked(&server, "outer last [child-out]"), 1);
+    let runs = get_json(&second, "/v1/flow-runs").await;
+    assert_eq!(
+        runs["runs"].as_array().unwrap().len(),
+        2,
+        "one child run: {runs:#}"
+    );
+    super::system::stop(second).await;
+}
+
+const TOPICAL: &str = r#"[flow]
+name = "topical"
+[inputs]
+topic = { type = "string" }
+[[node]]
+id = "look"
+agent = "researcher"
+prompt = "look into {{inputs.topic}}"
+"#;
+
+#[actix_rt::test]
+async fn a_cron_job_added_from_the_cli_starts_the_flow_once_per_fire() {
+    use crate::support::{run_cmd, succeeded};
+    let server = ScriptedServer::with_responder(|_| Turn::text("found it")).await;
+    let p = project(&server.base_url(), TOPICAL);
+    let daemon = p.start().await;
+    let mut cmd = p.clawbus();
+    cmd.args([
+        "cron",
+        "add",
+        "--agent",
+        "researcher",
+        "--every",
+        "1h",
+        "--flow",
+        "topical",
+        "--input",
+        "topic=tides",
+        "--url",
+        &daemon.url(),
+    ]);
+    let added: Value = serde_json::from_str(&succeeded(&run_cmd(cmd).await)).unwrap();
+    assert_eq!(added["payload"]["kind"], "flow", "{added}");
+    let job = added["id"].as_str().unwrap().to_string();
+    let mut cmd = p.clawbus();
+    cmd.args(["cron", "run", &job, "--url", &daemon.url()]);
+    let fired: Value = serde_json::from_str(&succeeded(&run_cmd(cmd).await)).unwrap();
+    let request_id = fired["request_id"].as_str().unwrap().to_string();
+    let mut runs = Value::Null;
+    eventually("the fired flow run ended", async || {
+        runs = get_json(&daemon, "/v1/flow-runs").await;
+        runs["runs"][0]["state"] == "succeeded"
+    })
+    .await;
+    let run = &runs["runs"][0];
+    assert_eq!(run["flow"], "topical");
+    assert_eq!(run["request_id"], request_id.as_str(), "keyed by the fire");
+    assert_eq!(run["nodes"][0]["output"], "found it");
+    assert_eq!(asked(&server, "look into tides"), 1);
+    // The fire's run ends with the flow's.
+    let mut history = Value::Null;
+    eventually("the fire is recorded", async || {
+        history = get_json(&daemon, &format!("/v1/cron/{job}/runs")).await;
+        history["runs"][0]["outcome"] == "succeeded"
+    })
+    .await;
+    // An unknown input is refused by the engine; the fire is recorded failed, naming it.
+    let mut cmd = p.clawbus();
+    cmd.args([
+        "cron",
+        "add",
+        "--agent",
+        "researcher",
+        "--every",
+        "1h",
+        "--flow",
+        "topical",
+        "--input",
+        "nope=1",
+        "--url",
+        &daemon.url(),
+    ]);
+    let bad: Value = serde_json::from_str(&succeeded(&run_cmd(cmd).await)).unwrap();
+    let bad_id = bad["id"].as_str().unwrap().to_string();
+    let mut cmd = p.clawbus();
+    cmd.args(["cron", "run", &bad_id, "--url", &daemon.url()]);
+    succeeded(&run_cmd(cmd).await);
+    eventually("the bad fire is recorded failed", async || {
+        let h = get_json(&daemon, &format!("/v1/cron/{bad_id}/runs")).await;
+        h["runs"][0]["outcome"] == "failed"
+            && h["runs"][0]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("no input \"nope\""))
+    })
+    .await;
+    assert_eq!(
+        get_json(&daemon, "/v1/flow-runs").await["runs"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    daemon.shutdown().await;
+}

@@ -11,7 +11,13 @@ use std::process::Stdio;
 
 /// Runs the Python client against `clawbus mcp serve` for `child`: lists the tools, makes the
 /// `plan`'s calls in order, and returns `{tools, calls: [{error, text}]}`.
-async fn drive(py: &str, p: &Project, child: &Child, plan: Value, token: Option<&str>) -> Value {
+pub(super) async fn drive(
+    py: &str,
+    p: &Project,
+    child: &Child,
+    plan: Value,
+    token: Option<&str>,
+) -> Value {
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/scenarios/testdata/mcp_serve_client.py"

@@ -15,6 +15,7 @@ mod hostile;
 mod ingress;
 mod lanes;
 mod mcp;
+mod mcp_http;
 mod mcp_serve;
 mod memory;
 mod messages;

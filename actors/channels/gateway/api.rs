@@ -65,8 +65,25 @@ pub struct ApiState {
     pub kv: bus::KvOpener,
 }
 
-/// Builds the router: `/healthz` open, everything under `/v1` behind the token.
+/// Builds the router: `/healthz` open, everything under `/v1` and `/mcp` behind the token.
 pub fn router(state: ApiState) -> Router {
+    let app = base_router(state.clone());
+    // `/mcp` calls the rest of the router in-process; it is checked and drained the same way.
+    let mcp = super::mcp::routes(&state, app.clone())
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            require_token,
+        ))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            refuse_while_draining,
+        ))
+        .with_state(state);
+    app.merge(mcp)
+}
+
+/// Every route but `/mcp`.
+fn base_router(state: ApiState) -> Router {
     let v1 = Router::new()
         .route("/agents", get(list_agents))
         .route("/agents/{id}/tasks", post(post_task))

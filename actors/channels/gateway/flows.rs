@@ -78,7 +78,8 @@ pub(crate) fn view(run: &FlowRun, now_ms: u64) -> Value {
         .map(|(d, n)| {
             json!({
                 "id": d.id,
-                "agent": d.agent.as_str(),
+                "agent": d.agent.as_ref().map(|a| a.as_str()),
+                "flow": d.flow.as_ref().map(|f| f.name.as_str()),
                 "state": n.state,
                 "attempts": n.attempts,
                 "duration_ms": n.duration_ms(now_ms),
@@ -147,7 +148,16 @@ async fn start_file(State(state): State<ApiState>, Json(body): Json<RunBody>) ->
     let path = std::path::PathBuf::from(body.path.clone().unwrap_or_else(|| "<flow>".into()));
     let agents: Vec<_> = state.config.agents.iter().map(|a| a.id.clone()).collect();
     let lanes: Vec<String> = state.config.lanes.caps.keys().cloned().collect();
-    let (def, problems) = clawbus_runtime::config::flow::check_text(&path, source, &agents, &lanes);
+    let (def, mut problems) =
+        clawbus_runtime::config::flow::check_text(&path, source, &agents, &lanes);
+    if let Some(d) = &def {
+        let known: Vec<_> = state.flows.defs().cloned().collect();
+        problems.extend(clawbus_runtime::config::flow::check_nested(
+            std::slice::from_ref(d),
+            &known,
+        ));
+    }
+    let def = def.filter(|_| problems.is_empty());
     let Some(def) = def else {
         let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
         return Failure::new(StatusCode::BAD_REQUEST, "invalid_flow", text.join("\n"))

@@ -14,6 +14,7 @@ mod events;
 pub(crate) mod flows;
 mod health;
 pub mod logs;
+pub mod mcp;
 pub(crate) mod metrics;
 pub(crate) mod nodes;
 pub(crate) mod openai;

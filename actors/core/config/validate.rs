@@ -242,6 +242,15 @@ fn check_flows(
         }
         report.files.push(FileReport { path, problems });
     }
+    for p in super::flow::check_nested(&flows, &[]) {
+        match report.files.iter_mut().find(|f| f.path == p.path) {
+            Some(f) => f.problems.push(p),
+            None => report.files.push(FileReport {
+                path: p.path.clone(),
+                problems: vec![p],
+            }),
+        }
+    }
     flows
 }
 

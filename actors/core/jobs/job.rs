@@ -95,6 +95,9 @@ pub enum PayloadKind {
     SystemEvent,
     /// Gives the agent the message as a task.
     AgentTurn,
+    /// Starts a run of a flow (through the flow engine's start topic, under the fire's request
+    /// id): the message is `{"flow": "<name>", "inputs": {...}}` ([`FlowStart`]).
+    Flow,
     /// An agent's heartbeat (from `[heartbeat]`): a turn in its main session asking it to follow
     /// `HEARTBEAT.md`; skipped without a model call when that file has no content, and a
     /// `HEARTBEAT_OK` reply is not delivered (see [`super::heartbeat`]).
@@ -118,8 +121,46 @@ impl Payload {
     pub fn task_text(&self) -> String {
         match self.kind {
             PayloadKind::SystemEvent => format!("{SYSTEM_EVENT_MARKER}{}", self.message),
-            PayloadKind::AgentTurn | PayloadKind::Heartbeat => self.message.clone(),
+            PayloadKind::AgentTurn | PayloadKind::Heartbeat | PayloadKind::Flow => {
+                self.message.clone()
+            }
         }
+    }
+
+    /// A flow payload for `flow` with `inputs`.
+    pub fn flow(flow: &str, inputs: std::collections::BTreeMap<String, String>) -> Self {
+        let start = FlowStart {
+            flow: flow.to_string(),
+            inputs,
+        };
+        Self {
+            kind: PayloadKind::Flow,
+            message: serde_json::to_string(&start).unwrap_or_default(),
+        }
+    }
+}
+
+/// What a `flow` payload starts: the flow's name and its inputs (as `--input k=v` gives them,
+/// read as each input's declared type).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowStart {
+    /// The flow.
+    pub flow: String,
+    /// Its inputs.
+    #[serde(default)]
+    pub inputs: std::collections::BTreeMap<String, String>,
+}
+
+impl FlowStart {
+    /// Reads a `flow` payload's message; the error says what is wrong.
+    pub fn parse(message: &str) -> Result<Self, String> {
+        let start: Self = serde_json::from_str(message)
+            .map_err(|e| format!("{e} (expected {{\"flow\": \"<name>\", \"inputs\": {{...}}}})"))?;
+        if start.flow.trim().is_empty() {
+            return Err("the flow name is empty (expected a flow of flows.d/)".into());
+        }
+        Ok(start)
     }
 }
 

@@ -14,8 +14,8 @@ pub mod spec;
 pub use expr::CronExprError;
 pub use heartbeat::{HeartbeatSpec, HoursError};
 pub use job::{
-    ActiveHours, CatchUp, Delivery, DeliveryMode, Job, JobId, JobIdError, JobSource, Payload,
-    PayloadKind, Schedule, SessionTarget,
+    ActiveHours, CatchUp, Delivery, DeliveryMode, FlowStart, Job, JobId, JobIdError, JobSource,
+    Payload, PayloadKind, Schedule, SessionTarget,
 };
 pub use schedule::ScheduleError;
 pub use spec::{JobSpec, ScheduleSpec, SpecContext, SpecError};

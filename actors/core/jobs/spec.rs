@@ -127,6 +127,9 @@ pub enum SpecError {
         "payload.kind: \"heartbeat\" jobs come from an agent's [heartbeat] (expected \"systemEvent\" or \"agentTurn\")"
     )]
     ReservedKind,
+    /// A `flow` payload that is not `{"flow": …, "inputs": …}`.
+    #[error("payload.message: {0}")]
+    FlowPayload(String),
     /// A cron expression that never fires.
     #[error("schedule.expr: {0:?} never fires")]
     NeverFires(String),
@@ -163,6 +166,9 @@ impl JobSpec {
         }
         if self.payload.message.trim().is_empty() {
             return Err(SpecError::EmptyMessage);
+        }
+        if self.payload.kind == PayloadKind::Flow {
+            super::job::FlowStart::parse(&self.payload.message).map_err(SpecError::FlowPayload)?;
         }
         if self.delivery.mode == DeliveryMode::Announce
             && self

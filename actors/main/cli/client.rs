@@ -368,13 +368,5 @@ fn causes(e: &dyn std::error::Error) -> String {
 /// One path segment (an id, a session key) percent-encoded, so `/`, `?` or `#` in it stay part
 /// of it.
 pub(super) fn segment(raw: &str) -> String {
-    let mut out = String::with_capacity(raw.len());
-    for b in raw.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b':') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    crate::gateway::mcp::segment(raw)
 }

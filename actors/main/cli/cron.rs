@@ -10,8 +10,12 @@ use std::time::Duration;
 
 /// `clawbus cron` subcommands.
 #[derive(Debug, Subcommand)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "parsed once per command line; `add` carries every flag"
+)]
 pub enum CronCommand {
-    /// Add a job: one of --at/--every/--cron, one of --message/--system-event.
+    /// Add a job: one of --at/--every/--cron, one of --message/--system-event/--flow.
     Add(AddArgs),
     /// List every job with its next fire and last outcome.
     List {
@@ -79,13 +83,19 @@ pub struct AddArgs {
     /// The task the agent is given.
     #[arg(
         long,
-        conflicts_with = "system_event",
-        required_unless_present = "system_event"
+        conflicts_with_all = ["system_event", "flow"],
+        required_unless_present_any = ["system_event", "flow"]
     )]
     pub message: Option<String>,
     /// A system line the agent is woken with.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "flow")]
     pub system_event: Option<String>,
+    /// A flow of flows.d/ to start on each fire (through the flow engine, one run per fire).
+    #[arg(long)]
+    pub flow: Option<String>,
+    /// An input of the flow, as name=value (repeatable).
+    #[arg(long = "input", value_name = "NAME=VALUE", requires = "flow")]
+    pub inputs: Vec<String>,
     /// A name for people.
     #[arg(long)]
     pub name: Option<String>,
@@ -154,6 +164,8 @@ fn spec(args: &AddArgs) -> Result<serde_json::Value, ExitCode> {
         tz: args.tz.clone(),
         message: args.message.clone(),
         system_event: args.system_event.clone(),
+        flow: args.flow.clone(),
+        inputs: Some(inputs(&args.inputs)?),
         name: args.name.clone(),
         session: Some(match args.session {
             SessionArg::Main => SessionTarget::Main,
@@ -164,6 +176,17 @@ fn spec(args: &AddArgs) -> Result<serde_json::Value, ExitCode> {
     };
     let spec = flat.into_spec(&args.agent, None).map_err(usage)?;
     serde_json::to_value(spec).map_err(usage)
+}
+
+/// `--input name=value` flags as a map.
+fn inputs(flags: &[String]) -> Result<std::collections::BTreeMap<String, String>, ExitCode> {
+    flags
+        .iter()
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+            _ => Err(usage(format!("--input {kv:?}: expected name=value"))),
+        })
+        .collect()
 }
 
 /// Unix ms as local RFC 3339 text, or `-`.

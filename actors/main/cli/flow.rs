@@ -91,7 +91,10 @@ fn check(global: &Global, file: &Path) -> Result<ExitCode, ExitCode> {
     let config = global.load()?;
     let agents: Vec<_> = config.agents.iter().map(|a| a.id.clone()).collect();
     let lanes: Vec<String> = config.lanes.caps.keys().cloned().collect();
-    let (_, problems) = crate::config::flow::check_file(file, &agents, &lanes);
+    let (def, mut problems) = crate::config::flow::check_file(file, &agents, &lanes);
+    if let Some(def) = def {
+        problems.extend(crate::config::flow::check_nested(&[def], &config.flows));
+    }
     let report = crate::config::CheckReport {
         files: vec![crate::config::FileReport {
             path: file.to_path_buf(),

@@ -201,10 +201,15 @@ async fn submit(
     };
     // The request id already ran other work (the job changed between two schedulers' fires):
     // the fire happened; await that task.
+    // A flow payload goes to the flow engine, which starts the run under this request id.
+    let target = match job.payload.kind {
+        PayloadKind::Flow => Target::Topic(bus::Topic::flow_starts()),
+        _ => Target::Agent(AgentId::new(job.agent.clone())),
+    };
     let req = Request {
         duplicates: Duplicates::Join,
         ..Request::new(
-            Target::Agent(AgentId::new(job.agent.clone())),
+            target,
             request_id.clone(),
             text,
             "cron",

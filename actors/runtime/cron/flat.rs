@@ -34,6 +34,12 @@ pub struct FlatSpec {
     /// A system line for the agent.
     #[serde(default)]
     pub system_event: Option<String>,
+    /// A flow to start (instead of a task for the agent).
+    #[serde(default)]
+    pub flow: Option<String>,
+    /// The flow's inputs.
+    #[serde(default)]
+    pub inputs: Option<std::collections::BTreeMap<String, String>>,
     /// A name for people.
     #[serde(default)]
     pub name: Option<String>,
@@ -74,8 +80,8 @@ pub enum FlatError {
     /// `tz` without `cron`.
     #[error("tz: only with cron")]
     TzWithoutCron,
-    /// Both `message` and `system_event`.
-    #[error("payload: give only one of message, system_event")]
+    /// More than one of `message`, `system_event` and `flow`.
+    #[error("payload: give only one of message, system_event, flow")]
     Payloads,
     /// A new job without a schedule.
     #[error(
@@ -83,7 +89,7 @@ pub enum FlatError {
     )]
     NoSchedule,
     /// A new job without a payload.
-    #[error("payload: one of message or system_event is required")]
+    #[error("payload: one of message, system_event or flow is required")]
     NoPayload,
 }
 
@@ -115,16 +121,19 @@ impl FlatSpec {
         if self.tz.is_some() && self.cron.is_none() {
             return Err(FlatError::TzWithoutCron);
         }
-        let payload = match (&self.message, &self.system_event) {
-            (Some(m), None) => Some(Payload {
+        let payload = match (&self.message, &self.system_event, &self.flow) {
+            (Some(m), None, None) => Some(Payload {
                 kind: PayloadKind::AgentTurn,
                 message: m.clone(),
             }),
-            (None, Some(m)) => Some(Payload {
+            (None, Some(m), None) => Some(Payload {
                 kind: PayloadKind::SystemEvent,
                 message: m.clone(),
             }),
-            (None, None) => None,
+            (None, None, Some(f)) => {
+                Some(Payload::flow(f, self.inputs.clone().unwrap_or_default()))
+            }
+            (None, None, None) => None,
             _ => return Err(FlatError::Payloads),
         };
         let mut spec = match base {

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
+mod child;
 mod nodes;
 mod task;
 
@@ -22,7 +23,14 @@ struct Done {
     node: String,
     item: usize,
     attempt: u32,
-    record: Result<TaskRecord, task::NodeTaskError>,
+    ended: Ended,
+}
+
+/// How a node's task ended: an agent's task record, or (a node that runs a flow) the child run's
+/// verdict.
+enum Ended {
+    Task(Box<Result<TaskRecord, task::NodeTaskError>>),
+    Child(Verdict),
 }
 
 /// A task to submit: its node, item, request id, prompt.
@@ -195,6 +203,22 @@ impl Driver {
             }
         }
         for rid in running {
+            // A node that runs a flow: its child run is cancelled (and its tasks with it).
+            match self.inner.store.claimed(&rid) {
+                Ok(Some(child)) => {
+                    let flows = super::Flows {
+                        inner: self.inner.clone(),
+                    };
+                    if let Err(e) = flows.cancel(&child, &reason).await {
+                        tracing::warn!(run = %child, error = %e, "flow: a child run was not cancelled");
+                    }
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(request_id = %rid, error = %e, "flow: a child run was not looked up")
+                }
+            }
             if let Ok(rid) = RequestId::parse(&rid)
                 && let Err(e) = self.inner.bus.cancel(&rid, &reason).await
             {
@@ -266,13 +290,22 @@ impl Driver {
             .flatten()
             .min();
             let run_id = self.run.id.clone();
+            let flows = super::Flows {
+                inner: self.inner.clone(),
+            };
             self.tasks.spawn(async move {
-                let record = submit_and_wait(&ingress, &run_id, &node, &s, deadline).await;
+                let ended = if node.flow.is_some() {
+                    Ended::Child(child::run(&flows, &run_id, &node, &s).await)
+                } else {
+                    Ended::Task(Box::new(
+                        submit_and_wait(&ingress, &run_id, &node, &s, deadline).await,
+                    ))
+                };
                 Done {
                     node: s.node,
                     item: s.item,
                     attempt: s.attempt,
-                    record,
+                    ended,
                 }
             });
         }
@@ -295,7 +328,10 @@ impl Driver {
             return;
         }
         let prompt = it.prompt.clone().unwrap_or_default();
-        let verdict = judge(&node, done.record);
+        let verdict = match done.ended {
+            Ended::Task(record) => judge(&node, *record),
+            Ended::Child(verdict) => verdict,
+        };
         let retry = match &verdict {
             Verdict::Retry { class, .. } => {
                 let now = self.now();

@@ -11,6 +11,10 @@
 //!   `max_parallel`, results in item order.
 //! - `values`: what template and condition references mean in a run.
 //! - `event`: what a run publishes on `events.flow.<runId>`.
+//! - `starts`: the start topic, where a task (a cron job's `flow` payload) starts a run.
+//!
+//! A node may run a whole other flow (`flow = "name"`): its item starts a child run under the
+//! item's request id and awaits it; a cancel of the parent cancels the child.
 //!
 //! A run is driven by a tokio task rather than an actor: the record is its one owner's state and
 //! every decision is written to the store before a task is submitted, so a restart
@@ -19,6 +23,7 @@
 mod driver;
 pub(crate) mod event;
 pub(crate) mod run;
+mod starts;
 pub(crate) mod store;
 #[cfg(test)]
 mod tests;

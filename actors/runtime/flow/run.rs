@@ -235,4 +235,26 @@ impl FlowRun {
             (true, false) => RunState::Failed,
         })
     }
+
+    /// What the run gives a parent flow: the output of its last node (one that no node depends
+    /// on), or an object of those outputs by node id when there are several.
+    pub fn output(&self) -> Value {
+        let last: Vec<&str> = self
+            .def
+            .nodes
+            .iter()
+            .filter(|n| !self.def.nodes.iter().any(|o| o.depends_on.contains(&n.id)))
+            .map(|n| n.id.as_str())
+            .collect();
+        let out = |id: &str| {
+            self.nodes
+                .get(id)
+                .and_then(|n| n.output.clone())
+                .unwrap_or_default()
+        };
+        match last.as_slice() {
+            [one] => out(one),
+            many => Value::Object(many.iter().map(|id| (id.to_string(), out(id))).collect()),
+        }
+    }
 }

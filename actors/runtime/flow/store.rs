@@ -38,6 +38,8 @@ pub trait FlowStore: Send + Sync + 'static {
     fn list(&self) -> Result<Vec<FlowRun>, FlowStoreError>;
     /// Ties `request_id` to `run_id` unless it is tied already: the run id it is tied to.
     fn claim(&self, request_id: &str, run_id: &str) -> Result<String, FlowStoreError>;
+    /// The run id `request_id` is tied to, if any.
+    fn claimed(&self, request_id: &str) -> Result<Option<String>, FlowStoreError>;
     /// Records a cancel (the first reason stays): the reason that holds.
     fn cancel(&self, run_id: &str, reason: &str) -> Result<String, FlowStoreError>;
     /// The cancel of a run, if any.
@@ -196,6 +198,14 @@ impl FlowStore for SledFlows {
 
     fn claim(&self, request_id: &str, run_id: &str) -> Result<String, FlowStoreError> {
         first_wins(&self.requests, request_id, run_id)
+    }
+
+    fn claimed(&self, request_id: &str) -> Result<Option<String>, FlowStoreError> {
+        Ok(self
+            .requests
+            .get(request_id.as_bytes())
+            .map_err(storage)?
+            .map(|v| String::from_utf8_lossy(&v).into_owned()))
     }
 
     fn cancel(&self, run_id: &str, reason: &str) -> Result<String, FlowStoreError> {

@@ -97,3 +97,20 @@ pub(crate) fn render(
 ) -> String {
     node.prompt.render(|r| text(&lookup(run, r, item)))
 }
+
+/// A child run's inputs with every reference filled in, as the JSON text of an object.
+pub(crate) fn render_inputs(
+    run: &FlowRun,
+    sub: &clawbus_core::config::flow::SubFlow,
+    item: &Value,
+) -> String {
+    let inputs: serde_json::Map<String, Value> = sub
+        .inputs
+        .iter()
+        .map(|(k, t)| {
+            let text = t.render(|r| text(&lookup(run, r, item)));
+            (k.clone(), Value::String(text))
+        })
+        .collect();
+    Value::Object(inputs).to_string()
+}

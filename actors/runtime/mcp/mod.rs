@@ -5,6 +5,7 @@
 //!
 //! - [`McpServers`]: the handle on every configured server (start, tools, stop).
 //! - `server`: one server's process and session; a dead one is started again on the next call.
+//! - `bounded`: its stdout read with a bound on one line (a longer one stops that server).
 //! - `tool`: [`McpTool`], the [`crate::tools::Tool`] that forwards a call and renders the result.
 //!
 //! Calls go through [`crate::tools::ToolSet::invoke`] like every built-in tool (policy, schema
@@ -12,6 +13,7 @@
 //! cannot start, times out or breaks the protocol gives the model a structured error naming it
 //! and the operator a log line; the other tools keep working.
 
+mod bounded;
 mod server;
 #[cfg(test)]
 mod tests;
@@ -48,6 +50,15 @@ pub enum McpError {
         what: String,
         /// Its `timeout`.
         after: Duration,
+    },
+    /// It sent a line (one message) longer than the bound: the connection was closed and the
+    /// process stopped.
+    #[error("MCP server {server:?}: sent a line longer than {max} bytes; it was stopped")]
+    LineTooLong {
+        /// The server name.
+        server: String,
+        /// The bound.
+        max: usize,
     },
     /// Its process exited or closed its stdio.
     #[error("MCP server {server:?}: the connection closed (the server exited)")]

@@ -6,9 +6,10 @@ use clawbus_core::config::McpServerDef;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
 use rmcp::service::{RoleClient, RunningService, ServiceError};
-use rmcp::transport::TokioChildProcess;
+use rmcp::transport::async_rw::AsyncRwTransport;
 use std::process::Stdio;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::Mutex;
 use tokio::time::timeout;
 
@@ -33,6 +34,10 @@ pub(crate) struct Server {
     conn: Mutex<Option<Arc<Client>>>,
     /// The values of the variables it is given, redacted from what is logged of its errors.
     secrets: crate::secrets::Secrets,
+    /// The live process (killed when dropped) and whether it sent a line over the bound.
+    process: std::sync::Mutex<Option<(tokio::process::Child, Arc<AtomicBool>)>>,
+    /// The longest line it may send ([`super::bounded::MAX_LINE_BYTES`]; less in tests).
+    pub(crate) max_line: usize,
 }
 
 impl Server {
@@ -48,6 +53,32 @@ impl Server {
             name: name.to_string(),
             def,
             conn: Mutex::new(None),
+            process: std::sync::Mutex::new(None),
+            max_line: super::bounded::MAX_LINE_BYTES,
+        }
+    }
+
+    /// True when the live process sent a line over the bound; that process is killed.
+    fn over_the_bound(&self) -> bool {
+        let Ok(mut p) = self.process.lock() else {
+            return false;
+        };
+        let over = p
+            .as_ref()
+            .is_some_and(|(_, tripped)| tripped.load(Ordering::Relaxed));
+        if over && let Some((mut child, _)) = p.take() {
+            if let Err(e) = child.start_kill() {
+                tracing::warn!(server = %self.name, error = %e, "MCP server was not killed.");
+            }
+            tracing::error!(server = %self.name, max = self.max_line, "MCP server sent a line over the bound; it was stopped.");
+        }
+        over
+    }
+
+    fn line_too_long(&self) -> McpError {
+        McpError::LineTooLong {
+            server: self.name.clone(),
+            max: self.max_line,
         }
     }
 
@@ -65,14 +96,26 @@ impl Server {
                 cmd.env(name, value);
             }
         }
-        let (transport, _) = TokioChildProcess::builder(cmd)
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|cause| McpError::Spawn {
-                server: self.name.clone(),
-                command: self.def.command.clone(),
-                cause,
-            })?;
+            .kill_on_drop(true);
+        let spawn_error = |cause| McpError::Spawn {
+            server: self.name.clone(),
+            command: self.def.command.clone(),
+            cause,
+        };
+        let mut child = cmd.spawn().map_err(spawn_error)?;
+        let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+            return Err(spawn_error(std::io::Error::other("no stdio pipes")));
+        };
+        let tripped = Arc::new(AtomicBool::new(false));
+        let read = super::bounded::BoundedLines::new(stdout, self.max_line, tripped.clone());
+        let transport = AsyncRwTransport::new_client(read, stdin);
+        // The last process (dead, or cut off for a long line) is killed as it is replaced.
+        if let Ok(mut p) = self.process.lock() {
+            *p = Some((child, tripped));
+        }
         let client = timeout(self.def.timeout.max(MIN_START_TIMEOUT), ().serve(transport))
             .await
             .map_err(|_| McpError::Timeout {
@@ -80,9 +123,14 @@ impl Server {
                 what: "the start (initialize)".to_string(),
                 after: self.def.timeout.max(MIN_START_TIMEOUT),
             })?
-            .map_err(|e| McpError::Protocol {
-                server: self.name.clone(),
-                source: Box::new(e),
+            .map_err(|e| {
+                if self.over_the_bound() {
+                    return self.line_too_long();
+                }
+                McpError::Protocol {
+                    server: self.name.clone(),
+                    source: Box::new(e),
+                }
             })?;
         let protocol = client.peer_info().map(|i| i.protocol_version.to_string());
         tracing::info!(server = %self.name, protocol = ?protocol, "MCP server started.");
@@ -120,6 +168,9 @@ impl Server {
             Ok(Ok(tools)) => Ok(tools),
             Ok(Err(e)) => {
                 self.forget(&c).await;
+                if self.over_the_bound() {
+                    return Err(self.line_too_long());
+                }
                 Err(self.call_error(e))
             }
         }
@@ -146,6 +197,10 @@ impl Server {
             Err(_) => Err(self.timed_out(&format!("tool {tool:?}"))),
             Ok(Ok(result)) => Ok(result),
             Ok(Err(e)) => {
+                if self.over_the_bound() {
+                    self.forget(&c).await;
+                    return Err(self.line_too_long());
+                }
                 if c.peer().is_transport_closed()
                     || matches!(
                         e,
@@ -181,6 +236,17 @@ impl Server {
             && let Err(e) = c.cancel().await
         {
             tracing::warn!(server = %self.name, error = %e, "MCP server did not stop cleanly.");
+        }
+        let process = self.process.lock().ok().and_then(|mut p| p.take());
+        if let Some((mut child, _)) = process {
+            // Its stdin is closed with the session: most servers exit on that; the rest are killed.
+            if tokio::time::timeout(std::time::Duration::from_secs(2), child.wait())
+                .await
+                .is_err()
+                && let Err(e) = child.kill().await
+            {
+                tracing::warn!(server = %self.name, error = %e, "MCP server was not killed.");
+            }
         }
     }
 

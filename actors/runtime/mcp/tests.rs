@@ -263,6 +263,40 @@ async fn a_server_that_prints_garbage_on_stdout_is_not_fatal() {
 }
 
 #[tokio::test]
+async fn a_server_sending_an_endless_line_is_cut_off_and_the_next_call_restarts_it() {
+    let Some(py) = python() else { return };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/testdata/hostile.py");
+    let toml = format!(
+        "[mcp.servers.h]\ncommand = {py:?}\nargs = [{:?}]\ntimeout = \"30s\"\n",
+        script.display().to_string()
+    );
+    let (dir, config) = project(&toml, "[tools]\nallow = [\"group:mcp\"]\n");
+    let mcp = McpServers::start(&config.mcp).await;
+    let set = tools(&config, &mcp);
+    let before = call(&set, dir.path(), "mcp__h__pid", json!({})).await;
+    let pid = pid_in(&before.text);
+    // `flood` writes an endless line on stdout: the read stops at the bound, the call fails at
+    // once (not at its 30 s timeout) with an error naming the server, and that process is killed.
+    let out = call(&set, dir.path(), "mcp__h__flood", json!({})).await;
+    assert!(out.is_error, "{}", out.text);
+    let err: Value = serde_json::from_str(&out.text).unwrap();
+    assert_eq!(err["error"]["type"], "mcp_server_error", "{err}");
+    let message = err["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("MCP server \"h\"") && message.contains("longer than 8388608 bytes"),
+        "{message}"
+    );
+    let after = call(&set, dir.path(), "mcp__h__pid", json!({})).await;
+    assert_ne!(
+        pid_in(&after.text),
+        pid,
+        "a new process answers: {}",
+        after.text
+    );
+    mcp.stop().await;
+}
+
+#[tokio::test]
 async fn a_server_that_cannot_start_offers_no_tools_and_holds_up_nothing() {
     let (_dir, config) = project(
         "[mcp.servers.gone]\ncommand = \"/nonexistent/mcp-server\"\ntimeout = \"5s\"\n",

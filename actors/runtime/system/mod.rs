@@ -280,6 +280,11 @@ impl Clawbus {
         if resumed > 0 {
             tracing::info!(resumed, "Flow runs left running were resumed.");
         }
+        flows.serve_starts().await.map_err(|e| {
+            state_err(StateError::Flows(crate::flow::FlowError::Store(
+                crate::flow::FlowStoreError::Storage(e.to_string()),
+            )))
+        })?;
         let hosted: Vec<&str> = agents.iter().map(|a| a.id().as_str()).collect();
         tracing::info!(node = %node_id, agents = ?hosted, backend = ?config.bus.backend, "System started.");
         Ok(Self {

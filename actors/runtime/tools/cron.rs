@@ -110,6 +110,13 @@ impl CronTool {
                 "agent: you can only schedule jobs for yourself (leave \"agent\" out)",
             );
         }
+        // Starting flows is the `flow_run` tool's, under its own policy: not through cron.
+        if args.job.flow.is_some() || args.job.inputs.is_some() {
+            return ToolOutput::error(
+                "invalid_arguments",
+                "flow: agents cannot schedule flows (use message or system_event)",
+            );
+        }
         match args.action {
             Action::List => match s.list().await {
                 Ok(all) => json_out(

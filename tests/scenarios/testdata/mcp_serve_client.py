@@ -8,6 +8,8 @@ carried one. CLAWBUS_TOKEN, when set, is passed on to the server. Prints one JSO
 """
 
 import json
+import statistics
+import time
 import os
 import sys
 
@@ -45,13 +47,18 @@ async def main():
                     notes.append(message)
 
                 callback = on_progress if "progress" in flags else None
-                result = await session.call_tool(name, args, progress_callback=callback)
+                repeat = next((int(f.split(":")[1]) for f in flags if f.startswith("repeat:")), 1)
+                times = []
+                for _ in range(repeat):
+                    began = time.perf_counter()
+                    result = await session.call_tool(name, args, progress_callback=callback)
+                    times.append((time.perf_counter() - began) * 1000.0)
                 text = text_of(result)
                 try:
                     task_id = json.loads(text).get("task_id", task_id)
                 except (ValueError, AttributeError):
                     pass
-                out["calls"].append({"error": bool(result.is_error), "text": text, "progress": notes})
+                out["calls"].append({"error": bool(result.is_error), "text": text, "progress": notes, "median_ms": statistics.median(times)})
     print(json.dumps(out))
 
 

@@ -43,6 +43,8 @@ pub(super) struct NodeFile {
     pub id: Spanned<String>,
     pub agent: Option<Spanned<String>>,
     pub flow: Option<Spanned<String>>,
+    /// A `flow` node's inputs for the child run: templates, by input name.
+    pub inputs: Option<BTreeMap<String, Spanned<String>>>,
     pub prompt: Option<Spanned<String>>,
     #[serde(default)]
     pub depends_on: Vec<Spanned<String>>,

@@ -22,23 +22,30 @@
 //! prompt = "Write from: {{research.output}}"
 //! ```
 //!
+//! A node may run another flow instead of an agent (`flow = "name"`, with `inputs = { x =
+//! "{{node.output}}" }`); [`check_nested`] checks those across every flow (unknown flows and
+//! inputs, cycles between flows).
+//!
 //! Module map: `file` (the serde shape), `check` (shape → [`FlowDef`]: references, cycles,
-//! schemas), [`template`] (prompt templates and `when` conditions), [`schema`] (the JSON Schema
-//! subset of `output_schema`).
+//! schemas), `nested` (flows that run flows), [`template`] (prompt templates and `when`
+//! conditions), [`schema`] (the JSON Schema subset of `output_schema`).
 
 mod check;
 mod file;
+mod nested;
 pub mod schema;
 pub mod template;
 #[cfg(test)]
 mod tests;
 
 pub use check::{check_file, check_text, flow_files, resolve_inputs};
+pub use nested::check_nested;
 pub use template::{Condition, Ref, Template};
 
 use super::retry::ErrorClass;
 use crate::ids::AgentId;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -141,10 +148,13 @@ pub struct InputDef {
 pub struct NodeDef {
     /// Its id, unique in the flow.
     pub id: String,
-    /// The agent that runs it.
-    pub agent: AgentId,
-    /// The prompt the agent gets.
+    /// The agent that runs it (`None`: the node runs another flow, [`NodeDef::flow`]).
+    pub agent: Option<AgentId>,
+    /// The prompt the agent gets (empty for a node that runs another flow).
     pub prompt: Template,
+    /// The flow this node runs as a child run, instead of an agent.
+    #[serde(default)]
+    pub flow: Option<SubFlow>,
     /// The nodes it waits for.
     pub depends_on: Vec<String>,
     /// It runs only when this holds; else it is `skipped`.
@@ -165,6 +175,20 @@ pub struct NodeDef {
     pub for_each: Option<Ref>,
     /// The most `for_each` items running at once.
     pub max_parallel: usize,
+}
+
+/// A node that runs a whole other flow (`flow = "name"`): the child run's output is the node's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubFlow {
+    /// The flow it runs.
+    pub name: String,
+    /// The child run's inputs: templates over this flow's inputs, upstream outputs and the item.
+    pub inputs: BTreeMap<String, Template>,
+    /// Where `flow = "…"` stands in the file (1-based line and column), for the checks that
+    /// need every flow ([`check_nested`]).
+    pub line: usize,
+    /// Its column.
+    pub col: usize,
 }
 
 /// One checked flow file.

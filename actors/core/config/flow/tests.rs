@@ -229,3 +229,90 @@ fn the_shipped_flows_check_against_the_shipped_agents() {
     let config = crate::config::load(&opts).unwrap_or_else(|r| panic!("{}", r.render()));
     assert!(!config.flows.is_empty(), "flows.d/ ships at least one flow");
 }
+
+/// A checked flow from a text at `path`.
+fn checked(path: &str, text: &str) -> FlowDef {
+    let (def, problems) = check_text(Path::new(path), text, &agents(), &lanes());
+    assert!(problems.is_empty(), "{problems:?}");
+    def.unwrap()
+}
+
+#[test]
+fn a_node_that_runs_a_flow_takes_inputs_from_upstream_and_has_no_agent() {
+    let parent = checked(
+        "flows.d/p.toml",
+        "[flow]\nname = \"p\"\n[[node]]\nid = \"a\"\nagent = \"writer\"\nprompt = \"x\"\n[[node]]\nid = \"sub\"\nflow = \"child\"\ndepends_on = [\"a\"]\ninputs = { topic = \"{{a.output}}!\" }\n",
+    );
+    let sub = parent.node("sub").unwrap();
+    assert_eq!(sub.agent, None);
+    let f = sub.flow.as_ref().unwrap();
+    assert_eq!((f.name.as_str(), f.line, f.col), ("child", 9, 8));
+    assert_eq!(f.inputs["topic"].render(|_| "A".into()), "A!");
+    let child = checked(
+        "flows.d/child.toml",
+        "[flow]\nname = \"child\"\n[inputs]\ntopic = { type = \"string\" }\n[[node]]\nid = \"w\"\nagent = \"writer\"\nprompt = \"{{inputs.topic}}\"\n",
+    );
+    assert!(check_nested(&[parent.clone(), child], &[]).is_empty());
+    // Agent fields on a flow node, a reference that is not upstream.
+    let p = problems(
+        "[flow]\nname = \"p\"\n[[node]]\nid = \"a\"\nagent = \"writer\"\nprompt = \"x\"\n[[node]]\nid = \"sub\"\nflow = \"child\"\nagent = \"writer\"\ninputs = { topic = \"{{a.output}}\" }\n",
+    );
+    assert!(
+        p.iter().any(|p| p.starts_with(
+            "flows.d/f.toml:10:9: field \"node[1].agent\": agent is for a node that runs an agent"
+        )),
+        "{p:?}"
+    );
+    assert!(
+        p.iter()
+            .any(|p| p.contains("node[1].inputs.topic") && p.contains("not upstream")),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn a_cycle_between_flows_and_an_unknown_flow_or_input_are_placed_at_the_flow_node() {
+    let a = checked(
+        "flows.d/a.toml",
+        "[flow]\nname = \"a\"\n[[node]]\nid = \"x\"\nflow = \"b\"\n",
+    );
+    let b = checked(
+        "flows.d/b.toml",
+        "[flow]\nname = \"b\"\n[[node]]\nid = \"w\"\nagent = \"writer\"\nprompt = \"p\"\n[[node]]\nid = \"y\"\ndepends_on = [\"w\"]\nflow = \"a\"\n",
+    );
+    let p: Vec<String> = check_nested(&[a.clone(), b], &[])
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        p,
+        [
+            "flows.d/b.toml:10:8: field \"node[1].flow\": flow cycle: a → b → a (expected flows that do not run themselves)"
+        ]
+    );
+    let own = checked(
+        "flows.d/own.toml",
+        "[flow]\nname = \"own\"\n[[node]]\nid = \"x\"\nflow = \"own\"\n",
+    );
+    let p = check_nested(&[own], &[]);
+    assert!(p[0].to_string().contains("flow cycle: own → own"), "{p:?}");
+    let c = checked(
+        "flows.d/c.toml",
+        "[flow]\nname = \"c\"\n[[node]]\nid = \"x\"\nflow = \"ghost\"\n[[node]]\nid = \"y\"\nflow = \"a\"\ninputs = { nope = \"1\" }\n",
+    );
+    let p: Vec<String> = check_nested(&[c], &[a])
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(p.len(), 2, "{p:?}");
+    assert!(
+        p[0].starts_with("flows.d/c.toml:5:8: field \"node[0].flow\": unknown flow \"ghost\""),
+        "{p:?}"
+    );
+    assert!(
+        p[1].starts_with(
+            "flows.d/c.toml:8:8: field \"node[1].inputs.nope\": flow \"a\" has no input \"nope\""
+        ),
+        "{p:?}"
+    );
+}

@@ -141,7 +141,11 @@ impl Driver {
                 .get(&node.id)
                 .map(|n| n.items[i].value.clone())
                 .unwrap_or_default();
-            let prompt = prompt_of(node, &values::render(&self.run, node, &item), None);
+            let prompt = match &node.flow {
+                // A child run's inputs, rendered once (a resumed run gives the same again).
+                Some(sub) => values::render_inputs(&self.run, sub, &item),
+                None => prompt_of(node, &values::render(&self.run, node, &item), None),
+            };
             starts.push(self.mark_started(node, i, prompt));
         }
         for s in &starts {

@@ -142,8 +142,12 @@ pub(super) async fn submit_and_wait(
     deadline_ms: Option<u64>,
 ) -> Result<TaskRecord, NodeTaskError> {
     let request_id = RequestId::parse(&s.request_id)?;
+    let agent = node
+        .agent
+        .as_ref()
+        .ok_or_else(|| NodeTaskError::NoAgent(node.id.clone()))?;
     let session = SessionKey::peer(
-        &node.agent,
+        agent,
         Channel::Flow.as_str(),
         run_id,
         &format!("{}-{}", node.id, s.item),
@@ -170,7 +174,7 @@ pub(super) async fn submit_and_wait(
         deadline_ms,
         duplicates: Duplicates::Join,
         ..Request::new(
-            Target::Agent(node.agent.clone()),
+            Target::Agent(agent.clone()),
             request_id.clone(),
             s.prompt.clone(),
             format!("flow:{run_id}"),
@@ -192,6 +196,9 @@ pub(super) enum NodeTaskError {
     /// The derived request id is not one (a run or node id the checks should have refused).
     #[error(transparent)]
     RequestId(#[from] bus::RequestIdError),
+    /// The node runs a flow, not an agent (the driver never sends such a node here).
+    #[error("node \"{0}\" has no agent")]
+    NoAgent(String),
     /// The pipeline refused the task, or the bus failed while it was awaited.
     #[error(transparent)]
     Ingress(#[from] IngressError),

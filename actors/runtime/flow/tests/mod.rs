@@ -2,6 +2,7 @@
 //! and answer as each test says (or hold a task until the test ends it), the injected clock.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod nested;
 mod policies;
 mod running;
 

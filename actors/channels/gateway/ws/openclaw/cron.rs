@@ -41,6 +41,7 @@ pub(crate) fn job(v: &JobView) -> Value {
         PayloadKind::AgentTurn => json!({ "kind": "agentTurn", "message": j.payload.message }),
         PayloadKind::SystemEvent => json!({ "kind": "systemEvent", "text": j.payload.message }),
         PayloadKind::Heartbeat => json!({ "kind": "heartbeat" }),
+        PayloadKind::Flow => json!({ "kind": "flow", "message": j.payload.message }),
     };
     let mut state = serde_json::Map::new();
     if let Some(next) = v.state.next_fire_ms {

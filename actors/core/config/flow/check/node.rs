@@ -4,12 +4,14 @@
 use super::super::file::NodeFile;
 use super::super::template::{Condition, Part, Ref, Template, TextError};
 use super::super::{
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PARALLEL, InputDef, MAX_NODE_ATTEMPTS, NodeDef, schema,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PARALLEL, InputDef, MAX_NODE_ATTEMPTS, NodeDef, SubFlow,
+    schema,
 };
 use super::Checker;
 use crate::config::retry::ErrorClass;
+use crate::config::span::line_col;
 use crate::ids::AgentId;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use toml::Spanned;
 
@@ -23,39 +25,11 @@ impl Checker<'_> {
     ) -> Option<NodeDef> {
         let f = |k: &str| format!("node[{i}].{k}");
         let before = self.problems.len();
-        if let Some(flow) = &n.flow {
-            self.at(
-                Some(flow.span()),
-                &f("flow"),
-                "a node that runs another flow is not supported yet (expected agent and prompt)"
-                    .into(),
-            );
-        }
-        let agent = match &n.agent {
-            Some(a) if self.agents.iter().any(|k| k.as_str() == a.get_ref()) => {
-                Some(AgentId::new(a.get_ref().clone()))
-            }
-            Some(a) => {
-                let known: Vec<&str> = self.agents.iter().map(AgentId::as_str).collect();
-                self.at(
-                    Some(a.span()),
-                    &f("agent"),
-                    format!(
-                        "unknown agent {:?} (expected one of: {})",
-                        a.get_ref(),
-                        known.join(", ")
-                    ),
-                );
-                None
-            }
-            None => {
-                self.at(
-                    Some(n.id.span()),
-                    &f("agent"),
-                    "missing (expected the agent that runs this node)".into(),
-                );
-                None
-            }
+        let agent = if n.flow.is_some() {
+            self.not_with_flow(n, &f);
+            None
+        } else {
+            self.agent(n, &f)
         };
         let for_each = n.for_each.as_ref().and_then(|fe| {
             let (t, refs) = match Template::parse(fe.get_ref()) {
@@ -92,6 +66,7 @@ impl Checker<'_> {
                     None
                 }
             },
+            None if n.flow.is_some() => Some(Template { parts: Vec::new() }),
             None => {
                 self.at(
                     Some(n.id.span()),
@@ -101,6 +76,10 @@ impl Checker<'_> {
                 None
             }
         };
+        let flow = n
+            .flow
+            .as_ref()
+            .map(|name| self.sub_flow(n, name, &f, ups, inputs, for_each.is_some()));
         let when = n
             .when
             .as_ref()
@@ -181,8 +160,9 @@ impl Checker<'_> {
         }
         Some(NodeDef {
             id: n.id.get_ref().clone(),
-            agent: agent?,
+            agent,
             prompt: prompt?,
+            flow,
             depends_on: n.depends_on.iter().map(|d| d.get_ref().clone()).collect(),
             when,
             output_schema,
@@ -194,6 +174,107 @@ impl Checker<'_> {
             for_each,
             max_parallel,
         })
+    }
+
+    /// The agent of a node that runs one: known, and given.
+    fn agent(&mut self, n: &NodeFile, f: &dyn Fn(&str) -> String) -> Option<AgentId> {
+        match &n.agent {
+            Some(a) if self.agents.iter().any(|k| k.as_str() == a.get_ref()) => {
+                Some(AgentId::new(a.get_ref().clone()))
+            }
+            Some(a) => {
+                let known: Vec<&str> = self.agents.iter().map(AgentId::as_str).collect();
+                self.at(
+                    Some(a.span()),
+                    &f("agent"),
+                    format!(
+                        "unknown agent {:?} (expected one of: {})",
+                        a.get_ref(),
+                        known.join(", ")
+                    ),
+                );
+                None
+            }
+            None => {
+                if let Some(i) = &n.inputs
+                    && let Some((k, v)) = i.iter().next()
+                {
+                    self.at(
+                        Some(v.span()),
+                        &f(&format!("inputs.{k}")),
+                        "inputs are for a node that runs a flow (expected flow = \"<name>\")"
+                            .into(),
+                    );
+                }
+                self.at(
+                    Some(n.id.span()),
+                    &f("agent"),
+                    "missing (expected the agent that runs this node, or flow = \"<name>\")".into(),
+                );
+                None
+            }
+        }
+    }
+
+    /// A node that runs a flow has none of an agent's fields.
+    fn not_with_flow(&mut self, n: &NodeFile, f: &dyn Fn(&str) -> String) {
+        let spans = [
+            ("agent", n.agent.as_ref().map(Spanned::span)),
+            ("prompt", n.prompt.as_ref().map(Spanned::span)),
+            ("lane", n.lane.as_ref().map(Spanned::span)),
+            ("output_schema", n.output_schema.as_ref().map(Spanned::span)),
+        ];
+        for (field, span) in spans {
+            if let Some(span) = span {
+                self.at(
+                    Some(span),
+                    &f(field),
+                    format!(
+                        "{field} is for a node that runs an agent (expected either agent and prompt, or flow and inputs)"
+                    ),
+                );
+            }
+        }
+    }
+
+    /// `flow = "name"` and its `inputs` templates (each reference upstream, an input, or the item).
+    fn sub_flow(
+        &mut self,
+        n: &NodeFile,
+        name: &Spanned<String>,
+        f: &dyn Fn(&str) -> String,
+        ups: &BTreeSet<String>,
+        inputs: &[InputDef],
+        item: bool,
+    ) -> SubFlow {
+        if !crate::config::is_name(name.get_ref()) {
+            self.at(
+                Some(name.span()),
+                &f("flow"),
+                format!(
+                    "invalid flow name {:?} (expected lowercase letters, digits, - and _)",
+                    name.get_ref()
+                ),
+            );
+        }
+        let mut templates = BTreeMap::new();
+        for (k, v) in n.inputs.iter().flatten() {
+            let field = f(&format!("inputs.{k}"));
+            match Template::parse(v.get_ref()) {
+                Ok((t, refs)) => {
+                    self.refs_ok(v, &field, &refs, ups, inputs, item);
+                    templates.insert(k.clone(), t);
+                }
+                Err(e) => self.inside(v, &field, e),
+            }
+        }
+        let (line, col) = line_col(self.src.text, name.span().start);
+        SubFlow {
+            name: name.get_ref().clone(),
+            inputs: templates,
+            line,
+            col,
+        }
     }
 
     /// Every reference names a declared input, an upstream node, or (in a `for_each` node) the item.
