@@ -5,7 +5,9 @@
 //! bwrap. The root is read-only and holds only the system folders (`/usr`, `/bin`, `/sbin`,
 //! `/lib*`, `/etc` with its password hashes masked): the host's home, the state folder and
 //! everything else outside the workspace and `binds` are absent. `/tmp` is a fresh tmpfs that
-//! disappears with the sandbox, `/proc` and `/dev` are the sandbox's own.
+//! disappears with the sandbox, `/proc` and `/dev` are the sandbox's own. With `network =
+//! "allow"` the network namespace is still new and empty; the proxy's socket and the forwarder
+//! are mounted under `/run/clawbus` (see `proxy`).
 
 use clawbus_core::config::{NetworkMode, SandboxDef, WorkspaceAccess};
 use std::ffi::OsString;
@@ -29,7 +31,14 @@ pub(crate) fn cwd(def: &SandboxDef, workspace: &Path) -> std::path::PathBuf {
 }
 
 /// bwrap's arguments (without the program name) up to and including `--`; the command follows.
-pub(crate) fn args(def: &SandboxDef, workspace: &Path, privileged: bool) -> Vec<OsString> {
+/// `files` are host files mounted read-only at the given path inside (the proxy's socket and
+/// the forwarder of `network = "allow"`).
+pub(crate) fn args(
+    def: &SandboxDef,
+    workspace: &Path,
+    privileged: bool,
+    files: &[(&Path, &str)],
+) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
     let mut push = |items: &[&dyn AsRef<std::ffi::OsStr>]| {
         a.extend(items.iter().map(|i| i.as_ref().to_os_string()));
@@ -75,6 +84,9 @@ pub(crate) fn args(def: &SandboxDef, workspace: &Path, privileged: bool) -> Vec<
     for bind in &def.binds.value {
         let how = if bind.writable { "--bind" } else { "--ro-bind" };
         push(&[&how, &bind.path, &bind.path]);
+    }
+    for (host, inside) in files {
+        push(&[&"--ro-bind", host, inside]);
     }
     // bwrap's own root is a writable tmpfs until this.
     push(&[&"--remount-ro", &"/"]);

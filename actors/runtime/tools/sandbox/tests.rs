@@ -1,6 +1,9 @@
 //! The sandbox's command line and its refusals; running commands in it is tested through `exec`
 //! (`tools::exec::tests::sandboxed`).
 
+mod cgroup_v2;
+mod container;
+
 use super::*;
 use clawbus_core::config::{Bind, Set, WorkspaceAccess};
 
@@ -17,7 +20,7 @@ fn def(workspace: WorkspaceAccess) -> SandboxDef {
 #[test]
 fn the_network_and_every_namespace_are_new_and_the_workspace_is_mounted_as_set() {
     let ws = Path::new("/srv/ws");
-    let args: Vec<String> = bwrap::args(&def(WorkspaceAccess::Ro), ws, true)
+    let args: Vec<String> = bwrap::args(&def(WorkspaceAccess::Ro), ws, true, &[])
         .into_iter()
         .map(|a| a.into_string().unwrap())
         .collect();
@@ -37,7 +40,7 @@ fn the_network_and_every_namespace_are_new_and_the_workspace_is_mounted_as_set()
         joined.ends_with("--remount-ro / --chdir /srv/ws --"),
         "{joined}"
     );
-    let none: Vec<String> = bwrap::args(&def(WorkspaceAccess::None), ws, false)
+    let none: Vec<String> = bwrap::args(&def(WorkspaceAccess::None), ws, false, &[])
         .into_iter()
         .map(|a| a.into_string().unwrap())
         .collect();
@@ -53,6 +56,7 @@ fn a_missing_backend_is_named_with_its_package() {
     let sandbox = Sandbox::new(SandboxDef::default()).with_search_path(vec!["/nonexistent".into()]);
     let err = sandbox
         .prepare(Request {
+            agent: "tester",
             program: Path::new("/bin/true"),
             argv: &["true".to_string()],
             workspace: Path::new("/tmp"),
@@ -83,6 +87,7 @@ fn a_missing_bind_is_refused_before_anything_runs() {
     }
     let err = sandbox
         .prepare(Request {
+            agent: "tester",
             program: Path::new("/bin/true"),
             argv: &["true".to_string()],
             workspace: Path::new("/tmp"),
