@@ -95,7 +95,8 @@ fn sandboxed(
         pattern: "sleep *".into(),
         shell: false,
     });
-    let tools = ToolSet::default().with(ExecTool::new("bench", def, None).with_sandbox(sandbox));
+    let tools =
+        ToolSet::default().with(ExecTool::new("bench", def.clone(), None).with_sandbox(sandbox));
     let boxed = rt.block_on(async {
         let mut samples = Vec::with_capacity(RUNS);
         for _ in 0..RUNS {
@@ -145,17 +146,16 @@ fn sandboxed(
 
 /// Figure 4: `true` with `network = "allow"`, against `network = "none"` (`boxed`).
 fn allowed(rt: &tokio::runtime::Runtime, ctx: &ToolContext, def: &ExecDef, boxed: &[Duration]) {
-    let set = |v| Set {
-        value: v,
-        origin: None,
-    };
+    fn set<T>(value: T) -> Set<T> {
+        Set {
+            value,
+            origin: None,
+        }
+    }
     let sandbox = SandboxDef {
         mode: set(SandboxMode::All),
         network: set(NetworkMode::Allow),
-        allow_domains: Set {
-            value: vec!["example.com".to_string()],
-            origin: None,
-        },
+        allow_domains: set(vec!["example.com".to_string()]),
         ..SandboxDef::default()
     };
     let sandbox =

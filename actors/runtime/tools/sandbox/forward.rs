@@ -1,6 +1,6 @@
 //! The forwarder of `network = "allow"`, run inside the sandbox in front of the command.
 //!
-//! It is the daemon's own executable, bind-mounted read-only at [`FORWARDER_PATH`] and started in
+//! It is the daemon's own executable, bind-mounted read-only at `/run/clawbus/forward` and started in
 //! a hidden mode (`<exe> __clawbus-sandbox-forward <socket> <port> -- <command…>`): it listens on
 //! `127.0.0.1:<port>` in the sandbox's network namespace, starts the command, pipes every
 //! connection to the proxy's unix socket, and exits with the command's status (`128 + n` when a
@@ -11,7 +11,8 @@
 //! The wrapper that starts it moves the output to descriptor 3 and its stdout to `/dev/null`, so
 //! whatever the executable itself prints on stdout (a test harness's banner) never reaches the
 //! command's output; the command gets descriptor 3 back as its stdout. Under `cargo test` the
-//! executable is the test binary, which reaches [`run`] through a test entry (see [`Forwarder`]).
+//! executable is the test binary, which reaches the forwarder through a test entry (see
+//! [`Forwarder`]).
 
 use std::ffi::OsString;
 use std::net::SocketAddr;
