@@ -13,7 +13,10 @@
 //! Docker needs its daemon: when its socket does not answer, nothing runs (fails closed). Podman
 //! runs without a daemon; its program is enough.
 
-use super::{SANDBOX_HOME, SANDBOX_PATH, SandboxError, bwrap};
+use super::{
+    Cleanup, Prepared, Request, SANDBOX_HOME, SANDBOX_PATH, Sandbox, SandboxError, add_missing,
+    bwrap, cgroup, text,
+};
 use clawbus_core::config::{NetworkMode, SandboxBackend, SandboxDef, WorkspaceAccess};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -186,5 +189,61 @@ pub(crate) async fn remove(cli: &Path, name: &str, env: &[(String, OsString)]) {
             container = name,
             "Could not remove a sandbox container; remove it by hand."
         );
+    }
+}
+
+impl Sandbox {
+    /// What to run for `req` in a container.
+    pub(super) fn prepare_container(&self, req: Request<'_>) -> Result<Prepared, SandboxError> {
+        let def = &self.def;
+        if def.network.value == NetworkMode::Allow {
+            return Err(SandboxError::AllowNeedsBwrap);
+        }
+        let cli = self.locate_container()?;
+        let paths =
+            std::iter::once(req.workspace).chain(def.binds.value.iter().map(|b| b.path.as_path()));
+        for path in paths {
+            let t = text(path)?;
+            if t.contains([':', ',']) {
+                return Err(SandboxError::Unmountable(path.to_path_buf()));
+            }
+        }
+        let name = cgroup::unique_name("clawbus-sandbox");
+        let user = (
+            rustix::process::getuid().as_raw(),
+            rustix::process::getgid().as_raw(),
+        );
+        let names: Vec<String> = req
+            .env
+            .iter()
+            .map(|(k, _)| k.clone())
+            .filter(|k| k != "PATH" && k != "HOME")
+            .collect();
+        let mut argv = vec![text(&cli)?];
+        argv.extend(args(def, req.workspace, &name, user, &names));
+        argv.push(
+            req.argv
+                .first()
+                .cloned()
+                .unwrap_or_else(|| req.program.display().to_string()),
+        );
+        argv.extend(req.argv.iter().skip(1).cloned());
+        let mut env: Vec<(String, OsString)> = vec![(
+            "PATH".to_string(),
+            std::env::var_os("PATH").unwrap_or_else(|| SANDBOX_PATH.into()),
+        )];
+        for key in CLI_ENV {
+            if let Some(v) = std::env::var_os(key) {
+                env.push((key.to_string(), v));
+            }
+        }
+        add_missing(&mut env, req.env);
+        Ok(Prepared {
+            program: cli.clone(),
+            argv,
+            cwd: "/".into(),
+            env: env.clone(),
+            cleanup: Cleanup::Container { cli, name, env },
+        })
     }
 }

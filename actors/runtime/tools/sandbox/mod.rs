@@ -1,6 +1,9 @@
 //! The OS sandbox commands run in when the session's `[sandbox] mode` says so.
 //!
-//! - `bwrap`: the bubblewrap command line (namespaces, read-only root, mounts, network).
+//! - `bwrap`: the bubblewrap command line (namespaces, read-only root, mounts, network) and what
+//!   runs around it.
+//! - `container`: the docker and podman backends.
+//! - `proxy`, [`forward`]: the network of `network = "allow"`.
 //! - `cgroup`: the `pids` and `memory` groups of one command, and which of them was hit.
 //! - [`host_problems`]: what the host lacks for the sandboxes the config turns on.
 //! - [`explain`]: the effective sandbox of a session, each setting with its source.
@@ -34,7 +37,7 @@ mod tests;
 pub use forward::Forwarder;
 pub use host::host_problems;
 
-use clawbus_core::config::{NetworkMode, SandboxBackend, SandboxDef};
+use clawbus_core::config::{SandboxBackend, SandboxDef};
 use clawbus_core::ids::{AgentId, SessionKey};
 use std::ffi::OsString;
 use std::fmt;
@@ -303,161 +306,7 @@ impl Sandbox {
             SandboxBackend::Docker | SandboxBackend::Podman => self.prepare_container(req),
         }
     }
-
-    fn prepare_bwrap(&self, req: Request<'_>) -> Result<Prepared, SandboxError> {
-        let (bwrap, prlimit) = self.locate()?;
-        let def = &self.def;
-        let forwarder = match (def.network.value, &self.forwarder) {
-            (NetworkMode::Allow, Some(f)) => Some(f.as_ref().clone()),
-            (NetworkMode::Allow, None) => {
-                Some(Forwarder::current_exe().map_err(SandboxError::Proxy)?)
-            }
-            _ => None,
-        };
-        let proxy = match forwarder {
-            Some(_) => Some(
-                proxy::start(proxy::Policy {
-                    def: self.def.clone(),
-                    resolver: self.resolver.clone(),
-                    agent: req.agent.to_string(),
-                })
-                .map_err(SandboxError::Proxy)?,
-            ),
-            None => None,
-        };
-        let group = cgroup::Group::create(def.max_processes.value, def.memory_mb.value << 20)
-            .map_err(SandboxError::Cgroup)?;
-        let mut argv = vec!["sh".to_string(), "-c".into(), JOIN.into(), "sh".into()];
-        for file in group.procs_files() {
-            argv.push(text(&file)?);
-        }
-        argv.push("--".into());
-        let cpu = def.cpu_seconds.value;
-        let file = def.max_file_mb.value << 20;
-        let nofile = def.max_open_files.value;
-        argv.extend([
-            text(&prlimit)?,
-            format!("--cpu={cpu}:{}", cpu + 1),
-            format!("--fsize={file}:{file}"),
-            format!("--nofile={nofile}:{nofile}"),
-            "--core=0:0".into(),
-            text(&bwrap)?,
-        ]);
-        let privileged = rustix::process::geteuid().is_root();
-        let socket = proxy.as_ref().map(proxy::ProxyRun::socket);
-        let mut files: Vec<(&Path, &str)> = Vec::new();
-        if let (Some(socket), Some(f)) = (&socket, &forwarder) {
-            files.push((socket, forward::SOCKET_PATH));
-            files.push((&f.program, forward::FORWARDER_PATH));
-        }
-        for arg in bwrap::args(def, req.workspace, privileged, &files) {
-            argv.push(
-                arg.into_string()
-                    .map_err(|a| SandboxError::NotUtf8(a.into()))?,
-            );
-        }
-        if let Some(f) = &forwarder {
-            argv.extend([
-                "/bin/sh".to_string(),
-                "-c".into(),
-                forward::OUTER.into(),
-                "sh".into(),
-                forward::FORWARDER_PATH.into(),
-            ]);
-            argv.extend(f.args.iter().cloned());
-            argv.extend([
-                forward::FORWARD_MODE.to_string(),
-                forward::SOCKET_PATH.into(),
-                proxy::PROXY_PORT.to_string(),
-                "--".into(),
-            ]);
-        }
-        argv.push(text(req.program)?);
-        argv.extend(req.argv.iter().skip(1).cloned());
-        let mut env = vec![
-            ("PATH".to_string(), OsString::from(SANDBOX_PATH)),
-            ("HOME".to_string(), OsString::from(SANDBOX_HOME)),
-        ];
-        if forwarder.is_some() {
-            let url = OsString::from(format!("http://127.0.0.1:{}", proxy::PROXY_PORT));
-            for name in PROXY_ENV {
-                env.push((name.to_string(), url.clone()));
-            }
-        }
-        add_missing(&mut env, req.env);
-        Ok(Prepared {
-            program: "/bin/sh".into(),
-            argv,
-            cwd: "/".into(),
-            env,
-            cleanup: Cleanup::Bwrap { group, proxy },
-        })
-    }
-
-    fn prepare_container(&self, req: Request<'_>) -> Result<Prepared, SandboxError> {
-        let def = &self.def;
-        if def.network.value == NetworkMode::Allow {
-            return Err(SandboxError::AllowNeedsBwrap);
-        }
-        let cli = self.locate_container()?;
-        let paths =
-            std::iter::once(req.workspace).chain(def.binds.value.iter().map(|b| b.path.as_path()));
-        for path in paths {
-            let t = text(path)?;
-            if t.contains([':', ',']) {
-                return Err(SandboxError::Unmountable(path.to_path_buf()));
-            }
-        }
-        let name = cgroup::unique_name("clawbus-sandbox");
-        let user = (
-            rustix::process::getuid().as_raw(),
-            rustix::process::getgid().as_raw(),
-        );
-        let names: Vec<String> = req
-            .env
-            .iter()
-            .map(|(k, _)| k.clone())
-            .filter(|k| k != "PATH" && k != "HOME")
-            .collect();
-        let mut argv = vec![text(&cli)?];
-        argv.extend(container::args(def, req.workspace, &name, user, &names));
-        argv.push(
-            req.argv
-                .first()
-                .cloned()
-                .unwrap_or_else(|| req.program.display().to_string()),
-        );
-        argv.extend(req.argv.iter().skip(1).cloned());
-        let mut env: Vec<(String, OsString)> = vec![(
-            "PATH".to_string(),
-            std::env::var_os("PATH").unwrap_or_else(|| SANDBOX_PATH.into()),
-        )];
-        for key in container::CLI_ENV {
-            if let Some(v) = std::env::var_os(key) {
-                env.push((key.to_string(), v));
-            }
-        }
-        add_missing(&mut env, req.env);
-        Ok(Prepared {
-            program: cli.clone(),
-            argv,
-            cwd: "/".into(),
-            env: env.clone(),
-            cleanup: Cleanup::Container { cli, name, env },
-        })
-    }
 }
-
-/// The variables that point the command at the forwarder (both cases: curl reads only the
-/// lower-case `http_proxy`).
-const PROXY_ENV: [&str; 6] = [
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-];
 
 /// Appends the variables of `extra` whose names `env` does not hold yet.
 fn add_missing(env: &mut Vec<(String, OsString)>, extra: Vec<(String, OsString)>) {

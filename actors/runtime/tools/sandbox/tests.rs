@@ -146,3 +146,45 @@ async fn file_tools_follow_the_workspace_setting_in_sandboxed_sessions_only() {
         out.text
     );
 }
+
+#[test]
+fn explain_shows_the_allowed_names_the_proxy_socket_and_the_forwarder() {
+    use clawbus_core::config::NetworkMode;
+    let mut d = def(WorkspaceAccess::Rw);
+    d.network.value = NetworkMode::Allow;
+    d.allow_domains.value = vec!["pypi.org".into(), "*.pythonhosted.org".into()];
+    let rows = explain::settings(&d);
+    let row = rows
+        .iter()
+        .find(|r| r.setting == "sandbox.allow_domains")
+        .unwrap();
+    assert_eq!(row.value, r#"["pypi.org", "*.pythonhosted.org"]"#);
+    let net = explain::network(&d);
+    assert!(
+        net.starts_with("allow: only pypi.org, *.pythonhosted.org through the daemon's proxy")
+            && net.contains("http://127.0.0.1:3128"),
+        "{net}"
+    );
+    let mounts = explain::mounts(&d, Path::new("/srv/ws"));
+    let how = |p: &str| {
+        mounts
+            .iter()
+            .find(|m| m.path == p)
+            .map(|m| m.how.clone())
+            .unwrap_or_default()
+    };
+    assert!(
+        how("/run/clawbus/proxy.sock").contains("proxy's socket"),
+        "{mounts:?}"
+    );
+    assert!(
+        how("/run/clawbus/forward").contains("127.0.0.1:3128"),
+        "{mounts:?}"
+    );
+    d.network.value = NetworkMode::None;
+    let none = explain::mounts(&d, Path::new("/srv/ws"));
+    assert!(
+        !none.iter().any(|m| m.path.starts_with("/run/clawbus")),
+        "{none:?}"
+    );
+}
