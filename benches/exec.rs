@@ -7,13 +7,15 @@
 //!    result text) — spawn to result.
 //! 3. The same in a sandboxed session (`[sandbox] mode = "all"`: cgroups made and removed,
 //!    `sh` joining them, `prlimit`, bubblewrap with every namespace) — spawn to result.
-//! 4. Memory per running sandbox: the daemon's resident set grown while 20 sandboxed `sleep`s run
+//! 4. The same with `network = "allow"` (the proxy started and stopped, the forwarder — the
+//!    `clawbus` binary — started inside in front of the command) — spawn to result.
+//! 5. Memory per running sandbox: the daemon's resident set grown while 20 sandboxed `sleep`s run
 //!    at once, per sandbox, and the resident set of the bubblewrap processes per sandbox.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![allow(clippy::disallowed_methods, reason = "a bench measures real time")]
 
-use clawbus::config::{ExecDef, ExecRule, ExecSecurity, SandboxDef, SandboxMode, Set};
-use clawbus::tools::sandbox::Sandbox;
+use clawbus::config::{ExecDef, ExecRule, ExecSecurity, NetworkMode, SandboxDef, SandboxMode, Set};
+use clawbus::tools::sandbox::{Forwarder, Sandbox};
 use clawbus::tools::{ExecTool, ToolContext, ToolSet};
 use std::time::{Duration, Instant};
 
@@ -93,7 +95,8 @@ fn sandboxed(
         pattern: "sleep *".into(),
         shell: false,
     });
-    let tools = ToolSet::default().with(ExecTool::new("bench", def, None).with_sandbox(sandbox));
+    let tools =
+        ToolSet::default().with(ExecTool::new("bench", def.clone(), None).with_sandbox(sandbox));
     let boxed = rt.block_on(async {
         let mut samples = Vec::with_capacity(RUNS);
         for _ in 0..RUNS {
@@ -111,6 +114,7 @@ fn sandboxed(
         "sandbox start-up cost over the plain exec tool (median): {:.3} ms",
         median(&boxed).saturating_sub(median(plain)).as_secs_f64() * 1e3
     );
+    allowed(rt, &ctx, &def, &boxed);
     const AT_ONCE: usize = 20;
     let before = rss_kib(std::process::id());
     let (daemon, helpers) = rt.block_on(async {
@@ -137,6 +141,46 @@ fn sandboxed(
         "memory per running sandbox ({AT_ONCE} at once): daemon {} KiB, bubblewrap processes {} KiB",
         daemon / AT_ONCE as u64,
         helpers / AT_ONCE as u64
+    );
+}
+
+/// Figure 4: `true` with `network = "allow"`, against `network = "none"` (`boxed`).
+fn allowed(rt: &tokio::runtime::Runtime, ctx: &ToolContext, def: &ExecDef, boxed: &[Duration]) {
+    fn set<T>(value: T) -> Set<T> {
+        Set {
+            value,
+            origin: None,
+        }
+    }
+    let sandbox = SandboxDef {
+        mode: set(SandboxMode::All),
+        network: set(NetworkMode::Allow),
+        allow_domains: set(vec!["example.com".to_string()]),
+        ..SandboxDef::default()
+    };
+    let sandbox =
+        Sandbox::new(sandbox).with_forwarder(Forwarder::program(env!("CARGO_BIN_EXE_clawbus")));
+    let tools =
+        ToolSet::default().with(ExecTool::new("bench", def.clone(), None).with_sandbox(sandbox));
+    let samples = rt.block_on(async {
+        let mut samples = Vec::with_capacity(RUNS);
+        for _ in 0..RUNS {
+            let started = Instant::now();
+            let out = tools
+                .invoke(ctx, "exec", r#"{"command":"true"}"#, 16_000)
+                .await;
+            samples.push(started.elapsed());
+            assert_eq!(
+                out.text, "exit code: 0\n",
+                "the allow sandbox must run here"
+            );
+        }
+        samples
+    });
+    report("sandboxed exec tool `true`, network = allow", &samples);
+    println!(
+        "network = allow over network = none (median): {:.3} ms",
+        median(&samples).saturating_sub(median(boxed)).as_secs_f64() * 1e3
     );
 }
 

@@ -22,6 +22,10 @@ impl<A: Write, B: Write> Write for Tee<A, B> {
 }
 
 fn main() -> ExitCode {
+    // Inside a sandbox with `network = "allow"`, this executable is the forwarder.
+    if let Some(code) = clawbus::tools::sandbox::forward::main_if_asked() {
+        return code;
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

@@ -3,9 +3,11 @@
 //! ```toml
 //! [sandbox]                   # clawbus.toml: the defaults; an agent file's [sandbox] overrides
 //! mode = "all"                # off | non-main | all (non-main: every session but agent:<id>:main)
-//! backend = "bwrap"           # bubblewrap, the only backend so far
+//! backend = "bwrap"           # bwrap | docker | podman
+//! image = "debian:bookworm-slim"  # docker/podman only: the image commands run in
 //! workspace = "rw"            # none | ro | rw
-//! network = "none"            # none | host
+//! network = "none"            # none | allow | host
+//! allow_domains = ["example.com", "*.example.org"]  # with allow: the only names reachable
 //! cpu_seconds = 60            # CPU time, then SIGXCPU
 //! memory_mb = 512             # memory of the whole sandbox
 //! max_processes = 128         # processes and threads of the whole sandbox
@@ -19,7 +21,7 @@
 //! Every value remembers where it was set ([`Origin`]), for `clawbus sandbox explain`; `read`
 //! holds the file shape and its checks.
 
-pub(in crate::config) use read::{SandboxFile, sandbox_def};
+pub(in crate::config) use read::{SandboxFile, merged_problems, sandbox_def};
 
 use std::fmt;
 use std::path::PathBuf;
@@ -71,6 +73,10 @@ choice!(
     SandboxBackend {
         /// bubblewrap: namespaces, no daemon; the `bwrap` program must be installed.
         Bwrap = "bwrap",
+        /// A Docker container (`docker run`); the Docker daemon must be reachable.
+        Docker = "docker",
+        /// A Podman container (`podman run`); the `podman` program must be installed.
+        Podman = "podman",
     }
 );
 
@@ -91,6 +97,9 @@ choice!(
     NetworkMode {
         /// Nothing: a network namespace of its own with only a loopback.
         None = "none",
+        /// Only the names of `allow_domains`, through a filtering proxy the daemon runs outside
+        /// the sandbox (which refuses non-public addresses as `web_fetch` does).
+        Allow = "allow",
         /// The host's network, unfiltered.
         Host = "host",
     }
@@ -175,6 +184,8 @@ pub(crate) const DEFAULT_MAX_PROCESSES: u64 = 128;
 pub(crate) const DEFAULT_MAX_FILE_MB: u64 = 64;
 /// Default open files per process.
 pub(crate) const DEFAULT_MAX_OPEN_FILES: u64 = 256;
+/// Default image of the docker and podman backends.
+pub(crate) const DEFAULT_SANDBOX_IMAGE: &str = "debian:bookworm-slim";
 /// Default wall-clock limit of one command.
 pub(crate) const DEFAULT_SANDBOX_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -186,10 +197,15 @@ pub struct SandboxDef {
     pub mode: Set<SandboxMode>,
     /// What isolates.
     pub backend: Set<SandboxBackend>,
+    /// The image of the docker and podman backends.
+    pub image: Set<String>,
     /// The workspace inside.
     pub workspace: Set<WorkspaceAccess>,
     /// The network inside.
     pub network: Set<NetworkMode>,
+    /// With `network = "allow"`: the names the proxy lets through (`example.com` exactly,
+    /// `*.example.com` any name below it), lower case.
+    pub allow_domains: Set<Vec<String>>,
     /// `RLIMIT_CPU`, seconds.
     pub cpu_seconds: Set<u64>,
     /// Memory of the whole sandbox, MiB.
@@ -213,8 +229,10 @@ impl Default for SandboxDef {
         Self {
             mode: Set::default_of(SandboxMode::Off),
             backend: Set::default_of(SandboxBackend::Bwrap),
+            image: Set::default_of(DEFAULT_SANDBOX_IMAGE.to_string()),
             workspace: Set::default_of(WorkspaceAccess::Rw),
             network: Set::default_of(NetworkMode::None),
+            allow_domains: Set::default_of(Vec::new()),
             cpu_seconds: Set::default_of(DEFAULT_CPU_SECONDS),
             memory_mb: Set::default_of(DEFAULT_MEMORY_MB),
             max_processes: Set::default_of(DEFAULT_MAX_PROCESSES),
@@ -233,8 +251,10 @@ impl SandboxDef {
         SandboxDef {
             mode: self.mode.over(&base.mode),
             backend: self.backend.over(&base.backend),
+            image: self.image.over(&base.image),
             workspace: self.workspace.over(&base.workspace),
             network: self.network.over(&base.network),
+            allow_domains: self.allow_domains.over(&base.allow_domains),
             cpu_seconds: self.cpu_seconds.over(&base.cpu_seconds),
             memory_mb: self.memory_mb.over(&base.memory_mb),
             max_processes: self.max_processes.over(&base.max_processes),
@@ -244,6 +264,22 @@ impl SandboxDef {
             env: self.env.over(&base.env),
             binds: self.binds.over(&base.binds),
         }
+    }
+
+    /// Whether `host` (a name as a client wrote it) matches one of `allow_domains`: a pattern
+    /// `example.com` matches that name only, `*.example.com` any name below it (not
+    /// `example.com` itself). Case and one trailing dot are ignored.
+    pub fn allows_domain(&self, host: &str) -> bool {
+        let host = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
+        self.allow_domains
+            .value
+            .iter()
+            .any(|p| match p.strip_prefix("*.") {
+                Some(suffix) => host
+                    .strip_suffix(suffix)
+                    .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
+                None => *p == host,
+            })
     }
 
     /// Whether commands of `session` run sandboxed; `main` says whether it is the agent's main

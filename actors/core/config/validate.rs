@@ -159,11 +159,21 @@ pub(super) fn check(opts: &LoadOptions) -> (CheckReport, Option<Config>) {
             problems: override_problems,
         });
     }
-    if !report.is_ok() {
-        return (report, None);
-    }
     for agent in &mut agents {
         agent.sandbox = agent.sandbox.over(&base.sandbox);
+        for problem in super::sandbox::merged_problems(&agent.sandbox, &agent.file) {
+            match report.files.iter_mut().find(|f| f.path == problem.path) {
+                Some(f) if f.problems.contains(&problem) => {}
+                Some(f) => f.problems.push(problem),
+                None => report.files.push(FileReport {
+                    path: problem.path.clone(),
+                    problems: vec![problem],
+                }),
+            }
+        }
+    }
+    if !report.is_ok() {
+        return (report, None);
     }
     if opts.model_override.is_some() {
         for agent in &mut agents {

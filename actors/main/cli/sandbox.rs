@@ -82,6 +82,7 @@ pub(super) fn run(global: &Global, cmd: SandboxCommand) -> ExitCode {
         outln!("  {:24} {:28} {}", s.setting, s.value, s.source);
     }
     if e.sandboxed {
+        outln!("network: {}", e.network);
         outln!("mounts:");
         for m in &e.mounts {
             outln!("  {:40} {}", m.path, m.how);

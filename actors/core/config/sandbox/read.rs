@@ -1,6 +1,6 @@
 //! `[sandbox]` as written, read into a [`SandboxDef`] with every value's position.
 
-use super::{Bind, Choice, Origin, SandboxDef, Set};
+use super::{Bind, Choice, NetworkMode, Origin, SandboxBackend, SandboxDef, Set};
 use crate::config::Problem;
 use crate::config::duration::DurationText;
 use crate::config::is_env_name;
@@ -16,8 +16,10 @@ use toml::Spanned;
 pub(in crate::config) struct SandboxFile {
     pub mode: Option<Spanned<String>>,
     pub backend: Option<Spanned<String>>,
+    pub image: Option<Spanned<String>>,
     pub workspace: Option<Spanned<String>>,
     pub network: Option<Spanned<String>>,
+    pub allow_domains: Option<Spanned<Vec<Spanned<String>>>>,
     pub cpu_seconds: Option<Spanned<i64>>,
     pub memory_mb: Option<Spanned<i64>>,
     pub max_processes: Option<Spanned<i64>>,
@@ -149,6 +151,42 @@ pub(in crate::config) fn sandbox_def(
             origin: origin(list.span()),
         };
     }
+    if let Some(list) = &f.allow_domains {
+        let mut patterns = Vec::new();
+        for entry in list.get_ref() {
+            match domain_pattern(entry.get_ref()) {
+                Ok(p) => patterns.push(p),
+                Err(message) => at("allow_domains", entry.span(), message),
+            }
+        }
+        def.allow_domains = Set {
+            value: patterns,
+            origin: origin(list.span()),
+        };
+    }
+    if let Some(image) = &f.image {
+        let text = image.get_ref();
+        let ok = !text.is_empty()
+            && text.len() <= 255
+            && !text.starts_with('-')
+            && text
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-/:@".contains(c));
+        if ok {
+            def.image = Set {
+                value: text.clone(),
+                origin: origin(image.span()),
+            };
+        } else {
+            at(
+                "image",
+                image.span(),
+                format!(
+                    "{text:?} is not an image reference (expected e.g. \"debian:bookworm-slim\")"
+                ),
+            );
+        }
+    }
     if let Some(list) = &f.binds {
         let mut binds = Vec::new();
         for entry in list.get_ref() {
@@ -192,23 +230,74 @@ fn choose<T: Choice>(
         }
         None => {
             let expected: Vec<&str> = T::ALL.iter().map(|c| c.as_str()).collect();
-            let mut message = format!(
+            let message = format!(
                 "unknown value {:?} (expected one of: {})",
                 v.get_ref(),
                 expected.join(", ")
             );
-            if field == "backend" && matches!(v.get_ref().as_str(), "docker" | "podman") {
-                message = format!(
-                    "backend {:?} is not supported yet (expected \"bwrap\")",
-                    v.get_ref()
-                );
-            }
-            if field == "network" && v.get_ref() == "allow" {
-                message = "network = \"allow\" (a domain allowlist) is not supported yet (expected \"none\" or \"host\")".to_string();
-            }
             at(field, v.span(), message)
         }
     }
+}
+
+/// The problems of an agent's effective sandbox (its settings over `clawbus.toml`'s) that no
+/// single file shows, placed at the line that set `network`.
+pub(in crate::config) fn merged_problems(def: &SandboxDef, file: &std::path::Path) -> Vec<Problem> {
+    let mut out = Vec::new();
+    if def.network.value != NetworkMode::Allow {
+        return out;
+    }
+    let (path, line, col) = match &def.network.origin {
+        Some(o) => (o.path.clone(), o.line, o.col),
+        None => (file.to_path_buf(), 0, 0),
+    };
+    let mut push = |message: String| {
+        out.push(Problem {
+            path: path.clone(),
+            line,
+            col,
+            field: "sandbox.network".to_string(),
+            message,
+        })
+    };
+    if def.allow_domains.value.is_empty() {
+        push("network = \"allow\" needs the names it allows (expected sandbox.allow_domains = [\"example.com\", \"*.example.org\"], not empty)".to_string());
+    }
+    if def.backend.value != SandboxBackend::Bwrap {
+        push(format!(
+            "network = \"allow\" is not supported with backend \"{}\" yet (expected backend = \"bwrap\", or network = \"none\" or \"host\")",
+            def.backend.value
+        ));
+    }
+    out
+}
+
+/// One `allow_domains` entry: a domain name (`example.com`) or a wildcard over the names below
+/// one (`*.example.com`), in lower case.
+fn domain_pattern(text: &str) -> Result<String, String> {
+    let expected = "(expected a domain name such as \"example.com\" or \"*.example.com\"; no scheme, port, path or IP address)";
+    let lower = text.to_ascii_lowercase();
+    let name = lower.strip_prefix("*.").unwrap_or(&lower);
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    };
+    if name.len() > 253 || !name.split('.').all(label_ok) {
+        return Err(format!("{text:?} is not a domain pattern {expected}"));
+    }
+    if name.parse::<std::net::Ipv4Addr>().is_ok()
+        || name
+            .split('.')
+            .all(|l| l.chars().all(|c| c.is_ascii_digit()))
+    {
+        return Err(format!(
+            "{text:?} is an IP address, not a domain {expected}"
+        ));
+    }
+    Ok(lower)
 }
 
 /// `"/abs/path:ro"` or `"/abs/path:rw"`.

@@ -70,8 +70,8 @@ fn every_bad_sandbox_value_is_placed() {
     let lines = fx.lines(&fx.errors(&fx.opts()));
     let expected = [
         "clawbus.toml:2:8: field \"sandbox.mode\": unknown value \"sometimes\" (expected one of: off, non-main, all)",
-        "clawbus.toml:3:11: field \"sandbox.network\": network = \"allow\"",
-        "clawbus.toml:4:11: field \"sandbox.backend\": backend \"docker\" is not supported yet",
+        "clawbus.toml:3:11: field \"sandbox.network\": network = \"allow\" needs the names it allows",
+        "clawbus.toml:3:11: field \"sandbox.network\": network = \"allow\" is not supported with backend \"docker\" yet",
         "agents.d/a.toml:2:13: field \"sandbox.workspace\": unknown value \"rwx\" (expected one of: none, ro, rw)",
         "agents.d/a.toml:3:15: field \"sandbox.cpu_seconds\": 0 is out of range",
         "agents.d/a.toml:4:13: field \"sandbox.memory_mb\": -5 is out of range",
@@ -95,4 +95,50 @@ fn unknown_sandbox_fields_are_refused() {
     assert_eq!(lines.len(), 1, "{lines:#?}");
     assert!(lines[0].starts_with("agents.d/a.toml:2:1:"), "{lines:#?}");
     assert!(lines[0].contains("netwrk"), "{lines:#?}");
+}
+
+#[test]
+fn allow_takes_domain_patterns_and_needs_at_least_one() {
+    let fx = Fixture::new();
+    fx.write(
+        "clawbus.toml",
+        "[sandbox]\nnetwork = \"allow\"\nallow_domains = [\"Example.COM\", \"*.pypi.org\"]\n",
+    );
+    fx.write("agents.d/a.toml", "");
+    fx.write("agents.d/b.toml", "[sandbox]\nallow_domains = []\n");
+    let lines = fx.lines(&fx.errors(&fx.opts()));
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(
+        lines[0].starts_with("clawbus.toml:2:11: field \"sandbox.network\": network = \"allow\" needs the names it allows"),
+        "an empty list in the agent's file leaves allow with nothing: {lines:#?}"
+    );
+    fx.write("agents.d/b.toml", "");
+    let config = load(&fx.opts()).unwrap();
+    let a = &config.agent("a").unwrap().sandbox;
+    assert_eq!(a.network.value, NetworkMode::Allow);
+    assert_eq!(a.allow_domains.value, ["example.com", "*.pypi.org"]);
+    assert!(a.allows_domain("EXAMPLE.com.") && a.allows_domain("files.pypi.org"));
+    assert!(
+        !a.allows_domain("pypi.org"),
+        "*. is below the name, not the name"
+    );
+    assert!(!a.allows_domain("www.example.com") && !a.allows_domain("evilpypi.org"));
+
+    fx.write(
+        "agents.d/b.toml",
+        "[sandbox]\nallow_domains = [\"https://x.com\", \"x.com:443\", \"10.0.0.1\", \"*.*.x.com\", \"\", \"ok.com\"]\nimage = \"--privileged\"\n",
+    );
+    let lines = fx.lines(&fx.errors(&fx.opts()));
+    let expected = [
+        "agents.d/b.toml:2:18: field \"sandbox.allow_domains\": \"https://x.com\" is not a domain pattern",
+        "agents.d/b.toml:2:35: field \"sandbox.allow_domains\": \"x.com:443\" is not a domain pattern",
+        "agents.d/b.toml:2:48: field \"sandbox.allow_domains\": \"10.0.0.1\" is an IP address",
+        "agents.d/b.toml:2:60: field \"sandbox.allow_domains\": \"*.*.x.com\" is not a domain pattern",
+        "agents.d/b.toml:2:73: field \"sandbox.allow_domains\": \"\" is not a domain pattern",
+        "agents.d/b.toml:3:9: field \"sandbox.image\": \"--privileged\" is not an image reference",
+    ];
+    assert_eq!(lines.len(), expected.len(), "{lines:#?}");
+    for (line, want) in lines.iter().zip(expected) {
+        assert!(line.starts_with(want), "{line:?} must start with {want:?}");
+    }
 }

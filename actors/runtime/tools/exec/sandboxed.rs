@@ -17,6 +17,7 @@ pub(super) async fn execute(
     timeout: Duration,
 ) -> ToolOutput {
     let prepared = match sandbox.prepare(Request {
+        agent: ctx.agent.as_str(),
         program: &plan.program,
         argv: &plan.argv,
         workspace: &ctx.workspace,

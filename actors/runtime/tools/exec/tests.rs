@@ -1,7 +1,9 @@
 //! The exec tool: parsing, the decision, the child process.
 
 mod bypass;
+mod container;
 mod judging;
+mod network;
 mod parsing;
 mod sandboxed;
 

@@ -1,9 +1,12 @@
 //! Control groups for one sandboxed command: a `pids` group for `max_processes` and a `memory`
 //! group for `memory_mb`, which hold for root as for anyone (`RLIMIT_NPROC` does not bind root).
 //!
-//! The daemon's own groups are found in `/proc/self/cgroup` and `/proc/self/mountinfo` (cgroup v1
-//! hierarchies, or v2 when the daemon's group delegates the controller); a child group is made per
-//! command, the command's first process joins it before `exec`, and after the run what is left in
+//! The daemon's own groups are found in `/proc/self/cgroup` and `/proc/self/mountinfo`: cgroup v1
+//! hierarchies, or the v2 unified hierarchy when the daemon's group has the controller (it was
+//! delegated to it, e.g. systemd's `Delegate=yes`). In v2 a group that hands controllers to its
+//! children may hold no process itself, so the daemon first moves itself into a leaf of its own
+//! (`clawbus-daemon`) and then enables the controller for the children (`+pids` in
+//! `cgroup.subtree_control`). A child group is made per command, the command's first process joins it before `exec`, and after the run what is left in
 //! it is killed and the group removed. Which limit was hit is read from the group's events.
 
 use std::io;
@@ -37,11 +40,11 @@ impl Controller {
 
 /// Where the daemon may make child groups of one controller.
 #[derive(Debug, Clone)]
-struct Parent {
+pub(super) struct Parent {
     /// The daemon's own group folder.
-    dir: PathBuf,
+    pub(super) dir: PathBuf,
     /// A cgroup v2 folder (else v1).
-    v2: bool,
+    pub(super) v2: bool,
 }
 
 /// The parents found for `pids` and `memory`, looked up once.
@@ -50,15 +53,18 @@ fn parents() -> &'static [Option<Parent>; 2] {
     FOUND.get_or_init(|| {
         let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
         let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        let pid = std::process::id();
         [
-            find(&mounts, &own, Controller::Pids),
-            find(&mounts, &own, Controller::Memory),
+            find(&mounts, &own, Controller::Pids, pid),
+            find(&mounts, &own, Controller::Memory, pid),
         ]
     })
 }
 
-/// The daemon's group of `controller` when a child group can be made there.
-fn find(mountinfo: &str, own: &str, controller: Controller) -> Option<Parent> {
+/// The daemon's group of `controller` when a child group can be made there; in cgroup v2 the
+/// controller is delegated to the children first when it is not yet (see [`delegate`]). `pid` is
+/// the daemon's.
+pub(super) fn find(mountinfo: &str, own: &str, controller: Controller, pid: u32) -> Option<Parent> {
     let name = controller.name();
     for line in mountinfo.lines() {
         let Some((left, right)) = line.split_once(" - ") else {
@@ -87,16 +93,50 @@ fn find(mountinfo: &str, own: &str, controller: Controller) -> Option<Parent> {
             .trim_start_matches('/');
         let dir = Path::new(point).join(rel);
         let v2 = *fstype == "cgroup2";
-        if v2 {
-            let delegated = std::fs::read_to_string(dir.join("cgroup.subtree_control"))
-                .is_ok_and(|s| s.split_whitespace().any(|c| c == name));
-            if !delegated {
-                continue;
-            }
+        if v2 && !delegate(&dir, name, rel.is_empty(), pid) {
+            continue;
         }
         return Some(Parent { dir, v2 });
     }
     None
+}
+
+/// The leaf a cgroup v2 daemon moves into so that its group may hand controllers to children.
+pub(super) const DAEMON_LEAF: &str = "clawbus-daemon";
+
+/// Makes `name` a controller of the children of the v2 group `dir` (the daemon's): already so,
+/// or the group has it (`cgroup.controllers`) and, once the daemon process `pid` sits in a leaf of
+/// its own (unless `dir` is the root, which may hold processes), `+name` is written to
+/// `cgroup.subtree_control`. On failure (another process still in `dir`) the daemon moves back.
+fn delegate(dir: &Path, name: &str, root: bool, pid: u32) -> bool {
+    let lists = |file: &str| {
+        std::fs::read_to_string(dir.join(file))
+            .is_ok_and(|s| s.split_whitespace().any(|c| c == name))
+    };
+    if lists("cgroup.subtree_control") {
+        return true;
+    }
+    if !lists("cgroup.controllers") {
+        return false;
+    }
+    let leaf = dir.join(DAEMON_LEAF);
+    if !root {
+        let moved = (leaf.is_dir() || std::fs::create_dir(&leaf).is_ok())
+            && std::fs::write(leaf.join("cgroup.procs"), pid.to_string()).is_ok();
+        if !moved {
+            return false;
+        }
+    }
+    match std::fs::write(dir.join("cgroup.subtree_control"), format!("+{name}")) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::debug!(dir = %dir.display(), controller = name, error = %e, "Could not delegate a cgroup controller.");
+            if !root && let Err(e) = std::fs::write(dir.join("cgroup.procs"), pid.to_string()) {
+                tracing::warn!(dir = %dir.display(), error = %e, "Could not move the daemon back to its cgroup.");
+            }
+            false
+        }
+    }
 }
 
 /// Whether a group of `controller` can be made for commands (what `clawbus check` reports).
@@ -129,6 +169,15 @@ impl Group {
     /// Makes the groups with their limits: `max_processes` tasks, `memory` bytes.
     /// On an error, the groups already made are removed again.
     pub(crate) fn create(max_processes: u64, memory: u64) -> io::Result<Group> {
+        Self::create_in(parents(), max_processes, memory)
+    }
+
+    /// [`Group::create`] under `parents` (`pids`, `memory`).
+    pub(super) fn create_in(
+        parents: &[Option<Parent>; 2],
+        max_processes: u64,
+        memory: u64,
+    ) -> io::Result<Group> {
         sweep();
         let name = unique_name("clawbus");
         let mut group = Group { dirs: Vec::new() };
@@ -136,14 +185,17 @@ impl Group {
             (Controller::Pids, max_processes),
             (Controller::Memory, memory),
         ] {
-            let Some(parent) = &parents()[controller as usize] else {
+            let Some(parent) = &parents[controller as usize] else {
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
                     format!("no {} cgroup the daemon may use", controller.name()),
                 ));
             };
             let dir = parent.dir.join(&name);
-            std::fs::create_dir(&dir)?;
+            // In cgroup v2 both controllers live in one group.
+            if !group.dirs.iter().any(|(_, d, _)| *d == dir) {
+                std::fs::create_dir(&dir)?;
+            }
             group.dirs.push((controller, dir.clone(), parent.v2));
             let limit = limit.to_string();
             match (controller, parent.v2) {
@@ -164,10 +216,14 @@ impl Group {
 
     /// The `cgroup.procs` files the command's first process writes its pid to.
     pub(crate) fn procs_files(&self) -> Vec<PathBuf> {
-        self.dirs
-            .iter()
-            .map(|(_, d, _)| d.join("cgroup.procs"))
-            .collect()
+        let mut files: Vec<PathBuf> = Vec::new();
+        for (_, d, _) in &self.dirs {
+            let file = d.join("cgroup.procs");
+            if !files.contains(&file) {
+                files.push(file);
+            }
+        }
+        files
     }
 
     /// Whether `controller`'s limit stopped something during the run.
@@ -191,7 +247,8 @@ impl Group {
     /// Kills whatever is left in the groups and removes them (later, if a process is still
     /// exiting).
     pub(crate) async fn close(mut self) {
-        let dirs = std::mem::take(&mut self.dirs);
+        let mut dirs = std::mem::take(&mut self.dirs);
+        dirs.dedup_by(|a, b| a.1 == b.1);
         for (_, dir, v2) in &dirs {
             if *v2 && std::fs::write(dir.join("cgroup.kill"), "1").is_ok() {
                 continue;
@@ -235,6 +292,7 @@ impl Group {
 /// die with bubblewrap (killed on drop); the folders are removed now or by a later sweep.
 impl Drop for Group {
     fn drop(&mut self) {
+        self.dirs.dedup_by(|a, b| a.1 == b.1);
         for (_, dir, _) in self.dirs.drain(..) {
             if std::fs::remove_dir(&dir).is_err() && dir.exists() {
                 leave(dir);
@@ -252,7 +310,7 @@ fn leave(dir: PathBuf) {
 }
 
 /// `<prefix>-<daemon pid>-<n>`, unique in this process.
-fn unique_name(prefix: &str) -> String {
+pub(crate) fn unique_name(prefix: &str) -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     format!(
         "{prefix}-{}-{}",

@@ -1,8 +1,10 @@
 //! What `clawbus sandbox explain` prints: the effective sandbox of an agent's session, each
 //! setting with the config line that set it, the mounts, and the variables that pass in.
 
-use super::{Sandbox, bwrap, host_problems};
-use clawbus_core::config::{AgentDef, Config, SandboxDef, Set};
+use super::{Sandbox, bwrap, forward, host_problems};
+use clawbus_core::config::{
+    AgentDef, Config, NetworkMode, SandboxBackend, SandboxDef, Set, WorkspaceAccess,
+};
 use clawbus_core::ids::SessionKey;
 use serde::Serialize;
 use std::fmt::Display;
@@ -42,6 +44,8 @@ pub struct Explanation {
     pub sandboxed: bool,
     /// Every setting, with its source.
     pub settings: Vec<Setting>,
+    /// What the command can reach, in words.
+    pub network: String,
     /// The mounts, in the order they are made.
     pub mounts: Vec<Mount>,
     /// Names of the variables that pass in (`exec.env` and `sandbox.env`, secrets removed),
@@ -72,7 +76,9 @@ pub fn settings(def: &SandboxDef) -> Vec<Setting> {
         row("sandbox.mode", &def.mode, quoted),
         row("sandbox.backend", &def.backend, quoted),
         row("sandbox.workspace", &def.workspace, quoted),
+        row("sandbox.image", &def.image, quoted),
         row("sandbox.network", &def.network, quoted),
+        row("sandbox.allow_domains", &def.allow_domains, list),
         row("sandbox.cpu_seconds", &def.cpu_seconds, u64::to_string),
         row("sandbox.memory_mb", &def.memory_mb, u64::to_string),
         row("sandbox.max_processes", &def.max_processes, u64::to_string),
@@ -95,9 +101,22 @@ pub fn settings(def: &SandboxDef) -> Vec<Setting> {
     ]
 }
 
-/// The mounts bwrap makes for `def` with the workspace at `workspace`.
+/// The mounts bwrap makes for `def` with the workspace at `workspace` (with `network =
+/// "allow"`, the proxy's socket and the forwarder too).
 pub fn mounts(def: &SandboxDef, workspace: &Path) -> Vec<Mount> {
-    let args: Vec<String> = bwrap::args(def, workspace, false)
+    if def.backend.value != SandboxBackend::Bwrap {
+        return container_mounts(def, workspace);
+    }
+    let host_socket = Path::new("<a fresh socket of the daemon's proxy>");
+    let host_forwarder = Path::new("<the daemon's executable>");
+    let files: Vec<(&Path, &str)> = match def.network.value {
+        NetworkMode::Allow => vec![
+            (host_socket, forward::SOCKET_PATH),
+            (host_forwarder, forward::FORWARDER_PATH),
+        ],
+        _ => Vec::new(),
+    };
+    let args: Vec<String> = bwrap::args(def, workspace, false, &files)
         .into_iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
@@ -107,6 +126,23 @@ pub fn mounts(def: &SandboxDef, workspace: &Path) -> Vec<Mount> {
         let at = |k: usize| args.get(i + k).cloned().unwrap_or_default();
         let (mount, step) = match args[i].as_str() {
             "--ro-bind" if at(1) == "/dev/null" => (Some((at(2), "masked".to_string())), 3),
+            "--ro-bind" if at(2) == forward::SOCKET_PATH => (
+                Some((
+                    at(2),
+                    "ro, the network proxy's socket (only way out)".into(),
+                )),
+                3,
+            ),
+            "--ro-bind" if at(2) == forward::FORWARDER_PATH => (
+                Some((
+                    at(2),
+                    format!(
+                        "ro, the forwarder listening on 127.0.0.1:{}",
+                        super::proxy::PROXY_PORT
+                    ),
+                )),
+                3,
+            ),
             "--ro-bind" => (Some((at(2), "ro".into())), 3),
             "--bind" => (Some((at(2), "rw".into())), 3),
             "--symlink" => (Some((at(2), format!("symlink -> {}", at(1)))), 3),
@@ -129,6 +165,50 @@ pub fn mounts(def: &SandboxDef, workspace: &Path) -> Vec<Mount> {
         i += step;
     }
     out
+}
+
+/// The mounts of a docker or podman container for `def`.
+fn container_mounts(def: &SandboxDef, workspace: &Path) -> Vec<Mount> {
+    let mut out = vec![Mount {
+        path: "/".into(),
+        how: format!("root read-only (image {})", def.image.value),
+    }];
+    let mut add = |path: String, how: &str| {
+        out.push(Mount {
+            path,
+            how: how.into(),
+        })
+    };
+    add(
+        "/tmp".into(),
+        &format!("tmpfs, {} MiB, gone after the run", def.memory_mb.value),
+    );
+    match def.workspace.value {
+        WorkspaceAccess::None => {}
+        WorkspaceAccess::Ro => add(workspace.display().to_string(), "ro"),
+        WorkspaceAccess::Rw => add(workspace.display().to_string(), "rw"),
+    }
+    for b in &def.binds.value {
+        add(
+            b.path.display().to_string(),
+            if b.writable { "rw" } else { "ro" },
+        );
+    }
+    out
+}
+
+/// What the command can reach under `def`, in words.
+pub fn network(def: &SandboxDef) -> String {
+    match def.network.value {
+        NetworkMode::None => "none: a network namespace of its own with only a loopback".into(),
+        NetworkMode::Host => "host: the host's network, unfiltered".into(),
+        NetworkMode::Allow => format!(
+            "allow: only {} through the daemon's proxy (HTTP_PROXY and HTTPS_PROXY = http://127.0.0.1:{}); \
+             loopback, private, link-local and cloud metadata addresses are refused; nothing else leaves",
+            def.allow_domains.value.join(", "),
+            super::proxy::PROXY_PORT
+        ),
+    }
 }
 
 /// Explains `sandbox` (the agent's, secrets removed) for `session`; without one, for a session
@@ -161,6 +241,7 @@ pub fn explain(
         session: key.to_string(),
         sandboxed,
         settings: settings(sandbox),
+        network: network(sandbox),
         mounts: mounts(sandbox, &workspace),
         env,
         tools: if sandboxed {

@@ -2,7 +2,7 @@
 //! missing at the line that turned the sandbox on, and `clawbus up` logs it.
 
 use super::{Sandbox, cgroup};
-use clawbus_core::config::{Config, Problem, SandboxMode};
+use clawbus_core::config::{Config, Problem, SandboxBackend, SandboxMode};
 
 /// Every missing part, once per place that turned a sandbox on.
 pub fn host_problems(config: &Config) -> Vec<Problem> {
@@ -13,10 +13,18 @@ pub fn host_problems(config: &Config) -> Vec<Problem> {
             continue;
         }
         let mut missing = Vec::new();
-        if let Err(e) = Sandbox::new(def.clone()).locate() {
+        if def.backend.value != SandboxBackend::Bwrap {
+            if let Err(e) = Sandbox::new(def.clone()).locate_container() {
+                missing.push(e.to_string());
+            }
+        } else if let Err(e) = Sandbox::new(def.clone()).locate() {
             missing.push(e.to_string());
         }
-        for controller in [cgroup::Controller::Pids, cgroup::Controller::Memory] {
+        let controllers = match def.backend.value {
+            SandboxBackend::Bwrap => &[cgroup::Controller::Pids, cgroup::Controller::Memory][..],
+            _ => &[],
+        };
+        for &controller in controllers {
             if !cgroup::available(controller) {
                 missing.push(format!(
                     "no {controller} cgroup the daemon may create (max_processes and memory_mb need one: run the daemon where /sys/fs/cgroup is writable, or delegate a cgroup to it)"

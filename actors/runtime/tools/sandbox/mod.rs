@@ -1,6 +1,9 @@
 //! The OS sandbox commands run in when the session's `[sandbox] mode` says so.
 //!
-//! - `bwrap`: the bubblewrap command line (namespaces, read-only root, mounts, network).
+//! - `bwrap`: the bubblewrap command line (namespaces, read-only root, mounts, network) and what
+//!   runs around it.
+//! - `container`: the docker and podman backends.
+//! - `proxy`, [`forward`]: the network of `network = "allow"`.
 //! - `cgroup`: the `pids` and `memory` groups of one command, and which of them was hit.
 //! - [`host_problems`]: what the host lacks for the sandboxes the config turns on.
 //! - [`explain`]: the effective sandbox of a session, each setting with its source.
@@ -14,19 +17,27 @@
 //! cgroups by [`Prepared::finish`], which also says which limit, if any, stopped the command.
 //! Nothing is run when a part is missing: the caller gets a [`SandboxError`] naming what to
 //! install.
+//!
+//! With `network = "allow"` a filtering proxy (`proxy`) runs outside for the command's lifetime
+//! and the forwarder (`forward`) in front of the command inside. The `docker` and `podman`
+//! backends (`container`) run the command with the same settings in a container instead.
 
 pub(crate) mod bwrap;
 pub(crate) mod cgroup;
+pub(crate) mod container;
 pub mod explain;
+pub mod forward;
 pub(crate) mod gate;
 mod host;
+pub(crate) mod proxy;
 
 #[cfg(test)]
 mod tests;
 
+pub use forward::Forwarder;
 pub use host::host_problems;
 
-use clawbus_core::config::SandboxDef;
+use clawbus_core::config::{SandboxBackend, SandboxDef};
 use clawbus_core::ids::{AgentId, SessionKey};
 use std::ffi::OsString;
 use std::fmt;
@@ -115,6 +126,26 @@ pub enum SandboxError {
     /// A `binds` folder that does not exist.
     #[error("sandbox.binds: {0} does not exist")]
     MissingBind(PathBuf),
+    /// The container backend's daemon does not answer.
+    #[error("the {backend} daemon is not reachable at {}: {source} (start it, or set sandbox.backend = \"bwrap\")", socket.display())]
+    NoDaemon {
+        /// `docker`.
+        backend: &'static str,
+        /// The socket tried.
+        socket: PathBuf,
+        /// Why connecting failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The proxy of `network = "allow"` could not be started.
+    #[error("the network proxy could not be started: {0}")]
+    Proxy(#[source] std::io::Error),
+    /// A path a container backend cannot mount (`:` or `,` in it).
+    #[error("path {0:?} cannot be mounted by a container backend (it holds ':' or ',')")]
+    Unmountable(PathBuf),
+    /// `network = "allow"` with a backend that has no proxy yet.
+    #[error("network = \"allow\" needs backend = \"bwrap\"")]
+    AllowNeedsBwrap,
 }
 
 /// What a command needs from the host: the programs of the bwrap backend.
@@ -126,11 +157,17 @@ pub struct Sandbox {
     def: Arc<SandboxDef>,
     /// Where the backend's programs are looked for; `None`: the daemon's `PATH`.
     search: Option<Arc<Vec<PathBuf>>>,
+    /// The forwarder of `network = "allow"`; `None`: the running executable.
+    forwarder: Option<Arc<Forwarder>>,
+    /// How the proxy resolves names (the system's, except in tests).
+    resolver: proxy::Resolver,
 }
 
 /// A judged command, as the sandbox needs it.
 #[derive(Debug, Clone)]
 pub struct Request<'a> {
+    /// The agent (for the proxy's log lines).
+    pub agent: &'a str,
     /// The resolved executable (its path is the same inside).
     pub program: &'a Path,
     /// The argv; `argv[0]` is replaced by `program`.
@@ -152,7 +189,23 @@ pub struct Prepared {
     pub cwd: PathBuf,
     /// Its whole environment.
     pub env: Vec<(String, OsString)>,
-    group: cgroup::Group,
+    cleanup: Cleanup,
+}
+
+/// What a run leaves to read and remove.
+#[derive(Debug)]
+enum Cleanup {
+    /// bubblewrap: the cgroups, and the proxy of `network = "allow"`.
+    Bwrap {
+        group: cgroup::Group,
+        proxy: Option<proxy::ProxyRun>,
+    },
+    /// A named container, inspected and removed with its CLI.
+    Container {
+        cli: PathBuf,
+        name: String,
+        env: Vec<(String, OsString)>,
+    },
 }
 
 /// How a sandboxed command ended, as the runner saw it.
@@ -172,7 +225,23 @@ impl Sandbox {
         Self {
             def: Arc::new(def),
             search: None,
+            forwarder: None,
+            resolver: proxy::Resolver::System,
         }
+    }
+
+    /// Starts the forwarder of `network = "allow"` with `forwarder` instead of the running
+    /// executable (a bench or a test whose executable is not `clawbus`).
+    pub fn with_forwarder(mut self, forwarder: Forwarder) -> Self {
+        self.forwarder = Some(Arc::new(forwarder));
+        self
+    }
+
+    #[cfg(test)]
+    /// Resolves the proxy's names with `resolver`.
+    pub(crate) fn with_resolver(mut self, resolver: proxy::Resolver) -> Self {
+        self.resolver = resolver;
+        self
     }
 
     #[cfg(test)]
@@ -192,98 +261,110 @@ impl Sandbox {
         self.def.applies(*session == SessionKey::main(agent))
     }
 
-    /// The backend's programs, or the first one missing.
-    pub fn locate(&self) -> Result<(PathBuf, PathBuf), SandboxError> {
+    /// `program` on the search path, or what to install.
+    fn find(&self, program: &'static str, package: &'static str) -> Result<PathBuf, SandboxError> {
         let dirs: Vec<PathBuf> = match &self.search {
             Some(dirs) => dirs.as_ref().clone(),
             None => std::env::var_os("PATH")
                 .map(|p| std::env::split_paths(&p).collect())
                 .unwrap_or_default(),
         };
-        let find = |(program, package): (&'static str, &'static str)| {
-            dirs.iter()
-                .filter(|d| d.is_absolute())
-                .map(|d| d.join(program))
-                .find(|p| p.is_file())
-                .ok_or(SandboxError::Missing { program, package })
-        };
-        Ok((find(NEEDED[0])?, find(NEEDED[1])?))
+        dirs.iter()
+            .filter(|d| d.is_absolute())
+            .map(|d| d.join(program))
+            .find(|p| p.is_file())
+            .ok_or(SandboxError::Missing { program, package })
+    }
+
+    /// The bwrap backend's programs (`bwrap`, `prlimit`), or the first one missing.
+    pub fn locate(&self) -> Result<(PathBuf, PathBuf), SandboxError> {
+        Ok((
+            self.find(NEEDED[0].0, NEEDED[0].1)?,
+            self.find(NEEDED[1].0, NEEDED[1].1)?,
+        ))
+    }
+
+    /// The container backend's CLI, once its daemon answers.
+    pub(crate) fn locate_container(&self) -> Result<PathBuf, SandboxError> {
+        let backend = self.def.backend.value;
+        let (program, package) = container::program(backend);
+        let cli = self.find(program, package)?;
+        let host = std::env::var("DOCKER_HOST").ok();
+        container::reachable(backend, host.as_deref())?;
+        Ok(cli)
     }
 
     /// What to run for `req`; nothing is started. `Err` means the command must not run.
     pub fn prepare(&self, req: Request<'_>) -> Result<Prepared, SandboxError> {
-        let (bwrap, prlimit) = self.locate()?;
         for bind in &self.def.binds.value {
             if !bind.path.exists() {
                 return Err(SandboxError::MissingBind(bind.path.clone()));
             }
         }
-        let def = &self.def;
-        let group = cgroup::Group::create(def.max_processes.value, def.memory_mb.value << 20)
-            .map_err(SandboxError::Cgroup)?;
-        let text = |p: &Path| {
-            p.to_str()
-                .map(str::to_string)
-                .ok_or_else(|| SandboxError::NotUtf8(p.to_path_buf()))
-        };
-        let mut argv = vec!["sh".to_string(), "-c".into(), JOIN.into(), "sh".into()];
-        for file in group.procs_files() {
-            argv.push(text(&file)?);
+        match self.def.backend.value {
+            SandboxBackend::Bwrap => self.prepare_bwrap(req),
+            SandboxBackend::Docker | SandboxBackend::Podman => self.prepare_container(req),
         }
-        argv.push("--".into());
-        let cpu = def.cpu_seconds.value;
-        let file = def.max_file_mb.value << 20;
-        let nofile = def.max_open_files.value;
-        argv.extend([
-            text(&prlimit)?,
-            format!("--cpu={cpu}:{}", cpu + 1),
-            format!("--fsize={file}:{file}"),
-            format!("--nofile={nofile}:{nofile}"),
-            "--core=0:0".into(),
-            text(&bwrap)?,
-        ]);
-        let privileged = rustix::process::geteuid().is_root();
-        for arg in bwrap::args(def, req.workspace, privileged) {
-            argv.push(
-                arg.into_string()
-                    .map_err(|a| SandboxError::NotUtf8(a.into()))?,
-            );
-        }
-        argv.push(text(req.program)?);
-        argv.extend(req.argv.iter().skip(1).cloned());
-        let mut env = vec![
-            ("PATH".to_string(), OsString::from(SANDBOX_PATH)),
-            ("HOME".to_string(), OsString::from(SANDBOX_HOME)),
-        ];
-        env.extend(
-            req.env
-                .into_iter()
-                .filter(|(k, _)| k != "PATH" && k != "HOME"),
-        );
-        Ok(Prepared {
-            program: "/bin/sh".into(),
-            argv,
-            cwd: "/".into(),
-            env,
-            group,
-        })
     }
 }
 
+/// Appends the variables of `extra` whose names `env` does not hold yet.
+fn add_missing(env: &mut Vec<(String, OsString)>, extra: Vec<(String, OsString)>) {
+    for (k, v) in extra {
+        if !env.iter().any(|(e, _)| *e == k) {
+            env.push((k, v));
+        }
+    }
+}
+
+fn text(p: &Path) -> Result<String, SandboxError> {
+    p.to_str()
+        .map(str::to_string)
+        .ok_or_else(|| SandboxError::NotUtf8(p.to_path_buf()))
+}
+
 impl Prepared {
-    /// Which limit stopped the command, if one did; kills what is left and removes the groups.
+    /// Which limit stopped the command, if one did; kills what is left and removes the groups
+    /// (or the container) and stops the proxy.
     pub async fn finish(self, ended: Ended) -> Option<Limit> {
-        let limit = match ended {
-            Ended::TimedOut => Some(Limit::Timeout),
-            _ if self.group.hit(cgroup::Controller::Memory) => Some(Limit::Memory),
-            Ended::Code(c) if c == 128 + SIGXCPU => Some(Limit::CpuTime),
-            Ended::Signal(SIGXCPU) => Some(Limit::CpuTime),
-            Ended::Code(c) if c == 128 + SIGXFSZ => Some(Limit::FileSize),
-            Ended::Signal(SIGXFSZ) => Some(Limit::FileSize),
-            _ if self.group.hit(cgroup::Controller::Pids) => Some(Limit::Processes),
-            _ => None,
-        };
-        self.group.close().await;
-        limit
+        match self.cleanup {
+            Cleanup::Bwrap { group, proxy } => {
+                drop(proxy);
+                let limit = match ended {
+                    Ended::TimedOut => Some(Limit::Timeout),
+                    _ if group.hit(cgroup::Controller::Memory) => Some(Limit::Memory),
+                    _ => by_signal(ended),
+                }
+                .or_else(|| {
+                    group
+                        .hit(cgroup::Controller::Pids)
+                        .then_some(Limit::Processes)
+                });
+                group.close().await;
+                limit
+            }
+            Cleanup::Container { cli, name, env } => {
+                let limit = match ended {
+                    Ended::TimedOut => Some(Limit::Timeout),
+                    Ended::Code(137) if container::oom_killed(&cli, &name, &env).await => {
+                        Some(Limit::Memory)
+                    }
+                    _ => by_signal(ended),
+                };
+                container::remove(&cli, &name, &env).await;
+                limit
+            }
+        }
+    }
+}
+
+/// CPU time (SIGXCPU) and file size (SIGXFSZ), from how the command ended.
+fn by_signal(ended: Ended) -> Option<Limit> {
+    match ended {
+        Ended::Code(c) if c == 128 + SIGXCPU => Some(Limit::CpuTime),
+        Ended::Signal(SIGXCPU) => Some(Limit::CpuTime),
+        Ended::Code(c) if c == 128 + SIGXFSZ => Some(Limit::FileSize),
+        Ended::Signal(SIGXFSZ) => Some(Limit::FileSize),
+        _ => None,
     }
 }

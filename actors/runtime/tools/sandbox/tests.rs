@@ -1,6 +1,9 @@
 //! The sandbox's command line and its refusals; running commands in it is tested through `exec`
 //! (`tools::exec::tests::sandboxed`).
 
+mod cgroup_v2;
+mod container;
+
 use super::*;
 use clawbus_core::config::{Bind, Set, WorkspaceAccess};
 
@@ -17,7 +20,7 @@ fn def(workspace: WorkspaceAccess) -> SandboxDef {
 #[test]
 fn the_network_and_every_namespace_are_new_and_the_workspace_is_mounted_as_set() {
     let ws = Path::new("/srv/ws");
-    let args: Vec<String> = bwrap::args(&def(WorkspaceAccess::Ro), ws, true)
+    let args: Vec<String> = bwrap::args(&def(WorkspaceAccess::Ro), ws, true, &[])
         .into_iter()
         .map(|a| a.into_string().unwrap())
         .collect();
@@ -37,7 +40,7 @@ fn the_network_and_every_namespace_are_new_and_the_workspace_is_mounted_as_set()
         joined.ends_with("--remount-ro / --chdir /srv/ws --"),
         "{joined}"
     );
-    let none: Vec<String> = bwrap::args(&def(WorkspaceAccess::None), ws, false)
+    let none: Vec<String> = bwrap::args(&def(WorkspaceAccess::None), ws, false, &[])
         .into_iter()
         .map(|a| a.into_string().unwrap())
         .collect();
@@ -53,6 +56,7 @@ fn a_missing_backend_is_named_with_its_package() {
     let sandbox = Sandbox::new(SandboxDef::default()).with_search_path(vec!["/nonexistent".into()]);
     let err = sandbox
         .prepare(Request {
+            agent: "tester",
             program: Path::new("/bin/true"),
             argv: &["true".to_string()],
             workspace: Path::new("/tmp"),
@@ -83,6 +87,7 @@ fn a_missing_bind_is_refused_before_anything_runs() {
     }
     let err = sandbox
         .prepare(Request {
+            agent: "tester",
             program: Path::new("/bin/true"),
             argv: &["true".to_string()],
             workspace: Path::new("/tmp"),
@@ -139,5 +144,47 @@ async fn file_tools_follow_the_workspace_setting_in_sandboxed_sessions_only() {
         !out.is_error,
         "the main session is not sandboxed under non-main: {}",
         out.text
+    );
+}
+
+#[test]
+fn explain_shows_the_allowed_names_the_proxy_socket_and_the_forwarder() {
+    use clawbus_core::config::NetworkMode;
+    let mut d = def(WorkspaceAccess::Rw);
+    d.network.value = NetworkMode::Allow;
+    d.allow_domains.value = vec!["pypi.org".into(), "*.pythonhosted.org".into()];
+    let rows = explain::settings(&d);
+    let row = rows
+        .iter()
+        .find(|r| r.setting == "sandbox.allow_domains")
+        .unwrap();
+    assert_eq!(row.value, r#"["pypi.org", "*.pythonhosted.org"]"#);
+    let net = explain::network(&d);
+    assert!(
+        net.starts_with("allow: only pypi.org, *.pythonhosted.org through the daemon's proxy")
+            && net.contains("http://127.0.0.1:3128"),
+        "{net}"
+    );
+    let mounts = explain::mounts(&d, Path::new("/srv/ws"));
+    let how = |p: &str| {
+        mounts
+            .iter()
+            .find(|m| m.path == p)
+            .map(|m| m.how.clone())
+            .unwrap_or_default()
+    };
+    assert!(
+        how("/run/clawbus/proxy.sock").contains("proxy's socket"),
+        "{mounts:?}"
+    );
+    assert!(
+        how("/run/clawbus/forward").contains("127.0.0.1:3128"),
+        "{mounts:?}"
+    );
+    d.network.value = NetworkMode::None;
+    let none = explain::mounts(&d, Path::new("/srv/ws"));
+    assert!(
+        !none.iter().any(|m| m.path.starts_with("/run/clawbus")),
+        "{none:?}"
     );
 }

@@ -103,6 +103,16 @@ pub(crate) async fn resolve(
             allowed,
         });
     }
+    resolve_name(host, port, allowed).await
+}
+
+/// Resolves the name `host` once and checks every address (skipped when `allowed`); returns the
+/// address to connect to. The sandbox's network proxy uses this for every `CONNECT`.
+pub(crate) async fn resolve_name(
+    host: &str,
+    port: u16,
+    allowed: bool,
+) -> Result<Target, GuardError> {
     let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
         .await
         .map_err(|e| GuardError::Unresolved {
@@ -110,6 +120,15 @@ pub(crate) async fn resolve(
             source: Unresolvable::Lookup(e),
         })?
         .collect();
+    checked(host, addrs, allowed)
+}
+
+/// The first of `addrs` (what `host` resolved to) once every one is public (unless `allowed`).
+pub(crate) fn checked(
+    host: &str,
+    addrs: Vec<SocketAddr>,
+    allowed: bool,
+) -> Result<Target, GuardError> {
     let Some(first) = addrs.first().copied() else {
         return Err(GuardError::Unresolved {
             host: host.to_string(),
@@ -130,7 +149,8 @@ pub(crate) async fn resolve(
     })
 }
 
-fn check(host: &str, addr: IpAddr) -> Result<(), GuardError> {
+/// `Err` naming the range when `addr` is not public.
+pub(crate) fn check(host: &str, addr: IpAddr) -> Result<(), GuardError> {
     match classify(addr) {
         None => Ok(()),
         Some(range) => Err(GuardError::Forbidden {

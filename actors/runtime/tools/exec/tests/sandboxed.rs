@@ -6,7 +6,7 @@ use super::*;
 use crate::tools::sandbox::{Sandbox, cgroup};
 use clawbus_core::config::{NetworkMode, SandboxDef, SandboxMode, Set, WorkspaceAccess};
 
-fn set<T>(value: T) -> Set<T> {
+pub(super) fn set<T>(value: T) -> Set<T> {
     Set {
         value,
         origin: None,
@@ -14,7 +14,7 @@ fn set<T>(value: T) -> Set<T> {
 }
 
 /// Tight limits: 1 CPU second, 64 MiB, 32 processes, 1 MiB files, 3 s.
-fn tight() -> SandboxDef {
+pub(super) fn tight() -> SandboxDef {
     SandboxDef {
         mode: set(SandboxMode::All),
         cpu_seconds: set(1),
@@ -27,7 +27,7 @@ fn tight() -> SandboxDef {
 }
 
 /// Whether the sandbox can run here; prints why not.
-fn usable() -> bool {
+pub(super) fn usable() -> bool {
     let why = if Sandbox::new(SandboxDef::default()).locate().is_err() {
         "bubblewrap (bwrap) or prlimit is not installed"
     } else if !cgroup::available(cgroup::Controller::Pids)
