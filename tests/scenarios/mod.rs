@@ -20,6 +20,7 @@ mod model_servers;
 mod nats;
 mod openai;
 mod openclaw_cli;
+mod openclaw_control_ui;
 mod operator;
 mod prompt;
 mod retries;
