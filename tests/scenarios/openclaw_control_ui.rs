@@ -79,10 +79,16 @@ async fn the_control_ui_found_on_the_machine_lists_agents_and_sessions_and_strea
     // Chat in the agent's main session: the message goes out, the answer streams back.
     browser.goto(&at("chat")).await.unwrap();
     browser
-        .wait_for("document.querySelector('textarea')", SHOWN_WITHIN)
+        .wait_for(
+            "document.querySelector(\"textarea[placeholder^='Message']\")",
+            SHOWN_WITHIN,
+        )
         .await
         .unwrap_or_else(|e| panic!("the chat screen has its composer: {e}"));
-    let composer = browser.find("textarea").await.unwrap();
+    let composer = browser
+        .find("textarea[placeholder^='Message']")
+        .await
+        .unwrap();
     browser
         .type_into(&composer, "hello browser\u{e007}")
         .await
