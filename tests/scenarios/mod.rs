@@ -25,6 +25,7 @@ mod nats_cluster;
 mod nats_figures;
 mod openai;
 mod openclaw_cli;
+mod openclaw_control_ui;
 mod operator;
 mod prompt;
 mod retries;

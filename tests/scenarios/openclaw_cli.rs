@@ -23,7 +23,7 @@ const OPENCLAW_LIMIT: Duration = Duration::from_secs(120);
 
 /// The folder holding `node_modules/{node,openclaw}`, if OpenClaw is installed; otherwise
 /// prints why the test is skipped (or fails, when `CI=true`).
-fn installed() -> Option<PathBuf> {
+pub(super) fn installed() -> Option<PathBuf> {
     let root = std::env::var_os("CLAWBUS_OPENCLAW_DIR")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)

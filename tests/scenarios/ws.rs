@@ -592,3 +592,67 @@ async fn a_device_identity_signed_over_the_challenge_is_verified_and_a_bad_one_r
     let (code, _) = c.closed().await;
     assert_eq!(code, u16::from(CloseCode::Policy));
 }
+
+#[actix_rt::test]
+async fn each_method_needs_its_openclaw_scope_and_a_refusal_names_the_missing_one() {
+    let server = ScriptedServer::with_responder(|_| Turn::text("ok")).await;
+    let p = project(&server, "", "");
+    let up = Up::start(&p).await;
+    let connect_with = async |scopes: Value| {
+        let (mut c, _) = Client::open(&up).await;
+        let mut params = super::ws_client::connect_params(&up.token);
+        params["scopes"] = scopes;
+        let id = c.send("connect", params).await;
+        assert_eq!(c.answer(&id).await["ok"], true);
+        c
+    };
+    let mut reader = connect_with(json!(["operator.read"])).await;
+    let id = reader.send("sessions.list", json!({})).await;
+    assert_eq!(reader.answer(&id).await["ok"], true, "read reads");
+    let id = reader
+        .send(
+            "chat.send",
+            json!({ "sessionKey": "main", "message": "hi" }),
+        )
+        .await;
+    let refused = reader.answer(&id).await;
+    assert_eq!(refused["error"]["code"], "FORBIDDEN", "{refused}");
+    assert_eq!(refused["error"]["message"], "missing scope: operator.write");
+    assert_eq!(refused["error"]["details"]["code"], "MISSING_SCOPE");
+    assert_eq!(server.requests().len(), 0, "nothing ran");
+
+    let mut writer = connect_with(json!(["operator.write"])).await;
+    let id = writer
+        .send(
+            "chat.send",
+            json!({ "sessionKey": "main", "message": "hi" }),
+        )
+        .await;
+    assert_eq!(writer.answer(&id).await["ok"], true, "write runs");
+    let id = writer
+        .send(
+            "cron.add",
+            json!({ "name": "x", "schedule": { "kind": "every", "everyMs": 60000 },
+                    "sessionTarget": "isolated", "payload": { "kind": "agentTurn", "message": "m" } }),
+        )
+        .await;
+    let refused = writer.answer(&id).await;
+    assert_eq!(
+        refused["error"]["message"], "missing scope: operator.admin",
+        "{refused}"
+    );
+    let id = writer.send("exec.approval.list", json!({})).await;
+    let refused = writer.answer(&id).await;
+    assert_eq!(
+        refused["error"]["message"], "missing scope: operator.approvals",
+        "{refused}"
+    );
+
+    let mut none = connect_with(json!([])).await;
+    let id = none.send("health", json!({})).await;
+    assert_eq!(
+        none.answer(&id).await["error"]["message"],
+        "missing scope: operator.read",
+        "a client that asked for no scope has none"
+    );
+}

@@ -18,7 +18,7 @@ use uuid::Uuid;
 /// The routes of task listings and trees.
 pub(crate) fn routes() -> Router<ApiState> {
     Router::new()
-        .route("/tasks", get(list))
+        .route("/tasks", get(list_route))
         .route("/tasks/{id}/tree", get(tree))
         .route("/tasks/{id}/retry", axum::routing::post(retry))
 }
@@ -46,6 +46,15 @@ pub(super) async fn list_rows(
     wanted: Option<&str>,
     agent: Option<&str>,
 ) -> Result<Vec<Value>, Failure> {
+    Ok(list(state, wanted, agent).await?.iter().map(row).collect())
+}
+
+/// The task records of [`list_rows`].
+pub(super) async fn list(
+    state: &ApiState,
+    wanted: Option<&str>,
+    agent: Option<&str>,
+) -> Result<Vec<TaskRecord>, Failure> {
     let wanted = match wanted.map(|s| (s, parse_state(s))) {
         None => None,
         Some((_, Some(s))) => Some(s),
@@ -69,14 +78,13 @@ pub(super) async fn list_rows(
     let all = state.bus.tasks().await.map_err(Failure::bus)?;
     let topic = agent.map(bus::Topic::agent);
     Ok(all
-        .iter()
+        .into_iter()
         .filter(|r| wanted.is_none_or(|s| r.state == s))
         .filter(|r| topic.as_ref().is_none_or(|t| r.envelope.topic == *t))
-        .map(row)
         .collect())
 }
 
-async fn list(
+async fn list_route(
     State(state): State<ApiState>,
     q: Result<axum::extract::Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {

@@ -191,7 +191,7 @@ impl Feed {
                         let stop = crate::gateway::openai::finish_reason(result);
                         (
                             json!({ "phase": "end", "endedAt": e.ts_ms, "state": state }),
-                            chat(&e, &key, "final", json!({ "message": message(&text), "stopReason": stop })),
+                            chat(&e, &key, "final", json!({ "message": message(&text, e.ts_ms), "stopReason": stop })),
                         )
                     }
                     Outcome::Cancelled { reason } => (
@@ -230,8 +230,8 @@ fn chat(e: &TaskEvent, key: &Option<String>, state: &str, more: Value) -> Value 
 }
 
 /// An assistant message as chat events carry it.
-fn message(text: &str) -> Value {
-    json!({ "role": "assistant", "content": [{ "type": "text", "text": text }] })
+fn message(text: &str, ts_ms: u64) -> Value {
+    json!({ "role": "assistant", "content": [{ "type": "text", "text": text }], "timestamp": ts_ms })
 }
 
 /// `{event, approval}` from the approvals store as `exec.approval.requested` or `.resolved`.

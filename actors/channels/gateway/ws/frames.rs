@@ -39,6 +39,8 @@ pub(crate) enum ErrorCode {
     MethodNotFound,
     /// The gateway token is missing or wrong.
     Unauthorized,
+    /// The connection's scopes do not allow the method (`missing scope: …`).
+    Forbidden,
     /// No such agent, task, session, job or approval.
     NotFound,
     /// The request conflicts with what exists (a reused idempotency key, an answered approval).

@@ -82,6 +82,25 @@ methods! {
     ModelsList => "models.list", "The models the agents use.";
     ApprovalGet => "approval.get", "One approval request, as OpenClaw's snapshot.";
     ApprovalResolve => "approval.resolve", "Answer an approval request (OpenClaw's unified form).";
+    ChatStartup => "chat.startup", "A session's history as the Control UI opens it.";
+    AgentIdentityGet => "agent.identity.get", "An agent's name as the Control UI shows it.";
+    SessionsMessagesSubscribe => "sessions.messages.subscribe", "One session's messages (every connection gets them here).";
+    SessionsMessagesUnsubscribe => "sessions.messages.unsubscribe", "Stop one session's messages (a no-op here).";
+    SessionsResolve => "sessions.resolve", "A session by key or transcript id.";
+    ModelsAuthStatus => "models.authStatus", "Model-provider credentials (none managed here).";
+    UpdateStatus => "update.status", "Self-update state (none here).";
+    TalkCatalog => "talk.catalog", "Voice providers (none here).";
+    SessionsCatalogList => "sessions.catalog.list", "External session catalogs (none here).";
+    DevicePairList => "device.pair.list", "Paired devices (none here: the token is the credential).";
+    ProgressCardGet => "progressCard.get", "A session's progress card (none here).";
+    SessionsBranchesList => "sessions.branches.list", "A session's transcript branches (none here).";
+    SessionsCompanionState => "sessions.companion.state", "A session's companion exchanges (none here).";
+    SessionsObserverVisibility => "sessions.observer.visibility", "Whether the UI is visible (accepted).";
+    EnvironmentsList => "environments.list", "Worker environments (none here).";
+    NodeList => "node.list", "Paired nodes (none here).";
+    PluginsList => "plugins.list", "Plugins (none here).";
+    ChannelsStatus => "channels.status", "OpenClaw messaging-channel accounts (none here).";
+    SystemInfo => "system.info", "The machine the gateway runs on.";
 }
 
 /// Reads a method's `params`, naming the method and the field that is wrong.
@@ -123,7 +142,9 @@ pub(crate) async fn call(
             params::<Empty>(method, p)?;
             Ok(json!([]))
         }
-        Method::SessionsSubscribe | Method::SessionsUnsubscribe => Ok(json!({ "ok": true })),
+        Method::SessionsSubscribe | Method::SessionsUnsubscribe => {
+            Ok(json!({ "ok": true, "subscribed": method == Method::SessionsSubscribe }))
+        }
         Method::QuestionList => Ok(json!({ "questions": [] })),
         Method::TaskSuggestionsList => Ok(json!({ "suggestions": [] })),
         Method::CommandsList => Ok(json!({ "commands": [] })),
@@ -206,11 +227,10 @@ pub(crate) async fn call(
             params::<Empty>(method, p)?;
             status(state).await
         }
-        Method::AgentsList => Ok(json!({
-            "defaultId": state.config.agents.first().map(|a| a.id.to_string()),
-            "mainKey": "main",
-            "agents": api::agent_rows(&state.config),
-        })),
+        Method::AgentsList => {
+            params::<Empty>(method, p)?;
+            Ok(openclaw::ui::agents_list(&state.config.agents))
+        }
         Method::Agent | Method::ChatSend | Method::SessionsSend => {
             runs::start(state, method, params(method, p)?).await
         }
@@ -236,9 +256,25 @@ pub(crate) async fn call(
             }))
         }
         Method::TasksList => {
-            let q: TaskFilter = params(method, p)?;
-            let rows = tasks::list_rows(state, q.state.as_deref(), q.agent_id.as_deref()).await?;
-            Ok(json!({ "tasks": rows }))
+            let q: openclaw::tasks::ListParams = params(method, p)?;
+            let statuses = q.statuses().map_err(|e| invalid(method, e))?;
+            let limit = q.limit().map_err(|e| invalid(method, e))?;
+            let records = tasks::list(state, q.state.as_deref(), q.agent_id.as_deref()).await?;
+            let mut rows: Vec<Value> = records
+                .iter()
+                .filter(|r| {
+                    let status = openclaw::tasks::status(r.state);
+                    statuses.as_ref().is_none_or(|s| s.contains(&status))
+                })
+                .map(openclaw::tasks::summary)
+                .filter(|row| {
+                    q.session_key
+                        .as_deref()
+                        .is_none_or(|k| row["sessionKey"] == k)
+                })
+                .collect();
+            let skip = rows.len().saturating_sub(limit.unwrap_or(usize::MAX));
+            Ok(json!({ "tasks": rows.split_off(skip) }))
         }
         Method::TasksGet => {
             let q: TaskRef = params(method, p)?;
@@ -315,11 +351,33 @@ pub(crate) async fn call(
         }
         Method::CronRuns => {
             let q: RunsQuery = params(method, p)?;
+            if q.scope.as_deref() == Some("all") && q.id.is_none() && q.job_id.is_none() {
+                return all_runs(state, &q);
+            }
             let id = cron::parse_job_id(id_or_alias(&q.id, &q.job_id, ("id", "jobId"))?)?;
             let view = job_view(state, &id).await?;
             let runs = state.cron.runs(&id).await.map_err(cron::failure)?;
             Ok(oc_cron::runs_page(&runs, &view.job.name, q.limit, q.offset))
         }
+        Method::ChatStartup
+        | Method::AgentIdentityGet
+        | Method::SessionsMessagesSubscribe
+        | Method::SessionsMessagesUnsubscribe
+        | Method::SessionsResolve
+        | Method::ModelsAuthStatus
+        | Method::UpdateStatus
+        | Method::TalkCatalog
+        | Method::SessionsCatalogList
+        | Method::DevicePairList
+        | Method::ProgressCardGet
+        | Method::SessionsBranchesList
+        | Method::SessionsCompanionState
+        | Method::SessionsObserverVisibility
+        | Method::EnvironmentsList
+        | Method::NodeList
+        | Method::PluginsList
+        | Method::ChannelsStatus
+        | Method::SystemInfo => super::ui_calls::call(state, method, p).await,
         Method::FlowsList
         | Method::FlowsRun
         | Method::FlowsGet
@@ -440,7 +498,7 @@ fn invalid(method: Method, e: String) -> ErrorShape {
 /// `{}`: a method without params.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Empty {}
+pub(super) struct Empty {}
 
 /// Lines `logs.tail` answers when the client names no `limit`.
 const DEFAULT_LOG_LINES: usize = 200;
@@ -476,10 +534,31 @@ struct SessionRef {
     agent_id: Option<String>,
 }
 
-/// `{id | jobId, limit?, offset?}` of `cron.runs`.
+/// `cron.runs {scope: "all", agentId?}`: the runs of every job (of the agent), newest first.
+fn all_runs(state: &ApiState, q: &RunsQuery) -> Result<Value, ErrorShape> {
+    let jobs = state.cron.list().map_err(cron::failure)?;
+    let mut runs = Vec::new();
+    for view in jobs
+        .iter()
+        .filter(|v| q.agent_id.as_deref().is_none_or(|a| v.job.agent == a))
+    {
+        runs.push((state.cron.runs(&view.job.id).map_err(cron::failure)?, view));
+    }
+    let named = runs
+        .iter()
+        .flat_map(|(rs, v)| rs.iter().map(|r| (r, v.job.name.as_str())))
+        .collect();
+    Ok(oc_cron::named_runs_page(named, q.limit, q.offset))
+}
+
+/// `{id | jobId | scope: "all", agentId?, limit?, offset?}` of `cron.runs`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RunsQuery {
+    #[serde(default)]
+    scope: Option<String>,
+    #[serde(default)]
+    agent_id: Option<String>,
     #[serde(default)]
     id: Option<String>,
     #[serde(default)]
@@ -488,16 +567,6 @@ struct RunsQuery {
     limit: Option<usize>,
     #[serde(default)]
     offset: Option<usize>,
-}
-
-/// `{state?, agentId?}`.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct TaskFilter {
-    #[serde(default)]
-    state: Option<String>,
-    #[serde(default)]
-    agent_id: Option<String>,
 }
 
 /// The id given as `id` or else as `alias`; an invalid-request error naming both fields

@@ -5,7 +5,8 @@
 //! - `handshake`: `connect.challenge`, `req connect` (token compared in constant time), `hello-ok`;
 //!   `device`: a client's signed device identity, verified against the challenge nonce.
 //! - `openclaw`: the one conversion layer between OpenClaw's shapes and the HTTP API's.
-//! - `methods`: the methods and their dispatch onto what the HTTP API does; `runs`: the runs.
+//! - `methods`: the methods and their dispatch onto what the HTTP API does; `runs`: the runs;
+//!   `ui_calls`: the methods only the Control UI calls; `scopes`: the scope each method needs.
 //! - `events`: bus events (tasks, cron, approvals) to protocol events.
 //! - `outbox`: the bounded, ordered output of one connection.
 //!
@@ -26,8 +27,10 @@ pub(crate) mod methods;
 mod openclaw;
 mod outbox;
 mod runs;
+mod scopes;
 #[cfg(test)]
 mod tests;
+mod ui_calls;
 
 use super::api::{ApiState, error};
 use axum::Router;
@@ -263,9 +266,9 @@ async fn connection(socket: WebSocket, state: ApiState, mut held: Held) {
     if out
         .send(&handshake::challenge(&nonce, state.clock.now_ms()))
         .is_ok()
-        && handshake(&state, &out, &mut stream, &mut held, &nonce).await
+        && let Some(client) = handshake(&state, &out, &mut stream, &mut held, &nonce).await
     {
-        serve(&state, &out, &mut stream).await;
+        serve(&state, &out, &mut stream, &client.scopes).await;
     }
     // Ends the writer (after what is queued), and with it the event and tick tasks.
     out.close(CLOSE_NORMAL, "closing");
@@ -278,14 +281,14 @@ async fn connection(socket: WebSocket, state: ApiState, mut held: Held) {
     }
 }
 
-/// Runs the handshake; true once `hello-ok` is queued.
+/// Runs the handshake; the client once `hello-ok` is queued.
 async fn handshake(
     state: &ApiState,
     out: &Outbox,
     stream: &mut SplitStream<WebSocket>,
     held: &mut Held,
     nonce: &str,
-) -> bool {
+) -> Option<handshake::Client> {
     let first = match tokio::time::timeout(HANDSHAKE_TIMEOUT, next_message(stream)).await {
         Err(_) => {
             out.close(
@@ -295,7 +298,7 @@ async fn handshake(
                     HANDSHAKE_TIMEOUT.as_secs()
                 ),
             );
-            return false;
+            return None;
         }
         Ok(Incoming::Text(t)) => t,
         Ok(Incoming::Binary) => {
@@ -303,13 +306,13 @@ async fn handshake(
                 CLOSE_PROTOCOL,
                 "handshake: binary frames are not part of the protocol",
             );
-            return false;
+            return None;
         }
         Ok(Incoming::TooBig) => {
             out.close(CLOSE_TOO_BIG, too_big(state));
-            return false;
+            return None;
         }
-        Ok(Incoming::End) => return false,
+        Ok(Incoming::End) => return None,
     };
     let req = match frames::parse_request(&first) {
         Ok(req) => req,
@@ -322,7 +325,7 @@ async fn handshake(
                     bad.error.message
                 ),
             );
-            return false;
+            return None;
         }
     };
     let (client, hello) = match handshake::accept(state, req, nonce) {
@@ -333,11 +336,11 @@ async fn handshake(
                 let _ = out.send(&answer);
             }
             out.close(refusal.code, refusal.reason);
-            return false;
+            return None;
         }
     };
     if !admit(state, out, held) {
-        return false;
+        return None;
     }
     // Subscribed before hello-ok: every event of a run the client starts reaches it.
     let feed = match events::Feed::subscribe(state).await {
@@ -345,26 +348,29 @@ async fn handshake(
         Err(e) => {
             tracing::error!(error = %e, "WebSocket client cannot subscribe to the bus.");
             out.close(1011, format!("bus unavailable: {e}"));
-            return false;
+            return None;
         }
     };
-    if out.send(&hello).is_err() {
-        return false;
-    }
+    out.send(&hello).ok()?;
     tracing::info!(role = %client.role, "WebSocket client connected.");
     tokio::spawn(feed.run(state.clone(), out.clone()));
     tokio::spawn(tick(state.clock.clone(), out.clone()));
-    true
+    Some(client)
 }
 
 /// Answers requests until the client or the server closes.
-async fn serve(state: &ApiState, out: &Outbox, stream: &mut SplitStream<WebSocket>) {
+async fn serve(
+    state: &ApiState,
+    out: &Outbox,
+    stream: &mut SplitStream<WebSocket>,
+    scopes: &[String],
+) {
     let mut calls = JoinSet::new();
     let mut shutdown = state.shutdown.clone();
     loop {
         tokio::select! {
             msg = next_message(stream) => match msg {
-                Incoming::Text(t) => request(state, out, &mut calls, &t),
+                Incoming::Text(t) => request(state, out, &mut calls, scopes, &t),
                 Incoming::Binary => {
                     let error = ErrorShape::invalid("frame: binary frames are not part of the protocol (send JSON text)");
                     if out.send(&Frame::err(None, error)).is_err() {
@@ -388,8 +394,9 @@ async fn serve(state: &ApiState, out: &Outbox, stream: &mut SplitStream<WebSocke
     calls.abort_all();
 }
 
-/// Parses one request and starts it; an error `res` answers what cannot run.
-fn request(state: &ApiState, out: &Outbox, calls: &mut JoinSet<()>, text: &str) {
+/// Parses one request and starts it; an error `res` answers what cannot run (a malformed
+/// frame, an unknown method, a method the connection's `scopes` do not allow).
+fn request(state: &ApiState, out: &Outbox, calls: &mut JoinSet<()>, scopes: &[String], text: &str) {
     let req = match frames::parse_request(text) {
         Ok(req) => req,
         Err(bad) => {
@@ -397,6 +404,7 @@ fn request(state: &ApiState, out: &Outbox, calls: &mut JoinSet<()>, text: &str) 
             return;
         }
     };
+    tracing::trace!(method = %req.method, params = %req.params, "WebSocket request.");
     let Some(method) = req.known_method() else {
         let error = ErrorShape {
             code: ErrorCode::MethodNotFound,
@@ -406,9 +414,15 @@ fn request(state: &ApiState, out: &Outbox, calls: &mut JoinSet<()>, text: &str) 
             ),
             details: Some(serde_json::json!({ "method": req.method })),
         };
+        tracing::debug!(method = %req.method, "Unknown WebSocket method.");
         let _ = out.send(&Frame::err(Some(&req.id), error));
         return;
     };
+    if let Err(error) = scopes::check(method, scopes) {
+        tracing::debug!(method = %req.method, ?scopes, "WebSocket method refused: missing scope.");
+        let _ = out.send(&Frame::err(Some(&req.id), error));
+        return;
+    }
     if calls.len() >= MAX_IN_FLIGHT {
         let error = ErrorShape::new(
             ErrorCode::Unavailable,

@@ -211,15 +211,26 @@ pub(crate) fn runs_page(
     limit: Option<usize>,
     offset: Option<usize>,
 ) -> Value {
+    let named: Vec<(&RunRecord, &str)> = runs.iter().map(|r| (r, name)).collect();
+    named_runs_page(named, limit, offset)
+}
+
+/// A page of runs of several jobs (each with its job's name), newest first: `cron.runs` with
+/// `scope: "all"`.
+pub(crate) fn named_runs_page(
+    mut runs: Vec<(&RunRecord, &str)>,
+    limit: Option<usize>,
+    offset: Option<usize>,
+) -> Value {
+    runs.sort_by_key(|(r, _)| std::cmp::Reverse((r.ended_ms, r.started_ms)));
     let limit = limit.unwrap_or(DEFAULT_RUNS_PAGE).clamp(1, MAX_PAGE);
     let total = runs.len();
     let offset = offset.unwrap_or(0).min(total);
     let entries: Vec<Value> = runs
         .iter()
-        .rev()
         .skip(offset)
         .take(limit)
-        .map(|r| run_entry(r, name))
+        .map(|(r, name)| run_entry(r, name))
         .collect();
     let next = offset + entries.len();
     let has_more = next < total;

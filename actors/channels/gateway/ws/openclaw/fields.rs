@@ -102,6 +102,20 @@ const IGNORED: &[(&str, &[&str])] = &[
             "maxChars",
         ],
     ),
+    (
+        "chat.startup",
+        &[
+            "cursor",
+            "maxBytes",
+            "offset",
+            "pendingBefore",
+            "inputRunIds",
+            "messageId",
+            "sessionId",
+            "maxChars",
+            "slugHint",
+        ],
+    ),
     ("chat.abort", &["preserveSideRuns"]),
     (
         "sessions.list",
@@ -210,8 +224,6 @@ const IGNORED: &[(&str, &[&str])] = &[
     (
         "cron.runs",
         &[
-            "agentId",
-            "scope",
             "runId",
             "statuses",
             "status",
@@ -226,6 +238,38 @@ const IGNORED: &[(&str, &[&str])] = &[
     ("status", &["includeChannelSummary", "includeCliProjection"]),
     ("health", &["probe"]),
     ("logs.tail", &["maxBytes"]),
+    ("tasks.list", &["cursor", "sortBy"]),
+    (
+        "environments.list",
+        &["runtimeId", "projection", "includeDesktopSetup"],
+    ),
+    (
+        "sessions.resolve",
+        &[
+            "label",
+            "reference",
+            "shortId",
+            "slugHint",
+            "spawnedBy",
+            "includeGlobal",
+            "includeUnknown",
+            "allowMissing",
+        ],
+    ),
+    (
+        "sessions.catalog.list",
+        &[
+            "catalogId",
+            "metadataOnly",
+            "cursors",
+            "agentId",
+            "progressId",
+            "allowPartialResults",
+            "search",
+            "limitPerHost",
+            "hostIds",
+        ],
+    ),
 ];
 
 /// The fields [`strip`] drops for `method`.

@@ -9,6 +9,8 @@
 //! - [`run`]: the final `res` of `agent` (`{runId, status, summary, result:{payloads, meta}}`).
 //! - [`sessions`]: session rows and `chat.history` messages.
 //! - [`status`]: `status`, `health` and `system-presence` as OpenClaw's CLI reads them.
+//! - [`tasks`]: `tasks.list`'s params and OpenClaw's `TaskSummary` rows.
+//! - [`ui`]: what the Control UI reads (agents, identities, empty catalogs).
 
 pub(super) mod approvals;
 pub(super) mod cron;
@@ -16,5 +18,7 @@ pub(super) mod fields;
 pub(super) mod run;
 pub(super) mod sessions;
 pub(super) mod status;
+pub(super) mod tasks;
 #[cfg(test)]
 mod tests;
+pub(super) mod ui;

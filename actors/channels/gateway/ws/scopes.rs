@@ -1,0 +1,165 @@
+//! Per-method scope checks, as OpenClaw's gateway makes them (`src/gateway/method-scopes.ts`,
+//! `src/shared/operator-scope-compat.ts` and `session-method-scopes-base.ts` of its npm package).
+//!
+//! Each method needs one operator scope: the one OpenClaw's method table names for it, and for
+//! clawbus's own methods (`flows.*`) `operator.read` to look and `operator.write` to start or stop.
+//! A scope is satisfied by itself and by `operator.admin`; `operator.write` also satisfies
+//! `operator.read`, `operator.talk` and the session scopes; `operator.read` satisfies
+//! `operator.sessions.read`. A client holding only a session scope may still call the session
+//! methods (`chat.history`, `sessions.list`… with `operator.sessions.read`; `chat.send`,
+//! `chat.abort`, `sessions.send` with `operator.sessions.write`). A refusal is OpenClaw's:
+//! `FORBIDDEN`, `missing scope: <scope>`, `details {code: "MISSING_SCOPE", missingScope,
+//! requiredScopes}`.
+
+use super::frames::{ErrorCode, ErrorShape};
+use super::methods::Method;
+use serde_json::json;
+
+/// `operator.admin`: every method.
+pub(super) const ADMIN: &str = "operator.admin";
+/// `operator.read`: looking.
+pub(super) const READ: &str = "operator.read";
+/// `operator.write`: starting and stopping runs.
+pub(super) const WRITE: &str = "operator.write";
+/// `operator.approvals`: approval requests.
+pub(super) const APPROVALS: &str = "operator.approvals";
+/// `operator.pairing`: devices.
+pub(super) const PAIRING: &str = "operator.pairing";
+/// `operator.questions`: questions agents ask people.
+pub(super) const QUESTIONS: &str = "operator.questions";
+const TALK: &str = "operator.talk";
+const SESSIONS_READ: &str = "operator.sessions.read";
+const SESSIONS_WRITE: &str = "operator.sessions.write";
+
+/// The scope `method` needs (OpenClaw's table; `connect` needs none).
+pub(super) fn required(method: Method) -> Option<&'static str> {
+    use Method as M;
+    Some(match method {
+        M::Connect => return None,
+        M::Agent
+        | M::AgentWait
+        | M::ChatSend
+        | M::ChatAbort
+        | M::SessionsSend
+        | M::TasksCancel
+        | M::FlowsRun
+        | M::FlowsCancel => WRITE,
+        M::CronAdd | M::CronUpdate | M::CronRemove | M::CronRun | M::UpdateStatus => ADMIN,
+        M::ExecApprovalList
+        | M::ExecApprovalResolve
+        | M::PluginApprovalList
+        | M::OpenclawApprovalList
+        | M::ApprovalGet
+        | M::ApprovalResolve => APPROVALS,
+        M::DevicePairList => PAIRING,
+        M::QuestionList => QUESTIONS,
+        _ => READ,
+    })
+}
+
+/// The session scope that also lets a client call `method` (OpenClaw's session methods).
+fn session_scope(method: Method) -> Option<&'static str> {
+    use Method as M;
+    match method {
+        M::SessionsList
+        | M::SessionsSubscribe
+        | M::SessionsMessagesSubscribe
+        | M::SessionsMessagesUnsubscribe
+        | M::SessionsDescribe
+        | M::SessionsResolve
+        | M::ChatHistory
+        | M::ChatStartup => Some(SESSIONS_READ),
+        M::ChatSend | M::ChatAbort | M::SessionsSend | M::QuestionList => Some(SESSIONS_WRITE),
+        _ => None,
+    }
+}
+
+/// Whether the `granted` scopes hold `scope` (OpenClaw's `operatorScopeSatisfied`).
+pub(super) fn satisfied(scope: &str, granted: &[String]) -> bool {
+    let has = |s: &str| granted.iter().any(|g| g == s);
+    has(scope)
+        || has(ADMIN)
+        || (matches!(scope, READ | TALK | SESSIONS_READ | SESSIONS_WRITE) && has(WRITE))
+        || (scope == SESSIONS_READ && (has(READ) || has(SESSIONS_WRITE)))
+}
+
+/// `Ok` when `granted` lets a client call `method`; otherwise OpenClaw's `missing scope` error.
+pub(super) fn check(method: Method, granted: &[String]) -> Result<(), ErrorShape> {
+    let Some(needed) = required(method) else {
+        return Ok(());
+    };
+    if satisfied(needed, granted) {
+        return Ok(());
+    }
+    if let Some(session) = session_scope(method)
+        && matches!(needed, READ | WRITE | QUESTIONS)
+        && satisfied(session, granted)
+    {
+        return Ok(());
+    }
+    Err(ErrorShape {
+        code: ErrorCode::Forbidden,
+        message: format!("missing scope: {needed}"),
+        details: Some(json!({
+            "code": "MISSING_SCOPE",
+            "missingScope": needed,
+            "requiredScopes": [needed],
+            "method": method.as_str(),
+        })),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn granted(s: &[&str]) -> Vec<String> {
+        s.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn read_scope_reads_write_scope_runs_and_admin_scope_changes_cron() {
+        let read = granted(&[READ]);
+        assert!(check(Method::SessionsList, &read).is_ok());
+        assert!(check(Method::ChatHistory, &read).is_ok());
+        assert!(check(Method::CronList, &read).is_ok());
+        let e = check(Method::ChatSend, &read).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Forbidden);
+        assert_eq!(e.message, "missing scope: operator.write");
+        assert_eq!(e.details.unwrap()["code"], "MISSING_SCOPE");
+
+        let write = granted(&[WRITE]);
+        assert!(check(Method::ChatSend, &write).is_ok());
+        assert!(check(Method::Status, &write).is_ok(), "write implies read");
+        assert_eq!(
+            check(Method::CronAdd, &write).unwrap_err().message,
+            "missing scope: operator.admin"
+        );
+        assert!(check(Method::ExecApprovalList, &write).is_err());
+
+        let admin = granted(&[ADMIN]);
+        for m in Method::ALL {
+            assert!(check(*m, &admin).is_ok(), "{}", m.as_str());
+        }
+    }
+
+    #[test]
+    fn no_scope_reaches_only_connect_and_session_scopes_reach_the_session_methods() {
+        for m in Method::ALL {
+            assert_eq!(
+                check(*m, &[]).is_ok(),
+                *m == Method::Connect,
+                "{}",
+                m.as_str()
+            );
+        }
+        let sessions_read = granted(&[SESSIONS_READ]);
+        assert!(check(Method::ChatHistory, &sessions_read).is_ok());
+        assert!(check(Method::Status, &sessions_read).is_err());
+        let sessions_write = granted(&[SESSIONS_WRITE]);
+        assert!(check(Method::ChatSend, &sessions_write).is_ok());
+        assert!(check(Method::Agent, &sessions_write).is_err());
+        assert!(check(Method::ApprovalGet, &granted(&[APPROVALS])).is_ok());
+        assert!(check(Method::DevicePairList, &granted(&[PAIRING])).is_ok());
+    }
+}
