@@ -352,7 +352,7 @@ pub(crate) async fn call(
         Method::CronRuns => {
             let q: RunsQuery = params(method, p)?;
             if q.scope.as_deref() == Some("all") && q.id.is_none() && q.job_id.is_none() {
-                return all_runs(state, &q);
+                return all_runs(state, &q).await;
             }
             let id = cron::parse_job_id(id_or_alias(&q.id, &q.job_id, ("id", "jobId"))?)?;
             let view = job_view(state, &id).await?;
@@ -535,14 +535,17 @@ struct SessionRef {
 }
 
 /// `cron.runs {scope: "all", agentId?}`: the runs of every job (of the agent), newest first.
-fn all_runs(state: &ApiState, q: &RunsQuery) -> Result<Value, ErrorShape> {
-    let jobs = state.cron.list().map_err(cron::failure)?;
+async fn all_runs(state: &ApiState, q: &RunsQuery) -> Result<Value, ErrorShape> {
+    let jobs = state.cron.list().await.map_err(cron::failure)?;
     let mut runs = Vec::new();
     for view in jobs
         .iter()
         .filter(|v| q.agent_id.as_deref().is_none_or(|a| v.job.agent == a))
     {
-        runs.push((state.cron.runs(&view.job.id).map_err(cron::failure)?, view));
+        runs.push((
+            state.cron.runs(&view.job.id).await.map_err(cron::failure)?,
+            view,
+        ));
     }
     let named = runs
         .iter()
