@@ -641,3 +641,63 @@ async fn chat_streams_the_answer_and_cron_jobs_are_run_and_disabled_from_the_pag
     browser.quit().await;
     child.stop().await;
 }
+
+#[actix_rt::test]
+async fn the_flows_page_shows_a_run_of_the_shipped_flow_and_the_nodes_page_this_node() {
+    let project = Project::new();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    copy_tree(&root.join("agents.d"), &project.agents_dir());
+    copy_tree(&root.join("flows.d"), &project.path().join("flows.d"));
+    std::fs::copy(root.join("clawbus.toml"), project.config_path()).unwrap();
+    let child = up(&project).await;
+    let (status, run) = crate::support::post_json(
+        &child,
+        "/v1/flows/brief/runs",
+        json!({ "inputs": { "topic": "tides" }, "wait": true }),
+    )
+    .await;
+    assert!(status == 200 || status == 202, "{status} {run}");
+    let id = run["id"].as_str().unwrap().to_string();
+    let Some(browser) = logged_in(
+        "the_flows_page_shows_a_run_of_the_shipped_flow_and_the_nodes_page_this_node",
+        &child,
+        &format!("flow/{id}"),
+    )
+    .await
+    else {
+        return child.stop().await;
+    };
+    until(
+        &browser,
+        "document.body.innerText.includes('brief') && document.querySelectorAll('tbody tr').length >= 4",
+    )
+    .await;
+    let text = browser
+        .execute("return document.body.innerText", Vec::new())
+        .await
+        .unwrap();
+    let text = text.as_str().unwrap_or_default();
+    for node in ["history", "science", "writer", "researcher"] {
+        assert!(text.contains(node), "{node} missing from the run page:\n{text}");
+    }
+    browser
+        .goto(&format!("{}/ui/#/nodes", child.url))
+        .await
+        .unwrap();
+    until(&browser, "document.querySelectorAll('#nodes tbody tr').length === 1").await;
+    let row = browser
+        .execute(
+            "const r = document.querySelector('#nodes tbody tr'); return [r.cells[1].innerText, r.querySelectorAll('[data-lane]').length > 0, r.cells[3].innerText]",
+            Vec::new(),
+        )
+        .await
+        .unwrap();
+    for agent in ["assistant", "researcher", "writer"] {
+        assert!(row[0].as_str().unwrap().contains(agent), "{row}");
+    }
+    assert_eq!(row[1], json!(true), "its lanes are listed: {row}");
+    assert_eq!(row[2], json!("embedded"), "{row}");
+    screenshot(&browser, "nodes").await;
+    browser.quit().await;
+    child.stop().await;
+}

@@ -86,6 +86,11 @@ const FILES: &[(&str, &str, &str)] = &[
         include_str!("dashboard/flows.js"),
     ),
     (
+        "nodes.js",
+        "text/javascript; charset=utf-8",
+        include_str!("dashboard/nodes.js"),
+    ),
+    (
         "icon.svg",
         "image/svg+xml",
         include_str!("dashboard/icon.svg"),

@@ -295,7 +295,7 @@ impl Driver {
             };
             self.tasks.spawn(async move {
                 let ended = if node.flow.is_some() {
-                    Ended::Child(child::run(&flows, &run_id, &node, &s).await)
+                    Ended::Child(child::run(&flows, &run_id, &node, &s, deadline).await)
                 } else {
                     Ended::Task(Box::new(
                         submit_and_wait(&ingress, &run_id, &node, &s, deadline).await,

@@ -194,6 +194,18 @@ impl Flows {
         inputs: &BTreeMap<String, Value>,
         request_id: Option<String>,
     ) -> Result<Started, FlowError> {
+        self.start_within(def, inputs, request_id, None).await
+    }
+
+    /// [`Flows::start`] with the run's deadline clipped to `deadline_ms` (epoch ms): a child run
+    /// started by a node never outlives its parent's node or flow.
+    pub(crate) async fn start_within(
+        &self,
+        def: FlowDef,
+        inputs: &BTreeMap<String, Value>,
+        request_id: Option<String>,
+        deadline_ms: Option<u64>,
+    ) -> Result<Started, FlowError> {
         let inputs = resolve_inputs(&def, inputs).map_err(FlowError::Inputs)?;
         let fresh = uuid::Uuid::now_v7().simple().to_string();
         let run_id = match &request_id {
@@ -219,7 +231,8 @@ impl Flows {
                 duplicate: true,
             });
         }
-        let run = FlowRun::new(run_id, request_id, def, inputs, self.inner.clock.now_ms());
+        let mut run = FlowRun::new(run_id, request_id, def, inputs, self.inner.clock.now_ms());
+        run.deadline_ms = [run.deadline_ms, deadline_ms].into_iter().flatten().min();
         self.inner.store.put(&run)?;
         let store = self.inner.store.clone();
         tokio::task::spawn_blocking(move || store.sync())

@@ -9,12 +9,13 @@ import { cron } from './cron.js';
 import { approvals, refreshBadge } from './approvals.js';
 import { chat } from './chat.js';
 import { flows, flowRun } from './flows.js';
+import { nodes } from './nodes.js';
 
 const $ = (id) => document.getElementById(id);
 
 /** Hash routes: `#/name/arg` → view(root, arg) returning an optional cleanup. */
 const routes = {
-  overview, tasks, task, sessions, session, cron, approvals, chat, flows, flow: flowRun,
+  overview, tasks, task, sessions, session, cron, approvals, chat, flows, flow: flowRun, nodes,
 };
 
 let cleanup = null;

@@ -14,9 +14,16 @@ use std::time::Duration;
 /// How long one wait for the child lasts before it is renewed.
 const WAIT_SLICE: Duration = Duration::from_secs(60);
 
-/// Starts (or finds) the child run of `s` (an item of run `parent`) and awaits it.
-pub(super) async fn run(flows: &Flows, parent: &str, node: &NodeDef, s: &Start) -> Verdict {
-    match child(flows, parent, node, s).await {
+/// Starts (or finds) the child run of `s` (an item of run `parent`) and awaits it. The child's
+/// deadline is clipped to `deadline_ms`, the node's (its `timeout`, within the parent flow's).
+pub(super) async fn run(
+    flows: &Flows,
+    parent: &str,
+    node: &NodeDef,
+    s: &Start,
+    deadline_ms: Option<u64>,
+) -> Verdict {
+    match child(flows, parent, node, s, deadline_ms).await {
         Ok(run) => verdict(&run),
         Err(e) => Verdict::Retry {
             class: Some(ErrorClass::InvalidInput),
@@ -31,6 +38,7 @@ async fn child(
     parent: &str,
     node: &NodeDef,
     s: &Start,
+    deadline_ms: Option<u64>,
 ) -> Result<FlowRun, FlowError> {
     let name = node.flow.as_ref().map_or("", |f| f.name.as_str());
     let def = flows
@@ -40,7 +48,7 @@ async fn child(
     let inputs: BTreeMap<String, Value> = serde_json::from_str(&s.prompt)
         .map_err(|e| FlowError::Inputs(format!("the child run's inputs: {e}")))?;
     let started = flows
-        .start(def, &inputs, Some(s.request_id.clone()))
+        .start_within(def, &inputs, Some(s.request_id.clone()), deadline_ms)
         .await?;
     let id = started.run.id;
     // A cancel of the parent that came before the child was claimed did not reach it: the

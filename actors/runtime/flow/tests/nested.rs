@@ -146,3 +146,40 @@ async fn a_failed_child_fails_the_node_with_the_childs_error() {
     assert_eq!(r.nodes["w"].state, NodeState::Skipped);
     assert_eq!(r.state, RunState::PartiallySucceeded);
 }
+
+#[actix_rt::test]
+async fn a_child_run_never_outlives_its_parents_deadline() {
+    let rig = Rig::new().await;
+    rig.script(|_, text| {
+        if text.starts_with("child got") {
+            Act::Hold
+        } else {
+            Act::Reply("r".into())
+        }
+    });
+    // The parent flow has 10 minutes; the child flow has an hour of its own.
+    let parent = PARENT.replace("name = \"parent\"", "name = \"parent\"\ntimeout = \"10m\"");
+    let child = CHILD.replace("name = \"child\"", "name = \"child\"\ntimeout = \"1h\"");
+    let f = rig.engine(&[flow(&parent), flow(&child)]);
+    let s = f.start_named("parent", &no_inputs(), None).await.unwrap();
+    let held = rig.held(1).await;
+    let parent_deadline = s.run.deadline_ms.unwrap();
+    let c = f
+        .runs()
+        .unwrap()
+        .into_iter()
+        .find(|c| c.def.name == "child")
+        .unwrap();
+    assert_eq!(
+        c.deadline_ms,
+        Some(parent_deadline),
+        "the child's hour is clipped to the parent's 10 minutes"
+    );
+    assert_eq!(
+        held[0].1.envelope().deadline,
+        Some(parent_deadline),
+        "and so is the child's node task"
+    );
+    f.cancel(&s.run.id, "done").await.unwrap();
+    ended(&f, &s.run.id).await;
+}
