@@ -6,8 +6,10 @@
 //! `stream: true`), and records every request body so tests assert on what was sent.
 //! An exhausted script answers HTTP 500 naming the request number. Dropping the server stops it.
 //! [`NatsServer`]: a real `nats-server` with JetStream on a free loopback port.
+//! [`chromium_or_skip`], [`FixtureSite`], [`Tripwire`]: for the `browser` tool's tests.
 
 mod anthropic;
+mod browser;
 mod flood;
 mod nats;
 mod telegram;
@@ -16,6 +18,7 @@ mod turn;
 #[cfg(test)]
 mod tests;
 
+pub use browser::{FixtureSite, Tripwire, chromium_or_skip};
 pub use nats::NatsServer;
 use std::collections::VecDeque;
 use std::convert::Infallible;
