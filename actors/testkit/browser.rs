@@ -138,7 +138,7 @@ impl FixtureSite {
             .route("/js", get(|| async { Html(JS_PAGE) }))
             .route("/form", get(|| async { Html(FORM_PAGE) }))
             .route("/result", get(result))
-            .route("/hang", get(|| std::future::pending::<&'static str>()))
+            .route("/hang", get(std::future::pending::<&'static str>))
             .route("/hostile", get(hostile))
             .route("/redirect", get(redirect))
             .route("/download", get(download))

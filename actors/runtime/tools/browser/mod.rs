@@ -2,7 +2,7 @@
 //! that need JavaScript, clicks or forms.
 //!
 //! - `cdp`: the protocol over `--remote-debugging-pipe` (no port), and why no CDP crate.
-//! - `browser`: one running Chromium: start, tabs, bounded page loads, the address guard on
+//! - `chromium`: one running Chromium: start, tabs, bounded page loads, the address guard on
 //!   every request (request interception), downloads capped into the workspace.
 //! - `state`: what the protocol's events tell (loads, refs, requests, errors, downloads).
 //! - `snapshot`: the accessibility tree as compact lines with refs (`[ref=e12]`).
@@ -15,8 +15,8 @@
 //! `not_found` (tab), `stale_ref`, `url_refused`, `network`, `timed_out`, `limit_exceeded`,
 //! `browser`, `io`.
 
-mod browser;
 mod cdp;
+mod chromium;
 mod page;
 pub mod pool;
 mod snapshot;
@@ -25,7 +25,7 @@ mod state;
 #[cfg(test)]
 mod tests;
 
-pub use browser::group_rss;
+pub use chromium::group_rss;
 pub use pool::Browsers;
 
 use crate::tools::{Tool, ToolContext, ToolOutput};
@@ -216,11 +216,11 @@ impl Tool for BrowserTool {
             Action::Status => {
                 return ToolOutput::ok(match pool.running(agent).await {
                     Some(b) => {
-                        let tabs = browser::lock(&b.state).tabs.len();
+                        let tabs = chromium::lock(&b.state).tabs.len();
                         format!(
                             "running: pid {}, {tabs} tab(s), {} MiB resident",
                             b.pid,
-                            browser::group_rss(b.pid) / (1 << 20)
+                            chromium::group_rss(b.pid) / (1 << 20)
                         )
                     }
                     None => "not running (it starts on the first action that needs it)".to_string(),
@@ -250,11 +250,11 @@ impl Tool for BrowserTool {
 
 impl BrowserTool {
     /// The newest tab, or `tab`.
-    fn tab_of(b: &browser::Browser, tab: &Option<String>) -> Result<String, ToolOutput> {
+    fn tab_of(b: &chromium::Browser, tab: &Option<String>) -> Result<String, ToolOutput> {
         if let Some(t) = tab {
             return Ok(t.clone());
         }
-        browser::lock(&b.state)
+        chromium::lock(&b.state)
             .tabs
             .last()
             .map(|t| t.id.clone())
@@ -268,7 +268,7 @@ impl BrowserTool {
 
     async fn act(
         &self,
-        b: &browser::Browser,
+        b: &chromium::Browser,
         ctx: &ToolContext,
         a: &Args,
     ) -> Result<ToolOutput, ToolOutput> {
@@ -281,7 +281,7 @@ impl BrowserTool {
         match a.action {
             Action::Start => Ok(ToolOutput::ok(format!("running: pid {}", b.pid))),
             Action::Tabs => {
-                let ids: Vec<String> = browser::lock(&b.state)
+                let ids: Vec<String> = chromium::lock(&b.state)
                     .tabs
                     .iter()
                     .map(|t| t.id.clone())
@@ -375,7 +375,7 @@ impl BrowserTool {
             }
             Action::Errors => {
                 let id = Self::tab_of(b, &a.tab)?;
-                let mut st = browser::lock(&b.state);
+                let mut st = chromium::lock(&b.state);
                 let tab = st
                     .tab(&id)
                     .ok_or_else(|| err("not_found", format!("no tab {id:?}")))?;
@@ -416,7 +416,7 @@ impl BrowserTool {
 
     async fn load(
         &self,
-        b: &browser::Browser,
+        b: &chromium::Browser,
         id: &str,
         url: &str,
         a: &Args,
@@ -433,7 +433,7 @@ impl BrowserTool {
 
     async fn snapshot(
         &self,
-        b: &browser::Browser,
+        b: &chromium::Browser,
         id: &str,
         query: Option<&str>,
         max_chars: usize,
@@ -458,12 +458,12 @@ impl BrowserTool {
 
 /// The requests of tab `id`, newest last, with what the guard refused.
 fn requests(
-    b: &browser::Browser,
+    b: &chromium::Browser,
     id: &str,
     filter: Option<&str>,
     limit: usize,
 ) -> Result<String, ToolOutput> {
-    let st = &mut *browser::lock(&b.state);
+    let st = &mut *chromium::lock(&b.state);
     let reasons: Vec<(String, String)> = st.refused.iter().cloned().collect();
     let tab = st
         .tab(id)

@@ -1,7 +1,7 @@
 //! What the tool does inside one tab: snapshot, act on a ref, read text, screenshot, wait.
 
-use super::browser::{Browser, BrowserError, evaluate, lock};
 use super::cdp::CdpError;
+use super::chromium::{Browser, BrowserError, evaluate, lock};
 use super::snapshot::{StaleRef, parse_ref, render};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};

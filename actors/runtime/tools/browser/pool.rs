@@ -5,7 +5,7 @@
 //! cross agents (separate processes, separate folders). While a browser runs, its pid and tabs
 //! are written to `<state>/browser/<agent>/status.json` for `clawbus browser status`.
 
-use super::browser::{Browser, BrowserError, group_rss, lock};
+use super::chromium::{Browser, BrowserError, group_rss, lock};
 use clawbus_core::config::BrowserDef;
 use clawbus_core::ids::AgentId;
 use std::collections::HashMap;
@@ -110,7 +110,7 @@ impl Browsers {
         let browser = Browser::start(
             exe,
             &dir.join("profile"),
-            workspace.join(super::browser::DOWNLOADS),
+            workspace.join(super::chromium::DOWNLOADS),
             self.inner.def.clone(),
         )
         .await?;

@@ -224,6 +224,12 @@ impl State {
                     return Some(Work::Finished { guid });
                 }
             }
+            "Target.detachedFromTarget" => {
+                // The tab closed itself (window.close()) or crashed: it is gone.
+                let gone = s(&p["sessionId"]);
+                self.tabs.retain(|t| t.session != gone);
+                return None;
+            }
             _ => {}
         }
         let session = event.session.as_deref()?;

@@ -302,7 +302,7 @@ async fn a_screenshot_is_a_png_in_the_workspace_and_a_download_over_the_cap_is_r
         let settled = async {
             loop {
                 let b = r.pool.running(&AgentId::parse("a").unwrap()).await.unwrap();
-                let settled: Vec<bool> = super::browser::lock(&b.state)
+                let settled: Vec<bool> = super::chromium::lock(&b.state)
                     .downloads
                     .values()
                     .map(|d| d.settled)
