@@ -231,7 +231,7 @@ mod tests {
                 (4, 12, "browser.max_tabs"),
                 (5, 22, "browser.max_download_bytes"),
                 (6, 23, "browser.test_allow_origins[0]"),
-                (6, 42, "browser.test_allow_origins[1]"),
+                (6, 43, "browser.test_allow_origins[1]"),
             ],
             "{problems:#?}"
         );
