@@ -53,7 +53,7 @@ const NAMES: &[&str] = &[
     "google-chrome-stable",
 ];
 
-/// The Chromium to run: `[browser] executable`, else the first of [`NAMES`] on `PATH`; `Err`
+/// The Chromium to run: `[browser] executable`, else the first of `chromium`, `chromium-browser`, `google-chrome`, `google-chrome-stable` on `PATH`; `Err`
 /// says what was looked for.
 pub fn find_chromium(def: &BrowserDef) -> Result<PathBuf, String> {
     if let Some(exe) = &def.executable {
