@@ -7,8 +7,10 @@
 //! An exhausted script answers HTTP 500 naming the request number. Dropping the server stops it.
 //! [`NatsServer`]: a real `nats-server` with JetStream on a free loopback port.
 //! [`Browser`]: a real headless Chromium driven by `chromedriver` over W3C WebDriver.
+//! [`chromium_or_skip`], [`FixtureSite`], [`Tripwire`]: for the `browser` tool's tests.
 
 mod anthropic;
+mod browser;
 mod chromedriver;
 mod flood;
 mod nats;
@@ -18,6 +20,7 @@ mod turn;
 #[cfg(test)]
 mod tests;
 
+pub use browser::{FixtureSite, Tripwire, chromium_or_skip};
 pub use chromedriver::{Browser, Element, WebDriverError};
 pub use nats::NatsServer;
 use std::collections::VecDeque;

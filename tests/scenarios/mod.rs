@@ -1,4 +1,5 @@
 mod agents;
+mod browser;
 mod calls;
 mod cli;
 mod cron;

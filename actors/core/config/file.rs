@@ -41,6 +41,8 @@ pub(super) struct ConfigFile {
     #[serde(default)]
     pub web: super::web::WebFile,
     #[serde(default)]
+    pub browser: super::browser::BrowserFile,
+    #[serde(default)]
     pub channels: BTreeMap<Spanned<String>, super::tools::ChannelFile>,
     #[serde(default)]
     pub webhooks: BTreeMap<Spanned<String>, super::webhooks::WebhookFile>,

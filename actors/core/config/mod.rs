@@ -11,7 +11,7 @@
 //! defs), `agent` (agent files → [`AgentDef`]), `span` (byte offset → line:col, message wording),
 //! `duration` ([`parse_duration`]), `report` ([`Problem`], [`CheckReport`]), `prompt` (time zone and
 //! system-prompt caps, [`PromptDef`]), `skills` (`[skills]`, [`SkillsDef`], [`AgentSkillsDef`]), `web`
-//! (`[web]`, [`WebDef`]), `lanes` (`[lanes]`, [`LanesDef`]), `tools` (`[tools]` profiles and groups,
+//! (`[web]`, [`WebDef`]), `browser` (`[browser]`, [`BrowserDef`]), `lanes` (`[lanes]`, [`LanesDef`]), `tools` (`[tools]` profiles and groups,
 //! `[channels.<name>]`, [`ToolsDef`]), `exec` (`[exec]`, [`ExecDef`]), `cron` (`[[cron]]`,
 //! `[heartbeat]`), `cron_limits` (`[cron]`, [`CronDef`]), `timezone` (`[gateway] timezone` and its
 //! default), `sandbox` (`[sandbox]`, [`SandboxDef`]), `mcp` (`[mcp.servers.<name>]`, `[mcp.serve]`,
@@ -19,6 +19,7 @@
 
 mod agent;
 mod breaker;
+mod browser;
 pub(crate) mod cron;
 pub mod cron_limits;
 mod delivery;
@@ -60,6 +61,10 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 pub use breaker::BreakerPolicy;
+pub use browser::{
+    BrowserDef, DEFAULT_BROWSER_IDLE, DEFAULT_BROWSER_LOAD_TIMEOUT, DEFAULT_BROWSER_MAX_DOWNLOAD,
+    DEFAULT_BROWSER_MAX_TABS, origin_of,
+};
 pub use cron_limits::CronDef;
 pub use delivery::DeliveryDef;
 pub use duration::{DurationError, parse_duration};
@@ -112,6 +117,7 @@ pub const KNOWN_TOOLS: &[&str] = &[
     "cron",
     "message",
     "flow_run",
+    "browser",
 ];
 
 /// The reserved name of the built-in scripted provider, usable without declaring it.
@@ -176,6 +182,8 @@ pub struct Config {
     pub skills: SkillsDef,
     /// `web_fetch` limits and `web_search` endpoints (`[web]`).
     pub web: WebDef,
+    /// The Chromium the `browser` tool drives, and its bounds (`[browser]`).
+    pub browser: BrowserDef,
     /// Per-channel tool policy (`[channels.<name>]`), by channel name.
     pub channels: BTreeMap<String, ChannelDef>,
     /// Inbound webhooks (`[webhooks.<name>]`), by name.

@@ -30,6 +30,7 @@ pub const TOOL_GROUPS: &[(&str, &[&str])] = &[
     ("group:messaging", &["message"]),
     ("group:agents", &["agent_call"]),
     ("group:automation", &["cron"]),
+    ("group:ui", &["browser"]),
 ];
 
 /// The base set of tools an agent starts from (`tools.profile`).

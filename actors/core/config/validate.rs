@@ -30,6 +30,7 @@ struct Gateway {
     sessions: super::SessionsDef,
     skills: super::skills::SkillsPart,
     web: super::WebDef,
+    browser: super::BrowserDef,
     channels: BTreeMap<String, super::ChannelDef>,
     webhooks: BTreeMap<String, super::WebhookDef>,
     prices: BTreeMap<String, super::Price>,
@@ -200,6 +201,7 @@ pub(super) fn check(opts: &LoadOptions) -> (CheckReport, Option<Config>) {
         sessions: base.sessions,
         skills: base.skills.resolve(&opts.config),
         web: base.web,
+        browser: base.browser,
         channels: base.channels,
         webhooks: base.webhooks,
         prices: base.prices,
@@ -315,6 +317,7 @@ fn gateway_defaults() -> Gateway {
         sessions: Default::default(),
         skills: Default::default(),
         web: Default::default(),
+        browser: Default::default(),
         channels: BTreeMap::new(),
         webhooks: BTreeMap::new(),
         prices: BTreeMap::new(),
@@ -343,6 +346,8 @@ fn gateway_file(src: &Source) -> (Gateway, Vec<Problem>) {
     base.lanes = super::lanes::lanes_def(src, &f.lanes, &mut problems);
     base.skills = super::skills::skills_part(src, &f.skills, &mut problems);
     base.web = super::web::web_def(src, &f.web, &mut problems);
+    let folder = src.path.parent().unwrap_or(std::path::Path::new("."));
+    base.browser = super::browser::browser_def(src, &f.browser, folder, &mut problems);
     base.channels = super::tools::channels(src, &f.channels, &mut problems);
     base.webhooks = super::webhooks::webhooks(src, &f.webhooks, &mut problems);
     base.delivery = super::delivery::delivery_def(src, &f.delivery, &mut problems);

@@ -1,5 +1,5 @@
 //! The `clawbus` command line: `up`, `check`, `post`, `chat`, `tasks`, `cron`, `flow`, `sessions`,
-//! `approvals`, `prompt`, `sandbox`, `skills`, `tools`, `mcp`.
+//! `approvals`, `prompt`, `sandbox`, `skills`, `tools`, `mcp`, `browser`.
 //!
 //! Exit codes, the same for every subcommand: 0 success; 1 a failed task, a check that found
 //! problems, or a cancel or approval answer that came after the task or request had ended; 2 bad
@@ -7,6 +7,7 @@
 //! that ran out.
 
 mod approvals;
+mod browser;
 mod chat;
 mod client;
 mod cron;
@@ -29,7 +30,7 @@ mod up;
 
 use crate::config::{self, Config, LoadOptions};
 use clap::{Args, Parser, Subcommand};
-use out::out;
+use out::{out, outln};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -177,6 +178,10 @@ pub enum Command {
     /// `mcp serve` is an MCP server on stdio exposing the `[mcp.serve]` agents as tools.
     #[command(subcommand)]
     Mcp(mcp::McpCommand),
+    /// The agents' browsers (the `browser` tool): `browser status` lists the running ones with
+    /// their pid, memory and tabs, and says whether Chromium is found.
+    #[command(subcommand)]
+    Browser(browser::BrowserCommand),
 }
 
 /// Runs the parsed command line.
@@ -200,6 +205,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Status(args) => status::run(&cli.global, args),
         Command::Nodes(args) => nodes::run(&cli.global, args),
         Command::Mcp(cmd) => mcp::run(&cli.global, cmd),
+        Command::Browser(cmd) => browser::run(&cli.global, cmd),
     }
 }
 
@@ -232,11 +238,31 @@ fn check(global: &Global) -> ExitCode {
             .map(|path| crate::model::ScriptedModel::check_rules_file(path)),
     );
     out!("{}", report.render());
+    if let Some(note) = loaded.as_ref().and_then(browser_note) {
+        outln!("{note}");
+    }
     if report.is_ok() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_FAILED)
     }
+}
+
+/// Why the agents whose policy allows `browser` will not be offered it, when Chromium is missing.
+fn browser_note(config: &config::Config) -> Option<String> {
+    let why = crate::tools::browser::find_chromium(&config.browser).err()?;
+    let agents: Vec<&str> = config
+        .agents
+        .iter()
+        .filter(|a| a.tools.rule("browser") == config::AgentRule::Allowed)
+        .map(|a| a.id.as_str())
+        .collect();
+    (!agents.is_empty()).then(|| {
+        format!(
+            "note: tool \"browser\" will not be offered to {}: {why}",
+            agents.join(", ")
+        )
+    })
 }
 
 /// A tokio runtime for the CLI's own HTTP calls.

@@ -98,6 +98,8 @@ pub struct AgentContext {
     pub outbox: crate::outbox::Outbox,
     /// The MCP servers whose tools agents may be offered.
     pub mcp: crate::mcp::McpServers,
+    /// The agents' browsers (`browser` tool), stopped with the daemon.
+    pub browsers: crate::tools::Browsers,
 }
 
 /// The public handle of a running agent actor.
@@ -160,6 +162,7 @@ impl AgentHandle {
                         state_dir: config.state_dir.clone(),
                     }),
                     mcp: Some(shared.mcp.clone()),
+                    browsers: Some(shared.browsers.clone()),
                 },
             )
             .with_secrets(Arc::new(secrets.clone())),

@@ -165,6 +165,8 @@ pub struct Clawbus {
     flows: crate::flow::Flows,
     /// The MCP servers, stopped after the agents.
     mcp: crate::mcp::McpServers,
+    /// The agents' browsers, stopped after the agents.
+    browsers: crate::tools::Browsers,
 }
 
 impl Clawbus {
@@ -235,6 +237,10 @@ impl Clawbus {
         let flows = start_flows(&config, &db, &bus, &clock).map_err(state_err)?;
         // Before the agents: their registries take the tools the servers list.
         let mcp = crate::mcp::McpServers::start(&config.mcp).await;
+        let browsers = crate::tools::Browsers::new(config.browser.clone(), &config.state_dir);
+        if !config.browser.test_allow_origins.is_empty() {
+            tracing::warn!(origins = ?config.browser.test_allow_origins, "[browser] test_allow_origins is set: the browser may reach these loopback or private origins. It is meant for tests only.");
+        }
         let agent_ctx = AgentContext {
             bus: bus.clone(),
             index: index.clone(),
@@ -255,6 +261,7 @@ impl Clawbus {
             breakers: breakers.clone(),
             outbox: outbox.clone(),
             mcp: mcp.clone(),
+            browsers: browsers.clone(),
         };
         let mut agents = Vec::new();
         // `--agents-here`: the others are consumed on the nodes that host them.
@@ -311,6 +318,7 @@ impl Clawbus {
             coordinator,
             flows,
             mcp,
+            browsers,
         })
     }
 
@@ -378,6 +386,11 @@ impl Clawbus {
     /// The metrics registry.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    /// The agents' browsers (see [`crate::tools::browser`]).
+    pub fn browsers(&self) -> &crate::tools::Browsers {
+        &self.browsers
     }
 
     /// The MCP servers started with the system (see [`crate::mcp`]).
@@ -452,6 +465,7 @@ impl Clawbus {
             agent.stop();
         }
         self.coordinator.stop();
+        self.browsers.stop_all().await;
         self.shards.stop().await;
         self.mcp.stop().await;
         if let Err(e) = self.db.flush_async().await {

@@ -13,7 +13,8 @@
 //!   the session tools (`sessions_*`) are in `agent::tools` (they read the sessions).
 //! - [`MemorySearchTool`] / [`MemoryGetTool`]: the memory tools over [`crate::memory`].
 //! - Built-in tools: [`ReadTool`] (`read`), [`WriteTool`] (`write`), [`EditTool`] (`edit`),
-//!   [`ExecTool`] (`exec`, see `exec`), [`MessageTool`] (`message`), and the web tools ([`web`]).
+//!   [`ExecTool`] (`exec`, see `exec`), [`MessageTool`] (`message`), the web tools ([`web`]) and
+//!   [`BrowserTool`] (`browser`, a headless Chromium, see [`browser`]).
 //!
 //! Error outputs are JSON `{"error":{"type":…,"message":…,"retry_after_ms"?:…,"suggestion"?:…}}`
 //! ([`ToolError`]). Types used so far: `unknown_tool`, `policy_denied`, `unavailable`,
@@ -23,6 +24,7 @@
 //! `sandbox_unavailable`, `io`, `internal`.
 
 pub(crate) mod agent_call;
+pub mod browser;
 pub(crate) mod cron;
 mod edit;
 pub(crate) mod exec;
@@ -44,6 +46,7 @@ mod write;
 pub(crate) mod tests;
 
 pub use crate::workspace::{ConfineError, confine};
+pub use browser::{BrowserTool, Browsers};
 pub use edit::EditTool;
 pub use exec::ExecTool;
 pub use layer::{Layer, Removed};

@@ -35,7 +35,7 @@ fn array_elements_of_the_wrong_type_are_named_by_their_index_in_the_file() {
         [
             "agents.d/a.toml:2:9: field \"tools.deny[0]\": invalid type: integer \"1\" (expected a string)",
             "agents.d/a.toml:2:20: field \"tools.deny[2]\": invalid type: integer \"2\" (expected a string)",
-            "agents.d/a.toml:3:10: field \"tools.allow\": unknown tool \"nope\" (expected one of: read, write, edit, exec, web_fetch, web_search, memory_search, memory_get, sessions_list, sessions_history, sessions_send, sessions_spawn, agent_call, cron, message, flow_run, or a group: group:fs, group:runtime, group:web, group:memory, group:sessions, group:messaging, group:agents, group:automation, group:mcp, group:mcp:<server>, or an MCP tool mcp__<server>__<tool>)",
+            "agents.d/a.toml:3:10: field \"tools.allow\": unknown tool \"nope\" (expected one of: read, write, edit, exec, web_fetch, web_search, memory_search, memory_get, sessions_list, sessions_history, sessions_send, sessions_spawn, agent_call, cron, message, flow_run, browser, or a group: group:fs, group:runtime, group:web, group:memory, group:sessions, group:messaging, group:agents, group:automation, group:ui, group:mcp, group:mcp:<server>, or an MCP tool mcp__<server>__<tool>)",
         ]
     );
 }

@@ -48,6 +48,8 @@ pub struct ToolServices {
     /// The MCP servers started with the daemon; their tools join the registry (see
     /// [`crate::mcp`]). `None`: no MCP tools.
     pub mcp: Option<crate::mcp::McpServers>,
+    /// The agents' browsers (`browser`); `None` leaves `browser` unavailable.
+    pub browsers: Option<crate::tools::Browsers>,
 }
 
 /// Every implemented tool, built for this agent (no policy applied).
@@ -112,6 +114,10 @@ fn builtin_registry(
         ))
         .with(WebFetchTool::new(&config.web))
         .with(WebSearchTool::from_env(&config.web.search))
+        .with(crate::tools::BrowserTool::new(
+            &config.browser,
+            services.browsers.clone(),
+        ))
 }
 
 /// The agent's `[exec]` without the secret variables (`Secrets::names_in`) in `exec.env`:

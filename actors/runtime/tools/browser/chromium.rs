@@ -1,0 +1,604 @@
+//! One running Chromium of one agent: started with its own profile folder, every request it
+//! makes held by the protocol's request interception until the address guard allows it, its
+//! tabs, page loads bounded by the load timeout, and downloads capped into the workspace.
+//!
+//! The guard (`Fetch.enable` on the browser target, so every tab, frame, worker, script, XHR,
+//! `fetch()` and every redirect hop is paused at the request stage): only `http(s)` (plus
+//! `data:`, `blob:` and `about:`, which never reach the network); the host is resolved and
+//! every address checked by the same [`classify`](crate::tools::web::guard) `web_fetch` uses;
+//! anything else fails with `BlockedByClient` and is recorded. Chromium resolves the name again
+//! when it connects, so a name whose answers flip between a public and a private address
+//! within seconds (DNS rebinding) is not pinned the way `web_fetch` pins it. WebSockets, which
+//! request interception does not see, are sent to a dead proxy (see `cdp::launch`).
+
+use super::cdp::{self, Cdp, CdpError};
+use super::state::{State, Tab, Work};
+use crate::tools::web::guard;
+use clawbus_core::config::BrowserDef;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// How long a browser may take to answer its first command.
+const START_WITHIN: Duration = Duration::from_secs(30);
+/// Requests and downloads waiting for the guard; past it a request stays paused (never let
+/// through) and is logged.
+const WORK_QUEUE: usize = 2048;
+/// Folder of the workspace downloads land in.
+pub(crate) const DOWNLOADS: &str = "downloads";
+
+/// Why a browser call failed, as the tool reports it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum BrowserError {
+    /// The browser could not be started.
+    #[error("the browser could not start: {0}")]
+    Start(String),
+    /// A protocol command failed.
+    #[error(transparent)]
+    Cdp(#[from] CdpError),
+    /// No tab of that id.
+    #[error("no tab {0:?}; call action \"tabs\" to list the open tabs")]
+    NoTab(String),
+    /// The tab limit is reached.
+    #[error("{0} tabs are open, the most allowed; close one first")]
+    TooManyTabs(usize),
+    /// The guard refused the URL.
+    #[error("refused to open {url}: {why}")]
+    Refused { url: String, why: String },
+    /// The navigation failed.
+    #[error("loading {url} failed: {why}")]
+    Navigation { url: String, why: String },
+    /// The page did not finish loading in time.
+    #[error("{what} did not finish loading within {after:?}; loading was stopped")]
+    TimedOut { what: String, after: Duration },
+}
+
+impl BrowserError {
+    /// The `type` of the error output.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Self::Start(_) => "unavailable",
+            Self::Cdp(CdpError::TimedOut { .. }) | Self::TimedOut { .. } => "timed_out",
+            Self::Cdp(_) => "browser",
+            Self::NoTab(_) => "not_found",
+            Self::TooManyTabs(_) => "limit_exceeded",
+            Self::Refused { .. } => "url_refused",
+            Self::Navigation { .. } => "network",
+        }
+    }
+}
+
+/// One agent's running Chromium.
+pub(crate) struct Browser {
+    pub(crate) cdp: Arc<Cdp>,
+    pub(crate) state: Arc<Mutex<State>>,
+    child: Mutex<Option<tokio::process::Child>>,
+    /// Chromium's pid (also its process group).
+    pub(crate) pid: u32,
+    pub(crate) def: BrowserDef,
+    /// Where WebSockets are sent: a loopback socket that never accepts (see `cdp::launch`).
+    _sink: std::net::TcpListener,
+}
+
+/// Locks `state`; a poisoned lock (a panic elsewhere) still holds usable data.
+pub(crate) fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Whether the guard lets `url` through: `Err(why)` when not.
+pub(crate) async fn check_url(url: &str, allow: &[String]) -> Result<(), String> {
+    let parsed = url::Url::parse(url).map_err(|e| format!("not a valid URL: {e}"))?;
+    match parsed.scheme() {
+        "data" | "blob" | "about" => return Ok(()),
+        "http" | "https" => {}
+        other => {
+            return Err(format!(
+                "scheme {other:?} is not allowed (only http and https)"
+            ));
+        }
+    }
+    if let (Some(host), Some(port)) = (parsed.host_str(), parsed.port_or_known_default()) {
+        let origin = format!("{}://{host}:{port}", parsed.scheme());
+        if allow.contains(&origin) {
+            return Ok(());
+        }
+    }
+    guard::resolve(&parsed, &[])
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+impl Browser {
+    /// Starts `exe` with `profile` as its profile folder; downloads go to `downloads`.
+    pub(crate) async fn start(
+        exe: &Path,
+        profile: &Path,
+        downloads: PathBuf,
+        def: BrowserDef,
+    ) -> Result<Self, BrowserError> {
+        let err =
+            |what: &str, e: &dyn std::fmt::Display| BrowserError::Start(format!("{what}: {e}"));
+        std::fs::create_dir_all(profile).map_err(|e| err(&profile.display().to_string(), &e))?;
+        let state = Arc::new(Mutex::new(State::default()));
+        let (work_tx, work_rx) = mpsc::channel(WORK_QUEUE);
+        let cap = def.max_download_bytes;
+        let events = state.clone();
+        let on_event = Arc::new(move |ev: cdp::Event| {
+            let work = lock(&events).apply(ev, cap);
+            if let Some(w) = work
+                && work_tx.try_send(w).is_err()
+            {
+                tracing::warn!("The browser's guard queue is full; a request stays paused.");
+            }
+        });
+        let sink = std::net::TcpListener::bind("127.0.0.1:0")
+            .map_err(|e| err("no loopback socket for the WebSocket sink", &e))?;
+        let sink_port = sink
+            .local_addr()
+            .map_err(|e| err("no loopback socket for the WebSocket sink", &e))?
+            .port();
+        let launched = cdp::launch(exe, profile, sink_port, on_event)
+            .map_err(|e| err(&format!("cannot run {}", exe.display()), &e))?;
+        let pid = launched.child.id().unwrap_or(0);
+        let browser = Self {
+            cdp: launched.cdp.clone(),
+            state,
+            child: Mutex::new(Some(launched.child)),
+            pid,
+            def,
+            _sink: sink,
+        };
+        tokio::spawn(work_loop(
+            work_rx,
+            launched.cdp.clone(),
+            browser.def.test_allow_origins.clone(),
+            downloads.clone(),
+            browser.state.clone(),
+        ));
+        let ready = async {
+            let cdp = &browser.cdp;
+            cdp.call_within(None, "Browser.getVersion", json!({}), START_WITHIN)
+                .await?;
+            cdp.call(
+                None,
+                "Fetch.enable",
+                json!({ "patterns": [{ "urlPattern": "*", "requestStage": "Request" }] }),
+            )
+            .await?;
+            let behavior = if cap == 0 { "deny" } else { "allowAndName" };
+            cdp.call(
+                None,
+                "Browser.setDownloadBehavior",
+                json!({ "behavior": behavior, "downloadPath": downloads, "eventsEnabled": true }),
+            )
+            .await?;
+            Ok::<_, CdpError>(())
+        };
+        if let Err(e) = ready.await {
+            let tail = launched
+                .stderr
+                .lock()
+                .map(|t| String::from_utf8_lossy(&t).into_owned())
+                .unwrap_or_default();
+            browser.kill();
+            return Err(BrowserError::Start(format!(
+                "{e}{}",
+                if tail.trim().is_empty() {
+                    String::new()
+                } else {
+                    format!("; its last output: {}", tail.trim())
+                }
+            )));
+        }
+        if let Err(e) = std::fs::create_dir_all(&downloads) {
+            tracing::warn!(path = %downloads.display(), error = %e, "The downloads folder could not be made.");
+        }
+        tracing::info!(pid, profile = %profile.display(), "Browser started.");
+        Ok(browser)
+    }
+
+    /// Opens a blank tab and attaches to it; answers its id.
+    pub(crate) async fn open_tab(&self) -> Result<String, BrowserError> {
+        let open = lock(&self.state).tabs.len();
+        if open >= self.def.max_tabs {
+            return Err(BrowserError::TooManyTabs(open));
+        }
+        let created = self
+            .cdp
+            .call(None, "Target.createTarget", json!({ "url": "about:blank" }))
+            .await?;
+        let target = created["targetId"].as_str().unwrap_or_default().to_string();
+        let attached = self
+            .cdp
+            .call(
+                None,
+                "Target.attachToTarget",
+                json!({ "targetId": target, "flatten": true }),
+            )
+            .await?;
+        let session = attached["sessionId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let id = {
+            let mut st = lock(&self.state);
+            st.next_tab += 1;
+            let id = format!("t{}", st.next_tab);
+            st.tabs.push(Tab::new(id.clone(), target, session.clone()));
+            id
+        };
+        let s = Some(session.as_str());
+        for (method, params) in [
+            ("Page.enable", json!({})),
+            ("Runtime.enable", json!({})),
+            ("Log.enable", json!({})),
+            (
+                "Network.enable",
+                json!({ "maxTotalBufferSize": 2_000_000, "maxResourceBufferSize": 1_000_000 }),
+            ),
+        ] {
+            self.cdp.call(s, method, params).await?;
+        }
+        Ok(id)
+    }
+
+    /// The session and target of tab `id`.
+    pub(crate) fn tab(&self, id: &str) -> Result<(String, String), BrowserError> {
+        let mut st = lock(&self.state);
+        let tab = st
+            .tab(id)
+            .ok_or_else(|| BrowserError::NoTab(id.to_string()))?;
+        Ok((tab.session.clone(), tab.target.clone()))
+    }
+
+    /// Closes tab `id`.
+    pub(crate) async fn close_tab(&self, id: &str) -> Result<(), BrowserError> {
+        let (_, target) = self.tab(id)?;
+        self.cdp
+            .call(None, "Target.closeTarget", json!({ "targetId": target }))
+            .await?;
+        lock(&self.state).tabs.retain(|t| t.id != id);
+        Ok(())
+    }
+
+    /// Loads `url` in tab `id` and waits for its load event, within the load timeout.
+    pub(crate) async fn navigate(&self, id: &str, url: &str) -> Result<(), BrowserError> {
+        if let Err(why) = check_url(url, &self.def.test_allow_origins).await {
+            return Err(BrowserError::Refused {
+                url: url.to_string(),
+                why,
+            });
+        }
+        let (session, _) = self.tab(id)?;
+        let mut loads = self.loads(id)?;
+        let before = *loads.borrow_and_update();
+        let refusals = lock(&self.state).refusals;
+        let limit = self.def.load_timeout;
+        let load = async {
+            let r = self
+                .cdp
+                .call_within(
+                    Some(&session),
+                    "Page.navigate",
+                    json!({ "url": url }),
+                    limit,
+                )
+                .await?;
+            if let Some(text) = r["errorText"].as_str() {
+                let why = match lock(&self.state).refusal_since(refusals) {
+                    Some((hop, reason)) => {
+                        format!("{text} (the address guard refused {hop}: {reason})")
+                    }
+                    None => text.to_string(),
+                };
+                return Err(BrowserError::Navigation {
+                    url: url.to_string(),
+                    why,
+                });
+            }
+            if r.get("loaderId").is_none() {
+                return Ok(()); // the same document (a fragment): no load follows
+            }
+            let _changed = loads.wait_for(|n| *n > before).await;
+            Ok(())
+        };
+        self.bounded(&session, url, load).await
+    }
+
+    /// After an action: lets the page react, then waits for a load it started, if any.
+    pub(crate) async fn settle(&self, id: &str) -> Result<(), BrowserError> {
+        let (session, _) = self.tab(id)?;
+        let mut loads = self.loads(id)?;
+        let before = *loads.borrow_and_update();
+        let frame = "new Promise(r => requestAnimationFrame(() => setTimeout(r, 100)))";
+        // Fails when the action navigated away (the context is gone): that is fine.
+        let _settled = self
+            .cdp
+            .call_within(
+                Some(&session),
+                "Runtime.evaluate",
+                json!({ "expression": frame, "awaitPromise": true }),
+                Duration::from_secs(2),
+            )
+            .await;
+        let loading = lock(&self.state).tab(id).is_some_and(|t| t.loading);
+        if !loading {
+            return Ok(());
+        }
+        let wait = async {
+            let _changed = loads.wait_for(|n| *n > before).await;
+            Ok(())
+        };
+        self.bounded(&session, "the page", wait).await
+    }
+
+    /// Waits for the current load of tab `id` to finish (at once when it is not loading).
+    pub(crate) async fn wait_load(&self, id: &str, limit: Duration) -> Result<(), BrowserError> {
+        let (session, _) = self.tab(id)?;
+        let mut loads = self.loads(id)?;
+        let before = *loads.borrow_and_update();
+        if !lock(&self.state).tab(id).is_some_and(|t| t.loading) {
+            return Ok(());
+        }
+        let wait = async {
+            let _changed = loads.wait_for(|n| *n > before).await;
+            Ok(())
+        };
+        match tokio::time::timeout(limit, wait).await {
+            Ok(r) => r,
+            Err(_) => {
+                self.cdp
+                    .notify(Some(&session), "Page.stopLoading", json!({}))
+                    .await;
+                Err(BrowserError::TimedOut {
+                    what: "the page".into(),
+                    after: limit,
+                })
+            }
+        }
+    }
+
+    async fn bounded(
+        &self,
+        session: &str,
+        what: &str,
+        work: impl std::future::Future<Output = Result<(), BrowserError>>,
+    ) -> Result<(), BrowserError> {
+        let limit = self.def.load_timeout;
+        match tokio::time::timeout(limit, work).await {
+            Ok(r) => r,
+            Err(_) => {
+                self.cdp
+                    .notify(Some(session), "Page.stopLoading", json!({}))
+                    .await;
+                Err(BrowserError::TimedOut {
+                    what: what.to_string(),
+                    after: limit,
+                })
+            }
+        }
+    }
+
+    fn loads(&self, id: &str) -> Result<tokio::sync::watch::Receiver<u64>, BrowserError> {
+        let mut st = lock(&self.state);
+        let tab = st
+            .tab(id)
+            .ok_or_else(|| BrowserError::NoTab(id.to_string()))?;
+        Ok(tab.loads.subscribe())
+    }
+
+    /// Asks the browser to close, waits up to `grace` for it to exit, then kills its process
+    /// group (whatever it left behind goes too).
+    pub(crate) async fn stop(&self, grace: Duration) {
+        self.cdp.notify(None, "Browser.close", json!({})).await;
+        let child = self.child.lock().ok().and_then(|mut c| c.take());
+        if let Some(mut child) = child {
+            if tokio::time::timeout(grace, child.wait()).await.is_err() {
+                tracing::warn!(
+                    pid = self.pid,
+                    "The browser did not close in time; killing it."
+                );
+            }
+            self.kill_group();
+            let _reaped = child.wait().await;
+        }
+        tracing::info!(pid = self.pid, "Browser stopped.");
+    }
+
+    /// Kills the browser's process group now.
+    pub(crate) fn kill(&self) {
+        self.kill_group();
+        if let Ok(mut c) = self.child.lock()
+            && let Some(child) = c.as_mut()
+        {
+            let _killed = child.start_kill();
+        }
+    }
+
+    fn kill_group(&self) {
+        let Some(pid) = i32::try_from(self.pid)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        else {
+            return;
+        };
+        match rustix::process::kill_process_group(pid, rustix::process::Signal::KILL) {
+            Ok(()) | Err(rustix::io::Errno::SRCH) => {}
+            Err(e) => {
+                tracing::warn!(pid = self.pid, error = %e, "Killing the browser's processes failed.")
+            }
+        }
+    }
+}
+
+/// Decides every paused request and handles downloads; ends when the browser is gone.
+async fn work_loop(
+    mut rx: mpsc::Receiver<Work>,
+    cdp: Arc<Cdp>,
+    allow: Vec<String>,
+    downloads: PathBuf,
+    state: Arc<Mutex<State>>,
+) {
+    let allow = Arc::new(allow);
+    while let Some(work) = rx.recv().await {
+        match work {
+            Work::Paused {
+                request,
+                url,
+                session,
+            } => {
+                let (cdp, allow, state) = (cdp.clone(), allow.clone(), state.clone());
+                tokio::spawn(async move {
+                    let s = session.as_deref();
+                    match check_url(&url, &allow).await {
+                        Ok(()) => {
+                            cdp.notify(s, "Fetch.continueRequest", json!({ "requestId": request }))
+                                .await;
+                        }
+                        Err(why) => {
+                            tracing::info!(url = %url, reason = %why, "The browser's request was refused by the address guard.");
+                            lock(&state).refuse(&url, why);
+                            cdp.notify(
+                                s,
+                                "Fetch.failRequest",
+                                json!({ "requestId": request, "errorReason": "BlockedByClient" }),
+                            )
+                            .await;
+                        }
+                    }
+                });
+            }
+            Work::CancelDownload { guid } => {
+                tracing::info!(guid = %guid, "A download over the cap was cancelled.");
+                cdp.notify(None, "Browser.cancelDownload", json!({ "guid": guid }))
+                    .await;
+            }
+            Work::Discard { guid } => {
+                remove_partial(&downloads, &guid);
+                if let Some(d) = lock(&state).downloads.get_mut(&guid) {
+                    d.settled = true;
+                }
+            }
+            Work::Finished { guid } => finish_download(&downloads, &guid, &state),
+        }
+    }
+}
+
+fn remove_partial(dir: &Path, guid: &str) {
+    for name in [guid.to_string(), format!("{guid}.crdownload")] {
+        match std::fs::remove_file(dir.join(&name)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(file = %name, error = %e, "A refused download could not be deleted.")
+            }
+        }
+    }
+}
+
+/// Renames a finished download (saved under its guid) to its suggested name, made safe.
+fn finish_download(dir: &Path, guid: &str, state: &Mutex<State>) {
+    let suggested = lock(state)
+        .downloads
+        .get(guid)
+        .map(|d| d.name.clone())
+        .unwrap_or_default();
+    let base: String = suggested
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let base = base.trim_start_matches('.');
+    let base = if base.is_empty() { guid } else { base };
+    let mut target = dir.join(base);
+    let mut n = 1;
+    while target.exists() && n < 100 {
+        n += 1;
+        target = dir.join(format!("{n}-{base}"));
+    }
+    let renamed = std::fs::rename(dir.join(guid), &target);
+    if let Err(e) = &renamed {
+        tracing::warn!(guid, error = %e, "A finished download could not be renamed.");
+    }
+    if let Some(d) = lock(state).downloads.get_mut(guid) {
+        if renamed.is_ok() {
+            d.name = target
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default();
+        }
+        d.settled = true;
+    }
+}
+
+/// The resident memory of every process in group `pgid`, in bytes (Linux `/proc`).
+pub fn group_rss(pgid: u32) -> u64 {
+    let page = 4096u64;
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mut total = 0;
+    for entry in dir.flatten() {
+        let path = entry.path();
+        let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
+            continue;
+        };
+        // Fields after the command (which may hold spaces) start after the last ')'.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let pgrp = rest
+            .split_whitespace()
+            .nth(2)
+            .and_then(|f| f.parse::<u32>().ok());
+        if pgrp != Some(pgid) {
+            continue;
+        }
+        if let Ok(statm) = std::fs::read_to_string(path.join("statm"))
+            && let Some(rss) = statm
+                .split_whitespace()
+                .nth(1)
+                .and_then(|f| f.parse::<u64>().ok())
+        {
+            total += rss * page;
+        }
+    }
+    total
+}
+
+/// Reads a value the page computed (`Runtime.evaluate` with `returnByValue`).
+pub(crate) async fn evaluate(
+    cdp: &Cdp,
+    session: &str,
+    expression: &str,
+    limit: Duration,
+) -> Result<Value, BrowserError> {
+    let r = cdp
+        .call_within(
+            Some(session),
+            "Runtime.evaluate",
+            json!({ "expression": expression, "returnByValue": true, "awaitPromise": true }),
+            limit,
+        )
+        .await?;
+    if let Some(ex) = r.get("exceptionDetails") {
+        let text = ex["exception"]["description"]
+            .as_str()
+            .or(ex["text"].as_str())
+            .unwrap_or("the script failed");
+        return Err(BrowserError::Cdp(CdpError::Protocol {
+            method: "Runtime.evaluate".into(),
+            message: text.chars().take(300).collect(),
+        }));
+    }
+    Ok(r["result"]["value"].clone())
+}
