@@ -678,13 +678,20 @@ async fn the_flows_page_shows_a_run_of_the_shipped_flow_and_the_nodes_page_this_
         .unwrap();
     let text = text.as_str().unwrap_or_default();
     for node in ["history", "science", "writer", "researcher"] {
-        assert!(text.contains(node), "{node} missing from the run page:\n{text}");
+        assert!(
+            text.contains(node),
+            "{node} missing from the run page:\n{text}"
+        );
     }
     browser
         .goto(&format!("{}/ui/#/nodes", child.url))
         .await
         .unwrap();
-    until(&browser, "document.querySelectorAll('#nodes tbody tr').length === 1").await;
+    until(
+        &browser,
+        "document.querySelectorAll('#nodes tbody tr').length === 1",
+    )
+    .await;
     let row = browser
         .execute(
             "const r = document.querySelector('#nodes tbody tr'); return [r.cells[1].innerText, r.querySelectorAll('[data-lane]').length > 0, r.cells[3].innerText]",
