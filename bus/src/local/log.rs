@@ -529,10 +529,7 @@ mod tests {
         for n in 0..2_000 {
             run_to_end(&unbounded, &header(n), &text);
         }
-        assert_eq!(
-            published.load(Ordering::SeqCst),
-            all.load(Ordering::SeqCst)
-        );
+        assert_eq!(published.load(Ordering::SeqCst), all.load(Ordering::SeqCst));
         let newest = header(1_999);
         assert!(
             log.snapshot(newest.task_id).is_some(),

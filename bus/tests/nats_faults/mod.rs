@@ -186,6 +186,14 @@ async fn while_the_server_is_away_submits_are_refused_and_outcomes_wait_in_the_o
     .unwrap();
     assert_eq!(bus.link().unwrap().parked, 1, "one outcome waits");
     nats.start_again().unwrap();
+    // While the link is down a wait fails at once (as a submit does): wait for the link first.
+    tokio::time::timeout(NET, async {
+        while !bus.link().unwrap().connected {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap();
     let record = bus.wait(&rid("r-run"), NET).await.unwrap();
     assert_eq!(record.state, TaskState::Succeeded);
     assert_eq!(record.result(), Some(&result));

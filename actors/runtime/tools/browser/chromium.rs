@@ -405,6 +405,7 @@ impl Browser {
             }
             self.kill_group();
             let _reaped = child.wait().await;
+            self.group_gone(grace).await;
         }
         tracing::info!(pid = self.pid, "Browser stopped.");
     }
@@ -416,6 +417,28 @@ impl Browser {
             && let Some(child) = c.as_mut()
         {
             let _killed = child.start_kill();
+        }
+    }
+
+    /// Waits up to `grace` until no process of the browser's group is left: a SIGKILL to the
+    /// group is delivered to each member on its own time, so "stopped" waits for the last one.
+    async fn group_gone(&self, grace: Duration) {
+        let Some(pid) = i32::try_from(self.pid)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        else {
+            return;
+        };
+        let gone = async {
+            while rustix::process::test_kill_process_group(pid).is_ok() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        if tokio::time::timeout(grace, gone).await.is_err() {
+            tracing::warn!(
+                pid = self.pid,
+                "Some of the browser's processes outlived the kill."
+            );
         }
     }
 
