@@ -12,7 +12,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// The Chromium binary, or `None` after printing `skipped: <test>: <reason>`.
@@ -243,4 +243,22 @@ async fn cookie(
     Html(
         r#"<!DOCTYPE html><html><head><title>Cookie</title></head><body><p id="c"></p><script>document.getElementById('c').textContent = 'cookie=[' + document.cookie + ']';</script></body></html>"#,
     )
+}
+
+/// Every process whose command line names `dir` (a browser's profile folder): what a test checks
+/// to prove no browser outlived its stop.
+pub fn processes_naming(dir: &Path) -> Vec<u32> {
+    let needle = dir.to_string_lossy().into_owned();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(&needle))
+                .unwrap_or(false)
+        })
+        .collect()
 }

@@ -20,7 +20,7 @@ mod turn;
 #[cfg(test)]
 mod tests;
 
-pub use browser::{FixtureSite, Tripwire, chromium_or_skip};
+pub use browser::{FixtureSite, Tripwire, chromium_or_skip, processes_naming};
 pub use chromedriver::{Browser, Element, WebDriverError};
 pub use nats::NatsServer;
 use std::collections::VecDeque;

@@ -5,9 +5,8 @@
 
 use crate::support::{Project, post_task, tool_results};
 use clawbus::ids::AgentId;
-use clawbus::testkit::{FixtureSite, ScriptedServer, Turn, chromium_or_skip};
+use clawbus::testkit::{FixtureSite, ScriptedServer, Turn, chromium_or_skip, processes_naming};
 use serde_json::{Value, json};
-use std::path::Path;
 
 /// The ref on the first snapshot line that holds `needle`.
 fn ref_of(snapshot: &str, needle: &str) -> Option<String> {
@@ -16,21 +15,6 @@ fn ref_of(snapshot: &str, needle: &str) -> Option<String> {
         .find(|l| l.contains(needle) && l.contains("[ref="))?;
     let at = line.find("[ref=")? + 5;
     Some(line[at..].split(']').next()?.to_string())
-}
-
-/// Every process whose command line names `dir`.
-fn processes_naming(dir: &Path) -> Vec<u32> {
-    let needle = dir.to_string_lossy().into_owned();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| String::from_utf8_lossy(&c).contains(&needle))
-                .unwrap_or(false)
-        })
-        .collect()
 }
 
 #[actix_rt::test]

@@ -174,20 +174,7 @@ pub fn origin_of(text: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::{self, LoadOptions, Problem};
-
-    fn load(toml: &str) -> Result<config::Config, Vec<Problem>> {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("agents.d")).unwrap();
-        std::fs::write(dir.path().join("clawbus.toml"), toml).unwrap();
-        config::load(&LoadOptions {
-            config: dir.path().join("clawbus.toml"),
-            agents_dir: dir.path().join("agents.d"),
-            state_dir: None,
-            model_override: None,
-        })
-        .map_err(|r| r.files.into_iter().flat_map(|f| f.problems).collect())
-    }
+    use crate::config::web::tests::load;
 
     #[test]
     fn no_browser_section_means_defaults_and_no_test_origins() {

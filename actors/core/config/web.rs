@@ -168,10 +168,11 @@ pub(super) fn normalize_host(host: &str) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use crate::config::{self, LoadOptions, Problem};
 
-    fn load(toml: &str) -> Result<config::Config, Vec<Problem>> {
+    /// Loads `toml` as `clawbus.toml` of an empty project: the config, or every problem.
+    pub(in crate::config) fn load(toml: &str) -> Result<config::Config, Vec<Problem>> {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("agents.d")).unwrap();
         std::fs::write(dir.path().join("clawbus.toml"), toml).unwrap();

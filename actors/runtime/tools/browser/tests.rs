@@ -6,7 +6,7 @@ use super::{BrowserTool, Browsers};
 use crate::tools::{Tool, ToolContext, ToolOutput};
 use clawbus_core::config::BrowserDef;
 use clawbus_core::ids::{AgentId, Channel, SessionKey};
-use clawbus_testkit::{FixtureSite, Tripwire, chromium_or_skip};
+use clawbus_testkit::{FixtureSite, Tripwire, chromium_or_skip, processes_naming};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -86,21 +86,6 @@ pub(crate) fn ref_of(snapshot: &str, needle: &str) -> String {
         .unwrap_or_else(|| panic!("no ref for {needle:?} in:\n{snapshot}"));
     let at = line.find("[ref=").unwrap() + 5;
     line[at..].split(']').next().unwrap().to_string()
-}
-
-/// Every process whose command line names `dir`.
-fn processes_naming(dir: &Path) -> Vec<u32> {
-    let needle = dir.to_string_lossy().into_owned();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| String::from_utf8_lossy(&c).contains(&needle))
-                .unwrap_or(false)
-        })
-        .collect()
 }
 
 #[tokio::test]
