@@ -85,11 +85,15 @@ async fn for_each_keeps_at_most_max_parallel_running_and_results_in_item_order()
     );
     let f = rig.engine(&[def]);
     let s = f.start_named("fan", &no_inputs(), None).await.unwrap();
+    // Three are held at once before any is answered: max_parallel is reached.
+    let mut batch = rig.held(3).await;
     let mut done = 0;
     while done < 10 {
-        let batch = rig.held(1).await;
+        if batch.is_empty() {
+            batch = rig.held(1).await;
+        }
         // Answer out of order: the latest first when several are held.
-        for (seen, d) in batch {
+        for (seen, d) in batch.drain(..).rev() {
             let item = seen.text.trim_start_matches("do ").to_string();
             reply(d, &format!("r-{item}")).await;
             done += 1;
