@@ -6,8 +6,9 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// A safety net for awaits; never a synchronisation device.
-pub(crate) const NET: Duration = Duration::from_secs(20);
+/// A safety net for awaits; never a synchronisation device. Generous: a debug daemon on a
+/// 2-core machine that is also building can take tens of seconds for a burst of 200 turns.
+pub(crate) const NET: Duration = Duration::from_secs(90);
 
 /// How long [`eventually`] sleeps between two checks.
 const POLL: Duration = Duration::from_millis(5);
