@@ -244,3 +244,28 @@ fn explain_names_the_line_that_set_each_value_and_tools_says_what_runs_sandboxed
     assert_eq!(tools["sandboxed"]["tools"], json!(["exec"]), "{tools}");
     assert_eq!(tools["sandboxed"]["mode"], "non-main", "{tools}");
 }
+
+#[actix_rt::test]
+async fn check_names_the_line_of_a_sandboxed_mcp_server_the_host_cannot_sandbox() {
+    let p = Project::new();
+    p.write(
+        "clawbus.toml",
+        "[mcp.servers.files]\ncommand = \"/usr/bin/true\"\nsandbox = true\n",
+    )
+    .write("agents.d/coder.toml", "");
+    // A PATH without bwrap.
+    let bin = p.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let out = crate::support::run_cmd({
+        let mut c = p.clawbus();
+        c.arg("check").env("PATH", bin.display().to_string());
+        c
+    })
+    .await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("clawbus.toml:3:11: field \"mcp.servers.files.sandbox\": MCP server \"files\" cannot run sandboxed here: bwrap is not installed"),
+        "{stdout}"
+    );
+}

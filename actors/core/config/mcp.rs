@@ -7,7 +7,15 @@
 //! args = ["-m", "files_server"]
 //! env = ["FILES_ROOT"]   # NAMES of variables passed from the daemon's environment, never values
 //! timeout = "30s"        # per tool call and tools/list (the start gets at least a minute)
+//! sandbox = true         # run it under bubblewrap with the settings of [sandbox] (see below)
 //! ```
+//!
+//! With `sandbox = true` the server runs in the sandbox of `[sandbox]` (bubblewrap only): its own
+//! namespaces, a read-only root, no network unless `[sandbox] network` says so, a private `/tmp`,
+//! the memory, process, file size and open file limits, and only the variables its `env` names.
+//! A server is shared by every agent and lives as long as the daemon, so it gets no workspace
+//! (what it must read comes through `[sandbox] binds`), and `cpu_seconds` and `timeout` (limits
+//! of one command) do not apply to it.
 //!
 //! `[mcp.serve] agents = ["researcher"]` names the agents `clawbus mcp serve` exposes to MCP
 //! clients as `ask_<agent>` tools (default none).
@@ -17,7 +25,7 @@
 
 use super::duration::DurationText;
 use super::span::Source;
-use super::{Problem, is_env_name};
+use super::{Origin, Problem, SandboxBackend, SandboxDef, Set, is_env_name};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -53,6 +61,10 @@ pub struct McpServerDef {
     /// The longest a tool call or `tools/list` may take before it fails with `timeout` (the
     /// start, process and handshake, gets at least a minute).
     pub timeout: Duration,
+    /// `sandbox = true`: the sandbox it runs in (`[sandbox]` of `clawbus.toml`), with where
+    /// `sandbox = true` was written; `None`: it runs as the daemon's child with a clean
+    /// environment only.
+    pub sandbox: Option<Set<SandboxDef>>,
 }
 
 /// `[mcp]`.
@@ -87,6 +99,7 @@ pub(super) struct McpServerFile {
     #[serde(default)]
     pub env: Vec<Spanned<String>>,
     pub timeout: Option<Spanned<DurationText>>,
+    pub sandbox: Option<Spanned<bool>>,
 }
 
 /// Whether `s` may name an MCP server: 1-24 of `a-z 0-9 -`, no `_` (it separates the parts of
@@ -100,9 +113,11 @@ pub fn is_server_name(s: &str) -> bool {
 
 /// Validates `[mcp]`; a server with a problem is left out. The agents of `[mcp.serve]` come back
 /// with the problem each makes when it names no agent (checked once the agents are known).
+/// `sandbox` is the file's `[sandbox]`, which a server with `sandbox = true` runs in.
 pub(super) fn mcp_def(
     src: &Source,
     f: &McpFile,
+    sandbox: &SandboxDef,
     problems: &mut Vec<Problem>,
 ) -> (McpDef, Vec<ServeRef>) {
     let mut serve_agents: Vec<String> = Vec::new();
@@ -177,6 +192,31 @@ pub(super) fn mcp_def(
             DEFAULT_MCP_TIMEOUT,
             problems,
         );
+        let sandbox = match &s.sandbox {
+            Some(on) if *on.get_ref() && sandbox.backend.value != SandboxBackend::Bwrap => {
+                problems.push(src.at(
+                    Some(on.span()),
+                    format!("mcp.servers.{n}.sandbox"),
+                    format!(
+                        "an MCP server runs only in the bwrap sandbox, but [sandbox] backend = \"{}\" (set [sandbox] backend = \"bwrap\", or sandbox = false)",
+                        sandbox.backend.value
+                    ),
+                ));
+                None
+            }
+            Some(on) if *on.get_ref() => {
+                let at = src.at(Some(on.span()), "", "");
+                Some(Set {
+                    value: sandbox.clone(),
+                    origin: Some(Origin {
+                        path: at.path,
+                        line: at.line,
+                        col: at.col,
+                    }),
+                })
+            }
+            _ => None,
+        };
         if problems.len() == before {
             servers.insert(
                 n.clone(),
@@ -185,6 +225,7 @@ pub(super) fn mcp_def(
                     args: s.args.clone(),
                     env,
                     timeout,
+                    sandbox,
                 },
             );
         }

@@ -354,7 +354,7 @@ fn gateway_file(src: &Source) -> (Gateway, Vec<Problem>) {
     base.store = super::store::store_def(src, &f.store, &mut problems);
     base.cron = super::cron_limits::cron_def(src, &f.cron, &mut problems);
     base.sandbox = super::sandbox::sandbox_def(src, &f.sandbox, &mut problems);
-    (base.mcp, base.mcp_serve) = super::mcp::mcp_def(src, &f.mcp, &mut problems);
+    (base.mcp, base.mcp_serve) = super::mcp::mcp_def(src, &f.mcp, &base.sandbox, &mut problems);
     if let Some(bind) = &f.gateway.bind {
         match bind.get_ref().parse() {
             Ok(ip) => base.gateway.bind = ip,

@@ -15,6 +15,7 @@
 
 mod bounded;
 mod server;
+mod spawn;
 #[cfg(test)]
 mod tests;
 mod tool;
@@ -40,6 +41,15 @@ pub enum McpError {
         /// What the OS said.
         #[source]
         cause: std::io::Error,
+    },
+    /// `sandbox = true`, and its sandbox cannot be set up: it was not started (fails closed).
+    #[error("MCP server {server:?}: not started, its sandbox cannot be set up: {source}")]
+    Sandbox {
+        /// The server name.
+        server: String,
+        /// What the sandbox lacks.
+        #[source]
+        source: crate::tools::sandbox::SandboxError,
     },
     /// It did not answer within its `timeout`.
     #[error("MCP server {server:?}: {what} did not answer within {after:?}")]

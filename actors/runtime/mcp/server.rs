@@ -13,10 +13,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::Mutex;
 use tokio::time::timeout;
 
-/// Variables every server gets besides the ones its `env` names: without `PATH` a command
-/// such as `npx` or `python3` cannot be found, and many programs need `HOME`.
-const BASE_ENV: &[&str] = &["PATH", "HOME"];
-
 /// The least time a start (process, handshake, first `tools/list`) gets, whatever the per-call
 /// `timeout`: an interpreter loading its SDK on a busy host takes seconds.
 const MIN_START_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -36,6 +32,9 @@ pub(crate) struct Server {
     secrets: crate::secrets::Secrets,
     /// The live process (killed when dropped) and whether it sent a line over the bound.
     process: std::sync::Mutex<Option<(tokio::process::Child, Arc<AtomicBool>)>>,
+    /// The sandbox run of the live process (`sandbox = true`): its cgroups, removed when the
+    /// process is replaced or stopped.
+    sandbox: std::sync::Mutex<Option<crate::tools::sandbox::Prepared>>,
     /// The longest line it may send ([`super::bounded::MAX_LINE_BYTES`]; less in tests).
     pub(crate) max_line: usize,
 }
@@ -54,6 +53,7 @@ impl Server {
             def,
             conn: Mutex::new(None),
             process: std::sync::Mutex::new(None),
+            sandbox: std::sync::Mutex::new(None),
             max_line: super::bounded::MAX_LINE_BYTES,
         }
     }
@@ -82,19 +82,16 @@ impl Server {
         }
     }
 
-    /// Starts the process with a clean environment (only [`BASE_ENV`] and the names in `env`)
-    /// and runs the MCP handshake, within `timeout` (at least [`MIN_START_TIMEOUT`]).
+    /// Starts the process (see `spawn`: a clean environment, or the sandbox) and runs the MCP
+    /// handshake, within `timeout` (at least [`MIN_START_TIMEOUT`]).
     async fn connect(&self) -> Result<Client, McpError> {
-        let mut cmd = tokio::process::Command::new(&self.def.command);
-        cmd.args(&self.def.args).env_clear();
-        let names = BASE_ENV
-            .iter()
-            .copied()
-            .chain(self.def.env.iter().map(String::as_str));
-        for name in names {
-            if let Ok(value) = std::env::var(name) {
-                cmd.env(name, value);
-            }
+        self.end_sandbox().await;
+        let super::spawn::Spawn {
+            command: mut cmd,
+            sandbox,
+        } = super::spawn::command(&self.name, &self.def)?;
+        if let Ok(mut s) = self.sandbox.lock() {
+            *s = sandbox;
         }
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -246,6 +243,17 @@ impl Server {
                 && let Err(e) = child.kill().await
             {
                 tracing::warn!(server = %self.name, error = %e, "MCP server was not killed.");
+            }
+        }
+        self.end_sandbox().await;
+    }
+
+    /// Kills what is left of the last sandboxed process and removes its cgroups.
+    async fn end_sandbox(&self) {
+        let last = self.sandbox.lock().ok().and_then(|mut s| s.take());
+        if let Some(run) = last {
+            if let Some(limit) = run.finish(crate::tools::sandbox::Ended::Code(0)).await {
+                tracing::warn!(server = %self.name, %limit, "MCP server was stopped by its sandbox's limit.");
             }
         }
     }

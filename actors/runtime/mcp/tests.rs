@@ -2,6 +2,8 @@
 //! run by the Python that `CLAWBUS_TEST_MCP_PYTHON` names (`.ci/run` installs the `mcp` package
 //! in a venv). Without it the tests say they were skipped, and fail when `CI=true`.
 
+mod sandboxed;
+
 use super::McpServers;
 use crate::tools::{ToolContext, ToolSet};
 use clawbus_core::config::{Config, LoadOptions, load};
@@ -437,6 +439,7 @@ fn what_is_logged_of_a_servers_error_has_its_variables_values_redacted() {
             args: Vec::new(),
             env: vec!["CARGO_MANIFEST_DIR".into()],
             timeout: std::time::Duration::from_secs(1),
+            sandbox: None,
         },
     );
     let e = super::McpError::Protocol {

@@ -118,3 +118,32 @@ fn mcp_serve_agents_default_to_none() {
     fx.write("agents.d/a.toml", "");
     assert!(load(&fx.opts()).unwrap().mcp.serve_agents.is_empty());
 }
+
+#[test]
+fn a_sandboxed_mcp_server_takes_the_sandbox_section_and_where_it_was_turned_on() {
+    let fx = Fixture::new();
+    fx.write(
+        "clawbus.toml",
+        "[sandbox]\nmemory_mb = 256\n\n[mcp.servers.files]\ncommand = \"srv\"\nsandbox = true\n\n[mcp.servers.git]\ncommand = \"git-mcp\"\n",
+    );
+    let config = load(&fx.opts()).unwrap();
+    let sandbox = config.mcp.servers["files"].sandbox.as_ref().unwrap();
+    assert_eq!(sandbox.value.memory_mb.value, 256);
+    let at = sandbox.origin.as_ref().unwrap();
+    assert_eq!((at.line, at.col), (6, 11), "{at:?}");
+    assert_eq!(config.mcp.servers["git"].sandbox, None, "off by default");
+}
+
+#[test]
+fn a_sandboxed_mcp_server_needs_the_bwrap_backend() {
+    let fx = Fixture::new();
+    fx.write(
+        "clawbus.toml",
+        "[sandbox]\nbackend = \"docker\"\n\n[mcp.servers.files]\ncommand = \"srv\"\nsandbox = true\n",
+    );
+    let text = fx.lines(&fx.errors(&fx.opts())).join("\n");
+    assert!(
+        text.contains("clawbus.toml:6:11: field \"mcp.servers.files.sandbox\": an MCP server runs only in the bwrap sandbox, but [sandbox] backend = \"docker\""),
+        "{text}"
+    );
+}

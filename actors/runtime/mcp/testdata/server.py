@@ -2,10 +2,12 @@
 
 Tools: add (sums two integers), pid (its process id, so a test can kill it), getenv (a
 variable's value, which clawbus must redact when it is a secret), env_names (the variables it was given), hang
-(never answers), and rm (exists only to be denied).
+(never answers), rm (exists only to be denied), read (a file's text, or why not) and connect
+(whether a TCP connection to 127.0.0.1:port opens), the last two to probe a sandbox from inside.
 """
 
 import os
+import socket
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -48,6 +50,26 @@ async def hang() -> str:
 def rm(path: str) -> str:
     """Pretends to remove a file."""
     return f"removed {path}"
+
+
+@mcp.tool()
+def read(path: str) -> str:
+    """The text of the file at `path`, or why it cannot be read."""
+    try:
+        with open(path) as f:
+            return "text: " + f.read()
+    except OSError as e:
+        return f"error: {e.strerror}"
+
+
+@mcp.tool()
+def connect(port: int) -> str:
+    """Whether a TCP connection to 127.0.0.1:`port` opens."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        return "connected"
+    except OSError as e:
+        return f"error: {e.strerror or e}"
 
 
 if __name__ == "__main__":

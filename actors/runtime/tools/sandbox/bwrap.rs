@@ -139,7 +139,11 @@ impl Sandbox {
         let nofile = def.max_open_files.value;
         argv.extend([
             text(&prlimit)?,
-            format!("--cpu={cpu}:{}", cpu + 1),
+            if self.long_lived {
+                "--cpu=unlimited:unlimited".to_string()
+            } else {
+                format!("--cpu={cpu}:{}", cpu + 1)
+            },
             format!("--fsize={file}:{file}"),
             format!("--nofile={nofile}:{nofile}"),
             "--core=0:0".into(),

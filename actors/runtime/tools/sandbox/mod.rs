@@ -161,6 +161,8 @@ pub struct Sandbox {
     forwarder: Option<Arc<Forwarder>>,
     /// How the proxy resolves names (the system's, except in tests).
     resolver: proxy::Resolver,
+    /// A server that lives as long as the daemon ([`Sandbox::for_server`]): no CPU time limit.
+    long_lived: bool,
 }
 
 /// A judged command, as the sandbox needs it.
@@ -227,6 +229,19 @@ impl Sandbox {
             search: None,
             forwarder: None,
             resolver: proxy::Resolver::System,
+            long_lived: false,
+        }
+    }
+
+    /// The sandbox of a process that lives as long as the daemon (an MCP server): `def` with no
+    /// workspace mounted (it starts in its private `/tmp`), and no `cpu_seconds` limit, which
+    /// would end it after that much work in total. Memory, processes, file size, open files and
+    /// the network apply as for a command.
+    pub fn for_server(mut def: SandboxDef) -> Self {
+        def.workspace.value = clawbus_core::config::WorkspaceAccess::None;
+        Self {
+            long_lived: true,
+            ..Self::new(def)
         }
     }
 
@@ -306,6 +321,27 @@ impl Sandbox {
             SandboxBackend::Docker | SandboxBackend::Podman => self.prepare_container(req),
         }
     }
+}
+
+/// Whether the bwrap sandbox can run here (bubblewrap, prlimit, a pids and a memory cgroup);
+/// prints why not, and fails under `CI=true`, which must be able to run it.
+#[cfg(test)]
+pub(crate) fn usable_in_tests() -> bool {
+    let why = if Sandbox::new(SandboxDef::default()).locate().is_err() {
+        "bubblewrap (bwrap) or prlimit is not installed"
+    } else if !cgroup::available(cgroup::Controller::Pids)
+        || !cgroup::available(cgroup::Controller::Memory)
+    {
+        "no pids and memory cgroup the tests may create"
+    } else {
+        return true;
+    };
+    println!("skipped: {why}");
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "CI must be able to run the sandbox: {why}"
+    );
+    false
 }
 
 /// Appends the variables of `extra` whose names `env` does not hold yet.

@@ -3,7 +3,7 @@
 //! under `CI=true`).
 
 use super::*;
-use crate::tools::sandbox::{Sandbox, cgroup};
+use crate::tools::sandbox::Sandbox;
 use clawbus_core::config::{NetworkMode, SandboxDef, SandboxMode, Set, WorkspaceAccess};
 
 pub(super) fn set<T>(value: T) -> Set<T> {
@@ -26,24 +26,7 @@ pub(super) fn tight() -> SandboxDef {
     }
 }
 
-/// Whether the sandbox can run here; prints why not.
-pub(super) fn usable() -> bool {
-    let why = if Sandbox::new(SandboxDef::default()).locate().is_err() {
-        "bubblewrap (bwrap) or prlimit is not installed"
-    } else if !cgroup::available(cgroup::Controller::Pids)
-        || !cgroup::available(cgroup::Controller::Memory)
-    {
-        "no pids and memory cgroup the tests may create"
-    } else {
-        return true;
-    };
-    println!("skipped: {why}");
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "CI must be able to run the sandbox: {why}"
-    );
-    false
-}
+pub(super) use crate::tools::sandbox::usable_in_tests as usable;
 
 impl Fx {
     /// Full mode with a shell, in `sandbox`.
