@@ -465,7 +465,8 @@ fn wire_messages(messages: &[ChatMessage]) -> Vec<Value> {
             images.push(json!({ "type": "text", "text": format!("The image of tool call {id}:") }));
             images.extend(parts);
         } else {
-            let mut content = vec![json!({ "type": "text", "text": m.content.as_deref().unwrap_or_default() })];
+            let mut content =
+                vec![json!({ "type": "text", "text": m.content.as_deref().unwrap_or_default() })];
             content.extend(parts);
             v["content"] = Value::Array(content);
         }

@@ -73,11 +73,22 @@ fn openai_sends_tool_images_as_a_user_message_after_the_tool_results() {
         .collect();
     assert_eq!(
         roles,
-        ["system", "user", "assistant", "tool", "tool", "user", "assistant"],
+        [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "tool",
+            "user",
+            "assistant"
+        ],
         "{body}"
     );
     let tool = &body["messages"][3];
-    assert_eq!(tool["content"], "saved screenshots/t1-1.png", "the text stays");
+    assert_eq!(
+        tool["content"], "saved screenshots/t1-1.png",
+        "the text stays"
+    );
     assert_eq!(tool["tool_call_id"], "c1");
     assert_eq!(
         body["messages"][5]["content"],
@@ -117,7 +128,11 @@ fn a_provider_without_images_gets_the_text_alone() {
         bare
     };
     let open = openai().body(&conversation());
-    assert_eq!(open, openai().body(&expected), "openai is text-only by default");
+    assert_eq!(
+        open,
+        openai().body(&expected),
+        "openai is text-only by default"
+    );
     assert!(!open.to_string().contains("image_url"), "{open}");
     let ant = anthropic().with_images(false).body(&conversation());
     assert_eq!(ant, anthropic().body(&expected));

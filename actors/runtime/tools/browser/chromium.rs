@@ -227,8 +227,12 @@ impl Browser {
             cdp.call_within(None, "Browser.getVersion", json!({}), START_WITHIN)
                 .await?;
             // Pages opened by pages (popups) are announced, to become tabs.
-            cdp.call(None, "Target.setDiscoverTargets", json!({ "discover": true }))
-                .await?;
+            cdp.call(
+                None,
+                "Target.setDiscoverTargets",
+                json!({ "discover": true }),
+            )
+            .await?;
             cdp.call(
                 None,
                 "Fetch.enable",
@@ -548,7 +552,13 @@ async fn attach(
 
 /// Makes popup `target` (opened by the page of target `opener`) a tab, or closes it when
 /// `max_tabs` are open, telling the opener's errors either way.
-async fn popup(cdp: Arc<Cdp>, state: Arc<Mutex<State>>, target: String, opener: String, max_tabs: usize) {
+async fn popup(
+    cdp: Arc<Cdp>,
+    state: Arc<Mutex<State>>,
+    target: String,
+    opener: String,
+    max_tabs: usize,
+) {
     let note = match attach(&cdp, &state, &target, max_tabs).await {
         Ok(id) => {
             tracing::info!(tab = %id, "A page opened a popup; it is a tab now.");

@@ -240,7 +240,9 @@ impl State {
             }
             "Target.targetCreated"
                 if p["targetInfo"]["type"] == "page"
-                    && p["targetInfo"]["openerId"].as_str().is_some_and(|o| !o.is_empty()) =>
+                    && p["targetInfo"]["openerId"]
+                        .as_str()
+                        .is_some_and(|o| !o.is_empty()) =>
             {
                 // Only pages opened by a page carry an opener; tabs the tool opens do not.
                 return Some(Work::Popup {

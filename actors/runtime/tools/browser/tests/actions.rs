@@ -28,7 +28,9 @@ async fn the_open_past_max_tabs_is_a_clear_error_until_a_tab_is_closed() {
         .await;
     assert_eq!(kind(&third), "limit_exceeded", "{}", third.text);
     assert!(
-        third.text.contains("2 tabs are open, the most allowed; close one first"),
+        third
+            .text
+            .contains("2 tabs are open, the most allowed; close one first"),
         "{}",
         third.text
     );
@@ -58,7 +60,12 @@ async fn select_hover_press_and_scroll_act_on_refs() {
     // Each action's effect is written into the page by its own event handler; wait for it in
     // the page (no sleeps), then read it.
     let cases = [
-        (ref_of(&snap, "Colour"), "select", Some("Green"), "chose green"),
+        (
+            ref_of(&snap, "Colour"),
+            "select",
+            Some("Green"),
+            "chose green",
+        ),
         (ref_of(&snap, "Hover me"), "hover", None, "hovered"),
         (ref_of(&snap, "Keys"), "press", Some("k"), "key k"),
         (ref_of(&snap, "Far below"), "scroll", None, "scrolled far"),
@@ -75,9 +82,7 @@ async fn select_hover_press_and_scroll_act_on_refs() {
         );
         r.ok(json!({ "action": "wait", "for": "text", "value": effect }))
             .await;
-        let shown = r
-            .ok(json!({ "action": "text", "selector": "#out" }))
-            .await;
+        let shown = r.ok(json!({ "action": "text", "selector": "#out" })).await;
         assert!(shown.contains(effect), "{act}: {shown}");
     }
     // A select refuses an option it does not have, naming it.
@@ -86,7 +91,11 @@ async fn select_hover_press_and_scroll_act_on_refs() {
         .call(json!({ "action": "act", "ref": colour, "kind": "select", "text": "Blue" }))
         .await;
     assert_eq!(kind(&none), "invalid_arguments", "{}", none.text);
-    assert!(none.text.contains("no option \\\"Blue\\\""), "{}", none.text);
+    assert!(
+        none.text.contains("no option \\\"Blue\\\""),
+        "{}",
+        none.text
+    );
     r.pool.stop_all().await;
 }
 
@@ -125,11 +134,19 @@ async fn status_reports_the_running_browser_its_tabs_and_memory() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|t| (t["id"].as_str().unwrap().into(), t["title"].as_str().unwrap().into()))
+        .map(|t| {
+            (
+                t["id"].as_str().unwrap().into(),
+                t["title"].as_str().unwrap().into(),
+            )
+        })
         .collect();
     assert_eq!(
         tabs,
-        [("t1".into(), "Form".into()), ("t2".into(), "Actions".into())],
+        [
+            ("t1".into(), "Form".into()),
+            ("t2".into(), "Actions".into())
+        ],
         "{written}"
     );
     assert_eq!(written["tabs"][1]["url"], site.url("/actions"));
@@ -140,7 +157,9 @@ async fn status_reports_the_running_browser_its_tabs_and_memory() {
 fn ids(tabs: &str) -> Vec<&str> {
     tabs.lines()
         .filter_map(|l| l.split_once(": ").map(|(id, _)| id))
-        .filter(|id| id.len() > 1 && id.starts_with('t') && id[1..].bytes().all(|b| b.is_ascii_digit()))
+        .filter(|id| {
+            id.len() > 1 && id.starts_with('t') && id[1..].bytes().all(|b| b.is_ascii_digit())
+        })
         .collect()
 }
 
@@ -177,7 +196,10 @@ async fn popups_become_tabs_within_max_tabs() {
     r.ok(json!({ "action": "act", "tab": "t1", "ref": pop, "kind": "click" }))
         .await;
     let tabs = tabs_until(&r, |t| t.contains("t2:")).await;
-    assert!(tabs.contains(&site.url("/js")), "window.open is tab t2: {tabs}");
+    assert!(
+        tabs.contains(&site.url("/js")),
+        "window.open is tab t2: {tabs}"
+    );
     // The popup is a tab like any other.
     r.ok(json!({ "action": "wait", "tab": "t2", "for": "text", "value": "Rendered by script" }))
         .await;

@@ -72,7 +72,10 @@ async fn a_name_that_rebinds_to_loopback_after_the_check_is_refused_at_the_conne
     .unwrap();
     drop(b);
     assert!(
-        !answer.as_str().unwrap_or_default().contains("secret from loopback"),
+        !answer
+            .as_str()
+            .unwrap_or_default()
+            .contains("secret from loopback"),
         "{answer}"
     );
     assert_eq!(
