@@ -30,6 +30,15 @@ pub(crate) struct Entry {
     stopped: tokio::sync::watch::Sender<bool>,
 }
 
+/// The tokio clock's now: the idle timer sleeps on it, and tests pause and advance it.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the idle timer is a tokio timer; its deadline must be on the same clock, which tests pause and advance"
+)]
+fn now() -> tokio::time::Instant {
+    tokio::time::Instant::now()
+}
+
 /// Holds a browser in use: the idle timer does not fire while one lives, and restarts when
 /// it is dropped.
 pub(crate) struct InUse(Arc<Entry>);
@@ -37,7 +46,7 @@ pub(crate) struct InUse(Arc<Entry>);
 impl Drop for InUse {
     fn drop(&mut self) {
         if let Ok(mut last) = self.0.last.lock() {
-            *last = tokio::time::Instant::now();
+            *last = now();
         }
         self.0.inflight.fetch_sub(1, Ordering::SeqCst);
         self.0.activity.notify_one();
@@ -139,7 +148,7 @@ impl Browsers {
             browser: Arc::new(browser),
             activity: Notify::new(),
             inflight: AtomicUsize::new(1),
-            last: std::sync::Mutex::new(tokio::time::Instant::now()),
+            last: std::sync::Mutex::new(now()),
             stopped: tokio::sync::watch::channel(false).0,
         });
         map.insert(agent.clone(), entry.clone());
@@ -234,7 +243,7 @@ async fn idle(pool: Browsers, agent: AgentId, entry: Arc<Entry>) {
             .last
             .lock()
             .map(|l| *l)
-            .unwrap_or_else(|_| tokio::time::Instant::now());
+            .unwrap_or_else(|_| now());
         // While a call is in flight only its end (or the browser's death) can wake this.
         let busy = entry.inflight.load(Ordering::SeqCst) > 0;
         tokio::select! {
