@@ -133,7 +133,10 @@ fn provider_images_default_by_kind_and_can_be_set() {
     let config = load(&fx.opts()).unwrap();
     let images = |p: &str| config.providers[p].images;
     assert!(images("claude"), "anthropic takes images by default");
-    assert!(!images("local"), "openai-compatible servers take text only by default");
+    assert!(
+        !images("local"),
+        "openai-compatible servers take text only by default"
+    );
     assert!(images("vision"));
     assert!(!images("blind"));
 }

@@ -239,11 +239,7 @@ fn remove_status(dir: &Path) {
 async fn idle(pool: Browsers, agent: AgentId, entry: Arc<Entry>) {
     let limit = pool.inner.def.idle_timeout;
     loop {
-        let last = entry
-            .last
-            .lock()
-            .map(|l| *l)
-            .unwrap_or_else(|_| now());
+        let last = entry.last.lock().map(|l| *l).unwrap_or_else(|_| now());
         // While a call is in flight only its end (or the browser's death) can wake this.
         let busy = entry.inflight.load(Ordering::SeqCst) > 0;
         tokio::select! {
