@@ -106,7 +106,11 @@ impl Tripwire {
 ///   `10.0.0.1` and `169.254.169.254`, and a WebSocket to `to`;
 /// - `/redirect?to=<url>`: a 302 to `to`;
 /// - `/download?bytes=<n>`: `n` bytes as an attachment;
-/// - `/set-cookie?v=<v>`: sets cookie `who=<v>`; `/cookie`: shows `document.cookie`.
+/// - `/set-cookie?v=<v>`: sets cookie `who=<v>`; `/cookie`: shows `document.cookie`;
+/// - `/actions`: a select "Colour" (`chose <value>`), a button "Hover me" (`hovered`), a
+///   textbox "Keys" (`key <key>`), and a button "Far below" 3000px down (`scrolled far`);
+/// - `/popup`: a button "Pop" that `window.open`s `/js`, and a link "New tab" to `/form` with
+///   `target=_blank`.
 pub struct FixtureSite {
     /// Its address.
     pub addr: SocketAddr,
@@ -122,6 +126,25 @@ const FORM_PAGE: &str = r#"<!DOCTYPE html><html><head><title>Form</title></head>
 <h1>Say something</h1>
 <form action="/result" method="get"><input name="q" aria-label="Query"><button type="submit">Send</button></form>
 <a href="/js">elsewhere</a>
+</body></html>"#;
+
+const ACTIONS_PAGE: &str = r#"<!DOCTYPE html><html><head><title>Actions</title></head><body>
+<h1>Actions</h1>
+<select aria-label="Colour" onchange="say('chose ' + this.value)"><option value="red">Red</option><option value="green">Green</option></select>
+<button onmouseover="say('hovered')">Hover me</button>
+<input aria-label="Keys" onkeydown="say('key ' + event.key)">
+<p id="out"></p>
+<div style="height: 3000px"></div>
+<button>Far below</button>
+<script>
+function say(t) { document.getElementById('out').textContent = t; }
+window.addEventListener('scroll', () => { if (window.scrollY > 1000) say('scrolled far'); });
+</script>
+</body></html>"#;
+
+const POPUP_PAGE: &str = r#"<!DOCTYPE html><html><head><title>Popups</title></head><body>
+<button onclick="window.open('/js')">Pop</button>
+<a href="/form" target="_blank">New tab</a>
 </body></html>"#;
 
 type Params = Query<HashMap<String, String>>;
@@ -144,6 +167,8 @@ impl FixtureSite {
             .route("/download", get(download))
             .route("/set-cookie", get(set_cookie))
             .route("/cookie", get(cookie))
+            .route("/actions", get(|| async { Html(ACTIONS_PAGE) }))
+            .route("/popup", get(|| async { Html(POPUP_PAGE) }))
             .with_state(cookies.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await

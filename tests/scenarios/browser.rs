@@ -100,6 +100,31 @@ async fn an_agent_fills_a_form_by_ref_and_its_browser_stops_with_the_daemon() {
             .join("browser/surfer/status.json")
             .is_file()
     );
+    // The operator's view: `clawbus browser status`, as text and as JSON.
+    let pid = daemon.system().browsers().pid(&surfer).await.unwrap();
+    let mut cmd = project.clawbus();
+    cmd.args(["browser", "status"]);
+    let out = crate::support::run_cmd(cmd).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains(&format!("surfer: pid {pid} running, ")) && text.contains(" MiB, 1 tab(s)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("  t1 \"Result\" {}", site.url("/result?q="))),
+        "the tab with its title and URL: {text}"
+    );
+    let mut cmd = project.clawbus();
+    cmd.args(["browser", "status", "--json"]);
+    let out = crate::support::run_cmd(cmd).await;
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let b = &json["browsers"][0];
+    assert_eq!(b["agent"], "surfer", "{json}");
+    assert_eq!(b["pid"], pid, "{json}");
+    assert_eq!(b["running"], true, "{json}");
+    assert!(b["rss_bytes"].as_u64().unwrap() > 0, "{json}");
+    assert_eq!(b["tabs"].as_array().unwrap().len(), 1, "{json}");
     daemon.shutdown().await;
     assert_eq!(
         processes_naming(&profile),

@@ -95,6 +95,7 @@ pub(super) struct ProviderFile {
     pub max_retries: Option<u32>,
     pub max_response_bytes: Option<Spanned<i64>>,
     pub max_tokens: Option<Spanned<i64>>,
+    pub images: Option<bool>,
     pub breaker_failures: Option<Spanned<i64>>,
     pub breaker_cooldown: Option<Spanned<DurationText>>,
     pub breaker_max_cooldown: Option<Spanned<DurationText>>,

@@ -348,6 +348,10 @@ pub struct ProviderDef {
     /// `max_tokens` of requests whose agent sets none (`[providers.x] max_tokens`): always sent
     /// by `anthropic` (default `DEFAULT_ANTHROPIC_MAX_TOKENS`), sent by `openai` when set.
     pub max_tokens: Option<u32>,
+    /// Whether its models accept images (`[providers.x] images`; default `true` for `anthropic`,
+    /// `false` for `openai`, whose compatible servers often take text only). Where `false`,
+    /// images (screenshots) are left out of requests; the text still names the file.
+    pub images: bool,
     /// Its circuit breaker (`breaker_failures`, `breaker_cooldown`, `breaker_max_cooldown`).
     pub breaker: BreakerPolicy,
 }
@@ -364,6 +368,7 @@ impl ProviderDef {
             max_retries: DEFAULT_MAX_RETRIES,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             max_tokens: None,
+            images: false,
             breaker: BreakerPolicy::default(),
         }
     }

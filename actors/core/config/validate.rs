@@ -556,6 +556,7 @@ fn provider_def(
             kind_value,
             problems,
         ),
+        images: p.images.unwrap_or(kind_value == ProviderKind::Anthropic),
         breaker: super::breaker::breaker_policy(
             src,
             super::breaker::BreakerFields {

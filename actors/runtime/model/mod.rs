@@ -69,6 +69,36 @@ pub struct ChatMessage {
     /// For a `Tool` message: the id of the call it answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// Images that go with the text (a tool's screenshot), sent to models that accept images.
+    /// Never written to a transcript or journal: an image goes with the turn that made it, and
+    /// the text names where it was saved.
+    #[serde(skip)]
+    pub images: Vec<ImagePart>,
+}
+
+/// An image part of a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImagePart {
+    /// Its type (`image/png`).
+    pub media_type: String,
+    /// Its bytes, base64 (standard alphabet, padded).
+    pub data: String,
+}
+
+impl ImagePart {
+    /// A PNG of `bytes`.
+    pub fn png(bytes: &[u8]) -> Self {
+        use base64::Engine as _;
+        Self {
+            media_type: "image/png".into(),
+            data: base64::engine::general_purpose::STANDARD.encode(bytes),
+        }
+    }
+
+    /// As a `data:` URL (what OpenAI's `image_url` takes).
+    pub fn data_url(&self) -> String {
+        format!("data:{};base64,{}", self.media_type, self.data)
+    }
 }
 
 impl ChatMessage {
@@ -89,6 +119,7 @@ impl ChatMessage {
             content: text,
             tool_calls: calls,
             tool_call_id: None,
+            images: Vec::new(),
         }
     }
 
@@ -99,7 +130,14 @@ impl ChatMessage {
             content: Some(content.into()),
             tool_calls: Vec::new(),
             tool_call_id: Some(call_id.into()),
+            images: Vec::new(),
         }
+    }
+
+    /// This message with `images` added.
+    pub fn with_images(mut self, images: Vec<ImagePart>) -> Self {
+        self.images.extend(images);
+        self
     }
 
     fn plain(role: Role, text: String) -> Self {
@@ -108,6 +146,7 @@ impl ChatMessage {
             content: Some(text),
             tool_calls: Vec::new(),
             tool_call_id: None,
+            images: Vec::new(),
         }
     }
 }
@@ -144,6 +183,21 @@ pub struct ChatRequest {
     pub messages: Vec<ChatMessage>,
     /// Tools the model may call; empty means none are offered.
     pub tools: Vec<ToolSchema>,
+}
+
+impl ChatRequest {
+    /// `req` for a model that takes no images: a copy without them when it holds any, else
+    /// `req` itself (no copy).
+    pub(crate) fn for_images(&self, accepted: bool) -> std::borrow::Cow<'_, Self> {
+        if accepted || self.messages.iter().all(|m| m.images.is_empty()) {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let mut bare = self.clone();
+        for m in &mut bare.messages {
+            m.images.clear();
+        }
+        std::borrow::Cow::Owned(bare)
+    }
 }
 
 /// Token counts reported by the provider.

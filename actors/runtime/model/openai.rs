@@ -67,6 +67,8 @@ pub struct OpenAiClient {
     http: super::LazyClient,
     cap: ResponseCap,
     params: ModelParams,
+    /// Whether its models accept images; without, images are left out of requests.
+    images: bool,
     default_max_tokens: Option<u32>,
     /// Redacted from every error: the key, and what [`OpenAiClient::with_secrets`] added.
     secrets: Secrets,
@@ -83,6 +85,7 @@ impl OpenAiClient {
             http,
             cap: ResponseCap::default(),
             params: ModelParams::default(),
+            images: false,
             default_max_tokens: None,
         })
     }
@@ -92,6 +95,13 @@ impl OpenAiClient {
     /// sent.
     pub fn with_secrets(mut self, secrets: Secrets) -> Self {
         self.secrets = own_key(secrets, self.cfg.api_key.as_deref());
+        self
+    }
+
+    /// Whether its models accept images (`[providers.x] images`); where not, the images of
+    /// messages are left out of requests (their text stays).
+    pub(crate) fn with_images(mut self, images: bool) -> Self {
+        self.images = images;
         self
     }
 
@@ -340,7 +350,8 @@ impl ChatModel for OpenAiClient {
 
 impl OpenAiClient {
     /// The request body: the conversation, then the agent's parameters, then `extra`.
-    fn body(&self, req: &ChatRequest) -> Value {
+    pub(crate) fn body(&self, req: &ChatRequest) -> Value {
+        let req = &*req.for_images(self.images);
         let mut body = request_body(req);
         let p = &self.params;
         let set = |body: &mut Value, key: &str, value: Value| body[key] = value;
@@ -385,7 +396,7 @@ impl OpenAiClient {
 
 /// The JSON body of a streaming chat-completions request.
 pub(crate) fn request_body(req: &ChatRequest) -> Value {
-    let messages: Vec<Value> = req.messages.iter().map(wire_message).collect();
+    let messages = wire_messages(&req.messages);
     let mut body = json!({
         "model": req.model,
         "messages": messages,
@@ -423,6 +434,46 @@ fn wire_arguments(arguments: &str) -> &str {
     } else {
         "{}"
     }
+}
+
+/// The messages on the wire. A `tool` message carries text only, so the images of tool results
+/// follow as one `user` message of `image_url` parts, after the last of the consecutive tool
+/// results (the API wants every result of an assistant turn right after it).
+fn wire_messages(messages: &[ChatMessage]) -> Vec<Value> {
+    let mut out = Vec::with_capacity(messages.len());
+    let mut images: Vec<Value> = Vec::new();
+    let flush = |out: &mut Vec<Value>, images: &mut Vec<Value>| {
+        if !images.is_empty() {
+            out.push(json!({ "role": "user", "content": std::mem::take(images) }));
+        }
+    };
+    for m in messages {
+        if m.role != Role::Tool {
+            flush(&mut out, &mut images);
+        }
+        let mut v = wire_message(m);
+        if m.images.is_empty() {
+            out.push(v);
+            continue;
+        }
+        let parts = m
+            .images
+            .iter()
+            .map(|i| json!({ "type": "image_url", "image_url": { "url": i.data_url() } }));
+        if m.role == Role::Tool {
+            let id = m.tool_call_id.as_deref().unwrap_or_default();
+            images.push(json!({ "type": "text", "text": format!("The image of tool call {id}:") }));
+            images.extend(parts);
+        } else {
+            let mut content =
+                vec![json!({ "type": "text", "text": m.content.as_deref().unwrap_or_default() })];
+            content.extend(parts);
+            v["content"] = Value::Array(content);
+        }
+        out.push(v);
+    }
+    flush(&mut out, &mut images);
+    out
 }
 
 fn wire_message(m: &ChatMessage) -> Value {

@@ -3,6 +3,7 @@
 
 mod anthropic;
 pub(crate) mod fallback;
+mod images;
 mod openai;
 pub(crate) mod params;
 mod scripted;

@@ -11,7 +11,8 @@ const SPILL_KEEP: usize = 100;
 /// Longest error message handed to the model; error outputs are never cut (they stay JSON).
 const MAX_ERROR_MESSAGE: usize = 4000;
 
-/// What a tool answers: text for the model, and whether it is an error.
+/// What a tool answers: text for the model, whether it is an error, and images (a screenshot)
+/// for models that accept them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolOutput {
     /// The text handed back to the model as the tool result.
@@ -19,6 +20,9 @@ pub struct ToolOutput {
     /// True when the call failed; `text` is then
     /// `{"error":{"type":…,"message":…,"limit"?:…,"retry_after_ms"?:…,"suggestion"?:…}}`.
     pub is_error: bool,
+    /// Images that go with the text to models that accept images (the text must stand alone:
+    /// others never see them).
+    pub images: Vec<crate::model::ImagePart>,
 }
 
 /// A failed call, as the model sees it: a kind it can branch on, a short message without secrets,
@@ -100,6 +104,7 @@ impl From<ToolError> for ToolOutput {
         Self {
             text,
             is_error: true,
+            images: Vec::new(),
         }
     }
 }
@@ -110,7 +115,14 @@ impl ToolOutput {
         Self {
             text: text.into(),
             is_error: false,
+            images: Vec::new(),
         }
+    }
+
+    /// This output with `image` added.
+    pub fn with_image(mut self, image: crate::model::ImagePart) -> Self {
+        self.images.push(image);
+        self
     }
 
     /// A failed result the model can act on: `{"error":{"type":kind,"message":message}}`.

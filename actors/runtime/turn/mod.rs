@@ -18,7 +18,7 @@ use crate::model::{
     ChatMessage, ChatModel, ChatRequest, ModelError, ModelObserver, Role, ToolCall, ToolSchema,
     Unobserved,
 };
-use crate::tools::{ToolContext, ToolSet};
+use crate::tools::{ToolContext, ToolOutput, ToolSet};
 use clawbus_core::config::Limits;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -391,21 +391,21 @@ async fn tool_loop(
     let mut truncated = false;
     loop {
         for call in pending_calls(&added) {
-            let result = if cut.contains(&call.id) {
-                TRUNCATED_CALL_RESULT.to_string()
+            let (result, images) = if cut.contains(&call.id) {
+                (TRUNCATED_CALL_RESULT.to_string(), Vec::new())
             } else if let Err(e) = guard.check(&call) {
                 return Err(e);
             } else if started.contains(&call.id) && !deps.tools.is_idempotent(&call.name) {
                 tracing::warn!(tool = %call.name, call_id = %call.id, "Tool call interrupted by a stop; its effects are unknown, so it is not run again.");
-                INTERRUPTED_RESULT.to_string()
+                (INTERRUPTED_RESULT.to_string(), Vec::new())
             } else {
                 journal.tool_started(&call)?;
                 events.tool_start(&call);
-                let (result, ok) = run_tool(deps, &input.tool_context, &call).await;
-                events.tool_end(&call, ok);
-                result
+                let out = run_tool(deps, &input.tool_context, &call).await;
+                events.tool_end(&call, !out.is_error);
+                (out.text, out.images)
             };
-            let message = ChatMessage::tool(call.id.clone(), result);
+            let message = ChatMessage::tool(call.id.clone(), result).with_images(images);
             journal.tool_result(&message)?;
             added.push(message);
         }
@@ -518,7 +518,7 @@ fn warn_prose_call(ctx: &ToolContext, model: &str, text: Option<&str>) {
 }
 
 /// Runs one tool call: its result text, and whether it succeeded.
-async fn run_tool(deps: &TurnDeps, ctx: &ToolContext, call: &ToolCall) -> (String, bool) {
+async fn run_tool(deps: &TurnDeps, ctx: &ToolContext, call: &ToolCall) -> ToolOutput {
     let started = deps.clock.now();
     let out = deps
         .tools
@@ -537,5 +537,5 @@ async fn run_tool(deps: &TurnDeps, ctx: &ToolContext, call: &ToolCall) -> (Strin
         duration_ms = deps.clock.since(started).as_millis() as u64,
         "Tool ran."
     );
-    (out.text, !out.is_error)
+    out
 }

@@ -114,6 +114,7 @@ fn build_client(
             })?
             .with_max_response_bytes(&provider.name, provider.max_response_bytes)
             .with_default_max_tokens(provider.max_tokens)
+            .with_images(provider.images)
             .with_params(def.model_params.clone())
             .with_secrets(Secrets::from_config(config));
             Ok(Arc::new(client))
@@ -129,6 +130,7 @@ fn build_client(
                 max_tokens: provider.max_tokens.unwrap_or(defaults.max_tokens),
             })?
             .with_max_response_bytes(&provider.name, provider.max_response_bytes)
+            .with_images(provider.images)
             .with_params(def.model_params.clone())
             .with_secrets(Secrets::from_config(config));
             Ok(Arc::new(client))

@@ -392,3 +392,80 @@ mod build_model {
         );
     }
 }
+
+/// Calls `shot` once, then answers; keeps every request it was sent.
+#[derive(Default)]
+struct ShotOnce {
+    seen: std::sync::Mutex<Vec<ChatRequest>>,
+}
+
+#[async_trait]
+impl ChatModel for ShotOnce {
+    async fn complete(&self, req: &ChatRequest) -> Result<ModelReply, ModelError> {
+        let mut seen = self.seen.lock().unwrap();
+        seen.push(req.clone());
+        let tool_calls = if seen.len() == 1 {
+            vec![ToolCall {
+                id: "s1".into(),
+                name: "shot".into(),
+                arguments: "{}".into(),
+            }]
+        } else {
+            Vec::new()
+        };
+        Ok(ModelReply {
+            text: tool_calls.is_empty().then(|| "seen".to_string()),
+            tool_calls,
+            finish_reason: Some("stop".into()),
+            usage: None,
+            model: None,
+            served_model: None,
+        })
+    }
+}
+
+/// A tool whose output carries an image.
+struct Shot;
+
+#[async_trait]
+impl Tool for Shot {
+    fn name(&self) -> &'static str {
+        "shot"
+    }
+    fn description(&self) -> &'static str {
+        "Takes a picture."
+    }
+    fn parameters(&self) -> serde_json::Value {
+        json!({ "type": "object" })
+    }
+    async fn call(&self, _: &ToolContext, _: serde_json::Value) -> ToolOutput {
+        ToolOutput::ok("saved shot.png").with_image(crate::model::ImagePart::png(b"png"))
+    }
+}
+
+#[tokio::test]
+async fn a_tool_outputs_image_goes_with_its_result_to_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Arc::new(ShotOnce::default());
+    let deps = TurnDeps {
+        tools: ToolSet::default().with(Shot),
+        ..deps(Looping::new(1, false), &Count::default(), Limits::default())
+    };
+    let deps = TurnDeps {
+        model: model.clone(),
+        ..deps
+    };
+    let out = tokio::time::timeout(NET, run_turn(&deps, input(&dir)))
+        .await
+        .expect("the turn ends")
+        .unwrap();
+    assert_eq!(out.text, "seen");
+    let seen = model.seen.lock().unwrap();
+    let result = seen[1]
+        .messages
+        .iter()
+        .find(|m| m.tool_call_id.as_deref() == Some("s1"))
+        .expect("the tool result is sent");
+    assert_eq!(result.content.as_deref(), Some("saved shot.png"));
+    assert_eq!(result.images, [crate::model::ImagePart::png(b"png")]);
+}

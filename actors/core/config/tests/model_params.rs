@@ -120,3 +120,23 @@ fn tool_choice_names_a_known_tool_and_wrong_types_are_placed() {
         "agents.d/b.toml:4:15: field \"model_params.tool_choice\": the agent cannot have tool \"read\": tools.deny removes it",
     );
 }
+
+#[test]
+fn provider_images_default_by_kind_and_can_be_set() {
+    let fx = Fixture::new();
+    fx.write(
+        "clawbus.toml",
+        &format!(
+            "{PROVIDERS}[providers.vision]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:8081/v1\"\nimages = true\n[providers.blind]\nkind = \"anthropic\"\nimages = false\n"
+        ),
+    );
+    let config = load(&fx.opts()).unwrap();
+    let images = |p: &str| config.providers[p].images;
+    assert!(images("claude"), "anthropic takes images by default");
+    assert!(
+        !images("local"),
+        "openai-compatible servers take text only by default"
+    );
+    assert!(images("vision"));
+    assert!(!images("blind"));
+}

@@ -83,6 +83,8 @@ pub struct AnthropicClient {
     http: crate::model::LazyClient,
     cap: ResponseCap,
     params: ModelParams,
+    /// Whether its models accept images; without, images are left out of requests.
+    images: bool,
     /// Redacted from every error: the key, and what [`AnthropicClient::with_secrets`] added.
     secrets: Secrets,
 }
@@ -98,7 +100,15 @@ impl AnthropicClient {
             http,
             cap: ResponseCap::default(),
             params: ModelParams::default(),
+            images: true,
         })
+    }
+
+    /// Whether its models accept images (`[providers.x] images`); where not, the images of
+    /// messages are left out of requests (their text stays).
+    pub(crate) fn with_images(mut self, images: bool) -> Self {
+        self.images = images;
+        self
     }
 
     /// Sends `params` (an agent's `[model_params]`) with every request. `seed` and
@@ -132,7 +142,8 @@ impl AnthropicClient {
 
     /// The JSON body this client sends for `req`.
     pub fn body(&self, req: &ChatRequest) -> Value {
-        request::request_body(req, &self.params, self.cfg.max_tokens)
+        let req = req.for_images(self.images);
+        request::request_body(&req, &self.params, self.cfg.max_tokens)
     }
 
     /// Folds a whole recorded event stream (the bytes of a `/v1/messages` SSE answer) into a

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use super::super::params::{ModelParams, ToolChoice, merge_extra};
-use super::super::{ChatMessage, ChatRequest, Role};
+use super::super::{ChatMessage, ChatRequest, ImagePart, Role};
 
 /// The heading that opens the prompt's last, volatile layer (agent, session, model, time): see
 /// `crate::prompt`. What comes before it is stable between calls and gets the cache breakpoint.
@@ -138,8 +138,17 @@ fn messages(messages: &[ChatMessage]) -> Vec<Value> {
                     "type": "tool_result",
                     "tool_use_id": m.tool_call_id.as_deref().unwrap_or(""),
                 });
-                if let Some(text) = m.content.as_deref().filter(|t| !t.is_empty()) {
-                    block["content"] = json!(text);
+                let text = m.content.as_deref().filter(|t| !t.is_empty());
+                if m.images.is_empty() {
+                    if let Some(text) = text {
+                        block["content"] = json!(text);
+                    }
+                } else {
+                    // With images: a list of blocks, the text first.
+                    let mut content = Vec::new();
+                    push_text(&mut content, text.unwrap_or_default());
+                    content.extend(m.images.iter().map(image_block));
+                    block["content"] = Value::Array(content);
                 }
                 ("user", vec![block])
             }
@@ -160,7 +169,12 @@ fn messages(messages: &[ChatMessage]) -> Vec<Value> {
 fn text_blocks(m: &ChatMessage) -> Vec<Value> {
     let mut blocks = Vec::new();
     push_text(&mut blocks, m.content.as_deref().unwrap_or(""));
+    blocks.extend(m.images.iter().map(image_block));
     blocks
+}
+
+fn image_block(i: &ImagePart) -> Value {
+    json!({ "type": "image", "source": { "type": "base64", "media_type": i.media_type, "data": i.data } })
 }
 
 /// A tool call's arguments as the `input` object the API wants; arguments that are not a JSON

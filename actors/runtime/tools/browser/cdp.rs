@@ -90,12 +90,23 @@ pub(crate) struct Launched {
     pub stderr: Arc<Mutex<Vec<u8>>>,
 }
 
-/// Starts `exe` headless with `profile` as its user-data folder and the DevTools pipe; every
-/// event goes to `on_event` (called on the reader task: it must not block).
+/// The loopback ports a browser's connections go to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ports {
+    /// The guarded proxy every http(s) connection goes through.
+    pub proxy: u16,
+    /// The socket WebSockets are sent to, which never answers.
+    pub sink: u16,
+}
+
+/// Starts `exe` headless with `profile` as its user-data folder and the DevTools pipe, plus
+/// `extra` arguments; every event goes to `on_event` (called on the reader task: it must not
+/// block).
 pub(crate) fn launch(
     exe: &Path,
     profile: &Path,
-    sink: u16,
+    ports: Ports,
+    extra: &[String],
     on_event: Arc<dyn Fn(Event) + Send + Sync>,
 ) -> std::io::Result<Launched> {
     let mut cmd = Command::new("sh");
@@ -121,15 +132,19 @@ pub(crate) fn launch(
             "--window-size=1280,800",
         ])
         .arg(format!("--user-data-dir={}", profile.display()))
-        // WebSockets are not seen by request interception: http(s) goes direct (and through
-        // the guard), while every WebSocket is sent to a SOCKS "proxy" that is a loopback socket
-        // the daemon holds and never answers, so none connects anywhere. Loopback is not
-        // exempt (`<-loopback>`). WebRTC may not send UDP outside a proxy.
+        // http(s) goes through the guarded proxy (Chromium resolves no name itself; the proxy
+        // connects to the address it checked). WebSockets are not seen by request interception:
+        // Chromium sends them to the SOCKS proxy when one is set, and that is a loopback socket
+        // the daemon holds and never answers, so none connects anywhere. Loopback is not exempt
+        // (`<-loopback>`). WebRTC may not send UDP outside a proxy.
         .arg(format!(
-            "--proxy-server=http=direct://;https=direct://;socks=socks5://127.0.0.1:{sink}"
+            "--proxy-server=http=127.0.0.1:{p};https=127.0.0.1:{p};socks=socks5://127.0.0.1:{s}",
+            p = ports.proxy,
+            s = ports.sink
         ))
         .arg("--proxy-bypass-list=<-loopback>")
-        .arg("--force-webrtc-ip-handling-policy=disable_non_proxied_udp");
+        .arg("--force-webrtc-ip-handling-policy=disable_non_proxied_udp")
+        .args(extra);
     if rustix::process::geteuid().is_root() {
         // Chromium refuses to run its sandbox as root; the address guard still holds.
         cmd.arg("--no-sandbox");

@@ -1,19 +1,34 @@
 //! One running Chromium of one agent: started with its own profile folder, every request it
 //! makes held by the protocol's request interception until the address guard allows it, its
-//! tabs, page loads bounded by the load timeout, and downloads capped into the workspace.
+//! connections made by a guarded proxy that pins each name to the address it checked, its tabs
+//! (popups included), page loads bounded by the load timeout, and downloads capped into the
+//! workspace.
 //!
-//! The guard (`Fetch.enable` on the browser target, so every tab, frame, worker, script, XHR,
-//! `fetch()` and every redirect hop is paused at the request stage): only `http(s)` (plus
-//! `data:`, `blob:` and `about:`, which never reach the network); the host is resolved and
-//! every address checked by the same [`classify`](crate::tools::web::guard) `web_fetch` uses;
-//! anything else fails with `BlockedByClient` and is recorded. Chromium resolves the name again
-//! when it connects, so a name whose answers flip between a public and a private address
-//! within seconds (DNS rebinding) is not pinned the way `web_fetch` pins it. WebSockets, which
-//! request interception does not see, are sent to a dead proxy (see `cdp::launch`).
+//! The guard has two layers:
+//! - request interception (`Fetch.enable` on the browser target, so every tab, frame, worker,
+//!   script, XHR, `fetch()` and every redirect hop is paused at the request stage): only
+//!   `http(s)` (plus `data:`, `blob:` and `about:`, which never reach the network); the host is
+//!   resolved and every address checked by the same [`classify`](crate::tools::web::guard)
+//!   `web_fetch` uses; anything else fails with `BlockedByClient` and is recorded, so the model
+//!   learns what was refused and why;
+//! - the connection: Chromium never resolves a name itself. Its http and https go through a
+//!   proxy of its own on loopback (the sandbox's filtering proxy, `crate::tools::sandbox::proxy`,
+//!   with no domain list), which resolves the name once, checks every address, and connects to
+//!   the address it checked. A name that answered a public address to the first layer and a
+//!   private one a moment later (DNS rebinding, a time-of-check/time-of-use race) is refused
+//!   there. Why a proxy: `--host-resolver-rules` is fixed for the whole process at start, so it
+//!   cannot pin names learnt later; fulfilling every request from the daemon
+//!   (`Fetch.fulfillRequest`) would hold whole bodies in memory, pass them base64 through the
+//!   pipe and lose streaming; a proxy keeps Chromium's own networking and only decides where
+//!   each connection goes. The proxy's port is reachable by local users, but it only connects
+//!   where anyone on the host may connect directly (public addresses).
+//!
+//! WebSockets, which request interception does not see, are sent to a dead proxy (see
+//! `cdp::launch`).
 
 use super::cdp::{self, Cdp, CdpError};
 use super::state::{State, Tab, Work};
-use crate::tools::web::guard;
+use crate::tools::sandbox::proxy::{self, Resolver, TcpProxy};
 use clawbus_core::config::BrowserDef;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -81,6 +96,10 @@ pub(crate) struct Browser {
     pub(crate) def: BrowserDef,
     /// Where WebSockets are sent: a loopback socket that never accepts (see `cdp::launch`).
     _sink: std::net::TcpListener,
+    /// The proxy every http(s) connection goes through (stops when dropped).
+    _proxy: TcpProxy,
+    /// How names are resolved for the guard's checks.
+    check: Resolver,
 }
 
 /// Locks `state`; a poisoned lock (a panic elsewhere) still holds usable data.
@@ -88,8 +107,32 @@ pub(crate) fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     state.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// How a browser's names are resolved: for the check of each intercepted request, and by the
+/// proxy its connections go through. Tests swap in fixed answers.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Net {
+    /// Resolves names for the check of each intercepted request.
+    pub check: Resolver,
+    /// Resolves names for the proxy, which connects to the address it checked.
+    pub connect: Resolver,
+    /// More Chromium arguments (tests only).
+    pub args: Vec<String>,
+}
+
+/// `(host, port)` of each origin (`http://127.0.0.1:43123`) the proxy lets through unchecked.
+fn exempt(origins: &[String]) -> Vec<(String, u16)> {
+    origins
+        .iter()
+        .filter_map(|o| {
+            let u = url::Url::parse(o).ok()?;
+            let host = u.host_str()?.trim_start_matches('[').trim_end_matches(']');
+            Some((host.to_ascii_lowercase(), u.port_or_known_default()?))
+        })
+        .collect()
+}
+
 /// Whether the guard lets `url` through: `Err(why)` when not.
-pub(crate) async fn check_url(url: &str, allow: &[String]) -> Result<(), String> {
+pub(crate) async fn check_url(url: &str, allow: &[String], dns: &Resolver) -> Result<(), String> {
     let parsed = url::Url::parse(url).map_err(|e| format!("not a valid URL: {e}"))?;
     match parsed.scheme() {
         "data" | "blob" | "about" => return Ok(()),
@@ -106,7 +149,12 @@ pub(crate) async fn check_url(url: &str, allow: &[String]) -> Result<(), String>
             return Ok(());
         }
     }
-    guard::resolve(&parsed, &[])
+    let Some(host) = parsed.host_str() else {
+        return Err("the URL has no host".into());
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port = parsed.port_or_known_default().unwrap_or(80);
+    dns.resolve(host, port, false)
         .await
         .map(|_| ())
         .map_err(|e| e.to_string())
@@ -119,6 +167,7 @@ impl Browser {
         profile: &Path,
         downloads: PathBuf,
         def: BrowserDef,
+        net: Net,
     ) -> Result<Self, BrowserError> {
         let err =
             |what: &str, e: &dyn std::fmt::Display| BrowserError::Start(format!("{what}: {e}"));
@@ -141,7 +190,18 @@ impl Browser {
             .local_addr()
             .map_err(|e| err("no loopback socket for the WebSocket sink", &e))?
             .port();
-        let launched = cdp::launch(exe, profile, sink_port, on_event)
+        let guarded = proxy::start_tcp(proxy::Policy {
+            def: None,
+            resolver: net.connect.clone(),
+            agent: format!("{} (browser)", profile.display()),
+            exempt: exempt(&def.test_allow_origins),
+        })
+        .map_err(|e| err("no loopback port for the browser's proxy", &e))?;
+        let ports = cdp::Ports {
+            proxy: guarded.addr.port(),
+            sink: sink_port,
+        };
+        let launched = cdp::launch(exe, profile, ports, &net.args, on_event)
             .map_err(|e| err(&format!("cannot run {}", exe.display()), &e))?;
         let pid = launched.child.id().unwrap_or(0);
         let browser = Self {
@@ -151,18 +211,28 @@ impl Browser {
             pid,
             def,
             _sink: sink,
+            _proxy: guarded,
+            check: net.check.clone(),
         };
         tokio::spawn(work_loop(
             work_rx,
             launched.cdp.clone(),
-            browser.def.test_allow_origins.clone(),
+            (browser.def.test_allow_origins.clone(), net.check),
             downloads.clone(),
             browser.state.clone(),
+            browser.def.max_tabs,
         ));
         let ready = async {
             let cdp = &browser.cdp;
             cdp.call_within(None, "Browser.getVersion", json!({}), START_WITHIN)
                 .await?;
+            // Pages opened by pages (popups) are announced, to become tabs.
+            cdp.call(
+                None,
+                "Target.setDiscoverTargets",
+                json!({ "discover": true }),
+            )
+            .await?;
             cdp.call(
                 None,
                 "Fetch.enable",
@@ -212,38 +282,7 @@ impl Browser {
             .call(None, "Target.createTarget", json!({ "url": "about:blank" }))
             .await?;
         let target = created["targetId"].as_str().unwrap_or_default().to_string();
-        let attached = self
-            .cdp
-            .call(
-                None,
-                "Target.attachToTarget",
-                json!({ "targetId": target, "flatten": true }),
-            )
-            .await?;
-        let session = attached["sessionId"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let id = {
-            let mut st = lock(&self.state);
-            st.next_tab += 1;
-            let id = format!("t{}", st.next_tab);
-            st.tabs.push(Tab::new(id.clone(), target, session.clone()));
-            id
-        };
-        let s = Some(session.as_str());
-        for (method, params) in [
-            ("Page.enable", json!({})),
-            ("Runtime.enable", json!({})),
-            ("Log.enable", json!({})),
-            (
-                "Network.enable",
-                json!({ "maxTotalBufferSize": 2_000_000, "maxResourceBufferSize": 1_000_000 }),
-            ),
-        ] {
-            self.cdp.call(s, method, params).await?;
-        }
-        Ok(id)
+        attach(&self.cdp, &self.state, &target, self.def.max_tabs).await
     }
 
     /// The session and target of tab `id`.
@@ -267,7 +306,7 @@ impl Browser {
 
     /// Loads `url` in tab `id` and waits for its load event, within the load timeout.
     pub(crate) async fn navigate(&self, id: &str, url: &str) -> Result<(), BrowserError> {
-        if let Err(why) = check_url(url, &self.def.test_allow_origins).await {
+        if let Err(why) = check_url(url, &self.def.test_allow_origins, &self.check).await {
             return Err(BrowserError::Refused {
                 url: url.to_string(),
                 why,
@@ -458,15 +497,92 @@ impl Browser {
     }
 }
 
+/// Attaches to page `target` and makes it a tab (its id answered), unless `max_tabs` are open:
+/// then the target is closed. Used for the tabs the tool opens and for popups.
+async fn attach(
+    cdp: &Cdp,
+    state: &Mutex<State>,
+    target: &str,
+    max_tabs: usize,
+) -> Result<String, BrowserError> {
+    let attached = cdp
+        .call(
+            None,
+            "Target.attachToTarget",
+            json!({ "targetId": target, "flatten": true }),
+        )
+        .await?;
+    let session = attached["sessionId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let id = {
+        let mut st = lock(state);
+        let open = st.tabs.len();
+        if open >= max_tabs {
+            None
+        } else {
+            st.next_tab += 1;
+            let id = format!("t{}", st.next_tab);
+            st.tabs
+                .push(Tab::new(id.clone(), target.to_string(), session.clone()));
+            Some((id, open))
+        }
+    };
+    let Some((id, _)) = id else {
+        let open = lock(state).tabs.len();
+        cdp.notify(None, "Target.closeTarget", json!({ "targetId": target }))
+            .await;
+        return Err(BrowserError::TooManyTabs(open));
+    };
+    let s = Some(session.as_str());
+    for (method, params) in [
+        ("Page.enable", json!({})),
+        ("Runtime.enable", json!({})),
+        ("Log.enable", json!({})),
+        (
+            "Network.enable",
+            json!({ "maxTotalBufferSize": 2_000_000, "maxResourceBufferSize": 1_000_000 }),
+        ),
+    ] {
+        cdp.call(s, method, params).await?;
+    }
+    Ok(id)
+}
+
+/// Makes popup `target` (opened by the page of target `opener`) a tab, or closes it when
+/// `max_tabs` are open, telling the opener's errors either way.
+async fn popup(
+    cdp: Arc<Cdp>,
+    state: Arc<Mutex<State>>,
+    target: String,
+    opener: String,
+    max_tabs: usize,
+) {
+    let note = match attach(&cdp, &state, &target, max_tabs).await {
+        Ok(id) => {
+            tracing::info!(tab = %id, "A page opened a popup; it is a tab now.");
+            return;
+        }
+        Err(BrowserError::TooManyTabs(n)) => {
+            format!("a popup was closed: {n} tabs are open, the most allowed (max_tabs)")
+        }
+        Err(e) => format!("a popup could not be attached: {e}"),
+    };
+    tracing::info!(reason = %note, "A popup was not made a tab.");
+    lock(&state).note_error(&opener, &note);
+}
+
 /// Decides every paused request and handles downloads; ends when the browser is gone.
 async fn work_loop(
     mut rx: mpsc::Receiver<Work>,
     cdp: Arc<Cdp>,
-    allow: Vec<String>,
+    guard: (Vec<String>, Resolver),
     downloads: PathBuf,
     state: Arc<Mutex<State>>,
+    max_tabs: usize,
 ) {
-    let allow = Arc::new(allow);
+    let guard = Arc::new(guard);
     while let Some(work) = rx.recv().await {
         match work {
             Work::Paused {
@@ -474,10 +590,10 @@ async fn work_loop(
                 url,
                 session,
             } => {
-                let (cdp, allow, state) = (cdp.clone(), allow.clone(), state.clone());
+                let (cdp, guard, state) = (cdp.clone(), guard.clone(), state.clone());
                 tokio::spawn(async move {
                     let s = session.as_deref();
-                    match check_url(&url, &allow).await {
+                    match check_url(&url, &guard.0, &guard.1).await {
                         Ok(()) => {
                             cdp.notify(s, "Fetch.continueRequest", json!({ "requestId": request }))
                                 .await;
@@ -507,6 +623,9 @@ async fn work_loop(
                 }
             }
             Work::Finished { guid } => finish_download(&downloads, &guid, &state),
+            Work::Popup { target, opener } => {
+                tokio::spawn(popup(cdp.clone(), state.clone(), target, opener, max_tabs));
+            }
         }
     }
 }

@@ -11,7 +11,8 @@
 //!   the daemon.
 //!
 //! Everything the page controls (titles, text, snapshots, URLs, console errors) reaches the
-//! model wrapped by `crate::untrusted::wrap`. Error types: `unavailable`, `invalid_arguments`,
+//! model wrapped by `crate::untrusted::wrap`. A screenshot is a file in the workspace named in
+//! the text, and an image part for models that accept images (`[providers.x] images`). Error types: `unavailable`, `invalid_arguments`,
 //! `not_found` (tab), `stale_ref`, `url_refused`, `network`, `timed_out`, `limit_exceeded`,
 //! `browser`, `io`.
 
@@ -350,7 +351,7 @@ impl BrowserTool {
             }
             Action::Screenshot => {
                 let id = Self::tab_of(b, &a.tab)?;
-                let (path, bytes) =
+                let (path, png) =
                     page::screenshot(b, &id, &ctx.workspace, a.full_page, a.target.as_deref())
                         .await
                         .map_err(page_err)?;
@@ -360,11 +361,14 @@ impl BrowserTool {
                     None if a.full_page => "the whole page".into(),
                     None => "the viewport".into(),
                 };
+                let bytes = png.len();
+                // The text stands alone for models without images; the others also see it.
                 Ok(ToolOutput::ok(format!(
                     "saved {} ({bytes} bytes, PNG of {what} of tab {id}); page: {}",
                     path.display(),
                     crate::untrusted::wrap(&url, &url)
-                )))
+                ))
+                .with_image(crate::model::ImagePart::png(&png)))
             }
             Action::Requests => {
                 let id = Self::tab_of(b, &a.tab)?;

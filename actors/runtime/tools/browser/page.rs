@@ -373,14 +373,14 @@ pub(crate) async fn text(
 }
 
 /// Saves a PNG of `tab` (the viewport, the whole page, or one ref) under the workspace's
-/// `screenshots/`; answers its path relative to the workspace and its size in bytes.
+/// `screenshots/`; answers its path relative to the workspace and its bytes.
 pub(crate) async fn screenshot(
     b: &Browser,
     tab: &str,
     workspace: &Path,
     full_page: bool,
     r: Option<&str>,
-) -> Result<(PathBuf, usize), PageError> {
+) -> Result<(PathBuf, Vec<u8>), PageError> {
     use base64::Engine as _;
     let (session, _) = b.tab(tab)?;
     let s = session.as_str();
@@ -438,7 +438,7 @@ pub(crate) async fn screenshot(
         path: rel.display().to_string(),
         source,
     })?;
-    Ok((rel, png.len()))
+    Ok((rel, png))
 }
 
 /// What `wait` waits for.

@@ -5,7 +5,7 @@
 //! cross agents (separate processes, separate folders). While a browser runs, its pid and tabs
 //! are written to `<state>/browser/<agent>/status.json` for `clawbus browser status`.
 
-use super::chromium::{Browser, BrowserError, group_rss, lock};
+use super::chromium::{Browser, BrowserError, Net, group_rss, lock};
 use clawbus_core::config::BrowserDef;
 use clawbus_core::ids::AgentId;
 use std::collections::HashMap;
@@ -25,7 +25,18 @@ pub(crate) struct Entry {
     pub(crate) browser: Arc<Browser>,
     activity: Notify,
     inflight: AtomicUsize,
+    /// When the last call ended (the tokio clock, so a paused clock drives the idle timer).
+    last: std::sync::Mutex<tokio::time::Instant>,
     stopped: tokio::sync::watch::Sender<bool>,
+}
+
+/// The tokio clock's now: the idle timer sleeps on it, and tests pause and advance it.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the idle timer is a tokio timer; its deadline must be on the same clock, which tests pause and advance"
+)]
+fn now() -> tokio::time::Instant {
+    tokio::time::Instant::now()
 }
 
 /// Holds a browser in use: the idle timer does not fire while one lives, and restarts when
@@ -34,6 +45,9 @@ pub(crate) struct InUse(Arc<Entry>);
 
 impl Drop for InUse {
     fn drop(&mut self) {
+        if let Ok(mut last) = self.0.last.lock() {
+            *last = now();
+        }
         self.0.inflight.fetch_sub(1, Ordering::SeqCst);
         self.0.activity.notify_one();
     }
@@ -54,6 +68,7 @@ pub struct Browsers {
 
 struct Inner {
     def: BrowserDef,
+    net: Net,
     root: PathBuf,
     running: tokio::sync::Mutex<HashMap<AgentId, Arc<Entry>>>,
 }
@@ -72,6 +87,20 @@ impl Browsers {
         Self {
             inner: Arc::new(Inner {
                 def,
+                net: Net::default(),
+                root: state_dir.join("browser"),
+                running: Default::default(),
+            }),
+        }
+    }
+
+    /// Tests only: the browsers resolve names through `net` and run with its arguments.
+    #[cfg(test)]
+    pub(crate) fn with_net(def: BrowserDef, state_dir: &Path, net: Net) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                def,
+                net,
                 root: state_dir.join("browser"),
                 running: Default::default(),
             }),
@@ -112,12 +141,14 @@ impl Browsers {
             &dir.join("profile"),
             workspace.join(super::chromium::DOWNLOADS),
             self.inner.def.clone(),
+            self.inner.net.clone(),
         )
         .await?;
         let entry = Arc::new(Entry {
             browser: Arc::new(browser),
             activity: Notify::new(),
             inflight: AtomicUsize::new(1),
+            last: std::sync::Mutex::new(now()),
             stopped: tokio::sync::watch::channel(false).0,
         });
         map.insert(agent.clone(), entry.clone());
@@ -202,13 +233,17 @@ fn remove_status(dir: &Path) {
     }
 }
 
-/// Stops `entry` after `idle_timeout` with no call in flight and none since, or when its
-/// browser dies.
+/// Stops `entry` once `idle_timeout` has passed since the last call ended with none in
+/// flight, or when its browser dies. The deadline is counted from when the last call ended
+/// (not from when this task noticed it), on the tokio clock.
 async fn idle(pool: Browsers, agent: AgentId, entry: Arc<Entry>) {
     let limit = pool.inner.def.idle_timeout;
     loop {
+        let last = entry.last.lock().map(|l| *l).unwrap_or_else(|_| now());
+        // While a call is in flight only its end (or the browser's death) can wake this.
+        let busy = entry.inflight.load(Ordering::SeqCst) > 0;
         tokio::select! {
-            () = tokio::time::sleep(limit) => {
+            () = tokio::time::sleep_until(last + limit), if !busy => {
                 if entry.inflight.load(Ordering::SeqCst) == 0 {
                     tracing::info!(agent = %agent, idle_s = limit.as_secs(), "Browser idle; stopping it.");
                     break;

@@ -128,6 +128,8 @@ pub(crate) enum Work {
     Finished { guid: String },
     /// A download was cancelled: remove what it left.
     Discard { guid: String },
+    /// A page opened another (`window.open`, `target=_blank`): make it a tab, or close it.
+    Popup { target: String, opener: String },
 }
 
 fn cut(s: &str) -> String {
@@ -152,6 +154,18 @@ impl State {
     /// The tab attached as `session`.
     pub(crate) fn tab_of_session(&mut self, session: &str) -> Option<&mut Tab> {
         self.tabs.iter_mut().find(|t| t.session == session)
+    }
+
+    /// The tab showing target `target`.
+    pub(crate) fn tab_of_target(&mut self, target: &str) -> Option<&mut Tab> {
+        self.tabs.iter_mut().find(|t| t.target == target)
+    }
+
+    /// Records `text` among the errors of the tab showing `target`, if one does.
+    pub(crate) fn note_error(&mut self, target: &str, text: &str) {
+        if let Some(t) = self.tab_of_target(target) {
+            push(&mut t.errors, cut(text), MAX_ERRORS);
+        }
     }
 
     /// The tab the model calls `id`.
@@ -223,6 +237,18 @@ impl State {
                 if state == "completed" {
                     return Some(Work::Finished { guid });
                 }
+            }
+            "Target.targetCreated"
+                if p["targetInfo"]["type"] == "page"
+                    && p["targetInfo"]["openerId"]
+                        .as_str()
+                        .is_some_and(|o| !o.is_empty()) =>
+            {
+                // Only pages opened by a page carry an opener; tabs the tool opens do not.
+                return Some(Work::Popup {
+                    target: s(&p["targetInfo"]["targetId"]),
+                    opener: s(&p["targetInfo"]["openerId"]),
+                });
             }
             "Target.detachedFromTarget" => {
                 // The tab closed itself (window.close()) or crashed: it is gone.

@@ -2,6 +2,9 @@
 //! through `[browser] test_allow_origins`, by origin: another port of 127.0.0.1 stays refused).
 //! Skipped with a printed reason when no Chromium is found, failed instead under `CI=true`.
 
+mod actions;
+mod rebinding;
+
 use super::{BrowserTool, Browsers};
 use crate::tools::{Tool, ToolContext, ToolOutput};
 use clawbus_core::config::BrowserDef;
@@ -31,8 +34,13 @@ fn def(exe: PathBuf, site: &FixtureSite) -> BrowserDef {
 }
 
 fn rig(def: BrowserDef) -> Rig {
+    rig_net(def, super::chromium::Net::default())
+}
+
+/// A rig whose browsers resolve names and start as `net` says.
+fn rig_net(def: BrowserDef, net: super::chromium::Net) -> Rig {
     let state = tempfile::tempdir().unwrap();
-    let pool = Browsers::new(def.clone(), state.path());
+    let pool = Browsers::with_net(def.clone(), state.path(), net);
     Rig {
         tool: BrowserTool::new(&def, Some(pool.clone())),
         pool,
@@ -268,7 +276,9 @@ async fn a_screenshot_is_a_png_in_the_workspace_and_a_download_over_the_cap_is_r
     });
     r.ok(json!({ "action": "open", "url": site.url("/form") }))
         .await;
-    let shot = r.ok(json!({ "action": "screenshot" })).await;
+    let out = r.call(json!({ "action": "screenshot" })).await;
+    assert!(!out.is_error, "{}", out.text);
+    let shot = out.text.clone();
     let rel = shot
         .strip_prefix("saved ")
         .unwrap()
@@ -278,6 +288,8 @@ async fn a_screenshot_is_a_png_in_the_workspace_and_a_download_over_the_cap_is_r
     let png = std::fs::read(r.workspace.path().join(rel)).unwrap();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "a PNG: {shot}");
     assert!(png.len() > 1000, "{shot}");
+    // The same PNG goes as an image part to models that accept images.
+    assert_eq!(out.images, [crate::model::ImagePart::png(&png)], "{shot}");
 
     // Under the cap: saved into the workspace; over it: cancelled and nothing kept.
     let downloads = r.workspace.path().join("downloads");
@@ -377,8 +389,10 @@ async fn the_browser_is_gone_after_the_idle_timeout_with_no_orphan_process() {
         return;
     };
     let site = FixtureSite::start().await;
+    // An hour: only the tokio clock, moved by the test, can make it pass.
+    let idle = Duration::from_secs(3600);
     let r = rig(BrowserDef {
-        idle_timeout: Duration::from_secs(2),
+        idle_timeout: idle,
         ..def(exe, &site)
     });
     r.ok(json!({ "action": "open", "url": site.url("/form") }))
@@ -389,6 +403,15 @@ async fn the_browser_is_gone_after_the_idle_timeout_with_no_orphan_process() {
     let profile = r.state.path().join("browser/a/profile");
     assert!(!processes_naming(&profile).is_empty(), "the browser runs");
     let mut stopped = r.pool.stopped(&agent).await.expect("a browser runs");
+    // Just short of the timeout (counted from the end of the last call): still running.
+    tokio::time::pause();
+    tokio::time::advance(idle - Duration::from_secs(5)).await;
+    tokio::time::resume();
+    assert!(!*stopped.borrow_and_update(), "not idle long enough yet");
+    assert!(r.pool.pid(&agent).await.is_some());
+    tokio::time::pause();
+    tokio::time::advance(Duration::from_secs(6)).await;
+    tokio::time::resume();
     tokio::time::timeout(NET, stopped.wait_for(|s| *s))
         .await
         .expect("stopped when idle")

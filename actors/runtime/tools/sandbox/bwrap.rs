@@ -114,9 +114,10 @@ impl Sandbox {
         let proxy = match forwarder {
             Some(_) => Some(
                 proxy::start(proxy::Policy {
-                    def: self.def.clone(),
+                    def: Some(self.def.clone()),
                     resolver: self.resolver.clone(),
                     agent: req.agent.to_string(),
+                    exempt: Vec::new(),
                 })
                 .map_err(SandboxError::Proxy)?,
             ),

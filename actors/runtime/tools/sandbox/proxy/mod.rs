@@ -61,18 +61,26 @@ pub(crate) struct FakeDns {
 }
 
 impl Resolver {
-    /// The checked address to connect to for `host:port`.
-    async fn resolve(&self, host: &str, port: u16) -> Result<Target, GuardError> {
+    /// The checked address to connect to for `host:port` (the range check skipped when
+    /// `allowed`). `host` is a name or an IP literal without brackets.
+    pub(crate) async fn resolve(
+        &self,
+        host: &str,
+        port: u16,
+        allowed: bool,
+    ) -> Result<Target, GuardError> {
         if let Ok(ip) = host.parse::<IpAddr>() {
-            guard::check(host, ip)?;
+            if !allowed {
+                guard::check(host, ip)?;
+            }
             return Ok(Target {
                 domain: None,
                 addr: SocketAddr::new(ip, port),
-                allowed: false,
+                allowed,
             });
         }
         match self {
-            Self::System => guard::resolve_name(host, port, false).await,
+            Self::System => guard::resolve_name(host, port, allowed).await,
             #[cfg(test)]
             Self::Fake(dns) => {
                 if let Some((_, addr)) = dns.pinned.iter().find(|(n, _)| n == host) {
@@ -83,8 +91,10 @@ impl Resolver {
                     });
                 }
                 match dns.answers.iter().find(|(n, _)| n == host) {
-                    Some((_, ip)) => guard::checked(host, vec![SocketAddr::new(*ip, port)], false),
-                    None => guard::resolve_name(host, port, false).await,
+                    Some((_, ip)) => {
+                        guard::checked(host, vec![SocketAddr::new(*ip, port)], allowed)
+                    }
+                    None => guard::resolve_name(host, port, allowed).await,
                 }
             }
         }
@@ -94,12 +104,16 @@ impl Resolver {
 /// What the proxy allows, and for whom (in its log lines).
 #[derive(Debug, Clone)]
 pub(crate) struct Policy {
-    /// The sandbox settings (`allow_domains`).
-    pub def: Arc<SandboxDef>,
+    /// The sandbox settings (`allow_domains`); `None`: any name may be asked for (the
+    /// browser's proxy, whose pages name any host), the address guard still deciding.
+    pub def: Option<Arc<SandboxDef>>,
     /// How names are resolved.
     pub resolver: Resolver,
     /// The agent, for the log.
     pub agent: String,
+    /// `(host, port)` pairs reached without the range check (the browser's test-only
+    /// `test_allow_origins`); empty for the sandbox.
+    pub exempt: Vec<(String, u16)>,
 }
 
 /// A running proxy: its socket, removed with its folder and the serving task when dropped.
@@ -133,16 +147,61 @@ pub(crate) fn start(policy: Policy) -> io::Result<ProxyRun> {
     Ok(ProxyRun { dir, task })
 }
 
-async fn serve(listener: UnixListener, policy: Arc<Policy>) {
+/// A proxy on a loopback TCP port (the browser's: Chromium takes no unix-socket proxy); it stops
+/// when dropped.
+#[derive(Debug)]
+pub(crate) struct TcpProxy {
+    /// Where it listens (`127.0.0.1:<port>`).
+    pub addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for TcpProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Starts a proxy on `127.0.0.1:<a free port>`.
+pub(crate) fn start_tcp(policy: Policy) -> io::Result<TcpProxy> {
+    let std = std::net::TcpListener::bind("127.0.0.1:0")?;
+    std.set_nonblocking(true)?;
+    let addr = std.local_addr()?;
+    let listener = tokio::net::TcpListener::from_std(std)?;
+    let task = tokio::spawn(serve(listener, Arc::new(policy)));
+    Ok(TcpProxy { addr, task })
+}
+
+/// A listener the proxy serves: a unix socket (the sandbox) or loopback TCP (the browser).
+trait Accept: Send + 'static {
+    type Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+    fn next_client(&self) -> impl std::future::Future<Output = io::Result<Self::Stream>> + Send;
+}
+
+impl Accept for UnixListener {
+    type Stream = tokio::net::UnixStream;
+    async fn next_client(&self) -> io::Result<Self::Stream> {
+        self.accept().await.map(|(s, _)| s)
+    }
+}
+
+impl Accept for tokio::net::TcpListener {
+    type Stream = TcpStream;
+    async fn next_client(&self) -> io::Result<Self::Stream> {
+        self.accept().await.map(|(s, _)| s)
+    }
+}
+
+async fn serve(listener: impl Accept, policy: Arc<Policy>) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut conns = JoinSet::new();
     loop {
         let accepted = tokio::select! {
-            a = listener.accept() => a,
+            a = listener.next_client() => a,
             Some(_) = conns.join_next(), if !conns.is_empty() => continue,
         };
         let mut stream = match accepted {
-            Ok((s, _)) => s,
+            Ok(s) => s,
             Err(e) => {
                 warn!(error = %e, "Sandbox proxy: accept failed; the proxy stops.");
                 return;
@@ -188,13 +247,17 @@ pub(crate) async fn handle(mut client: impl AsyncRead + AsyncWrite + Unpin, poli
         }
     };
     let host = request.host.as_str();
-    if !policy.def.allows_domain(host) {
+    if policy.def.as_ref().is_some_and(|d| !d.allows_domain(host)) {
         let why = format!("{host} is not in sandbox.allow_domains");
         warn!(agent = %policy.agent, host, port = request.port, reason = %why, "Sandbox network request refused.");
         reply(&mut client, 403, &why).await;
         return;
     }
-    let target = match policy.resolver.resolve(host, request.port).await {
+    let exempt = policy
+        .exempt
+        .iter()
+        .any(|(h, p)| h == host && *p == request.port);
+    let target = match policy.resolver.resolve(host, request.port, exempt).await {
         Ok(t) => t,
         Err(e) => {
             warn!(agent = %policy.agent, host, port = request.port, reason = %e, "Sandbox network request refused.");

@@ -22,9 +22,10 @@ fn policy(domains: &[&str], dns: FakeDns) -> Policy {
         ..SandboxDef::default()
     };
     Policy {
-        def: Arc::new(def),
+        def: Some(Arc::new(def)),
         resolver: Resolver::Fake(Arc::new(dns)),
         agent: "tester".into(),
+        exempt: Vec::new(),
     }
 }
 
