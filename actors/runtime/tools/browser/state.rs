@@ -226,12 +226,15 @@ impl State {
                     d.state = state;
                     return Some(Work::Discard { guid });
                 }
-                if d.refused {
-                    return None;
-                }
-                if total > max_download || received > max_download {
+                if d.refused || total > max_download || received > max_download {
+                    let first = !d.refused;
                     d.refused = true;
-                    return Some(Work::CancelDownload { guid });
+                    // On a fast link the download may complete before the cancel arrives:
+                    // what was saved is deleted then.
+                    if state == "completed" {
+                        return Some(Work::Discard { guid });
+                    }
+                    return first.then_some(Work::CancelDownload { guid });
                 }
                 d.state = state.clone();
                 if state == "completed" {
@@ -326,5 +329,72 @@ impl State {
             _ => {}
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn event(method: &str, params: Value) -> Event {
+        Event {
+            method: method.into(),
+            session: None,
+            params,
+        }
+    }
+
+    fn progress(state: &str, received: u64, total: u64) -> Event {
+        event(
+            "Browser.downloadProgress",
+            json!({ "guid": "g", "state": state, "receivedBytes": received, "totalBytes": total }),
+        )
+    }
+
+    fn began(s: &mut State) {
+        let begin = event(
+            "Browser.downloadWillBegin",
+            json!({ "guid": "g", "url": "http://x/big", "suggestedFilename": "big.bin" }),
+        );
+        assert!(s.apply(begin, 100).is_none());
+    }
+
+    #[test]
+    fn a_download_over_the_cap_is_cancelled_once_then_discarded_when_cancelled() {
+        let mut s = State::default();
+        began(&mut s);
+        assert!(matches!(
+            s.apply(progress("inProgress", 10, 5_000), 100),
+            Some(Work::CancelDownload { .. })
+        ));
+        assert!(
+            s.apply(progress("inProgress", 200, 5_000), 100).is_none(),
+            "cancelled once"
+        );
+        assert!(matches!(
+            s.apply(progress("canceled", 300, 5_000), 100),
+            Some(Work::Discard { .. })
+        ));
+    }
+
+    #[test]
+    fn a_download_over_the_cap_that_completes_before_its_cancel_is_discarded() {
+        let mut s = State::default();
+        began(&mut s);
+        assert!(matches!(
+            s.apply(progress("completed", 5_000, 5_000), 100),
+            Some(Work::Discard { .. })
+        ));
+        let mut s = State::default();
+        began(&mut s);
+        let _cancel = s.apply(progress("inProgress", 200, 5_000), 100);
+        assert!(
+            matches!(
+                s.apply(progress("completed", 5_000, 5_000), 100),
+                Some(Work::Discard { .. })
+            ),
+            "completed after the cancel was sent: deleted, never renamed"
+        );
     }
 }
