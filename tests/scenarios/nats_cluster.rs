@@ -248,9 +248,10 @@ async fn a_node_killed_mid_run_after_a_write_its_session_goes_on_elsewhere_with_
     let (status, queued) = post_task(&n1, "chat", body).await;
     assert_eq!(status, 202, "{queued}");
     let task_id = queued["task_id"].as_str().unwrap().to_string();
-    eventually("the write ran and the next model call is held", async || {
-        model.request_count() >= 2
-    })
+    eventually(
+        "the write ran and the next model call is held",
+        async || model.request_count() >= 2,
+    )
     .await;
     let written = p1.state_dir().join("workspaces/chat/out.txt");
     assert_eq!(std::fs::read_to_string(&written).unwrap(), "once");

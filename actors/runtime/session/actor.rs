@@ -82,25 +82,8 @@ impl SessionActor {
         };
         let (transcript, loaded) = Transcript::open(&path).map_err(transcript_err)?;
         let mut transcript = transcript.with_clock(rt.clock.clone());
-        if let Some(log) = rt.leases.as_ref().map(|l| l.transcripts().clone()) {
-            // The session's transcript is its shared log: the first run reads it (under the
-            // session's lease) and writes its first line if it has none.
-            let name = super::lease::log_name(rt.id.as_str(), key.as_str());
-            transcript = transcript.with_shared(log, name);
-            tracing::debug!(session = %key, "Session opened on its shared transcript.");
-            return Ok(Self {
-                key,
-                rt,
-                transcript: Arc::new(transcript),
-                view: View::default(),
-                queue: VecDeque::new(),
-                current: None,
-                live,
-                done,
-                stopping: false,
-            });
-        }
         if loaded.entries.is_empty() {
+            // On a shared bus: the first line of this node's copy.
             let first = Entry::new(EntryBody::Session {
                 version: 1,
                 key: key.to_string(),
@@ -110,7 +93,16 @@ impl SessionActor {
                 .append(std::slice::from_ref(&first))
                 .map_err(transcript_err)?;
         }
-        let view = View::from_entries(&loaded.entries);
+        let view = match rt.leases.as_ref().map(|l| l.transcripts().clone()) {
+            Some(log) => {
+                // The session's transcript is its shared log: the first run reads it (under
+                // the session's lease) and writes its first line if it has none.
+                let name = super::lease::log_name(rt.id.as_str(), key.as_str());
+                transcript = transcript.with_shared(log, name);
+                View::default()
+            }
+            None => View::from_entries(&loaded.entries),
+        };
         tracing::debug!(session = %key, entries = loaded.entries.len(), torn_bytes = loaded.torn_bytes, "Session loaded.");
         Ok(Self {
             key,

@@ -147,7 +147,11 @@ mod tests {
         let long_a = format!("agent:chat:telegram:dm:{}a", "x".repeat(400));
         let long_b = format!("agent:chat:telegram:dm:{}b", "x".repeat(400));
         for k in [&long_a, &long_b] {
-            assert!(bus::kv::check_key(&lease_key(k)).is_ok(), "{}", lease_key(k));
+            assert!(
+                bus::kv::check_key(&lease_key(k)).is_ok(),
+                "{}",
+                lease_key(k)
+            );
         }
         assert_ne!(lease_key(&long_a), lease_key(&long_b));
         assert_ne!(lease_key("a.b"), lease_key("a_b"));
@@ -161,7 +165,10 @@ mod tests {
         assert!(bus::log::check_name(&a).is_ok());
         let long = format!("agent:chat:telegram:dm:{}", "x".repeat(400));
         assert!(bus::log::check_name(&log_name("chat", &long)).is_ok());
-        assert_ne!(log_name("chat", &format!("{long}a")), log_name("chat", &format!("{long}b")));
+        assert_ne!(
+            log_name("chat", &format!("{long}a")),
+            log_name("chat", &format!("{long}b"))
+        );
         assert_ne!(log_name("chat", "a.b"), log_name("chat", "a_b"));
     }
 }

@@ -8,8 +8,8 @@ mod journal;
 
 use super::events::RunEvents;
 use super::history::View;
-use super::runtime::AgentRuntime;
 use super::lease::SessionLeases;
+use super::runtime::AgentRuntime;
 use super::transcript::{Entry, EntryBody, Transcript};
 use crate::lane::{LaneError, LanePermit};
 use crate::origin::Origin;
@@ -91,8 +91,9 @@ async fn execute_leased(input: RunInput, leases: &SessionLeases) -> RunReport {
     let delivery = input.delivery.clone();
     let request_id = delivery.envelope().request_id.to_string();
     let within = match delivery.envelope().deadline {
-        Some(deadline_ms) => Duration::from_millis(deadline_ms.saturating_sub(rt.clock.now_ms()))
-            .min(leases.wait()),
+        Some(deadline_ms) => {
+            Duration::from_millis(deadline_ms.saturating_sub(rt.clock.now_ms())).min(leases.wait())
+        }
         None => leases.wait(),
     };
     let lease = match leases.acquire(&key, within).await {
@@ -203,7 +204,7 @@ async fn catch_up(input: &RunInput) -> std::io::Result<Option<View>> {
             key: input.key.to_string(),
             agent: input.rt.id.to_string(),
         });
-        input.transcript.record(std::slice::from_ref(&first)).await?;
+        input.transcript.start_shared(&first).await?;
     }
     tracing::debug!(session = %input.key, entries = entries.len(), "Shared transcript read.");
     Ok(Some(View::from_entries(&entries)))

@@ -275,7 +275,11 @@ impl Transcript {
             return Ok(None);
         };
         let _writing = shared.writing.lock().await;
-        let last = shared.log.last(&shared.name).await.map_err(io::Error::other)?;
+        let last = shared
+            .log
+            .last(&shared.name)
+            .await
+            .map_err(io::Error::other)?;
         if last == shared.last.load(Ordering::SeqCst) {
             return Ok(None);
         }
@@ -283,7 +287,11 @@ impl Transcript {
     }
 
     async fn read_shared(&self, shared: &SharedLog) -> io::Result<Vec<Entry>> {
-        let records = shared.log.read(&shared.name).await.map_err(io::Error::other)?;
+        let records = shared
+            .log
+            .read(&shared.name)
+            .await
+            .map_err(io::Error::other)?;
         let last = records.last().map_or(0, |r| r.seq);
         shared.last.store(last, Ordering::SeqCst);
         Ok(records
@@ -315,7 +323,18 @@ impl Transcript {
         self.record_with(entries, false).await
     }
 
+    /// Appends the first line of a shared log that has none (this node's copy has its own).
+    pub(crate) async fn start_shared(&self, first: &Entry) -> io::Result<()> {
+        self.record_in(std::slice::from_ref(first), true, false)
+            .await
+    }
+
     async fn record_with(&self, entries: &[Entry], sync: bool) -> io::Result<()> {
+        self.record_in(entries, sync, true).await
+    }
+
+    /// Appends to the file, or to the shared log and (with `copy`) this node's copy.
+    async fn record_in(&self, entries: &[Entry], sync: bool, copy: bool) -> io::Result<()> {
         let Some(shared) = &self.shared else {
             return self.write(entries, sync);
         };
@@ -328,7 +347,11 @@ impl Transcript {
         if last == UNREAD {
             // Never read here (a cancel record after a run that did not start): fence on what
             // the log holds now.
-            last = shared.log.last(&shared.name).await.map_err(io::Error::other)?;
+            last = shared
+                .log
+                .last(&shared.name)
+                .await
+                .map_err(io::Error::other)?;
         }
         let now = shared
             .log
@@ -336,6 +359,9 @@ impl Transcript {
             .await
             .map_err(io::Error::other)?;
         shared.last.store(now, Ordering::SeqCst);
+        if !copy {
+            return Ok(());
+        }
         // This node's copy: what local readers show; the log is the transcript.
         let mut buf = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
         for line in lines {

@@ -226,7 +226,11 @@ pub(crate) async fn a_lease_has_one_holder_and_a_released_one_goes_to_a_waiter_a
     let fx = fresh::<O>().await;
     let (a, b) = two_holders::<O>(&fx, Duration::from_secs(30)).await;
     let key = "session.s-1";
-    let held = a.try_acquire(key).await.unwrap().expect("a free key is taken");
+    let held = a
+        .try_acquire(key)
+        .await
+        .unwrap()
+        .expect("a free key is taken");
     assert!(held.is_held());
     assert!(
         b.try_acquire(key).await.unwrap().is_none(),
@@ -257,7 +261,10 @@ pub(crate) async fn a_lease_has_one_holder_and_a_released_one_goes_to_a_waiter_a
         tokio::spawn(async move { a.acquire(key, Duration::from_secs(2)).await })
     };
     O::tick(&fx, Duration::from_secs(3)).await;
-    let busy = tokio::time::timeout(NET, c).await.expect("a bounded wait ends").unwrap();
+    let busy = tokio::time::timeout(NET, c)
+        .await
+        .expect("a bounded wait ends")
+        .unwrap();
     assert!(
         matches!(&busy, Err(LeaseError::Busy { holder, .. }) if holder == "node-b"),
         "{busy:?}"
@@ -308,15 +315,24 @@ pub(crate) async fn a_kept_lease_outlives_its_ttl_and_an_abandoned_one_expires_a
         .unwrap()
         .expect("the lease was never lost while kept");
     let last = abandoned.revision();
-    assert!(last > abandoned.first_revision(), "renewals move the revision");
+    assert!(
+        last > abandoned.first_revision(),
+        "renewals move the revision"
+    );
     // No more renewals: the store lets it go after its TTL, and another holder takes it.
     O::outlive(&fx, key, ttl).await;
-    assert!(!abandoned.is_held(), "the old holder knows it no longer holds it");
+    assert!(
+        !abandoned.is_held(),
+        "the old holder knows it no longer holds it"
+    );
     let next = tokio::time::timeout(NET, b.acquire(key, Duration::from_secs(60)))
         .await
         .expect("the expired lease is taken")
         .unwrap();
-    assert!(next.first_revision() > last, "revisions fence the old holder");
+    assert!(
+        next.first_revision() > last,
+        "revisions fence the old holder"
+    );
     assert!(
         matches!(abandoned.renew().await, Err(LeaseError::Lost { .. })),
         "the old holder's renewal finds it lost"
