@@ -6,6 +6,7 @@
 //! `<sessionId>.jsonl.corrupt`.
 
 use crate::model::ChatMessage;
+use bus::log::LogError;
 use bus::{Clock, SystemClock};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
@@ -343,35 +344,54 @@ impl Transcript {
         }
         let lines = self.stamp(entries)?;
         let _writing = shared.writing.lock().await;
-        let mut last = shared.last.load(Ordering::SeqCst);
-        if last == UNREAD {
-            // Never read here (a cancel record after a run that did not start): fence on what
-            // the log holds now.
-            last = shared
-                .log
-                .last(&shared.name)
-                .await
-                .map_err(io::Error::other)?;
-        }
-        let now = shared
-            .log
-            .append(&shared.name, lines.clone(), Some(last))
-            .await
-            .map_err(io::Error::other)?;
-        shared.last.store(now, Ordering::SeqCst);
-        if !copy {
-            return Ok(());
-        }
+        let appended = self.append_shared(shared, &lines).await;
+        let local_sync = match appended {
+            Ok(now) => {
+                shared.last.store(now, Ordering::SeqCst);
+                if !copy {
+                    return Ok(());
+                }
+                false
+            }
+            Err(e @ LogError::Fenced { .. }) => return Err(io::Error::other(e)),
+            Err(e) => {
+                // The log store is unreachable (or its answer was lost): the run goes on with
+                // its lines in this node's copy, synced, as on the embedded bus; the shared log
+                // misses them, and the next write or run reads where it stands.
+                tracing::warn!(log = %shared.name, error = %e, "Shared transcript unreachable; lines kept in this node's copy only.");
+                shared.last.store(UNREAD, Ordering::SeqCst);
+                true
+            }
+        };
         // This node's copy: what local readers show; the log is the transcript.
         let mut buf = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
         for line in lines {
             buf.extend_from_slice(&line);
             buf.push(b'\n');
         }
-        if let Err(e) = self.write_bytes(&buf, false) {
-            tracing::warn!(file = %self.path.display(), error = %e, "This node's copy of a shared transcript not written.");
+        match self.write_bytes(&buf, local_sync) {
+            Err(e) if local_sync => return Err(e),
+            Err(e) => {
+                tracing::warn!(file = %self.path.display(), error = %e, "This node's copy of a shared transcript not written.");
+            }
+            Ok(()) => {}
         }
         Ok(())
+    }
+
+    /// Appends `lines` to the shared log fenced on the last sequence known here (read first
+    /// when unknown). The new last sequence.
+    async fn append_shared(&self, shared: &SharedLog, lines: &[Vec<u8>]) -> Result<u64, LogError> {
+        let mut last = shared.last.load(Ordering::SeqCst);
+        if last == UNREAD {
+            // Not read since a write was lost or the log was never read (a cancel record after
+            // a run that did not start): fence on what the log holds now.
+            last = shared.log.last(&shared.name).await?;
+        }
+        shared
+            .log
+            .append(&shared.name, lines.to_vec(), Some(last))
+            .await
     }
 
     /// Makes what was appended durable: syncs the file (off the async thread); the shared log
