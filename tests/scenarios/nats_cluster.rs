@@ -53,7 +53,7 @@ fn run_leases(project: &Project, agent: &str) -> BTreeMap<String, Vec<RunLease>>
     let dir = project.state_dir().join("sessions").join(agent);
     let mut out: BTreeMap<String, Vec<RunLease>> = BTreeMap::new();
     for file in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        if !file.path().extension().is_some_and(|x| x == "jsonl") {
+        if file.path().extension().is_none_or(|x| x != "jsonl") {
             continue;
         }
         let text = std::fs::read_to_string(file.path()).unwrap();
