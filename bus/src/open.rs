@@ -99,6 +99,24 @@ impl KvOpener {
         }
     }
 
+    /// The log store of `kind` (`[a-z0-9_]`) every node shares (a JetStream stream, created
+    /// when missing); `None` for the embedded backend, whose logs stay files of the process.
+    pub async fn shared_log(
+        &self,
+        kind: &str,
+    ) -> Result<Option<Arc<dyn crate::log::LogStore>>, BusError> {
+        match &self.inner {
+            KvInner::Sled { .. } => {
+                let _ = kind;
+                Ok(None)
+            }
+            #[cfg(feature = "nats")]
+            KvInner::Nats(nats) => Ok(Some(Arc::new(
+                crate::nats::NatsLog::open(nats, kind).await?,
+            ))),
+        }
+    }
+
     /// The store `name` (`[a-z0-9_]`), created when missing.
     pub async fn open(&self, name: &str) -> Result<Arc<dyn KvStore>, BusError> {
         match &self.inner {

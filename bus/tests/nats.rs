@@ -162,6 +162,12 @@ impl kv::Opener for OnNats {
             }
         }
     }
+    /// The server decides expiries in real time: leases time their renewals on it too.
+    fn lease_clock(_fx: &kv::Fixture) -> Arc<dyn Clock> {
+        Arc::new(bus::SystemClock)
+    }
+    async fn tick(_fx: &kv::Fixture, _by: Duration) {}
+    async fn waiting(_fx: &kv::Fixture) {}
     fn available(test: &str) -> bool {
         NatsServer::shared_or_skip(test).is_some()
     }

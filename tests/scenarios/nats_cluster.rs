@@ -5,11 +5,14 @@
 use super::system::{Child, spawn_up, stop};
 use super::ws_client::Client;
 use crate::support::{
-    Project, eventually, get_json, last_user, output, post_json, post_task, run_cmd, tool_results,
+    Project, eventually, eventually_within, get_json, last_user, output, post_json, post_task,
+    run_cmd, tool_results,
 };
 use clawbus::testkit::{Gate, NatsServer, ScriptedServer, Turn};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Starts `clawbus up` in `project` as node `id` on `nats`, with `extra` flags. With
 /// `CLAWBUS_TEST_NODE_LOGS=DIR` each node logs (at info) to `DIR/<id>.log`, for debugging.
@@ -36,6 +39,44 @@ fn transcripts(project: &Project, agent: &str) -> usize {
         .count()
 }
 
+/// One run's session lease, from a `run_lease` transcript record.
+#[derive(Debug)]
+struct RunLease {
+    request_id: String,
+    holder: String,
+    first: u64,
+    last: u64,
+}
+
+/// The `run_lease` records node `project` wrote for `agent`, by session key.
+fn run_leases(project: &Project, agent: &str) -> BTreeMap<String, Vec<RunLease>> {
+    let dir = project.state_dir().join("sessions").join(agent);
+    let mut out: BTreeMap<String, Vec<RunLease>> = BTreeMap::new();
+    for file in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if file.path().extension().is_none_or(|x| x != "jsonl") {
+            continue;
+        }
+        let text = std::fs::read_to_string(file.path()).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let Some(key) = lines.first().and_then(|l| l["key"].as_str()) else {
+            continue;
+        };
+        let records = out.entry(key.to_string()).or_default();
+        for l in lines.iter().filter(|l| l["type"] == "run_lease") {
+            records.push(RunLease {
+                request_id: l["request_id"].as_str().unwrap().to_string(),
+                holder: l["holder"].as_str().unwrap().to_string(),
+                first: l["first_revision"].as_u64().unwrap(),
+                last: l["last_revision"].as_u64().unwrap(),
+            });
+        }
+    }
+    out
+}
+
 /// `/healthz` of a node: its status and body.
 async fn health(node: &Child) -> (u16, String) {
     let resp = reqwest::get(format!("{}/healthz", node.url)).await.unwrap();
@@ -51,9 +92,10 @@ const PER_SESSION: usize = 10;
 ///
 /// Checked: every post answered, each of the 240 tasks run exactly once (the model saw each
 /// text once), every duplicate answered from the store with its original task, each session's
-/// texts reached the model in the order posted, and every node took work. Not checked: that a
-/// session never runs on two nodes at once (session leases are not in this build; with
-/// one post at a time per session it cannot happen here).
+/// texts reached the model in the order posted, every node took work, and no session ever ran
+/// on two nodes at once: each run records the session lease it held (revisions of the shared
+/// lease store, which only grow), and in every session, across every node's transcripts, each
+/// run's lease was taken after the one before it was last renewed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_answer_300_tasks_with_duplicates_each_once_in_session_order() {
     let test = "three_nodes_answer_300_tasks_with_duplicates_each_once_in_session_order";
@@ -131,9 +173,148 @@ async fn three_nodes_answer_300_tasks_with_duplicates_each_once_in_session_order
     }
     let ran: Vec<usize> = projects.iter().map(|p| transcripts(p, "chat")).collect();
     assert!(ran.iter().all(|n| *n > 0), "every node took work: {ran:?}");
+    // A run's lease record is written once its answer is out: wait for all of them.
+    let mut by_session: BTreeMap<String, Vec<RunLease>> = BTreeMap::new();
+    eventually("every run's session lease is in a transcript", async || {
+        by_session.clear();
+        for p in &projects {
+            for (key, records) in run_leases(p, "chat") {
+                by_session.entry(key).or_default().extend(records);
+            }
+        }
+        let runs: std::collections::BTreeSet<&str> = by_session
+            .values()
+            .flatten()
+            .map(|r| r.request_id.as_str())
+            .collect();
+        runs.len() == unique
+    })
+    .await;
+    assert_eq!(by_session.len(), SESSIONS, "{:?}", by_session.keys());
+    let mut hopped = 0;
+    for (key, records) in &mut by_session {
+        records.sort_by_key(|r| r.first);
+        for pair in records.windows(2) {
+            assert!(
+                pair[1].first > pair[0].last,
+                "session {key}: a run took the lease before the one before it let go: {pair:?}"
+            );
+        }
+        let holders: std::collections::BTreeSet<&str> =
+            records.iter().map(|r| r.holder.as_str()).collect();
+        hopped += usize::from(holders.len() > 1);
+    }
+    assert!(hopped > 0, "some session ran on more than one node");
     for node in nodes {
         stop(node).await;
     }
+}
+
+/// Node 1 runs a task whose `write` has run and whose next model call the model holds, and is
+/// killed with SIGKILL. The task completes on node 2 within 15 s (its lease expires, the
+/// server hands node 2 the task, node 2 reads the session's shared transcript): the write is
+/// not run again (its result is in the transcript), and the next message of the session,
+/// answered on node 2, carries the whole history written on node 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_killed_mid_run_after_a_write_its_session_goes_on_elsewhere_with_its_history() {
+    let test = "a_node_killed_mid_run_after_a_write_its_session_goes_on_elsewhere_with_its_history";
+    let Some(nats) = NatsServer::start_or_skip(test) else {
+        return;
+    };
+    let second_life = Arc::new(AtomicBool::new(false));
+    let model = {
+        let second_life = second_life.clone();
+        ScriptedServer::with_responder(move |req| {
+            if last_user(req) == "and then?" {
+                Turn::text("continued")
+            } else if tool_results(req).is_empty() {
+                Turn::tool_call("write", json!({ "path": "out.txt", "content": "once" }))
+            } else if second_life.load(Ordering::SeqCst) {
+                Turn::text("written")
+            } else {
+                Turn::hang()
+            }
+        })
+        .await
+    };
+    let extra = "[bus]\nack_wait = \"2s\"\n";
+    let (p1, p2) = (Project::new(), Project::new());
+    for p in [&p1, &p2] {
+        p.with_mock_and(&model.base_url(), extra)
+            .write("agents.d/chat.toml", "[tools]\nprofile = \"coding\"\n");
+    }
+    let n1 = node(&p1, &nats, "n1", &[]).await;
+    let body = json!({ "text": "save it", "request_id": "w-1", "session": "w" });
+    let (status, queued) = post_task(&n1, "chat", body).await;
+    assert_eq!(status, 202, "{queued}");
+    let task_id = queued["task_id"].as_str().unwrap().to_string();
+    eventually(
+        "the write ran and the next model call is held",
+        async || model.request_count() >= 2,
+    )
+    .await;
+    let written = p1.state_dir().join("workspaces/chat/out.txt");
+    assert_eq!(std::fs::read_to_string(&written).unwrap(), "once");
+    let n2 = node(&p2, &nats, "n2", &[]).await;
+    second_life.store(true, Ordering::SeqCst);
+    super::durable::kill9(n1);
+    let mut done = Value::Null;
+    eventually_within(
+        std::time::Duration::from_secs(15),
+        "the task succeeded on node 2 within 15 s of the kill",
+        async || {
+            done = super::system::task(&n2, &task_id).await;
+            done["state"] == "succeeded"
+        },
+    )
+    .await;
+    assert_eq!(done["result"]["text"], "written", "{done}");
+    assert_eq!(model.request_count(), 3, "node 2 made the one call left");
+    let resumed = model.requests().last().unwrap().clone();
+    let results = tool_results(&resumed);
+    assert_eq!(results.len(), 1, "the write's result once: {resumed}");
+    assert!(
+        !results[0].contains("interrupted"),
+        "the write's result was read back, not run again: {results:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&written).unwrap(), "once");
+    assert!(
+        !p2.state_dir().join("workspaces/chat/out.txt").exists(),
+        "node 2 did not write the file again"
+    );
+    // The session goes on on node 2 with everything node 1 wrote.
+    let body = json!({ "text": "and then?", "request_id": "w-2", "session": "w", "wait": true, "timeout_ms": 30_000 });
+    let (status, answer) = post_task(&n2, "chat", body).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["result"]["text"], "continued", "{answer}");
+    let next = model.requests().last().unwrap().clone();
+    let history: Vec<(String, String)> = next["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| {
+            let call = m["tool_calls"][0]["function"]["name"].as_str();
+            let what = match (call, m["role"].as_str()) {
+                (Some(name), _) => format!("call {name}"),
+                (None, Some("tool")) => "result".to_string(),
+                _ => m["content"].as_str().unwrap_or_default().to_string(),
+            };
+            (m["role"].as_str().unwrap_or_default().to_string(), what)
+        })
+        .collect();
+    let expected: Vec<(String, String)> = [
+        ("user", "save it"),
+        ("assistant", "call write"),
+        ("tool", "result"),
+        ("assistant", "written"),
+        ("user", "and then?"),
+    ]
+    .iter()
+    .map(|(r, w)| (r.to_string(), w.to_string()))
+    .collect();
+    assert_eq!(history, expected, "the whole history: {next}");
+    stop(n2).await;
 }
 
 /// Texts starting with `held` wait at the gate; the rest are answered at once.

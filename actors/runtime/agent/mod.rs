@@ -100,6 +100,9 @@ pub struct AgentContext {
     pub mcp: crate::mcp::McpServers,
     /// The agents' browsers (`browser` tool), stopped with the daemon.
     pub browsers: crate::tools::Browsers,
+    /// On a shared bus, the session leases every run takes first (one node runs a session at a
+    /// time); `None` on the embedded bus.
+    pub leases: Option<crate::session::SessionLeases>,
 }
 
 /// The public handle of a running agent actor.
@@ -219,6 +222,7 @@ impl AgentHandle {
                 })
                 .collect(),
             outbox: shared.outbox.clone(),
+            leases: shared.leases.clone(),
         });
         let actor = AgentActor::new(
             rt,

@@ -81,8 +81,9 @@ impl SessionActor {
             cause,
         };
         let (transcript, loaded) = Transcript::open(&path).map_err(transcript_err)?;
-        let transcript = transcript.with_clock(rt.clock.clone());
+        let mut transcript = transcript.with_clock(rt.clock.clone());
         if loaded.entries.is_empty() {
+            // On a shared bus: the first line of this node's copy.
             let first = Entry::new(EntryBody::Session {
                 version: 1,
                 key: key.to_string(),
@@ -92,7 +93,16 @@ impl SessionActor {
                 .append(std::slice::from_ref(&first))
                 .map_err(transcript_err)?;
         }
-        let view = View::from_entries(&loaded.entries);
+        let view = match rt.leases.as_ref().map(|l| l.transcripts().clone()) {
+            Some(log) => {
+                // The session's transcript is its shared log: the first run reads it (under
+                // the session's lease) and writes its first line if it has none.
+                let name = super::lease::log_name(rt.id.as_str(), key.as_str());
+                transcript = transcript.with_shared(log, name);
+                View::default()
+            }
+            None => View::from_entries(&loaded.entries),
+        };
         tracing::debug!(session = %key, entries = loaded.entries.len(), torn_bytes = loaded.torn_bytes, "Session loaded.");
         Ok(Self {
             key,
@@ -188,13 +198,28 @@ impl SessionActor {
                     outcome: TaskState::Cancelled,
                     reason,
                 });
-                if let Err(e) = self.transcript.append(std::slice::from_ref(&ended)) {
+                if self.transcript.is_shared() {
+                    let transcript = self.transcript.clone();
+                    let key = self.key.clone();
+                    actix::spawn(async move {
+                        if let Err(e) = transcript.record(std::slice::from_ref(&ended)).await {
+                            tracing::error!(session = %key, error = %e, "Could not record the cancel in the transcript.");
+                        }
+                    });
+                } else if let Err(e) = self.transcript.append(std::slice::from_ref(&ended)) {
                     tracing::error!(session = %self.key, error = %e, "Could not record the cancel in the transcript.");
                 }
                 tracing::info!(session = %self.key, task_id = %task_id, reason = "run_cancelled", "Running turn cancelled.");
                 self.reload_view();
             }
+            (Ok(report), None) if report.end == RunEnd::LeaseLost => {
+                tracing::warn!(session = %self.key, task_id = %task_id, reason = "run_lease_lost", "Session idle; its run stopped when its lease was lost.");
+                self.reload_view();
+            }
             (Ok(report), None) => {
+                if let Some(base) = report.base {
+                    self.view = base;
+                }
                 for e in &report.entries {
                     self.view.apply(e);
                 }
@@ -204,6 +229,7 @@ impl SessionActor {
                     RunEnd::Retrying => "run_retrying",
                     RunEnd::Skipped => "run_skipped",
                     RunEnd::Ended(_) => "run_failed",
+                    RunEnd::LeaseLost => "run_lease_lost",
                 };
                 tracing::info!(session = %self.key, task_id = %task_id, end = ?report.end, reason, "Session idle.");
             }
@@ -222,6 +248,11 @@ impl SessionActor {
 
     /// Re-reads the view from disk after a run that did not report its entries.
     fn reload_view(&mut self) {
+        if self.transcript.is_shared() {
+            // The next run reads the shared log whole before it starts.
+            self.transcript.forget();
+            return;
+        }
         match Transcript::open(self.transcript.path()) {
             Ok((_, loaded)) => self.view = View::from_entries(&loaded.entries),
             Err(e) => {

@@ -85,7 +85,8 @@ pub(crate) async fn compact(
         .map(|m| Entry::message(m, None, true))
         .collect();
     transcript
-        .append(&flush_entries)
+        .record(&flush_entries)
+        .await
         .map_err(CompactionError::Transcript)?;
     written.extend(flush_entries);
     // 2. Summarise everything before the kept tail.
@@ -123,7 +124,8 @@ pub(crate) async fn compact(
         tokens_before,
     });
     transcript
-        .append(std::slice::from_ref(&entry))
+        .record(std::slice::from_ref(&entry))
+        .await
         .map_err(CompactionError::Transcript)?;
     written.push(entry);
     Ok(written)

@@ -1,5 +1,7 @@
 //! Sessions: one actor per live conversation; its own queue is the session lane (one run at a
-//! time, in arrival order). Transcripts are append-only JSONL; the index lives in sled.
+//! time, in arrival order). Transcripts are append-only JSONL; the index lives in sled. On a
+//! shared bus a run also takes its session's lease (one node at a time) and the transcript is the
+//! session's log in the cluster's log store (`lease`).
 
 mod actor;
 pub(crate) mod compaction;
@@ -7,6 +9,7 @@ pub(crate) mod drain;
 mod events;
 pub(crate) mod history;
 pub mod index;
+pub mod lease;
 pub(crate) mod run;
 pub(crate) mod runtime;
 mod shards;
@@ -16,6 +19,7 @@ pub(crate) mod transcript;
 pub mod view;
 
 pub use actor::{SessionActor, SessionOpenError};
+pub use lease::SessionLeases;
 pub use shards::SessionShards;
 
 use crate::origin::Origin;

@@ -8,8 +8,9 @@ mod journal;
 
 use super::events::RunEvents;
 use super::history::View;
+use super::lease::SessionLeases;
 use super::runtime::AgentRuntime;
-use super::transcript::{Entry, Transcript};
+use super::transcript::{Entry, EntryBody, Transcript};
 use crate::lane::{LaneError, LanePermit};
 use crate::origin::Origin;
 use crate::tools::ToolContext;
@@ -24,6 +25,7 @@ use clawbus_core::ids::SessionKey;
 use clawbus_core::task::{TaskInput, TaskResult};
 use journal::{Journal, Prepared};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// What the session actor hands a run.
 pub(crate) struct RunInput {
@@ -52,18 +54,182 @@ pub(crate) enum RunEnd {
     Retrying,
     /// The task reached this terminal state.
     Ended(TaskState),
+    /// The session's lease was lost mid-run: the run stopped where it was, its task unsettled
+    /// (another node runs it); what it wrote is read back from the transcript.
+    LeaseLost,
 }
 
 /// What a run reports back to its session actor.
 pub(crate) struct RunReport {
+    /// The view the run started from when it read it again from a shared transcript (another
+    /// node ran the session meanwhile): it replaces the actor's before `entries` apply.
+    pub base: Option<View>,
     /// Transcript entries the run wrote, in order (to update the view).
     pub entries: Vec<Entry>,
     /// How it ended.
     pub end: RunEnd,
 }
 
-/// Runs one task of the session and completes its delivery after the transcript is on disk.
+/// Runs one task of the session and completes its delivery after the transcript is on disk;
+/// on a shared bus, under the session's lease (`execute_leased`).
 pub(crate) async fn execute(input: RunInput) -> RunReport {
+    match input.rt.leases.clone() {
+        None => execute_here(input).await,
+        Some(leases) => execute_leased(input, &leases).await,
+    }
+}
+
+/// The run under its session's lease: taken first (waiting, bounded by the task's deadline, for
+/// another node's run of the session to end or its lease to expire), renewed while the run goes
+/// on, recorded in the transcript and released after. A lease that cannot be taken sends the
+/// task back for a later attempt; one lost mid-run (this node was cut off long enough for it to
+/// expire) stops the run where it is, unsettled, so no two nodes write the session at once.
+async fn execute_leased(input: RunInput, leases: &SessionLeases) -> RunReport {
+    let rt = input.rt.clone();
+    let key = input.key.clone();
+    let transcript = input.transcript.clone();
+    let delivery = input.delivery.clone();
+    let request_id = delivery.envelope().request_id.to_string();
+    let within = match delivery.envelope().deadline {
+        Some(deadline_ms) => {
+            Duration::from_millis(deadline_ms.saturating_sub(rt.clock.now_ms())).min(leases.wait())
+        }
+        None => leases.wait(),
+    };
+    let lease = match leases.acquire(&key, within).await {
+        Ok(lease) => lease,
+        Err(e) => {
+            let delay = leases.leases().ttl();
+            tracing::warn!(agent = %rt.id, session = %key, request_id, error = %e, delay_ms = delay.as_millis() as u64, "Session lease not taken; the task is tried again later.");
+            if let Err(e) = delivery
+                .nack_because(delay, &format!("session lease: {e}"))
+                .await
+            {
+                tracing::error!(request_id, error = %e, "Could not ask for the retry; the task will be redelivered.");
+            }
+            return RunReport {
+                base: None,
+                entries: Vec::new(),
+                end: RunEnd::Retrying,
+            };
+        }
+    };
+    tracing::debug!(agent = %rt.id, session = %key, request_id, revision = lease.revision(), "Session lease taken.");
+    // A run aborted here (cancelled) still lets its lease go at once.
+    let mut guard = LeaseGuard(Some(lease));
+    // Another node may have run the session since this one last did: start from the whole
+    // shared transcript.
+    let mut input = input;
+    let base = match catch_up(&input).await {
+        Ok(base) => base,
+        Err(e) => {
+            let delay = leases.leases().ttl();
+            tracing::warn!(agent = %rt.id, session = %key, request_id, error = %e, "Shared transcript unreadable; the task is tried again later.");
+            if let Err(e) = delivery
+                .nack_because(delay, &format!("shared transcript: {e}"))
+                .await
+            {
+                tracing::error!(request_id, error = %e, "Could not ask for the retry; the task will be redelivered.");
+            }
+            return RunReport {
+                base: None,
+                entries: Vec::new(),
+                end: RunEnd::Retrying,
+            };
+        }
+    };
+    if let Some(view) = &base {
+        input.view = view.clone();
+    }
+    let ended = match guard.0.as_mut() {
+        Some(lease) => {
+            let run = execute_here(input);
+            tokio::select! {
+                biased;
+                report = run => Ok(report),
+                lost = lease.keep() => Err(lost),
+            }
+        }
+        // Never: the guard was just filled.
+        None => Ok(execute_here(input).await),
+    };
+    let mut report = match ended {
+        Ok(report) => RunReport { base, ..report },
+        Err(lost) => {
+            // Nothing to release: it is someone else's now, or gone.
+            guard.0 = None;
+            tracing::error!(agent = %rt.id, session = %key, request_id, error = %lost, "Session lease lost mid-run; the run stopped unsettled and another node takes the task.");
+            return RunReport {
+                base: None,
+                entries: Vec::new(),
+                end: RunEnd::LeaseLost,
+            };
+        }
+    };
+    if let Some(lease) = guard.0.as_ref() {
+        let record = Entry::new(EntryBody::RunLease {
+            request_id: request_id.clone(),
+            holder: lease.holder().to_string(),
+            first_revision: lease.first_revision(),
+            last_revision: lease.revision(),
+        });
+        match transcript
+            .record_unsynced(std::slice::from_ref(&record))
+            .await
+        {
+            Ok(()) => report.entries.push(record),
+            Err(e) => {
+                tracing::error!(session = %key, request_id, error = %e, "Could not record the run's lease in the transcript.")
+            }
+        }
+    }
+    if let Some(lease) = guard.0.take()
+        && let Err(e) = lease.release().await
+    {
+        tracing::warn!(agent = %rt.id, session = %key, request_id, error = %e, "Session lease not released; it expires by itself.");
+    }
+    report
+}
+
+/// Reads a shared transcript again when it changed since this node last saw it; a log still
+/// empty gets the session's first line. The view to start from, or `None` when the actor's is
+/// current (or the transcript is a file).
+async fn catch_up(input: &RunInput) -> std::io::Result<Option<View>> {
+    let Some(entries) = input.transcript.load_if_changed().await? else {
+        return Ok(None);
+    };
+    if entries.is_empty() {
+        let first = Entry::new(EntryBody::Session {
+            version: 1,
+            key: input.key.to_string(),
+            agent: input.rt.id.to_string(),
+        });
+        input.transcript.start_shared(&first).await?;
+    }
+    tracing::debug!(session = %input.key, entries = entries.len(), "Shared transcript read.");
+    Ok(Some(View::from_entries(&entries)))
+}
+
+/// Releases a lease still held when the run holding it is dropped (aborted by a cancel).
+struct LeaseGuard(Option<bus::kv::Lease>);
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        let Some(lease) = self.0.take() else {
+            return;
+        };
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            drop(rt.spawn(async move {
+                if let Err(e) = lease.release().await {
+                    tracing::debug!(error = %e, "Lease of an aborted run not released; it expires by itself.");
+                }
+            }));
+        }
+    }
+}
+
+/// The run itself, with no lease.
+async fn execute_here(input: RunInput) -> RunReport {
     let RunInput {
         rt,
         key,
@@ -82,12 +248,14 @@ pub(crate) async fn execute(input: RunInput) -> RunReport {
     };
     match run.body(view).await {
         Step::Skipped => RunReport {
+            base: None,
             entries: Vec::new(),
             end: RunEnd::Skipped,
         },
         Step::Released => {
             run.delivery.release();
             RunReport {
+                base: None,
                 entries: Vec::new(),
                 end: RunEnd::Released,
             }
@@ -101,6 +269,7 @@ pub(crate) async fn execute(input: RunInput) -> RunReport {
                 tracing::error!(request_id = %run.request_id, error = %e, "Could not ask for the retry; the task will be redelivered.");
             }
             RunReport {
+                base: None,
                 entries,
                 end: RunEnd::Retrying,
             }
@@ -344,11 +513,7 @@ impl Run {
         // Every event of the turn is on the bus before its terminal one.
         forwarder.finish(events).await;
         entries.extend(journal.into_written());
-        let transcript = self.transcript.clone();
-        let synced = tokio::task::spawn_blocking(move || transcript.sync())
-            .await
-            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
-        if let Err(e) = synced {
+        if let Err(e) = self.transcript.flush().await {
             return Err(End::failed(entries, format!("transcript sync failed: {e}")));
         }
         Ok(Turned {

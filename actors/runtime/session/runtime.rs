@@ -42,6 +42,9 @@ pub struct AgentRuntime {
     pub prices: std::collections::BTreeMap<String, clawbus_core::config::Price>,
     /// Which finished tasks' replies go back out, and the outbox they wait in until delivered.
     pub outbox: crate::outbox::Outbox,
+    /// On a shared bus, the session leases a run takes before it starts; `None` on the embedded
+    /// bus (one process: the session actor alone keeps a session's runs apart).
+    pub leases: Option<super::lease::SessionLeases>,
 }
 
 impl AgentRuntime {

@@ -6,11 +6,13 @@
 //! `<sessionId>.jsonl.corrupt`.
 
 use crate::model::ChatMessage;
+use bus::log::LogError;
 use bus::{Clock, SystemClock};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use uuid::Uuid;
 
@@ -99,6 +101,20 @@ pub enum EntryBody {
         /// answered as interrupted unless their tool is idempotent (then they ran again).
         interrupted: Vec<String>,
     },
+    /// On a shared bus: the session lease a run held (taken at `first_revision`, last renewed at
+    /// `last_revision`), written when the run has left its session. Revisions only grow across
+    /// the cluster's lease store, so the runs of a session never overlapped when, in the order
+    /// they were taken, each run's first revision is above the last one's last.
+    RunLease {
+        /// The request.
+        request_id: String,
+        /// The holder: `<node>/<process life>`.
+        holder: String,
+        /// The revision the lease was taken at.
+        first_revision: u64,
+        /// The revision of its last renewal.
+        last_revision: u64,
+    },
     /// A run ended without a normal answer.
     RunEnded {
         /// The request.
@@ -165,12 +181,34 @@ pub(crate) struct Loaded {
 ///
 /// The file is opened for each append and closed after it, so a live session holds no
 /// descriptor: thousands of live sessions stay far below the process's descriptor limit.
+///
+/// On a shared bus the transcript is the session's log in the cluster's log store
+/// ([`SharedLog`]): every node reads it whole when it takes the session's lease and appends to
+/// it fenced on the last sequence it knows, so another node continues the session with its
+/// whole history; the file stays as this node's copy of the lines it wrote (what local readers
+/// show). The run path writes through the async methods ([`Transcript::record`] and the rest),
+/// which pick the backing.
 pub(crate) struct Transcript {
     path: PathBuf,
     /// Serialises appends (and the cut-back of a failed one) within the process.
     lock: Mutex<()>,
     clock: Arc<dyn Clock>,
+    shared: Option<SharedLog>,
 }
+
+/// The session's log in the cluster's log store.
+pub(crate) struct SharedLog {
+    log: Arc<dyn bus::log::LogStore>,
+    name: String,
+    /// The log's last sequence as this node last wrote or read it (each append is fenced on
+    /// it); [`UNREAD`] until the log is read.
+    last: std::sync::atomic::AtomicU64,
+    /// Serialises this process's appends, so each names the sequence the one before left.
+    writing: tokio::sync::Mutex<()>,
+}
+
+/// The last sequence of a shared log never read.
+const UNREAD: u64 = u64::MAX;
 
 impl Transcript {
     /// The file for a session.
@@ -199,9 +237,175 @@ impl Transcript {
                 path: path.to_path_buf(),
                 lock: Mutex::new(()),
                 clock: Arc::new(SystemClock),
+                shared: None,
             },
             loaded,
         ))
+    }
+
+    /// Makes the log `name` of `log` the transcript (the file stays as this node's copy); it is
+    /// read whole before the first write ([`Transcript::load_if_changed`]).
+    pub(crate) fn with_shared(mut self, log: Arc<dyn bus::log::LogStore>, name: String) -> Self {
+        self.shared = Some(SharedLog {
+            log,
+            name,
+            last: std::sync::atomic::AtomicU64::new(UNREAD),
+            writing: tokio::sync::Mutex::new(()),
+        });
+        self
+    }
+
+    /// True when the transcript is a shared log.
+    pub(crate) fn is_shared(&self) -> bool {
+        self.shared.is_some()
+    }
+
+    /// Forgets where the shared log stood, so the next run reads it again (after a run whose
+    /// lines are not all known here).
+    pub(crate) fn forget(&self) {
+        if let Some(shared) = &self.shared {
+            shared.last.store(UNREAD, Ordering::SeqCst);
+        }
+    }
+
+    /// The shared log's entries when it changed since this node last wrote or read it (another
+    /// node ran the session meanwhile, or it was never read); `None` when it did not, or the
+    /// transcript is a file.
+    pub(crate) async fn load_if_changed(&self) -> io::Result<Option<Vec<Entry>>> {
+        let Some(shared) = &self.shared else {
+            return Ok(None);
+        };
+        let _writing = shared.writing.lock().await;
+        let last = shared
+            .log
+            .last(&shared.name)
+            .await
+            .map_err(io::Error::other)?;
+        if last == shared.last.load(Ordering::SeqCst) {
+            return Ok(None);
+        }
+        Ok(Some(self.read_shared(shared).await?))
+    }
+
+    async fn read_shared(&self, shared: &SharedLog) -> io::Result<Vec<Entry>> {
+        let records = shared
+            .log
+            .read(&shared.name)
+            .await
+            .map_err(io::Error::other)?;
+        let last = records.last().map_or(0, |r| r.seq);
+        shared.last.store(last, Ordering::SeqCst);
+        Ok(records
+            .iter()
+            .filter_map(|r| serde_json::from_slice::<Entry>(&r.data).ok())
+            .collect())
+    }
+
+    /// Every entry now: the shared log's, else the file's.
+    pub(crate) async fn read_entries(&self) -> io::Result<Vec<Entry>> {
+        match &self.shared {
+            Some(shared) => {
+                let _writing = shared.writing.lock().await;
+                self.read_shared(shared).await
+            }
+            None => self.entries(),
+        }
+    }
+
+    /// Appends entries durably: synced to disk, or appended to the shared log.
+    pub(crate) async fn record(&self, entries: &[Entry]) -> io::Result<()> {
+        self.record_with(entries, true).await
+    }
+
+    /// Appends entries; to a file without waiting for the disk (they survive a crash of the
+    /// process, the kernel has them, but not a power loss until the next [`Transcript::flush`]
+    /// or synced append); to the shared log durably.
+    pub(crate) async fn record_unsynced(&self, entries: &[Entry]) -> io::Result<()> {
+        self.record_with(entries, false).await
+    }
+
+    /// Appends the first line of a shared log that has none (this node's copy has its own).
+    pub(crate) async fn start_shared(&self, first: &Entry) -> io::Result<()> {
+        self.record_in(std::slice::from_ref(first), true, false)
+            .await
+    }
+
+    async fn record_with(&self, entries: &[Entry], sync: bool) -> io::Result<()> {
+        self.record_in(entries, sync, true).await
+    }
+
+    /// Appends to the file, or to the shared log and (with `copy`) this node's copy.
+    async fn record_in(&self, entries: &[Entry], sync: bool, copy: bool) -> io::Result<()> {
+        let Some(shared) = &self.shared else {
+            return self.write(entries, sync);
+        };
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let lines = self.stamp(entries)?;
+        let _writing = shared.writing.lock().await;
+        let appended = self.append_shared(shared, &lines).await;
+        let local_sync = match appended {
+            Ok(now) => {
+                shared.last.store(now, Ordering::SeqCst);
+                if !copy {
+                    return Ok(());
+                }
+                false
+            }
+            Err(e @ LogError::Fenced { .. }) => return Err(io::Error::other(e)),
+            Err(e) => {
+                // The log store is unreachable (or its answer was lost): the run goes on with
+                // its lines in this node's copy, synced, as on the embedded bus; the shared log
+                // misses them, and the next write or run reads where it stands.
+                tracing::warn!(log = %shared.name, error = %e, "Shared transcript unreachable; lines kept in this node's copy only.");
+                shared.last.store(UNREAD, Ordering::SeqCst);
+                true
+            }
+        };
+        // This node's copy: what local readers show; the log is the transcript.
+        let mut buf = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+        for line in lines {
+            buf.extend_from_slice(&line);
+            buf.push(b'\n');
+        }
+        match self.write_bytes(&buf, local_sync) {
+            Err(e) if local_sync => return Err(e),
+            Err(e) => {
+                tracing::warn!(file = %self.path.display(), error = %e, "This node's copy of a shared transcript not written.");
+            }
+            Ok(()) => {}
+        }
+        Ok(())
+    }
+
+    /// Appends `lines` to the shared log fenced on the last sequence known here (read first
+    /// when unknown). The new last sequence.
+    async fn append_shared(&self, shared: &SharedLog, lines: &[Vec<u8>]) -> Result<u64, LogError> {
+        let mut last = shared.last.load(Ordering::SeqCst);
+        if last == UNREAD {
+            // Not read since a write was lost or the log was never read (a cancel record after
+            // a run that did not start): fence on what the log holds now.
+            last = shared.log.last(&shared.name).await?;
+        }
+        shared
+            .log
+            .append(&shared.name, lines.to_vec(), Some(last))
+            .await
+    }
+
+    /// Makes what was appended durable: syncs the file (off the async thread); the shared log
+    /// is durable once appended.
+    pub(crate) async fn flush(&self) -> io::Result<()> {
+        if self.shared.is_some() {
+            return Ok(());
+        }
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || {
+            OpenOptions::new().append(true).open(&path)?.sync_data()
+        })
+        .await
+        .unwrap_or_else(|e| Err(io::Error::other(e)))
     }
 
     /// Stamps entries with `clock` (the process's one clock) rather than the system clock.
@@ -233,23 +437,24 @@ impl Transcript {
         self.write(entries, true)
     }
 
-    /// Appends entries without waiting for the disk: they survive a crash of the process (the
-    /// kernel has them) but not a power loss until the next [`Transcript::sync`] or synced
-    /// append.
-    pub(crate) fn append_unsynced(&self, entries: &[Entry]) -> io::Result<()> {
-        self.write(entries, false)
-    }
-
-    /// Makes every line appended so far durable.
-    pub(crate) fn sync(&self) -> io::Result<()> {
-        let _guard = self
-            .lock
-            .lock()
-            .map_err(|_| io::Error::other("transcript lock poisoned"))?;
-        OpenOptions::new()
-            .append(true)
-            .open(&self.path)?
-            .sync_data()
+    /// Each entry as a JSON line (no newline), stamped with the clock's time if unstamped.
+    fn stamp(&self, entries: &[Entry]) -> io::Result<Vec<Vec<u8>>> {
+        let now = self.clock.now_ms();
+        entries
+            .iter()
+            .map(|e| {
+                if e.ts == UNSTAMPED {
+                    let stamped = Entry {
+                        ts: now,
+                        ..e.clone()
+                    };
+                    serde_json::to_vec(&stamped)
+                } else {
+                    serde_json::to_vec(e)
+                }
+                .map_err(io::Error::other)
+            })
+            .collect()
     }
 
     fn write(&self, entries: &[Entry], sync: bool) -> io::Result<()> {
@@ -257,19 +462,14 @@ impl Transcript {
             return Ok(());
         }
         let mut buf = Vec::with_capacity(entries.len() * 256);
-        let now = self.clock.now_ms();
-        for e in entries {
-            if e.ts == UNSTAMPED {
-                let stamped = Entry {
-                    ts: now,
-                    ..e.clone()
-                };
-                serde_json::to_writer(&mut buf, &stamped).map_err(io::Error::other)?;
-            } else {
-                serde_json::to_writer(&mut buf, e).map_err(io::Error::other)?;
-            }
+        for line in self.stamp(entries)? {
+            buf.extend_from_slice(&line);
             buf.push(b'\n');
         }
+        self.write_bytes(&buf, sync)
+    }
+
+    fn write_bytes(&self, buf: &[u8], sync: bool) -> io::Result<()> {
         let _guard = self
             .lock
             .lock()
@@ -277,7 +477,7 @@ impl Transcript {
         let mut file = OpenOptions::new().append(true).open(&self.path)?;
         let len = file.metadata()?.len();
         let written = file
-            .write_all(&buf)
+            .write_all(buf)
             .and_then(|()| if sync { file.sync_data() } else { Ok(()) });
         if let Err(e) = written {
             // A part of a line (disk full) would glue the next append onto it and lose that

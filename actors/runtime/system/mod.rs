@@ -136,6 +136,37 @@ async fn open_db(path: &std::path::Path, cache: usize) -> Result<sled::Db, State
     }
 }
 
+/// The session leases of a shared bus (NATS), and the shared transcripts they guard (the log
+/// store `tx`): the store `session_leases` every node shares, held
+/// as `<node>/<life>` (a restarted node never takes its previous life's leases for its own), each
+/// living `ttl` (the bus's `ack_wait`: a node that dies loses its tasks and its sessions after
+/// about the same time). `None` on the embedded bus, whose sessions need none.
+async fn session_leases(
+    kv: &bus::KvOpener,
+    clock: &Arc<dyn Clock>,
+    node_id: &str,
+    ttl: std::time::Duration,
+) -> Result<Option<crate::session::SessionLeases>, SystemError> {
+    if !kv.is_shared() {
+        return Ok(None);
+    }
+    let store = kv.open(crate::session::lease::LEASE_STORE).await?;
+    let Some(transcripts) = kv
+        .shared_log(crate::session::lease::TRANSCRIPT_LOGS)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let life = uuid::Uuid::new_v4().simple().to_string();
+    let holder = format!("{node_id}/{}", &life[..12]);
+    let leases = bus::kv::Leases::new(store, clock.clone(), holder, ttl);
+    Ok(Some(crate::session::SessionLeases::new(
+        leases,
+        crate::session::lease::DEFAULT_LEASE_WAIT,
+        transcripts,
+    )))
+}
+
 /// The running system: stores, bus, lanes, agents.
 pub struct Clawbus {
     config: Arc<Config>,
@@ -241,6 +272,11 @@ impl Clawbus {
         if !config.browser.test_allow_origins.is_empty() {
             tracing::warn!(origins = ?config.browser.test_allow_origins, "[browser] test_allow_origins is set: the browser may reach these loopback or private origins. It is meant for tests only.");
         }
+        let node_id = match &config.bus.node_id {
+            Some(id) => id.clone(),
+            None => nodes::local_node_id(&db).map_err(|e| state_err(StateError::Db(e)))?,
+        };
+        let leases = session_leases(&kv, &clock, &node_id, config.bus.ack_wait).await?;
         let agent_ctx = AgentContext {
             bus: bus.clone(),
             index: index.clone(),
@@ -262,6 +298,7 @@ impl Clawbus {
             outbox: outbox.clone(),
             mcp: mcp.clone(),
             browsers: browsers.clone(),
+            leases,
         };
         let mut agents = Vec::new();
         // `--agents-here`: the others are consumed on the nodes that host them.
@@ -275,10 +312,6 @@ impl Clawbus {
         for def in config.agents.iter().filter(|d| here(&d.id)) {
             agents.push(AgentHandle::start(def, &config, &agent_ctx).await?);
         }
-        let node_id = match &config.bus.node_id {
-            Some(id) => id.clone(),
-            None => nodes::local_node_id(&db).map_err(|e| state_err(StateError::Db(e)))?,
-        };
         let cron = SchedulerHandle::spawn(scheduler);
         // After the agents: a resumed run's tasks need their consumers.
         let resumed = flows

@@ -73,35 +73,38 @@ pub struct Resume {
 
 /// Records each step of a turn as it happens, so a turn interrupted by a crash resumes from
 /// its last durable step instead of starting over.
+/// Async, as a shared transcript (a log on the bus's backend) is written over the network.
+#[async_trait::async_trait]
 pub trait TurnJournal: Send + Sync {
     /// The model's reply, before any of its tool calls runs, the model that answered
     /// (`provider/model`), and whether the output-token limit cut it off.
-    fn model_reply(
+    async fn model_reply(
         &self,
         message: &ChatMessage,
         model: &str,
         truncated: bool,
     ) -> std::io::Result<()>;
     /// The call moved from model `from` to model `to` (the agent's fallbacks), for `reason`.
-    fn fell_over(&self, from: &str, to: &str, reason: &str) -> std::io::Result<()>;
+    async fn fell_over(&self, from: &str, to: &str, reason: &str) -> std::io::Result<()>;
     /// A tool call is about to run; durable before the call has any effect.
-    fn tool_started(&self, call: &ToolCall) -> std::io::Result<()>;
+    async fn tool_started(&self, call: &ToolCall) -> std::io::Result<()>;
     /// A tool call's result.
-    fn tool_result(&self, message: &ChatMessage) -> std::io::Result<()>;
+    async fn tool_result(&self, message: &ChatMessage) -> std::io::Result<()>;
 }
 
 /// No journal: the turn's messages are only in its output (memory-flush turns, tests).
+#[async_trait::async_trait]
 impl TurnJournal for Unobserved {
-    fn model_reply(&self, _: &ChatMessage, _: &str, _: bool) -> std::io::Result<()> {
+    async fn model_reply(&self, _: &ChatMessage, _: &str, _: bool) -> std::io::Result<()> {
         Ok(())
     }
-    fn fell_over(&self, _: &str, _: &str, _: &str) -> std::io::Result<()> {
+    async fn fell_over(&self, _: &str, _: &str, _: &str) -> std::io::Result<()> {
         Ok(())
     }
-    fn tool_started(&self, _: &ToolCall) -> std::io::Result<()> {
+    async fn tool_started(&self, _: &ToolCall) -> std::io::Result<()> {
         Ok(())
     }
-    fn tool_result(&self, _: &ChatMessage) -> std::io::Result<()> {
+    async fn tool_result(&self, _: &ChatMessage) -> std::io::Result<()> {
         Ok(())
     }
 }
@@ -222,10 +225,10 @@ impl<'a> Forward<'a> {
     }
 
     /// Writes the call's moves to the journal.
-    fn journal(self, journal: &dyn TurnJournal) -> std::io::Result<()> {
+    async fn journal(self, journal: &dyn TurnJournal) -> std::io::Result<()> {
         let moves = self.moves.into_inner().unwrap_or_else(|e| e.into_inner());
         for (from, to, reason) in moves {
-            journal.fell_over(&from, &to, &reason)?;
+            journal.fell_over(&from, &to, &reason).await?;
         }
         Ok(())
     }
@@ -340,7 +343,7 @@ fn for_channels(deps: &TurnDeps, ctx: &ToolContext) -> (TurnDeps, Vec<ToolSchema
 /// marked `cut` (never run; each is answered with [`TRUNCATED_CALL_RESULT`]). The second such
 /// reply of a turn answers its calls at once, so the session's history stays well-formed, and
 /// ends the turn with [`TurnError::Truncated`].
-fn record_cut_off(
+async fn record_cut_off(
     message: ChatMessage,
     added: &mut Vec<ChatMessage>,
     cut: &mut HashSet<String>,
@@ -362,7 +365,7 @@ fn record_cut_off(
     }
     for call in pending_calls(added) {
         let note = ChatMessage::tool(call.id, TRUNCATED_CALL_RESULT);
-        journal.tool_result(&note)?;
+        journal.tool_result(&note).await?;
         added.push(note);
     }
     Err(TurnError::Truncated(tool))
@@ -399,14 +402,14 @@ async fn tool_loop(
                 tracing::warn!(tool = %call.name, call_id = %call.id, "Tool call interrupted by a stop; its effects are unknown, so it is not run again.");
                 (INTERRUPTED_RESULT.to_string(), Vec::new())
             } else {
-                journal.tool_started(&call)?;
+                journal.tool_started(&call).await?;
                 events.tool_start(&call);
                 let out = run_tool(deps, &input.tool_context, &call).await;
                 events.tool_end(&call, !out.is_error);
                 (out.text, out.images)
             };
             let message = ChatMessage::tool(call.id.clone(), result).with_images(images);
-            journal.tool_result(&message)?;
+            journal.tool_result(&message).await?;
             added.push(message);
         }
         if let Some(last) = added.last() {
@@ -440,7 +443,7 @@ async fn tool_loop(
         let observer = Forward::new(events);
         let reply = deps.model.complete_observed(&request, &observer).await;
         // The moves are journaled whether a later model answered or every one failed.
-        observer.journal(journal)?;
+        observer.journal(journal).await?;
         let reply = reply?;
         let answered = reply.model.as_deref().unwrap_or(&deps.model_label);
         if answered != deps.model_label {
@@ -473,7 +476,7 @@ async fn tool_loop(
         } else {
             ChatMessage::assistant(reply.text, reply.tool_calls)
         };
-        journal.model_reply(&message, &answered, cut_off)?;
+        journal.model_reply(&message, &answered, cut_off).await?;
         if cut_off && !message.tool_calls.is_empty() {
             let ctx = &input.tool_context;
             record_cut_off(
@@ -483,7 +486,8 @@ async fn tool_loop(
                 &mut cut_replies,
                 journal,
                 ctx,
-            )?;
+            )
+            .await?;
         } else {
             added.push(message);
         }

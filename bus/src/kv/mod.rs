@@ -3,13 +3,15 @@
 //!
 //! [`SledKv`] is the embedded implementation (one sled tree; time from the injected clock);
 //! `bus::nats::NatsKv` is the distributed one (a JetStream KV bucket; time from the server).
-//! One conformance suite (`bus/tests/kv/`) runs against both.
+//! One conformance suite (`bus/tests/kv/`) runs against both, leases ([`Leases`]) included.
 //!
 //! Keys are 1-256 characters of `A-Z a-z 0-9 - _ = / .`, not starting or ending with `.` (the
 //! alphabet JetStream KV accepts); `.` separates the tokens a watch prefix matches whole.
 
+pub mod lease;
 mod sled;
 
+pub use self::lease::{Lease, LeaseError, Leases};
 pub use self::sled::SledKv;
 
 use async_trait::async_trait;

@@ -1,7 +1,7 @@
 //! The key-value store conformance suite, generic over the store. Every `KvStore` runs all of it.
 
-use bus::ManualClock;
-use bus::kv::{KvError, KvEvent, KvStore};
+use bus::kv::{KvError, KvEvent, KvStore, LeaseError, Leases};
+use bus::{Clock, ManualClock};
 use futures::StreamExt as _;
 use std::path::Path;
 use std::sync::Arc;
@@ -28,6 +28,26 @@ pub(crate) trait Opener: 'static {
     /// Returns once `ttl` has run out for `key`, written with it: the embedded store moves its
     /// clock on; the distributed one waits for the server's expiry marker.
     async fn outlive(fx: &Fixture, key: &str, ttl: Duration);
+    /// The clock leases time their waits and renewals on: the embedded store's manual clock
+    /// (which also decides its expiries); real time for a store whose server decides them.
+    fn lease_clock(fx: &Fixture) -> Arc<dyn Clock> {
+        fx.clock.clone()
+    }
+    /// Lets `by` pass for a lease's timers: moves the manual clock once a task waits on it; a
+    /// store on real time does nothing (time passes by itself).
+    async fn tick(fx: &Fixture, by: Duration) {
+        tokio::time::timeout(NET, fx.clock.timers_at_least(1))
+            .await
+            .expect("a task waits on the clock");
+        fx.clock.advance(by);
+    }
+    /// Returns once a task waits on the lease clock (the manual one); a store on real time
+    /// cannot tell, and returns at once.
+    async fn waiting(fx: &Fixture) {
+        tokio::time::timeout(NET, fx.clock.timers_at_least(1))
+            .await
+            .expect("a task waits on the clock");
+    }
     /// False (after saying why) when the store cannot run here: the test is skipped.
     fn available(_test: &str) -> bool {
         true
@@ -192,6 +212,138 @@ pub(crate) async fn bad_keys_and_ttls_are_refused<O: Opener>() {
     ));
 }
 
+/// Two holders of the leases in one store, on two handles (two nodes).
+async fn two_holders<O: Opener>(fx: &Fixture, ttl: Duration) -> (Leases, Leases) {
+    let clock = O::lease_clock(fx);
+    let a = Leases::new(fx.store.clone(), clock.clone(), "node-a", ttl);
+    let b = Leases::new(O::again(fx).await, clock, "node-b", ttl);
+    (a, b)
+}
+
+pub(crate) async fn a_lease_has_one_holder_and_a_released_one_goes_to_a_waiter_at_once<
+    O: Opener,
+>() {
+    let fx = fresh::<O>().await;
+    let (a, b) = two_holders::<O>(&fx, Duration::from_secs(30)).await;
+    let key = "session.s-1";
+    let held = a
+        .try_acquire(key)
+        .await
+        .unwrap()
+        .expect("a free key is taken");
+    assert!(held.is_held());
+    assert!(
+        b.try_acquire(key).await.unwrap().is_none(),
+        "a held lease is not taken on another handle"
+    );
+    assert_eq!(b.holder_of(key).await.unwrap().as_deref(), Some("node-a"));
+    // A waiter is woken by the release: the clock never moves, so no poll gets it.
+    let waiter = {
+        let b = b.clone();
+        tokio::spawn(async move { b.acquire(key, Duration::from_secs(600)).await })
+    };
+    O::waiting(&fx).await;
+    let first = held.revision();
+    held.release().await.unwrap();
+    let taken = tokio::time::timeout(NET, waiter)
+        .await
+        .expect("the waiter takes the released lease without the clock moving")
+        .unwrap()
+        .unwrap();
+    assert!(
+        taken.first_revision() > first,
+        "the next holder's revision fences the last one's writes"
+    );
+    assert_eq!(b.holder_of(key).await.unwrap().as_deref(), Some("node-b"));
+    // A wait bounded by the clock ends with who holds it.
+    let c = {
+        let a = a.clone();
+        tokio::spawn(async move { a.acquire(key, Duration::from_secs(2)).await })
+    };
+    O::tick(&fx, Duration::from_secs(3)).await;
+    let busy = tokio::time::timeout(NET, c)
+        .await
+        .expect("a bounded wait ends")
+        .unwrap();
+    assert!(
+        matches!(&busy, Err(LeaseError::Busy { holder, .. }) if holder == "node-b"),
+        "{busy:?}"
+    );
+    taken.release().await.unwrap();
+    assert!(b.holder_of(key).await.unwrap().is_none());
+}
+
+pub(crate) async fn a_kept_lease_outlives_its_ttl_and_an_abandoned_one_expires_and_fences<
+    O: Opener,
+>() {
+    let fx = fresh::<O>().await;
+    let ttl = Duration::from_secs(3);
+    let (a, b) = two_holders::<O>(&fx, ttl).await;
+    let key = "session.s-2";
+    let mut held = a.try_acquire(key).await.unwrap().unwrap();
+    // Made after the take: it sees the renewals only.
+    let mut renewals = O::again(&fx).await.watch("session.").await.unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let keeper = tokio::spawn(async move {
+        tokio::select! {
+            lost = held.keep() => Err(lost),
+            _ = stopped => Ok(held),
+        }
+    });
+    // Four renewals a third of the TTL apart: the lease has lived past its TTL.
+    for n in 1..=4 {
+        O::tick(&fx, ttl / 3).await;
+        loop {
+            let ev = tokio::time::timeout(NET, renewals.next())
+                .await
+                .unwrap_or_else(|_| panic!("renewal {n} in time"))
+                .unwrap()
+                .unwrap();
+            if matches!(&ev, KvEvent::Put(e) if e.key == key) {
+                break;
+            }
+        }
+    }
+    assert!(
+        b.try_acquire(key).await.unwrap().is_none(),
+        "a lease kept renewed is still held past its TTL"
+    );
+    stop.send(()).unwrap();
+    let mut abandoned = tokio::time::timeout(NET, keeper)
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("the lease was never lost while kept");
+    let last = abandoned.revision();
+    assert!(
+        last > abandoned.first_revision(),
+        "renewals move the revision"
+    );
+    // No more renewals: the store lets it go after its TTL, and another holder takes it.
+    O::outlive(&fx, key, ttl).await;
+    assert!(
+        !abandoned.is_held(),
+        "the old holder knows it no longer holds it"
+    );
+    let next = tokio::time::timeout(NET, b.acquire(key, Duration::from_secs(60)))
+        .await
+        .expect("the expired lease is taken")
+        .unwrap();
+    assert!(
+        next.first_revision() > last,
+        "revisions fence the old holder"
+    );
+    assert!(
+        matches!(abandoned.renew().await, Err(LeaseError::Lost { .. })),
+        "the old holder's renewal finds it lost"
+    );
+    assert!(
+        matches!(abandoned.release().await, Err(LeaseError::Lost { .. })),
+        "the old holder's release must not remove the new holder's lease"
+    );
+    assert_eq!(b.holder_of(key).await.unwrap().as_deref(), Some("node-b"));
+}
+
 /// Instantiates every test of the suite for a store.
 #[macro_export]
 macro_rules! kv_suite {
@@ -204,6 +356,8 @@ macro_rules! kv_suite {
             watch_sees_changes_under_its_prefix_in_order,
             keys_lists_live_keys_under_a_prefix,
             bad_keys_and_ttls_are_refused,
+            a_lease_has_one_holder_and_a_released_one_goes_to_a_waiter_at_once,
+            a_kept_lease_outlives_its_ttl_and_an_abandoned_one_expires_and_fences,
         );
     };
     (@tests $opener:ty; $($name:ident),* $(,)?) => {

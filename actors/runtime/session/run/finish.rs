@@ -87,7 +87,7 @@ impl Run {
                 outcome: state,
                 reason: error.clone(),
             });
-            match self.transcript.append(std::slice::from_ref(&ended)) {
+            match self.transcript.record(std::slice::from_ref(&ended)).await {
                 Ok(()) => entries.push(ended),
                 Err(e) => {
                     tracing::error!(session = %key, error = %e, "Could not record the failed run in the transcript.")
@@ -127,6 +127,7 @@ impl Run {
             }
         }
         RunReport {
+            base: None,
             entries,
             end: RunEnd::Ended(state),
         }

@@ -30,12 +30,12 @@ impl<'a> Journal<'a> {
         }
     }
 
-    fn write(&self, entry: Entry, sync: bool) -> std::io::Result<()> {
+    async fn write(&self, entry: Entry, sync: bool) -> std::io::Result<()> {
         let one = std::slice::from_ref(&entry);
         if sync {
-            self.transcript.append(one)?;
+            self.transcript.record(one).await?;
         } else {
-            self.transcript.append_unsynced(one)?;
+            self.transcript.record_unsynced(one).await?;
         }
         if let Ok(mut w) = self.written.lock() {
             w.push(entry);
@@ -49,8 +49,9 @@ impl<'a> Journal<'a> {
     }
 }
 
+#[async_trait::async_trait]
 impl TurnJournal for Journal<'_> {
-    fn model_reply(
+    async fn model_reply(
         &self,
         message: &ChatMessage,
         model: &str,
@@ -60,32 +61,34 @@ impl TurnJournal for Journal<'_> {
             Entry::model_reply(message.clone(), self.request_id, model, truncated),
             false,
         )
+        .await
     }
 
-    fn fell_over(&self, from: &str, to: &str, reason: &str) -> std::io::Result<()> {
+    async fn fell_over(&self, from: &str, to: &str, reason: &str) -> std::io::Result<()> {
         let entry = Entry::new(EntryBody::ModelFellOver {
             request_id: self.request_id.to_string(),
             from: from.to_string(),
             to: to.to_string(),
             reason: reason.to_string(),
         });
-        self.write(entry, false)
+        self.write(entry, false).await
     }
 
-    fn tool_started(&self, call: &ToolCall) -> std::io::Result<()> {
+    async fn tool_started(&self, call: &ToolCall) -> std::io::Result<()> {
         let entry = Entry::new(EntryBody::ToolCallStarted {
             request_id: self.request_id.to_string(),
             call_id: call.id.clone(),
             name: call.name.clone(),
         });
-        self.write(entry, true)
+        self.write(entry, true).await
     }
 
-    fn tool_result(&self, message: &ChatMessage) -> std::io::Result<()> {
+    async fn tool_result(&self, message: &ChatMessage) -> std::io::Result<()> {
         self.write(
             Entry::message(message.clone(), Some(self.request_id), false),
             false,
         )
+        .await
     }
 }
 
@@ -112,6 +115,7 @@ impl Run {
         let attempt = self.delivery.envelope().attempt;
         let resumed = if attempt > 1 {
             self.resume_point(attempt)
+                .await
                 .map_err(|e| End::failed(Vec::new(), format!("transcript read failed: {e}")))?
         } else {
             None
@@ -165,7 +169,11 @@ impl Run {
     ) -> Result<Prepared, Step> {
         let (rt, key) = (&self.rt, &self.key);
         let user = Entry::message(ChatMessage::user(text), Some(&self.request_id), false);
-        if let Err(e) = self.transcript.append_unsynced(std::slice::from_ref(&user)) {
+        if let Err(e) = self
+            .transcript
+            .record_unsynced(std::slice::from_ref(&user))
+            .await
+        {
             return Err(End::failed(
                 Vec::new(),
                 format!("transcript write failed: {e}"),
@@ -212,14 +220,14 @@ impl Run {
     /// first), the calls that started without a result, the ids of its entries (to keep them out
     /// of the history), and the `run_resumed` entry recorded now. `None` when no attempt wrote
     /// its user message.
-    pub(super) fn resume_point(
+    pub(super) async fn resume_point(
         &self,
         attempt: u32,
     ) -> std::io::Result<Option<(Resume, HashSet<uuid::Uuid>, Entry)>> {
         let mut resume = Resume::default();
         let mut mine = HashSet::new();
         let mut results = HashSet::new();
-        for e in self.transcript.entries()? {
+        for e in self.transcript.read_entries().await? {
             match &e.body {
                 EntryBody::Message {
                     message,
@@ -260,7 +268,7 @@ impl Run {
             attempt,
             interrupted,
         });
-        self.transcript.append(std::slice::from_ref(&entry))?;
+        self.transcript.record(std::slice::from_ref(&entry)).await?;
         Ok(Some((resume, mine, entry)))
     }
 }
