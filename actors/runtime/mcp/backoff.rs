@@ -66,7 +66,8 @@ mod tests {
         let delays: Vec<u64> = (0..10).map(|n| Backoff::delay_after(n).as_secs()).collect();
         assert_eq!(delays, [0, 1, 2, 4, 8, 16, 32, 60, 60, 60]);
         assert_eq!(Backoff::delay_after(u32::MAX), MAX_DELAY);
-        let now = Instant::now();
+        let clock = bus::ManualClock::new(0);
+        let now = bus::Clock::now(&*clock);
         let mut b = Backoff::default();
         assert_eq!(b.wait_left(now), None);
         assert_eq!(b.failed(now), Duration::from_secs(1));
