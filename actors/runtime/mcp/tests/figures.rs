@@ -48,7 +48,11 @@ async fn figure_mcp_call_overhead() {
     );
     let (dir, config) = project(&toml, "[tools]\nallow = [\"group:mcp\"]\n");
     std::fs::write(dir.path().join("f.txt"), "x").unwrap();
-    // One server at a time, to see what each adds to this process.
+    // One server at a time, to see what each adds to this process, after a first start and
+    // stop that pays for what is set up once per process (runtime, SDK, HTTP client).
+    let mut warm = config.mcp.clone();
+    warm.servers.retain(|n, _| n == "t" || n == "h");
+    McpServers::start(&warm).await.stop().await;
     let mut per_server = Vec::new();
     let mut servers = Vec::new();
     for name in ["t", "rs", "h"] {
