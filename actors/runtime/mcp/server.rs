@@ -45,8 +45,10 @@ pub(crate) struct Server {
     stopping: AtomicBool,
     /// Set when the live process exited, until the keeper has dropped its session.
     died: AtomicBool,
-    /// Whether a keeper runs (eager servers from the start, lazy ones from their first use).
+    /// Whether it was ever started (eager servers with the daemon, lazy ones on first use).
     kept: AtomicBool,
+    /// Whether its keeper runs (one at most).
+    keeper: AtomicBool,
 }
 
 impl Server {
@@ -74,6 +76,7 @@ impl Server {
             stopping: AtomicBool::new(false),
             died: AtomicBool::new(false),
             kept: AtomicBool::new(false),
+            keeper: AtomicBool::new(false),
         })
     }
 
@@ -286,6 +289,9 @@ impl Server {
     /// Keeps the server running until [`Server::stop`]: starts it, and after it died or failed
     /// to start, starts it again once the backoff delay has passed on the clock.
     pub(crate) async fn keep(self: Arc<Self>) {
+        if self.keeper.swap(true, Ordering::SeqCst) {
+            return;
+        }
         self.kept.store(true, Ordering::Relaxed);
         loop {
             let woken = self.wake.notified();

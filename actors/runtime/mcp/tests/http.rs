@@ -75,18 +75,42 @@ impl std::io::Write for Captured {
     }
 }
 
+/// The thread whose log lines [`capture_this_thread`] keeps.
+static CAPTURED_THREAD: Mutex<Option<std::thread::ThreadId>> = Mutex::new(None);
+
+/// Installs (once) a global subscriber that keeps the DEBUG and higher lines of the thread that
+/// called this last. Global with a per-event filter, so no callsite's cached interest can hide a
+/// line from it (a scoped subscriber races with other tests' threads).
+fn capture_this_thread() -> Captured {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    static CAPTURE: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
+    *CAPTURED_THREAD.lock().unwrap() = Some(std::thread::current().id());
+    CAPTURE
+        .get_or_init(|| {
+            let captured = Captured::default();
+            let writer = captured.clone();
+            let layer = tracing_subscriber::fmt::layer()
+                .with_ansi(false)
+                .with_writer(move || writer.clone())
+                .with_filter(tracing_subscriber::filter::dynamic_filter_fn(|meta, _| {
+                    *meta.level() <= tracing::Level::DEBUG
+                        && *CAPTURED_THREAD.lock().unwrap() == Some(std::thread::current().id())
+                }));
+            tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer))
+                .expect("no other global subscriber in this test binary");
+            captured
+        })
+        .clone()
+}
+
 #[tokio::test]
 async fn tools_of_an_http_server_are_listed_and_called_with_a_header_whose_value_never_shows() {
     let Some(py) = python() else { return };
-    // Every line down to DEBUG (the daemon logs INFO by default). At TRACE, rmcp logs each raw
-    // message a server sends, so a server that echoes a header (as `header` does) shows it there.
-    let logs = Captured::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::DEBUG)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    // Every line down to DEBUG (the daemon logs INFO by default) written on this thread. At
+    // TRACE, rmcp logs each raw message a server sends, so a server that echoes a header (as
+    // `header` does) shows it there.
+    let logs = capture_this_thread();
     let server = http_server(&py).await;
     let (dir, config) = project(
         &http_toml(&server.url),
