@@ -1,5 +1,6 @@
-//! `[mcp.servers.<name>]` of `clawbus.toml`: MCP servers whose tools agents may use, each a
-//! command started with the daemon and spoken to over its stdio.
+//! `[mcp.servers.<name>]` of `clawbus.toml`: MCP servers whose tools agents may use, each either
+//! a command started with the daemon and spoken to over its stdio, or a URL spoken to over
+//! Streamable HTTP (exactly one of `command` and `url`).
 //!
 //! ```toml
 //! [mcp.servers.files]
@@ -8,6 +9,11 @@
 //! env = ["FILES_ROOT"]   # NAMES of variables passed from the daemon's environment, never values
 //! timeout = "30s"        # per tool call and tools/list (the start gets at least a minute)
 //! sandbox = true         # run it under bubblewrap with the settings of [sandbox] (see below)
+//! start = "lazy"         # start on first use; default "eager" (with the daemon)
+//!
+//! [mcp.servers.tickets]
+//! url = "https://tickets.example.com/mcp"           # http:// only to a loopback host
+//! headers_env = { Authorization = "TICKETS_AUTH" }   # header = NAME of the variable holding its value
 //! ```
 //!
 //! With `sandbox = true` the server runs in the sandbox of `[sandbox]` (bubblewrap only): its own
@@ -23,9 +29,11 @@
 //! A server's tools are offered as `mcp__<server>__<tool>`; `group:mcp` names every MCP tool and
 //! `group:mcp:<server>` those of one server (see `tools.rs`).
 
+use super::Problem;
 use super::duration::DurationText;
+use super::mcp_transport::transport;
 use super::span::Source;
-use super::{Origin, Problem, SandboxBackend, SandboxDef, Set, is_env_name};
+use super::{Origin, SandboxBackend, SandboxDef, Set};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -48,23 +56,65 @@ pub struct McpDef {
     pub serve_agents: Vec<String>,
 }
 
-/// One `[mcp.servers.<name>]`: a stdio MCP server.
+/// One `[mcp.servers.<name>]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpServerDef {
-    /// The program started (looked up in `PATH` when it has no `/`).
-    pub command: String,
-    /// Its arguments.
-    pub args: Vec<String>,
-    /// Names of the daemon's environment variables passed to it; it gets no other variable
-    /// (besides `PATH` and `HOME`, so a program can be found and run).
-    pub env: Vec<String>,
+    /// How it is reached: a child process's stdio, or a URL.
+    pub transport: McpTransport,
     /// The longest a tool call or `tools/list` may take before it fails with `timeout` (the
     /// start, process and handshake, gets at least a minute).
     pub timeout: Duration,
+    /// When it is started.
+    pub start: McpStart,
     /// `sandbox = true`: the sandbox it runs in (`[sandbox]` of `clawbus.toml`), with where
     /// `sandbox = true` was written; `None`: it runs as the daemon's child with a clean
     /// environment only.
     pub sandbox: Option<Set<SandboxDef>>,
+}
+
+/// How an MCP server is reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpTransport {
+    /// A child process spoken to over its stdin and stdout (`command`).
+    Stdio {
+        /// The program started (looked up in `PATH` when it has no `/`).
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Names of the daemon's environment variables passed to it; it gets no other variable
+        /// (besides `PATH` and `HOME`, so a program can be found and run).
+        env: Vec<String>,
+    },
+    /// A server at `url`, spoken to over Streamable HTTP.
+    Http {
+        /// `https://…`, or `http://…` to a loopback host; no user or password in it.
+        url: String,
+        /// Header name → NAME of the daemon's environment variable whose value is sent as that
+        /// header with every request (`Authorization = "TICKETS_AUTH"`); the values are secrets.
+        headers_env: BTreeMap<String, String>,
+    },
+}
+
+/// When an MCP server is started (`start`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum McpStart {
+    /// With the daemon (the default).
+    #[default]
+    Eager,
+    /// On first use: the first run of an agent that may use its tools, or a call.
+    Lazy,
+}
+
+impl McpServerDef {
+    /// The names of the variables whose values this server gets (`env`, `headers_env`): secrets,
+    /// redacted wherever they could show.
+    pub fn secret_names(&self) -> Vec<String> {
+        match &self.transport {
+            McpTransport::Stdio { env, .. } => env.clone(),
+            McpTransport::Http { headers_env, .. } => headers_env.values().cloned().collect(),
+        }
+    }
 }
 
 /// `[mcp]`.
@@ -98,8 +148,13 @@ pub(super) struct McpServerFile {
     pub args: Vec<String>,
     #[serde(default)]
     pub env: Vec<Spanned<String>>,
+    pub url: Option<Spanned<String>>,
+    #[serde(default)]
+    pub headers_env: BTreeMap<Spanned<String>, Spanned<String>>,
     pub timeout: Option<Spanned<DurationText>>,
     pub sandbox: Option<Spanned<bool>>,
+    #[serde(default)]
+    pub start: McpStart,
 }
 
 /// Whether `s` may name an MCP server: 1-24 of `a-z 0-9 -`, no `_` (it separates the parts of
@@ -153,38 +208,7 @@ pub(super) fn mcp_def(
                 format!("invalid MCP server name {n:?} (expected 1-{MAX_SERVER_NAME} lowercase letters, digits or '-')"),
             ));
         }
-        let command = match &s.command {
-            None => {
-                problems.push(src.at(
-                    Some(name.span()),
-                    format!("mcp.servers.{n}.command"),
-                    "missing (expected the program that runs the server, e.g. \"npx\" or \"/usr/bin/python3\")",
-                ));
-                String::new()
-            }
-            Some(c) if c.get_ref().trim().is_empty() => {
-                problems.push(src.at(
-                    Some(c.span()),
-                    format!("mcp.servers.{n}.command"),
-                    "empty (expected the program that runs the server)",
-                ));
-                String::new()
-            }
-            Some(c) => c.get_ref().clone(),
-        };
-        let mut env = Vec::new();
-        for v in &s.env {
-            if is_env_name(v.get_ref()) {
-                env.push(v.get_ref().clone());
-            } else {
-                // The value is not echoed: a misplaced secret must not end up in a terminal or a log.
-                problems.push(src.at(
-                    Some(v.span()),
-                    format!("mcp.servers.{n}.env"),
-                    "not an environment variable name (expected the NAME of a variable to pass, [A-Z_][A-Z0-9_]*, never its value)",
-                ));
-            }
-        }
+        let transport = transport(src, n, name.span(), s, problems);
         let timeout = super::validate::duration(
             src,
             &s.timeout,
@@ -192,39 +216,14 @@ pub(super) fn mcp_def(
             DEFAULT_MCP_TIMEOUT,
             problems,
         );
-        let sandbox = match &s.sandbox {
-            Some(on) if *on.get_ref() && sandbox.backend.value != SandboxBackend::Bwrap => {
-                problems.push(src.at(
-                    Some(on.span()),
-                    format!("mcp.servers.{n}.sandbox"),
-                    format!(
-                        "an MCP server runs only in the bwrap sandbox, but [sandbox] backend = \"{}\" (set [sandbox] backend = \"bwrap\", or sandbox = false)",
-                        sandbox.backend.value
-                    ),
-                ));
-                None
-            }
-            Some(on) if *on.get_ref() => {
-                let at = src.at(Some(on.span()), "", "");
-                Some(Set {
-                    value: sandbox.clone(),
-                    origin: Some(Origin {
-                        path: at.path,
-                        line: at.line,
-                        col: at.col,
-                    }),
-                })
-            }
-            _ => None,
-        };
+        let sandbox = server_sandbox(src, n, s, sandbox, problems);
         if problems.len() == before {
             servers.insert(
                 n.clone(),
                 McpServerDef {
-                    command,
-                    args: s.args.clone(),
-                    env,
+                    transport,
                     timeout,
+                    start: s.start,
                     sandbox,
                 },
             );
@@ -237,4 +236,50 @@ pub(super) fn mcp_def(
         },
         refs,
     )
+}
+
+/// The sandbox of a server with `sandbox = true`: `[sandbox]`, with where `sandbox = true` was
+/// written. Only a stdio server under the bwrap backend can be sandboxed.
+fn server_sandbox(
+    src: &Source,
+    n: &str,
+    s: &McpServerFile,
+    sandbox: &SandboxDef,
+    problems: &mut Vec<Problem>,
+) -> Option<Set<SandboxDef>> {
+    if let (Some(on), Some(_)) = (&s.sandbox, &s.url)
+        && *on.get_ref()
+    {
+        problems.push(src.at(
+            Some(on.span()),
+            format!("mcp.servers.{n}.sandbox"),
+            "an HTTP server (url) is not a process of the daemon's to sandbox (expected sandbox only with command)",
+        ));
+        return None;
+    }
+    match &s.sandbox {
+        Some(on) if *on.get_ref() && sandbox.backend.value != SandboxBackend::Bwrap => {
+            problems.push(src.at(
+                Some(on.span()),
+                format!("mcp.servers.{n}.sandbox"),
+                format!(
+                    "an MCP server runs only in the bwrap sandbox, but [sandbox] backend = \"{}\" (set [sandbox] backend = \"bwrap\", or sandbox = false)",
+                    sandbox.backend.value
+                ),
+            ));
+            None
+        }
+        Some(on) if *on.get_ref() => {
+            let at = src.at(Some(on.span()), "", "");
+            Some(Set {
+                value: sandbox.clone(),
+                origin: Some(Origin {
+                    path: at.path,
+                    line: at.line,
+                    col: at.col,
+                }),
+            })
+        }
+        _ => None,
+    }
 }

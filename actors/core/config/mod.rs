@@ -29,6 +29,7 @@ mod file;
 pub mod flow;
 mod lanes;
 pub mod mcp;
+mod mcp_transport;
 mod model_params;
 mod prices;
 mod prompt;
@@ -72,7 +73,7 @@ pub use exec::{
     ArgsPattern, DEFAULT_APPROVAL_TIMEOUT, DEFAULT_EXEC_TIMEOUT, ExecDef, ExecRule, ExecSecurity,
 };
 pub use lanes::{CRON_LANE, DEFAULT_WARN_AFTER, LanesDef, MAIN_LANE, MAX_LANE_CAP, SUBAGENT_LANE};
-pub use mcp::{DEFAULT_MCP_TIMEOUT, McpDef, McpServerDef};
+pub use mcp::{DEFAULT_MCP_TIMEOUT, McpDef, McpServerDef, McpStart, McpTransport};
 pub use model_params::{ModelParams, RESERVED_BODY_KEYS, ReasoningEffort, Stop, ToolChoice};
 pub use prices::Price;
 pub use prompt::{

@@ -35,8 +35,8 @@ pub(super) fn run(global: &Global, cmd: McpCommand) -> ExitCode {
     }
 }
 
-/// The servers of `def` started (as the daemon starts them) on a runtime of this process,
-/// which must stay alive while they are used; `Err` when no runtime can be built.
+/// The servers of `def` started (as the daemon starts them, lazy ones too) on a runtime of this
+/// process, which must stay alive while they are used; `Err` when no runtime can be built.
 pub(super) fn started(
     def: &crate::config::McpDef,
 ) -> Result<(tokio::runtime::Runtime, McpServers), ExitCode> {
@@ -47,7 +47,11 @@ pub(super) fn started(
             eprintln!("error: cannot start the async runtime: {e}");
             ExitCode::from(super::EXIT_USAGE)
         })?;
-    let servers = rt.block_on(McpServers::start(def));
+    let servers = rt.block_on(async {
+        let servers = McpServers::start(def).await;
+        servers.ensure_started().await;
+        servers
+    });
     Ok((rt, servers))
 }
 
@@ -60,7 +64,7 @@ fn list(global: &Global, args: ListArgs) -> ExitCode {
         Ok(started) => started,
         Err(code) => return code,
     };
-    let status = servers.status().to_vec();
+    let status = rt.block_on(servers.status());
     rt.block_on(servers.stop());
     let failed = status.iter().any(|s| s.error.is_some());
     if args.json {

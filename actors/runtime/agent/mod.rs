@@ -143,7 +143,7 @@ impl AgentHandle {
             crate::skills::SkillCatalog::for_agent(config, def, &workspace),
         ));
         // What MCP servers are passed (`env`) are credentials too: never shown to a model.
-        let mcp_env = config.mcp.servers.values().flat_map(|s| s.env.iter());
+        let mcp_env = config.mcp.servers.values().flat_map(|s| s.secret_names());
         let secrets = crate::secrets::Secrets::from_config(config)
             .with_names(skills.required_env_names())
             .with_names(mcp_env);
@@ -151,7 +151,7 @@ impl AgentHandle {
             model,
             model_name: def.model.model.clone(),
             model_label: def.model.to_string(),
-            tools: tools::agent_tools(
+            tools: tools::live_agent_tools(
                 def,
                 config,
                 &tools::ToolServices {
@@ -167,8 +167,8 @@ impl AgentHandle {
                     mcp: Some(shared.mcp.clone()),
                     browsers: Some(shared.browsers.clone()),
                 },
-            )
-            .with_secrets(Arc::new(secrets.clone())),
+                Arc::new(secrets.clone()),
+            ),
             limits: def.limits.clone(),
             clock: shared.clock.clone(),
         };

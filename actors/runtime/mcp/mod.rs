@@ -1,19 +1,33 @@
-//! MCP servers as tool sources: each `[mcp.servers.<name>]` is started with the daemon as a
-//! child process spoken to over its stdio with the official SDK (`rmcp`, client side only),
-//! and its tools join every agent's registry as `mcp__<server>__<tool>` with the server's JSON
-//! schemas ([`McpTool`]).
+//! MCP servers as tool sources: each `[mcp.servers.<name>]` is a child process spoken to over
+//! its stdio, or a URL spoken to over Streamable HTTP, with the official SDK (`rmcp`, client
+//! side), and its tools join every agent's registry as `mcp__<server>__<tool>` with the server's
+//! JSON schemas ([`McpTool`]).
 //!
 //! - [`McpServers`]: the handle on every configured server (start, tools, stop).
-//! - `server`: one server's process and session; a dead one is started again on the next call.
-//! - `bounded`: its stdout read with a bound on one line (a longer one stops that server).
+//! - `server`: one server's session, listed tools and restarts (with `backoff`).
+//! - `connect`: opening a session over stdio or HTTP; `notifications/tools/list_changed` has the
+//!   tools listed again.
+//! - `bounded`: a stdio server's stdout read with a bound on one line (a longer one stops it).
 //! - `tool`: [`McpTool`], the [`crate::tools::Tool`] that forwards a call and renders the result.
+//!
+//! Eager servers start with the daemon, lazy ones (`start = "lazy"`) on first use
+//! ([`McpServers::ensure_started`], run before each agent run). A server that dies is started
+//! again after a bounded exponential backoff on the process's clock. The tool list changes when a
+//! server is (re)started or says its tools changed: [`McpServers::generation`] counts those
+//! changes, and agents build their tool set again when it moved.
 //!
 //! Calls go through [`crate::tools::ToolSet::invoke`] like every built-in tool (policy, schema
 //! check, secret redaction, output cap); results are framed as untrusted content. A server that
 //! cannot start, times out or breaks the protocol gives the model a structured error naming it
 //! and the operator a log line; the other tools keep working.
+//!
+//! The older HTTP+SSE transport is not spoken: `rmcp` 3.11 has no client for it (removed from the
+//! SDK with the transport's removal from the specification), so a server that only offers it
+//! fails to start with the HTTP status it answered.
 
+mod backoff;
 mod bounded;
+mod connect;
 mod server;
 mod spawn;
 #[cfg(test)]
@@ -76,6 +90,22 @@ pub enum McpError {
         /// The server name.
         server: String,
     },
+    /// It died or failed to start, and its next start waits for the backoff delay.
+    #[error("MCP server {server:?}: not running; the next start is tried in {after:?}")]
+    BackingOff {
+        /// The server name.
+        server: String,
+        /// The wait left.
+        after: Duration,
+    },
+    /// Its configuration cannot be used as it stands (a header variable that is not set).
+    #[error("MCP server {server:?}: {problem}")]
+    Config {
+        /// The server name.
+        server: String,
+        /// What is wrong.
+        problem: String,
+    },
     /// It answered something the protocol does not allow, or an error.
     #[error("MCP server {server:?}: {source}")]
     Protocol {
@@ -102,81 +132,133 @@ pub struct ServerStatus {
     pub tools: Vec<String>,
 }
 
-/// Every configured MCP server, and the tools each offered when it started.
-#[derive(Clone, Default)]
+/// Every configured MCP server, and the tools they offer now.
+#[derive(Clone)]
 pub struct McpServers {
-    /// The tools of every server that started, in server then server-listed order.
-    tools: Arc<Vec<McpTool>>,
     servers: Arc<Vec<Arc<Server>>>,
-    /// How each start went, in name order.
-    status: Arc<Vec<ServerStatus>>,
+    /// Bumped whenever a server's tool list changes.
+    changed: Arc<tokio::sync::watch::Sender<u64>>,
+    /// The tools as last built, and the generation they were built at.
+    tools: Arc<std::sync::Mutex<(u64, Arc<Vec<McpTool>>)>>,
+}
+
+impl Default for McpServers {
+    fn default() -> Self {
+        Self {
+            servers: Arc::default(),
+            changed: Arc::new(tokio::sync::watch::channel(0).0),
+            tools: Arc::default(),
+        }
+    }
 }
 
 impl McpServers {
-    /// Starts every server of `def` and lists its tools. A server that fails is logged (naming
-    /// it and why) and offers no tools until the daemon starts again; the others are not held up.
+    /// Starts every eager server of `def` and lists its tools, on the system clock.
     pub async fn start(def: &McpDef) -> Self {
+        Self::start_with(def, Arc::new(bus::SystemClock)).await
+    }
+
+    /// Starts every eager server of `def` and lists its tools; lazy ones wait for their first
+    /// use. A server that fails is logged (naming it and why) and offers no tools until a later
+    /// start succeeds; the others are not held up. Restart delays run on `clock`.
+    pub async fn start_with(def: &McpDef, clock: Arc<dyn bus::Clock>) -> Self {
+        let changed = Arc::new(tokio::sync::watch::channel(0).0);
         let servers: Vec<Arc<Server>> = def
             .servers
             .iter()
-            .map(|(name, d)| Arc::new(Server::new(name, d.clone())))
+            .map(|(name, d)| Server::new(name, d.clone(), clock.clone(), changed.clone()))
             .collect();
-        let listed = futures::future::join_all(servers.iter().map(|s| s.list_tools())).await;
-        let mut tools = Vec::new();
-        let mut status = Vec::new();
-        for (server, result) in servers.iter().zip(listed) {
-            let mut entry = ServerStatus {
-                name: server.name.clone(),
-                error: None,
-                protocol: None,
-                version: None,
-                tools: Vec::new(),
-            };
-            match result {
-                Ok(list) => {
-                    tracing::info!(server = %server.name, tools = list.len(), "MCP server tools listed.");
-                    let own: Vec<McpTool> = list
-                        .into_iter()
-                        .filter_map(|t| McpTool::new(server, t))
-                        .collect();
-                    entry.tools = own.iter().map(|t| t.name.to_string()).collect();
-                    (entry.protocol, entry.version) = server.info().await;
-                    tools.extend(own);
-                }
-                Err(e) => {
-                    let text = server.log_text(&e);
-                    tracing::error!(server = %server.name, error = %text, "MCP server failed to start; its tools are not offered.");
-                    entry.error = Some(text);
-                }
-            }
-            status.push(entry);
+        let eager = servers.iter().filter(|s| s.eager());
+        futures::future::join_all(eager.map(|s| s.ensure())).await;
+        for s in servers.iter().filter(|s| s.eager()) {
+            tokio::spawn(s.clone().keep());
         }
         Self {
-            tools: Arc::new(tools),
             servers: Arc::new(servers),
-            status: Arc::new(status),
+            changed,
+            tools: Arc::default(),
         }
     }
 
-    /// How each server's start went, in name order.
-    pub fn status(&self) -> &[ServerStatus] {
-        &self.status
+    /// Starts the lazy servers not started yet (their first use), each with its keeper.
+    pub async fn ensure_started(&self) {
+        let waiting: Vec<&Arc<Server>> = self.servers.iter().filter(|s| !s.started()).collect();
+        if waiting.is_empty() {
+            return;
+        }
+        futures::future::join_all(waiting.iter().map(|s| s.ensure())).await;
+        for s in waiting {
+            tokio::spawn(s.clone().keep());
+        }
     }
 
-    /// The tools of every server that started.
-    pub fn tools(&self) -> &[McpTool] {
-        &self.tools
+    /// How many times a server's tool list changed: agents build their tools again when it moved.
+    pub fn generation(&self) -> u64 {
+        *self.changed.borrow()
+    }
+
+    /// Told of every change of [`McpServers::generation`].
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// How each server stands, in name order.
+    pub async fn status(&self) -> Vec<ServerStatus> {
+        let offered = self.tools();
+        let mut out = Vec::new();
+        for s in self.servers.iter() {
+            let (protocol, version) = s.info().await;
+            let tools = offered
+                .iter()
+                .filter(|t| t.server() == s.name)
+                .map(|t| t.name.to_string())
+                .collect();
+            let error = match s.last_error() {
+                None if !s.started() => Some("not started yet (start = \"lazy\")".to_string()),
+                e => e,
+            };
+            out.push(ServerStatus {
+                name: s.name.clone(),
+                error,
+                protocol,
+                version,
+                tools,
+            });
+        }
+        out
+    }
+
+    /// The tools every server offers now, in server then server-listed order.
+    pub fn tools(&self) -> Arc<Vec<McpTool>> {
+        let generation = self.generation();
+        let Ok(mut cached) = self.tools.lock() else {
+            return Arc::default();
+        };
+        if cached.0 != generation {
+            let tools: Vec<McpTool> = self
+                .servers
+                .iter()
+                .flat_map(|s| s.listed().into_iter().filter_map(|t| McpTool::new(s, t)))
+                .collect();
+            *cached = (generation, Arc::new(tools));
+        }
+        cached.1.clone()
     }
 
     /// The registry names of the tools (`mcp__<server>__<tool>`).
     pub fn tool_names(&self) -> Vec<String> {
-        self.tools
+        self.tools()
             .iter()
             .map(|t| mcp_tool_name(t.server(), t.tool()))
             .collect()
     }
 
-    /// Ends every server's session and process.
+    /// The process id of server `name`'s live process (stdio servers), for tests and figures.
+    pub fn pid(&self, name: &str) -> Option<u32> {
+        self.servers.iter().find(|s| s.name == name)?.pid()
+    }
+
+    /// Ends every server's keeper, session and process.
     pub async fn stop(&self) {
         futures::future::join_all(self.servers.iter().map(|s| s.stop())).await;
     }

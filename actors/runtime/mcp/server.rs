@@ -1,140 +1,208 @@
-//! One MCP server: its child process, the `rmcp` client over its stdio, and the restart of a
-//! dead one on the next call.
+//! One MCP server: its session (over a child's stdio or over HTTP), the tools it listed, and its
+//! restarts. A dead server is started again by its keeper after the [`Backoff`] delay (at once
+//! after a good run), or by the next call once that delay has passed; a call before then fails at
+//! once, naming the server and the wait.
 
 use super::McpError;
-use clawbus_core::config::McpServerDef;
-use rmcp::ServiceExt;
+use super::backoff::Backoff;
+use super::connect::{Client, Handler, Process};
+use clawbus_core::config::{McpServerDef, McpStart, McpTransport};
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
-use rmcp::service::{RoleClient, RunningService, ServiceError};
-use rmcp::transport::async_rw::AsyncRwTransport;
-use std::process::Stdio;
-use std::sync::Arc;
+use rmcp::service::ServiceError;
 use std::sync::atomic::{AtomicBool, Ordering};
-use tokio::sync::Mutex;
+use std::sync::{Arc, Weak};
+use tokio::sync::{Mutex, Notify};
 use tokio::time::timeout;
 
 /// The least time a start (process, handshake, first `tools/list`) gets, whatever the per-call
 /// `timeout`: an interpreter loading its SDK on a busy host takes seconds.
 const MIN_START_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// A running client session with a server.
-type Client = RunningService<RoleClient, ()>;
-
-/// One configured server and its connection, started on demand and again after it died.
+/// One configured server and its connection.
 pub(crate) struct Server {
     /// The name in `[mcp.servers.<name>]`.
     pub(crate) name: String,
-    def: McpServerDef,
+    pub(crate) def: McpServerDef,
+    me: Weak<Server>,
+    clock: Arc<dyn bus::Clock>,
     /// The live session; `None` before the first start or after it was found dead. Calls hold
     /// a clone of the `Arc`, so a restart never cuts off a call still running on the old one.
     conn: Mutex<Option<Arc<Client>>>,
     /// The values of the variables it is given, redacted from what is logged of its errors.
     secrets: crate::secrets::Secrets,
-    /// The live process (killed when dropped) and whether it sent a line over the bound.
-    process: std::sync::Mutex<Option<(tokio::process::Child, Arc<AtomicBool>)>>,
-    /// The sandbox run of the live process (`sandbox = true`): its cgroups, removed when the
-    /// process is replaced or stopped.
-    sandbox: std::sync::Mutex<Option<crate::tools::sandbox::Prepared>>,
+    /// The live process of a stdio server.
+    process: std::sync::Mutex<Option<Process>>,
     /// The longest line it may send ([`super::bounded::MAX_LINE_BYTES`]; less in tests).
     pub(crate) max_line: usize,
+    backoff: std::sync::Mutex<Backoff>,
+    /// The tools it listed last (empty until it first started), and what to tell when they change.
+    listed: std::sync::Mutex<Vec<rmcp::model::Tool>>,
+    changed: Arc<tokio::sync::watch::Sender<u64>>,
+    /// The last start's error, for `clawbus mcp list`.
+    last_error: std::sync::Mutex<Option<String>>,
+    /// Wakes the keeper: the session died, or the daemon stops.
+    wake: Notify,
+    stopping: AtomicBool,
+    /// Set when the live process exited, until the keeper has dropped its session.
+    died: AtomicBool,
+    /// Whether it was ever started (eager servers with the daemon, lazy ones on first use).
+    kept: AtomicBool,
+    /// Whether its keeper runs (one at most).
+    keeper: AtomicBool,
 }
 
 impl Server {
+    /// A server not yet started; `changed` is bumped whenever its tool list changes.
+    pub(crate) fn new(
+        name: &str,
+        def: McpServerDef,
+        clock: Arc<dyn bus::Clock>,
+        changed: Arc<tokio::sync::watch::Sender<u64>>,
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self {
+            secrets: crate::secrets::Secrets::default().with_names(def.secret_names()),
+            name: name.to_string(),
+            def,
+            me: me.clone(),
+            clock,
+            conn: Mutex::new(None),
+            process: std::sync::Mutex::new(None),
+            max_line: super::bounded::MAX_LINE_BYTES,
+            backoff: Default::default(),
+            listed: Default::default(),
+            changed,
+            last_error: Default::default(),
+            wake: Notify::new(),
+            stopping: AtomicBool::new(false),
+            died: AtomicBool::new(false),
+            kept: AtomicBool::new(false),
+            keeper: AtomicBool::new(false),
+        })
+    }
+
+    /// Whether it starts with the daemon.
+    pub(crate) fn eager(&self) -> bool {
+        self.def.start == McpStart::Eager
+    }
+
     /// An error's text for the log, with the values of the server's variables redacted (a server
     /// may echo them in its errors).
     pub(crate) fn log_text(&self, e: &McpError) -> String {
         self.secrets.redact(&e.to_string()).into_owned()
     }
 
-    pub(crate) fn new(name: &str, def: McpServerDef) -> Self {
-        Self {
-            secrets: crate::secrets::Secrets::default().with_names(&def.env),
-            name: name.to_string(),
-            def,
-            conn: Mutex::new(None),
-            process: std::sync::Mutex::new(None),
-            sandbox: std::sync::Mutex::new(None),
-            max_line: super::bounded::MAX_LINE_BYTES,
+    pub(crate) fn handler(&self) -> Handler {
+        Handler {
+            server: self.me.clone(),
         }
     }
 
+    /// The tools it listed last.
+    pub(crate) fn listed(&self) -> Vec<rmcp::model::Tool> {
+        self.listed.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// Whether it has ever been started (a lazy one is not until its first use).
+    pub(crate) fn started(&self) -> bool {
+        self.kept.load(Ordering::Relaxed)
+    }
+
+    /// The last start's error, redacted; `None` after a good start.
+    pub(crate) fn last_error(&self) -> Option<String> {
+        self.last_error.lock().ok().and_then(|e| e.clone())
+    }
+
+    pub(crate) fn set_process(&self, p: Process) {
+        if let Ok(mut slot) = self.process.lock() {
+            // The last process (dead, or cut off for a long line) is killed as it is replaced.
+            *slot = Some(p);
+        }
+    }
+
+    /// The process id of the live stdio process.
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.process.lock().ok()?.as_ref()?.pid
+    }
+
+    /// Told by the task that waits on process `pid`: it exited.
+    pub(crate) fn process_exited(
+        &self,
+        pid: Option<u32>,
+        status: Option<std::process::ExitStatus>,
+    ) {
+        if self.stopping.load(Ordering::Relaxed) || pid != self.pid() {
+            return;
+        }
+        self.died.store(true, Ordering::Relaxed);
+        tracing::warn!(server = %self.name, pid, status = ?status, "MCP server exited; it is restarted.");
+        self.wake.notify_one();
+    }
+
     /// True when the live process sent a line over the bound; that process is killed.
-    fn over_the_bound(&self) -> bool {
+    pub(crate) fn over_the_bound(&self) -> bool {
         let Ok(mut p) = self.process.lock() else {
             return false;
         };
         let over = p
             .as_ref()
-            .is_some_and(|(_, tripped)| tripped.load(Ordering::Relaxed));
-        if over && let Some((mut child, _)) = p.take() {
-            if let Err(e) = child.start_kill() {
-                tracing::warn!(server = %self.name, error = %e, "MCP server was not killed.");
-            }
+            .is_some_and(|p| p.tripped.load(Ordering::Relaxed));
+        if over && let Some(p) = p.take() {
+            // The waiting task kills it; a closed channel means it has already exited.
+            p.kill.send(()).ok();
             tracing::error!(server = %self.name, max = self.max_line, "MCP server sent a line over the bound; it was stopped.");
         }
         over
     }
 
-    fn line_too_long(&self) -> McpError {
+    pub(crate) fn line_too_long(&self) -> McpError {
         McpError::LineTooLong {
             server: self.name.clone(),
             max: self.max_line,
         }
     }
 
-    /// Starts the process (see `spawn`: a clean environment, or the sandbox) and runs the MCP
-    /// handshake, within `timeout` (at least [`MIN_START_TIMEOUT`]).
-    async fn connect(&self) -> Result<Client, McpError> {
-        self.end_sandbox().await;
-        let super::spawn::Spawn {
-            command: mut cmd,
-            sandbox,
-        } = super::spawn::command(&self.name, &self.def)?;
-        if let Ok(mut s) = self.sandbox.lock() {
-            *s = sandbox;
-        }
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true);
-        let spawn_error = |cause| McpError::Spawn {
+    pub(crate) fn protocol_error(
+        &self,
+        e: impl std::error::Error + Send + Sync + 'static,
+    ) -> McpError {
+        McpError::Protocol {
             server: self.name.clone(),
-            command: self.def.command.clone(),
-            cause,
-        };
-        let mut child = cmd.spawn().map_err(spawn_error)?;
-        let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
-            return Err(spawn_error(std::io::Error::other("no stdio pipes")));
-        };
-        let tripped = Arc::new(AtomicBool::new(false));
-        let read = super::bounded::BoundedLines::new(stdout, self.max_line, tripped.clone());
-        let transport = AsyncRwTransport::new_client(read, stdin);
-        // The last process (dead, or cut off for a long line) is killed as it is replaced.
-        if let Ok(mut p) = self.process.lock() {
-            *p = Some((child, tripped));
+            source: Box::new(e),
         }
-        let client = timeout(self.def.timeout.max(MIN_START_TIMEOUT), ().serve(transport))
+    }
+
+    /// Opens a session, within `timeout` (at least [`MIN_START_TIMEOUT`]).
+    async fn connect(&self) -> Result<Client, McpError> {
+        let Some(me) = self.me.upgrade() else {
+            return Err(McpError::Closed {
+                server: self.name.clone(),
+            });
+        };
+        let limit = self.def.timeout.max(MIN_START_TIMEOUT);
+        let started = async {
+            match &self.def.transport {
+                McpTransport::Stdio { command, args, env } => {
+                    super::connect::stdio(&me, command, args, env, self.def.sandbox.as_ref()).await
+                }
+                McpTransport::Http { url, headers_env } => {
+                    super::connect::http(&me, url, headers_env).await
+                }
+            }
+        };
+        let client = timeout(limit, started)
             .await
             .map_err(|_| McpError::Timeout {
                 server: self.name.clone(),
                 what: "the start (initialize)".to_string(),
-                after: self.def.timeout.max(MIN_START_TIMEOUT),
-            })?
-            .map_err(|e| {
-                if self.over_the_bound() {
-                    return self.line_too_long();
-                }
-                McpError::Protocol {
-                    server: self.name.clone(),
-                    source: Box::new(e),
-                }
-            })?;
+                after: limit,
+            })??;
         let protocol = client.peer_info().map(|i| i.protocol_version.to_string());
         tracing::info!(server = %self.name, protocol = ?protocol, "MCP server started.");
         Ok(client)
     }
 
-    /// The live session, started (again) when there is none or the last one closed.
+    /// The live session, started (again) when there is none or the last one closed, unless the
+    /// backoff says to wait. A new session lists the tools before it is handed out.
     async fn client(&self) -> Result<Arc<Client>, McpError> {
         let mut slot = self.conn.lock().await;
         if let Some(c) = slot.as_ref() {
@@ -144,9 +212,119 @@ impl Server {
             tracing::warn!(server = %self.name, "MCP server connection closed; restarting it.");
         }
         *slot = None;
-        let c = Arc::new(self.connect().await?);
-        *slot = Some(c.clone());
-        Ok(c)
+        let now = self.clock.now();
+        if let Some(after) = self.backoff.lock().ok().and_then(|b| b.wait_left(now)) {
+            return Err(McpError::BackingOff {
+                server: self.name.clone(),
+                after,
+            });
+        }
+        self.kept.store(true, Ordering::Relaxed);
+        let started = match self.connect().await {
+            Ok(c) => Arc::new(c),
+            Err(e) => return Err(self.start_failed(e)),
+        };
+        match timeout(self.def.timeout, started.list_all_tools()).await {
+            Ok(Ok(tools)) => self.set_listed(tools),
+            Ok(Err(e)) => return Err(self.start_failed(self.call_error(e))),
+            Err(_) => return Err(self.start_failed(self.timed_out("tools/list"))),
+        }
+        if let Ok(mut b) = self.backoff.lock() {
+            b.succeeded();
+        }
+        if let Ok(mut e) = self.last_error.lock() {
+            *e = None;
+        }
+        *slot = Some(started.clone());
+        Ok(started)
+    }
+
+    fn start_failed(&self, e: McpError) -> McpError {
+        let e = if self.over_the_bound() {
+            self.line_too_long()
+        } else {
+            e
+        };
+        let now = self.clock.now();
+        let delay = self
+            .backoff
+            .lock()
+            .map(|mut b| b.failed(now))
+            .unwrap_or_default();
+        let text = self.log_text(&e);
+        tracing::error!(server = %self.name, error = %text, retry_in = ?delay, "MCP server failed to start.");
+        if let Ok(mut last) = self.last_error.lock() {
+            *last = Some(text);
+        }
+        e
+    }
+
+    fn set_listed(&self, tools: Vec<rmcp::model::Tool>) {
+        tracing::info!(server = %self.name, tools = tools.len(), "MCP server tools listed.");
+        if let Ok(mut l) = self.listed.lock() {
+            *l = tools;
+        }
+        self.changed.send_modify(|g| *g += 1);
+    }
+
+    /// Starts the session if there is none (the first use of a lazy server, or a dead one whose
+    /// backoff has passed); the error says why not.
+    pub(crate) async fn ensure(&self) -> Result<(), McpError> {
+        self.client().await.map(|_| ())
+    }
+
+    /// Lists the tools again (after `notifications/tools/list_changed`).
+    pub(crate) async fn refresh_tools(&self) {
+        let Ok(c) = self.client().await else { return };
+        match timeout(self.def.timeout, c.list_all_tools()).await {
+            Ok(Ok(tools)) => self.set_listed(tools),
+            Ok(Err(e)) => {
+                let e = self.call_error(e);
+                tracing::warn!(server = %self.name, error = %self.log_text(&e), "MCP server tools could not be listed again.");
+            }
+            Err(_) => tracing::warn!(server = %self.name, "MCP server tools/list timed out."),
+        }
+    }
+
+    /// Keeps the server running until [`Server::stop`]: starts it, and after it died or failed
+    /// to start, starts it again once the backoff delay has passed on the clock.
+    pub(crate) async fn keep(self: Arc<Self>) {
+        if self.keeper.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.kept.store(true, Ordering::Relaxed);
+        loop {
+            let woken = self.wake.notified();
+            if self.stopping.load(Ordering::Relaxed) {
+                return;
+            }
+            let live = {
+                let mut slot = self.conn.lock().await;
+                if self.died.swap(false, Ordering::Relaxed) {
+                    *slot = None;
+                }
+                slot.as_ref()
+                    .is_some_and(|c| !c.peer().is_transport_closed())
+            };
+            if live {
+                woken.await;
+                continue;
+            }
+            let not_before = self.backoff.lock().ok().and_then(|b| b.not_before());
+            if let Some(at) = not_before {
+                tokio::select! {
+                    () = self.clock.sleep_until(at) => {}
+                    () = woken => continue,
+                }
+            }
+            if self.stopping.load(Ordering::Relaxed) {
+                return;
+            }
+            // A failure is logged and sets the next delay.
+            if self.client().await.is_ok() {
+                continue;
+            }
+        }
     }
 
     /// Forgets `dead` if it is still the current session, so the next call starts a new one.
@@ -155,22 +333,7 @@ impl Server {
         if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, dead)) {
             *slot = None;
         }
-    }
-
-    /// Every tool the server offers (`tools/list`, all pages), starting it if needed.
-    pub(crate) async fn list_tools(&self) -> Result<Vec<rmcp::model::Tool>, McpError> {
-        let c = self.client().await?;
-        match timeout(self.def.timeout, c.list_all_tools()).await {
-            Err(_) => Err(self.timed_out("tools/list")),
-            Ok(Ok(tools)) => Ok(tools),
-            Ok(Err(e)) => {
-                self.forget(&c).await;
-                if self.over_the_bound() {
-                    return Err(self.line_too_long());
-                }
-                Err(self.call_error(e))
-            }
-        }
+        self.wake.notify_one();
     }
 
     /// Calls `tool` with `args` within `timeout`. A call that finds the server dead (it
@@ -226,8 +389,10 @@ impl Server {
         (protocol, version)
     }
 
-    /// Ends the session and the process.
+    /// Ends the keeper, the session and the process.
     pub(crate) async fn stop(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+        self.wake.notify_one();
         let client = self.conn.lock().await.take();
         if let Some(c) = client.and_then(|c| Arc::try_unwrap(c).ok())
             && let Err(e) = c.cancel().await
@@ -235,25 +400,14 @@ impl Server {
             tracing::warn!(server = %self.name, error = %e, "MCP server did not stop cleanly.");
         }
         let process = self.process.lock().ok().and_then(|mut p| p.take());
-        if let Some((mut child, _)) = process {
+        if let Some(mut p) = process {
             // Its stdin is closed with the session: most servers exit on that; the rest are killed.
-            if tokio::time::timeout(std::time::Duration::from_secs(2), child.wait())
+            if tokio::time::timeout(std::time::Duration::from_secs(2), &mut p.exited)
                 .await
                 .is_err()
-                && let Err(e) = child.kill().await
             {
-                tracing::warn!(server = %self.name, error = %e, "MCP server was not killed.");
-            }
-        }
-        self.end_sandbox().await;
-    }
-
-    /// Kills what is left of the last sandboxed process and removes its cgroups.
-    async fn end_sandbox(&self) {
-        let last = self.sandbox.lock().ok().and_then(|mut s| s.take());
-        if let Some(run) = last {
-            if let Some(limit) = run.finish(crate::tools::sandbox::Ended::Code(0)).await {
-                tracing::warn!(server = %self.name, %limit, "MCP server was stopped by its sandbox's limit.");
+                p.kill.send(()).ok();
+                p.exited.await.ok();
             }
         }
     }

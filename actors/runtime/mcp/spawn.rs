@@ -4,7 +4,7 @@
 
 use super::McpError;
 use crate::tools::sandbox::{Prepared, Request, Sandbox};
-use clawbus_core::config::McpServerDef;
+use clawbus_core::config::{SandboxDef, Set};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -13,7 +13,7 @@ use std::path::PathBuf;
 /// sandboxed server gets the sandbox's own `PATH` and `HOME` instead.
 const BASE_ENV: &[&str] = &["PATH", "HOME"];
 
-/// What to spawn for `def`, and the sandbox run to finish when its process is gone.
+/// What to spawn for a stdio server, and the sandbox run to finish when its process is gone.
 pub(super) struct Spawn {
     pub(super) command: tokio::process::Command,
     pub(super) sandbox: Option<Prepared>,
@@ -38,28 +38,35 @@ fn resolve(program: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// The command for server `name`; `Err` when its sandbox cannot be set up (nothing is started).
-pub(super) fn command(name: &str, def: &McpServerDef) -> Result<Spawn, McpError> {
-    let Some(sandbox) = &def.sandbox else {
-        let mut cmd = tokio::process::Command::new(&def.command);
-        cmd.args(&def.args).env_clear().envs(values(
+/// The command that starts server `name` (`command`, `args`, the variables `env` names), in
+/// `sandbox` when it has one; `Err` when that sandbox cannot be set up (nothing is started).
+pub(super) fn command(
+    name: &str,
+    command: &str,
+    args: &[String],
+    env: &[String],
+    sandbox: Option<&Set<SandboxDef>>,
+) -> Result<Spawn, McpError> {
+    let Some(sandbox) = sandbox else {
+        let mut cmd = tokio::process::Command::new(command);
+        cmd.args(args).env_clear().envs(values(
             BASE_ENV
                 .iter()
                 .copied()
-                .chain(def.env.iter().map(String::as_str)),
+                .chain(env.iter().map(String::as_str)),
         ));
         return Ok(Spawn {
             command: cmd,
             sandbox: None,
         });
     };
-    let program = resolve(&def.command).ok_or_else(|| McpError::Spawn {
+    let program = resolve(command).ok_or_else(|| McpError::Spawn {
         server: name.to_string(),
-        command: def.command.clone(),
+        command: command.to_string(),
         cause: std::io::Error::new(std::io::ErrorKind::NotFound, "not found on PATH"),
     })?;
-    let argv: Vec<String> = std::iter::once(def.command.clone())
-        .chain(def.args.iter().cloned())
+    let argv: Vec<String> = std::iter::once(command.to_string())
+        .chain(args.iter().cloned())
         .collect();
     let prepared = Sandbox::for_server(sandbox.value.clone())
         .prepare(Request {
@@ -67,7 +74,7 @@ pub(super) fn command(name: &str, def: &McpServerDef) -> Result<Spawn, McpError>
             program: &program,
             argv: &argv,
             workspace: std::path::Path::new("/"),
-            env: values(def.env.iter().map(String::as_str)),
+            env: values(env.iter().map(String::as_str)),
         })
         .map_err(|source| McpError::Sandbox {
             server: name.to_string(),

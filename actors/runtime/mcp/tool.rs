@@ -5,6 +5,7 @@ use crate::tools::{Tool, ToolContext, ToolError, ToolOutput};
 use async_trait::async_trait;
 use clawbus_core::config::mcp_tool_name;
 use serde_json::Value;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// The longest tool name model APIs accept.
@@ -16,8 +17,8 @@ pub struct McpTool {
     server: Arc<Server>,
     /// The name the server knows it by.
     tool: String,
-    /// `mcp__<server>__<tool>`. Leaked once per tool when the daemon starts (the [`Tool`]
-    /// trait hands out `'static` names); the set is fixed by the configuration.
+    /// `mcp__<server>__<tool>`. Leaked once per distinct text ([`intern`]: the [`Tool`] trait
+    /// hands out `'static` names), so listing the same tools again costs nothing.
     pub(super) name: &'static str,
     description: &'static str,
     schema: Value,
@@ -45,8 +46,8 @@ impl McpTool {
         Some(Self {
             server: server.clone(),
             tool: tool.name.to_string(),
-            name: Box::leak(name.into_boxed_str()),
-            description: Box::leak(description.into_boxed_str()),
+            name: intern(name),
+            description: intern(description),
             schema: Value::Object((*tool.input_schema).clone()),
             read_only: tool
                 .annotations
@@ -111,6 +112,21 @@ impl Tool for McpTool {
             }
         }
     }
+}
+
+/// `text` as a `'static` string, leaked the first time it is seen. Grows only with the distinct
+/// names and descriptions servers ever listed.
+fn intern(text: String) -> &'static str {
+    static SEEN: std::sync::Mutex<BTreeSet<&'static str>> = std::sync::Mutex::new(BTreeSet::new());
+    let Ok(mut seen) = SEEN.lock() else {
+        return Box::leak(text.into_boxed_str());
+    };
+    if let Some(s) = seen.get(text.as_str()) {
+        return s;
+    }
+    let s: &'static str = Box::leak(text.into_boxed_str());
+    seen.insert(s);
+    s
 }
 
 /// The result as text: text parts as they are, an image as a note, a resource as its link

@@ -75,8 +75,8 @@ impl Secrets {
     }
 
     /// The variables `config` makes secret: every provider's `api_key_env`, the gateway's
-    /// `token_env`, the Telegram bot's `token_env`, every webhook's `secret_env` and
-    /// [`SEARCH_KEY_VARS`]. None of them is ever passed to a command.
+    /// `token_env`, the Telegram bot's `token_env`, every webhook's `secret_env`, every HTTP MCP
+    /// server's `headers_env` and [`SEARCH_KEY_VARS`]. None of them is ever passed to a command.
     pub(crate) fn names_in(config: &Config) -> Vec<String> {
         let mut names: Vec<String> = config
             .providers
@@ -92,6 +92,19 @@ impl Secrets {
         );
         names.extend(config.webhooks.values().map(|h| h.secret_env.clone()));
         names.extend(SEARCH_KEY_VARS.iter().map(|s| s.to_string()));
+        // The headers of HTTP MCP servers carry credentials (`Authorization`).
+        names.extend(
+            config
+                .mcp
+                .servers
+                .values()
+                .flat_map(|s| match &s.transport {
+                    clawbus_core::config::McpTransport::Http { headers_env, .. } => {
+                        headers_env.values().cloned().collect()
+                    }
+                    clawbus_core::config::McpTransport::Stdio { .. } => Vec::new(),
+                }),
+        );
         names
     }
 

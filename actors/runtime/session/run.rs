@@ -493,17 +493,19 @@ impl Run {
             events: &events,
             journal: &journal,
         };
+        // MCP tools may have changed since the last run (a server started, restarted or said so).
+        let deps = rt.deps.current().await;
         let turn = match self.delivery.envelope().deadline {
             Some(deadline) => {
                 let left = deadline.saturating_sub(rt.clock.now_ms());
                 let expired = rt.clock.sleep(std::time::Duration::from_millis(left));
                 tokio::select! {
                     biased;
-                    turn = run_turn_observed(&rt.deps, input, hooks) => turn,
+                    turn = run_turn_observed(&deps, input, hooks) => turn,
                     () = expired => Err(TurnError::DeadlinePassed),
                 }
             }
-            None => run_turn_observed(&rt.deps, input, hooks).await,
+            None => run_turn_observed(&deps, input, hooks).await,
         };
         if turn.is_err() {
             // What the failed attempt streamed is not an answer.

@@ -267,7 +267,7 @@ impl Clawbus {
         );
         let flows = start_flows(&config, &db, &bus, &clock).map_err(state_err)?;
         // Before the agents: their registries take the tools the servers list.
-        let mcp = crate::mcp::McpServers::start(&config.mcp).await;
+        let mcp = crate::mcp::McpServers::start_with(&config.mcp, clock.clone()).await;
         let browsers = crate::tools::Browsers::new(config.browser.clone(), &config.state_dir);
         if !config.browser.test_allow_origins.is_empty() {
             tracing::warn!(origins = ?config.browser.test_allow_origins, "[browser] test_allow_origins is set: the browser may reach these loopback or private origins. It is meant for tests only.");

@@ -120,6 +120,15 @@ pub trait Tool: Send + Sync {
     }
 }
 
+/// Where tools that change while the daemon runs come from (MCP servers start lazily, restart,
+/// and change their lists): [`ToolSet::current`] asks it before each run.
+#[async_trait]
+pub trait LiveTools: Send + Sync {
+    /// Brings the sources up (a lazy server's first use) and returns the set as it stands now,
+    /// built again when a source changed; `None` keeps the set as it is.
+    async fn current(&self) -> Option<ToolSet>;
+}
+
 /// The ordered set of tools one agent may use, and what the policy removed.
 #[derive(Clone, Default)]
 pub struct ToolSet {
@@ -132,6 +141,8 @@ pub struct ToolSet {
     channels: Arc<BTreeMap<String, Vec<String>>>,
     /// Secret values redacted from every output by [`ToolSet::invoke`] (see [`crate::secrets`]).
     secrets: Arc<crate::secrets::Secrets>,
+    /// Where the set is built again from when its tools changed; `None`: it never changes.
+    live: Option<Arc<dyn LiveTools>>,
 }
 
 impl fmt::Debug for ToolSet {
@@ -182,6 +193,7 @@ impl ToolSet {
             removed: self.removed.clone(),
             channels: self.channels.clone(),
             secrets: self.secrets.clone(),
+            live: self.live.clone(),
         }
     }
 
@@ -189,6 +201,28 @@ impl ToolSet {
     pub fn with_secrets(mut self, secrets: Arc<crate::secrets::Secrets>) -> Self {
         self.secrets = secrets;
         self
+    }
+
+    /// Has [`ToolSet::current`] ask `live` for the set as it stands.
+    pub fn with_live(mut self, live: Arc<dyn LiveTools>) -> Self {
+        self.live = Some(live);
+        self
+    }
+
+    /// The set as it stands now: built again by its [`LiveTools`] when its tools changed (an MCP
+    /// server started, restarted or changed its list), else this set.
+    pub async fn current(&self) -> Self {
+        let fresh = match &self.live {
+            Some(live) => live.current().await,
+            None => None,
+        };
+        match fresh {
+            Some(mut set) => {
+                set.live = self.live.clone();
+                set
+            }
+            None => self.clone(),
+        }
     }
 
     /// Takes tool `name` out of the set, recording which layer removed it and why; a later call

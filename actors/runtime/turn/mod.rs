@@ -45,6 +45,17 @@ pub struct TurnDeps {
     pub clock: Arc<dyn bus::Clock>,
 }
 
+impl TurnDeps {
+    /// These deps with the tool set as it stands now (see [`ToolSet::current`]): what a run
+    /// takes before it starts.
+    pub async fn current(&self) -> Self {
+        Self {
+            tools: self.tools.current().await,
+            ..self.clone()
+        }
+    }
+}
+
 /// The input of one turn.
 #[derive(Clone)]
 pub struct TurnInput {

@@ -13,6 +13,7 @@
 //! anything removed with a `policy_denied` error naming the layer. Tools are offered in
 //! catalogue order ([`KNOWN_TOOLS`]).
 
+mod live;
 pub(crate) mod sessions;
 #[cfg(test)]
 mod tests;
@@ -58,8 +59,8 @@ pub fn registry(def: &AgentDef, config: &Config, services: &ToolServices) -> Too
         config.agents.iter().map(|a| a.id.clone()).collect();
     let sandbox = Sandbox::new(sandbox_def(def, config));
     let mut set = builtin_registry(def, config, services, agents, sandbox);
-    for tool in services.mcp.iter().flat_map(|m| m.tools()) {
-        set.insert(Arc::new(tool.clone()));
+    for tool in services.mcp.iter().flat_map(|m| m.tools().to_vec()) {
+        set.insert(Arc::new(tool));
     }
     set
 }
@@ -153,6 +154,23 @@ pub fn sandbox_def(def: &AgentDef, config: &Config) -> SandboxDef {
 /// the channel layer attached (see [`ToolSet::for_channel`]).
 pub fn agent_tools(def: &AgentDef, config: &Config, services: &ToolServices) -> ToolSet {
     apply(&registry(def, config, services), def, config)
+}
+
+/// [`agent_tools`] with `secrets` redacted from every output, built again before each run when
+/// the MCP servers' tools changed ([`ToolSet::current`]).
+pub fn live_agent_tools(
+    def: &AgentDef,
+    config: &Config,
+    services: &ToolServices,
+    secrets: Arc<crate::secrets::Secrets>,
+) -> ToolSet {
+    let set = agent_tools(def, config, services).with_secrets(secrets.clone());
+    match &services.mcp {
+        Some(mcp) if !config.mcp.servers.is_empty() => set.with_live(Arc::new(
+            live::McpToolsLive::new(mcp.clone(), def, config, services.clone(), secrets),
+        )),
+        _ => set,
+    }
 }
 
 /// Applies layers 1–3 to `registry` for `def`, and attaches `config`'s channel deny lists.

@@ -1,16 +1,19 @@
-"""A small MCP server on the official Python SDK (MCPServer), over stdio, for clawbus's tests.
+"""A small MCP server on the official Python SDK (MCPServer), for clawbus's tests: over stdio, or
+over Streamable HTTP on 127.0.0.1 with `server.py http PORT`.
 
 Tools: add (sums two integers), pid (its process id, so a test can kill it), getenv (a
 variable's value, which clawbus must redact when it is a secret), env_names (the variables it was given), hang
-(never answers), rm (exists only to be denied), read (a file's text, or why not) and connect
-(whether a TCP connection to 127.0.0.1:port opens), the last two to probe a sandbox from inside.
+(never answers), rm (exists only to be denied), header (an HTTP request header's value), read (a
+file's text, or why not) and connect (whether a TCP connection to 127.0.0.1:port opens), the last
+two to probe a sandbox from inside.
 """
 
 import os
 import socket
+import sys
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 mcp = MCPServer("clawbus-test")
 
@@ -72,5 +75,15 @@ def connect(port: int) -> str:
         return f"error: {e.strerror or e}"
 
 
+@mcp.tool()
+def header(name: str, ctx: Context) -> str:
+    """The value of HTTP request header `name` (over HTTP only)."""
+    headers = ctx.headers or {}
+    return f"{name}: " + headers.get(name.lower(), "(absent)")
+
+
 if __name__ == "__main__":
-    mcp.run()
+    if sys.argv[1:2] == ["http"]:
+        mcp.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        mcp.run()

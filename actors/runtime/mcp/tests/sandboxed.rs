@@ -3,6 +3,7 @@
 //! when bubblewrap, the cgroups or the MCP SDK are missing (a failure under `CI=true`).
 
 use super::*;
+use serde_json::json;
 
 /// A project whose `[mcp.servers.t]` runs a copy of the test server (in a folder of this test's
 /// own, so its processes are found by that path) with `sandbox = true`; `[sandbox]` binds that
@@ -52,7 +53,8 @@ async fn a_sandboxed_server_has_its_own_pids_no_network_no_host_files_and_only_i
     let host_file = dir.path().join("host.txt");
     std::fs::write(&host_file, "host secret").unwrap();
     let mcp = McpServers::start(&config.mcp).await;
-    assert_eq!(mcp.status()[0].error, None, "{:?}", mcp.status());
+    let status = mcp.status().await;
+    assert_eq!(status[0].error, None, "{status:?}");
     let set = tools(&config, &mcp);
     let add = call(&set, dir.path(), "mcp__t__add", json!({"a": 2, "b": 3})).await;
     assert!(add.text.contains("sum=5"), "it answers: {}", add.text);
@@ -143,7 +145,7 @@ async fn a_sandbox_that_cannot_be_set_up_starts_nothing_and_says_why() {
     let missing = tempfile::tempdir().unwrap().path().join("gone");
     let (dir, config, own) = sandboxed(&py, Some(&missing));
     let mcp = McpServers::start(&config.mcp).await;
-    let error = mcp.status()[0].error.clone().unwrap_or_default();
+    let error = mcp.status().await[0].error.clone().unwrap_or_default();
     assert!(
         error.contains("sandbox") && error.contains("gone"),
         "the status names the sandbox and what it lacks: {error}"

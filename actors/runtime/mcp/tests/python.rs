@@ -1,86 +1,10 @@
 //! MCP servers as tool sources, against a server on the official Python SDK (`testdata/server.py`)
-//! run by the Python that `CLAWBUS_TEST_MCP_PYTHON` names (`.ci/run` installs the `mcp` package
-//! in a venv). Without it the tests say they were skipped, and fail when `CI=true`.
+//! over stdio.
 
-mod sandboxed;
-
-use super::McpServers;
-use crate::tools::{ToolContext, ToolSet};
-use clawbus_core::config::{Config, LoadOptions, load};
+use super::*;
+use crate::mcp::McpServers;
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-/// A safety net for the waits below; never a synchronisation device.
-const BOUND: Duration = Duration::from_secs(60);
-
-/// The Python with the `mcp` package, or `None` (saying the test is skipped); panics when
-/// `CI=true`, where a skipped test would hide a missing dependency.
-fn python() -> Option<String> {
-    match std::env::var("CLAWBUS_TEST_MCP_PYTHON") {
-        Ok(p) => Some(p),
-        Err(_) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!(
-                "CI=true but CLAWBUS_TEST_MCP_PYTHON is not set (.ci/run installs the mcp package)"
-            )
-        }
-        Err(_) => {
-            eprintln!("skipped: set CLAWBUS_TEST_MCP_PYTHON to a python with the mcp package");
-            None
-        }
-    }
-}
-
-fn server_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/testdata/server.py")
-}
-
-/// `[mcp.servers.t]` running the test server, with `timeout` and the variables in `env`.
-fn mcp_toml(python: &str, timeout: &str, env: &[&str]) -> String {
-    format!(
-        "[mcp.servers.t]\ncommand = {python:?}\nargs = [{:?}]\nenv = {env:?}\ntimeout = {timeout:?}\n",
-        server_script().display().to_string()
-    )
-}
-
-/// A project folder with `clawbus.toml` = `toml` and agent `a` = `agent`, loaded.
-fn project(toml: &str, agent: &str) -> (tempfile::TempDir, Config) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("agents.d")).unwrap();
-    std::fs::write(dir.path().join("agents.d/a.toml"), agent).unwrap();
-    std::fs::write(dir.path().join("clawbus.toml"), toml).unwrap();
-    let config = load(&LoadOptions::in_folder(dir.path())).unwrap();
-    (dir, config)
-}
-
-fn ctx(dir: &Path) -> ToolContext {
-    let workspace = dir.canonicalize().unwrap();
-    ToolContext {
-        workspace,
-        agent: clawbus_core::ids::AgentId::new("a"),
-        session: clawbus_core::ids::SessionKey::parse("agent:a:test").unwrap(),
-        channel: "api".into(),
-        run: None,
-    }
-}
-
-/// The agent's tools with the MCP servers of `config`.
-fn tools(config: &Config, mcp: &McpServers) -> ToolSet {
-    let services = crate::agent::tools::ToolServices {
-        mcp: Some(mcp.clone()),
-        ..Default::default()
-    };
-    crate::agent::tools::agent_tools(&config.agents[0], config, &services)
-}
-
-async fn call(set: &ToolSet, dir: &Path, name: &str, args: Value) -> crate::tools::ToolOutput {
-    tokio::time::timeout(
-        BOUND,
-        set.invoke(&ctx(dir), name, &args.to_string(), 100_000),
-    )
-    .await
-    .expect("the call ends within the bound")
-}
+use std::path::Path;
 
 #[tokio::test]
 async fn mcp_tools_are_listed_offered_by_policy_and_called_with_untrusted_results() {
@@ -97,7 +21,7 @@ async fn mcp_tools_are_listed_offered_by_policy_and_called_with_untrusted_result
             "{expected} listed: {names:?}"
         );
     }
-    let status = &mcp.status()[0];
+    let status = &mcp.status().await[0];
     assert_eq!(status.error, None);
     assert_eq!(
         status.version.as_deref(),
@@ -209,12 +133,6 @@ async fn a_killed_server_is_restarted_on_the_next_call() {
     mcp.stop().await;
 }
 
-fn pid_in(text: &str) -> i32 {
-    text.lines()
-        .find_map(|l| l.trim().parse().ok())
-        .unwrap_or_else(|| panic!("a pid in {text}"))
-}
-
 #[tokio::test]
 async fn a_hanging_tool_times_out_with_a_structured_error_and_others_keep_working() {
     let Some(py) = python() else { return };
@@ -254,7 +172,8 @@ async fn a_server_that_prints_garbage_on_stdout_is_not_fatal() {
         .await
         .unwrap();
     // The SDK skips a stdout line that is not JSON-RPC: the server still starts and answers.
-    let noisy = mcp.status().iter().find(|s| s.name == "noisy").unwrap();
+    let status = mcp.status().await;
+    let noisy = status.iter().find(|s| s.name == "noisy").unwrap();
     assert_eq!(noisy.error, None, "{noisy:?}");
     let set = tools(&config, &mcp);
     for tool in ["mcp__t__add", "mcp__noisy__add"] {
@@ -308,7 +227,7 @@ async fn a_server_that_cannot_start_offers_no_tools_and_holds_up_nothing() {
         .await
         .unwrap();
     assert!(mcp.tool_names().is_empty());
-    let error = mcp.status()[0].error.clone().unwrap_or_default();
+    let error = mcp.status().await[0].error.clone().unwrap_or_default();
     assert!(
         error.contains("MCP server \"gone\"") && error.contains("/nonexistent/mcp-server"),
         "{error}"
@@ -380,69 +299,26 @@ async fn an_agent_on_the_scripted_model_calls_an_mcp_tool_and_never_sees_its_sec
     system.shutdown(BOUND).await;
 }
 
-#[tokio::test]
-#[ignore = "a figure, not a test"]
-#[allow(clippy::disallowed_methods, reason = "a figure measures real time")]
-async fn figure_mcp_call_overhead() {
-    let Some(py) = python() else { return };
-    let (dir, config) = project(
-        &mcp_toml(&py, "30s", &[]),
-        "[tools]\nallow = [\"group:mcp\"]\n",
-    );
-    std::fs::write(dir.path().join("f.txt"), "x").unwrap();
-    let rss = |pid: &str| {
-        std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .unwrap()
-            .lines()
-            .find(|l| l.starts_with("VmRSS"))
-            .unwrap()
-            .to_string()
-    };
-    let before = rss("self");
-    let mcp = McpServers::start(&config.mcp).await;
-    let after = rss("self");
-    let set = tools(&config, &mcp);
-    let pid = pid_in(&call(&set, dir.path(), "mcp__t__pid", json!({})).await.text);
-    eprintln!(
-        "daemon RSS before {before} after {after}; server {}",
-        rss(&pid.to_string())
-    );
-    let times = |name: &'static str, args: Value| {
-        let set = set.clone();
-        let dir = dir.path().to_path_buf();
-        async move {
-            let mut t = Vec::new();
-            for _ in 0..1000 {
-                let s = std::time::Instant::now();
-                let out = call(&set, &dir, name, args.clone()).await;
-                assert!(!out.is_error, "{}", out.text);
-                t.push(s.elapsed());
-            }
-            t.sort();
-            t[500]
-        }
-    };
-    let m = times("mcp__t__add", json!({"a": 1, "b": 2})).await;
-    let r = times("read", json!({"path": "f.txt"})).await;
-    eprintln!("median mcp__t__add {m:?}, read {r:?}");
-    mcp.stop().await;
-}
-
 #[test]
 fn what_is_logged_of_a_servers_error_has_its_variables_values_redacted() {
     // Cargo sets CARGO_MANIFEST_DIR for the test process: passed by name, it is a secret.
     let value = std::env::var("CARGO_MANIFEST_DIR").unwrap();
-    let server = super::server::Server::new(
+    let server = crate::mcp::server::Server::new(
         "t",
         clawbus_core::config::mcp::McpServerDef {
-            command: "none".into(),
-            args: Vec::new(),
-            env: vec!["CARGO_MANIFEST_DIR".into()],
+            transport: clawbus_core::config::McpTransport::Stdio {
+                command: "none".into(),
+                args: Vec::new(),
+                env: vec!["CARGO_MANIFEST_DIR".into()],
+            },
             timeout: std::time::Duration::from_secs(1),
             sandbox: None,
+            start: clawbus_core::config::McpStart::Eager,
         },
+        std::sync::Arc::new(bus::SystemClock),
+        std::sync::Arc::new(tokio::sync::watch::channel(0).0),
     );
-    let e = super::McpError::Protocol {
+    let e = crate::mcp::McpError::Protocol {
         server: "t".into(),
         source: format!("bad request, key {value}").into(),
     };
