@@ -174,7 +174,7 @@ impl Feed {
                 );
                 out.event(EventName::Agent, a)
             }
-            TaskEventKind::ToolStart { call_id, name } => out.event(
+            TaskEventKind::ToolStart { call_id, name, .. } => out.event(
                 EventName::Agent,
                 agent("tool", json!({ "phase": "start", "name": name, "toolCallId": call_id })),
             ),
