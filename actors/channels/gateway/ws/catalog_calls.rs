@@ -1,6 +1,6 @@
 //! The Control UI's catalog methods: `skills.status`, `skills.library.list`,
-//! `skills.proposals.list` and `skills.securityVerdicts` (clawbus's skills of one agent, from the
-//! same scan `clawbus skills list` makes; the library, workshop and registry verdicts OpenClaw
+//! `skills.proposals.list`, `skills.securityVerdicts` and `skills.search` (clawbus's skills of one agent, from the
+//! same scan `clawbus skills list` makes; the library, workshop, registry search and verdicts OpenClaw
 //! has and clawbus has not answer empty), `chat.metadata` (the agents' models) and
 //! `plugins.catalog.browse` (empty), in OpenClaw's shapes (see [`super::openclaw::skills`]).
 
@@ -48,6 +48,9 @@ pub(super) fn call(state: &ApiState, method: Method, p: Value) -> Result<Value, 
         }
         Method::SkillsSecurityVerdicts => {
             params::<AgentOnly>(method, p).and_then(|_| empty(oc::verdicts()))
+        }
+        Method::SkillsSearch => {
+            params::<SearchParams>(method, p).and_then(|_| empty(oc::registry_search()))
         }
         Method::ChatMetadata => {
             let q: MetadataParams = params(method, p)?;
@@ -114,6 +117,16 @@ struct LibraryParams {
     _session_key: Option<String>,
     #[serde(default, rename = "scope")]
     _scope: Option<String>,
+}
+
+/// `{query?, limit?}` of `skills.search`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchParams {
+    #[serde(default, rename = "query")]
+    _query: Option<String>,
+    #[serde(default, rename = "limit")]
+    _limit: Option<u32>,
 }
 
 /// `{agentId?, authProfileId?, sessionKey?}` of `chat.metadata`.

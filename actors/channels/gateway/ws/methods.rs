@@ -106,6 +106,7 @@ methods! {
     SkillsLibraryList => "skills.library.list", "OpenClaw's uploaded-skill library (none here).";
     SkillsProposalsList => "skills.proposals.list", "Skill workshop proposals (none here) and the installed skills.";
     SkillsSecurityVerdicts => "skills.securityVerdicts", "Registry verdicts on skills (none here).";
+    SkillsSearch => "skills.search", "The skill registry's search (no registry here: no results).";
     PluginsCatalogBrowse => "plugins.catalog.browse", "The plugin catalog (empty here).";
 }
 
@@ -389,6 +390,7 @@ pub(crate) async fn call(
         | Method::SkillsLibraryList
         | Method::SkillsProposalsList
         | Method::SkillsSecurityVerdicts
+        | Method::SkillsSearch
         | Method::PluginsCatalogBrowse => super::catalog_calls::call(state, method, p),
         Method::FlowsList
         | Method::FlowsRun

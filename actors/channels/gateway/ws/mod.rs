@@ -29,6 +29,7 @@ mod openclaw;
 mod outbox;
 mod runs;
 mod scopes;
+mod session_events;
 #[cfg(test)]
 mod tests;
 mod ui_calls;

@@ -150,6 +150,11 @@ pub(crate) fn iso_utc(ms: u64) -> String {
     format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{milli:03}Z")
 }
 
+/// `skills.search`: no skill registry (ClawHub) here, so no results.
+pub(crate) fn registry_search() -> Value {
+    json!({ "results": [] })
+}
+
 /// `skills.securityVerdicts`: no registry verdicts (no ClawHub installs here).
 pub(crate) fn verdicts() -> Value {
     json!({ "schema": "openclaw.skills.security-verdicts.v1", "items": [] })
@@ -260,6 +265,7 @@ mod tests {
         assert_eq!(plugins_catalog()["items"], json!([]));
         assert_eq!(library()["entries"], json!([]));
         assert_eq!(verdicts()["items"], json!([]));
+        assert_eq!(registry_search(), json!({ "results": [] }));
         assert_eq!(iso_utc(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(iso_utc(1_796_173_323_004), "2026-12-02T01:02:03.004Z");
         assert_eq!(iso_utc(951_782_400_000), "2000-02-29T00:00:00.000Z");
