@@ -51,12 +51,8 @@ async fn the_dashboard_follows_the_system_colours_is_keyboard_reachable_and_fits
     .await;
     let project = coder(&server, "[exec]\nallow = [\"date\"]\n");
     let child = up(&project).await;
-    let (status, done) = post_task(
-        &child,
-        "coder",
-        json!({ "text": "say it", "wait": true }),
-    )
-    .await;
+    let (status, done) =
+        post_task(&child, "coder", json!({ "text": "say it", "wait": true })).await;
     assert_eq!(status, 200, "{done}");
     let id = done["task_id"].as_str().unwrap().to_string();
     let Some(browser) = Browser::start_or_skip(test).await else {
@@ -78,7 +74,10 @@ async fn the_dashboard_follows_the_system_colours_is_keyboard_reachable_and_fits
     assert_eq!(background_in(&browser, "light").await, "rgb(247, 247, 248)");
 
     // The keyboard: from a fresh load, Tab walks into the nav links in order, Enter opens one.
-    browser.execute("location.reload()", Vec::new()).await.unwrap();
+    browser
+        .execute("location.reload()", Vec::new())
+        .await
+        .unwrap();
     until(
         &browser,
         "!document.getElementById('top').hidden && document.querySelector('tr[data-agent=coder]') && document.activeElement === document.body",
@@ -114,10 +113,16 @@ async fn the_dashboard_follows_the_system_colours_is_keyboard_reachable_and_fits
     .await;
 
     // A phone's width: every view fits, the task page with the long argument shown cut.
-    let width = browser.execute("return innerWidth", Vec::new()).await.unwrap();
+    let width = browser
+        .execute("return innerWidth", Vec::new())
+        .await
+        .unwrap();
     assert_eq!(width, 390, "a phone's width");
     for (hash, ready) in [
-        ("overview", "document.querySelector('.lane[data-lane=main]')"),
+        (
+            "overview",
+            "document.querySelector('.lane[data-lane=main]')",
+        ),
         ("tasks", "document.querySelector('#task-rows tr')"),
         ("sessions", "document.querySelector('tr[data-session]')"),
         ("approvals", "document.getElementById('approvals')"),

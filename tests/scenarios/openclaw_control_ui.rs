@@ -109,9 +109,7 @@ async fn the_control_ui_found_on_the_machine_lists_agents_and_sessions_and_strea
     browser
         .wait_for(order, SHOWN_WITHIN)
         .await
-        .unwrap_or_else(|e| {
-            panic!("the question is shown above the answer, and confirmed: {e}")
-        });
+        .unwrap_or_else(|e| panic!("the question is shown above the answer, and confirmed: {e}"));
     let asked: Vec<String> = server.requests().iter().map(last_user).collect();
     assert_eq!(asked, ["early question", "hello browser"]);
 

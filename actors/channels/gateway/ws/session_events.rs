@@ -45,11 +45,9 @@ pub(super) fn publish(
     if fresh.is_empty() {
         return Ok(());
     }
-    let found = sessions::rows(state, Some(run.agent)).ok().and_then(|rows| {
-        rows.iter()
-            .find(|r| r.key == run.key)
-            .map(row)
-    });
+    let found = sessions::rows(state, Some(run.agent))
+        .ok()
+        .and_then(|rows| rows.iter().find(|r| r.key == run.key).map(row));
     let run_id = e.task_id.to_string();
     for m in &fresh {
         *sent = m.seq;

@@ -59,7 +59,10 @@ fn status_row(f: &FoundSkill) -> Value {
             bins.push(b.to_string());
         } else if r.starts_with("missing any of bins ") {
             any_bins.clone_from(&req.any_bins);
-        } else if let Some(e) = r.strip_prefix("env ").and_then(|x| x.strip_suffix(" unset")) {
+        } else if let Some(e) = r
+            .strip_prefix("env ")
+            .and_then(|x| x.strip_suffix(" unset"))
+        {
             env.push(e.to_string());
         } else if let Some(c) = r
             .strip_prefix("config ")
@@ -73,7 +76,8 @@ fn status_row(f: &FoundSkill) -> Value {
         }
     }
     let eligible = os.is_empty()
-        && (s.always || bins.is_empty() && any_bins.is_empty() && env.is_empty() && config.is_empty());
+        && (s.always
+            || bins.is_empty() && any_bins.is_empty() && env.is_empty() && config.is_empty());
     let checks: Vec<Value> = req
         .config
         .iter()
@@ -146,7 +150,12 @@ pub(crate) fn iso_utc(ms: u64) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    let (h, m, s, milli) = (rest / 3_600_000, rest / 60_000 % 60, rest / 1000 % 60, rest % 1000);
+    let (h, m, s, milli) = (
+        rest / 3_600_000,
+        rest / 60_000 % 60,
+        rest / 1000 % 60,
+        rest % 1000,
+    );
     format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{milli:03}Z")
 }
 
@@ -163,7 +172,11 @@ pub(crate) fn verdicts() -> Value {
 /// A model (`provider/id`) as a `ModelChoice`.
 pub(crate) fn model_choice(model: &str) -> Value {
     let (provider, id) = model.split_once('/').unwrap_or(("", model));
-    let provider = if provider.is_empty() { "default" } else { provider };
+    let provider = if provider.is_empty() {
+        "default"
+    } else {
+        provider
+    };
     json!({ "id": id, "name": id, "provider": provider })
 }
 
@@ -215,9 +228,17 @@ mod tests {
                 found(
                     "triage",
                     SkillSource::Bundled,
-                    &["missing bin jq", "env TOKEN unset", "config web.key is falsy"],
+                    &[
+                        "missing bin jq",
+                        "env TOKEN unset",
+                        "config web.key is falsy",
+                    ],
                 ),
-                found("daily-log", SkillSource::Bundled, &["shadowed by workspace"]),
+                found(
+                    "daily-log",
+                    SkillSource::Bundled,
+                    &["shadowed by workspace"],
+                ),
             ],
             warnings: vec![],
         };

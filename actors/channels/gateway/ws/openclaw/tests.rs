@@ -405,15 +405,23 @@ fn transcript_entries_read_as_chat_history_messages() {
     // The same message as a `session.message` event, while its run is active and after.
     let n = super::sessions::numbered(&entries);
     let row = json!({ "key": "agent:main:main", "sessionId": "s1", "updatedAt": 9 });
-    let ev = super::sessions::session_message("agent:main:main", "main", "r1", &n[0], Some(row), true);
+    let ev =
+        super::sessions::session_message("agent:main:main", "main", "r1", &n[0], Some(row), true);
     assert_eq!(ev["message"], m[0]);
     assert_eq!(ev["messageId"], "b");
     assert_eq!(ev["messageSeq"], 1);
     assert_eq!(ev["sessionId"], "s1");
     assert_eq!(ev["session"]["key"], "agent:main:main");
-    assert_eq!((&ev["hasActiveRun"], &ev["activeRunIds"]), (&json!(true), &json!(["r1"])));
-    let ended = super::sessions::session_message("agent:main:main", "main", "r1", &n[1], None, false);
-    assert_eq!((&ended["hasActiveRun"], &ended["activeRunIds"]), (&json!(false), &json!([])));
+    assert_eq!(
+        (&ev["hasActiveRun"], &ev["activeRunIds"]),
+        (&json!(true), &json!(["r1"]))
+    );
+    let ended =
+        super::sessions::session_message("agent:main:main", "main", "r1", &n[1], None, false);
+    assert_eq!(
+        (&ended["hasActiveRun"], &ended["activeRunIds"]),
+        (&json!(false), &json!([]))
+    );
     assert_eq!(ended["message"]["role"], "assistant");
 }
 
