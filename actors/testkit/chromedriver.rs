@@ -7,8 +7,9 @@
 //! `CI=true`: then the test fails.
 //!
 //! The client is a small W3C WebDriver client over `reqwest` (already a dependency of the
-//! workspace), covering what the tests use: navigate, find, click, type, read text, run a
-//! script, wait for a condition inside the page, alerts, screenshots.
+//! workspace), covering what the tests use: navigate, find, click, type, press keys, read text,
+//! run a script, wait for a condition inside the page, alerts, screenshots, and DevTools
+//! commands (media emulation).
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::path::{Path, PathBuf};
@@ -376,6 +377,37 @@ tick();"#
         )
         .await
         .map(drop)
+    }
+
+    /// Runs the Chrome DevTools Protocol command `cmd` with `params` through chromedriver's
+    /// `goog/cdp/execute` (for instance `Emulation.setEmulatedMedia` to emulate
+    /// `prefers-color-scheme`), and answers its result.
+    pub async fn cdp(&self, cmd: &str, params: Value) -> Result<Value, WebDriverError> {
+        self.cmd(
+            reqwest::Method::POST,
+            "/goog/cdp/execute",
+            &json!({ "cmd": cmd, "params": params }),
+        )
+        .await
+    }
+
+    /// Presses and releases each key of `keys` in turn, as a keyboard would, on whatever has
+    /// the focus (W3C key codes: `\u{E004}` Tab, `\u{E007}` Enter).
+    pub async fn press(&self, keys: &str) -> Result<(), WebDriverError> {
+        let actions: Vec<Value> = keys
+            .chars()
+            .flat_map(|k| {
+                let k = k.to_string();
+                [
+                    json!({ "type": "keyDown", "value": k }),
+                    json!({ "type": "keyUp", "value": k }),
+                ]
+            })
+            .collect();
+        let body = json!({ "actions": [{ "type": "key", "id": "keyboard", "actions": actions }] });
+        self.cmd(reqwest::Method::POST, "/actions", &body)
+            .await
+            .map(drop)
     }
 
     /// Ends the session and the browser now (dropping does the same, blocking).

@@ -62,6 +62,10 @@ pub enum TaskEventKind {
         call_id: String,
         /// The tool.
         name: String,
+        /// The call's arguments as the model sent them (raw JSON text), cut to
+        /// [`TOOL_ARGUMENTS_KEPT`] bytes with `…` when longer; absent from older events.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        arguments: Option<String>,
     },
     /// A tool call ended.
     ToolEnd {
@@ -111,7 +115,29 @@ pub enum TaskEventKind {
     },
 }
 
+/// How much of a tool call's arguments a `tool_start` event keeps, in bytes.
+pub const TOOL_ARGUMENTS_KEPT: usize = 1024;
+
 impl TaskEventKind {
+    /// A `tool_start` event for the call `call_id` of `name` with its raw `arguments`, cut to
+    /// [`TOOL_ARGUMENTS_KEPT`] bytes (on a character boundary, `…` added) when longer.
+    pub fn tool_start(call_id: &str, name: &str, arguments: &str) -> Self {
+        let arguments = if arguments.len() <= TOOL_ARGUMENTS_KEPT {
+            arguments.to_string()
+        } else {
+            let mut end = TOOL_ARGUMENTS_KEPT;
+            while !arguments.is_char_boundary(end) {
+                end -= 1;
+            }
+            format!("{}…", &arguments[..end])
+        };
+        Self::ToolStart {
+            call_id: call_id.to_string(),
+            name: name.to_string(),
+            arguments: Some(arguments),
+        }
+    }
+
     /// True for the task's last event.
     pub fn is_terminal(&self) -> bool {
         matches!(self, Self::Terminal { .. })
@@ -179,5 +205,28 @@ impl Stream for TaskEventStream {
 impl std::fmt::Debug for TaskEventStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("TaskEventStream")
+    }
+}
+
+#[cfg(test)]
+mod tool_start_tests {
+    use super::{TOOL_ARGUMENTS_KEPT, TaskEventKind};
+
+    fn kept(arguments: &str) -> String {
+        match TaskEventKind::tool_start("c", "t", arguments) {
+            TaskEventKind::ToolStart { arguments, .. } => arguments.unwrap(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn tool_start_keeps_short_arguments_whole_and_cuts_long_ones_on_a_character() {
+        assert_eq!(kept(r#"{"a":1}"#), r#"{"a":1}"#);
+        // 'é' is two bytes: the cut at 1024 would split the last one.
+        let long = format!("x{}", "é".repeat(TOOL_ARGUMENTS_KEPT));
+        let cut = kept(&long);
+        assert!(cut.ends_with('…'), "{cut}");
+        assert_eq!(cut.len(), TOOL_ARGUMENTS_KEPT - 1 + '…'.len_utf8());
+        assert!(long.starts_with(cut.trim_end_matches('…')));
     }
 }

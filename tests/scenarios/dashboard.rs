@@ -59,18 +59,23 @@ pub(super) async fn click(browser: &Browser, css: &str) {
 /// A browser logged in to the dashboard of `child`, showing `hash`.
 async fn logged_in(test: &str, child: &Child, hash: &str) -> Option<Browser> {
     let browser = Browser::start_or_skip(test).await?;
-    browser.goto(&format!("{}/ui/", child.url)).await.unwrap();
-    until(&browser, "!document.getElementById('login').hidden").await;
-    let input = browser.find("#token").await.unwrap();
-    browser.type_into(&input, &child.token).await.unwrap();
-    let submit = browser.find("#login button[type=submit]").await.unwrap();
-    browser.click(&submit).await.unwrap();
-    until(&browser, "!document.getElementById('top').hidden").await;
+    log_in(&browser, child).await;
     browser
         .goto(&format!("{}/ui/#/{hash}", child.url))
         .await
         .unwrap();
     Some(browser)
+}
+
+/// Logs `browser` in to the dashboard of `child` with its token, as a person would.
+pub(super) async fn log_in(browser: &Browser, child: &Child) {
+    browser.goto(&format!("{}/ui/", child.url)).await.unwrap();
+    until(browser, "!document.getElementById('login').hidden").await;
+    let input = browser.find("#token").await.unwrap();
+    browser.type_into(&input, &child.token).await.unwrap();
+    let submit = browser.find("#login button[type=submit]").await.unwrap();
+    browser.click(&submit).await.unwrap();
+    until(browser, "!document.getElementById('top').hidden").await;
 }
 
 /// A project whose agent `coder` talks to `server`, with `agent` as its file.
@@ -296,6 +301,13 @@ async fn a_tool_task_shows_its_events_live_in_order_once_each_across_a_dropped_c
         "document.querySelectorAll('#task-events li[data-type=model_call]').length === 2",
     )
     .await;
+    // The call's arguments are on its live event row, as text.
+    let args = until(
+        &browser,
+        "document.querySelector('#task-events li[data-type=tool_start] code.args') && document.querySelector('#task-events li[data-type=tool_start] code.args').textContent",
+    )
+    .await;
+    assert_eq!(args, r#"{"command":"date"}"#);
     // Drop the event connections, let the task finish meanwhile, restore them.
     click(&browser, "#live").await;
     until(
@@ -440,8 +452,12 @@ async fn a_slow_task_is_cancelled_from_the_page() {
 
 #[actix_rt::test]
 async fn an_approval_is_answered_from_the_page_and_the_command_runs() {
+    // One argument holds markup and spaces: the card must show it as one word, as text.
     let server = ScriptedServer::start(vec![
-        Turn::tool_call("exec", json!({ "command": "echo approved-from-the-page" })),
+        Turn::tool_call(
+            "exec",
+            json!({ "command": "echo 'approved from <b>the</b> page' second" }),
+        ),
         Turn::text("done"),
     ])
     .await;
@@ -463,9 +479,40 @@ async fn an_approval_is_answered_from_the_page_and_the_command_runs() {
     let (_, posted) = post_task(&child, "coder", json!({ "text": "echo something" })).await;
     let id = posted["task_id"].as_str().unwrap().to_string();
     // The request arrives live: the card and the badge.
-    let command = until(&browser, "document.querySelector('.approval .command') && document.querySelector('.approval .command').textContent").await;
-    assert_eq!(command, "echo approved-from-the-page");
+    until(&browser, "document.querySelector('.approval ol.argv li')").await;
+    let card = browser
+        .execute(
+            "const c = document.querySelector('.approval'); return {
+               argv: [...c.querySelectorAll('ol.argv > li')].map(li => li.textContent),
+               agent: c.querySelector('.agent').textContent,
+               task: c.querySelector('a.task-link').getAttribute('href'),
+               markup: c.querySelectorAll('b, ol.argv li *:not(code)').length }",
+            Vec::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        card,
+        json!({
+            "argv": ["echo", "approved from <b>the</b> page", "second"],
+            "agent": "coder",
+            "task": format!("#/task/{id}"),
+            "markup": 0,
+        }),
+        "the exact argv as text, the agent and a link to the task"
+    );
     until(&browser, "document.getElementById('approvals-badge').textContent === '1' && !document.getElementById('approvals-badge').hidden").await;
+    // The link opens the asking task's page.
+    click(&browser, ".approval a.task-link").await;
+    until(
+        &browser,
+        &format!(
+            "location.hash === '#/task/{id}' && document.querySelector('#task-head strong') && document.querySelector('#task-head strong').textContent === 'coder'"
+        ),
+    )
+    .await;
+    browser.execute("history.back()", Vec::new()).await.unwrap();
+    until(&browser, "document.querySelector('.approval button.allow')").await;
     click(&browser, ".approval button.allow").await;
     crate::support::eventually("the task succeeded", async || {
         task(&child, &id).await["state"] == "succeeded"
@@ -473,7 +520,7 @@ async fn an_approval_is_answered_from_the_page_and_the_command_runs() {
     .await;
     let ran = &tool_results(&server.requests()[1])[0];
     assert!(
-        ran.contains("approved-from-the-page"),
+        ran.contains("approved from <b>the</b> page second"),
         "the command ran: {ran}"
     );
     until(

@@ -5,6 +5,7 @@ mod cli;
 mod cron;
 mod dashboard;
 mod dashboard_figures;
+mod dashboard_fit;
 mod delivery;
 mod disk;
 mod durable;

@@ -3,6 +3,7 @@
 //! against a `clawbus up` child that found the npm package by itself: no `control_ui_dir`, only
 //! `CLAWBUS_OPENCLAW_DIR` naming the install, as `.ci/run` makes it.
 //!
+//! The chat shows the question above its answer; the Skills screen lists clawbus's skills.
 //! Without OpenClaw or the browser the test prints `skipped: …`; with `CI=true` it fails.
 
 use super::openclaw_cli::installed;
@@ -37,7 +38,11 @@ async fn the_control_ui_found_on_the_machine_lists_agents_and_sessions_and_strea
     .await;
     let p = Project::new();
     p.with_mock_and(&server.base_url(), "")
-        .write("agents.d/echo.toml", "");
+        .write("agents.d/echo.toml", "")
+        .write(
+            "skills/tidy-notes/SKILL.md",
+            "---\nname: tidy-notes\ndescription: Tidies a notes file.\n---\n# Tidy\n",
+        );
     let mut cmd = p.clawbus();
     cmd.env("CLAWBUS_OPENCLAW_DIR", &root)
         .args(["up", "--port", "0"]);
@@ -97,6 +102,14 @@ async fn the_control_ui_found_on_the_machine_lists_agents_and_sessions_and_strea
         .wait_for(&shows("re: hello browser"), SHOWN_WITHIN)
         .await
         .unwrap_or_else(|e| panic!("the streamed answer is shown: {e}"));
+    // The question stays above its answer, confirmed (clawbus's `session.message` events and
+    // `chat.history`'s input receipts): the first "hello browser" on the page is the question,
+    // not the tail of "re: hello browser", and nothing is left "Sending".
+    let order = "document.body.innerText.indexOf('hello browser') < document.body.innerText.indexOf('re: hello browser') && !document.body.innerText.includes('Sending message')";
+    browser
+        .wait_for(order, SHOWN_WITHIN)
+        .await
+        .unwrap_or_else(|e| panic!("the question is shown above the answer, and confirmed: {e}"));
     let asked: Vec<String> = server.requests().iter().map(last_user).collect();
     assert_eq!(asked, ["early question", "hello browser"]);
 
@@ -105,6 +118,20 @@ async fn the_control_ui_found_on_the_machine_lists_agents_and_sessions_and_strea
     let shot = dir.join("chat.png");
     browser.screenshot(&shot).await.unwrap();
     println!("screenshot: {}", shot.display());
+
+    // Skills: clawbus's skill, from `skills.status` (the registry search answers empty).
+    browser.goto(&at("skills")).await.unwrap();
+    browser
+        .wait_for(
+            &format!(
+                "{} && {} && !document.body.innerText.includes('unknown method')",
+                shows("tidy-notes"),
+                shows("Tidies a notes file.")
+            ),
+            SHOWN_WITHIN,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("the Skills screen lists clawbus's skill: {e}"));
 
     browser.goto(&at("sessions")).await.unwrap();
     browser

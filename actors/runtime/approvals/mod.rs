@@ -74,6 +74,13 @@ pub struct ApprovalRecord {
     pub session: String,
     /// The command as it would run.
     pub command: String,
+    /// The exact argv it would run (`argv[0]` as written); empty in records from before it was
+    /// kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub argv: Vec<String>,
+    /// The task of the run that asks, when it runs as one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
     /// The allowlist entry `always` adds (a glob matching exactly this command).
     pub rule: String,
     /// Where it stands.
@@ -99,6 +106,10 @@ pub struct ApprovalRequest {
     pub session: String,
     /// The command as it would run.
     pub command: String,
+    /// The exact argv it would run.
+    pub argv: Vec<String>,
+    /// The task of the run that asks, if any.
+    pub task_id: Option<String>,
     /// The allowlist entry `always` adds.
     pub rule: String,
     /// How long to wait for an answer.
@@ -199,6 +210,8 @@ impl Approvals {
             agent: req.agent,
             session: req.session,
             command: req.command,
+            argv: req.argv,
+            task_id: req.task_id,
             rule: req.rule,
             state: ApprovalState::Pending,
             created_ms: now,

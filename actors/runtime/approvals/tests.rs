@@ -30,6 +30,8 @@ fn request(timeout: Duration) -> ApprovalRequest {
         agent: "coder".into(),
         session: "s1".into(),
         command: "touch made".into(),
+        argv: vec!["touch".into(), "made".into()],
+        task_id: None,
         rule: "touch made".into(),
         timeout,
     }

@@ -162,10 +162,11 @@ impl TurnEvents for RunEvents {
     }
 
     fn tool_start(&self, call: &ToolCall) {
-        self.send(TaskEventKind::ToolStart {
-            call_id: call.id.clone(),
-            name: call.name.clone(),
-        });
+        self.send(TaskEventKind::tool_start(
+            &call.id,
+            &call.name,
+            &call.arguments,
+        ));
     }
 
     fn tool_end(&self, call: &ToolCall, ok: bool) {

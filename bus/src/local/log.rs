@@ -350,8 +350,12 @@ fn kind_weight(kind: &TaskEventKind) -> usize {
         }
         TaskEventKind::Delta { text } => text.len(),
         TaskEventKind::Reset { reason } => reason.len(),
-        TaskEventKind::ToolStart { call_id, name }
-        | TaskEventKind::ToolEnd { call_id, name, .. } => call_id.len() + name.len(),
+        TaskEventKind::ToolStart {
+            call_id,
+            name,
+            arguments,
+        } => call_id.len() + name.len() + arguments.as_ref().map_or(0, String::len),
+        TaskEventKind::ToolEnd { call_id, name, .. } => call_id.len() + name.len(),
         TaskEventKind::Retry { reason, .. } => reason.len(),
         TaskEventKind::Progress { note } => value_weight(note),
         TaskEventKind::Terminal { outcome } => match outcome {

@@ -166,10 +166,7 @@ pub(crate) async fn emitted_events_come_between_start_and_end<B: Backend>() {
         .unwrap();
     bus.emit(
         task_id,
-        TaskEventKind::ToolStart {
-            call_id: "c1".into(),
-            name: "web".into(),
-        },
+        TaskEventKind::tool_start("c1", "web", r#"{"q":"tides"}"#),
     )
     .await
     .unwrap();
@@ -215,6 +212,11 @@ pub(crate) async fn emitted_events_come_between_start_and_end<B: Backend>() {
     let events = drain(live).await;
     assert_eq!(kinds(&events), expected);
     assert_contiguous(&events);
+    assert_eq!(
+        events[4].event,
+        TaskEventKind::tool_start("c1", "web", r#"{"q":"tides"}"#),
+        "the tool call's arguments travel with its start"
+    );
     let replayed = drain(bus.task_events(task_id).await.unwrap()).await;
     assert_eq!(replayed, events, "the replay is what the live reader saw");
     let record = bus.task(task_id).await.unwrap().unwrap();

@@ -113,6 +113,8 @@ $('live').addEventListener('click', () => {
   api.setLive(on);
   $('live').setAttribute('aria-pressed', String(on));
 });
+// The skip link moves the focus to the view, without a route change.
+document.querySelector('.skip').addEventListener('click', (ev) => { ev.preventDefault(); $('main').focus(); });
 window.addEventListener('hashchange', route);
 window.addEventListener('unhandledrejection', (e) => toast(String(e.reason && e.reason.message || e.reason)));
 

@@ -1,7 +1,7 @@
-// Approvals: pending exec requests with the exact command, the agent and its session; allow,
-// deny, always. The header's badge counts them (silently) as they arrive.
+// Approvals: pending exec requests with the exact argv (one item per word, as text), the agent,
+// its task (a link to the task page) and session; allow, deny, always. The header's badge counts them (silently) as they arrive.
 import * as api from './api.js';
-import { ago, badge, button, fill, h, when } from './dom.js';
+import { ago, badge, button, fill, h, shortId, when } from './dom.js';
 
 /** Updates the header's count of pending approvals. */
 export async function refreshBadge() {
@@ -13,6 +13,12 @@ export async function refreshBadge() {
     el.hidden = approvals.length === 0;
     el.setAttribute('aria-label', `${approvals.length} pending`);
   } catch { /* the next event tries again */ }
+}
+
+/** The argv as a numbered list, each word its own item (as text). */
+function argvList(argv) {
+  if (!Array.isArray(argv) || !argv.length) return '';
+  return h('ol.argv', { start: 0, 'aria-label': 'argv' }, argv.map((w) => h('li', h('code', String(w)))));
 }
 
 export async function approvals(root) {
@@ -38,8 +44,11 @@ export async function approvals(root) {
     for (const a of pending) {
       if (cards.has(a.id)) continue;
       const card = h('section.card.approval', { dataset: { approval: a.id } },
-        h('p', h('strong', a.agent), ' asks to run (session ', h('span.mono', a.session), '):'),
-        h('pre.command', a.command),
+        h('p', h('strong.agent', a.agent), ' asks to run',
+          a.task_id ? [' (task ', h('a.task-link.mono', { href: `#/task/${encodeURIComponent(a.task_id)}`, title: a.task_id }, shortId(a.task_id)), ')'] : '',
+          ' in session ', h('span.mono', a.session), ':'),
+        argvList(a.argv),
+        h('pre.command', { title: 'the command line' }, a.command),
         h('p.muted', `asked ${ago(now - a.created_ms)} ago, expires ${when(a.expires_ms)}`),
         h('p.actions', button('Allow', answer(a, 'allow', false), '.allow'), ' ',
           button('Always allow', answer(a, 'allow', true), '.always'), ' ',

@@ -4,6 +4,8 @@
 import * as api from './api.js';
 import { ago, badge, shortId, button, cut, fill, h, svg, throttle, when } from './dom.js';
 
+/** How many characters of a tool call's arguments an event row shows. */
+const ARGS_SHOWN = 160;
 const ENDED = new Set(['succeeded', 'failed', 'cancelled', 'timed_out', 'dead_lettered']);
 
 export async function task(root, id) {
@@ -103,7 +105,7 @@ function describe(k) {
     case 'model_call': return `iteration ${k.iteration}`;
     case 'delta': return cut(k.text, 200);
     case 'reset': return k.reason;
-    case 'tool_start': return `${k.name} (${k.call_id})`;
+    case 'tool_start': return [`${k.name} (${k.call_id}) `, args(k.arguments)];
     case 'tool_end': return `${k.name} ${k.ok ? 'ok' : 'failed'}`;
     case 'retry': return `attempt ${k.attempt} in ${ago(k.delay_ms)}: ${cut(k.reason, 300)}`;
     case 'progress': return cut(k.note, 200);
@@ -115,6 +117,12 @@ function describe(k) {
     case 'delivery_failed': return `${k.target}: ${cut(k.reason, 300)}`;
     default: return cut(k, 200);
   }
+}
+
+/** A tool call's arguments as the event carries them, cut to a line (as text; whole in the title). */
+function args(text) {
+  if (typeof text !== 'string') return '';
+  return h('code.args', { title: text }, cut(text, ARGS_SHOWN));
 }
 
 function drawTree(box, nodes) {

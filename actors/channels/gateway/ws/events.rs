@@ -8,12 +8,16 @@
 //! so far and what was added; `{text: "", delta: "", reset: true, reason}` when the text so far
 //! is withdrawn) and `tool` (`start`, `end`).
 //!
+//! A run in a session also sends `session.message` events (see [`super::session_events`]): its
+//! user message once the model is first called, its other messages before its `chat` `final`.
+//!
 //! `chat` events show only the answer: no `delta` is sent for text the model streams (it may
 //! turn out not to be the answer: a step that ends in tool calls, a call tried again), and the
 //! answer comes whole with `final`.
 
 use super::frames::EventName;
 use super::outbox::{Closed, Outbox};
+use super::session_events::{self, RunSession};
 use crate::gateway::api::ApiState;
 use bus::events::{TaskEvent, TaskEventKind};
 use bus::{BusError, Outcome, Subscription, Topic};
@@ -45,6 +49,8 @@ struct Run {
     text: String,
     /// When it was first seen, among this connection's runs.
     order: u64,
+    /// The last transcript position sent as `session.message` for this run.
+    sent: u64,
 }
 
 fn pattern(s: &str) -> Result<Topic, BusError> {
@@ -123,6 +129,7 @@ impl Feed {
                 .to_string(),
             text: String::new(),
             order,
+            sent: 0,
         })
     }
 
@@ -153,10 +160,19 @@ impl Feed {
                 EventName::Agent,
                 agent("lifecycle", json!({ "phase": "start", "attempt": attempt, "startedAt": e.ts_ms })),
             ),
-            TaskEventKind::ModelCall { iteration } => out.event(
-                EventName::Agent,
-                agent("lifecycle", json!({ "phase": "model", "iteration": iteration })),
-            ),
+            TaskEventKind::ModelCall { iteration } => {
+                out.event(
+                    EventName::Agent,
+                    agent("lifecycle", json!({ "phase": "model", "iteration": iteration })),
+                )?;
+                match (&key, *iteration) {
+                    (Some(k), 1) => {
+                        let at = RunSession { key: k, agent: &agent_id, active: true };
+                        session_events::publish(state, out, &e, &at, &mut run.sent)
+                    }
+                    _ => Ok(()),
+                }
+            }
             TaskEventKind::Retry { attempt, delay_ms, reason } => out.event(
                 EventName::Agent,
                 agent("lifecycle", json!({ "phase": "retry", "attempt": attempt, "delayMs": delay_ms, "reason": reason })),
@@ -174,7 +190,7 @@ impl Feed {
                 );
                 out.event(EventName::Agent, a)
             }
-            TaskEventKind::ToolStart { call_id, name } => out.event(
+            TaskEventKind::ToolStart { call_id, name, .. } => out.event(
                 EventName::Agent,
                 agent("tool", json!({ "phase": "start", "name": name, "toolCallId": call_id })),
             ),
@@ -184,34 +200,38 @@ impl Feed {
             ),
             TaskEventKind::Progress { .. } => Ok(()),
             TaskEventKind::Terminal { outcome } => {
-                let state = outcome.state().as_str();
+                let ended = outcome.state().as_str();
                 let (lifecycle, final_chat) = match outcome {
                     Outcome::Succeeded { result } => {
                         let text = TaskResult::shown(result);
                         let stop = crate::gateway::openai::finish_reason(result);
                         (
-                            json!({ "phase": "end", "endedAt": e.ts_ms, "state": state }),
+                            json!({ "phase": "end", "endedAt": e.ts_ms, "state": ended }),
                             chat(&e, &key, "final", json!({ "message": message(&text, e.ts_ms), "stopReason": stop })),
                         )
                     }
                     Outcome::Cancelled { reason } => (
-                        json!({ "phase": "end", "endedAt": e.ts_ms, "state": state, "aborted": true }),
+                        json!({ "phase": "end", "endedAt": e.ts_ms, "state": ended, "aborted": true }),
                         chat(&e, &key, "aborted", json!({ "stopReason": "aborted", "errorMessage": reason })),
                     ),
                     Outcome::Failed { error }
                     | Outcome::TimedOut { error }
                     | Outcome::DeadLettered { error } => (
-                        json!({ "phase": "error", "endedAt": e.ts_ms, "state": state, "error": error }),
+                        json!({ "phase": "error", "endedAt": e.ts_ms, "state": ended, "error": error }),
                         chat(&e, &key, "error", json!({ "errorMessage": error })),
                     ),
                     other => (
-                        json!({ "phase": "error", "endedAt": e.ts_ms, "state": state }),
+                        json!({ "phase": "error", "endedAt": e.ts_ms, "state": ended }),
                         chat(&e, &key, "error", json!({ "errorMessage": format!("{other:?}") })),
                     ),
                 };
                 out.event(EventName::Agent, agent("lifecycle", lifecycle))?;
+                if let Some(k) = &key {
+                    let at = RunSession { key: k, agent: &agent_id, active: false };
+                    session_events::publish(state, out, &e, &at, &mut run.sent)?;
+                }
                 out.event(EventName::Chat, final_chat)?;
-                out.event(EventName::Task, task(state))?;
+                out.event(EventName::Task, task(ended))?;
                 self.runs.remove(&e.task_id);
                 Ok(())
             }

@@ -126,11 +126,14 @@ pub(crate) enum EventName {
     /// The connection is alive: every `tickIntervalMs`.
     #[serde(rename = "tick")]
     Tick,
+    /// A session's transcript committed a message (the user's, the answer, a tool's).
+    #[serde(rename = "session.message")]
+    SessionMessage,
 }
 
 impl EventName {
     /// Every event, as `hello-ok` advertises them.
-    pub(crate) const ALL: [Self; 8] = [
+    pub(crate) const ALL: [Self; 9] = [
         Self::ConnectChallenge,
         Self::Agent,
         Self::Chat,
@@ -139,6 +142,7 @@ impl EventName {
         Self::ExecApprovalRequested,
         Self::ExecApprovalResolved,
         Self::Tick,
+        Self::SessionMessage,
     ];
 
     /// The event's name on the wire.
@@ -152,6 +156,7 @@ impl EventName {
             Self::ExecApprovalRequested => "exec.approval.requested",
             Self::ExecApprovalResolved => "exec.approval.resolved",
             Self::Tick => "tick",
+            Self::SessionMessage => "session.message",
         }
     }
 }

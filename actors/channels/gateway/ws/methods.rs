@@ -101,6 +101,13 @@ methods! {
     PluginsList => "plugins.list", "Plugins (none here).";
     ChannelsStatus => "channels.status", "OpenClaw messaging-channel accounts (none here).";
     SystemInfo => "system.info", "The machine the gateway runs on.";
+    ChatMetadata => "chat.metadata", "The models a chat can use (the agents' models).";
+    SkillsStatus => "skills.status", "An agent's skills with their requirements.";
+    SkillsLibraryList => "skills.library.list", "OpenClaw's uploaded-skill library (none here).";
+    SkillsProposalsList => "skills.proposals.list", "Skill workshop proposals (none here) and the installed skills.";
+    SkillsSecurityVerdicts => "skills.securityVerdicts", "Registry verdicts on skills (none here).";
+    SkillsSearch => "skills.search", "The skill registry's search (no registry here: no results).";
+    PluginsCatalogBrowse => "plugins.catalog.browse", "The plugin catalog (empty here).";
 }
 
 /// Reads a method's `params`, naming the method and the field that is wrong.
@@ -378,6 +385,13 @@ pub(crate) async fn call(
         | Method::PluginsList
         | Method::ChannelsStatus
         | Method::SystemInfo => super::ui_calls::call(state, method, p).await,
+        Method::ChatMetadata
+        | Method::SkillsStatus
+        | Method::SkillsLibraryList
+        | Method::SkillsProposalsList
+        | Method::SkillsSecurityVerdicts
+        | Method::SkillsSearch
+        | Method::PluginsCatalogBrowse => super::catalog_calls::call(state, method, p),
         Method::FlowsList
         | Method::FlowsRun
         | Method::FlowsGet

@@ -19,6 +19,7 @@
 //! (no `Authorization: Bearer` on the upgrade) have their own [`MAX_UNAUTHENTICATED`] places and
 //! `HANDSHAKE_TIMEOUT`; past those an upgrade without the header answers 503.
 
+mod catalog_calls;
 mod device;
 mod events;
 pub(crate) mod frames;
@@ -28,6 +29,7 @@ mod openclaw;
 mod outbox;
 mod runs;
 mod scopes;
+mod session_events;
 #[cfg(test)]
 mod tests;
 mod ui_calls;

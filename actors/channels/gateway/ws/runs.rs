@@ -334,10 +334,14 @@ pub(super) struct HistoryParams {
     agent_id: Option<String>,
     #[serde(default)]
     limit: Option<usize>,
+    /// Runs (idempotency keys) whose input the client shows as sent but not yet confirmed.
+    #[serde(default)]
+    input_run_ids: Option<Vec<String>>,
 }
 
 /// The last `limit` messages of a session, in OpenClaw's shape; none for a session that has
-/// not started yet.
+/// not started yet. With `inputRunIds`, `inputReceipts` (and the older `inputConsumptions`)
+/// name the transcript message that consumed each of those inputs.
 pub(super) fn history(state: &ApiState, p: HistoryParams) -> Result<Value, ErrorShape> {
     let agent = agent_of(state, p.agent_id.as_deref(), Some(&p.session_key))?;
     let key = session_of(state, &agent, Some(&p.session_key), &RequestId::random())?;
@@ -350,16 +354,40 @@ pub(super) fn history(state: &ApiState, p: HistoryParams) -> Result<Value, Error
     };
     let limit = p.limit.unwrap_or(DEFAULT_HISTORY);
     let entries = shown["entries"].as_array().cloned().unwrap_or_default();
-    let messages = openclaw::sessions::messages(&entries);
+    let numbered = openclaw::sessions::numbered(&entries);
+    let consumed: Option<Vec<(String, Value)>> = p.input_run_ids.as_ref().map(|ids| {
+        ids.iter()
+            .filter_map(|id| {
+                numbered
+                    .iter()
+                    .find(|m| m.request_id.as_deref() == Some(id) && m.message["role"] == "user")
+                    .map(|m| (id.clone(), m.message["id"].clone()))
+            })
+            .collect()
+    });
+    let messages: Vec<Value> = numbered.into_iter().map(|m| m.message).collect();
     // Lines of the transcript that could not be read are counted, not hidden.
     let unreadable = entries.iter().filter(|e| e["type"] == "unreadable").count();
     let skip = messages.len().saturating_sub(limit);
     let session = shown["session"].take();
-    Ok(json!({
+    let mut out = json!({
         "sessionKey": key,
         "sessionId": session["session_id"],
         "session": session,
         "messages": messages[skip..],
         "unreadable": unreadable,
-    }))
+    });
+    if let Some(consumed) = consumed {
+        let receipts: Vec<Value> = consumed
+            .iter()
+            .map(|(run, by)| json!({ "runId": run, "state": "consumed", "consumedByEventId": by }))
+            .collect();
+        let consumptions: Vec<Value> = consumed
+            .iter()
+            .map(|(run, by)| json!({ "runId": run, "consumedByEventId": by }))
+            .collect();
+        out["inputReceipts"] = json!(receipts);
+        out["inputConsumptions"] = json!(consumptions);
+    }
+    Ok(out)
 }

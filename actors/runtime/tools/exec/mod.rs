@@ -341,6 +341,8 @@ impl ExecTool {
             agent: agent.to_string(),
             session: ctx.session.to_string(),
             command: plan.shown.clone(),
+            argv: plan.argv.clone(),
+            task_id: ctx.run.as_ref().map(|r| r.task_id.to_string()),
             rule: argv::glob_escape(&plan.shown),
             timeout: self.def.approval_timeout,
         };

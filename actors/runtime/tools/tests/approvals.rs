@@ -52,6 +52,7 @@ async fn exec_in_ask_mode_runs_once_approved_and_always_skips_the_next_ask() {
     });
     let (_, rec) = next(&mut sub).await;
     assert_eq!(rec.command, "touch made");
+    assert_eq!(rec.argv, ["touch", "made"], "the exact argv");
     assert!(
         !ws.path().join("made").exists(),
         "nothing runs before the answer"

@@ -8,6 +8,8 @@
 //! - [`cron`]: jobs, pages, runs and the add/update params, both ways.
 //! - [`run`]: the final `res` of `agent` (`{runId, status, summary, result:{payloads, meta}}`).
 //! - [`sessions`]: session rows and `chat.history` messages.
+//! - [`skills`]: `skills.status` and the other catalogs the Control UI reads (`chat.metadata`,
+//!   `plugins.catalog.browse`).
 //! - [`status`]: `status`, `health` and `system-presence` as OpenClaw's CLI reads them.
 //! - [`tasks`]: `tasks.list`'s params and OpenClaw's `TaskSummary` rows.
 //! - [`ui`]: what the Control UI reads (agents, identities, empty catalogs).
@@ -17,6 +19,7 @@ pub(super) mod cron;
 pub(super) mod fields;
 pub(super) mod run;
 pub(super) mod sessions;
+pub(super) mod skills;
 pub(super) mod status;
 pub(super) mod tasks;
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Sessions in OpenClaw's shapes: a row of `sessions.list` / `sessions.describe`
 //! (`{key, agentId, sessionId, kind, updatedAt, …tokens}`), and a transcript as `chat.history`
-//! messages (`{role, content: [{type: "text", text}], timestamp}`).
+//! messages (`{role, content: [{type: "text", text}], timestamp}`), and the `session.message`
+//! event that carries one message as the transcript commits it.
 
 use crate::gateway::sessions::SessionRow;
 use serde_json::{Value, json};
@@ -22,9 +23,22 @@ pub(crate) fn row(r: &SessionRow) -> Value {
     })
 }
 
-/// The transcript entries of a session (clawbus's JSONL records) as `chat.history` messages:
-/// the `message` entries only; a tool result's role is OpenClaw's `toolResult`.
-pub(crate) fn messages(entries: &[Value]) -> Vec<Value> {
+/// A transcript message in OpenClaw's shape, with where it stands.
+pub(crate) struct Numbered {
+    /// Its position among the session's messages, from 1 (OpenClaw's `messageSeq`).
+    pub(crate) seq: u64,
+    /// The request that wrote it (for a user message: the client's idempotency key).
+    pub(crate) request_id: Option<String>,
+    /// `{role, content, timestamp, id, idempotencyKey?, __openclaw: {id, seq, idempotencyKey?}}`.
+    pub(crate) message: Value,
+}
+
+/// The transcript entries of a session (clawbus's JSONL records) as `chat.history` messages
+/// (the `message` entries only; a tool result's role is OpenClaw's `toolResult`), each with its
+/// position and request: a user message carries its
+/// request id as OpenClaw's `idempotencyKey`, which is how the Control UI matches the message
+/// it sent with the one the transcript holds.
+pub(crate) fn numbered(entries: &[Value]) -> Vec<Numbered> {
     entries
         .iter()
         .filter(|e| e["type"] == "message")
@@ -39,11 +53,59 @@ pub(crate) fn messages(entries: &[Value]) -> Vec<Value> {
                 Value::Array(parts) => Value::Array(parts.clone()),
                 _ => json!([]),
             };
+            Some((role, content, e))
+        })
+        .zip(1u64..)
+        .map(|((role, content, e), seq)| {
+            let request_id = e["request_id"].as_str().map(str::to_string);
+            let mut meta = json!({ "seq": seq });
             let mut out = json!({ "role": role, "content": content, "timestamp": e["ts"] });
             if let Some(id) = e["id"].as_str() {
                 out["id"] = json!(id);
+                meta["id"] = json!(id);
             }
-            Some(out)
+            if let (Some(rid), "user") = (&request_id, role) {
+                out["idempotencyKey"] = json!(rid);
+                meta["idempotencyKey"] = json!(rid);
+            }
+            out["__openclaw"] = meta;
+            Numbered {
+                seq,
+                request_id,
+                message: out,
+            }
         })
         .collect()
+}
+
+/// A `session.message` event: one message the transcript of `key` committed, with the
+/// session's row (`row`, OpenClaw's shape) and whether a run of it is still active.
+pub(crate) fn session_message(
+    key: &str,
+    agent: &str,
+    run_id: &str,
+    m: &Numbered,
+    row: Option<Value>,
+    active: bool,
+) -> Value {
+    let mut v = json!({
+        "sessionKey": key,
+        "agentId": agent,
+        "message": m.message,
+        "messageSeq": m.seq,
+        "runId": run_id,
+        "hasActiveRun": active,
+        "activeRunIds": if active { json!([run_id]) } else { json!([]) },
+        "archived": false,
+        "kind": "direct",
+    });
+    if let Some(id) = m.message.get("id") {
+        v["messageId"] = id.clone();
+    }
+    if let Some(row) = row {
+        v["sessionId"] = row["sessionId"].clone();
+        v["updatedAt"] = row["updatedAt"].clone();
+        v["session"] = row;
+    }
+    v
 }

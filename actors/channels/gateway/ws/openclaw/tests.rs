@@ -379,18 +379,50 @@ fn the_end_of_an_agent_run_reads_as_openclaws_final_answer() {
 fn transcript_entries_read_as_chat_history_messages() {
     let entries = [
         json!({ "id": "a", "ts": 1, "type": "session", "key": "agent:main:main" }),
-        json!({ "id": "b", "ts": 2, "type": "message", "message": { "role": "user", "content": "hi" } }),
-        json!({ "id": "c", "ts": 3, "type": "message", "message": { "role": "assistant", "content": "pong" } }),
+        json!({ "id": "b", "ts": 2, "type": "message", "request_id": "k1", "message": { "role": "user", "content": "hi" } }),
+        json!({ "id": "c", "ts": 3, "type": "message", "request_id": "k1", "message": { "role": "assistant", "content": "pong" } }),
         json!({ "id": "d", "ts": 4, "type": "message", "message": { "role": "tool", "content": "out" } }),
     ];
-    let m = super::sessions::messages(&entries);
+    let m: Vec<Value> = super::sessions::numbered(&entries)
+        .into_iter()
+        .map(|n| n.message)
+        .collect();
     assert_eq!(m.len(), 3, "only messages: {m:?}");
     assert_eq!(
         m[0],
-        json!({ "id": "b", "role": "user", "content": [{ "type": "text", "text": "hi" }], "timestamp": 2 })
+        json!({
+            "id": "b", "role": "user", "content": [{ "type": "text", "text": "hi" }], "timestamp": 2,
+            "idempotencyKey": "k1",
+            "__openclaw": { "id": "b", "seq": 1, "idempotencyKey": "k1" },
+        }),
+        "a user message carries its request id as the client's idempotency key"
     );
     assert_eq!(m[1]["content"][0]["text"], "pong");
+    assert_eq!(m[1]["__openclaw"], json!({ "id": "c", "seq": 2 }));
     assert_eq!(m[2]["role"], "toolResult");
+    assert_eq!(m[2]["__openclaw"]["seq"], 3);
+
+    // The same message as a `session.message` event, while its run is active and after.
+    let n = super::sessions::numbered(&entries);
+    let row = json!({ "key": "agent:main:main", "sessionId": "s1", "updatedAt": 9 });
+    let ev =
+        super::sessions::session_message("agent:main:main", "main", "r1", &n[0], Some(row), true);
+    assert_eq!(ev["message"], m[0]);
+    assert_eq!(ev["messageId"], "b");
+    assert_eq!(ev["messageSeq"], 1);
+    assert_eq!(ev["sessionId"], "s1");
+    assert_eq!(ev["session"]["key"], "agent:main:main");
+    assert_eq!(
+        (&ev["hasActiveRun"], &ev["activeRunIds"]),
+        (&json!(true), &json!(["r1"]))
+    );
+    let ended =
+        super::sessions::session_message("agent:main:main", "main", "r1", &n[1], None, false);
+    assert_eq!(
+        (&ended["hasActiveRun"], &ended["activeRunIds"]),
+        (&json!(false), &json!([]))
+    );
+    assert_eq!(ended["message"]["role"], "assistant");
 }
 
 #[test]
