@@ -131,7 +131,7 @@ fn request(model: &str) -> ChatRequest {
     ChatRequest {
         model: model.into(),
         messages: vec![ChatMessage::system("bench"), ChatMessage::user("go")],
-        tools: Vec::new(),
+        tools: Default::default(),
     }
 }
 

@@ -181,8 +181,9 @@ pub struct ChatRequest {
     pub model: String,
     /// The whole conversation, oldest first.
     pub messages: Vec<ChatMessage>,
-    /// Tools the model may call; empty means none are offered.
-    pub tools: Vec<ToolSchema>,
+    /// Tools the model may call; empty means none are offered. Shared: a turn offers the same
+    /// tools on every call, and an agent's tool set builds them once.
+    pub tools: std::sync::Arc<[ToolSchema]>,
 }
 
 impl ChatRequest {

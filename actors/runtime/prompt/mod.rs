@@ -47,6 +47,13 @@ use std::sync::Arc;
 pub trait PromptSource: Send + Sync {
     /// The system prompt for the next model call.
     fn system_prompt(&self) -> String;
+
+    /// The length in bytes of the system prompt the next model call would get (what the
+    /// compaction check weighs before a turn). By default it assembles one; a source may keep
+    /// that text for the next [`PromptSource::system_prompt`], so a turn assembles it once.
+    fn system_prompt_len(&self) -> usize {
+        self.system_prompt().len()
+    }
 }
 
 /// A fixed system prompt.
@@ -177,6 +184,7 @@ impl PromptBuilder {
                 session: session.into(),
                 channel: channel.into(),
             },
+            ahead: std::sync::Mutex::new(None),
         })
     }
 
@@ -306,10 +314,34 @@ impl PromptBuilder {
 pub struct TurnPrompt {
     builder: Arc<PromptBuilder>,
     info: TurnInfo,
+    /// The text [`PromptSource::system_prompt_len`] assembled, given to the next
+    /// [`PromptSource::system_prompt`] (the turn's first model call, moments later) once.
+    ahead: std::sync::Mutex<Option<String>>,
 }
 
 impl PromptSource for TurnPrompt {
     fn system_prompt(&self) -> String {
+        let ahead = self
+            .ahead
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        ahead.unwrap_or_else(|| self.assemble())
+    }
+
+    fn system_prompt_len(&self) -> usize {
+        let text = self.assemble();
+        let len = text.len();
+        *self
+            .ahead
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(text);
+        len
+    }
+}
+
+impl TurnPrompt {
+    fn assemble(&self) -> String {
         #[allow(
             clippy::disallowed_methods,
             reason = "a log-only timing: how long assembling the prompt took"

@@ -349,6 +349,28 @@ fn a_turn_prompt_reassembles_on_every_call() {
 }
 
 #[test]
+fn the_length_check_hands_its_text_to_the_next_call_only() {
+    let ws = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(NOW_MS);
+    let b = Arc::new(builder(ws.path(), settings()).with_clock(clock.clone()));
+    let source: Arc<dyn PromptSource> = b.turn("s1", "cli");
+    let len = source.system_prompt_len();
+    let first = source.system_prompt();
+    assert_eq!(
+        first.len(),
+        len,
+        "the first call gets the text that was weighed"
+    );
+    put(ws.path(), "MEMORY.md", "new fact\n");
+    clock.advance(std::time::Duration::from_secs(60));
+    let second = source.system_prompt();
+    assert!(
+        second.contains("new fact") && second.contains("14:04:05"),
+        "later calls reassemble: {second}"
+    );
+}
+
+#[test]
 fn tools_report_counts_schema_characters_as_sent() {
     let tools = crate::tools::ToolSet::builtin().filtered(|n| n == "read");
     let r = ToolsReport::of(&tools);
@@ -433,7 +455,7 @@ mod anthropic_cache {
                 ChatMessage::system(prompt.system_prompt()),
                 ChatMessage::user("a"),
             ],
-            tools: vec![tool("read"), tool("write")],
+            tools: vec![tool("read"), tool("write")].into(),
         };
         client.complete(&first).await.unwrap();
         clock.advance(Duration::from_secs(95));
@@ -445,7 +467,7 @@ mod anthropic_cache {
                 ChatMessage::assistant(Some("one".into()), vec![]),
                 ChatMessage::user("b"),
             ],
-            tools: vec![tool("read"), tool("write")],
+            tools: vec![tool("read"), tool("write")].into(),
         };
         client.complete(&second).await.unwrap();
         let sent = server.requests();

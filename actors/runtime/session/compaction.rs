@@ -105,7 +105,7 @@ pub(crate) async fn compact(
             ChatMessage::system(SUMMARY_INSTRUCTIONS),
             ChatMessage::user(render(&older)),
         ],
-        tools: Vec::new(),
+        tools: Default::default(),
     };
     let reply = deps
         .model

@@ -129,6 +129,14 @@ impl SkillCatalog {
 
     /// The source folders in precedence order, each folder once.
     pub(crate) fn roots(&self) -> Vec<(SkillSource, PathBuf)> {
+        let mut roots = self.candidate_roots();
+        let mut seen = BTreeSet::new();
+        roots.retain(|(_, dir)| seen.insert(dir.canonicalize().unwrap_or_else(|_| dir.clone())));
+        roots
+    }
+
+    /// The source folders in precedence order, before two naming one folder are merged.
+    fn candidate_roots(&self) -> Vec<(SkillSource, PathBuf)> {
         let ws = &self.workspace;
         let mut roots = vec![
             (SkillSource::Workspace, ws.join("skills")),
@@ -158,8 +166,6 @@ impl SkillCatalog {
                 .iter()
                 .map(|d| (SkillSource::Extra, self.env.expand(d))),
         );
-        let mut seen = BTreeSet::new();
-        roots.retain(|(_, dir)| seen.insert(dir.canonicalize().unwrap_or_else(|_| dir.clone())));
         roots
     }
 
@@ -202,6 +208,20 @@ impl SkillCatalog {
 
     pub(super) fn materialised_fingerprint(&self) -> u64 {
         sources::tree_fingerprint(&self.workspace.join(super::MATERIALISED_DIR))
+    }
+
+    /// The paths whose stamps tell that the sources changed (see [`sources::Watch`]); taken
+    /// before a scan, so a change during the scan shows as one afterwards.
+    pub(super) fn watch_sources(&self) -> sources::Watch {
+        let roots: Vec<PathBuf> = self.candidate_roots().into_iter().map(|(_, d)| d).collect();
+        let mut watch = sources::Watch::default();
+        watch.sources(&roots);
+        watch
+    }
+
+    /// Adds `.skills/` and everything under it to `watch`.
+    pub(super) fn watch_materialised(&self, watch: &mut sources::Watch) {
+        watch.tree(&self.workspace.join(super::MATERIALISED_DIR));
     }
 }
 

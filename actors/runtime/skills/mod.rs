@@ -31,8 +31,11 @@
 //!
 //! **Snapshots**: a session holds a [`SkillSnapshot`] (or a [`SkillSession`]) and calls
 //! `refresh_if_changed` at turn start; [`AgentSkills`] does that for every session key of an
-//! agent. A fingerprint of (path, mtime, size) of every `SKILL.md` and of `.skills/` tells when to
-//! rebuild (a change to a skill's other files alone is seen with its next `SKILL.md` change).
+//! agent. A snapshot remembers the stamp (size, mtime, inode) of each source folder, each
+//! `SKILL.md` (present or not) and everything under `.skills/` when it was taken; one `stat` of
+//! each tells at the next turn whether to rebuild, without listing or hashing (a change to a
+//! skill's other files alone is seen with its next `SKILL.md` change). The fingerprint of
+//! (path, mtime, size) of the same files is kept on the snapshot for callers that compare.
 
 mod catalog;
 mod frontmatter;

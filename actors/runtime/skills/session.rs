@@ -79,16 +79,15 @@ impl AgentSkills {
 
     /// The snapshot of `session`, rebuilt first if a skill file changed since it was taken.
     /// Call it at turn start (calling it before every model call is fine: it costs a `stat` of
-    /// each `SKILL.md`).
+    /// each source folder, each `SKILL.md` and each entry of `.skills/`, nothing else).
     pub(crate) fn snapshot_for(&self, session: &str) -> Arc<SkillSnapshot> {
         let held = lock(&self.sessions).get(session).cloned();
-        let fingerprint = self.catalog.fingerprint();
-        if let Some(snapshot) = held.filter(|s| s.fingerprint == fingerprint) {
+        if let Some(snapshot) = held.filter(|s| !s.changed()) {
             return snapshot;
         }
         let fresh = {
             let mut latest = lock(&self.latest);
-            if latest.fingerprint != fingerprint {
+            if latest.changed() {
                 *latest = Arc::new(SkillSnapshot::build(&self.catalog));
             }
             Arc::clone(&latest)

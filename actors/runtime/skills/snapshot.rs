@@ -1,7 +1,8 @@
 //! [`SkillSnapshot`]: the skills one session lists, fixed until a `SKILL.md` changes, and the
 //! compact XML the prompt shows.
 
-use super::{MAX_DESCRIPTION_CHARS, ScanResult, Skill, SkillCatalog, materialise, sources};
+use super::sources::Watch;
+use super::{MAX_DESCRIPTION_CHARS, Skill, SkillCatalog, materialise, sources};
 
 /// One line for the system prompt, to put before the XML list.
 pub const PROMPT_HINT: &str = "Skills: each <skill> below is a set of instructions for one kind of task. \
@@ -24,6 +25,10 @@ pub struct SkillSnapshot {
     pub warnings: Vec<String>,
     /// `requires.env` of every skill found, listed or not.
     env_names: Vec<String>,
+    /// [`render_xml`] of `skills`, rendered once.
+    xml: String,
+    /// The paths whose stamps tell, one `stat` each, that a skill file changed since.
+    watch: Watch,
 }
 
 impl SkillSnapshot {
@@ -31,14 +36,12 @@ impl SkillSnapshot {
     /// every location can be read. Warnings are logged once here.
     pub fn build(catalog: &SkillCatalog) -> Self {
         // Taken before the scan: a change during the scan makes the snapshot stale, never lost.
+        let mut watch = catalog.watch_sources();
         let sources = catalog.sources_fingerprint();
         let scan = catalog.scan();
-        Self::from_scan(catalog, scan, sources)
-    }
-
-    fn from_scan(catalog: &SkillCatalog, scan: ScanResult, sources: u64) -> Self {
         let mut warnings = scan.warnings.clone();
         warnings.extend(materialise::sync(&catalog.workspace, scan.visible()));
+        catalog.watch_materialised(&mut watch);
         let fingerprint = sources::combine(sources, catalog.materialised_fingerprint());
         for warning in &warnings {
             tracing::warn!(workspace = %catalog.workspace.display(), warning = %warning, "Skill left out.");
@@ -49,18 +52,33 @@ impl SkillSnapshot {
             listed = scan.visible().count(),
             "Skill snapshot taken."
         );
+        let skills: Vec<Skill> = scan.visible().cloned().collect();
         Self {
             env_names: scan.required_env_names(),
-            skills: scan.visible().cloned().collect(),
+            xml: render_xml(&skills),
+            skills,
             fingerprint,
             warnings,
+            watch,
         }
     }
 
     /// `<available_skills>…</available_skills>` (one `<skill>` per line), or `""` when there is no
     /// skill, so an agent without skills gets no list at all.
     pub fn render_xml(&self) -> String {
-        render_xml(&self.skills)
+        self.xml.clone()
+    }
+
+    /// Whether a skill file may have changed since this snapshot was taken: one `stat` per
+    /// watched path (see [`Watch`]), where [`SkillSnapshot::fingerprint`] lists and hashes.
+    pub(crate) fn changed(&self) -> bool {
+        self.watch.changed()
+    }
+
+    #[cfg(test)]
+    /// How many paths [`SkillSnapshot::changed`] looks at.
+    pub(crate) fn watched(&self) -> usize {
+        self.watch.len()
     }
 
     #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Reading one source folder into [`Skill`]s, and fingerprinting sources to notice changes.
 
 use super::{MATERIALISED_DIR, MAX_SKILL_FILE_BYTES, SKILL_FILE, Skill, SkillSource, frontmatter};
+use crate::workspace::FileStamp;
 use clawbus_core::config::is_skill_name;
 use std::collections::hash_map::DefaultHasher;
 use std::fs;
@@ -231,4 +232,92 @@ fn stamp(meta: &fs::Metadata) -> (u64, u128) {
         .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos());
     (meta.len(), mtime)
+}
+
+/// What a snapshot was built from, told again with one `stat` per path: each source root (every
+/// candidate, before two naming one folder are merged), the `SKILL.md` of each skill folder in
+/// it (present or not), and everything under `.skills/`. A folder's stamp changes when an entry is added,
+/// removed or renamed in it, a file's when it is written or replaced, a symlink's target's when
+/// it is pointed elsewhere (inode), and a path that appears or disappears changes from absent to
+/// present or back: every change the fingerprint sees, without listing, sorting or hashing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Watch {
+    /// (path, followed through symlinks, its stamp when taken; `None`: absent or unreadable).
+    paths: Vec<(PathBuf, bool, Option<FileStamp>)>,
+}
+
+impl Watch {
+    /// Watches `path` (through symlinks when `follow`); gives its metadata when it exists.
+    fn add(&mut self, path: PathBuf, follow: bool) -> Option<fs::Metadata> {
+        let meta = metadata(&path, follow);
+        self.paths
+            .push((path, follow, meta.as_ref().map(FileStamp::of)));
+        meta
+    }
+
+    /// Watches the source roots, their skill folders and each folder's `SKILL.md`.
+    pub(super) fn sources(&mut self, roots: &[PathBuf]) {
+        for root in roots {
+            if !self.add(root.clone(), true).is_some_and(|m| m.is_dir()) {
+                continue;
+            }
+            let Ok(mut dirs) = skill_dirs(root) else {
+                continue;
+            };
+            dirs.truncate(MAX_DIRS_PER_ROOT);
+            // A `SKILL.md` written into a folder that had none changes from absent to present.
+            for dir in dirs {
+                self.add(dir.join(SKILL_FILE), true);
+            }
+        }
+    }
+
+    /// Watches `dir` and everything under it (symlinks inside not followed), at most
+    /// [`MAX_TREE_ENTRIES`] entries, as [`tree_fingerprint`] reads it.
+    pub(super) fn tree(&mut self, dir: &Path) {
+        if !self
+            .add(dir.to_path_buf(), true)
+            .is_some_and(|m| m.is_dir())
+        {
+            return;
+        }
+        let mut stack = vec![dir.to_path_buf()];
+        let mut seen = 0;
+        while let Some(at) = stack.pop() {
+            let Ok(entries) = fs::read_dir(&at) else {
+                continue;
+            };
+            for entry in entries.filter_map(Result::ok) {
+                seen += 1;
+                if seen > MAX_TREE_ENTRIES {
+                    return;
+                }
+                let path = entry.path();
+                if self.add(path.clone(), false).is_some_and(|m| m.is_dir()) {
+                    stack.push(path);
+                }
+            }
+        }
+    }
+
+    /// Whether any watched path's stamp differs from when it was taken.
+    pub(crate) fn changed(&self) -> bool {
+        self.paths
+            .iter()
+            .any(|(path, follow, was)| metadata(path, *follow).as_ref().map(FileStamp::of) != *was)
+    }
+
+    /// How many paths are watched.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.paths.len()
+    }
+}
+
+fn metadata(path: &Path, follow: bool) -> Option<fs::Metadata> {
+    if follow {
+        fs::metadata(path).ok()
+    } else {
+        fs::symlink_metadata(path).ok()
+    }
 }

@@ -143,6 +143,9 @@ pub struct ToolSet {
     secrets: Arc<crate::secrets::Secrets>,
     /// Where the set is built again from when its tools changed; `None`: it never changes.
     live: Option<Arc<dyn LiveTools>>,
+    /// [`ToolSet::model_schemas`], built on first use and shared by the clones of this set;
+    /// adding or removing a tool starts a new one.
+    model_schemas: Arc<std::sync::OnceLock<Arc<[crate::model::ToolSchema]>>>,
 }
 
 impl fmt::Debug for ToolSet {
@@ -173,6 +176,7 @@ impl ToolSet {
     }
 
     pub(crate) fn insert(&mut self, tool: Arc<dyn Tool>) {
+        self.model_schemas = Arc::default();
         self.removed.retain(|r| r.tool != tool.name());
         match self.tools.iter_mut().find(|t| t.name() == tool.name()) {
             Some(slot) => *slot = tool,
@@ -194,6 +198,7 @@ impl ToolSet {
             channels: self.channels.clone(),
             secrets: self.secrets.clone(),
             live: self.live.clone(),
+            model_schemas: Arc::default(),
         }
     }
 
@@ -228,7 +233,11 @@ impl ToolSet {
     /// Takes tool `name` out of the set, recording which layer removed it and why; a later call
     /// to it is refused as `policy_denied`. A name removed twice keeps its first reason.
     pub fn remove(&mut self, name: &str, layer: Layer, reason: impl Into<String>) {
+        let before = self.tools.len();
         self.tools.retain(|t| t.name() != name);
+        if self.tools.len() != before {
+            self.model_schemas = Arc::default();
+        }
         if !self.removed.iter().any(|r| r.tool == name) {
             self.removed.push(Removed {
                 tool: name.to_string(),
@@ -278,6 +287,23 @@ impl ToolSet {
                 )
             })
             .collect()
+    }
+
+    /// The schemas of [`ToolSet::schemas`] as a model request offers them: built once per set
+    /// (a tool's schema is fixed), shared by every request and every clone of the set.
+    pub fn model_schemas(&self) -> Arc<[crate::model::ToolSchema]> {
+        self.model_schemas
+            .get_or_init(|| {
+                self.schemas()
+                    .into_iter()
+                    .map(|(name, description, parameters)| crate::model::ToolSchema {
+                        name,
+                        description,
+                        parameters,
+                    })
+                    .collect()
+            })
+            .clone()
     }
 
     /// The tool names, in order.

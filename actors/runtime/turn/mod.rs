@@ -329,20 +329,13 @@ fn pending_calls(added: &[ChatMessage]) -> Vec<ToolCall> {
 /// tools left: what this run's channel may not use is not offered, nor what the session's
 /// channel may not (a `sessions_send` into a Telegram chat's session comes from the `agent`
 /// channel, but runs in Telegram's conversation).
-fn for_channels(deps: &TurnDeps, ctx: &ToolContext) -> (TurnDeps, Vec<ToolSchema>) {
+fn for_channels(deps: &TurnDeps, ctx: &ToolContext) -> (TurnDeps, Arc<[ToolSchema]>) {
     let mut tools = deps.tools.for_channel(ctx.channel.as_str());
     if let Some(channel) = ctx.session.channel().filter(|c| ctx.channel != *c) {
         tools = tools.for_channel(channel);
     }
-    let schemas = tools
-        .schemas()
-        .into_iter()
-        .map(|(name, description, parameters)| ToolSchema {
-            name,
-            description,
-            parameters,
-        })
-        .collect();
+    // Built once per tool set: a channel that removes nothing shares the agent's.
+    let schemas = tools.model_schemas();
     let deps = TurnDeps {
         tools,
         ..deps.clone()

@@ -222,7 +222,7 @@ pub(crate) fn estimate(request: &ChatRequest, reply: &ModelReply) -> Usage {
         + request
             .tools
             .iter()
-            .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
+            .map(|t| t.name.len() + t.description.len() + json_len(&t.parameters))
             .sum::<usize>();
     let completion = reply.text.as_deref().map_or(0, str::len) + calls(&reply.tool_calls);
     Usage {
@@ -233,17 +233,46 @@ pub(crate) fn estimate(request: &ChatRequest, reply: &ModelReply) -> Usage {
     }
 }
 
+/// The length of `value`'s compact JSON text (`value.to_string().len()`), counted as it is
+/// written, without building the text.
+fn json_len(value: &serde_json::Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to a counter cannot fail, nor can serialising a `Value` (its keys are strings).
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::ChatMessage;
 
     #[test]
+    fn json_len_is_the_length_of_the_compact_text() {
+        let value = serde_json::json!({
+            "type": "object",
+            "properties": { "path": { "type": "string", "description": "a \"quoted\" é\n" } },
+            "required": ["path"], "n": 12.5, "m": -3, "b": true, "z": null
+        });
+        assert_eq!(json_len(&value), value.to_string().len());
+    }
+
+    #[test]
     fn a_call_without_usage_is_estimated_at_four_chars_a_token() {
         let request = ChatRequest {
             model: "m".into(),
             messages: vec![ChatMessage::user("x".repeat(40))],
-            tools: Vec::new(),
+            tools: Default::default(),
         };
         let reply = ModelReply {
             text: Some("y".repeat(9)),

@@ -33,7 +33,7 @@ fn ask(system: &str, text: &str) -> ChatRequest {
     ChatRequest {
         model: "claude-test".into(),
         messages: vec![ChatMessage::system(system), ChatMessage::user(text)],
-        tools: vec![tool("read"), tool("write")],
+        tools: vec![tool("read"), tool("write")].into(),
     }
 }
 

@@ -29,7 +29,7 @@ pub(crate) fn ask() -> ChatRequest {
     ChatRequest {
         model: "p-model".into(),
         messages: vec![ChatMessage::user("hi")],
-        tools: vec![],
+        tools: Default::default(),
     }
 }
 

@@ -27,7 +27,7 @@ fn ask(text: &str) -> ChatRequest {
     ChatRequest {
         model: "test-model".into(),
         messages: vec![ChatMessage::user(text)],
-        tools: vec![],
+        tools: Default::default(),
     }
 }
 
@@ -349,7 +349,8 @@ async fn request_carries_tools_and_tool_call_pairing() {
             name: "read".into(),
             description: "Read a file.".into(),
             parameters: params.clone(),
-        }],
+        }]
+        .into(),
     };
     client(&server).complete(&req).await.unwrap();
     let sent = &server.requests()[0];

@@ -38,7 +38,7 @@ pub(crate) fn rounds() -> (ChatRequest, ChatRequest) {
     let first = ChatRequest {
         model: "m".into(),
         messages: vec![ChatMessage::system("s"), ChatMessage::user("go")],
-        tools: tools(),
+        tools: tools().into(),
     };
     let mut later = first.clone();
     let call = ToolCall {

@@ -22,7 +22,7 @@ fn request(messages: Vec<ChatMessage>) -> ChatRequest {
     ChatRequest {
         model: "scripted/demo".into(),
         messages,
-        tools: vec![],
+        tools: Default::default(),
     }
 }
 

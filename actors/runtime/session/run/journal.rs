@@ -181,7 +181,8 @@ impl Run {
         }
         let mut entries = Vec::new();
         let mut usage = UsageByModel::default();
-        let system_chars = prompt.system_prompt().len();
+        // The text is kept for the turn's first model call: assembled once, not twice.
+        let system_chars = prompt.system_prompt_len();
         if compaction::needs_compaction(&rt.def.session, system_chars, &view, text) {
             tracing::info!(agent = %rt.id, session = %key, tokens = view.estimated_tokens(), "Compacting the session.");
             let compacted = compaction::compact(

@@ -178,3 +178,89 @@ fn each_session_keeps_its_snapshot_until_a_skill_changes() {
     );
     agent.end_session("a");
 }
+
+/// The per-turn check is one `stat` per watched path: every kind of change the fingerprint
+/// sees is seen by the next `snapshot_for`, and nothing else rebuilds the snapshot.
+#[test]
+fn the_next_turn_sees_every_kind_of_skill_change_through_the_watch() {
+    let fx = Fx::new();
+    let notes = fx.skill("ws/skills", "notes", &desc("first version"));
+    fx.skill("bundled", "web", &desc("bundled web"));
+    fs::create_dir_all(fx.path("extra/empty")).unwrap();
+    let agent = AgentSkills::new(fx.catalog(&[]));
+    let first = agent.snapshot_for("s");
+    assert!(first.watched() > 0, "the snapshot watches its sources");
+    assert!(
+        Arc::ptr_eq(&first, &agent.snapshot_for("s")),
+        "nothing changed: the same snapshot, not rebuilt"
+    );
+    let mut last = first;
+    let mut next = |what: &str| {
+        let now = agent.snapshot_for("s");
+        assert!(
+            !Arc::ptr_eq(&now, &last),
+            "{what}: the next turn rebuilt the snapshot"
+        );
+        assert!(
+            Arc::ptr_eq(&now, &agent.snapshot_for("s")),
+            "{what}: rebuilt once, then held"
+        );
+        last = now.clone();
+        now.render_xml()
+    };
+
+    // An edited SKILL.md.
+    fs::write(
+        &notes,
+        "---\ndescription: second, longer version\n---\nbody\n",
+    )
+    .unwrap();
+    assert!(next("edited").contains("second, longer version"));
+    // A new skill folder in a source that had one.
+    fx.skill("ws/skills", "added", &desc("added later"));
+    assert!(next("new folder").contains("added later"));
+    // A SKILL.md written into a folder that had none.
+    fs::write(
+        fx.path("extra/empty/SKILL.md"),
+        "---\ndescription: now a skill\n---\nbody\n",
+    )
+    .unwrap();
+    assert!(next("SKILL.md added").contains("now a skill"));
+    // A source folder that did not exist when the snapshot was taken.
+    fx.skill("ws/.agents/skills", "agents-skill", &desc("from .agents"));
+    assert!(next("new source folder").contains("from .agents"));
+    // A removed skill.
+    fs::remove_dir_all(fx.path("ws/skills/added")).unwrap();
+    assert!(!next("removed").contains("added later"));
+    // The copy under .skills/ edited by hand is put back by the rebuild.
+    let copy = fx.path("ws/.skills/web/SKILL.md");
+    fs::remove_file(&copy).unwrap();
+    fs::write(&copy, "tampered").unwrap();
+    next("copy edited");
+    assert!(
+        fs::read_to_string(&copy).unwrap().contains("bundled web"),
+        "the copy the model reads is restored"
+    );
+}
+
+/// A source that is a symlink, pointed at another folder, is a change although no file under
+/// either folder changed.
+#[cfg(unix)]
+#[test]
+fn a_source_symlink_pointed_elsewhere_is_a_change() {
+    let fx = Fx::new();
+    fx.skill("one", "alpha", &desc("from one"));
+    fx.skill("two", "beta", &desc("from two"));
+    std::os::unix::fs::symlink(fx.path("one"), fx.path("link")).unwrap();
+    let mut catalog = fx.catalog(&[]);
+    catalog.extra_dirs = vec![fx.path("link")];
+    let agent = AgentSkills::new(catalog);
+    assert!(agent.xml_for("s").contains("from one"));
+    fs::remove_file(fx.path("link")).unwrap();
+    std::os::unix::fs::symlink(fx.path("two"), fx.path("link")).unwrap();
+    let xml = agent.xml_for("s");
+    assert!(
+        xml.contains("from two") && !xml.contains("from one"),
+        "{xml}"
+    );
+}
