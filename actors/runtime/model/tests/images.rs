@@ -31,7 +31,7 @@ fn conversation() -> ChatRequest {
             ChatMessage::tool("c2", "no errors"),
             ChatMessage::assistant(Some("seen".into()), vec![]),
         ],
-        tools: vec![],
+        tools: std::sync::Arc::default(),
     }
 }
 
