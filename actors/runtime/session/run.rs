@@ -101,17 +101,13 @@ async fn execute_leased(input: RunInput, leases: &SessionLeases) -> RunReport {
         Err(e) => {
             let delay = leases.leases().ttl();
             tracing::warn!(agent = %rt.id, session = %key, request_id, error = %e, delay_ms = delay.as_millis() as u64, "Session lease not taken; the task is tried again later.");
-            if let Err(e) = delivery
-                .nack_because(delay, &format!("session lease: {e}"))
-                .await
-            {
-                tracing::error!(request_id, error = %e, "Could not ask for the retry; the task will be redelivered.");
-            }
-            return RunReport {
-                base: None,
-                entries: Vec::new(),
-                end: RunEnd::Retrying,
-            };
+            return retry_later(
+                &delivery,
+                delay,
+                &format!("session lease: {e}"),
+                &request_id,
+            )
+            .await;
         }
     };
     tracing::debug!(agent = %rt.id, session = %key, request_id, revision = lease.revision(), "Session lease taken.");
@@ -125,17 +121,13 @@ async fn execute_leased(input: RunInput, leases: &SessionLeases) -> RunReport {
         Err(e) => {
             let delay = leases.leases().ttl();
             tracing::warn!(agent = %rt.id, session = %key, request_id, error = %e, "Shared transcript unreadable; the task is tried again later.");
-            if let Err(e) = delivery
-                .nack_because(delay, &format!("shared transcript: {e}"))
-                .await
-            {
-                tracing::error!(request_id, error = %e, "Could not ask for the retry; the task will be redelivered.");
-            }
-            return RunReport {
-                base: None,
-                entries: Vec::new(),
-                end: RunEnd::Retrying,
-            };
+            return retry_later(
+                &delivery,
+                delay,
+                &format!("shared transcript: {e}"),
+                &request_id,
+            )
+            .await;
         }
     };
     if let Some(view) = &base {
@@ -189,6 +181,24 @@ async fn execute_leased(input: RunInput, leases: &SessionLeases) -> RunReport {
         tracing::warn!(agent = %rt.id, session = %key, request_id, error = %e, "Session lease not released; it expires by itself.");
     }
     report
+}
+
+/// Sends the task back to be delivered again after `delay` (`why` recorded with it); the run
+/// did nothing.
+async fn retry_later(
+    delivery: &Delivery,
+    delay: Duration,
+    why: &str,
+    request_id: &str,
+) -> RunReport {
+    if let Err(e) = delivery.nack_because(delay, why).await {
+        tracing::error!(request_id, error = %e, "Could not ask for the retry; the task will be redelivered.");
+    }
+    RunReport {
+        base: None,
+        entries: Vec::new(),
+        end: RunEnd::Retrying,
+    }
 }
 
 /// Reads a shared transcript again when it changed since this node last saw it; a log still

@@ -117,6 +117,20 @@ async fn run_agent(config: Config, task: &str) {
     system.shutdown(BOUND).await;
 }
 
+/// The first agent's tools as a run builds them (starting lazy servers), following `mcp`.
+fn live_tools(config: &Config, mcp: &McpServers) -> ToolSet {
+    let services = crate::agent::tools::ToolServices {
+        mcp: Some(mcp.clone()),
+        ..Default::default()
+    };
+    crate::agent::tools::live_agent_tools(
+        &config.agents[0],
+        config,
+        &services,
+        std::sync::Arc::default(),
+    )
+}
+
 /// The names of the tools offered in one model request.
 fn offered(request: &Value) -> Vec<String> {
     request["tools"]

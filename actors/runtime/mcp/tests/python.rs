@@ -253,37 +253,13 @@ async fn an_agent_on_the_scripted_model_calls_an_mcp_tool_and_never_sees_its_sec
         &toml,
         "[tools]\nallow = [\"group:mcp\"]\ndeny = [\"mcp__t__rm\"]\n",
     );
-    let opts = crate::system::SystemOptions {
-        shards: Some(1),
-        ..Default::default()
-    };
-    let system = crate::system::Clawbus::start(config, opts).await.unwrap();
-    let ingress = crate::ingress::Ingress::routed(system.bus().clone(), system.router().clone());
-    let request = crate::ingress::Request::new(
-        crate::ingress::Target::Agent(clawbus_core::ids::AgentId::new("a")),
-        bus::RequestId::random(),
-        "add 20 and 22",
-        "test",
-        crate::origin::Origin::api(),
-    );
-    let submitted = ingress.submit(request.clone()).await.unwrap();
-    let done = system.bus().wait(&request.request_id, BOUND).await.unwrap();
-    assert_eq!(
-        done.state,
-        bus::TaskState::Succeeded,
-        "{done:?} {submitted:?}"
-    );
+    run_agent(config, "add 20 and 22").await;
     let requests = model.requests();
     assert_eq!(requests.len(), 3, "{requests:#?}");
-    let offered: Vec<&str> = requests[0]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t["function"]["name"].as_str())
-        .collect();
-    assert!(offered.contains(&"mcp__t__add"), "{offered:?}");
+    let offered = offered(&requests[0]);
+    assert!(offered.iter().any(|t| t == "mcp__t__add"), "{offered:?}");
     assert!(
-        !offered.contains(&"mcp__t__rm"),
+        !offered.iter().any(|t| t == "mcp__t__rm"),
         "a denied tool is never offered: {offered:?}"
     );
     let sent = serde_json::to_string(&requests).unwrap();
@@ -296,7 +272,6 @@ async fn an_agent_on_the_scripted_model_calls_an_mcp_tool_and_never_sees_its_sec
         "a value passed by env never reaches the model"
     );
     assert!(sent.contains("[REDACTED:CARGO_MANIFEST_DIR]"), "{sent}");
-    system.shutdown(BOUND).await;
 }
 
 #[test]

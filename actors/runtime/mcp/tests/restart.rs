@@ -6,7 +6,6 @@ use super::rust_server::{offers, rust_toml};
 use super::*;
 use crate::mcp::McpServers;
 use serde_json::json;
-use std::sync::Arc;
 
 /// Lines in `file` (one per start of the failing server).
 fn starts(file: &Path) -> usize {
@@ -126,16 +125,7 @@ async fn a_lazy_server_starts_on_first_use_and_an_eager_one_with_the_daemon() {
             .all(|n| !n.starts_with("mcp__lazy__"))
     );
     // The first use: what an agent run does before it starts.
-    let services = crate::agent::tools::ToolServices {
-        mcp: Some(mcp.clone()),
-        ..Default::default()
-    };
-    let live = crate::agent::tools::live_agent_tools(
-        &config.agents[0],
-        &config,
-        &services,
-        Arc::default(),
-    );
+    let live = live_tools(&config, &mcp);
     let set = live.current().await;
     assert!(mcp.pid("lazy").is_some(), "started on first use");
     offers(&mcp, "mcp__lazy__echo").await;

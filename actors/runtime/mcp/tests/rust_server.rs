@@ -175,16 +175,7 @@ async fn an_agent_calls_a_tool_of_a_rust_server_and_a_denied_one_is_never_offere
 async fn tools_list_changed_refreshes_the_tools_an_agent_is_offered() {
     let (dir, config) = project(&rust_toml("rs", ""), "[tools]\nallow = [\"group:mcp\"]\n");
     let mcp = McpServers::start(&config.mcp).await;
-    let services = crate::agent::tools::ToolServices {
-        mcp: Some(mcp.clone()),
-        ..Default::default()
-    };
-    let live = crate::agent::tools::live_agent_tools(
-        &config.agents[0],
-        &config,
-        &services,
-        Arc::default(),
-    );
+    let live = live_tools(&config, &mcp);
     let before = live.current().await;
     assert!(before.names().contains(&"mcp__rs__grow"), "{before:?}");
     assert!(!before.names().contains(&"mcp__rs__extra"), "{before:?}");
