@@ -8,12 +8,14 @@
 //! [`NatsServer`]: a real `nats-server` with JetStream on a free loopback port.
 //! [`Browser`]: a real headless Chromium driven by `chromedriver` over W3C WebDriver.
 //! [`chromium_or_skip`], [`FixtureSite`], [`Tripwire`]: for the `browser` tool's tests.
+//! [`mcp_python_or_skip`]: the Python with the official MCP SDK, for the MCP tests.
 
 mod anthropic;
 mod browser;
 mod chromedriver;
 mod flood;
 mod nats;
+mod python;
 mod telegram;
 mod turn;
 
@@ -23,6 +25,7 @@ mod tests;
 pub use browser::{FixtureSite, Tripwire, chromium_or_skip, processes_naming};
 pub use chromedriver::{Browser, Element, WebDriverError};
 pub use nats::NatsServer;
+pub use python::mcp_python_or_skip;
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;

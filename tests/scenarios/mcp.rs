@@ -6,19 +6,9 @@ use crate::support::{Project, offered_tools, post_task, run_cmd, tool_results};
 use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::{Value, json};
 
+/// The Python with the MCP SDK, or `None` (the test is skipped; a failure under `CI=true`).
 pub(super) fn python() -> Option<String> {
-    match std::env::var("CLAWBUS_TEST_MCP_PYTHON") {
-        Ok(p) => Some(p),
-        Err(_) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!(
-                "CI=true but CLAWBUS_TEST_MCP_PYTHON is not set (.ci/run installs the mcp package)"
-            )
-        }
-        Err(_) => {
-            eprintln!("skipped: set CLAWBUS_TEST_MCP_PYTHON to a python with the mcp package");
-            None
-        }
-    }
+    clawbus::testkit::mcp_python_or_skip()
 }
 
 fn server_toml(python: &str) -> String {

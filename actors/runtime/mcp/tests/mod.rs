@@ -21,21 +21,9 @@ use std::time::Duration;
 /// A safety net for the waits below; never a synchronisation device.
 const BOUND: Duration = Duration::from_secs(60);
 
-/// The Python with the `mcp` package, or `None` (saying the test is skipped); panics when
-/// `CI=true`, where a skipped test would hide a missing dependency.
+/// The Python with the MCP SDK, or `None` (the test is skipped; a failure under `CI=true`).
 fn python() -> Option<String> {
-    match std::env::var("CLAWBUS_TEST_MCP_PYTHON") {
-        Ok(p) => Some(p),
-        Err(_) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!(
-                "CI=true but CLAWBUS_TEST_MCP_PYTHON is not set (.ci/run installs the mcp package)"
-            )
-        }
-        Err(_) => {
-            eprintln!("skipped: set CLAWBUS_TEST_MCP_PYTHON to a python with the mcp package");
-            None
-        }
-    }
+    clawbus_testkit::mcp_python_or_skip()
 }
 
 fn server_script() -> PathBuf {
