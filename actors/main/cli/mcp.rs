@@ -1,7 +1,7 @@
 //! `clawbus mcp list [--json]`: each configured MCP server started as the daemon would start
 //! it, then its state (started and over which transport, or why not), protocol version, own
-//! version and tools, then stopped. Works offline; exit 1 when a server did not start. `clawbus mcp serve`: see
-//! `mcp_serve.rs`.
+//! version and tools, then stopped. Works offline; exit 1 when a server did not start.
+//! `clawbus mcp serve`: see `mcp_serve.rs`.
 
 use super::Global;
 use super::out::outln;

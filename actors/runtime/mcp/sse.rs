@@ -66,7 +66,9 @@ pub(crate) fn not_streamable(e: &ClientInitializeError) -> Option<u16> {
         return None;
     };
     let Some(StreamableHttpError::<reqwest::Error>::UnexpectedServerResponse(text)) =
-        error.error.downcast_ref::<StreamableHttpError<reqwest::Error>>()
+        error
+            .error
+            .downcast_ref::<StreamableHttpError<reqwest::Error>>()
     else {
         return None;
     };
@@ -264,7 +266,7 @@ impl Events {
     /// The next event as (type, data); `None` when the stream ended.
     async fn next(&mut self) -> Result<Option<(String, String)>, SseError> {
         loop {
-            if let Some(event) = self.take_event() {
+            if let Some(event) = self.take_event()? {
                 return Ok(Some(event));
             }
             if self.ended {
@@ -284,8 +286,11 @@ impl Events {
     }
 
     /// An event completed by the lines read so far.
-    fn take_event(&mut self) -> Option<(String, String)> {
+    fn take_event(&mut self) -> Result<Option<(String, String)>, SseError> {
         while let Some(line) = self.take_line() {
+            if self.size > self.max {
+                return Err(SseError::EventTooLarge(self.max));
+            }
             if line.is_empty() {
                 self.size = 0;
                 let kind = self.kind.take();
@@ -294,7 +299,7 @@ impl Events {
                     continue;
                 }
                 data.pop();
-                return Some((kind.unwrap_or_else(|| "message".to_string()), data));
+                return Ok(Some((kind.unwrap_or_else(|| "message".to_string()), data)));
             }
             let line = String::from_utf8_lossy(&line);
             let (field, value) = match line.split_once(':') {
@@ -311,7 +316,7 @@ impl Events {
                 _ => {}
             }
         }
-        None
+        Ok(None)
     }
 
     /// One whole line (ended by CR LF, LF or CR), counted into the event's size.
@@ -379,10 +384,7 @@ mod tests {
     async fn an_event_over_the_bound_ends_the_stream_and_smaller_ones_pass() {
         let mut e = events(&["data: 12345\n\ndata: 12", "3456789\n\n"], 16);
         assert_eq!(e.next().await.unwrap(), pair("message", "12345"));
-        assert!(matches!(
-            e.next().await,
-            Err(SseError::EventTooLarge(16))
-        ));
+        assert!(matches!(e.next().await, Err(SseError::EventTooLarge(16))));
         // Many small events in one read are no large event.
         let mut e = events(&["data: 1234\n\n".repeat(10).as_str()], 16);
         for _ in 0..10 {
@@ -390,17 +392,16 @@ mod tests {
         }
         // An endless line trips the bound without a newline.
         let mut e = events(&["data: 1234567890", "1234567890"], 16);
-        assert!(matches!(
-            e.next().await,
-            Err(SseError::EventTooLarge(16))
-        ));
+        assert!(matches!(e.next().await, Err(SseError::EventTooLarge(16))));
     }
 
     #[test]
     fn the_endpoint_must_be_on_the_configured_urls_origin() {
         let base = Url::parse("http://127.0.0.1:8000/sse").unwrap();
         assert_eq!(
-            same_origin(&base, "/messages/?session_id=1").unwrap().as_str(),
+            same_origin(&base, "/messages/?session_id=1")
+                .unwrap()
+                .as_str(),
             "http://127.0.0.1:8000/messages/?session_id=1"
         );
         assert!(same_origin(&base, "http://127.0.0.1:8000/m").is_ok());
