@@ -1,7 +1,7 @@
 //! `clawbus mcp list [--json]`: each configured MCP server started as the daemon would start
-//! it, then its state (started, or why not), protocol version, own version and tools, then
-//! stopped. Works offline; exit 1 when a server did not start. `clawbus mcp serve`: see
-//! `mcp_serve.rs`.
+//! it, then its state (started and over which transport, or why not), protocol version, own
+//! version and tools, then stopped. Works offline; exit 1 when a server did not start.
+//! `clawbus mcp serve`: see `mcp_serve.rs`.
 
 use super::Global;
 use super::out::outln;
@@ -22,7 +22,7 @@ pub enum McpCommand {
 /// Flags of `clawbus mcp list`.
 #[derive(Debug, Args)]
 pub struct ListArgs {
-    /// Print JSON: an array of `{name, error, protocol, version, tools}`.
+    /// Print JSON: an array of `{name, error, transport, protocol, version, tools}`.
     #[arg(long)]
     pub json: bool,
 }
@@ -76,8 +76,9 @@ fn list(global: &Global, args: ListArgs) -> ExitCode {
             match &s.error {
                 Some(e) => outln!("{}: failed: {e}", s.name),
                 None => outln!(
-                    "{}: started, protocol {}, server {}, {} tools: {}",
+                    "{}: started over {}, protocol {}, server {}, {} tools: {}",
                     s.name,
+                    s.transport.as_deref().unwrap_or("?"),
                     s.protocol.as_deref().unwrap_or("?"),
                     s.version.as_deref().unwrap_or("(unnamed)"),
                     s.tools.len(),

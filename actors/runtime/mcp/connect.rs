@@ -1,5 +1,6 @@
 //! Opening one session with a server: its child process over stdio, or its URL over Streamable
-//! HTTP; both with the [`Handler`] that hears `notifications/tools/list_changed`.
+//! HTTP (or the older HTTP+SSE when the server answers 404/405 to it, see `sse`); each with the
+//! [`Handler`] that hears `notifications/tools/list_changed`.
 
 use super::McpError;
 use super::server::Server;
@@ -133,14 +134,23 @@ pub(crate) async fn stdio(
     })
 }
 
+/// The transport a session runs over (`clawbus mcp list`, the log).
+pub(crate) const STDIO: &str = "stdio";
+/// See [`STDIO`].
+pub(crate) const STREAMABLE_HTTP: &str = "streamable-http";
+/// See [`STDIO`]: the older HTTP+SSE, when the server answered 404/405 to Streamable HTTP.
+pub(crate) const SSE: &str = "sse";
+
 /// Opens a session with the server at `url` over Streamable HTTP, sending the value of each
-/// variable of `headers_env` as its header. Redirects are not followed (the URL is the one the
-/// file names) and bodies are bounded.
+/// variable of `headers_env` as its header; when its initialize POST is answered 404 or 405,
+/// over the older HTTP+SSE transport at the same URL, with the same headers. Redirects are not
+/// followed (the URL is the one the file names) and bodies are bounded. Also says which of the
+/// two ([`STREAMABLE_HTTP`] or [`SSE`]) it runs over.
 pub(crate) async fn http(
     server: &Arc<Server>,
     url: &str,
     headers_env: &BTreeMap<String, String>,
-) -> Result<Client, McpError> {
+) -> Result<(Client, &'static str), McpError> {
     let mut headers = HashMap::new();
     for (header, var) in headers_env {
         let missing = || McpError::Config {
@@ -158,15 +168,35 @@ pub(crate) async fn http(
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| server.protocol_error(e))?;
+    let legacy_headers: reqwest::header::HeaderMap = headers.clone().into_iter().collect();
     let config = StreamableHttpClientTransportConfig::with_uri(url)
         .custom_headers(headers)
         .max_json_response_size(MAX_HTTP_BODY)
         .max_sse_event_size(MAX_HTTP_BODY)
         .max_error_response_size(MAX_HTTP_ERROR_BODY);
-    let transport = StreamableHttpClientTransport::with_client(client, config);
-    server
+    let transport = StreamableHttpClientTransport::with_client(client.clone(), config);
+    let e = match server.handler().serve(transport).await {
+        Ok(c) => return Ok((c, STREAMABLE_HTTP)),
+        Err(e) => e,
+    };
+    let Some(status) = super::sse::not_streamable(&e) else {
+        return Err(server.protocol_error(e));
+    };
+    tracing::info!(server = %server.name, status, "MCP server answered Streamable HTTP's initialize with {status}; trying the older HTTP+SSE transport.");
+    let transport = super::sse::open(
+        &server.name,
+        client,
+        url,
+        legacy_headers,
+        MAX_HTTP_BODY,
+        server.def.timeout,
+    )
+    .await
+    .map_err(|e| server.protocol_error(e))?;
+    let c = server
         .handler()
         .serve(transport)
         .await
-        .map_err(|e| server.protocol_error(e))
+        .map_err(|e| server.protocol_error(e))?;
+    Ok((c, SSE))
 }

@@ -7,6 +7,7 @@
 //! - `server`: one server's session, listed tools and restarts (with `backoff`).
 //! - `connect`: opening a session over stdio or HTTP; `notifications/tools/list_changed` has the
 //!   tools listed again.
+//! - `sse`: the older HTTP+SSE transport, for a server that answers 404/405 to Streamable HTTP.
 //! - `bounded`: a stdio server's stdout read with a bound on one line (a longer one stops it).
 //! - `tool`: [`McpTool`], the [`crate::tools::Tool`] that forwards a call and renders the result.
 //!
@@ -21,15 +22,15 @@
 //! cannot start, times out or breaks the protocol gives the model a structured error naming it
 //! and the operator a log line; the other tools keep working.
 //!
-//! The older HTTP+SSE transport is not spoken: `rmcp` 3.11 has no client for it (removed from the
-//! SDK with the transport's removal from the specification), so a server that only offers it
-//! fails to start with the HTTP status it answered.
+//! A server that answers Streamable HTTP's initialize POST with 404 or 405 is spoken to over the
+//! older HTTP+SSE transport at the same URL (`sse`: `rmcp` 3.11 has no client for it).
 
 mod backoff;
 mod bounded;
 mod connect;
 mod server;
 mod spawn;
+mod sse;
 #[cfg(test)]
 mod tests;
 mod tool;
@@ -124,6 +125,9 @@ pub struct ServerStatus {
     pub name: String,
     /// `None` when it started and listed its tools; else why not.
     pub error: Option<String>,
+    /// The transport of its session: `stdio`, `streamable-http` or `sse` (the older HTTP+SSE);
+    /// `None` before one was opened.
+    pub transport: Option<String>,
     /// The protocol version agreed.
     pub protocol: Option<String>,
     /// The server's own `name version`, when it gave one.
@@ -220,6 +224,7 @@ impl McpServers {
             out.push(ServerStatus {
                 name: s.name.clone(),
                 error,
+                transport: s.transport().map(str::to_string),
                 protocol,
                 version,
                 tools,

@@ -40,6 +40,8 @@ pub(crate) struct Server {
     changed: Arc<tokio::sync::watch::Sender<u64>>,
     /// The last start's error, for `clawbus mcp list`.
     last_error: std::sync::Mutex<Option<String>>,
+    /// The transport of the last session opened (`connect::STDIO` …).
+    via: std::sync::Mutex<Option<&'static str>>,
     /// Wakes the keeper: the session died, or the daemon stops.
     wake: Notify,
     stopping: AtomicBool,
@@ -72,6 +74,7 @@ impl Server {
             listed: Default::default(),
             changed,
             last_error: Default::default(),
+            via: Default::default(),
             wake: Notify::new(),
             stopping: AtomicBool::new(false),
             died: AtomicBool::new(false),
@@ -105,6 +108,11 @@ impl Server {
     /// Whether it has ever been started (a lazy one is not until its first use).
     pub(crate) fn started(&self) -> bool {
         self.kept.load(Ordering::Relaxed)
+    }
+
+    /// The transport of the last session opened, once one was.
+    pub(crate) fn transport(&self) -> Option<&'static str> {
+        self.via.lock().ok().and_then(|v| *v)
     }
 
     /// The last start's error, redacted; `None` after a good start.
@@ -182,14 +190,16 @@ impl Server {
         let started = async {
             match &self.def.transport {
                 McpTransport::Stdio { command, args, env } => {
-                    super::connect::stdio(&me, command, args, env, self.def.sandbox.as_ref()).await
+                    super::connect::stdio(&me, command, args, env, self.def.sandbox.as_ref())
+                        .await
+                        .map(|c| (c, super::connect::STDIO))
                 }
                 McpTransport::Http { url, headers_env } => {
                     super::connect::http(&me, url, headers_env).await
                 }
             }
         };
-        let client = timeout(limit, started)
+        let (client, via) = timeout(limit, started)
             .await
             .map_err(|_| McpError::Timeout {
                 server: self.name.clone(),
@@ -197,7 +207,10 @@ impl Server {
                 after: limit,
             })??;
         let protocol = client.peer_info().map(|i| i.protocol_version.to_string());
-        tracing::info!(server = %self.name, protocol = ?protocol, "MCP server started.");
+        tracing::info!(server = %self.name, protocol = ?protocol, transport = via, "MCP server started.");
+        if let Ok(mut v) = self.via.lock() {
+            *v = Some(via);
+        }
         Ok(client)
     }
 

@@ -1,5 +1,6 @@
-"""A small MCP server on the official Python SDK (MCPServer), for clawbus's tests: over stdio, or
-over Streamable HTTP on 127.0.0.1 with `server.py http PORT`.
+"""A small MCP server on the official Python SDK (MCPServer), for clawbus's tests: over stdio, over
+Streamable HTTP on 127.0.0.1 with `server.py http PORT`, or over the older HTTP+SSE transport
+(`GET /sse`, then POSTs to the endpoint it names) with `server.py sse PORT`.
 
 Tools: add (sums two integers), pid (its process id, so a test can kill it), getenv (a
 variable's value, which clawbus must redact when it is a secret), env_names (the variables it was given), hang
@@ -85,5 +86,7 @@ def header(name: str, ctx: Context) -> str:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["http"]:
         mcp.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    elif sys.argv[1:2] == ["sse"]:
+        mcp.run("sse", host="127.0.0.1", port=int(sys.argv[2]))
     else:
         mcp.run()

@@ -11,8 +11,8 @@ use tokio::io::AsyncBufReadExt;
 
 /// The header sent, and the variable its value comes from: Cargo sets it for the test process,
 /// so it is a secret with a value no test writes.
-const HEADER: &str = "X-Clawbus-Test";
-const VAR: &str = "CARGO_MANIFEST_DIR";
+pub(super) const HEADER: &str = "X-Clawbus-Test";
+pub(super) const VAR: &str = "CARGO_MANIFEST_DIR";
 
 /// The Python server over HTTP; killed when dropped.
 pub(super) struct HttpServer {
@@ -22,6 +22,11 @@ pub(super) struct HttpServer {
 
 /// Starts the server on a free loopback port and waits (bounded) until uvicorn says it listens.
 pub(super) async fn http_server(py: &str) -> HttpServer {
+    python_server(py, "http", "/mcp").await
+}
+
+/// The server with transport `mode` (`http`, or `sse` for the older HTTP+SSE), at `path`.
+pub(super) async fn python_server(py: &str, mode: &str, path: &str) -> HttpServer {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -29,7 +34,7 @@ pub(super) async fn http_server(py: &str) -> HttpServer {
         .port();
     let mut child = tokio::process::Command::new(py)
         .arg(server_script())
-        .args(["http", &port.to_string()])
+        .args([mode, &port.to_string()])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -51,7 +56,7 @@ pub(super) async fn http_server(py: &str) -> HttpServer {
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     HttpServer {
         _child: child,
-        url: format!("http://127.0.0.1:{port}/mcp"),
+        url: format!("http://127.0.0.1:{port}{path}"),
     }
 }
 
@@ -195,7 +200,7 @@ async fn an_agent_calls_a_tool_over_http_and_the_header_value_reaches_no_model_r
     }
 }
 
-fn files_under(dir: &Path) -> Vec<PathBuf> {
+pub(super) fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();

@@ -1,8 +1,8 @@
 //! The MCP client's tests: against the official Python SDK's server (`testdata/server.py`, run by
 //! the Python that `CLAWBUS_TEST_MCP_PYTHON` names; `.ci/run` installs the `mcp` package in a venv)
-//! over stdio (`python`) and Streamable HTTP (`http`), and against a small server written here on
-//! `rmcp`'s server side (`rust_server`, `restart`). Without the Python SDK its tests say they
-//! were skipped, and fail when `CI=true`.
+//! over stdio (`python`), Streamable HTTP (`http`) and the older HTTP+SSE (`sse`), and against a
+//! small server written here on `rmcp`'s server side (`rust_server`, `restart`). Without the
+//! Python SDK its tests say they were skipped, and fail when `CI=true`.
 
 mod figures;
 mod http;
@@ -10,6 +10,7 @@ mod python;
 mod restart;
 mod rust_server;
 mod sandboxed;
+mod sse;
 
 use super::McpServers;
 use crate::tools::{ToolContext, ToolSet};
