@@ -580,3 +580,64 @@ fn agents_here_naming_an_unknown_agent_is_refused_naming_it() {
         "{stderr}"
     );
 }
+
+/// The user and assistant messages of a `GET /v1/sessions/{key}` answer, in order.
+fn said(shown: &Value) -> Vec<(String, String)> {
+    shown["entries"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no entries: {shown}"))
+        .iter()
+        .filter(|e| e["type"] == "message")
+        .map(|e| {
+            let m = &e["message"];
+            let text = m["content"].as_str().unwrap_or_default().to_string();
+            (m["role"].as_str().unwrap_or_default().to_string(), text)
+        })
+        .collect()
+}
+
+/// A session's first turn runs on node 1 (alone), its second on node 2 (node 1 stopped); with
+/// node 1 back, `GET /v1/sessions/{key}` on either node shows both turns in order: the
+/// transcript is read from the session's shared log, not from the node's own copy (which
+/// holds only the turn it ran).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_run_on_two_nodes_shows_both_turns_on_either_node() {
+    let test = "a_session_run_on_two_nodes_shows_both_turns_on_either_node";
+    let Some(nats) = NatsServer::start_or_skip(test) else {
+        return;
+    };
+    let model =
+        ScriptedServer::with_responder(|req| Turn::text(format!("re: {}", last_user(req)))).await;
+    let (p1, p2) = (Project::new(), Project::new());
+    for p in [&p1, &p2] {
+        p.with_mock_and(&model.base_url(), "")
+            .write("agents.d/chat.toml", "");
+    }
+    let turn = |text: &str, id: &str| json!({ "text": text, "request_id": id, "session": "two", "wait": true, "timeout_ms": 30_000 });
+    let n1 = node(&p1, &nats, "n1", &[]).await;
+    let (status, answer) = post_task(&n1, "chat", turn("first", "two-1")).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["result"]["text"], "re: first", "{answer}");
+    let n2 = node(&p2, &nats, "n2", &[]).await;
+    stop(n1).await;
+    let (status, answer) = post_task(&n2, "chat", turn("second", "two-2")).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["result"]["text"], "re: second", "{answer}");
+    let n1 = node(&p1, &nats, "n1", &[]).await;
+    let expected: Vec<(String, String)> = [
+        ("user", "first"),
+        ("assistant", "re: first"),
+        ("user", "second"),
+        ("assistant", "re: second"),
+    ]
+    .iter()
+    .map(|(r, t)| (r.to_string(), t.to_string()))
+    .collect();
+    let key = "/v1/sessions/agent:chat:api:direct:two";
+    for (name, n) in [("node 1", &n1), ("node 2", &n2)] {
+        let shown = get_json(n, key).await;
+        assert_eq!(said(&shown), expected, "both turns on {name}: {shown}");
+    }
+    stop(n1).await;
+    stop(n2).await;
+}

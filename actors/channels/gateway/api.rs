@@ -63,6 +63,9 @@ pub struct ApiState {
     pub started_ms: u64,
     /// Opens key-value stores on the bus's backend (the nodes' heartbeats, `/v1/nodes`).
     pub kv: bus::KvOpener,
+    /// On a shared bus: the cluster's session transcripts, read by `/v1/sessions/{key}` and
+    /// `chat.history` (`None`: this node's files).
+    pub transcripts: Option<Arc<dyn bus::log::LogStore>>,
 }
 
 /// Builds the router: `/healthz` open, everything under `/v1` and `/mcp` behind the token.

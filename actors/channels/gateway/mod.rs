@@ -138,6 +138,7 @@ impl HttpChannel {
             ws: ws::Connections::default(),
             started_ms: system.clock().now_ms(),
             kv: system.kv().clone(),
+            transcripts: system.transcripts().cloned(),
         });
         let (stop, stopping) = tokio::sync::watch::channel(false);
         let server = tokio::spawn(serve::serve(

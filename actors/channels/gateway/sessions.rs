@@ -62,6 +62,7 @@ fn reader(state: &ApiState) -> SessionReader {
         index: state.sessions.clone(),
         live: state.live.clone(),
         state_dir: state.config.state_dir.clone(),
+        shared: state.transcripts.clone(),
     }
 }
 
@@ -109,7 +110,7 @@ async fn list(
 
 /// A session's metadata, live state and transcript entries, as `GET /v1/sessions/{key}` shows
 /// them.
-pub(super) fn transcript(state: &ApiState, key: &str) -> Result<serde_json::Value, Failure> {
+pub(super) async fn transcript(state: &ApiState, key: &str) -> Result<serde_json::Value, Failure> {
     let key = SessionKey::from_client(key)
         .map_err(|e| Failure::new(StatusCode::BAD_REQUEST, "invalid_session_key", e))?;
     let sessions = reader(state);
@@ -130,12 +131,12 @@ pub(super) fn transcript(state: &ApiState, key: &str) -> Result<serde_json::Valu
             ));
         }
     };
-    let entries = match sessions.raw_entries(&meta) {
+    let entries = match sessions.raw_entries(&meta).await {
         Ok(e) => e,
         Err(e) => {
             // The path stays in the log: the client learns nothing of the host's folders.
-            let path = sessions.transcript_path(&meta);
-            tracing::error!(session = %key, path = %path.display(), error = %e, "Transcript unreadable.");
+            let source = sessions.transcript_source(&meta);
+            tracing::error!(session = %key, %source, error = %e, "Transcript unreadable.");
             return Err(Failure::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "transcript",
@@ -150,7 +151,7 @@ pub(super) fn transcript(state: &ApiState, key: &str) -> Result<serde_json::Valu
 }
 
 async fn show(State(state): State<ApiState>, Path(key): Path<String>) -> Response {
-    match transcript(&state, &key) {
+    match transcript(&state, &key).await {
         Ok(v) => Json(v).into_response(),
         Err(f) => f.into_response(),
     }

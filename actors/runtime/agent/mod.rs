@@ -163,6 +163,7 @@ impl AgentHandle {
                         index: shared.index.clone(),
                         live: shared.live.clone(),
                         state_dir: config.state_dir.clone(),
+                        shared: shared.leases.as_ref().map(|l| l.transcripts().clone()),
                     }),
                     mcp: Some(shared.mcp.clone()),
                     browsers: Some(shared.browsers.clone()),

@@ -198,6 +198,8 @@ pub struct Clawbus {
     mcp: crate::mcp::McpServers,
     /// The agents' browsers, stopped after the agents.
     browsers: crate::tools::Browsers,
+    /// On a shared bus: the cluster's session transcripts (`None` on the embedded bus).
+    transcripts: Option<Arc<dyn bus::log::LogStore>>,
 }
 
 impl Clawbus {
@@ -277,6 +279,7 @@ impl Clawbus {
             None => nodes::local_node_id(&db).map_err(|e| state_err(StateError::Db(e)))?,
         };
         let leases = session_leases(&kv, &clock, &node_id, config.bus.ack_wait).await?;
+        let transcripts = leases.as_ref().map(|l| l.transcripts().clone());
         let agent_ctx = AgentContext {
             bus: bus.clone(),
             index: index.clone(),
@@ -352,6 +355,7 @@ impl Clawbus {
             flows,
             mcp,
             browsers,
+            transcripts,
         })
     }
 
@@ -439,6 +443,12 @@ impl Clawbus {
     /// The session index.
     pub fn sessions(&self) -> &SessionIndex {
         &self.index
+    }
+
+    /// On a shared bus (NATS): the cluster's session transcripts, which hold every node's
+    /// lines; `None` on the embedded bus, whose transcripts are this node's files.
+    pub fn transcripts(&self) -> Option<&Arc<dyn bus::log::LogStore>> {
+        self.transcripts.as_ref()
     }
 
     /// Live sessions and their state.

@@ -168,7 +168,7 @@ impl Feed {
                 match (&key, *iteration) {
                     (Some(k), 1) => {
                         let at = RunSession { key: k, agent: &agent_id, active: true };
-                        session_events::publish(state, out, &e, &at, &mut run.sent)
+                        session_events::publish(state, out, &e, &at, &mut run.sent).await
                     }
                     _ => Ok(()),
                 }
@@ -228,7 +228,7 @@ impl Feed {
                 out.event(EventName::Agent, agent("lifecycle", lifecycle))?;
                 if let Some(k) = &key {
                     let at = RunSession { key: k, agent: &agent_id, active: false };
-                    session_events::publish(state, out, &e, &at, &mut run.sent)?;
+                    session_events::publish(state, out, &e, &at, &mut run.sent).await?;
                 }
                 out.event(EventName::Chat, final_chat)?;
                 out.event(EventName::Task, task(ended))?;

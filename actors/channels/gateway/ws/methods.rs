@@ -243,7 +243,7 @@ pub(crate) async fn call(
         }
         Method::AgentWait => runs::wait(state, params(method, p)?).await,
         Method::ChatAbort => runs::abort(state, params(method, p)?).await,
-        Method::ChatHistory => runs::history(state, params(method, p)?),
+        Method::ChatHistory => runs::history(state, params(method, p)?).await,
         Method::SessionsList => {
             let q: SessionsFilter = params(method, p)?;
             let rows = sessions::rows(state, q.agent_id.as_deref())?;

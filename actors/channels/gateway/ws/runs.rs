@@ -342,10 +342,10 @@ pub(super) struct HistoryParams {
 /// The last `limit` messages of a session, in OpenClaw's shape; none for a session that has
 /// not started yet. With `inputRunIds`, `inputReceipts` (and the older `inputConsumptions`)
 /// name the transcript message that consumed each of those inputs.
-pub(super) fn history(state: &ApiState, p: HistoryParams) -> Result<Value, ErrorShape> {
+pub(super) async fn history(state: &ApiState, p: HistoryParams) -> Result<Value, ErrorShape> {
     let agent = agent_of(state, p.agent_id.as_deref(), Some(&p.session_key))?;
     let key = session_of(state, &agent, Some(&p.session_key), &RequestId::random())?;
-    let mut shown = match sessions::transcript(state, key.as_str()) {
+    let mut shown = match sessions::transcript(state, key.as_str()).await {
         Ok(shown) => shown,
         Err(f) if f.status == axum::http::StatusCode::NOT_FOUND => {
             return Ok(json!({ "sessionKey": key, "messages": [] }));

@@ -23,14 +23,14 @@ pub(super) struct RunSession<'a> {
 
 /// Sends the messages of `e`'s request that the transcript holds beyond position `*sent`, and
 /// moves `*sent` on. A transcript that cannot be read sends nothing (logged at debug).
-pub(super) fn publish(
+pub(super) async fn publish(
     state: &ApiState,
     out: &Outbox,
     e: &TaskEvent,
     run: &RunSession<'_>,
     sent: &mut u64,
 ) -> Result<(), Closed> {
-    let shown = match sessions::transcript(state, run.key) {
+    let shown = match sessions::transcript(state, run.key).await {
         Ok(shown) => shown,
         Err(f) => {
             tracing::debug!(session = run.key, error = %f.message, "No transcript for session.message.");

@@ -22,7 +22,7 @@ pub(super) async fn call(state: &ApiState, method: Method, p: Value) -> Result<V
         Ok(answer)
     };
     match method {
-        Method::ChatStartup => startup(state, p),
+        Method::ChatStartup => startup(state, p).await,
         Method::AgentIdentityGet => params::<IdentityParams>(method, p).and_then(|q| {
             let agent = q
                 .agent_id
@@ -91,13 +91,13 @@ pub(super) async fn call(state: &ApiState, method: Method, p: Value) -> Result<V
 
 /// `chat.startup`: with a `sessionKey`, the session's history as `chat.history` answers it;
 /// with a `shortId` (a short link clawbus does not make), `{resolution: {ok: false}}`.
-fn startup(state: &ApiState, p: Value) -> Result<Value, ErrorShape> {
+async fn startup(state: &ApiState, p: Value) -> Result<Value, ErrorShape> {
     if p.get("shortId").is_some() {
         let q: ShortIdParams = params(Method::ChatStartup, p)?;
         tracing::debug!(short_id = %q.short_id, "chat.startup by short id: no short ids here.");
         return Ok(json!({ "resolution": { "ok": false } }));
     }
-    runs::history(state, params(Method::ChatStartup, p)?)
+    runs::history(state, params(Method::ChatStartup, p)?).await
 }
 
 fn system_info(state: &ApiState) -> Value {

@@ -219,35 +219,32 @@ impl Tool for SessionsHistoryTool {
             Err(out) => return out,
         };
         let limit = args.limit.unwrap_or(DEFAULT_HISTORY).clamp(1, MAX_HISTORY);
-        crate::tools::blocking("sessions_history", move || {
-            let entries = match reader.entries(&meta) {
-                Ok(e) => e,
-                Err(e) => {
-                    tracing::error!(session = %meta.key, error = %e, "Transcript unreadable.");
-                    return ToolOutput::error(
-                        "io",
-                        format!("the transcript of session {} cannot be read", meta.key),
-                    );
-                }
-            };
-            let lines: Vec<String> = entries
-                .iter()
-                .filter_map(|e| match &e.body {
-                    EntryBody::Message {
-                        message,
-                        silent: false,
-                        ..
-                    } => Some(line(message)),
-                    _ => None,
-                })
-                .collect();
-            let skip = lines.len().saturating_sub(limit);
-            if lines.is_empty() {
-                return ToolOutput::ok(format!("(session {} has no messages yet)", meta.key));
+        let entries = match reader.entries(&meta).await {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::error!(session = %meta.key, error = %e, "Transcript unreadable.");
+                return ToolOutput::error(
+                    "io",
+                    format!("the transcript of session {} cannot be read", meta.key),
+                );
             }
-            ToolOutput::ok(lines[skip..].join("\n"))
-        })
-        .await
+        };
+        let lines: Vec<String> = entries
+            .iter()
+            .filter_map(|e| match &e.body {
+                EntryBody::Message {
+                    message,
+                    silent: false,
+                    ..
+                } => Some(line(message)),
+                _ => None,
+            })
+            .collect();
+        let skip = lines.len().saturating_sub(limit);
+        if lines.is_empty() {
+            return ToolOutput::ok(format!("(session {} has no messages yet)", meta.key));
+        }
+        ToolOutput::ok(lines[skip..].join("\n"))
     }
 }
 
