@@ -158,9 +158,16 @@ async fn tools_of_an_http_server_are_listed_and_called_with_a_header_whose_value
 
 #[actix_rt::test]
 async fn an_agent_calls_a_tool_over_http_and_the_header_value_reaches_no_model_request_nor_file() {
-    use clawbus_testkit::{ScriptedServer, Turn};
     let Some(py) = python() else { return };
     let server = http_server(&py).await;
+    an_agent_calls_add_and_header_and_the_value_shows_nowhere(&server.url).await;
+}
+
+/// An agent on the scripted model calls `add` and `header` of the server at `url` (reached with
+/// [`http_toml`]'s header): the result reaches the model, the header's value no model request
+/// and no file of the project (transcripts included).
+pub(super) async fn an_agent_calls_add_and_header_and_the_value_shows_nowhere(url: &str) {
+    use clawbus_testkit::{ScriptedServer, Turn};
     let model = ScriptedServer::start(vec![
         Turn::tool_call("mcp__h__add", json!({"a": 20, "b": 22})),
         Turn::tool_call("mcp__h__header", json!({"name": HEADER})),
@@ -170,7 +177,7 @@ async fn an_agent_calls_a_tool_over_http_and_the_header_value_reaches_no_model_r
     let toml = format!(
         "[providers.mock]\nkind = \"openai\"\nbase_url = \"{}\"\ntimeout = \"10s\"\nmax_retries = 0\n\n[defaults]\nmodel = \"mock/test-model\"\n\n{}",
         model.base_url(),
-        http_toml(&server.url)
+        http_toml(url)
     );
     let (dir, config) = project(&toml, "[tools]\nallow = [\"group:mcp\"]\n");
     run_agent(config, "add 20 and 22").await;
@@ -200,7 +207,7 @@ async fn an_agent_calls_a_tool_over_http_and_the_header_value_reaches_no_model_r
     }
 }
 
-pub(super) fn files_under(dir: &Path) -> Vec<PathBuf> {
+fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();

@@ -5,7 +5,7 @@
 //! and against a server written here that answers 404 and names an endpoint on another origin,
 //! which is refused.
 
-use super::http::{HEADER, VAR, files_under, http_toml, python_server};
+use super::http::{HEADER, VAR, http_toml, python_server};
 use super::*;
 use crate::mcp::McpServers;
 use serde_json::json;
@@ -53,45 +53,9 @@ async fn a_server_that_only_speaks_http_sse_is_reached_over_the_fallback_with_it
 
 #[actix_rt::test]
 async fn an_agent_calls_a_tool_over_the_http_sse_fallback_and_the_header_value_shows_nowhere() {
-    use clawbus_testkit::{ScriptedServer, Turn};
     let Some(py) = python() else { return };
     let server = python_server(&py, "sse", "/sse").await;
-    let model = ScriptedServer::start(vec![
-        Turn::tool_call("mcp__h__add", json!({"a": 20, "b": 22})),
-        Turn::tool_call("mcp__h__header", json!({"name": HEADER})),
-        Turn::text("the sum is 42"),
-    ])
-    .await;
-    let toml = format!(
-        "[providers.mock]\nkind = \"openai\"\nbase_url = \"{}\"\ntimeout = \"10s\"\nmax_retries = 0\n\n[defaults]\nmodel = \"mock/test-model\"\n\n{}",
-        model.base_url(),
-        http_toml(&server.url)
-    );
-    let (dir, config) = project(&toml, "[tools]\nallow = [\"group:mcp\"]\n");
-    run_agent(config, "add 20 and 22").await;
-    let requests = model.requests();
-    assert_eq!(requests.len(), 3, "{requests:#?}");
-    assert!(offered(&requests[0]).contains(&"mcp__h__add".to_string()));
-    let sent = serde_json::to_string(&requests).unwrap();
-    assert!(
-        sent.contains("sum=42"),
-        "the result reached the model: {sent}"
-    );
-    assert!(sent.contains(&format!("[REDACTED:{VAR}]")), "{sent}");
-    let value = std::env::var(VAR).unwrap();
-    assert!(
-        !sent.contains(&value),
-        "a header value never reaches the model"
-    );
-    for file in files_under(dir.path()) {
-        let bytes = std::fs::read(&file).unwrap();
-        let text = String::from_utf8_lossy(&bytes);
-        assert!(
-            !text.contains(&value),
-            "{} holds the header value",
-            file.display()
-        );
-    }
+    super::http::an_agent_calls_add_and_header_and_the_value_shows_nowhere(&server.url).await;
 }
 
 /// A server that answers every POST 404 and every GET with an event stream whose endpoint is
