@@ -451,7 +451,8 @@ impl Tmux {
         cmd
     }
 
-    /// Opens window `name` running `script` (a shell script).
+    /// Opens window `name` running `script` (a shell script). The server is told to outlive its
+    /// last session: one that exits as a session closes would race the next `open`.
     async fn open(&self, name: &str, script: &Path) {
         let script = script.display().to_string();
         let cmd = self.tmux(&[
@@ -465,6 +466,11 @@ impl Tmux {
             "40",
             "sh",
             &script,
+            ";",
+            "set-option",
+            "-g",
+            "exit-empty",
+            "off",
         ]);
         succeeded(&run_cmd(cmd).await);
     }
