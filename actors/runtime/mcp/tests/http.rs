@@ -125,23 +125,7 @@ async fn tools_of_an_http_server_are_listed_and_called_with_a_header_whose_value
     let status = mcp.status().await;
     assert_eq!(status[0].error, None, "{status:?}");
     assert!(status[0].protocol.is_some(), "{status:?}");
-    for expected in ["mcp__h__add", "mcp__h__header"] {
-        assert!(
-            mcp.tool_names().iter().any(|n| n == expected),
-            "{:?}",
-            mcp.tool_names()
-        );
-    }
-    let secrets = Arc::new(crate::secrets::Secrets::from_config(&config));
-    let set = tools(&config, &mcp).with_secrets(secrets);
-    let sum = call(&set, dir.path(), "mcp__h__add", json!({"a": 2, "b": 40})).await;
-    assert!(!sum.is_error && sum.text.contains("sum=42"), "{}", sum.text);
-    let seen = call(&set, dir.path(), "mcp__h__header", json!({"name": HEADER})).await;
-    assert!(
-        seen.text.contains(&format!("{HEADER}: [REDACTED:{VAR}]")),
-        "the header reached the server with the variable's value, redacted here: {}",
-        seen.text
-    );
+    let seen = lists_and_calls_add_and_header(&config, &mcp, dir.path()).await;
     mcp.stop().await;
     let value = std::env::var(VAR).unwrap();
     assert!(!seen.text.contains(&value), "{}", seen.text);
@@ -218,4 +202,31 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// `add` and `header` are listed and called through the agent's tools; the header reached the
+/// server with the variable's value, which shows only redacted. What `header` answered.
+pub(super) async fn lists_and_calls_add_and_header(
+    config: &Config,
+    mcp: &McpServers,
+    dir: &Path,
+) -> crate::tools::ToolOutput {
+    for expected in ["mcp__h__add", "mcp__h__header"] {
+        assert!(
+            mcp.tool_names().iter().any(|n| n == expected),
+            "{:?}",
+            mcp.tool_names()
+        );
+    }
+    let secrets = Arc::new(crate::secrets::Secrets::from_config(config));
+    let set = tools(config, mcp).with_secrets(secrets);
+    let sum = call(&set, dir, "mcp__h__add", json!({"a": 2, "b": 40})).await;
+    assert!(!sum.is_error && sum.text.contains("sum=42"), "{}", sum.text);
+    let seen = call(&set, dir, "mcp__h__header", json!({"name": HEADER})).await;
+    assert!(
+        seen.text.contains(&format!("{HEADER}: [REDACTED:{VAR}]")),
+        "the header reached the server with the variable's value, redacted here: {}",
+        seen.text
+    );
+    seen
 }

@@ -5,10 +5,9 @@
 //! and against a server written here that answers 404 and names an endpoint on another origin,
 //! which is refused.
 
-use super::http::{HEADER, VAR, http_toml, python_server};
+use super::http::{VAR, http_toml, python_server};
 use super::*;
 use crate::mcp::McpServers;
-use serde_json::json;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -29,23 +28,7 @@ async fn a_server_that_only_speaks_http_sse_is_reached_over_the_fallback_with_it
         Some("clawbus-test"),
         "{status:?}"
     );
-    for expected in ["mcp__h__add", "mcp__h__header"] {
-        assert!(
-            mcp.tool_names().iter().any(|n| n == expected),
-            "{:?}",
-            mcp.tool_names()
-        );
-    }
-    let secrets = Arc::new(crate::secrets::Secrets::from_config(&config));
-    let set = tools(&config, &mcp).with_secrets(secrets);
-    let sum = call(&set, dir.path(), "mcp__h__add", json!({"a": 2, "b": 40})).await;
-    assert!(!sum.is_error && sum.text.contains("sum=42"), "{}", sum.text);
-    let seen = call(&set, dir.path(), "mcp__h__header", json!({"name": HEADER})).await;
-    assert!(
-        seen.text.contains(&format!("{HEADER}: [REDACTED:{VAR}]")),
-        "the header reached the server with the variable's value, redacted here: {}",
-        seen.text
-    );
+    let seen = super::http::lists_and_calls_add_and_header(&config, &mcp, dir.path()).await;
     let value = std::env::var(VAR).unwrap();
     assert!(!seen.text.contains(&value), "{}", seen.text);
     mcp.stop().await;
