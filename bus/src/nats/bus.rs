@@ -293,23 +293,28 @@ impl Bus for NatsBus {
                 "not connected (reconnecting with backoff); the task was not accepted, try again",
             ));
         }
-        let fresh_id = env.id;
-        let admission = self.shared.store.admit(env.clone()).await?;
-        if !admission.duplicate {
-            let dispatch = if admission.task.task_id == fresh_id {
-                env
-            } else {
-                let mut again = admission.task.envelope.clone();
-                again.attempt = admission.task.attempts + 1;
-                again
-            };
-            let request_id = dispatch.request_id.clone();
-            if let Err(e) = self.dispatch(dispatch).await {
-                self.undo_admission(request_id, &e).await;
-                return Err(e);
+        // Stored and dispatched as one step on a task of its own (see `run_to_end`).
+        let this = self.clone();
+        crate::backend::run_to_end(async move {
+            let fresh_id = env.id;
+            let admission = this.shared.store.admit(env.clone()).await?;
+            if !admission.duplicate {
+                let dispatch = if admission.task.task_id == fresh_id {
+                    env
+                } else {
+                    let mut again = admission.task.envelope.clone();
+                    again.attempt = admission.task.attempts + 1;
+                    again
+                };
+                let request_id = dispatch.request_id.clone();
+                if let Err(e) = this.dispatch(dispatch).await {
+                    this.undo_admission(request_id, &e).await;
+                    return Err(e);
+                }
             }
-        }
-        Ok(admission)
+            Ok(admission)
+        })
+        .await
     }
 
     async fn subscribe(&self, pattern: Topic) -> Result<Subscription, BusError> {
