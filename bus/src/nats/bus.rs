@@ -468,20 +468,25 @@ impl Bus for NatsBus {
             | Outcome::DeadLettered { error } => error.clone(),
             Outcome::Succeeded { .. } => "ended".to_string(),
         };
-        let done = self.shared.store.complete(request_id, outcome).await?;
-        let record = done.task;
-        if !done.recorded {
-            return Ok(record);
-        }
-        let payload = CancelNotice {
-            task_id: record.task_id,
-            request_id: Some(record.request_id.clone()),
-            reason,
-        }
-        .to_payload();
-        let mut notice = Envelope::event(Topic::cancellations(), payload);
-        notice.request_id = record.request_id.clone();
-        self.publish(notice).await?;
-        Ok(record)
+        // Ended and told to its consumer as one step (see `run_to_end`).
+        let (this, request_id) = (self.clone(), request_id.clone());
+        crate::backend::run_to_end(async move {
+            let done = this.shared.store.complete(&request_id, outcome).await?;
+            let record = done.task;
+            if !done.recorded {
+                return Ok(record);
+            }
+            let payload = CancelNotice {
+                task_id: record.task_id,
+                request_id: Some(record.request_id.clone()),
+                reason,
+            }
+            .to_payload();
+            let mut notice = Envelope::event(Topic::cancellations(), payload);
+            notice.request_id = record.request_id.clone();
+            this.publish(notice).await?;
+            Ok(record)
+        })
+        .await
     }
 }
