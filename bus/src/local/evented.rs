@@ -73,14 +73,19 @@ impl TaskStore for EventedStore {
         request_id: &RequestId,
         outcome: Outcome,
     ) -> Result<Completion, BusError> {
-        let done = self.inner.complete(request_id, outcome).await?;
-        if done.recorded {
-            if let Some(outcome) = done.task.outcome.clone() {
-                self.log
-                    .append(&Header::of(&done.task), TaskEventKind::Terminal { outcome });
+        // Recorded and announced as one step: a caller that stops waiting in between must not
+        // leave an ended task whose terminal event never comes (waiters would wait on).
+        let (inner, log, request_id) = (self.inner.clone(), self.log.clone(), request_id.clone());
+        crate::backend::run_to_end(async move {
+            let done = inner.complete(&request_id, outcome).await?;
+            if done.recorded {
+                if let Some(outcome) = done.task.outcome.clone() {
+                    log.append(&Header::of(&done.task), TaskEventKind::Terminal { outcome });
+                }
             }
-        }
-        Ok(done)
+            Ok(done)
+        })
+        .await
     }
 
     async fn requeue(&self, request_id: &RequestId) -> Result<Option<TaskRecord>, BusError> {

@@ -177,20 +177,27 @@ impl Bus for LocalBus {
                 env.topic
             )));
         }
-        let fresh_id = env.id;
-        let admission = self.store.admit(env.clone()).await?;
-        if !admission.duplicate {
-            let dispatch = if admission.task.task_id == fresh_id {
-                env
-            } else {
-                // An explicit retry: the stored task again, as its next attempt.
-                let mut again = admission.task.envelope.clone();
-                again.attempt = admission.task.attempts + 1;
-                again
-            };
-            self.broker.send(Dispatch(dispatch)).await.map_err(closed)?;
-        }
-        Ok(admission)
+        // Stored and dispatched as one step on a task of its own: a caller that stops waiting
+        // (a run cancelled mid-submit) must not leave a task stored but never delivered, which
+        // its duplicates would then find and never deliver either.
+        let (store, broker) = (self.store.clone(), self.broker.clone());
+        crate::backend::run_to_end(async move {
+            let fresh_id = env.id;
+            let admission = store.admit(env.clone()).await?;
+            if !admission.duplicate {
+                let dispatch = if admission.task.task_id == fresh_id {
+                    env
+                } else {
+                    // An explicit retry: the stored task again, as its next attempt.
+                    let mut again = admission.task.envelope.clone();
+                    again.attempt = admission.task.attempts + 1;
+                    again
+                };
+                broker.send(Dispatch(dispatch)).await.map_err(closed)?;
+            }
+            Ok(admission)
+        })
+        .await
     }
 
     async fn subscribe(&self, pattern: Topic) -> Result<Subscription, BusError> {
@@ -289,21 +296,27 @@ impl Bus for LocalBus {
             | Outcome::DeadLettered { error } => error.clone(),
             Outcome::Succeeded { .. } => "ended".to_string(),
         };
-        let done = self.store.complete(request_id, outcome).await?;
-        let record = done.task;
-        if !done.recorded {
-            // The task ended first: its consumer must not be told to stop (and record a cancel).
-            return Ok(record);
-        }
-        let payload = CancelNotice {
-            task_id: record.task_id,
-            request_id: Some(record.request_id.clone()),
-            reason,
-        }
-        .to_payload();
-        let mut notice = Envelope::event(Topic::cancellations(), payload);
-        notice.request_id = record.request_id.clone();
-        self.broker.send(Publish(notice)).await.map_err(closed)?;
-        Ok(record)
+        // Ended and told to its consumer as one step (see `run_to_end`).
+        let (store, broker, request_id) =
+            (self.store.clone(), self.broker.clone(), request_id.clone());
+        crate::backend::run_to_end(async move {
+            let done = store.complete(&request_id, outcome).await?;
+            let record = done.task;
+            if !done.recorded {
+                // The task ended first: its consumer must not be told to stop (and record a cancel).
+                return Ok(record);
+            }
+            let payload = CancelNotice {
+                task_id: record.task_id,
+                request_id: Some(record.request_id.clone()),
+                reason,
+            }
+            .to_payload();
+            let mut notice = Envelope::event(Topic::cancellations(), payload);
+            notice.request_id = record.request_id.clone();
+            broker.send(Publish(notice)).await.map_err(closed)?;
+            Ok(record)
+        })
+        .await
     }
 }

@@ -293,23 +293,28 @@ impl Bus for NatsBus {
                 "not connected (reconnecting with backoff); the task was not accepted, try again",
             ));
         }
-        let fresh_id = env.id;
-        let admission = self.shared.store.admit(env.clone()).await?;
-        if !admission.duplicate {
-            let dispatch = if admission.task.task_id == fresh_id {
-                env
-            } else {
-                let mut again = admission.task.envelope.clone();
-                again.attempt = admission.task.attempts + 1;
-                again
-            };
-            let request_id = dispatch.request_id.clone();
-            if let Err(e) = self.dispatch(dispatch).await {
-                self.undo_admission(request_id, &e).await;
-                return Err(e);
+        // Stored and dispatched as one step on a task of its own (see `run_to_end`).
+        let this = self.clone();
+        crate::backend::run_to_end(async move {
+            let fresh_id = env.id;
+            let admission = this.shared.store.admit(env.clone()).await?;
+            if !admission.duplicate {
+                let dispatch = if admission.task.task_id == fresh_id {
+                    env
+                } else {
+                    let mut again = admission.task.envelope.clone();
+                    again.attempt = admission.task.attempts + 1;
+                    again
+                };
+                let request_id = dispatch.request_id.clone();
+                if let Err(e) = this.dispatch(dispatch).await {
+                    this.undo_admission(request_id, &e).await;
+                    return Err(e);
+                }
             }
-        }
-        Ok(admission)
+            Ok(admission)
+        })
+        .await
     }
 
     async fn subscribe(&self, pattern: Topic) -> Result<Subscription, BusError> {
@@ -463,20 +468,25 @@ impl Bus for NatsBus {
             | Outcome::DeadLettered { error } => error.clone(),
             Outcome::Succeeded { .. } => "ended".to_string(),
         };
-        let done = self.shared.store.complete(request_id, outcome).await?;
-        let record = done.task;
-        if !done.recorded {
-            return Ok(record);
-        }
-        let payload = CancelNotice {
-            task_id: record.task_id,
-            request_id: Some(record.request_id.clone()),
-            reason,
-        }
-        .to_payload();
-        let mut notice = Envelope::event(Topic::cancellations(), payload);
-        notice.request_id = record.request_id.clone();
-        self.publish(notice).await?;
-        Ok(record)
+        // Ended and told to its consumer as one step (see `run_to_end`).
+        let (this, request_id) = (self.clone(), request_id.clone());
+        crate::backend::run_to_end(async move {
+            let done = this.shared.store.complete(&request_id, outcome).await?;
+            let record = done.task;
+            if !done.recorded {
+                return Ok(record);
+            }
+            let payload = CancelNotice {
+                task_id: record.task_id,
+                request_id: Some(record.request_id.clone()),
+                reason,
+            }
+            .to_payload();
+            let mut notice = Envelope::event(Topic::cancellations(), payload);
+            notice.request_id = record.request_id.clone();
+            this.publish(notice).await?;
+            Ok(record)
+        })
+        .await
     }
 }

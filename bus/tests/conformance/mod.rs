@@ -229,6 +229,30 @@ pub(crate) async fn same_request_id_three_times_concurrently_runs_once<B: Backen
     }
 }
 
+/// A submit whose caller stops waiting once it has begun (a run cancelled mid-submit) still ends:
+/// the task is delivered and run once, and the same request id posted again is answered.
+pub(crate) async fn a_submit_dropped_after_it_began_still_delivers_its_task<B: Backend>() {
+    let dir = tempfile::tempdir().unwrap();
+    let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60)).await;
+    let runs = echo_consumer(&bus, "agent.a").await;
+    {
+        let mut submit = std::pin::pin!(bus.submit(task("agent.a", "r-dropped", "once")));
+        // One poll starts it; then the caller gives up.
+        let first = futures::poll!(submit.as_mut());
+        assert!(
+            first.is_pending(),
+            "a submit waits for the store: {first:?}"
+        );
+    }
+    // Whichever of the two is stored first, the other is its duplicate: one task, run once.
+    let (record, _) = bus
+        .request(task("agent.a", "r-dropped", "once"), NET)
+        .await
+        .unwrap();
+    assert_eq!(record.state, TaskState::Succeeded, "{record:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "delivered and run once");
+}
+
 pub(crate) async fn a_failed_task_posted_again_is_retried_as_its_next_attempt<B: Backend>() {
     let dir = tempfile::tempdir().unwrap();
     let bus = B::open(dir.path(), ManualClock::new(T0), Duration::from_secs(60)).await;
@@ -649,6 +673,11 @@ macro_rules! conformance_suite {
         async fn same_request_id_three_times_concurrently_runs_once() {
             if !<$backend as conformance::Backend>::available(stringify!(same_request_id_three_times_concurrently_runs_once)) { return; }
             conformance::same_request_id_three_times_concurrently_runs_once::<$backend>().await
+        }
+        #[actix_rt::test]
+        async fn a_submit_dropped_after_it_began_still_delivers_its_task() {
+            if !<$backend as conformance::Backend>::available(stringify!(a_submit_dropped_after_it_began_still_delivers_its_task)) { return; }
+            conformance::a_submit_dropped_after_it_began_still_delivers_its_task::<$backend>().await
         }
         #[actix_rt::test]
         async fn a_failed_task_posted_again_is_retried_as_its_next_attempt() {
