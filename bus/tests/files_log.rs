@@ -3,7 +3,7 @@
 
 mod log;
 
-use bus::log::{FilesLog, Fence, LogStore};
+use bus::log::{Fence, FilesLog, LogStore};
 use std::path::Path;
 use std::sync::Arc;
 

@@ -145,8 +145,12 @@ pub trait LogStore: Send + Sync + 'static {
     /// otherwise; 0: empty); with `fence.lease`, stamped with that lease revision and only when
     /// no higher one is stamped on the log ([`LogError::LeaseBehind`]). Returns the last
     /// sequence after the append.
-    async fn append(&self, name: &str, records: Vec<Vec<u8>>, fence: Fence)
-    -> Result<u64, LogError>;
+    async fn append(
+        &self,
+        name: &str,
+        records: Vec<Vec<u8>>,
+        fence: Fence,
+    ) -> Result<u64, LogError>;
 
     /// Every record of `name`, oldest first (empty when there is none).
     async fn read(&self, name: &str) -> Result<Vec<LogRecord>, LogError>;

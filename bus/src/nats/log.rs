@@ -14,7 +14,9 @@
 
 use super::Nats;
 use crate::error::BusError;
-use crate::log::{Fence, LogError, LogRecord, LogStore, MAX_APPEND_BYTES, check_name, check_records};
+use crate::log::{
+    Fence, LogError, LogRecord, LogStore, MAX_APPEND_BYTES, check_name, check_records,
+};
 use async_nats::jetstream::consumer::{DeliverPolicy, pull};
 use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::message::PublishMessage;
@@ -264,7 +266,9 @@ impl LogStore for NatsLog {
             }
             let stamp = tail.lease.max(fence.lease.unwrap_or(0));
             let pieces: Vec<&[u8]> = payload.chunks(chunk).collect();
-            let (last_piece, earlier) = pieces.split_last().map_or((&[][..], &[][..]), |(l, e)| (*l, e));
+            let (last_piece, earlier) = pieces
+                .split_last()
+                .map_or((&[][..], &[][..]), |(l, e)| (*l, e));
             let parts = self.publish_parts(name, earlier).await?;
             let mut message = PublishMessage::build()
                 .payload(last_piece.to_vec().into())
@@ -273,7 +277,11 @@ impl LogStore for NatsLog {
                 message = message.header(LEASE_HEADER, stamp.to_string().as_str());
             }
             if !parts.is_empty() {
-                let listed = parts.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+                let listed = parts
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",");
                 message = message.header(PARTS_HEADER, listed.as_str());
             }
             let sent = self.nats.js.send_publish(self.subject(name), message).await;

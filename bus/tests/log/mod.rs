@@ -62,7 +62,10 @@ pub(crate) async fn a_fenced_append_fails_once_another_writer_got_in<O: Opener>(
     let fx = fresh::<O>().await;
     let (one, two) = (fx.store.clone(), O::open(fx.dir.path()).await);
     // Both start from an empty log: the first append naming 0 wins.
-    let at = one.append("tx.s", recs(&["one-1"]), Fence::at(0)).await.unwrap();
+    let at = one
+        .append("tx.s", recs(&["one-1"]), Fence::at(0))
+        .await
+        .unwrap();
     let late = two.append("tx.s", recs(&["two-1"]), Fence::at(0)).await;
     assert!(
         matches!(late, Err(LogError::Fenced { expected: 0, actual, .. }) if actual == at),
@@ -72,7 +75,11 @@ pub(crate) async fn a_fenced_append_fails_once_another_writer_got_in<O: Opener>(
     // sequence, is fenced off from then on.
     let read = two.read("tx.s").await.unwrap();
     let taken = two
-        .append("tx.s", recs(&["two-2"]), Fence::at(read.last().unwrap().seq))
+        .append(
+            "tx.s",
+            recs(&["two-2"]),
+            Fence::at(read.last().unwrap().seq),
+        )
         .await
         .unwrap();
     let stale = one.append("tx.s", recs(&["one-2"]), Fence::at(at)).await;
@@ -88,7 +95,9 @@ pub(crate) async fn logs_are_apart_and_delete_empties_one<O: Opener>() {
     let fx = fresh::<O>().await;
     let log = &fx.store;
     log.append("tx.a", recs(&["a"]), Fence::NONE).await.unwrap();
-    log.append("tx.a.b", recs(&["ab"]), Fence::NONE).await.unwrap();
+    log.append("tx.a.b", recs(&["ab"]), Fence::NONE)
+        .await
+        .unwrap();
     log.append("tx.c", recs(&["c"]), Fence::NONE).await.unwrap();
     assert_eq!(data(&log.read("tx.a").await.unwrap()), ["a"]);
     assert_eq!(data(&log.read("tx.a.b").await.unwrap()), ["ab"]);
@@ -98,7 +107,9 @@ pub(crate) async fn logs_are_apart_and_delete_empties_one<O: Opener>() {
     assert_eq!(data(&log.read("tx.a.b").await.unwrap()), ["ab"]);
     assert_eq!(data(&log.read("tx.c").await.unwrap()), ["c"]);
     // Deleted is empty again: an append naming 0 starts it anew.
-    log.append("tx.a", recs(&["again"]), Fence::at(0)).await.unwrap();
+    log.append("tx.a", recs(&["again"]), Fence::at(0))
+        .await
+        .unwrap();
     assert_eq!(data(&log.read("tx.a").await.unwrap()), ["again"]);
 }
 
@@ -141,7 +152,14 @@ pub(crate) async fn a_stamped_append_older_than_the_logs_latest_lease_is_refused
         .append("tx.s", recs(&["old-2"]), Fence::at(taken).with_lease(5))
         .await;
     assert!(
-        matches!(stale, Err(LogError::LeaseBehind { lease: 5, latest: 7, .. })),
+        matches!(
+            stale,
+            Err(LogError::LeaseBehind {
+                lease: 5,
+                latest: 7,
+                ..
+            })
+        ),
         "got {stale:?}"
     );
     // An unstamped append neither checks nor lowers the stamp: the old holder stays refused.
@@ -153,7 +171,14 @@ pub(crate) async fn a_stamped_append_older_than_the_logs_latest_lease_is_refused
         .append("tx.s", recs(&["old-3"]), Fence::at(plain).with_lease(6))
         .await;
     assert!(
-        matches!(still, Err(LogError::LeaseBehind { lease: 6, latest: 7, .. })),
+        matches!(
+            still,
+            Err(LogError::LeaseBehind {
+                lease: 6,
+                latest: 7,
+                ..
+            })
+        ),
         "got {still:?}"
     );
     // The holder's own revision, or a later one, goes in.
@@ -200,10 +225,11 @@ pub(crate) async fn an_append_over_a_message_limit_is_read_back_whole_and_one_ov
     assert_eq!(read[2].seq, after);
     assert_eq!(again.last("tx.s").await.unwrap(), after);
     // A fenced-off big append leaves nothing behind.
-    let stale = log
-        .append("tx.s", vec![big.clone()], Fence::at(at))
-        .await;
-    assert!(matches!(stale, Err(LogError::Fenced { .. })), "got {stale:?}");
+    let stale = log.append("tx.s", vec![big.clone()], Fence::at(at)).await;
+    assert!(
+        matches!(stale, Err(LogError::Fenced { .. })),
+        "got {stale:?}"
+    );
     // Over the cap: refused before anything is written.
     let huge = vec![b'h'; bus::log::MAX_APPEND_BYTES + 1];
     assert!(matches!(
