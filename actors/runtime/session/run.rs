@@ -149,14 +149,7 @@ async fn execute_leased(input: RunInput, leases: &SessionLeases) -> RunReport {
         None => Ok(execute_here(input).await),
     };
     let mut report = match ended {
-        Ok(report) if report.end != RunEnd::LeaseLost => RunReport { base, ..report },
-        Ok(report) => {
-            // Its lines could not reach the shared log before it settled: the log went on
-            // without them, so the lease is someone else's.
-            guard.0 = None;
-            transcript.set_lease(None).await;
-            return report;
-        }
+        Ok(report) => RunReport { base, ..report },
         Err(lost) => {
             // Nothing to release: it is someone else's now, or gone.
             guard.0 = None;

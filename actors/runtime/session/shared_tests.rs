@@ -98,7 +98,7 @@ async fn lines_written_while_the_server_is_away_reach_the_log_in_order_once_it_i
         ["one", "two", "three", "four"]
     );
     server.start_again().unwrap();
-    // What the run does before it settles and lets its lease go: wait for the server, append.
+    // What the run does before it lets its lease go: wait for the server, append.
     tokio::time::timeout(NET, t.send_unsent())
         .await
         .expect("held lines sent once the server is back")

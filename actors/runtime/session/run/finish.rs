@@ -94,17 +94,6 @@ impl Run {
                 }
             }
         }
-        // On a shared transcript, lines held while the log store was unreachable reach it
-        // before anyone hears of the outcome; when the log went on without them the run is no
-        // longer the session's, and leaves its task unsettled for the lease's holder.
-        if let Err(e) = self.transcript.send_unsent().await {
-            tracing::error!(session = %key, request_id, error = %e, "Held transcript lines refused by the shared log; the run stops unsettled.");
-            return RunReport {
-                base: None,
-                entries: Vec::new(),
-                end: RunEnd::LeaseLost,
-            };
-        }
         let total = usage.total();
         if let Err(e) = rt.index.record_run(
             key.as_str(),

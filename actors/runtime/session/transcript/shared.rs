@@ -43,8 +43,8 @@ const UNSENT_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Lines written while the log store was unreachable, in order: in this node's copy (synced),
 /// not yet in the shared log. They go to it, fenced and before any later line, at the next
-/// write, and at the latest before the run settles or lets its lease go
-/// ([`Transcript::send_unsent`]); bounded by [`MAX_UNSENT_BYTES`] and [`MAX_UNSENT_LINES`].
+/// write, and at the latest before the run lets its lease go ([`Transcript::send_unsent`]);
+/// bounded by [`MAX_UNSENT_BYTES`] and [`MAX_UNSENT_LINES`].
 #[derive(Debug)]
 pub(crate) struct Unsent {
     lines: Vec<Vec<u8>>,
@@ -121,16 +121,18 @@ impl Transcript {
     }
 
     /// Stamps the run's appends from now on with the revision its session lease was taken at
-    /// (`None` when it let the lease go). Lines still held from an earlier run are dropped:
-    /// they were written under a lease that ended, and are never appended after it.
+    /// (`None` when the run let it go or lost it). Lines still held are dropped: they were
+    /// written under a lease that ended, and are never appended after it.
     pub(crate) async fn set_lease(&self, revision: Option<u64>) {
         let Some(shared) = &self.shared else {
             return;
         };
         let mut unsent = shared.writing.lock().await;
-        if revision.is_some() {
-            self.drop_unsent(shared, &mut unsent, "its run's lease ended");
-        }
+        self.drop_unsent(
+            shared,
+            &mut unsent,
+            "the lease they were written under ended",
+        );
         shared
             .lease
             .store(revision.unwrap_or(NO_LEASE), Ordering::SeqCst);
@@ -156,11 +158,10 @@ impl Transcript {
     }
 
     /// Appends the lines held while the log store was unreachable, waiting for it (tries again
-    /// with a growing pause) as long as it takes: the run calls it before it settles and
-    /// before it lets its lease go, under the lease's keeping, which bounds the wait. An error
-    /// when the log went on without them (another writer, or a newer lease): they are dropped,
-    /// never appended after another writer's lines, and the run must not settle. Nothing to do
-    /// for a file.
+    /// with a growing pause) as long as it takes: the run calls it before it lets its lease go,
+    /// under the lease's keeping, which bounds the wait. An error when the log went on without
+    /// them (another writer, or a newer lease): they are dropped, never appended after another
+    /// writer's lines. Nothing to do for a file.
     pub(crate) async fn send_unsent(&self) -> io::Result<()> {
         let Some(shared) = &self.shared else {
             return Ok(());
