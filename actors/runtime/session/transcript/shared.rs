@@ -139,6 +139,7 @@ impl Transcript {
     }
 
     /// How many lines wait for the shared log (0 for a file).
+    #[cfg(test)]
     pub(crate) async fn unsent(&self) -> usize {
         match &self.shared {
             Some(shared) => shared.writing.lock().await.len(),
