@@ -3,7 +3,7 @@
 
 mod log;
 
-use bus::log::{FilesLog, LogStore};
+use bus::log::{Fence, FilesLog, LogStore};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -23,7 +23,7 @@ log_suite!(Files);
 async fn a_torn_last_line_is_cut_before_the_next_append() {
     let dir = tempfile::tempdir().unwrap();
     let log = FilesLog::open(dir.path());
-    log.append("tx.s", vec![b"one".to_vec()], None)
+    log.append("tx.s", vec![b"one".to_vec()], Fence::NONE)
         .await
         .unwrap();
     let path = dir.path().join("tx").join("s.jsonl");
@@ -31,7 +31,7 @@ async fn a_torn_last_line_is_cut_before_the_next_append() {
     let again = FilesLog::open(dir.path());
     assert_eq!(again.last("tx.s").await.unwrap(), 1);
     again
-        .append("tx.s", vec![b"two".to_vec()], Some(1))
+        .append("tx.s", vec![b"two".to_vec()], Fence::at(1))
         .await
         .unwrap();
     assert_eq!(std::fs::read(&path).unwrap(), b"one\ntwo\n");

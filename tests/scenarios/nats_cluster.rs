@@ -461,6 +461,80 @@ async fn nodes_ride_out_a_nats_restart_without_losing_or_repeating_an_accepted_t
     }
 }
 
+/// A run answered while the server is away: its reply is written to the node's own copy and
+/// held for the session's shared log, its outcome parked. Once the server is back the held
+/// lines are appended, fenced, before the run lets its lease go, so the next message, run on
+/// another node, reaches the model with the whole history (the lease lives 30 s here, longer
+/// than the outage).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lines_written_while_nats_is_away_reach_the_shared_log_before_another_node_goes_on() {
+    let test = "lines_written_while_nats_is_away_reach_the_shared_log_before_another_node_goes_on";
+    let Some(mut nats) = NatsServer::start_or_skip(test) else {
+        return;
+    };
+    let gate = Gate::new();
+    let model = gated_model(&gate).await;
+    let (p1, p2) = (Project::new(), Project::new());
+    for p in [&p1, &p2] {
+        p.with_mock_and(&model.base_url(), "[bus]\nack_wait = \"30s\"\n")
+            .write("agents.d/chat.toml", "");
+    }
+    let n1 = node(&p1, &nats, "n1", &[]).await;
+    let body = json!({ "text": "held-away", "request_id": "away-1", "session": "away" });
+    let (status, queued) = post_task(&n1, "chat", body).await;
+    assert_eq!(status, 202, "{queued}");
+    let task_id = queued["task_id"].as_str().unwrap().to_string();
+    eventually("the run is at the model", async || {
+        model.request_count() == 1
+    })
+    .await;
+    nats.stop().unwrap();
+    eventually("node 1 sees NATS away", async || health(&n1).await.0 == 503).await;
+    gate.open();
+    eventually(
+        "the run ended while NATS is away, its outcome parked",
+        async || parked(&health(&n1).await.1) == 1,
+    )
+    .await;
+    nats.start_again().unwrap();
+    eventually("node 1 reconnected", async || health(&n1).await.0 == 200).await;
+    eventually("the task succeeded", async || {
+        super::system::task(&n1, &task_id).await["state"] == "succeeded"
+    })
+    .await;
+    let n2 = node(&p2, &nats, "n2", &[]).await;
+    let body = json!({ "text": "and then?", "request_id": "away-2", "session": "away", "wait": true, "timeout_ms": 60_000 });
+    let (status, answer) = post_task(&n2, "chat", body).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["result"]["text"], "re: and then?", "{answer}");
+    let next = model.requests().last().unwrap().clone();
+    let history: Vec<(String, String)> = next["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| {
+            let text = m["content"].as_str().unwrap_or_default().to_string();
+            (m["role"].as_str().unwrap_or_default().to_string(), text)
+        })
+        .collect();
+    let expected: Vec<(String, String)> = [
+        ("user", "held-away"),
+        ("assistant", "re: held-away"),
+        ("user", "and then?"),
+    ]
+    .iter()
+    .map(|(r, t)| (r.to_string(), t.to_string()))
+    .collect();
+    assert_eq!(
+        history, expected,
+        "node 2 goes on with the whole history: {next}"
+    );
+    assert_eq!(model.request_count(), 2, "the held run was not run again");
+    stop(n1).await;
+    stop(n2).await;
+}
+
 /// `a` is hosted on node 1 only and `b` on node 2 only (`--agents-here`); each may call the
 /// other.
 fn split_team(model_url: &str) -> Project {

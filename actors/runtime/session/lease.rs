@@ -6,7 +6,10 @@
 //!
 //! With the leases comes the shared transcript: each session's transcript is a log in the
 //! cluster's log store (`log_name`), read whole by a node that takes the lease after another
-//! node ran the session, so the session continues there with its whole history.
+//! node ran the session, so the session continues there with its whole history. Each append is
+//! fenced on the log's last sequence and stamped with the revision the run took the lease at
+//! (the log refuses a revision older than one it holds); lines written while the log store is
+//! unreachable are held and appended, in order, before the run lets the lease go.
 //!
 //! The embedded bus (one process) has no leases at all: the session actor already runs one
 //! run at a time, so nothing is added to its path, and transcripts stay files.

@@ -14,6 +14,8 @@ pub(crate) mod run;
 pub(crate) mod runtime;
 mod shards;
 #[cfg(test)]
+mod shared_tests;
+#[cfg(test)]
 mod tests;
 pub(crate) mod transcript;
 pub mod view;

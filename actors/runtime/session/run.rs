@@ -111,6 +111,9 @@ async fn execute_leased(input: RunInput, leases: &SessionLeases) -> RunReport {
         }
     };
     tracing::debug!(agent = %rt.id, session = %key, request_id, revision = lease.revision(), "Session lease taken.");
+    // Every line the run appends is stamped with the lease: the log refuses it once a newer
+    // holder wrote.
+    transcript.set_lease(Some(lease.first_revision())).await;
     // A run aborted here (cancelled) still lets its lease go at once.
     let mut guard = LeaseGuard(Some(lease));
     // Another node may have run the session since this one last did: start from the whole
@@ -150,6 +153,7 @@ async fn execute_leased(input: RunInput, leases: &SessionLeases) -> RunReport {
         Err(lost) => {
             // Nothing to release: it is someone else's now, or gone.
             guard.0 = None;
+            transcript.set_lease(None).await;
             tracing::error!(agent = %rt.id, session = %key, request_id, error = %lost, "Session lease lost mid-run; the run stopped unsettled and another node takes the task.");
             return RunReport {
                 base: None,
@@ -175,6 +179,20 @@ async fn execute_leased(input: RunInput, leases: &SessionLeases) -> RunReport {
             }
         }
     }
+    // Lines held while the log store was unreachable reach the log before the lease goes, so
+    // the node that takes the session next finds them all; kept meanwhile.
+    if let Some(lease) = guard.0.as_mut() {
+        let sent = tokio::select! {
+            biased;
+            sent = transcript.send_unsent() => sent.map_err(|e| e.to_string()),
+            lost = lease.keep() => Err(lost.to_string()),
+        };
+        if let Err(e) = sent {
+            guard.0 = None;
+            tracing::error!(agent = %rt.id, session = %key, request_id, error = %e, "Held transcript lines not appended before the lease went; not released, it expires by itself.");
+        }
+    }
+    transcript.set_lease(None).await;
     if let Some(lease) = guard.0.take()
         && let Err(e) = lease.release().await
     {

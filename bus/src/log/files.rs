@@ -1,8 +1,10 @@
 //! The embedded log store: one JSONL file per log, `<dir>/<token>/…/<last token>.jsonl`; a
 //! record's sequence is its line number. Appends are synced to disk before they return. The
-//! lines of a log are counted once and kept while its file's length is the one counted.
+//! lines of a log are counted once and kept while its file's length is the one counted. The
+//! highest lease revision an append was stamped with is in `<last token>.lease` beside it
+//! (written only by stamped appends).
 
-use super::{LogError, LogRecord, LogStore, check_name, check_records};
+use super::{Fence, LogError, LogRecord, LogStore, check_name, check_records};
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -33,17 +35,44 @@ impl FilesLog {
     }
 
     fn path(&self, name: &str) -> PathBuf {
+        self.path_with(name, "jsonl")
+    }
+
+    /// The file of `name` ending in `.<ext>`.
+    fn path_with(&self, name: &str, ext: &str) -> PathBuf {
         let mut path = self.dir.clone();
         let mut tokens = name.split('.').peekable();
         while let Some(token) = tokens.next() {
             if tokens.peek().is_some() {
                 path.push(token);
             } else {
-                path.push(format!("{token}.jsonl"));
+                path.push(format!("{token}.{ext}"));
             }
         }
         path
     }
+}
+
+/// The highest lease revision stamped on a log (its `.lease` file); 0 when none.
+fn stamped_lease(path: &Path) -> Result<u64, LogError> {
+    match std::fs::read_to_string(path) {
+        Ok(s) => s
+            .trim()
+            .parse()
+            .map_err(|e| LogError::storage(format!("read {}", path.display()), e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+        Err(e) => Err(io_err("read", path)(e)),
+    }
+}
+
+/// Writes the highest lease revision of a log, synced (a new file, renamed over the old one).
+fn stamp_lease(path: &Path, revision: u64) -> Result<(), LogError> {
+    let tmp = path.with_extension("lease.tmp");
+    let mut file = std::fs::File::create(&tmp).map_err(io_err("create", &tmp))?;
+    file.write_all(revision.to_string().as_bytes())
+        .and_then(|()| file.sync_data())
+        .map_err(io_err("write", &tmp))?;
+    std::fs::rename(&tmp, path).map_err(io_err("rename", path))
 }
 
 fn io_err(what: &str, path: &Path) -> impl FnOnce(std::io::Error) -> LogError {
@@ -100,11 +129,12 @@ impl LogStore for FilesLog {
         &self,
         name: &str,
         records: Vec<Vec<u8>>,
-        expected: Option<u64>,
+        fence: Fence,
     ) -> Result<u64, LogError> {
         check_name(name)?;
         check_records(name, &records)?;
         let path = self.path(name);
+        let lease_path = self.path_with(name, "lease");
         let mut lines = self
             .lines
             .lock()
@@ -114,18 +144,35 @@ impl LogStore for FilesLog {
             Some(&(n, counted)) if counted == len => n,
             _ => cut_torn_tail(&path)?,
         };
-        if let Some(expected) = expected.filter(|&e| e != count) {
+        if let Some(expected) = fence.last.filter(|&e| e != count) {
             return Err(LogError::Fenced {
                 name: name.to_string(),
                 expected,
                 actual: count,
             });
         }
+        let latest = match fence.lease {
+            Some(lease) => {
+                let latest = stamped_lease(&lease_path)?;
+                if lease < latest {
+                    return Err(LogError::LeaseBehind {
+                        name: name.to_string(),
+                        lease,
+                        latest,
+                    });
+                }
+                latest
+            }
+            None => 0,
+        };
         if records.is_empty() {
             return Ok(count);
         }
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(io_err("create", parent))?;
+        }
+        if let Some(lease) = fence.lease.filter(|&l| l > latest) {
+            stamp_lease(&lease_path, lease)?;
         }
         let mut buf = Vec::with_capacity(records.iter().map(|r| r.len() + 1).sum());
         for r in &records {
@@ -167,10 +214,12 @@ impl LogStore for FilesLog {
             .lines
             .lock()
             .map_err(|_| LogError::storage("delete", "lock poisoned"))?;
-        match std::fs::remove_file(&path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_err("remove", &path)(e)),
+        for path in [&path, &self.path_with(name, "lease")] {
+            match std::fs::remove_file(path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err("remove", path)(e)),
+            }
         }
         lines.remove(name);
         Ok(())

@@ -1,6 +1,8 @@
 //! Append-only logs (transcripts): many named logs, each a sequence of records appended in
-//! batches and read back whole, with an optional fence on the last sequence so that of two
-//! writers that both think they own a log only one gets its append in.
+//! batches and read back whole, with an optional [`Fence`]: on the last sequence, so that of two
+//! writers that both think they own a log only one gets its append in, and on the writer's lease
+//! revision, stamped on each append, so a writer whose lease was taken over is refused even when
+//! it names the right sequence.
 //!
 //! [`FilesLog`] is the embedded implementation (a JSONL file per log); `bus::nats::NatsLog` the
 //! distributed one (one JetStream stream per kind of log, a subject per log). One conformance
@@ -18,6 +20,46 @@ use async_trait::async_trait;
 
 /// The longest name.
 pub const MAX_NAME_LEN: usize = 256;
+
+/// The most bytes one append may hold (its records and the newlines between them): a backend
+/// with a smaller message limit splits an append into parts up to this, and its reader never
+/// joins more.
+pub const MAX_APPEND_BYTES: usize = 16 * 1024 * 1024;
+
+/// What an append must find in the log for it to go in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Fence {
+    /// The log's last sequence (0: empty); `None`: wherever it is.
+    pub last: Option<u64>,
+    /// The writer's lease revision, stamped on the append: refused ([`LogError::LeaseBehind`])
+    /// when an append stamped with a higher one is in the log already. `None`: not stamped,
+    /// and not checked.
+    pub lease: Option<u64>,
+}
+
+impl Fence {
+    /// No fence: the append goes in wherever the log is.
+    pub const NONE: Self = Self {
+        last: None,
+        lease: None,
+    };
+
+    /// Only when the log's last sequence is `last`.
+    pub fn at(last: u64) -> Self {
+        Self {
+            last: Some(last),
+            lease: None,
+        }
+    }
+
+    /// The same fence, stamped with lease revision `revision`.
+    pub fn with_lease(self, revision: u64) -> Self {
+        Self {
+            lease: Some(revision),
+            ..self
+        }
+    }
+}
 
 /// One record and its sequence.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +85,17 @@ pub enum LogError {
         expected: u64,
         /// The log's last sequence (0: empty), where the backend reports it.
         actual: u64,
+    },
+    /// The append's lease revision is below one already stamped on the log: a newer holder
+    /// of the lease wrote to it.
+    #[error("log {name:?}: lease revision {lease} is older than {latest}, already in the log")]
+    LeaseBehind {
+        /// The log.
+        name: String,
+        /// The append's lease revision.
+        lease: u64,
+        /// The highest lease revision stamped on the log.
+        latest: u64,
     },
     /// The name is outside the alphabet.
     #[error(
@@ -87,14 +140,16 @@ impl LogError {
 /// Append-only logs by name.
 #[async_trait]
 pub trait LogStore: Send + Sync + 'static {
-    /// Appends `records` to `name` as one batch (all or none); with `expected`, only when the
-    /// log's last sequence is that ([`LogError::Fenced`] otherwise; 0: empty). Returns the last
+    /// Appends `records` to `name` as one batch (all or none, at most [`MAX_APPEND_BYTES`]);
+    /// with `fence.last`, only when the log's last sequence is that ([`LogError::Fenced`]
+    /// otherwise; 0: empty); with `fence.lease`, stamped with that lease revision and only when
+    /// no higher one is stamped on the log ([`LogError::LeaseBehind`]). Returns the last
     /// sequence after the append.
     async fn append(
         &self,
         name: &str,
         records: Vec<Vec<u8>>,
-        expected: Option<u64>,
+        fence: Fence,
     ) -> Result<u64, LogError>;
 
     /// Every record of `name`, oldest first (empty when there is none).
@@ -126,13 +181,21 @@ pub fn check_name(name: &str) -> Result<(), LogError> {
     }
 }
 
-/// Checks a batch: records are lines.
+/// Checks a batch: records are lines, [`MAX_APPEND_BYTES`] at most in all.
 pub fn check_records(name: &str, records: &[Vec<u8>]) -> Result<(), LogError> {
+    let invalid = |reason: String| LogError::InvalidRecord {
+        name: name.to_string(),
+        reason,
+    };
     if records.iter().any(|r| r.contains(&b'\n')) {
-        return Err(LogError::InvalidRecord {
-            name: name.to_string(),
-            reason: "a record holds a newline".into(),
-        });
+        return Err(invalid("a record holds a newline".into()));
+    }
+    let bytes = records.iter().map(|r| r.len() + 1).sum::<usize>();
+    if bytes.saturating_sub(1) > MAX_APPEND_BYTES {
+        return Err(invalid(format!(
+            "an append of {} bytes is over the limit of {MAX_APPEND_BYTES}",
+            bytes - 1
+        )));
     }
     Ok(())
 }

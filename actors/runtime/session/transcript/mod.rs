@@ -6,15 +6,17 @@
 //! `<sessionId>.jsonl.corrupt`.
 
 use crate::model::ChatMessage;
-use bus::log::LogError;
 use bus::{Clock, SystemClock};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use uuid::Uuid;
+
+mod shared;
+
+use shared::SharedLog;
 
 /// One line of a transcript.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -23,6 +25,10 @@ pub struct Entry {
     pub id: Uuid,
     /// Unix milliseconds.
     pub ts: u64,
+    /// On a shared transcript: the revision of the session lease the writing run took (what
+    /// its append was stamped with in the log, which refuses appends of older holders).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<u64>,
     /// What the line records.
     #[serde(flatten)]
     pub body: EntryBody,
@@ -132,6 +138,7 @@ impl Entry {
         Self {
             id: Uuid::now_v7(),
             ts: UNSTAMPED,
+            lease: None,
             body,
         }
     }
@@ -196,20 +203,6 @@ pub(crate) struct Transcript {
     shared: Option<SharedLog>,
 }
 
-/// The session's log in the cluster's log store.
-pub(crate) struct SharedLog {
-    log: Arc<dyn bus::log::LogStore>,
-    name: String,
-    /// The log's last sequence as this node last wrote or read it (each append is fenced on
-    /// it); [`UNREAD`] until the log is read.
-    last: std::sync::atomic::AtomicU64,
-    /// Serialises this process's appends, so each names the sequence the one before left.
-    writing: tokio::sync::Mutex<()>,
-}
-
-/// The last sequence of a shared log never read.
-const UNREAD: u64 = u64::MAX;
-
 impl Transcript {
     /// The file for a session.
     pub(crate) fn path_for(state_dir: &Path, agent: &str, session_id: &Uuid) -> PathBuf {
@@ -243,64 +236,6 @@ impl Transcript {
         ))
     }
 
-    /// Makes the log `name` of `log` the transcript (the file stays as this node's copy); it is
-    /// read whole before the first write ([`Transcript::load_if_changed`]).
-    pub(crate) fn with_shared(mut self, log: Arc<dyn bus::log::LogStore>, name: String) -> Self {
-        self.shared = Some(SharedLog {
-            log,
-            name,
-            last: std::sync::atomic::AtomicU64::new(UNREAD),
-            writing: tokio::sync::Mutex::new(()),
-        });
-        self
-    }
-
-    /// True when the transcript is a shared log.
-    pub(crate) fn is_shared(&self) -> bool {
-        self.shared.is_some()
-    }
-
-    /// Forgets where the shared log stood, so the next run reads it again (after a run whose
-    /// lines are not all known here).
-    pub(crate) fn forget(&self) {
-        if let Some(shared) = &self.shared {
-            shared.last.store(UNREAD, Ordering::SeqCst);
-        }
-    }
-
-    /// The shared log's entries when it changed since this node last wrote or read it (another
-    /// node ran the session meanwhile, or it was never read); `None` when it did not, or the
-    /// transcript is a file.
-    pub(crate) async fn load_if_changed(&self) -> io::Result<Option<Vec<Entry>>> {
-        let Some(shared) = &self.shared else {
-            return Ok(None);
-        };
-        let _writing = shared.writing.lock().await;
-        let last = shared
-            .log
-            .last(&shared.name)
-            .await
-            .map_err(io::Error::other)?;
-        if last == shared.last.load(Ordering::SeqCst) {
-            return Ok(None);
-        }
-        Ok(Some(self.read_shared(shared).await?))
-    }
-
-    async fn read_shared(&self, shared: &SharedLog) -> io::Result<Vec<Entry>> {
-        let records = shared
-            .log
-            .read(&shared.name)
-            .await
-            .map_err(io::Error::other)?;
-        let last = records.last().map_or(0, |r| r.seq);
-        shared.last.store(last, Ordering::SeqCst);
-        Ok(records
-            .iter()
-            .filter_map(|r| serde_json::from_slice::<Entry>(&r.data).ok())
-            .collect())
-    }
-
     /// Every entry now: the shared log's, else the file's.
     pub(crate) async fn read_entries(&self) -> io::Result<Vec<Entry>> {
         match &self.shared {
@@ -332,66 +267,6 @@ impl Transcript {
 
     async fn record_with(&self, entries: &[Entry], sync: bool) -> io::Result<()> {
         self.record_in(entries, sync, true).await
-    }
-
-    /// Appends to the file, or to the shared log and (with `copy`) this node's copy.
-    async fn record_in(&self, entries: &[Entry], sync: bool, copy: bool) -> io::Result<()> {
-        let Some(shared) = &self.shared else {
-            return self.write(entries, sync);
-        };
-        if entries.is_empty() {
-            return Ok(());
-        }
-        let lines = self.stamp(entries)?;
-        let _writing = shared.writing.lock().await;
-        let appended = self.append_shared(shared, &lines).await;
-        let local_sync = match appended {
-            Ok(now) => {
-                shared.last.store(now, Ordering::SeqCst);
-                if !copy {
-                    return Ok(());
-                }
-                false
-            }
-            Err(e @ LogError::Fenced { .. }) => return Err(io::Error::other(e)),
-            Err(e) => {
-                // The log store is unreachable (or its answer was lost): the run goes on with
-                // its lines in this node's copy, synced, as on the embedded bus; the shared log
-                // misses them, and the next write or run reads where it stands.
-                tracing::warn!(log = %shared.name, error = %e, "Shared transcript unreachable; lines kept in this node's copy only.");
-                shared.last.store(UNREAD, Ordering::SeqCst);
-                true
-            }
-        };
-        // This node's copy: what local readers show; the log is the transcript.
-        let mut buf = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
-        for line in lines {
-            buf.extend_from_slice(&line);
-            buf.push(b'\n');
-        }
-        match self.write_bytes(&buf, local_sync) {
-            Err(e) if local_sync => return Err(e),
-            Err(e) => {
-                tracing::warn!(file = %self.path.display(), error = %e, "This node's copy of a shared transcript not written.");
-            }
-            Ok(()) => {}
-        }
-        Ok(())
-    }
-
-    /// Appends `lines` to the shared log fenced on the last sequence known here (read first
-    /// when unknown). The new last sequence.
-    async fn append_shared(&self, shared: &SharedLog, lines: &[Vec<u8>]) -> Result<u64, LogError> {
-        let mut last = shared.last.load(Ordering::SeqCst);
-        if last == UNREAD {
-            // Not read since a write was lost or the log was never read (a cancel record after
-            // a run that did not start): fence on what the log holds now.
-            last = shared.log.last(&shared.name).await?;
-        }
-        shared
-            .log
-            .append(&shared.name, lines.to_vec(), Some(last))
-            .await
     }
 
     /// Makes what was appended durable: syncs the file (off the async thread); the shared log
@@ -437,15 +312,17 @@ impl Transcript {
         self.write(entries, true)
     }
 
-    /// Each entry as a JSON line (no newline), stamped with the clock's time if unstamped.
-    fn stamp(&self, entries: &[Entry]) -> io::Result<Vec<Vec<u8>>> {
+    /// Each entry as a JSON line (no newline), stamped with the clock's time if unstamped, and
+    /// with `lease` when given.
+    fn stamp(&self, entries: &[Entry], lease: Option<u64>) -> io::Result<Vec<Vec<u8>>> {
         let now = self.clock.now_ms();
         entries
             .iter()
             .map(|e| {
-                if e.ts == UNSTAMPED {
+                if e.ts == UNSTAMPED || lease.is_some() {
                     let stamped = Entry {
-                        ts: now,
+                        ts: if e.ts == UNSTAMPED { now } else { e.ts },
+                        lease: lease.or(e.lease),
                         ..e.clone()
                     };
                     serde_json::to_vec(&stamped)
@@ -462,7 +339,7 @@ impl Transcript {
             return Ok(());
         }
         let mut buf = Vec::with_capacity(entries.len() * 256);
-        for line in self.stamp(entries)? {
+        for line in self.stamp(entries, None)? {
             buf.extend_from_slice(&line);
             buf.push(b'\n');
         }

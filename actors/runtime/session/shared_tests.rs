@@ -1,0 +1,204 @@
+//! The shared transcript on a real `nats-server` (skipped without one, unless `CI=true`): lines
+//! written while the server is away are held and appended, fenced and in order, once it is
+//! back; refused when another holder wrote meanwhile; a line over the server's `max_payload` is
+//! written and read back whole.
+
+use super::index::{SessionIndex, SessionMeta};
+use super::lease::log_name;
+use super::transcript::{Entry, EntryBody, Transcript};
+use super::view::SessionReader;
+use crate::model::ChatMessage;
+use bus::log::LogStore;
+use bus::nats::{Nats, NatsLog, NatsOptions};
+use clawbus_testkit::NatsServer;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A bound on each wait for the server's link (never a synchronisation device).
+const NET: Duration = Duration::from_secs(30);
+
+/// The server's `max_payload` (its default: the test server sets none).
+const MAX_PAYLOAD: usize = 1024 * 1024;
+
+fn msg(text: &str) -> Entry {
+    Entry::message(ChatMessage::user(text), Some("r"), false)
+}
+
+/// The texts of the message entries.
+fn texts(entries: &[Entry]) -> Vec<String> {
+    entries
+        .iter()
+        .filter_map(|e| match &e.body {
+            EntryBody::Message { message, .. } => message.content.clone(),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A connection (a node) to `url` under `prefix`, and its transcript logs.
+async fn node(url: &str, prefix: &str) -> (Nats, Arc<dyn LogStore>) {
+    let mut opts = NatsOptions::new(url);
+    opts.prefix = prefix.to_string();
+    let nats = Nats::connect(opts).await.unwrap();
+    let log: Arc<dyn LogStore> = Arc::new(NatsLog::open(&nats, "tx").await.unwrap());
+    (nats, log)
+}
+
+/// A transcript in `dir` over the shared log `name` of `log`, written under lease `revision`
+/// from where the log stands.
+async fn transcript(
+    dir: &std::path::Path,
+    log: &Arc<dyn LogStore>,
+    name: &str,
+    revision: u64,
+) -> Transcript {
+    let (t, _) = Transcript::open(&dir.join(format!("{revision}.jsonl"))).unwrap();
+    let t = t.with_shared(log.clone(), name.to_string());
+    t.set_lease(Some(revision)).await;
+    t.load_if_changed().await.unwrap();
+    t
+}
+
+/// Waits (bounded) until the link of `nats` is up or down.
+async fn link_is(nats: &Nats, connected: bool) {
+    tokio::time::timeout(NET, async {
+        while nats.link().connected != connected {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the link never became connected={connected}"));
+}
+
+/// Stops the server and waits until the node's link sees it gone.
+async fn stop(server: &mut NatsServer, nats: &Nats) {
+    server.stop().unwrap();
+    link_is(nats, false).await;
+}
+
+#[tokio::test]
+async fn lines_written_while_the_server_is_away_reach_the_log_in_order_once_it_is_back() {
+    let test = "lines_written_while_the_server_is_away_reach_the_log_in_order_once_it_is_back";
+    let Some(mut server) = NatsServer::start_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (nats, log) = node(server.url(), "held").await;
+    let t = transcript(dir.path(), &log, "chat.s1", 5).await;
+    t.record(&[msg("one")]).await.unwrap();
+    stop(&mut server, &nats).await;
+    // The run goes on: its lines are held, in this node's copy already.
+    t.record(&[msg("two")]).await.unwrap();
+    t.record_unsynced(&[msg("three"), msg("four")])
+        .await
+        .unwrap();
+    assert_eq!(t.unsent().await, 3);
+    assert_eq!(
+        texts(&t.entries().unwrap()),
+        ["one", "two", "three", "four"]
+    );
+    server.start_again().unwrap();
+    // What the run does before it lets its lease go: wait for the server, append.
+    tokio::time::timeout(NET, t.send_unsent())
+        .await
+        .expect("held lines sent once the server is back")
+        .unwrap();
+    assert_eq!(t.unsent().await, 0);
+    let (_, other) = node(server.url(), "held").await;
+    let read: Vec<Entry> = other
+        .read("chat.s1")
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| serde_json::from_slice(&r.data).unwrap())
+        .collect();
+    assert_eq!(texts(&read), ["one", "two", "three", "four"]);
+    assert!(
+        read.iter().all(|e| e.lease == Some(5)),
+        "every line carries the lease it was written under"
+    );
+    // The next line follows them, fenced on where they left the log.
+    t.record(&[msg("five")]).await.unwrap();
+    assert_eq!(other.read("chat.s1").await.unwrap().len(), 5);
+}
+
+#[tokio::test]
+async fn held_lines_are_never_appended_after_another_holders_lines() {
+    let test = "held_lines_are_never_appended_after_another_holders_lines";
+    let Some(mut server) = NatsServer::start_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (nats, log) = node(server.url(), "lost").await;
+    let t = transcript(dir.path(), &log, "chat.s1", 5).await;
+    t.record(&[msg("one")]).await.unwrap();
+    stop(&mut server, &nats).await;
+    t.record(&[msg("held")]).await.unwrap();
+    server.start_again().unwrap();
+    // Meanwhile the lease expired and another node took the session and wrote to it.
+    let (_, log2) = node(server.url(), "lost").await;
+    let t2 = transcript(dir.path(), &log2, "chat.s1", 7).await;
+    t2.record(&[msg("other node")]).await.unwrap();
+    let refused = tokio::time::timeout(NET, t.send_unsent())
+        .await
+        .expect("the held lines are tried once the server is back");
+    assert!(refused.is_err(), "held lines refused: {refused:?}");
+    assert_eq!(t.unsent().await, 0, "dropped, never appended later");
+    let read: Vec<Entry> = log2
+        .read("chat.s1")
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| serde_json::from_slice(&r.data).unwrap())
+        .collect();
+    assert_eq!(texts(&read), ["one", "other node"]);
+    // They stay in this node's copy.
+    assert_eq!(texts(&t.entries().unwrap()), ["one", "held"]);
+    // A stale holder that reads the log again is still refused by the lease stamp.
+    t.forget();
+    assert!(t.load_if_changed().await.unwrap().is_some());
+    assert!(t.record(&[msg("stale")]).await.is_err());
+    assert_eq!(log2.read("chat.s1").await.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn a_line_over_the_servers_max_payload_is_written_and_read_back_whole() {
+    let test = "a_line_over_the_servers_max_payload_is_written_and_read_back_whole";
+    let Some(server) = NatsServer::shared_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_, log) = node(server.url(), "big").await;
+    let key = "agent:chat:api:session:big";
+    let t = transcript(dir.path(), &log, &log_name("chat", key), 3).await;
+    let big: String = (0..MAX_PAYLOAD + MAX_PAYLOAD / 2)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    t.record(&[msg("before")]).await.unwrap();
+    t.record(&[msg(&big)]).await.unwrap();
+    t.record(&[msg("after")]).await.unwrap();
+    let db = sled::Config::new().temporary(true).open().unwrap();
+    let (_, shared) = node(server.url(), "big").await;
+    let reader = SessionReader {
+        index: SessionIndex::open(&db).unwrap(),
+        live: Default::default(),
+        state_dir: dir.path().to_path_buf(),
+        shared: Some(shared),
+    };
+    let meta = SessionMeta {
+        key: key.to_string(),
+        agent: "chat".to_string(),
+        session_id: uuid::Uuid::now_v7(),
+        created_ms: 0,
+        updated_ms: 0,
+        turns: 0,
+        tokens_in: 0,
+        tokens_out: 0,
+    };
+    let entries = reader.entries(&meta).await.unwrap();
+    let read = texts(&entries);
+    assert_eq!(read.len(), 3);
+    assert_eq!(read[0], "before");
+    assert!(read[1] == big, "the big line is read back whole");
+    assert_eq!(read[2], "after");
+}
