@@ -139,8 +139,9 @@ async fn open_db(path: &std::path::Path, cache: usize) -> Result<sled::Db, State
 /// The session leases of a shared bus (NATS), and the shared transcripts they guard (the log
 /// store `tx`): the store `session_leases` every node shares, held
 /// as `<node>/<life>` (a restarted node never takes its previous life's leases for its own), each
-/// living `ttl` (the bus's `ack_wait`: a node that dies loses its tasks and its sessions after
-/// about the same time). `None` on the embedded bus, whose sessions need none.
+/// living `ttl` (`[bus] session_lease_ttl`, by default the bus's `ack_wait`: a node that dies
+/// loses its tasks and its sessions after about the same time). `None` on the embedded bus,
+/// whose sessions need none.
 async fn session_leases(
     kv: &bus::KvOpener,
     clock: &Arc<dyn Clock>,
@@ -278,7 +279,7 @@ impl Clawbus {
             Some(id) => id.clone(),
             None => nodes::local_node_id(&db).map_err(|e| state_err(StateError::Db(e)))?,
         };
-        let leases = session_leases(&kv, &clock, &node_id, config.bus.ack_wait).await?;
+        let leases = session_leases(&kv, &clock, &node_id, config.bus.session_lease_ttl).await?;
         let transcripts = leases.as_ref().map(|l| l.transcripts().clone());
         let agent_ctx = AgentContext {
             bus: bus.clone(),
