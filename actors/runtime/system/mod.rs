@@ -260,9 +260,17 @@ impl Clawbus {
             Some(n) => SessionShards::start(n),
             None => SessionShards::per_core(),
         };
-        let outbox =
+        let node_id = match &config.bus.node_id {
+            Some(id) => id.clone(),
+            None => nodes::local_node_id(&db).map_err(|e| state_err(StateError::Db(e)))?,
+        };
+        let mut outbox =
             crate::outbox::Outbox::open(&db, clawbus_core::config::ReplyRoutes::new(&config))
                 .map_err(|e| state_err(StateError::Outbox(e)))?;
+        if kv.is_shared() {
+            // Each node delivers what its own outbox staged.
+            outbox = outbox.on_node(node_id.clone());
+        }
         let scheduler = Arc::new(
             start_scheduler(&config, &db, &kv, &bus, &clock, &outbox)
                 .await
@@ -275,10 +283,6 @@ impl Clawbus {
         if !config.browser.test_allow_origins.is_empty() {
             tracing::warn!(origins = ?config.browser.test_allow_origins, "[browser] test_allow_origins is set: the browser may reach these loopback or private origins. It is meant for tests only.");
         }
-        let node_id = match &config.bus.node_id {
-            Some(id) => id.clone(),
-            None => nodes::local_node_id(&db).map_err(|e| state_err(StateError::Db(e)))?,
-        };
         let leases = session_leases(&kv, &clock, &node_id, config.bus.session_lease_ttl).await?;
         let transcripts = leases.as_ref().map(|l| l.transcripts().clone());
         let agent_ctx = AgentContext {
