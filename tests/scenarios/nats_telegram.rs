@@ -89,6 +89,20 @@ async fn a_telegram_channel_polls_on_one_node_and_another_takes_over_when_it_die
     let holder = first[0].clone();
 
     super::durable::kill9(nodes.remove(&holder).unwrap());
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "a printed figure: the nodes' leases expire in real time"
+    )]
+    let killed = std::time::Instant::now();
+    eventually("another node polls after the kill", async || {
+        pollers(&fake).len() == 2
+    })
+    .await;
+    // A figure, not a check: about the lease's time to live (3 s) at most.
+    eprintln!(
+        "Telegram channel taken over {} ms after the holder's kill -9",
+        killed.elapsed().as_millis()
+    );
     for k in 4..=5 {
         let text = format!("m{k}");
         fake.push_message(CHAT, "private", &text);
