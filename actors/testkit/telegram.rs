@@ -6,6 +6,10 @@
 //! empty one answers 400 as Telegram does). Answers are `{ok: true, result}` or `{ok: false,
 //! error_code, description, parameters?}`. A wrong token answers 404 `Not Found`. Updates below
 //! the requested offset are forgotten (confirmed), like Telegram does.
+//!
+//! Several pollers (nodes) can be told apart by a base URL of their own,
+//! [`base_url_for`](FakeBotApi::base_url_for) (`…/<caller>/bot<token>/<method>`): the fake counts
+//! each caller's `getUpdates` calls and the most long polls it held at once.
 
 use axum::Json;
 use axum::Router;
@@ -38,6 +42,11 @@ struct State0 {
     offsets: Vec<Option<i64>>,
     /// Answers for the next `sendMessage` calls, before any is sent: (status, retry_after).
     send_failures: VecDeque<(u16, Option<u64>)>,
+    /// `getUpdates` calls by caller (the path segment before `bot<token>`; empty for none).
+    polls_by: std::collections::BTreeMap<String, usize>,
+    /// Long polls being held now, and the most ever held at once.
+    in_poll: usize,
+    max_in_poll: usize,
 }
 
 struct Shared {
@@ -78,6 +87,7 @@ impl FakeBotApi {
         });
         let app = Router::new()
             .route("/{bot}/{method}", post(method))
+            .route("/{caller}/{bot}/{method}", post(method_of_caller))
             .with_state(shared.clone());
         let mut stop = rx;
         tokio::spawn(async move {
@@ -98,6 +108,22 @@ impl FakeBotApi {
     /// The base URL for `[channels.telegram] base_url`.
     pub fn base_url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// The base URL for one poller among several: its calls are counted as `caller`'s.
+    pub fn base_url_for(&self, caller: &str) -> String {
+        format!("http://{}/{caller}", self.addr)
+    }
+
+    /// How many `getUpdates` calls each caller made (callers that made none are absent).
+    pub fn polls_by(&self) -> std::collections::BTreeMap<String, usize> {
+        self.shared.lock().polls_by.clone()
+    }
+
+    /// The most `getUpdates` long polls held at once so far (Telegram itself ends the older of
+    /// two with `409 Conflict`).
+    pub fn max_concurrent_polls(&self) -> usize {
+        self.shared.lock().max_in_poll
     }
 
     /// Queues a text message from `chat_id` (`chat_type`: `private`, `group`, `supergroup`);
@@ -181,13 +207,53 @@ async fn method(
     Path((bot, method)): Path<(String, String)>,
     body: Option<Json<Value>>,
 ) -> Response {
+    answer(&shared, "", &bot, &method, body).await
+}
+
+async fn method_of_caller(
+    State(shared): State<Arc<Shared>>,
+    Path((caller, bot, method)): Path<(String, String, String)>,
+    body: Option<Json<Value>>,
+) -> Response {
+    answer(&shared, &caller, &bot, &method, body).await
+}
+
+/// Counts a long poll as held until it answers or its client goes away.
+struct Polling<'a>(&'a Shared);
+
+impl<'a> Polling<'a> {
+    fn start(shared: &'a Shared, caller: &str) -> Self {
+        let mut s = shared.lock();
+        *s.polls_by.entry(caller.to_string()).or_default() += 1;
+        s.in_poll += 1;
+        s.max_in_poll = s.max_in_poll.max(s.in_poll);
+        Self(shared)
+    }
+}
+
+impl Drop for Polling<'_> {
+    fn drop(&mut self) {
+        self.0.lock().in_poll -= 1;
+    }
+}
+
+async fn answer(
+    shared: &Shared,
+    caller: &str,
+    bot: &str,
+    method: &str,
+    body: Option<Json<Value>>,
+) -> Response {
     if bot != format!("bot{}", shared.token) {
         return fail(404, "Not Found", None);
     }
     let body = body.map(|Json(v)| v).unwrap_or(Value::Null);
-    match method.as_str() {
-        "getUpdates" => get_updates(&shared, &body).await,
-        "sendMessage" => send_message(&shared, &body),
+    match method {
+        "getUpdates" => {
+            let _held = Polling::start(shared, caller);
+            get_updates(shared, &body).await
+        }
+        "sendMessage" => send_message(shared, &body),
         _ => fail(404, "Not Found: method not found", None),
     }
 }

@@ -296,6 +296,10 @@ impl Actor for DeliveryActor {
 
 impl StreamHandler<Delivery> for DeliveryActor {
     fn handle(&mut self, item: Delivery, ctx: &mut Context<Self>) {
+        if !self.outbox.sends(&item.envelope().headers) {
+            // Staged by another node's outbox: that node's delivery actor sends it.
+            return;
+        }
         match serde_json::from_value::<OutboundMessage>(item.envelope().payload.clone()) {
             Ok(msg) => self.enqueue(msg, ctx),
             Err(e) => {

@@ -43,6 +43,7 @@ fn transient() -> Result<(), SendError> {
 }
 
 struct Rig {
+    bus: Arc<dyn Bus>,
     handle: DeliveryHandle,
     clock: Arc<ManualClock>,
     records: DeliveryRecords,
@@ -52,7 +53,7 @@ struct Rig {
 }
 
 async fn rig(script: Vec<Result<(), SendError>>, attempts: u32, max_part: usize) -> Rig {
-    rig_with_outbox(script, attempts, max_part, Vec::new()).await
+    rig_with_outbox(script, attempts, max_part, Vec::new(), None).await
 }
 
 /// A rig whose outbox holds `staged` (as a killed daemon left it) before the actor starts.
@@ -61,12 +62,16 @@ async fn rig_with_outbox(
     attempts: u32,
     max_part: usize,
     staged: Vec<OutboundMessage>,
+    node: Option<&str>,
 ) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let db = sled::open(dir.path().join("db")).unwrap();
     let bus: Arc<dyn Bus> = bus::open(BusOptions::default(), db.clone()).unwrap().bus;
     let clock = ManualClock::new(T0);
-    let outbox = clawbus_runtime::outbox::Outbox::open(&db, Default::default()).unwrap();
+    let mut outbox = clawbus_runtime::outbox::Outbox::open(&db, Default::default()).unwrap();
+    if let Some(node) = node {
+        outbox = outbox.on_node(node);
+    }
     for msg in &staged {
         outbox.stage("demo", msg).unwrap();
     }
@@ -77,6 +82,7 @@ async fn rig_with_outbox(
         tries: tx,
         max_part,
     });
+    let bus_for_rig = bus.clone();
     let deps = DeliveryDeps {
         bus,
         clock: clock.clone(),
@@ -91,6 +97,7 @@ async fn rig_with_outbox(
     };
     let handle = DeliveryHandle::start("demo", sink, deps).await.unwrap();
     Rig {
+        bus: bus_for_rig,
         handle,
         clock,
         records,
@@ -268,7 +275,7 @@ fn reply(task: u128, text: &str) -> OutboundMessage {
 #[actix_rt::test]
 async fn pending_outbox_entries_are_delivered_in_order_on_start_and_then_removed() {
     let staged = vec![reply(1, "first"), reply(2, "second")];
-    let mut rig = rig_with_outbox(Vec::new(), 5, 100, staged).await;
+    let mut rig = rig_with_outbox(Vec::new(), 5, 100, staged, None).await;
     assert_eq!(rig.next_try().await, "first");
     assert_eq!(rig.next_try().await, "second");
     tokio::time::timeout(WAIT, async {
@@ -316,4 +323,31 @@ async fn a_message_to_a_channel_without_delivery_actor_is_recorded_no_channel() 
     assert_eq!(records[0].state, DeliveryState::Failed);
     assert_eq!(records[0].error.as_deref(), Some("no_channel"));
     assert!(outbox.pending("telegram").unwrap().is_empty(), "not staged");
+}
+
+/// On a shared bus every node's delivery actor hears `channel.<name>.out`: a message another
+/// node's outbox staged and published is that node's to send, one this node's outbox published
+/// is sent here (and one that names no node, from the embedded bus, too).
+#[actix_rt::test]
+async fn a_message_staged_on_another_node_is_left_to_that_node() {
+    let mut rig = rig_with_outbox(Vec::new(), 3, 100, Vec::new(), Some("n1")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = sled::open(dir.path().join("db")).unwrap();
+    let n2 = clawbus_runtime::outbox::Outbox::open(&db, Default::default())
+        .unwrap()
+        .on_node("n2");
+    n2.publish(&*rig.bus, "demo", &message("from n2")).await;
+    rig.outbox
+        .publish(&*rig.bus, "demo", &message("from n1"))
+        .await;
+    assert_eq!(rig.next_try().await, "from n1");
+    assert!(
+        rig.tries.try_recv().is_err(),
+        "the message n2 published (heard first) was not sent here"
+    );
+    let headless = clawbus_runtime::outbox::Outbox::open(&db, Default::default()).unwrap();
+    headless
+        .publish(&*rig.bus, "demo", &message("from one node"))
+        .await;
+    assert_eq!(rig.next_try().await, "from one node");
 }

@@ -18,6 +18,8 @@ pub(super) struct Ingress {
     pub bus: Arc<dyn Bus>,
     /// The ingress pipeline every message is submitted through (routed by the system's router).
     pub pipeline: pipeline::Ingress,
+    /// This node's outbox: notices to a chat are published through it, so this node sends them.
+    pub outbox: clawbus_runtime::outbox::Outbox,
     pub approvals: Approvals,
     pub allow_chats: Arc<Vec<i64>>,
 }
@@ -167,7 +169,9 @@ impl Ingress {
             task_id: None,
             job: None,
         };
-        clawbus_runtime::outbox::publish(self.bus.as_ref(), Channel::Telegram.as_str(), &msg).await;
+        self.outbox
+            .publish(self.bus.as_ref(), Channel::Telegram.as_str(), &msg)
+            .await;
     }
 }
 

@@ -1,7 +1,8 @@
 //! The Telegram channel: Bot API long polling in, `sendMessage` out.
 //!
 //! - [`TelegramPoller`] (an actor) calls `getUpdates` with `offset` = last `update_id` + 1
-//!   (kept in sled, so a restart does not replay) and `timeout` = `poll_timeout`; each text
+//!   (kept in the [`offset`] store, so a restart does not replay) and `timeout` =
+//!   `poll_timeout`; each text
 //!   message from an allowlisted chat becomes a task, routed at ingress like
 //!   `POST /v1/channels/telegram/messages`: request id `telegram:<update_id>` (a redelivered
 //!   update runs once), session `agent:<id>:telegram:<direct|group>:<chat id>`. A message from
@@ -11,14 +12,21 @@
 //! - Approvals where the person is: an `exec` approval asked by a run whose session is a
 //!   Telegram chat is sent to that chat with `/approve <id>` and `/deny <id>`; the answer counts
 //!   only from that same chat.
+//! - On a shared bus (NATS) the channel runs on one node at a time: the node holding its lease
+//!   ([`hold`]) polls, and the offset is the cluster's; each node's delivery actor sends the
+//!   replies of the runs it ran.
 
 pub(crate) mod api;
+pub(crate) mod hold;
 mod ingress;
+pub(crate) mod offset;
 mod poller;
 pub(crate) mod split;
 
 pub(crate) use api::BotApi;
-pub(crate) use poller::{OffsetStore, TelegramHandle};
+pub(crate) use poller::TelegramHandle;
+
+use offset::OffsetStore;
 
 use super::OutboundMessage;
 use super::delivery::{SendError, Sink};
@@ -68,20 +76,25 @@ impl crate::Prepared for TelegramChannel {
             crate::delivery::DeliveryDeps::of(system),
         )
         .await?;
-        let offsets =
-            OffsetStore::open(system.db()).map_err(|source| crate::ChannelError::State {
-                what: "telegram offset",
-                source,
-            })?;
-        let poller = TelegramHandle::start(
-            &self.def,
-            self.api,
-            system.bus().clone(),
-            system.router().clone(),
-            system.approvals().clone(),
-            offsets,
-        )
-        .await?;
+        let (offsets, hold) = if system.kv().is_shared() {
+            let store = system.kv().open(offset::CHANNEL_STORE).await?;
+            let life = uuid::Uuid::new_v4().simple().to_string();
+            let leases = bus::kv::Leases::new(
+                store.clone(),
+                system.clock().clone(),
+                format!("{}/{}", system.node_id(), &life[..12]),
+                system.config().bus.session_lease_ttl,
+            );
+            (OffsetStore::Shared(store), Some(hold::Hold::new(leases)))
+        } else {
+            let offsets =
+                OffsetStore::local(system.db()).map_err(|source| crate::ChannelError::State {
+                    what: "telegram offset",
+                    source,
+                })?;
+            (offsets, None)
+        };
+        let poller = TelegramHandle::start(&self.def, self.api, system, offsets, hold).await?;
         Ok(Box::new(RunningTelegram { delivery, poller }))
     }
 }

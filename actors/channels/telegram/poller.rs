@@ -1,52 +1,27 @@
 //! The Telegram poller actor: `getUpdates` in a loop, each batch handed to [`Ingress`], the
-//! offset kept in sled; and the approval requests of Telegram sessions sent to their chat.
+//! offset kept in the [`OffsetStore`]; and the approval requests of Telegram sessions sent to
+//! their chat.
+//!
+//! On a shared bus the poller polls only while it holds the channel's lease ([`super::hold`]):
+//! a node without it stands by, and takes over once the holder releases it (a clean stop) or
+//! stops renewing it (it died). The new holder reads the shared offset after taking the lease.
 
 use super::api::{ApiError, BotApi, Update};
+use super::hold::{Hold, Kept};
 use super::ingress::{Ingress, approval_prompt, is_request};
+use super::offset::OffsetStore;
 use actix::prelude::*;
-use bus::{Bus, BusError, Delivery, Topic};
+use bus::{BusError, Delivery, Topic};
 use clawbus_core::config::TelegramDef;
 use clawbus_core::ids::chat_of_session;
-use clawbus_runtime::approvals::{ApprovalRecord, Approvals};
-use clawbus_runtime::router::Router;
+use clawbus_runtime::approvals::ApprovalRecord;
+use clawbus_runtime::system::Clawbus;
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The sled tree of the poller's state.
-pub(super) const TELEGRAM_TREE: &str = "telegram";
-const OFFSET_KEY: &[u8] = b"offset";
 /// The longest wait between two polls after failures.
 const MAX_POLL_BACKOFF: Duration = Duration::from_secs(30);
-
-/// The next `getUpdates` offset, in sled, so a restart does not replay what was taken.
-#[derive(Clone)]
-pub(crate) struct OffsetStore {
-    tree: sled::Tree,
-}
-
-impl OffsetStore {
-    /// Opens the tree in `db`.
-    pub(crate) fn open(db: &sled::Db) -> Result<Self, sled::Error> {
-        Ok(Self {
-            tree: db.open_tree(TELEGRAM_TREE)?,
-        })
-    }
-
-    /// The stored offset.
-    pub(crate) fn get(&self) -> Result<Option<i64>, sled::Error> {
-        Ok(self.tree.get(OFFSET_KEY)?.and_then(|v| {
-            let bytes: [u8; 8] = v.as_ref().try_into().ok()?;
-            Some(i64::from_be_bytes(bytes))
-        }))
-    }
-
-    /// Stores the offset.
-    pub(crate) fn set(&self, offset: i64) -> Result<(), sled::Error> {
-        self.tree.insert(OFFSET_KEY, &offset.to_be_bytes())?;
-        Ok(())
-    }
-}
 
 /// The actor.
 pub(crate) struct TelegramPoller {
@@ -56,6 +31,13 @@ pub(crate) struct TelegramPoller {
     offsets: OffsetStore,
     offset: Option<i64>,
     failures: u32,
+    /// The channel's lease on a shared bus; `None` on the embedded bus (always polls).
+    hold: Option<Hold>,
+    /// The `getUpdates` under way, dropped when the lease is lost or the poller stops.
+    polling: Option<SpawnHandle>,
+    /// Raised each time the lease is taken or lost: a poll loop of an earlier term (its poll or
+    /// its batch still out when the lease went) ends instead of going on beside the new one.
+    term: u64,
 }
 
 /// Stops polling (shutdown).
@@ -74,29 +56,42 @@ impl TelegramHandle {
     pub(crate) async fn start(
         def: &TelegramDef,
         api: BotApi,
-        bus: Arc<dyn Bus>,
-        router: Arc<Router>,
-        approvals: Approvals,
+        system: &Clawbus,
         offsets: OffsetStore,
+        hold: Option<Hold>,
     ) -> Result<Self, BusError> {
+        let bus = system.bus().clone();
         let approvals_sub = bus
             .subscribe(Topic::parse("approvals.>").map_err(|e| BusError::Invalid(e.to_string()))?)
             .await?;
-        let offset = offsets
-            .get()
-            .map_err(|e| BusError::storage("telegram offset", e))?;
+        // A lease holder reads the offset once it holds the lease.
+        let offset = if hold.is_none() {
+            offsets
+                .get()
+                .await
+                .map_err(|e| BusError::storage("telegram offset", e))?
+        } else {
+            None
+        };
         let poller = TelegramPoller {
             api,
             poll_timeout: def.poll_timeout,
             ingress: Ingress {
-                pipeline: clawbus_runtime::ingress::Ingress::routed(bus.clone(), router),
+                pipeline: clawbus_runtime::ingress::Ingress::routed(
+                    bus.clone(),
+                    system.router().clone(),
+                ),
                 bus,
-                approvals,
+                outbox: system.outbox().clone(),
+                approvals: system.approvals().clone(),
                 allow_chats: Arc::new(def.allow_chats.clone()),
             },
             offsets,
             offset,
             failures: 0,
+            hold,
+            polling: None,
+            term: 0,
         };
         if def.allow_chats.is_empty() {
             tracing::warn!(
@@ -119,16 +114,32 @@ impl TelegramHandle {
 }
 
 impl TelegramPoller {
-    fn poll(&mut self, ctx: &mut Context<Self>) {
-        let (api, offset, timeout) = (self.api.clone(), self.offset, self.poll_timeout);
-        ctx.spawn(
-            async move { api.get_updates(offset, timeout).await }
-                .into_actor(self)
-                .map(|res, act, ctx| act.polled(res, ctx)),
-        );
+    /// True while this node may poll: always on the embedded bus, while it holds the lease on a
+    /// shared one.
+    fn holds(&self) -> bool {
+        self.hold.as_ref().is_none_or(Hold::is_held)
     }
 
-    fn polled(&mut self, res: Result<Vec<Update>, ApiError>, ctx: &mut Context<Self>) {
+    /// Polls, if this node may and `term` is still the current one.
+    fn poll(&mut self, term: u64, ctx: &mut Context<Self>) {
+        if !self.holds() || term != self.term {
+            return;
+        }
+        let (api, offset, timeout) = (self.api.clone(), self.offset, self.poll_timeout);
+        let handle = ctx.spawn(
+            async move { api.get_updates(offset, timeout).await }
+                .into_actor(self)
+                .map(move |res, act, ctx| act.polled(res, term, ctx)),
+        );
+        self.polling = Some(handle);
+    }
+
+    fn polled(&mut self, res: Result<Vec<Update>, ApiError>, term: u64, ctx: &mut Context<Self>) {
+        if !self.holds() || term != self.term {
+            // The lease went while the poll was out: the next holder takes these updates.
+            return;
+        }
+        self.polling = None;
         let updates = match res {
             Ok(u) => u,
             Err(e) => {
@@ -138,36 +149,98 @@ impl TelegramPoller {
                     .min(MAX_POLL_BACKOFF);
                 let wait = e.retry_after().unwrap_or(doubled);
                 tracing::warn!(failures = self.failures, wait_ms = wait.as_millis() as u64, error = %e, "Telegram getUpdates failed; polling again later.");
-                ctx.run_later(wait, |act, ctx| act.poll(ctx));
+                ctx.run_later(wait, move |act, ctx| act.poll(term, ctx));
                 return;
             }
         };
         self.failures = 0;
-        let ingress = self.ingress.clone();
+        let (ingress, offsets) = (self.ingress.clone(), self.offsets.clone());
         let fallback = self.offset;
         ctx.spawn(
-            async move { take(&ingress, &updates, fallback).await }
-                .into_actor(self)
-                .map(|(offset, failed), act, ctx| {
-                    act.advance(offset);
-                    if failed {
-                        ctx.run_later(Duration::from_secs(1), |act, ctx| act.poll(ctx));
-                    } else {
-                        act.poll(ctx);
-                    }
-                }),
+            async move {
+                let (offset, failed) = take(&ingress, &updates, fallback).await;
+                if let Some(o) = offset.filter(|_| offset != fallback)
+                    && let Err(e) = offsets.advance(o).await
+                {
+                    tracing::error!(offset = o, error = %e, "Telegram offset not stored; the next poller may poll these updates again (they run once).");
+                }
+                (offset, failed)
+            }
+            .into_actor(self)
+            .map(move |(offset, failed), act, ctx| {
+                if term != act.term {
+                    return;
+                }
+                act.offset = offset;
+                if failed {
+                    ctx.run_later(Duration::from_secs(1), move |act, ctx| act.poll(term, ctx));
+                } else {
+                    act.poll(term, ctx);
+                }
+            }),
         );
     }
 
-    fn advance(&mut self, offset: Option<i64>) {
-        if offset == self.offset {
+    /// Waits for the channel's lease (shared bus), then reads the offset and polls.
+    fn take_lease(&mut self, ctx: &mut Context<Self>) {
+        let Some(hold) = &self.hold else { return };
+        let waiting = hold.wait();
+        ctx.spawn(waiting.into_actor(self).map(|taken, act, ctx| {
+            let Some(hold) = act.hold.as_mut() else {
+                return;
+            };
+            match taken {
+                Ok(lease) => {
+                    let kept = hold.held(lease);
+                    ctx.spawn(kept.into_actor(act).map(|end, act, ctx| act.kept(end, ctx)));
+                    act.term += 1;
+                    act.resume(act.term, ctx);
+                }
+                Err(wait) => {
+                    ctx.run_later(wait, |act, ctx| act.take_lease(ctx));
+                }
+            }
+        }));
+    }
+
+    /// Just took the lease: reads the shared offset (where the last holder stopped), then polls.
+    fn resume(&mut self, term: u64, ctx: &mut Context<Self>) {
+        if term != self.term {
             return;
         }
-        self.offset = offset;
-        if let Some(o) = offset {
-            if let Err(e) = self.offsets.set(o) {
-                tracing::error!(offset = o, error = %e, "Telegram offset not stored; a restart may poll these updates again (they run once).");
+        let offsets = self.offsets.clone();
+        ctx.spawn(async move { offsets.get().await }.into_actor(self).map(
+            move |read, act, ctx| match read {
+                Ok(_) if term != act.term => {}
+                Ok(offset) => {
+                    tracing::info!(offset = ?offset, "Telegram channel lease taken; polling on this node.");
+                    act.offset = offset;
+                    act.poll(term, ctx);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "Telegram offset not readable; trying again.");
+                    ctx.run_later(Duration::from_secs(1), move |act, ctx| {
+                        act.resume(term, ctx)
+                    });
+                }
+            },
+        ));
+    }
+
+    /// The keeper of the lease ended: lost (polling stops, the lease is waited for again) or
+    /// released (the poller is stopping).
+    fn kept(&mut self, end: Kept, ctx: &mut Context<Self>) {
+        let Some(hold) = self.hold.as_mut() else {
+            return;
+        };
+        hold.ended();
+        self.term += 1;
+        if let Kept::Lost(why) = end {
+            tracing::warn!(error = %why, "Telegram channel lease lost; polling stops on this node until it takes the lease again.");
+            if let Some(h) = self.polling.take() {
+                ctx.cancel_future(h);
             }
+            self.take_lease(ctx);
         }
     }
 }
@@ -193,15 +266,32 @@ impl Actor for TelegramPoller {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        tracing::info!(offset = ?self.offset, poll_timeout_s = self.poll_timeout.as_secs(), "Telegram poller started.");
-        self.poll(ctx);
+        tracing::info!(offset = ?self.offset, poll_timeout_s = self.poll_timeout.as_secs(), leased = self.hold.is_some(), "Telegram poller started.");
+        if self.hold.is_some() {
+            self.take_lease(ctx);
+        } else {
+            self.poll(self.term, ctx);
+        }
     }
 }
 
 impl Handler<Stop> for TelegramPoller {
-    type Result = ();
-    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
-        ctx.stop();
+    type Result = ResponseActFuture<Self, ()>;
+    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) -> Self::Result {
+        if let Some(h) = self.polling.take() {
+            ctx.cancel_future(h);
+        }
+        // The lease is released, so another node takes the channel over at once.
+        let released = self.hold.as_mut().map(Hold::release);
+        Box::pin(
+            async move {
+                if let Some(released) = released {
+                    released.await;
+                }
+            }
+            .into_actor(self)
+            .map(|(), _, ctx| ctx.stop()),
+        )
     }
 }
 
@@ -214,6 +304,10 @@ struct ApprovalEvent {
 
 impl StreamHandler<Delivery> for TelegramPoller {
     fn handle(&mut self, item: Delivery, ctx: &mut Context<Self>) {
+        if !self.holds() {
+            // Every node hears the request; the one polling the channel asks the chat.
+            return;
+        }
         let Ok(ev) = serde_json::from_value::<ApprovalEvent>(item.envelope().payload.clone())
         else {
             return;

@@ -82,6 +82,7 @@ pub(super) struct BusFile {
     pub dedup_window: Option<Spanned<DurationText>>,
     pub backend: Option<Spanned<String>>,
     pub ack_wait: Option<Spanned<DurationText>>,
+    pub session_lease_ttl: Option<Spanned<DurationText>>,
 }
 
 /// `[providers.<name>]`.

@@ -244,6 +244,11 @@ pub struct BusDef {
     /// one is marked every third of it) before the server gives it to another node; so also
     /// about how long the tasks of a node that died wait before they run elsewhere.
     pub ack_wait: Duration,
+    /// On NATS: how long a session's lease lives past its last renewal (renewed every third of
+    /// it while a run goes on), so about how long the sessions of a node that died wait before
+    /// they run elsewhere; `[bus] session_lease_ttl`, default `ack_wait` (whole seconds, at
+    /// least one: what JetStream's per-key TTL keeps).
+    pub session_lease_ttl: Duration,
     /// This process's name among the nodes sharing a distributed bus (`clawbus up --node-id`);
     /// `None`: unnamed (one node).
     pub node_id: Option<String>,

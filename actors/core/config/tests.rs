@@ -583,3 +583,45 @@ fn a_nats_bus_is_configured_by_url_and_a_bad_one_is_reported_where_it_is() {
         ]
     );
 }
+
+#[test]
+fn the_session_lease_ttl_is_its_own_setting_and_defaults_to_ack_wait() {
+    let fx = Fixture::new();
+    fx.write("clawbus.toml", "[bus]\nack_wait = \"5s\"\n");
+    let config = load(&fx.opts()).unwrap();
+    assert_eq!(
+        config.bus.session_lease_ttl,
+        Duration::from_secs(5),
+        "unset: as long as ack_wait, as before"
+    );
+    fx.write(
+        "clawbus.toml",
+        "[bus]\nack_wait = \"5s\"\nsession_lease_ttl = \"2m\"\n",
+    );
+    let config = load(&fx.opts()).unwrap();
+    assert_eq!(config.bus.session_lease_ttl, Duration::from_secs(120));
+    assert_eq!(config.bus.ack_wait, Duration::from_secs(5));
+    fx.write("clawbus.toml", "[bus]\nsession_lease_ttl = \"500ms\"\n");
+    assert_eq!(
+        fx.lines(&fx.errors(&fx.opts())),
+        [
+            "clawbus.toml:2:21: field \"bus.session_lease_ttl\": \"500ms\" is not whole seconds (expected at least \"1s\", e.g. \"30s\": the lease store keeps whole seconds)"
+        ]
+    );
+    for (bad, why) in [
+        ("0s", "zero duration (expected more than 0, e.g. \"30s\")"),
+        ("soon", ""),
+    ] {
+        fx.write(
+            "clawbus.toml",
+            &format!("[bus]\nsession_lease_ttl = \"{bad}\"\n"),
+        );
+        let lines = fx.lines(&fx.errors(&fx.opts()));
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with("clawbus.toml:2:21: field \"bus.session_lease_ttl\": ")
+                && lines[0].ends_with(why),
+            "{lines:?}"
+        );
+    }
+}

@@ -304,6 +304,7 @@ fn gateway_defaults() -> Gateway {
             dedup_window: DEFAULT_DEDUP_WINDOW,
             backend: super::BusBackend::Local,
             ack_wait: super::DEFAULT_ACK_WAIT,
+            session_lease_ttl: super::DEFAULT_ACK_WAIT,
             node_id: None,
             agents_here: None,
         },
@@ -455,6 +456,13 @@ fn gateway_file(src: &Source) -> (Gateway, Vec<Problem>) {
         &f.bus.ack_wait,
         "bus.ack_wait",
         super::DEFAULT_ACK_WAIT,
+        &mut problems,
+    );
+    base.bus.session_lease_ttl = lease_ttl(
+        src,
+        &f.bus.session_lease_ttl,
+        "bus.session_lease_ttl",
+        base.bus.ack_wait,
         &mut problems,
     );
     for (name, provider) in &f.providers {
@@ -629,6 +637,36 @@ pub(super) fn duration(
             problems.push(src.at(Some(value.span()), field, message));
             default
         }
+    }
+}
+
+/// A lease's time to live: a duration of whole seconds, at least one (what JetStream's per-key
+/// TTL keeps); `default` when unset.
+fn lease_ttl(
+    src: &Source,
+    value: &Option<Spanned<DurationText>>,
+    field: &str,
+    default: Duration,
+    problems: &mut Vec<Problem>,
+) -> Duration {
+    let before = problems.len();
+    let ttl = duration(src, value, field, default, problems);
+    match value {
+        Some(v)
+            if problems.len() == before
+                && (ttl < Duration::from_secs(1) || ttl.subsec_nanos() > 0) =>
+        {
+            problems.push(src.at(
+                Some(v.span()),
+                field,
+                format!(
+                    "{:?} is not whole seconds (expected at least \"1s\", e.g. \"30s\": the lease store keeps whole seconds)",
+                    v.get_ref().0
+                ),
+            ));
+            default
+        }
+        _ => ttl,
     }
 }
 

@@ -15,6 +15,10 @@
 //! Webhook receivers drop a repeat by its `X-Clawbus-Delivery` (the delivery id); Telegram has
 //! no such key, so a chat may, rarely, see a reply twice.
 //!
+//! On a shared bus (NATS) every node's delivery actor hears `channel.<name>.out`, but each
+//! node's outbox is its own: a message names the node that staged it ([`SENDER_NODE_HEADER`])
+//! and only that node's delivery actor sends it, so a reply goes out once, not once per node.
+//!
 //! A message for a channel that has no delivery actor is not staged: it is recorded failed at
 //! once with the reason `NO_CHANNEL`.
 //!
@@ -59,12 +63,20 @@ fn err(e: impl std::error::Error + Send + Sync + 'static) -> OutboxError {
     OutboxError(Box::new(e))
 }
 
+/// The header of an outbound message naming the node whose delivery actor sends it (on a
+/// shared bus, where every node's delivery actor hears `channel.<name>.out`).
+pub const SENDER_NODE_HEADER: &str = "sender_node";
+
 /// The pending deliveries, the delivery records and which channels deliver; cheap to clone.
 #[derive(Clone)]
 pub struct Outbox {
     tree: sled::Tree,
     records: DeliveryRecords,
     routes: ReplyRoutes,
+    /// On a shared bus: this node's id. The outbox is the node's own, so what it stages is
+    /// delivered by this node alone: each message it publishes names it
+    /// ([`SENDER_NODE_HEADER`]), and the other nodes' delivery actors leave it.
+    node: Option<String>,
 }
 
 impl std::fmt::Debug for Outbox {
@@ -82,7 +94,24 @@ impl Outbox {
             tree: db.open_tree(OUTBOX_TREE).map_err(err)?,
             records: DeliveryRecords::open(db).map_err(err)?,
             routes,
+            node: None,
         })
+    }
+
+    /// The outbox of node `node` on a shared bus: the messages it publishes are delivered by
+    /// this node's delivery actors only.
+    pub fn on_node(mut self, node: impl Into<String>) -> Self {
+        self.node = Some(node.into());
+        self
+    }
+
+    /// Whether this node's delivery actor sends a message published with `headers`: one that
+    /// names no node (the embedded bus) or names this one.
+    pub fn sends(&self, headers: &std::collections::BTreeMap<String, String>) -> bool {
+        match (headers.get(SENDER_NODE_HEADER), &self.node) {
+            (Some(sender), Some(node)) => sender == node,
+            (Some(_), None) | (None, _) => true,
+        }
     }
 
     /// The delivery records.
@@ -160,7 +189,30 @@ impl Outbox {
         if let Err(e) = self.stage(channel, &msg) {
             tracing::error!(channel, task_id = ?msg.task_id, error = %e, "Delivery not staged in the outbox; it is still handed over.");
         }
-        publish(bus, channel, &msg).await;
+        self.publish(bus, channel, &msg).await;
+    }
+
+    /// Publishes `msg` on `channel.<channel>.out` (the delivery actor's subscription), naming
+    /// this node on a shared bus, and logging a failure: a staged message is still delivered
+    /// after the next start.
+    pub async fn publish(&self, bus: &dyn Bus, channel: &str, msg: &OutboundMessage) {
+        let sent = match (out_topic(channel), serde_json::to_value(msg)) {
+            (Ok(topic), Ok(payload)) => {
+                let from = msg
+                    .task_id
+                    .map_or_else(|| channel.to_string(), |t| format!("task:{t}"));
+                let mut env = Envelope::event(topic, payload).from(from);
+                if let Some(node) = &self.node {
+                    env = env.header(SENDER_NODE_HEADER, node.clone());
+                }
+                bus.publish(env).await
+            }
+            (Err(e), _) => Err(e),
+            (_, Err(e)) => Err(bus::BusError::Invalid(e.to_string())),
+        };
+        if let Err(e) = sent {
+            tracing::error!(channel, task_id = ?msg.task_id, error = %e, "Message not handed to the channel's delivery actor.");
+        }
     }
 
     async fn no_channel(
@@ -196,25 +248,6 @@ impl Outbox {
                 tracing::error!(%task_id, error = %e, "Delivery event not recorded on the task.");
             }
         }
-    }
-}
-
-/// Publishes `msg` on `channel.<channel>.out` (the delivery actor's subscription), logging a
-/// failure: a staged message is still delivered after the next start.
-pub async fn publish(bus: &dyn Bus, channel: &str, msg: &OutboundMessage) {
-    let sent = match (out_topic(channel), serde_json::to_value(msg)) {
-        (Ok(topic), Ok(payload)) => {
-            let from = msg
-                .task_id
-                .map_or_else(|| channel.to_string(), |t| format!("task:{t}"));
-            bus.publish(Envelope::event(topic, payload).from(from))
-                .await
-        }
-        (Err(e), _) => Err(e),
-        (_, Err(e)) => Err(bus::BusError::Invalid(e.to_string())),
-    };
-    if let Err(e) = sent {
-        tracing::error!(channel, task_id = ?msg.task_id, error = %e, "Message not handed to the channel's delivery actor.");
     }
 }
 

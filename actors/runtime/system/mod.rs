@@ -139,8 +139,9 @@ async fn open_db(path: &std::path::Path, cache: usize) -> Result<sled::Db, State
 /// The session leases of a shared bus (NATS), and the shared transcripts they guard (the log
 /// store `tx`): the store `session_leases` every node shares, held
 /// as `<node>/<life>` (a restarted node never takes its previous life's leases for its own), each
-/// living `ttl` (the bus's `ack_wait`: a node that dies loses its tasks and its sessions after
-/// about the same time). `None` on the embedded bus, whose sessions need none.
+/// living `ttl` (`[bus] session_lease_ttl`, by default the bus's `ack_wait`: a node that dies
+/// loses its tasks and its sessions after about the same time). `None` on the embedded bus,
+/// whose sessions need none.
 async fn session_leases(
     kv: &bus::KvOpener,
     clock: &Arc<dyn Clock>,
@@ -259,9 +260,17 @@ impl Clawbus {
             Some(n) => SessionShards::start(n),
             None => SessionShards::per_core(),
         };
-        let outbox =
+        let node_id = match &config.bus.node_id {
+            Some(id) => id.clone(),
+            None => nodes::local_node_id(&db).map_err(|e| state_err(StateError::Db(e)))?,
+        };
+        let mut outbox =
             crate::outbox::Outbox::open(&db, clawbus_core::config::ReplyRoutes::new(&config))
                 .map_err(|e| state_err(StateError::Outbox(e)))?;
+        if kv.is_shared() {
+            // Each node delivers what its own outbox staged.
+            outbox = outbox.on_node(node_id.clone());
+        }
         let scheduler = Arc::new(
             start_scheduler(&config, &db, &kv, &bus, &clock, &outbox)
                 .await
@@ -274,11 +283,7 @@ impl Clawbus {
         if !config.browser.test_allow_origins.is_empty() {
             tracing::warn!(origins = ?config.browser.test_allow_origins, "[browser] test_allow_origins is set: the browser may reach these loopback or private origins. It is meant for tests only.");
         }
-        let node_id = match &config.bus.node_id {
-            Some(id) => id.clone(),
-            None => nodes::local_node_id(&db).map_err(|e| state_err(StateError::Db(e)))?,
-        };
-        let leases = session_leases(&kv, &clock, &node_id, config.bus.ack_wait).await?;
+        let leases = session_leases(&kv, &clock, &node_id, config.bus.session_lease_ttl).await?;
         let transcripts = leases.as_ref().map(|l| l.transcripts().clone());
         let agent_ctx = AgentContext {
             bus: bus.clone(),

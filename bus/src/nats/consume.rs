@@ -11,6 +11,7 @@ use crate::local::log::{EventLog, Header};
 use crate::store::TaskStore;
 use crate::task::Outcome;
 use crate::topic::Topic;
+use async_nats::jetstream::consumer::FromConsumer as _;
 use async_nats::jetstream::{self, AckKind, consumer::pull};
 use async_trait::async_trait;
 use futures::StreamExt as _;
@@ -57,10 +58,44 @@ pub(super) async fn start(
     };
     let stream = nats.work_stream().await?;
     let consumer = stream
-        .get_or_create_consumer(&durable, config)
+        .get_or_create_consumer(&durable, config.clone())
         .await
         .map_err(|e| BusError::transport(format!("consumer {durable}"), e))?;
+    let consumer = bring_up_to_date(&stream, consumer, &config).await?;
     Ok(tokio::spawn(pull_loop(shared, consumer, tx)))
+}
+
+/// A durable consumer made earlier (by an older clawbus, or a node with another `ack_wait`)
+/// keeps its `max_deliver` and `ack_wait` until it is changed: when they differ from `want`'s,
+/// the consumer is updated in place (JetStream allows changing both), and the log says so.
+async fn bring_up_to_date(
+    stream: &jetstream::stream::Stream,
+    consumer: jetstream::consumer::Consumer<pull::Config>,
+    want: &pull::Config,
+) -> Result<jetstream::consumer::Consumer<pull::Config>, BusError> {
+    let found = &consumer.cached_info().config;
+    if found.max_deliver == want.max_deliver && found.ack_wait == want.ack_wait {
+        return Ok(consumer);
+    }
+    let name = found.durable_name.clone().unwrap_or_default();
+    let (old_max_deliver, old_ack_wait) = (found.max_deliver, found.ack_wait);
+    let mut config = pull::Config::try_from_consumer_config(found.clone())
+        .map_err(|e| BusError::transport(format!("consumer {name}"), e))?;
+    config.max_deliver = want.max_deliver;
+    config.ack_wait = want.ack_wait;
+    let updated = stream
+        .update_consumer(config)
+        .await
+        .map_err(|e| BusError::transport(format!("update consumer {name}"), e))?;
+    tracing::info!(
+        consumer = %name,
+        old_max_deliver,
+        max_deliver = want.max_deliver,
+        old_ack_wait_ms = old_ack_wait.as_millis() as u64,
+        ack_wait_ms = want.ack_wait.as_millis() as u64,
+        "Durable consumer made with other settings updated to this node's."
+    );
+    Ok(updated)
 }
 
 async fn pull_loop(

@@ -205,3 +205,58 @@ async fn while_the_server_is_away_submits_are_refused_and_outcomes_wait_in_the_o
     let back = bus.link().unwrap();
     assert!(back.connected && back.disconnects == 1, "{back:?}");
 }
+
+/// A durable consumer an older clawbus made (deliveries without end, another ack wait) is
+/// brought to this node's settings when the node starts consuming: the max deliveries that
+/// dead-letters a task, and the ack wait the node marks progress against.
+#[actix_rt::test]
+async fn a_consumer_made_with_old_settings_is_updated_when_a_node_starts() {
+    if NatsServer::shared_or_skip("a_consumer_made_with_old_settings_is_updated_when_a_node_starts")
+        .is_none()
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = prefix_of(dir.path());
+    let nats = connect(dir.path()).await; // creates the work stream
+    let client = async_nats::connect(server().url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let stream = js.get_stream(format!("{prefix}_work")).await.unwrap();
+    let durable = format!("{prefix}_agent_a");
+    let old = async_nats::jetstream::consumer::pull::Config {
+        durable_name: Some(durable.clone()),
+        filter_subject: format!("{prefix}.work.agent.a"),
+        ack_wait: Duration::from_secs(30),
+        max_deliver: -1,
+        ..Default::default()
+    };
+    stream.create_consumer(old).await.unwrap();
+    let bus = NatsBus::open(nats, ManualClock::new(T0), Duration::from_secs(60), 3)
+        .await
+        .unwrap();
+    let mut work = bus.consume(topic("agent.a")).await.unwrap();
+    let mut consumer: async_nats::jetstream::consumer::PullConsumer =
+        stream.get_consumer(&durable).await.unwrap();
+    let config = consumer.info().await.unwrap().config.clone();
+    assert_eq!(
+        config.max_deliver, 3,
+        "max deliveries is the bus's attempts"
+    );
+    assert_eq!(
+        config.ack_wait,
+        super::ACK_WAIT,
+        "the ack wait is the node's"
+    );
+    assert_eq!(
+        config.filter_subject,
+        format!("{prefix}.work.agent.a"),
+        "the rest of the consumer is kept"
+    );
+    // Tasks still come through the updated consumer.
+    bus.submit(task("agent.a", "r-upd", "x")).await.unwrap();
+    let d = tokio::time::timeout(NET, work.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(d.envelope().request_id, rid("r-upd"));
+}

@@ -119,7 +119,9 @@ impl Run {
         match self.delivery.complete(outcome).await {
             Ok(()) => {
                 if let Some((channel, msg)) = reply {
-                    crate::outbox::publish(rt.bus.as_ref(), channel.as_str(), &msg).await;
+                    rt.outbox
+                        .publish(rt.bus.as_ref(), channel.as_str(), &msg)
+                        .await;
                 }
             }
             Err(e) => {
