@@ -28,6 +28,8 @@ mod nats_figures;
 mod openai;
 mod openclaw_cli;
 mod openclaw_control_ui;
+mod openclaw_deliver;
+mod openclaw_figures;
 mod operator;
 mod prompt;
 mod retries;
