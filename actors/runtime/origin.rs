@@ -36,6 +36,8 @@ pub enum Header {
     Members,
     /// The attempts this task may take, over its agent's retry policy.
     MaxAttempts,
+    /// Where the reply also goes, as the client asked (`<channel>:<to>`).
+    DeliverTo,
 }
 
 impl Header {
@@ -54,6 +56,7 @@ impl Header {
             Self::Depth => "depth",
             Self::Members => "members",
             Self::MaxAttempts => "max_attempts",
+            Self::DeliverTo => "deliver_to",
         }
     }
 }
@@ -86,6 +89,36 @@ pub struct Origin {
     pub members: Option<u32>,
     /// The attempts this task may take (the poster's `max_attempts`); `None`: its agent's policy.
     pub max_attempts: Option<u32>,
+    /// Where the reply also goes, as the client asked (OpenClaw's `agent --deliver`); `None`:
+    /// only where the channel it came from replies.
+    pub deliver_to: Option<DeliverTo>,
+}
+
+/// A channel and a target on it that a task's reply is delivered to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliverTo {
+    /// The delivering channel (`telegram`, `webhook`).
+    pub channel: Channel,
+    /// The target on it: a chat id, a webhook's name.
+    pub to: String,
+}
+
+impl DeliverTo {
+    /// `<channel>:<to>`, as the header carries it.
+    fn encode(&self) -> String {
+        format!("{}:{}", self.channel, self.to)
+    }
+
+    fn decode(value: &str) -> Result<Self, OriginError> {
+        let (channel, to) = value.split_once(':').ok_or_else(|| OriginError {
+            key: Header::DeliverTo.as_str(),
+            message: format!("{value:?} is not <channel>:<to>"),
+        })?;
+        Ok(Self {
+            channel: Channel::from(channel),
+            to: to.to_string(),
+        })
+    }
 }
 
 impl Default for Origin {
@@ -120,6 +153,7 @@ impl Origin {
             depth: 0,
             members: None,
             max_attempts: None,
+            deliver_to: None,
         }
     }
 
@@ -156,6 +190,9 @@ impl Origin {
         }
         if let Some(n) = self.max_attempts {
             h.insert(Header::MaxAttempts.as_str().into(), n.to_string());
+        }
+        if let Some(to) = &self.deliver_to {
+            h.insert(Header::DeliverTo.as_str().into(), to.encode());
         }
         env
     }
@@ -214,6 +251,9 @@ impl Origin {
                 message: format!("{n:?} is not a number of attempts: {e}"),
             })?);
         }
+        if let Some(to) = get(Header::DeliverTo) {
+            origin.deliver_to = Some(DeliverTo::decode(&to)?);
+        }
         Ok(origin)
     }
 }
@@ -238,6 +278,10 @@ mod tests {
             depth: 2,
             members: Some(3),
             max_attempts: Some(2),
+            deliver_to: Some(DeliverTo {
+                channel: Channel::Webhook,
+                to: "deploys:x".into(),
+            }),
         };
         let env = Envelope::task(
             Topic::agent("a"),

@@ -360,6 +360,42 @@ async fn a_tool_task_shows_its_events_live_in_order_once_each_across_a_dropped_c
 }
 
 #[actix_rt::test]
+async fn a_task_in_a_named_session_shows_its_tool_calls_from_the_routed_session() {
+    let test = "a_task_in_a_named_session_shows_its_tool_calls_from_the_routed_session";
+    let server = ScriptedServer::start(vec![
+        Turn::tool_call("exec", json!({ "command": "date" })),
+        Turn::text("It is now."),
+    ])
+    .await;
+    let project = coder(&server, "[exec]\nallow = [\"date\"]\n");
+    let child = up(&project).await;
+    let (status, posted) = post_task(
+        &child,
+        "coder",
+        json!({ "text": "what time is it?", "session": "notes", "wait": true }),
+    )
+    .await;
+    assert_eq!(status, 200, "{posted}");
+    assert_eq!(
+        posted["session"], "agent:coder:api:direct:notes",
+        "the task records the routed session key, not the name: {posted}"
+    );
+    let id = posted["task_id"].as_str().unwrap().to_string();
+    let Some(browser) = logged_in(test, &child, &format!("task/{id}")).await else {
+        return child.stop().await;
+    };
+    until(&browser, "document.querySelector('#task-tools pre') && document.querySelector('#task-tools').textContent.includes('\"command\":\"date\"')").await;
+    let link = until(
+        &browser,
+        "document.querySelector('#task-head a[href^=\"#/session/\"]') && document.querySelector('#task-head a[href^=\"#/session/\"]').textContent",
+    )
+    .await;
+    assert_eq!(link, "agent:coder:api:direct:notes");
+    browser.quit().await;
+    child.stop().await;
+}
+
+#[actix_rt::test]
 async fn team_rust_shows_the_tree_assistant_writer_researcher() {
     let project = Project::new();
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 const SECRET: &str = "outbound-secret-for-tests";
 
 /// One call a receiver got: (signature header, delivery id header, body, timestamp header).
-type Call = (String, String, String, String);
+pub(super) type Call = (String, String, String, String);
 
 /// What a receiver answers (statuses, then 200) and the calls it got.
 #[derive(Default)]
@@ -26,7 +26,7 @@ struct Script {
 }
 
 /// A webhook receiver on loopback answering a script of statuses (then 200).
-struct Receiver {
+pub(super) struct Receiver {
     url: String,
     script: Arc<Mutex<Script>>,
 }
@@ -59,7 +59,7 @@ async fn receive(
 }
 
 impl Receiver {
-    async fn start(statuses: Vec<u16>) -> Self {
+    pub(super) async fn start(statuses: Vec<u16>) -> Self {
         let script = Arc::new(Mutex::new(Script {
             statuses,
             calls: Vec::new(),
@@ -76,12 +76,17 @@ impl Receiver {
         }
     }
 
-    fn calls(&self) -> Vec<Call> {
+    pub(super) fn calls(&self) -> Vec<Call> {
         self.script.lock().unwrap().calls.clone()
     }
 }
 
-async fn start(server: &ScriptedServer, receiver: &Receiver, attempts: u32) -> (Project, Child) {
+/// A daemon with agent `ops` and webhook `deploys` delivering to `receiver`.
+pub(super) async fn start(
+    server: &ScriptedServer,
+    receiver: &Receiver,
+    attempts: u32,
+) -> (Project, Child) {
     start_with(server, receiver, attempts, "20ms").await
 }
 

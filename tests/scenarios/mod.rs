@@ -29,6 +29,8 @@ mod nats_telegram;
 mod openai;
 mod openclaw_cli;
 mod openclaw_control_ui;
+mod openclaw_deliver;
+mod openclaw_figures;
 mod operator;
 mod prompt;
 mod retries;

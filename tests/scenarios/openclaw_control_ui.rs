@@ -3,7 +3,8 @@
 //! against a `clawbus up` child that found the npm package by itself: no `control_ui_dir`, only
 //! `CLAWBUS_OPENCLAW_DIR` naming the install, as `.ci/run` makes it.
 //!
-//! The chat shows the question above its answer; the Skills screen lists clawbus's skills.
+//! The chat shows the question above its answer; the Skills screen lists clawbus's skills; the
+//! Plugins screen opens on clawbus's empty answers, loaded and without an error.
 //! Without OpenClaw or the browser the test prints `skipped: …`; with `CI=true` it fails.
 
 use super::openclaw_cli::installed;
@@ -17,7 +18,7 @@ use std::time::Duration;
 const SHOWN_WITHIN: Duration = Duration::from_secs(45);
 
 /// The page's visible text contains `text` (a JavaScript expression for `Browser::wait_for`).
-fn shows(text: &str) -> String {
+pub(super) fn shows(text: &str) -> String {
     format!(
         "document.body && document.body.innerText.includes({})",
         serde_json::Value::from(text)
@@ -132,6 +133,37 @@ async fn the_control_ui_found_on_the_machine_lists_agents_and_sessions_and_strea
         )
         .await
         .unwrap_or_else(|e| panic!("the Skills screen lists clawbus's skill: {e}"));
+
+    // Plugins: the screen opens on what clawbus answers (no plugins installed, an empty
+    // catalog: `plugins.list`, `plugins.catalog.browse`): its catalog views, loaded, without an
+    // error.
+    browser.goto(&at("plugins")).await.unwrap();
+    let fine = [
+        "unknown method",
+        "INVALID_REQUEST",
+        "Error",
+        "Loading ClawHub plugins",
+        "Connect to browse plugins",
+    ]
+    .map(|t| format!("!document.body.innerText.includes('{t}')"))
+    .join(" && ");
+    let shown = browser
+        .wait_for(
+            &format!(
+                "{} && {} && {fine}",
+                shows("Extend your Claw with tools"),
+                shows("Featured")
+            ),
+            SHOWN_WITHIN,
+        )
+        .await;
+    if let Err(e) = shown {
+        let text = browser
+            .execute("return document.body.innerText", Vec::new())
+            .await;
+        panic!("the Plugins screen shows clawbus's empty answers: {e}; it shows: {text:?}");
+    }
+    browser.screenshot(&dir.join("plugins.png")).await.unwrap();
 
     browser.goto(&at("sessions")).await.unwrap();
     browser

@@ -656,3 +656,35 @@ async fn each_method_needs_its_openclaw_scope_and_a_refusal_names_the_missing_on
         "a client that asked for no scope has none"
     );
 }
+
+#[actix_rt::test]
+async fn skills_bins_lists_the_programs_every_agents_skills_need_once_each_sorted() {
+    let server = ScriptedServer::start(Vec::new()).await;
+    let p = project(&server, "", "");
+    p.write("agents.d/other.toml", "").write(
+        "skills/uvtool/SKILL.md",
+        "---\nname: uvtool\ndescription: d\nmetadata:\n  openclaw:\n    requires:\n      bins: [uv-not-installed-here, git]\n---\n# Body\n",
+    )
+    .write(
+        "skills/either/SKILL.md",
+        "---\nname: either\ndescription: d\nmetadata: {\"openclaw\": {\"requires\": {\"anyBins\": [\"rg\", \"git\"]}}}\n---\n# Body\n",
+    )
+    .write(
+        "skills/plain/SKILL.md",
+        "---\nname: plain\ndescription: needs nothing\n---\n# Body\n",
+    );
+    let up = Up::start(&p).await;
+    let (mut c, _) = Client::connect(&up, &up.token).await;
+    let bins = c.call("skills.bins", json!({})).await;
+    assert_eq!(
+        bins,
+        json!({ "bins": ["git", "rg", "uv-not-installed-here"] }),
+        "OpenClaw's {{bins}}: all and any-of programs, once each, sorted"
+    );
+    let id = c.send("skills.bins", json!({ "agentId": "echo" })).await;
+    let refused = c.answer(&id).await;
+    assert_eq!(
+        refused["ok"], false,
+        "a field the schema does not define: {refused}"
+    );
+}

@@ -92,6 +92,7 @@ pub(crate) fn origin(job: &Job, scheduled_ms: u64) -> Origin {
         depth: 0,
         members: None,
         max_attempts: None,
+        deliver_to: None,
     }
 }
 

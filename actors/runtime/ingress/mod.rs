@@ -27,7 +27,8 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
     /// A named agent, in the session the origin names (its `session_key`, else its
-    /// `session_name`, else the agent's own routing by request id).
+    /// `session_name`, routed here and recorded as its `session_key`, else the agent's own
+    /// routing by request id).
     Agent(AgentId),
     /// The router picks the agent (unless `agent` names it) and the session, from the origin's
     /// channel, chat type and peer; the route's session key is set on the origin.
@@ -222,7 +223,25 @@ impl Ingress {
             (Target::Agent(agent), Some(router)) if !router.knows(&agent) => {
                 Err(IngressError::UnknownAgent(agent.to_string()))
             }
-            (Target::Agent(agent), _) => Ok((Topic::agent(agent.as_str()), Some(agent))),
+            (Target::Agent(agent), router) => {
+                // A named session is routed here, as the agent would route it: the task records
+                // its session key (its view, the dashboard and the WebSocket events show it).
+                if let (Some(router), Some(name), None) =
+                    (router, &origin.session_name, &origin.session_key)
+                {
+                    let inbound = Inbound {
+                        channel: origin.channel.to_string(),
+                        chat_type: origin.chat_type.clone(),
+                        peer: origin.peer.clone(),
+                        agent: Some(agent.clone()),
+                        session_name: Some(name.clone()),
+                        request_id: request_id.to_string(),
+                    };
+                    let route = router.route(&inbound).map_err(IngressError::of_route)?;
+                    origin.session_key = Some(route.session);
+                }
+                Ok((Topic::agent(agent.as_str()), Some(agent)))
+            }
             (Target::Topic(topic), _) => Ok((topic, None)),
             (Target::Routed { agent }, router) => {
                 let inbound = Inbound {

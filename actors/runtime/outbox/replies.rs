@@ -23,6 +23,9 @@ pub trait ReplyTo {
     /// conversation, and the person should see what the agent says in their chat, as the
     /// session's transcript records it. (`NO_REPLY` stays silent, as ever.) A webhook session
     /// gets no such reply: a hook's receiver expects the replies of its own deliveries only.
+    ///
+    /// A task whose client named where its reply goes ([`Origin::deliver_to`]) replies there,
+    /// when that channel delivers.
     fn target(&self, origin: &Origin) -> Option<(Channel, String)>;
 
     /// The reply of a finished task and the channel it goes out on; `None` when its origin has
@@ -38,6 +41,12 @@ pub trait ReplyTo {
 
 impl ReplyTo for ReplyRoutes {
     fn target(&self, origin: &Origin) -> Option<(Channel, String)> {
+        if let Some(asked) = &origin.deliver_to {
+            return self
+                .refuses(asked.channel.as_str(), Some(&asked.to))
+                .is_none()
+                .then(|| (asked.channel.clone(), asked.to.clone()));
+        }
         let telegram = self.delivers(Channel::Telegram.as_str());
         match origin.channel {
             Channel::Agent if telegram => origin

@@ -1,8 +1,9 @@
 //! The Control UI's catalog methods: `skills.status`, `skills.library.list`,
 //! `skills.proposals.list`, `skills.securityVerdicts` and `skills.search` (clawbus's skills of one agent, from the
 //! same scan `clawbus skills list` makes; the library, workshop, registry search and verdicts OpenClaw
-//! has and clawbus has not answer empty), `chat.metadata` (the agents' models) and
-//! `plugins.catalog.browse` (empty), in OpenClaw's shapes (see [`super::openclaw::skills`]).
+//! has and clawbus has not answer empty), `skills.bins` (the programs every agent's skills
+//! need), `chat.metadata` (the agents' models) and `plugins.catalog.browse` (empty), in
+//! OpenClaw's shapes (see [`super::openclaw::skills`]).
 
 use super::frames::{ErrorCode, ErrorShape};
 use super::methods::{Method, params};
@@ -51,6 +52,19 @@ pub(super) fn call(state: &ApiState, method: Method, p: Value) -> Result<Value, 
         }
         Method::SkillsSearch => {
             params::<SearchParams>(method, p).and_then(|_| empty(oc::registry_search()))
+        }
+        Method::SkillsBins => {
+            params::<super::methods::Empty>(method, p)?;
+            let scans: Vec<_> = state
+                .config
+                .agents
+                .iter()
+                .map(|agent| {
+                    let workspace = SkillCatalog::preview_workspace(&state.config, agent);
+                    SkillCatalog::for_agent(&state.config, agent, &workspace).scan()
+                })
+                .collect();
+            Ok(oc::bins(&scans))
         }
         Method::ChatMetadata => {
             let q: MetadataParams = params(method, p)?;

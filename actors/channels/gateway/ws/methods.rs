@@ -108,6 +108,7 @@ methods! {
     SkillsSecurityVerdicts => "skills.securityVerdicts", "Registry verdicts on skills (none here).";
     SkillsSearch => "skills.search", "The skill registry's search (no registry here: no results).";
     PluginsCatalogBrowse => "plugins.catalog.browse", "The plugin catalog (empty here).";
+    SkillsBins => "skills.bins", "The programs every agent's skills need (`{bins}`).";
 }
 
 /// Reads a method's `params`, naming the method and the field that is wrong.
@@ -238,8 +239,15 @@ pub(crate) async fn call(
             params::<Empty>(method, p)?;
             Ok(openclaw::ui::agents_list(&state.config.agents))
         }
-        Method::Agent | Method::ChatSend | Method::SessionsSend => {
-            runs::start(state, method, params(method, p)?).await
+        Method::Agent => {
+            let ask = openclaw::delivery::DeliveryAsk::take(&mut p);
+            let routes = clawbus_core::config::ReplyRoutes::new(&state.config);
+            let to = ask.resolve(&routes)?;
+            runs::start(state, method, params(method, p)?, to).await
+        }
+        Method::ChatSend | Method::SessionsSend => {
+            let to = openclaw::delivery::Resolved::NotAsked;
+            runs::start(state, method, params(method, p)?, to).await
         }
         Method::AgentWait => runs::wait(state, params(method, p)?).await,
         Method::ChatAbort => runs::abort(state, params(method, p)?).await,
@@ -391,7 +399,8 @@ pub(crate) async fn call(
         | Method::SkillsProposalsList
         | Method::SkillsSecurityVerdicts
         | Method::SkillsSearch
-        | Method::PluginsCatalogBrowse => super::catalog_calls::call(state, method, p),
+        | Method::PluginsCatalogBrowse
+        | Method::SkillsBins => super::catalog_calls::call(state, method, p),
         Method::FlowsList
         | Method::FlowsRun
         | Method::FlowsGet

@@ -5,7 +5,8 @@
 //! - `handshake`: `connect.challenge`, `req connect` (token compared in constant time), `hello-ok`;
 //!   `device`: a client's signed device identity, verified against the challenge nonce.
 //! - `openclaw`: the one conversion layer between OpenClaw's shapes and the HTTP API's.
-//! - `methods`: the methods and their dispatch onto what the HTTP API does; `runs`: the runs;
+//! - `methods`: the methods and their dispatch onto what the HTTP API does; `runs`: the runs,
+//!   `run_delivery`: what became of the delivery `agent --deliver` asked for;
 //!   `ui_calls`: the methods only the Control UI calls; `scopes`: the scope each method needs.
 //! - `events`: bus events (tasks, cron, approvals) to protocol events.
 //! - `outbox`: the bounded, ordered output of one connection.
@@ -27,6 +28,7 @@ mod handshake;
 pub(crate) mod methods;
 mod openclaw;
 mod outbox;
+mod run_delivery;
 mod runs;
 mod scopes;
 mod session_events;
@@ -81,6 +83,8 @@ pub const MAX_UNAUTHENTICATED: usize = 16;
 pub struct Connections {
     members: Arc<AtomicUsize>,
     pending: Arc<AtomicUsize>,
+    /// The transcript reads behind `session.message`, one per task event for every connection.
+    reads: session_events::SharedReads,
 }
 
 /// One open connection's place in a count of [`Connections`]; given back on drop.
@@ -122,6 +126,11 @@ impl Connections {
     /// How many authenticated connections are open.
     pub fn open(&self) -> usize {
         self.members.load(Ordering::SeqCst)
+    }
+
+    /// The transcript reads the connections share.
+    pub(crate) fn reads(&self) -> &session_events::SharedReads {
+        &self.reads
     }
 }
 
@@ -441,6 +450,12 @@ fn request(state: &ApiState, out: &Outbox, calls: &mut JoinSet<()>, scopes: &[St
         .and_then(serde_json::Value::as_u64)
         .filter(|s| *s > 0)
         .map_or(AGENT_FINAL_WAIT, Duration::from_secs);
+    // `agent --deliver`: the second answer says what became of the delivery.
+    let deliver = req
+        .params
+        .get("deliver")
+        .and_then(serde_json::Value::as_bool)
+        == Some(true);
     calls.spawn(async move {
         let answer = methods::call(&state, method, req.params).await;
         let accepted = match (&answer, method) {
@@ -455,7 +470,7 @@ fn request(state: &ApiState, out: &Outbox, calls: &mut JoinSet<()>, scopes: &[St
             return;
         }
         if let Some(accepted) = accepted {
-            let end = runs::finish(&state, &accepted, timeout).await;
+            let end = runs::finish(&state, &accepted, timeout, deliver).await;
             let _ = out.send(&Frame::ok(&req.id, end));
         }
     });

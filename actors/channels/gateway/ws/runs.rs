@@ -11,7 +11,7 @@
 
 use super::frames::{ErrorCode, ErrorShape};
 use super::methods::Method;
-use super::openclaw;
+use super::openclaw::{self, delivery::Resolved};
 use crate::gateway::api::{self, ApiState, Failure};
 use crate::gateway::sessions::{self, Cancelled};
 use bus::{RequestId, TaskRecord, TaskState};
@@ -145,6 +145,7 @@ pub(super) async fn start(
     state: &ApiState,
     method: Method,
     p: RunParams,
+    delivery: Resolved,
 ) -> Result<Value, ErrorShape> {
     if p.message.trim().is_empty() {
         return Err(ErrorShape::invalid(format!(
@@ -173,6 +174,10 @@ pub(super) async fn start(
         peer,
         session_key: key,
         lane,
+        deliver_to: match delivery {
+            Resolved::To(to) => Some(to),
+            Resolved::NotAsked | Resolved::Dropped => None,
+        },
         ..Origin::api()
     };
     let req = Request::new(target, request_id, p.message, CHANNEL.as_str(), origin);
@@ -193,8 +198,14 @@ pub(super) async fn start(
 }
 
 /// The second answer of `agent` (`accepted`: its first): the run's end in OpenClaw's shape,
-/// once it ends or `timeout` passes.
-pub(super) async fn finish(state: &ApiState, accepted: &Value, timeout: Duration) -> Value {
+/// once it ends or `timeout` passes; with `deliver`, and what became of its delivery
+/// (`result.deliveryStatus`).
+pub(super) async fn finish(
+    state: &ApiState,
+    accepted: &Value,
+    timeout: Duration,
+    deliver: bool,
+) -> Value {
     let run_id = accepted["runId"].as_str().unwrap_or_default();
     let session = accepted["sessionKey"].as_str().unwrap_or_default();
     let agent = accepted["agentId"].as_str().unwrap_or_default();
@@ -219,7 +230,12 @@ pub(super) async fn finish(state: &ApiState, accepted: &Value, timeout: Duration
             }
         }
     };
-    openclaw::run::final_answer(&rec, session, agent)
+    let mut answer = openclaw::run::final_answer(&rec, session, agent);
+    if deliver {
+        answer["result"]["deliveryStatus"] =
+            super::run_delivery::status(state, &rec, timeout).await;
+    }
+    answer
 }
 
 /// The params of `agent.wait`.

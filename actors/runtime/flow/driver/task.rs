@@ -169,6 +169,7 @@ pub(super) async fn submit_and_wait(
         members: None,
         // The flow owns the attempts (its policy, its schema retries): one delivery per task.
         max_attempts: Some(1),
+        deliver_to: None,
     };
     let req = Request {
         deadline_ms,

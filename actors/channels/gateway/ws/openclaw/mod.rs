@@ -6,6 +6,8 @@
 //!   logged at debug and dropped, per method; what is left is read with `deny_unknown_fields`, so
 //!   a field the schema does not define is still refused.
 //! - [`cron`]: jobs, pages, runs and the add/update params, both ways.
+//! - [`delivery`]: `agent`'s delivery fields to the target its reply also goes to, and
+//!   `deliveryStatus`.
 //! - [`run`]: the final `res` of `agent` (`{runId, status, summary, result:{payloads, meta}}`).
 //! - [`sessions`]: session rows and `chat.history` messages.
 //! - [`skills`]: `skills.status` and the other catalogs the Control UI reads (`chat.metadata`,
@@ -16,6 +18,7 @@
 
 pub(super) mod approvals;
 pub(super) mod cron;
+pub(super) mod delivery;
 pub(super) mod fields;
 pub(super) mod run;
 pub(super) mod sessions;

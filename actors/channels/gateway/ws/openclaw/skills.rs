@@ -20,6 +20,26 @@ pub(crate) fn source(s: SkillSource) -> &'static str {
     }
 }
 
+/// The `skills.bins` answer (`{bins}`): every program the skills of these scans need, all or
+/// any of (`requires.bins`, `requires.anyBins`), once each, sorted; as OpenClaw, skills an
+/// agent's filter leaves out count too.
+pub(crate) fn bins(scans: &[ScanResult]) -> Value {
+    let bins: std::collections::BTreeSet<&str> = scans
+        .iter()
+        .flat_map(|scan| &scan.skills)
+        .flat_map(|f| {
+            f.skill
+                .requires
+                .bins
+                .iter()
+                .chain(&f.skill.requires.any_bins)
+        })
+        .map(|b| b.trim())
+        .filter(|b| !b.is_empty())
+        .collect();
+    json!({ "bins": bins })
+}
+
 /// Where a report's skills come from.
 pub(crate) struct Place<'a> {
     /// The agent.

@@ -70,11 +70,11 @@ fn cli_add() -> Value {
 #[test]
 fn the_fields_openclaw_always_sends_are_dropped_top_level_and_nested() {
     let mut p = json!({
-        "message": "hi", "agentId": "main", "deliver": false, "timeout": 600,
+        "message": "hi", "agentId": "main", "thinking": "off", "timeout": 600,
         "idempotencyKey": "k",
     });
     let dropped = fields::strip("agent", &mut p);
-    assert_eq!(dropped, ["deliver", "timeout"]);
+    assert_eq!(dropped, ["thinking", "timeout"]);
     assert_eq!(
         p,
         json!({ "message": "hi", "agentId": "main", "idempotencyKey": "k" })
@@ -468,4 +468,64 @@ fn status_counts_sessions_by_agent_and_tasks_by_status() {
     assert_eq!(h["agents"][1]["sessions"]["count"], 1);
     assert_eq!(h["agents"][0]["isDefault"], true);
     assert_eq!(h["sessions"]["path"], "/state/db");
+}
+
+#[test]
+fn agent_delivery_fields_are_taken_out_and_a_channel_that_does_not_deliver_is_named() {
+    use super::delivery::{DeliveryAsk, Resolved, from_event};
+    use clawbus_core::config::ReplyRoutes;
+    let mut p = json!({
+        "message": "hi", "deliver": true, "channel": "webhook", "to": "ignored",
+        "replyChannel": "slack", "replyTo": "#reports", "bestEffortDeliver": false,
+    });
+    let ask = DeliveryAsk::take(&mut p);
+    assert_eq!(
+        p,
+        json!({ "message": "hi" }),
+        "what is left is read as a run's params"
+    );
+    let routes = ReplyRoutes::default();
+    let refused = ask.resolve(&routes).unwrap_err().message;
+    assert!(
+        refused.contains("\"slack\"") && refused.contains("no delivery"),
+        "the reply channel wins over channel, and is named: {refused}"
+    );
+    let no_channel = DeliveryAsk::take(&mut json!({ "deliver": true, "to": "42" }));
+    assert!(
+        no_channel
+            .resolve(&routes)
+            .unwrap_err()
+            .message
+            .contains("no channel named")
+    );
+    let no_target = DeliveryAsk::take(&mut json!({ "deliver": true, "channel": "telegram" }));
+    assert!(
+        no_target
+            .resolve(&routes)
+            .unwrap_err()
+            .message
+            .contains("needs a target")
+    );
+    let best = DeliveryAsk::take(&mut json!({
+        "deliver": true, "channel": "telegram", "to": "42", "bestEffortDeliver": true,
+    }));
+    assert_eq!(best.resolve(&routes).unwrap(), Resolved::Dropped);
+    let not_asked = DeliveryAsk::take(&mut json!({ "channel": "slack", "to": "x" }));
+    assert_eq!(not_asked.resolve(&routes).unwrap(), Resolved::NotAsked);
+
+    let sent = from_event(&bus::events::TaskEventKind::Delivered {
+        target: "webhook:deploys".into(),
+        attempts: 1,
+    })
+    .unwrap();
+    assert_eq!(sent["status"], "sent");
+    assert_eq!(sent["succeeded"], true);
+    let failed = from_event(&bus::events::TaskEventKind::DeliveryFailed {
+        target: "telegram:42".into(),
+        attempts: 3,
+        reason: "HTTP 403".into(),
+    })
+    .unwrap();
+    assert_eq!(failed["status"], "failed");
+    assert_eq!(failed["errorMessage"], "HTTP 403");
 }
