@@ -67,7 +67,10 @@ fn reader(state: &ApiState) -> SessionReader {
 }
 
 /// The sessions (of `agent`, else all) as `GET /v1/sessions` lists them; 404 `unknown_agent`.
-pub(super) fn rows(state: &ApiState, agent: Option<&str>) -> Result<Vec<SessionRow>, Failure> {
+pub(super) async fn rows(
+    state: &ApiState,
+    agent: Option<&str>,
+) -> Result<Vec<SessionRow>, Failure> {
     if let Some(agent) = agent.filter(|a| state.config.agent(a).is_none()) {
         return Err(Failure::new(
             StatusCode::NOT_FOUND,
@@ -78,6 +81,7 @@ pub(super) fn rows(state: &ApiState, agent: Option<&str>) -> Result<Vec<SessionR
     let sessions = reader(state);
     let metas = sessions
         .list(agent)
+        .await
         .map_err(|e| Failure::new(StatusCode::SERVICE_UNAVAILABLE, "store", e.to_string()))?;
     Ok(metas
         .into_iter()
@@ -103,9 +107,10 @@ async fn list(
     State(state): State<ApiState>,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
-    super::api::listing(query, "sessions", |q: ListQuery| {
-        rows(&state, q.agent.as_deref())
+    super::api::listing(query, "sessions", |q: ListQuery| async move {
+        rows(&state, q.agent.as_deref()).await
     })
+    .await
 }
 
 /// A session's metadata, live state and transcript entries, as `GET /v1/sessions/{key}` shows
@@ -114,7 +119,7 @@ pub(super) async fn transcript(state: &ApiState, key: &str) -> Result<serde_json
     let key = SessionKey::from_client(key)
         .map_err(|e| Failure::new(StatusCode::BAD_REQUEST, "invalid_session_key", e))?;
     let sessions = reader(state);
-    let meta = match sessions.get(key.as_str()) {
+    let meta = match sessions.get(key.as_str()).await {
         Ok(Some(m)) => m,
         Ok(None) => {
             return Err(Failure::new(

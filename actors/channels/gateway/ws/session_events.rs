@@ -46,6 +46,7 @@ pub(super) async fn publish(
         return Ok(());
     }
     let found = sessions::rows(state, Some(run.agent))
+        .await
         .ok()
         .and_then(|rows| rows.iter().find(|r| r.key == run.key).map(row));
     let run_id = e.task_id.to_string();
