@@ -9,6 +9,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use bus::TaskRecord;
 use clawbus_core::ids::SessionKey;
+use clawbus_runtime::session::index::SessionMeta;
 use clawbus_runtime::session::view::SessionReader;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -79,28 +80,37 @@ pub(super) async fn rows(
         ));
     }
     let sessions = reader(state);
-    let metas = sessions
-        .list(agent)
-        .await
-        .map_err(|e| Failure::new(StatusCode::SERVICE_UNAVAILABLE, "store", e.to_string()))?;
-    Ok(metas
-        .into_iter()
-        .map(|m| {
-            let (st, queued) = sessions.state(&m.key);
-            SessionRow {
-                key: m.key,
-                agent: m.agent,
-                session_id: m.session_id.to_string(),
-                state: st.as_str().into(),
-                live: st.is_live(),
-                queued,
-                turns: m.turns,
-                updated_ms: m.updated_ms,
-                tokens_in: m.tokens_in,
-                tokens_out: m.tokens_out,
-            }
-        })
-        .collect())
+    let metas = sessions.list(agent).await.map_err(index_failure)?;
+    Ok(metas.into_iter().map(|m| row_of(&sessions, m)).collect())
+}
+
+/// The row of session `key` as `GET /v1/sessions` lists it; `None` when there is none. One
+/// read of the index, where a listing reads every row.
+pub(super) async fn row(state: &ApiState, key: &str) -> Result<Option<SessionRow>, Failure> {
+    let sessions = reader(state);
+    let meta = sessions.get(key).await.map_err(index_failure)?;
+    Ok(meta.map(|m| row_of(&sessions, m)))
+}
+
+fn index_failure(e: clawbus_runtime::session::index::IndexError) -> Failure {
+    Failure::new(StatusCode::SERVICE_UNAVAILABLE, "store", e.to_string())
+}
+
+/// A listing's row: the index's entry and the live state.
+fn row_of(sessions: &SessionReader, m: SessionMeta) -> SessionRow {
+    let (st, queued) = sessions.state(&m.key);
+    SessionRow {
+        key: m.key,
+        agent: m.agent,
+        session_id: m.session_id.to_string(),
+        state: st.as_str().into(),
+        live: st.is_live(),
+        queued,
+        turns: m.turns,
+        updated_ms: m.updated_ms,
+        tokens_in: m.tokens_in,
+        tokens_out: m.tokens_out,
+    }
 }
 
 async fn list(
