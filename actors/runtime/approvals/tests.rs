@@ -314,3 +314,47 @@ macro_rules! shared_suite {
 }
 
 shared_suite!(kv, nats);
+
+/// A request left pending on a shared store by a node that went away is marked `expired` when
+/// a node opens the store, once past its due time; one still within it stays pending (its node
+/// may still wait for it).
+#[actix_rt::test]
+async fn a_shared_request_past_its_due_time_expires_when_a_node_opens_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sled::open(dir.path().join("db")).unwrap();
+    let bus = bus::open(BusOptions::default(), db.clone()).unwrap().bus;
+    let clock: Arc<dyn Clock> = bus::ManualClock::new(1_000_000);
+    let kv: Arc<dyn bus::kv::KvStore> =
+        Arc::new(bus::kv::SledKv::open(&db, "kv.approvals", clock.clone()).unwrap());
+    let pending = |id: &str, expires_ms: u64| ApprovalRecord {
+        id: id.to_string(),
+        agent: "coder".into(),
+        session: "s1".into(),
+        command: "touch made".into(),
+        argv: Vec::new(),
+        task_id: None,
+        rule: "touch made".into(),
+        state: ApprovalState::Pending,
+        created_ms: 900_000,
+        expires_ms,
+        resolved_ms: None,
+        always: false,
+    };
+    let requests = store::KvRequests { kv: kv.clone() };
+    requests.create(&pending("gone", 999_999)).await.unwrap();
+    requests.create(&pending("alive", 1_060_000)).await.unwrap();
+    let node = Approvals::open_shared(&db, kv, bus, clock).await.unwrap();
+    let state = |rec: Option<ApprovalRecord>| rec.unwrap().state;
+    assert_eq!(
+        state(node.get("gone").await.unwrap()),
+        ApprovalState::Expired
+    );
+    assert_eq!(
+        state(node.get("alive").await.unwrap()),
+        ApprovalState::Pending
+    );
+    assert!(
+        node.get("no.such").await.unwrap().is_none(),
+        "not a request id"
+    );
+}
