@@ -196,25 +196,11 @@ impl Approvals {
         bus: Arc<dyn Bus>,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, ApprovalError> {
-        let requests = db.open_tree(REQUESTS_TREE).map_err(storage)?;
+        let requests = SledRequests::open(db, clock.now_ms())?;
         let rules = db.open_tree(RULES_TREE).map_err(storage)?;
-        let now = clock.now_ms();
-        for item in requests.iter() {
-            let (key, bytes) = item.map_err(storage)?;
-            let mut rec: ApprovalRecord = serde_json::from_slice(&bytes).map_err(storage)?;
-            let settled_ms = rec.resolved_ms.unwrap_or(rec.created_ms);
-            if rec.state == ApprovalState::Pending {
-                rec.state = ApprovalState::Expired;
-                rec.resolved_ms = Some(now);
-                let bytes = serde_json::to_vec(&rec).map_err(storage)?;
-                requests.insert(key, bytes).map_err(storage)?;
-            } else if now.saturating_sub(settled_ms) > KEEP_SETTLED.as_millis() as u64 {
-                requests.remove(key).map_err(storage)?;
-            }
-        }
         Ok(Self {
             inner: Arc::new(Inner {
-                requests: Arc::new(SledRequests { tree: requests }),
+                requests: Arc::new(requests),
                 rules,
                 bus,
                 clock,

@@ -4,7 +4,7 @@
 //! answered on any. A request changes state by compare-and-set on what was read, so it is
 //! answered once.
 
-use super::{ApprovalError, ApprovalRecord, KEEP_SETTLED, storage};
+use super::{ApprovalError, ApprovalRecord, ApprovalState, KEEP_SETTLED, storage};
 use async_trait::async_trait;
 use bus::kv::{KvError, KvStore};
 use futures::{StreamExt as _, TryStreamExt as _};
@@ -47,7 +47,28 @@ fn encode(rec: &ApprovalRecord) -> Result<Vec<u8>, ApprovalError> {
 
 /// Requests in a sled tree, keyed by id.
 pub(crate) struct SledRequests {
-    pub(crate) tree: sled::Tree,
+    tree: sled::Tree,
+}
+
+impl SledRequests {
+    /// The tree `approvals` of `db`; at `now_ms` (the daemon starting) every pending request is
+    /// marked expired (nobody waits for it any more) and those settled over a week ago go.
+    pub(crate) fn open(db: &sled::Db, now_ms: u64) -> Result<Self, ApprovalError> {
+        let tree = db.open_tree(super::REQUESTS_TREE).map_err(storage)?;
+        for item in tree.iter() {
+            let (key, bytes) = item.map_err(storage)?;
+            let mut rec = decode(&bytes)?;
+            let settled_ms = rec.resolved_ms.unwrap_or(rec.created_ms);
+            if rec.state == ApprovalState::Pending {
+                rec.state = ApprovalState::Expired;
+                rec.resolved_ms = Some(now_ms);
+                tree.insert(key, encode(&rec)?).map_err(storage)?;
+            } else if now_ms.saturating_sub(settled_ms) > KEEP_SETTLED.as_millis() as u64 {
+                tree.remove(key).map_err(storage)?;
+            }
+        }
+        Ok(Self { tree })
+    }
 }
 
 #[async_trait]
