@@ -25,6 +25,7 @@ mod model_servers;
 mod nats;
 mod nats_cluster;
 mod nats_figures;
+mod nats_shared_views;
 mod nats_telegram;
 mod openai;
 mod openclaw_cli;

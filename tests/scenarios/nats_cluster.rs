@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Starts `clawbus up` in `project` as node `id` on `nats`, with `extra` flags. With
 /// `CLAWBUS_TEST_NODE_LOGS=DIR` each node logs (at info) to `DIR/<id>.log`, for debugging.
-async fn node(project: &Project, nats: &NatsServer, id: &str, extra: &[&str]) -> Child {
+pub(super) async fn node(project: &Project, nats: &NatsServer, id: &str, extra: &[&str]) -> Child {
     let mut cmd = project.clawbus();
     cmd.args(["up", "--port", "0", "--bus", nats.url(), "--node-id", id])
         .args(extra);
@@ -656,7 +656,7 @@ fn agents_here_naming_an_unknown_agent_is_refused_naming_it() {
 }
 
 /// The user and assistant messages of a `GET /v1/sessions/{key}` answer, in order.
-fn said(shown: &Value) -> Vec<(String, String)> {
+pub(super) fn said(shown: &Value) -> Vec<(String, String)> {
     shown["entries"]
         .as_array()
         .unwrap_or_else(|| panic!("no entries: {shown}"))

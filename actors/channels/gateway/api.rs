@@ -443,16 +443,19 @@ pub(super) fn query<T>(
 
 /// The answer to a list request: `{"<field>": [...]}` with the rows `list` makes of the query,
 /// or the `invalid_query` answer, or `list`'s failure.
-pub(super) fn listing<Q, T: serde::Serialize>(
+pub(super) async fn listing<Q, T: serde::Serialize, F>(
     query: Result<axum::extract::Query<Q>, axum::extract::rejection::QueryRejection>,
     field: &str,
-    list: impl FnOnce(Q) -> Result<Vec<T>, Failure>,
-) -> Response {
+    list: impl FnOnce(Q) -> F,
+) -> Response
+where
+    F: std::future::Future<Output = Result<Vec<T>, Failure>>,
+{
     let q = match self::query(query) {
         Ok(q) => q,
         Err(answer) => return answer,
     };
-    match list(q) {
+    match list(q).await {
         Ok(rows) => Json(json!({ field: rows })).into_response(),
         Err(f) => f.into_response(),
     }

@@ -68,11 +68,11 @@ fn store_error(e: ApprovalError) -> Response {
 }
 
 /// The requests (in `wanted`, else all), newest first.
-pub(super) fn list_requests(
+pub(super) async fn list_requests(
     state: &ApiState,
     wanted: Option<ApprovalState>,
 ) -> Result<Vec<ApprovalRecord>, Failure> {
-    let all = state.approvals.list().map_err(failure)?;
+    let all = state.approvals.list().await.map_err(failure)?;
     Ok(all
         .into_iter()
         .filter(|r| wanted.is_none_or(|s| r.state == s))
@@ -83,13 +83,14 @@ async fn list(
     State(state): State<ApiState>,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
-    super::api::listing(query, "approvals", |q: ListQuery| {
-        list_requests(&state, q.state)
+    super::api::listing(query, "approvals", |q: ListQuery| async move {
+        list_requests(&state, q.state).await
     })
+    .await
 }
 
 async fn show(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
-    match state.approvals.get(&id) {
+    match state.approvals.get(&id).await {
         Ok(Some(rec)) => Json(rec).into_response(),
         Ok(None) => store_error(ApprovalError::NotFound(id)),
         Err(e) => store_error(e),

@@ -9,6 +9,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use bus::TaskRecord;
 use clawbus_core::ids::SessionKey;
+use clawbus_runtime::session::index::SessionMeta;
 use clawbus_runtime::session::view::SessionReader;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -67,7 +68,10 @@ fn reader(state: &ApiState) -> SessionReader {
 }
 
 /// The sessions (of `agent`, else all) as `GET /v1/sessions` lists them; 404 `unknown_agent`.
-pub(super) fn rows(state: &ApiState, agent: Option<&str>) -> Result<Vec<SessionRow>, Failure> {
+pub(super) async fn rows(
+    state: &ApiState,
+    agent: Option<&str>,
+) -> Result<Vec<SessionRow>, Failure> {
     if let Some(agent) = agent.filter(|a| state.config.agent(a).is_none()) {
         return Err(Failure::new(
             StatusCode::NOT_FOUND,
@@ -76,36 +80,47 @@ pub(super) fn rows(state: &ApiState, agent: Option<&str>) -> Result<Vec<SessionR
         ));
     }
     let sessions = reader(state);
-    let metas = sessions
-        .list(agent)
-        .map_err(|e| Failure::new(StatusCode::SERVICE_UNAVAILABLE, "store", e.to_string()))?;
-    Ok(metas
-        .into_iter()
-        .map(|m| {
-            let (st, queued) = sessions.state(&m.key);
-            SessionRow {
-                key: m.key,
-                agent: m.agent,
-                session_id: m.session_id.to_string(),
-                state: st.as_str().into(),
-                live: st.is_live(),
-                queued,
-                turns: m.turns,
-                updated_ms: m.updated_ms,
-                tokens_in: m.tokens_in,
-                tokens_out: m.tokens_out,
-            }
-        })
-        .collect())
+    let metas = sessions.list(agent).await.map_err(index_failure)?;
+    Ok(metas.into_iter().map(|m| row_of(&sessions, m)).collect())
+}
+
+/// The row of session `key` as `GET /v1/sessions` lists it; `None` when there is none. One
+/// read of the index, where a listing reads every row.
+pub(super) async fn row(state: &ApiState, key: &str) -> Result<Option<SessionRow>, Failure> {
+    let sessions = reader(state);
+    let meta = sessions.get(key).await.map_err(index_failure)?;
+    Ok(meta.map(|m| row_of(&sessions, m)))
+}
+
+fn index_failure(e: clawbus_runtime::session::index::IndexError) -> Failure {
+    Failure::new(StatusCode::SERVICE_UNAVAILABLE, "store", e.to_string())
+}
+
+/// A listing's row: the index's entry and the live state.
+fn row_of(sessions: &SessionReader, m: SessionMeta) -> SessionRow {
+    let (st, queued) = sessions.state(&m.key);
+    SessionRow {
+        key: m.key,
+        agent: m.agent,
+        session_id: m.session_id.to_string(),
+        state: st.as_str().into(),
+        live: st.is_live(),
+        queued,
+        turns: m.turns,
+        updated_ms: m.updated_ms,
+        tokens_in: m.tokens_in,
+        tokens_out: m.tokens_out,
+    }
 }
 
 async fn list(
     State(state): State<ApiState>,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
-    super::api::listing(query, "sessions", |q: ListQuery| {
-        rows(&state, q.agent.as_deref())
+    super::api::listing(query, "sessions", |q: ListQuery| async move {
+        rows(&state, q.agent.as_deref()).await
     })
+    .await
 }
 
 /// A session's metadata, live state and transcript entries, as `GET /v1/sessions/{key}` shows
@@ -114,7 +129,7 @@ pub(super) async fn transcript(state: &ApiState, key: &str) -> Result<serde_json
     let key = SessionKey::from_client(key)
         .map_err(|e| Failure::new(StatusCode::BAD_REQUEST, "invalid_session_key", e))?;
     let sessions = reader(state);
-    let meta = match sessions.get(key.as_str()) {
+    let meta = match sessions.get(key.as_str()).await {
         Ok(Some(m)) => m,
         Ok(None) => {
             return Err(Failure::new(

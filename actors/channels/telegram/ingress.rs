@@ -129,7 +129,7 @@ impl Ingress {
 
     /// Resolves an approval asked by a run of this very chat; any other answer is ignored.
     async fn answer(&self, chat: i64, answer: ApprovalAnswer) {
-        let record = match self.approvals.get(&answer.id) {
+        let record = match self.approvals.get(&answer.id).await {
             Ok(Some(r)) => r,
             Ok(None) => {
                 tracing::warn!(chat, approval = %answer.id, "Telegram answer to an unknown approval ignored.");

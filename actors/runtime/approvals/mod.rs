@@ -1,21 +1,27 @@
 //! Approval requests: a tool (an `exec` in `ask` mode) asks a person, and waits.
 //!
-//! [`Approvals::ask`] records the request in sled (tree `approvals`, in the daemon's database),
-//! publishes it on the bus topic `approvals.<agent>`, and waits for [`Approvals::resolve`] — from
-//! `clawbus approvals allow|deny <id>`, `POST /v1/approvals/{id}` or any other caller — until the
-//! request's timeout (tokio time), after which it counts as denied and is marked `expired`.
-//! Resolving with `always` also stores the request's allowlist entry for that agent (tree
-//! `approvals.rules`), so the same command runs without asking from then on.
+//! [`Approvals::ask`] records the request (sled tree `approvals` in the daemon's database on the
+//! embedded bus; on a shared bus a key-value store every node shares, see `store`), publishes it
+//! on the bus topic `approvals.<agent>`, and waits for [`Approvals::resolve`] — from
+//! `clawbus approvals allow|deny <id>`, `POST /v1/approvals/{id}` or any other caller, on any
+//! node of a shared bus (the answer reaches the waiting run through a watch of the store, see
+//! `follow`) — until the request's timeout (tokio time), after which it counts as denied and is
+//! marked `expired`. Resolving with `always` also stores the request's allowlist entry for that
+//! agent (tree `approvals.rules`), so the same command runs without asking from then on.
 //!
 //! Every state change is published on `approvals.<agent>` as `{event, approval}` with `event` one
 //! of `requested`, `allowed`, `denied`, `expired`. Exactly one of the person's answer and the
 //! timeout wins (compare-and-swap on the record). Requests still pending when the daemon starts
-//! are marked `expired`: nobody waits for them any more. Writes rely on sled's periodic flush
+//! are marked `expired`: nobody waits for them any more (on a shared store, only those past their
+//! due time: another node may still wait for the others). Writes rely on sled's periodic flush
 //! (no second flusher next to the bus's group commit).
 
+mod follow;
+mod store;
 #[cfg(test)]
 pub(crate) mod tests;
 
+use self::store::{KvRequests, Requests, SledRequests};
 use bus::{Bus, Clock, Envelope, Topic};
 use dashmap::DashMap;
 use serde::{Deserialize, Serialize};
@@ -28,7 +34,10 @@ use tokio::sync::oneshot;
 pub(crate) const REQUESTS_TREE: &str = "approvals";
 /// The sled tree of entries approved with `always`, keyed by `<agent>\0<entry>`.
 pub(crate) const RULES_TREE: &str = "approvals.rules";
-/// Settled requests older than this are deleted when the store opens.
+/// The key-value store (a JetStream KV bucket on NATS) the requests live in on a shared bus.
+pub const SHARED_STORE: &str = "approvals";
+/// Settled requests older than this are deleted when the store opens (on a shared store, by
+/// their time to live).
 const KEEP_SETTLED: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Where a request stands.
@@ -161,11 +170,23 @@ pub struct Approvals {
 }
 
 struct Inner {
-    requests: sled::Tree,
+    requests: Arc<dyn Requests>,
     rules: sled::Tree,
     bus: Arc<dyn Bus>,
     clock: Arc<dyn Clock>,
+    /// The runs of this process waiting for an answer, by request id.
     waiting: DashMap<String, oneshot::Sender<Answer>>,
+    /// On a shared store: the task that hands other nodes' answers to the runs waiting here;
+    /// stopped with the store.
+    follower: std::sync::OnceLock<tokio::task::AbortHandle>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(follower) = self.follower.get() {
+            follower.abort();
+        }
+    }
 }
 
 impl Approvals {
@@ -175,31 +196,53 @@ impl Approvals {
         bus: Arc<dyn Bus>,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, ApprovalError> {
-        let requests = db.open_tree(REQUESTS_TREE).map_err(storage)?;
+        let requests = SledRequests::open(db, clock.now_ms())?;
         let rules = db.open_tree(RULES_TREE).map_err(storage)?;
-        let now = clock.now_ms();
-        for item in requests.iter() {
-            let (key, bytes) = item.map_err(storage)?;
-            let mut rec: ApprovalRecord = serde_json::from_slice(&bytes).map_err(storage)?;
-            let settled_ms = rec.resolved_ms.unwrap_or(rec.created_ms);
-            if rec.state == ApprovalState::Pending {
-                rec.state = ApprovalState::Expired;
-                rec.resolved_ms = Some(now);
-                let bytes = serde_json::to_vec(&rec).map_err(storage)?;
-                requests.insert(key, bytes).map_err(storage)?;
-            } else if now.saturating_sub(settled_ms) > KEEP_SETTLED.as_millis() as u64 {
-                requests.remove(key).map_err(storage)?;
-            }
-        }
         Ok(Self {
             inner: Arc::new(Inner {
-                requests,
+                requests: Arc::new(requests),
                 rules,
                 bus,
                 clock,
                 waiting: DashMap::new(),
+                follower: std::sync::OnceLock::new(),
             }),
         })
+    }
+
+    /// Opens the store on `kv`, which other nodes share (a JetStream KV bucket on NATS): every
+    /// node lists every request and may answer it, and a run waiting here learns an answer
+    /// given anywhere (a watch of the store). Requests still pending past their due time (their
+    /// node went away) are marked `expired`; a request is removed a week after it settled (its
+    /// time to live). Entries approved with `always` stay in `db`, where the answer reaches.
+    pub async fn open_shared(
+        db: &sled::Db,
+        kv: Arc<dyn bus::kv::KvStore>,
+        bus: Arc<dyn Bus>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, ApprovalError> {
+        let rules = db.open_tree(RULES_TREE).map_err(storage)?;
+        // Watching before anything is asked: no answer goes by unseen.
+        let watch = kv.watch(store::KV_PREFIX).await.map_err(storage)?;
+        let inner = Arc::new(Inner {
+            requests: Arc::new(KvRequests { kv: kv.clone() }),
+            rules,
+            bus,
+            clock,
+            waiting: DashMap::new(),
+            follower: std::sync::OnceLock::new(),
+        });
+        let follower = follow::spawn(Arc::downgrade(&inner), kv, watch);
+        // Just made: nobody else has set it.
+        let _ = inner.follower.set(follower);
+        let approvals = Self { inner };
+        let now = approvals.inner.clock.now_ms();
+        for rec in approvals.list().await? {
+            if rec.state == ApprovalState::Pending && rec.expires_ms < now {
+                approvals.expire(&rec.id).await?;
+            }
+        }
+        Ok(approvals)
     }
 
     /// Records `req`, publishes it, and waits for the answer or the timeout.
@@ -222,7 +265,7 @@ impl Approvals {
         let (tx, rx) = oneshot::channel();
         // Registered before the record exists, so no answer can come without a listener.
         self.inner.waiting.insert(rec.id.clone(), tx);
-        if let Err(e) = self.put(&rec) {
+        if let Err(e) = self.inner.requests.create(&rec).await {
             self.inner.waiting.remove(&rec.id);
             return Err(e);
         }
@@ -248,10 +291,12 @@ impl Approvals {
 
     /// Marks a timed-out request expired, unless an answer got there first.
     async fn expire(&self, id: &str) -> Result<Answer, ApprovalError> {
-        let (rec, won) = self.transition(id, |rec, now| {
-            rec.state = ApprovalState::Expired;
-            rec.resolved_ms = Some(now);
-        })?;
+        let (rec, won) = self
+            .transition(id, |rec, now| {
+                rec.state = ApprovalState::Expired;
+                rec.resolved_ms = Some(now);
+            })
+            .await?;
         if !won {
             return Ok(match rec.state {
                 ApprovalState::Allowed => Answer::Allowed { always: rec.always },
@@ -270,85 +315,58 @@ impl Approvals {
         allow: bool,
         always: bool,
     ) -> Result<ApprovalRecord, ApprovalError> {
-        let (rec, won) = self.transition(id, |rec, now| {
-            rec.state = if allow {
-                ApprovalState::Allowed
-            } else {
-                ApprovalState::Denied
-            };
-            rec.always = allow && always;
-            rec.resolved_ms = Some(now);
-        })?;
+        let (rec, won) = self
+            .transition(id, |rec, now| {
+                rec.state = if allow {
+                    ApprovalState::Allowed
+                } else {
+                    ApprovalState::Denied
+                };
+                rec.always = allow && always;
+                rec.resolved_ms = Some(now);
+            })
+            .await?;
         if !won {
             return Err(ApprovalError::Settled {
                 id: id.to_string(),
                 state: rec.state,
             });
         }
-        if rec.always {
-            self.inner
-                .rules
-                .insert(rule_key(&rec.agent, &rec.rule), rec.id.as_bytes())
-                .map_err(storage)?;
-        }
-        let answer = if allow {
-            Answer::Allowed { always: rec.always }
-        } else {
-            Answer::Denied
-        };
-        if let Some((_, tx)) = self.inner.waiting.remove(id) {
-            // The waiter may have timed out this instant; the record already says what happened.
-            let _ = tx.send(answer);
-        }
+        self.inner.answered(&rec)?;
         tracing::info!(approval = %id, agent = %rec.agent, state = %rec.state, always = rec.always, "Approval answered.");
         self.publish(rec.state.as_str(), &rec).await;
         Ok(rec)
     }
 
     /// Moves a pending record on with `change`; `false` when it was no longer pending.
-    fn transition(
+    async fn transition(
         &self,
         id: &str,
         change: impl Fn(&mut ApprovalRecord, u64),
     ) -> Result<(ApprovalRecord, bool), ApprovalError> {
         loop {
-            let Some(old) = self.inner.requests.get(id).map_err(storage)? else {
+            let Some((mut rec, version)) = self.inner.requests.get(id).await? else {
                 return Err(ApprovalError::NotFound(id.to_string()));
             };
-            let mut rec: ApprovalRecord = serde_json::from_slice(&old).map_err(storage)?;
             if rec.state != ApprovalState::Pending {
                 return Ok((rec, false));
             }
             change(&mut rec, self.inner.clock.now_ms());
-            let new = serde_json::to_vec(&rec).map_err(storage)?;
-            match self
-                .inner
-                .requests
-                .compare_and_swap(id, Some(old), Some(new))
-                .map_err(storage)?
-            {
-                Ok(()) => return Ok((rec, true)),
-                Err(_) => continue,
+            // Lost to another answer (or the timeout): read again, and find it settled.
+            if self.inner.requests.swap(version, &rec).await? {
+                return Ok((rec, true));
             }
         }
     }
 
     /// Every request, newest first.
-    pub fn list(&self) -> Result<Vec<ApprovalRecord>, ApprovalError> {
-        let mut out = Vec::new();
-        for item in self.inner.requests.iter().rev() {
-            let (_, bytes) = item.map_err(storage)?;
-            out.push(serde_json::from_slice(&bytes).map_err(storage)?);
-        }
-        Ok(out)
+    pub async fn list(&self) -> Result<Vec<ApprovalRecord>, ApprovalError> {
+        self.inner.requests.list().await
     }
 
     /// One request.
-    pub fn get(&self, id: &str) -> Result<Option<ApprovalRecord>, ApprovalError> {
-        match self.inner.requests.get(id).map_err(storage)? {
-            Some(bytes) => Ok(Some(serde_json::from_slice(&bytes).map_err(storage)?)),
-            None => Ok(None),
-        }
+    pub async fn get(&self, id: &str) -> Result<Option<ApprovalRecord>, ApprovalError> {
+        Ok(self.inner.requests.get(id).await?.map(|(rec, _)| rec))
     }
 
     /// The entries approved with `always` for `agent`.
@@ -361,15 +379,6 @@ impl Approvals {
             out.push(rule);
         }
         Ok(out)
-    }
-
-    fn put(&self, rec: &ApprovalRecord) -> Result<(), ApprovalError> {
-        let bytes = serde_json::to_vec(rec).map_err(storage)?;
-        self.inner
-            .requests
-            .insert(rec.id.as_bytes(), bytes)
-            .map_err(storage)?;
-        Ok(())
     }
 
     /// `{event, approval}` on `approvals.<agent>`; nobody listening is fine.
@@ -389,6 +398,29 @@ impl Approvals {
         if let Err(e) = self.inner.bus.publish(env).await {
             tracing::warn!(approval = %rec.id, error = %e, "Approval event not published.");
         }
+    }
+}
+
+impl Inner {
+    /// A settled request reaches the run waiting for it here, if any (once: the waiter is
+    /// taken), and an entry approved with `always` is kept for its agent.
+    fn answered(&self, rec: &ApprovalRecord) -> Result<(), ApprovalError> {
+        let answer = match rec.state {
+            ApprovalState::Pending => return Ok(()),
+            ApprovalState::Allowed => Answer::Allowed { always: rec.always },
+            ApprovalState::Denied => Answer::Denied,
+            ApprovalState::Expired => Answer::TimedOut,
+        };
+        if rec.always {
+            self.rules
+                .insert(rule_key(&rec.agent, &rec.rule), rec.id.as_bytes())
+                .map_err(storage)?;
+        }
+        if let Some((_, tx)) = self.waiting.remove(&rec.id) {
+            // The waiter may have timed out this instant; the record already says what happened.
+            let _ = tx.send(answer);
+        }
+        Ok(())
     }
 }
 

@@ -1,7 +1,8 @@
 //! Sessions: one actor per live conversation; its own queue is the session lane (one run at a
 //! time, in arrival order). Transcripts are append-only JSONL; the index lives in sled. On a
-//! shared bus a run also takes its session's lease (one node at a time) and the transcript is the
-//! session's log in the cluster's log store (`lease`).
+//! shared bus a run also takes its session's lease (one node at a time), the transcript is the
+//! session's log in the cluster's log store (`lease`), and the index rows every node lists are
+//! the cluster's (`index`).
 
 mod actor;
 pub(crate) mod compaction;

@@ -114,6 +114,14 @@ async fn execute_leased(input: RunInput, leases: &SessionLeases) -> RunReport {
     // Every line the run appends is stamped with the lease: the log refuses it once a newer
     // holder wrote.
     transcript.set_lease(Some(lease.first_revision())).await;
+    // From its first run on, every node lists the session.
+    if let Err(e) = rt
+        .index
+        .share(key.as_str(), rt.id.as_str(), rt.clock.now_ms())
+        .await
+    {
+        tracing::error!(agent = %rt.id, session = %key, request_id, error = %e, "Session not entered in the cluster's index.");
+    }
     // A run aborted here (cancelled) still lets its lease go at once.
     let mut guard = LeaseGuard(Some(lease));
     // Another node may have run the session since this one last did: start from the whole

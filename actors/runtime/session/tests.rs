@@ -120,27 +120,6 @@ fn kept_tail_never_starts_with_a_tool_result() {
 }
 
 #[test]
-fn an_unreadable_index_entry_is_kept_not_deleted() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = sled::open(dir.path()).unwrap();
-    let index = super::index::SessionIndex::open(&db).unwrap();
-    let key = "agent:a:api:direct:x";
-    // An entry written by another version of the index: not a `SessionMeta` this build reads.
-    let tree = db.open_tree("sessions").unwrap();
-    tree.insert(key, br#"{"key":"agent:a:api:direct:x"}"#.to_vec())
-        .unwrap();
-    assert!(
-        index.record_run(key, 1, 2, 3).is_err(),
-        "the problem is reported"
-    );
-    assert_eq!(
-        tree.get(key).unwrap().as_deref(),
-        Some(&br#"{"key":"agent:a:api:direct:x"}"#[..]),
-        "the entry (the session's link to its transcript) is not deleted"
-    );
-}
-
-#[test]
 fn a_transcript_in_new_folders_is_created_and_reopened() {
     let dir = tempfile::tempdir().unwrap();
     let path = Transcript::path_for(dir.path(), "agent", &uuid::Uuid::now_v7());

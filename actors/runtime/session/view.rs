@@ -77,13 +77,13 @@ impl std::fmt::Debug for SessionReader {
 
 impl SessionReader {
     /// Every session, optionally of one agent, most recently active first.
-    pub fn list(&self, agent: Option<&str>) -> Result<Vec<SessionMeta>, IndexError> {
-        self.index.list(agent)
+    pub async fn list(&self, agent: Option<&str>) -> Result<Vec<SessionMeta>, IndexError> {
+        self.index.list(agent).await
     }
 
     /// The index entry of `key`, if the session exists.
-    pub fn get(&self, key: &str) -> Result<Option<SessionMeta>, IndexError> {
-        self.index.get(key)
+    pub async fn get(&self, key: &str) -> Result<Option<SessionMeta>, IndexError> {
+        self.index.get(key).await
     }
 
     /// The live state of `key` and the runs waiting in its lane.

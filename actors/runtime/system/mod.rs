@@ -250,10 +250,20 @@ impl Clawbus {
         let coordinator =
             CoordinatorHandle::start(bus.clone(), clock.clone(), CoordinatorOptions::default())
                 .await?;
-        let index = SessionIndex::open(&db).map_err(|e| state_err(StateError::Sessions(e)))?;
+        let mut index = SessionIndex::open(&db).map_err(|e| state_err(StateError::Sessions(e)))?;
+        // On a shared bus every node lists and counts in the cluster's rows.
+        if kv.is_shared() {
+            index = index.with_shared(kv.open(crate::session::index::SHARED_STORE).await?);
+        }
         let live: LiveSessions = Default::default();
-        let approvals = Approvals::open(&db, bus.clone(), clock.clone())
-            .map_err(|e| state_err(StateError::Approvals(e)))?;
+        // On a shared bus a request asked on any node is listed and answered on every node.
+        let approvals = if kv.is_shared() {
+            let store = kv.open(crate::approvals::SHARED_STORE).await?;
+            Approvals::open_shared(&db, store, bus.clone(), clock.clone()).await
+        } else {
+            Approvals::open(&db, bus.clone(), clock.clone())
+        }
+        .map_err(|e| state_err(StateError::Approvals(e)))?;
         let router = Arc::new(Router::new(&config));
         let drain = Drain::default();
         let shards = match opts.shards {

@@ -134,7 +134,7 @@ pub(crate) async fn call(
         Method::Health => {
             params::<Empty>(method, p)?;
             let reasons = health::not_ready(state).await;
-            let rows = sessions::rows(state, None)?;
+            let rows = sessions::rows(state, None).await?;
             let store = state.config.state_dir.join("db");
             Ok(openclaw::status::health(
                 &reasons,
@@ -179,6 +179,7 @@ pub(crate) async fn call(
             let rec = state
                 .approvals
                 .get(&q.id)
+                .await
                 .map_err(approvals::failure)?
                 .ok_or_else(|| {
                     ErrorShape::new(ErrorCode::NotFound, format!("approval not found: {}", q.id))
@@ -200,7 +201,11 @@ pub(crate) async fn call(
             let (rec, applied) = match state.approvals.resolve(&q.id, allow, always).await {
                 Ok(rec) => (rec, true),
                 Err(clawbus_runtime::approvals::ApprovalError::Settled { .. }) => {
-                    let rec = state.approvals.get(&q.id).map_err(approvals::failure)?;
+                    let rec = state
+                        .approvals
+                        .get(&q.id)
+                        .await
+                        .map_err(approvals::failure)?;
                     let rec = rec.ok_or_else(|| {
                         ErrorShape::new(
                             ErrorCode::NotFound,
@@ -215,7 +220,7 @@ pub(crate) async fn call(
         }
         Method::SessionsDescribe => {
             let q: SessionRef = params(method, p)?;
-            let rows = sessions::rows(state, q.agent_id.as_deref())?;
+            let rows = sessions::rows(state, q.agent_id.as_deref()).await?;
             let found = rows.iter().find(|r| r.key == q.key);
             Ok(json!({ "session": found.map(openclaw::sessions::row) }))
         }
@@ -254,7 +259,7 @@ pub(crate) async fn call(
         Method::ChatHistory => runs::history(state, params(method, p)?).await,
         Method::SessionsList => {
             let q: SessionsFilter = params(method, p)?;
-            let rows = sessions::rows(state, q.agent_id.as_deref())?;
+            let rows = sessions::rows(state, q.agent_id.as_deref()).await?;
             let count = rows.len();
             let offset = q.offset.unwrap_or(0).min(count);
             let shown: Vec<_> = rows
@@ -307,7 +312,7 @@ pub(crate) async fn call(
         Method::ExecApprovalList => {
             let q: ApprovalFilter = params(method, p)?;
             let wanted = Some(q.state.unwrap_or(ApprovalState::Pending));
-            let rows = approvals::list_requests(state, wanted)?;
+            let rows = approvals::list_requests(state, wanted).await?;
             Ok(Value::Array(
                 rows.iter().map(openclaw::approvals::request).collect(),
             ))
@@ -469,7 +474,7 @@ async fn flow_call(state: &ApiState, method: Method, p: Value) -> Result<Value, 
 
 async fn status(state: &ApiState) -> Result<Value, ErrorShape> {
     let all = state.bus.tasks().await.map_err(api::Failure::bus)?;
-    let rows = sessions::rows(state, None)?;
+    let rows = sessions::rows(state, None).await?;
     let tasks = all.iter().map(|r| r.state).collect();
     Ok(openclaw::status::status(&status_input(state, &rows, tasks)))
 }

@@ -101,9 +101,11 @@ pub(super) async fn publish(
     if fresh.is_empty() {
         return Ok(());
     }
-    let found = sessions::rows(state, Some(run.agent))
+    let found = sessions::row(state, run.key)
+        .await
         .ok()
-        .and_then(|rows| rows.iter().find(|r| r.key == run.key).map(row));
+        .flatten()
+        .map(|r| row(&r));
     let run_id = e.task_id.to_string();
     for m in &fresh {
         *sent = m.seq;

@@ -36,8 +36,9 @@ pub(super) async fn call(state: &ApiState, method: Method, p: Value) -> Result<V
             // Every connection gets every session's events here: nothing to change.
             params::<MessagesParams>(method, p).map(|q| json!({ "subscribed": true, "key": q.key }))
         }
-        Method::SessionsResolve => params::<ResolveParams>(method, p).and_then(|q| {
-            let rows = sessions::rows(state, q.agent_id.as_deref())?;
+        Method::SessionsResolve => {
+            let q = params::<ResolveParams>(method, p)?;
+            let rows = sessions::rows(state, q.agent_id.as_deref()).await?;
             let found = rows.iter().find(|r| {
                 q.key.as_deref() == Some(r.key.as_str())
                     || q.session_id.as_deref() == Some(r.session_id.as_str())
@@ -45,7 +46,7 @@ pub(super) async fn call(state: &ApiState, method: Method, p: Value) -> Result<V
             Ok(openclaw::ui::resolved(
                 found.map(|r| (r.key.as_str(), r.agent.as_str())),
             ))
-        }),
+        }
         Method::ModelsAuthStatus => params::<AuthStatusParams>(method, p)
             .and_then(|_| empty(openclaw::ui::models_auth_status(state.clock.now_ms()))),
         Method::UpdateStatus => {

@@ -27,7 +27,7 @@ const DEFAULT_HISTORY: usize = 20;
 const MAX_HISTORY: usize = 200;
 
 /// The session named by the model, if the calling agent may reach it: its index entry.
-fn reachable(
+async fn reachable(
     reader: &SessionReader,
     ctx: &ToolContext,
     session: &str,
@@ -44,7 +44,7 @@ fn reachable(
             ),
         ));
     }
-    match reader.get(key.as_str()) {
+    match reader.get(key.as_str()).await {
         Ok(Some(meta)) => Ok(meta),
         Ok(None) => Err(ToolOutput::error(
             "not_found",
@@ -115,7 +115,7 @@ impl Tool for SessionsListTool {
             Ok(r) => r,
             Err(out) => return out,
         };
-        let metas = match reader.list(Some(ctx.agent.as_str())) {
+        let metas = match reader.list(Some(ctx.agent.as_str())).await {
             Ok(m) => m,
             Err(e) => return ToolOutput::error("unavailable", e.to_string()),
         };
@@ -214,7 +214,7 @@ impl Tool for SessionsHistoryTool {
             Ok(r) => r.clone(),
             Err(out) => return out,
         };
-        let meta = match reachable(&reader, ctx, &args.session) {
+        let meta = match reachable(&reader, ctx, &args.session).await {
             Ok(m) => m,
             Err(out) => return out,
         };
@@ -334,7 +334,7 @@ impl Tool for SessionsSendTool {
         if args.text.trim().is_empty() {
             return ToolOutput::error("invalid_arguments", "\"text\" is empty");
         }
-        let meta = match reachable(reader, ctx, &args.session) {
+        let meta = match reachable(reader, ctx, &args.session).await {
             Ok(m) => m,
             Err(out) => return out,
         };

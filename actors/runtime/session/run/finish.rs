@@ -95,12 +95,12 @@ impl Run {
             }
         }
         let total = usage.total();
-        if let Err(e) = rt.index.record_run(
-            key.as_str(),
-            rt.clock.now_ms(),
-            total.prompt_tokens,
-            total.completion_tokens,
-        ) {
+        let counted = crate::session::index::FinishedRun {
+            now_ms: rt.clock.now_ms(),
+            tokens_in: total.prompt_tokens,
+            tokens_out: total.completion_tokens,
+        };
+        if let Err(e) = rt.index.record_run(key.as_str(), counted).await {
             tracing::error!(session = %key, error = %e, "Session index not updated.");
         }
         self.count_usage(&usage);

@@ -68,7 +68,7 @@ async fn exec_in_ask_mode_runs_once_approved_and_always_skips_the_next_ask() {
         out.text, "exit code: 0\n",
         "approved for good: no second ask"
     );
-    assert_eq!(f.approvals.list().unwrap().len(), 1);
+    assert_eq!(f.approvals.list().await.unwrap().len(), 1);
 }
 
 #[actix_rt::test]

@@ -1,0 +1,189 @@
+//! The session index: session key → session id, times, counts.
+//!
+//! Its rows sit behind [`IndexRows`]: [`SledIndex`], a tree of the process's database (the
+//! embedded default), and [`KvIndex`], a key-value store every node shares (a JetStream KV
+//! bucket on NATS). On the embedded bus the sled tree is the index. On a shared bus the shared
+//! rows are the ones listings, readers and counts use, so every node lists every session and
+//! can show any of them; the sled row stays as this node's note of its own transcript copy.
+//! One conformance suite (`tests.rs`) runs against each implementation.
+
+mod kv;
+mod sled;
+#[cfg(test)]
+mod tests;
+
+pub use self::kv::KvIndex;
+pub use self::sled::SledIndex;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use uuid::Uuid;
+
+/// The key-value store (a JetStream KV bucket on NATS) the cluster's rows live in.
+pub const SHARED_STORE: &str = "sessions";
+
+/// What the index keeps per session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionMeta {
+    /// The session key (`agent:<id>:<channel>:<chatType>:<peer>`).
+    pub key: String,
+    /// The agent.
+    pub agent: String,
+    /// The transcript's id.
+    pub session_id: Uuid,
+    /// Unix ms created.
+    pub created_ms: u64,
+    /// Unix ms of the last run.
+    pub updated_ms: u64,
+    /// Runs finished.
+    pub turns: u64,
+    /// Prompt tokens reported by the model, summed.
+    pub tokens_in: u64,
+    /// Completion tokens reported by the model, summed.
+    pub tokens_out: u64,
+}
+
+impl SessionMeta {
+    /// A new session of `agent` at `now_ms`, with a fresh session id and no runs.
+    pub fn new(key: &str, agent: &str, now_ms: u64) -> Self {
+        Self {
+            key: key.to_string(),
+            agent: agent.to_string(),
+            session_id: Uuid::now_v7(),
+            created_ms: now_ms,
+            updated_ms: now_ms,
+            turns: 0,
+            tokens_in: 0,
+            tokens_out: 0,
+        }
+    }
+
+    /// Counts one finished run.
+    fn count(&mut self, run: &FinishedRun) {
+        self.updated_ms = run.now_ms;
+        self.turns += 1;
+        self.tokens_in += run.tokens_in;
+        self.tokens_out += run.tokens_out;
+    }
+}
+
+/// A finished run, as the index counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FinishedRun {
+    /// Unix ms it ended.
+    pub now_ms: u64,
+    /// Prompt tokens it reported.
+    pub tokens_in: u64,
+    /// Completion tokens it reported.
+    pub tokens_out: u64,
+}
+
+/// Index storage failure.
+#[derive(Debug, thiserror::Error)]
+#[error("session index: {0}")]
+pub struct IndexError(String);
+
+impl IndexError {
+    fn of(e: impl std::fmt::Display) -> Self {
+        Self(e.to_string())
+    }
+}
+
+/// Where index rows live. A writer never loses another's count: creation keeps the first row,
+/// and a finished run is added to the row as stored (compare-and-set, tried again on a race).
+#[async_trait]
+pub trait IndexRows: Send + Sync + 'static {
+    /// The row of `key`.
+    async fn get(&self, key: &str) -> Result<Option<SessionMeta>, IndexError>;
+    /// Stores `meta` unless its key has a row; the row stored after (the first one's).
+    async fn create(&self, meta: SessionMeta) -> Result<SessionMeta, IndexError>;
+    /// Adds a finished run to the row of `key`; an error when there is none, or it cannot be
+    /// read (it is then left as it is: it is the session's link to its transcript).
+    async fn record_run(&self, key: &str, run: FinishedRun) -> Result<(), IndexError>;
+    /// Every row, optionally of one agent, most recently active first.
+    async fn list(&self, agent: Option<&str>) -> Result<Vec<SessionMeta>, IndexError>;
+}
+
+/// The index of the process: its sled rows, and on a shared bus the cluster's rows.
+#[derive(Clone)]
+pub struct SessionIndex {
+    /// This node's rows: on the embedded bus the index itself; on a shared bus the session id
+    /// of this node's transcript copy.
+    local: SledIndex,
+    /// On a shared bus, the rows every node reads and counts in; `None` on the embedded bus.
+    shared: Option<Arc<dyn IndexRows>>,
+}
+
+impl SessionIndex {
+    /// Opens the `sessions` tree of `db`: the index of the embedded bus.
+    pub fn open(db: &::sled::Db) -> Result<Self, IndexError> {
+        Ok(Self {
+            local: SledIndex::open(db)?,
+            shared: None,
+        })
+    }
+
+    /// The index with the cluster's rows in `kv` (a shared bus).
+    pub fn with_shared(self, kv: Arc<dyn bus::kv::KvStore>) -> Self {
+        Self {
+            shared: Some(Arc::new(KvIndex::new(kv))),
+            ..self
+        }
+    }
+
+    /// The rows listings and readers use.
+    fn rows(&self) -> &dyn IndexRows {
+        match &self.shared {
+            Some(shared) => shared.as_ref(),
+            None => &self.local,
+        }
+    }
+
+    /// The row of `key`, if the session exists.
+    pub async fn get(&self, key: &str) -> Result<Option<SessionMeta>, IndexError> {
+        self.rows().get(key).await
+    }
+
+    /// Every session, optionally of one agent, most recently active first.
+    pub async fn list(&self, agent: Option<&str>) -> Result<Vec<SessionMeta>, IndexError> {
+        self.rows().list(agent).await
+    }
+
+    /// This node's row for `key`, created with a fresh session id if there is none (a session
+    /// opened here): it names this node's transcript file.
+    pub(crate) fn get_or_create(
+        &self,
+        key: &str,
+        agent: &str,
+        now_ms: u64,
+    ) -> Result<SessionMeta, IndexError> {
+        self.local
+            .get_or_create(SessionMeta::new(key, agent, now_ms))
+    }
+
+    /// On a shared bus, makes sure the cluster has a row for `key` (this node's, when none):
+    /// called by a run once it holds the session, so every node lists it from then on. Nothing
+    /// to do on the embedded bus, where opening the session made the row.
+    pub(crate) async fn share(
+        &self,
+        key: &str,
+        agent: &str,
+        now_ms: u64,
+    ) -> Result<(), IndexError> {
+        let Some(shared) = &self.shared else {
+            return Ok(());
+        };
+        if shared.get(key).await?.is_some() {
+            return Ok(());
+        }
+        // A session this node ran before the cluster had rows brings its counts along.
+        let mine = self.get_or_create(key, agent, now_ms)?;
+        shared.create(mine).await.map(drop)
+    }
+
+    /// Records a finished run in the rows listings use.
+    pub(crate) async fn record_run(&self, key: &str, run: FinishedRun) -> Result<(), IndexError> {
+        self.rows().record_run(key, run).await
+    }
+}

@@ -1,0 +1,233 @@
+//! The index rows' conformance suite, run against each implementation: the sled tree, a
+//! key-value store on sled, and a JetStream KV bucket on a real `nats-server` (skipped without
+//! one, unless `CI=true`). Two handles on one store stand for two nodes.
+
+use super::{FinishedRun, IndexRows, KvIndex, SessionMeta, SledIndex};
+use bus::kv::{KvStore, SledKv};
+use bus::nats::{Nats, NatsKv, NatsOptions};
+use clawbus_testkit::NatsServer;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A node's handle on the rows of one store (`fixture` holds the store between handles).
+struct Fixture {
+    backend: &'static str,
+    _dir: tempfile::TempDir,
+    db: ::sled::Db,
+    prefix: String,
+}
+
+impl Fixture {
+    /// `None` (with `skipped:` printed) when the backend is NATS and no server can be started.
+    fn new(backend: &'static str, test: &str) -> Option<Self> {
+        if backend == "nats" && NatsServer::shared_or_skip(test).is_none() {
+            return None;
+        }
+        static N: AtomicU64 = AtomicU64::new(0);
+        let dir = tempfile::tempdir().unwrap();
+        let db = ::sled::open(dir.path()).unwrap();
+        let prefix = format!(
+            "idx{}x{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        Some(Self {
+            backend,
+            _dir: dir,
+            db,
+            prefix,
+        })
+    }
+
+    /// The store itself, as a key-value store (`None` for the sled tree).
+    async fn kv(&self) -> Option<Arc<dyn KvStore>> {
+        match self.backend {
+            "sled" => None,
+            "kv" => {
+                let clock: Arc<dyn bus::Clock> = bus::ManualClock::new(0);
+                Some(Arc::new(
+                    SledKv::open(&self.db, "kv.sessions", clock).unwrap(),
+                ))
+            }
+            _ => {
+                let server = NatsServer::shared_or_skip("session index").unwrap();
+                let mut opts = NatsOptions::new(server.url());
+                opts.prefix = self.prefix.clone();
+                let nats = Nats::connect(opts).await.unwrap();
+                Some(Arc::new(NatsKv::open(&nats, "sessions").await.unwrap()))
+            }
+        }
+    }
+
+    /// A new handle (on NATS, a new connection: another node).
+    async fn node(&self) -> Arc<dyn IndexRows> {
+        match self.kv().await {
+            Some(kv) => Arc::new(KvIndex::new(kv)),
+            None => Arc::new(SledIndex::open(&self.db).unwrap()),
+        }
+    }
+}
+
+fn run(now_ms: u64, tokens_in: u64, tokens_out: u64) -> FinishedRun {
+    FinishedRun {
+        now_ms,
+        tokens_in,
+        tokens_out,
+    }
+}
+
+async fn the_first_row_made_stands_on_every_node(backend: &'static str) {
+    let Some(f) = Fixture::new(backend, "the_first_row_made_stands_on_every_node") else {
+        return;
+    };
+    let (one, two) = (f.node().await, f.node().await);
+    let key = "agent:chat:api:direct:a.b/c";
+    assert!(two.get(key).await.unwrap().is_none(), "no row yet");
+    let first = one.create(SessionMeta::new(key, "chat", 5)).await.unwrap();
+    let second = two.create(SessionMeta::new(key, "chat", 9)).await.unwrap();
+    assert_eq!(second, first, "the second creator gets the first row back");
+    assert_eq!(two.get(key).await.unwrap(), Some(first.clone()));
+    assert_eq!(one.get(key).await.unwrap(), Some(first));
+}
+
+async fn runs_counted_on_two_nodes_at_once_are_all_kept(backend: &'static str) {
+    let Some(f) = Fixture::new(backend, "runs_counted_on_two_nodes_at_once_are_all_kept") else {
+        return;
+    };
+    let (one, two) = (f.node().await, f.node().await);
+    let key = "agent:chat:telegram:direct:42";
+    one.create(SessionMeta::new(key, "chat", 1)).await.unwrap();
+    const EACH: u64 = 15;
+    let counting = |node: Arc<dyn IndexRows>, t: u64| async move {
+        for i in 0..EACH {
+            node.record_run(key, run(t + i, 10, 1)).await.unwrap();
+        }
+    };
+    tokio::join!(counting(one.clone(), 100), counting(two.clone(), 200));
+    let row = one.get(key).await.unwrap().unwrap();
+    assert_eq!(row.turns, 2 * EACH, "no run lost: {row:?}");
+    assert_eq!(
+        (row.tokens_in, row.tokens_out),
+        (20 * EACH, 2 * EACH),
+        "{row:?}"
+    );
+    assert_eq!(two.get(key).await.unwrap(), Some(row));
+}
+
+async fn listings_show_every_nodes_rows_by_agent_most_recent_first(backend: &'static str) {
+    let test = "listings_show_every_nodes_rows_by_agent_most_recent_first";
+    let Some(f) = Fixture::new(backend, test) else {
+        return;
+    };
+    let (one, two) = (f.node().await, f.node().await);
+    for (node, key, agent) in [
+        (&one, "agent:a:api:direct:old", "a"),
+        (&two, "agent:a:api:direct:new", "a"),
+        (&two, "agent:b:api:direct:x", "b"),
+    ] {
+        node.create(SessionMeta::new(key, agent, 1)).await.unwrap();
+    }
+    one.record_run("agent:a:api:direct:new", run(50, 0, 0))
+        .await
+        .unwrap();
+    one.record_run("agent:b:api:direct:x", run(20, 0, 0))
+        .await
+        .unwrap();
+    let keys = |rows: Vec<SessionMeta>| rows.into_iter().map(|m| m.key).collect::<Vec<_>>();
+    for node in [&one, &two] {
+        assert_eq!(
+            keys(node.list(None).await.unwrap()),
+            [
+                "agent:a:api:direct:new",
+                "agent:b:api:direct:x",
+                "agent:a:api:direct:old"
+            ]
+        );
+        assert_eq!(
+            keys(node.list(Some("a")).await.unwrap()),
+            ["agent:a:api:direct:new", "agent:a:api:direct:old"]
+        );
+    }
+}
+
+async fn a_run_for_a_missing_or_unreadable_row_is_an_error_and_changes_nothing(
+    backend: &'static str,
+) {
+    let test = "a_run_for_a_missing_or_unreadable_row_is_an_error_and_changes_nothing";
+    let Some(f) = Fixture::new(backend, test) else {
+        return;
+    };
+    let node = f.node().await;
+    let key = "agent:a:api:direct:x";
+    assert!(node.record_run(key, run(1, 2, 3)).await.is_err());
+    assert!(node.get(key).await.unwrap().is_none(), "no row made");
+    // A row written by another version of the index: not a `SessionMeta` this build reads.
+    let odd = br#"{"key":"agent:a:api:direct:x"}"#.to_vec();
+    let read_back = match f.kv().await {
+        Some(kv) => {
+            let k = super::kv::store_key(key);
+            kv.put(&k, odd.clone()).await.unwrap();
+            kv.get(&k).await.unwrap().map(|e| e.value)
+        }
+        None => {
+            let tree = f.db.open_tree("sessions").unwrap();
+            tree.insert(key, odd.clone()).unwrap();
+            tree.get(key).unwrap().map(|v| v.to_vec())
+        }
+    };
+    assert_eq!(read_back.as_deref(), Some(&odd[..]));
+    assert!(
+        node.record_run(key, run(1, 2, 3)).await.is_err(),
+        "the problem is reported"
+    );
+    let after = match f.kv().await {
+        Some(kv) => kv
+            .get(&super::kv::store_key(key))
+            .await
+            .unwrap()
+            .map(|e| e.value),
+        None => {
+            f.db.open_tree("sessions")
+                .unwrap()
+                .get(key)
+                .unwrap()
+                .map(|v| v.to_vec())
+        }
+    };
+    assert_eq!(
+        after.as_deref(),
+        Some(&odd[..]),
+        "the row (the session's link to its transcript) is not deleted"
+    );
+}
+
+macro_rules! index_suite {
+    ($($backend:ident),*) => {
+        $(mod $backend {
+            #[actix_rt::test]
+            async fn the_first_row_made_stands_on_every_node() {
+                super::the_first_row_made_stands_on_every_node(stringify!($backend)).await;
+            }
+            #[actix_rt::test]
+            async fn runs_counted_on_two_nodes_at_once_are_all_kept() {
+                super::runs_counted_on_two_nodes_at_once_are_all_kept(stringify!($backend)).await;
+            }
+            #[actix_rt::test]
+            async fn listings_show_every_nodes_rows_by_agent_most_recent_first() {
+                super::listings_show_every_nodes_rows_by_agent_most_recent_first(
+                    stringify!($backend),
+                )
+                .await;
+            }
+            #[actix_rt::test]
+            async fn a_run_for_a_missing_or_unreadable_row_is_an_error_and_changes_nothing() {
+                super::a_run_for_a_missing_or_unreadable_row_is_an_error_and_changes_nothing(
+                    stringify!($backend),
+                )
+                .await;
+            }
+        })*
+    };
+}
+
+index_suite!(sled, kv, nats);

@@ -1,0 +1,187 @@
+//! What every node of a NATS cluster sees alike (a real `nats-server` ≥ 2.11, nodes as
+//! separate `clawbus up` processes): the session index, so a session run on one node is listed,
+//! shown and counted on every node; and approval requests, so one asked by a run on one node is
+//! listed and answered on another and the run goes on with that answer.
+
+use super::nats_cluster::{node, said};
+use super::system::stop;
+use crate::support::{Project, eventually, get_json, last_user, post_task, run_cmd, tool_results};
+use clawbus::testkit::{NatsServer, ScriptedServer, Turn};
+use serde_json::{Value, json};
+
+const AGENT_KEY: &str = "agent:chat:api:direct:idx";
+
+/// The row of `key` in a node's `GET /v1/sessions`, if listed.
+fn listed(sessions: &Value, key: &str) -> Option<Value> {
+    sessions["sessions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no sessions: {sessions}"))
+        .iter()
+        .find(|r| r["key"] == key)
+        .cloned()
+}
+
+/// A session's first turn runs on node 1 while node 2 is not up. Node 2, started after, lists
+/// it (`GET /v1/sessions`, `clawbus sessions`) and shows it (`GET /v1/sessions/{key}`) with
+/// its turn count and tokens. Two more turns, one posted to each node (whichever runs it),
+/// are counted once each, and both nodes list the same counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_run_on_one_node_is_listed_shown_and_counted_on_another() {
+    let test = "a_session_run_on_one_node_is_listed_shown_and_counted_on_another";
+    let Some(nats) = NatsServer::start_or_skip(test) else {
+        return;
+    };
+    let model =
+        ScriptedServer::with_responder(|req| Turn::text(format!("re: {}", last_user(req)))).await;
+    let (p1, p2) = (Project::new(), Project::new());
+    for p in [&p1, &p2] {
+        p.with_mock_and(&model.base_url(), "")
+            .write("agents.d/chat.toml", "");
+    }
+    let turn = |text: &str| json!({ "text": text, "request_id": format!("idx-{text}"), "session": "idx", "wait": true, "timeout_ms": 30_000 });
+    let n1 = node(&p1, &nats, "n1", &[]).await;
+    let (status, answer) = post_task(&n1, "chat", turn("first")).await;
+    assert_eq!(status, 200, "{answer}");
+    let n2 = node(&p2, &nats, "n2", &[]).await;
+
+    let row = listed(&get_json(&n2, "/v1/sessions").await, AGENT_KEY)
+        .expect("node 2 lists the session node 1 ran");
+    assert_eq!(row["turns"], 1, "{row}");
+    assert!(row["tokens_in"].as_u64().unwrap() > 0, "{row}");
+    let mut cli = p2.clawbus();
+    cli.args(["sessions", "--json", "--url", &n2.url]);
+    let out = run_cmd(cli).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains(AGENT_KEY),
+        "{stdout}"
+    );
+    let shown = get_json(&n2, &format!("/v1/sessions/{AGENT_KEY}")).await;
+    assert_eq!(
+        said(&shown),
+        [("user", "first"), ("assistant", "re: first")]
+            .map(|(r, t)| (r.to_string(), t.to_string())),
+        "node 2 shows the turn node 1 ran: {shown}"
+    );
+
+    for (n, text) in [(&n2, "second"), (&n1, "third")] {
+        let (status, answer) = post_task(n, "chat", turn(text)).await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["result"]["text"], format!("re: {text}"), "{answer}");
+    }
+    let mut rows = Vec::new();
+    for n in [&n1, &n2] {
+        rows.push(listed(&get_json(n, "/v1/sessions").await, AGENT_KEY).unwrap());
+    }
+    for row in &rows {
+        assert_eq!(row["turns"], 3, "every turn counted once: {row}");
+    }
+    for field in [
+        "turns",
+        "tokens_in",
+        "tokens_out",
+        "updated_ms",
+        "session_id",
+    ] {
+        assert_eq!(rows[0][field], rows[1][field], "{field}: {rows:?}");
+    }
+    assert!(
+        rows[0]["tokens_in"].as_u64() > row["tokens_in"].as_u64(),
+        "tokens grew: {rows:?}"
+    );
+    stop(n1).await;
+    stop(n2).await;
+}
+
+/// A run on node 1 asks to `exec` a command (ask mode). Node 2, started after, lists the
+/// pending request (`clawbus approvals`) and allows it (`clawbus approvals allow`); the run
+/// on node 1 sees the answer, runs the command and succeeds. The request stays answered:
+/// denying it on node 1 is refused, and both nodes show it allowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_asked_on_one_node_is_answered_on_another() {
+    let test = "an_approval_asked_on_one_node_is_answered_on_another";
+    let Some(nats) = NatsServer::start_or_skip(test) else {
+        return;
+    };
+    let model = ScriptedServer::with_responder(|req| {
+        if tool_results(req).is_empty() {
+            Turn::tool_call("exec", json!({ "command": "touch approved.txt" }))
+        } else {
+            Turn::text("done")
+        }
+    })
+    .await;
+    let (p1, p2) = (Project::new(), Project::new());
+    for p in [&p1, &p2] {
+        p.with_mock_and(&model.base_url(), "").write(
+            "agents.d/chat.toml",
+            "[exec]\nsecurity = \"ask\"\nallow = [\"ls\"]\napproval_timeout = \"60s\"\n",
+        );
+    }
+    let n1 = node(&p1, &nats, "n1", &[]).await;
+    let task = {
+        let (url, token) = (n1.url.clone(), n1.token.clone());
+        tokio::spawn(async move {
+            reqwest::Client::new()
+                .post(format!("{url}/v1/agents/chat/tasks"))
+                .bearer_auth(token)
+                .json(&json!({ "text": "make the file", "wait": true, "timeout_ms": 60_000 }))
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        })
+    };
+    let mut id = String::new();
+    eventually("node 1 lists the pending request", async || {
+        let all = get_json(&n1, "/v1/approvals").await;
+        match all["approvals"].as_array().and_then(|a| a.first()) {
+            Some(rec) if rec["state"] == "pending" => {
+                id = rec["id"].as_str().unwrap().to_string();
+                true
+            }
+            _ => false,
+        }
+    })
+    .await;
+    let n2 = node(&p2, &nats, "n2", &[]).await;
+    let mut list = p2.clawbus();
+    list.args(["approvals", "--url", &n2.url]);
+    let stdout = String::from_utf8_lossy(&run_cmd(list).await.stdout).into_owned();
+    assert!(
+        stdout.contains(&id) && stdout.contains("touch approved.txt"),
+        "node 2 lists node 1's request: {stdout}"
+    );
+    let mut allow = p2.clawbus();
+    allow.args(["approvals", "allow", &id, "--url", &n2.url]);
+    let allowed = run_cmd(allow).await;
+    assert!(
+        allowed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&allowed.stderr)
+    );
+    let body = tokio::time::timeout(crate::support::NET, task)
+        .await
+        .expect("the run on node 1 goes on once answered on node 2")
+        .unwrap();
+    assert_eq!(body["state"], "succeeded", "{body}");
+    assert!(
+        p1.state_dir().join("workspaces/chat/approved.txt").exists(),
+        "the command ran on node 1"
+    );
+    let mut deny = p1.clawbus();
+    deny.args(["approvals", "deny", &id, "--url", &n1.url]);
+    assert_eq!(
+        run_cmd(deny).await.status.code(),
+        Some(1),
+        "an answered request stays answered, on any node"
+    );
+    for n in [&n1, &n2] {
+        let rec = get_json(n, &format!("/v1/approvals/{id}")).await;
+        assert_eq!(rec["state"], "allowed", "{rec}");
+    }
+    stop(n1).await;
+    stop(n2).await;
+}
