@@ -3,13 +3,15 @@
 
 Usage: python3 benches/memory.py [--bin target/release/clawbus] [--tasks 30000] [--sessions 200]
                                  [--concurrency 32] [--cache BYTES] [--replay-log BYTES]
+                                 [--history-cache BYTES]
 
 Starts the release `clawbus up --port 0` on a copy of the shipped project (the scripted agents),
 posts TASKS tasks (`POST /v1/agents/assistant/tasks`, `wait: true`) round robin over SESSIONS
 named sessions from CONCURRENCY keep-alive connections, and prints VmRSS and RssAnon after each
 step (all tasks of a step answered) and the store's size on disk. `--cache` / `--replay-log` set
-`[store] cache` / `[store] replay_log` in the copied clawbus.toml. Memory bounded by the work in
-flight stays flat over the last steps; memory that follows the volume of work does not.
+`[store] cache` / `[store] replay_log` in the copied clawbus.toml, `--history-cache` sets
+`[sessions] history_cache`. Memory bounded by the work in flight stays flat over the last steps;
+memory that follows the volume of work does not.
 """
 import argparse, http.client, json, os, shutil, signal, subprocess, sys, tempfile, threading, time
 
@@ -43,6 +45,7 @@ def main():
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--cache", type=int)
     ap.add_argument("--replay-log", type=int)
+    ap.add_argument("--history-cache", type=int)
     a = ap.parse_args()
     binp = a.bin
     if binp is None:
@@ -62,6 +65,9 @@ def main():
         if store:
             with open(os.path.join(d, "clawbus.toml"), "a") as f:
                 f.write("\n[store]\n" + "\n".join(store) + "\n")
+        if a.history_cache:
+            with open(os.path.join(d, "clawbus.toml"), "a") as f:
+                f.write(f"\n[sessions]\nhistory_cache = {a.history_cache}\n")
         env = {k: v for k, v in os.environ.items() if not k.startswith("CLAWBUS_")}
         env["RUST_LOG"] = "warn"
         state = os.path.join(d, "state")

@@ -6,6 +6,9 @@
 //! [sessions]
 //! max_live = 5000          # live session actors; the least recently used idle one is stopped past it
 //! idle_timeout = "24h"     # an idle session actor is stopped after this (its state stays on disk)
+//! history_cache = 8388608  # bytes of conversation history an agent's live sessions keep in memory;
+//!                          # past it the least recently used idle ones are stopped (reloaded from
+//!                          # disk on their next turn)
 //!
 //! # agents.d/<id>.toml
 //! [session]
@@ -22,7 +25,7 @@
 use super::Problem;
 use super::duration::DurationText;
 use super::span::Source;
-use super::validate::duration;
+use super::validate::{byte_size, duration};
 use serde::Deserialize;
 use std::time::Duration;
 use toml::Spanned;
@@ -31,6 +34,9 @@ use toml::Spanned;
 pub(super) const DEFAULT_MAX_LIVE: usize = 5_000;
 /// Default idle time before a session actor is stopped.
 pub(super) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+/// Default bytes of conversation history an agent's live sessions keep in memory: without a
+/// budget, memory follows every live conversation's length up to its context window.
+pub(super) const DEFAULT_HISTORY_CACHE: usize = 8 * 1024 * 1024;
 
 /// `[sessions]` of `clawbus.toml`.
 #[derive(Debug, Default, Deserialize)]
@@ -38,6 +44,7 @@ pub(super) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(24 * 3600)
 pub(super) struct SessionsFile {
     pub max_live: Option<Spanned<usize>>,
     pub idle_timeout: Option<Spanned<DurationText>>,
+    pub history_cache: Option<Spanned<i64>>,
 }
 
 /// `[session]` of an agent file.
@@ -65,6 +72,9 @@ pub struct SessionsDef {
     pub max_live: usize,
     /// Idle time before a session actor stops.
     pub idle_timeout: Duration,
+    /// Bytes of conversation history an agent's live sessions keep in memory, about; past it
+    /// the least recently used idle sessions stop.
+    pub history_cache: usize,
 }
 
 impl Default for SessionsDef {
@@ -72,6 +82,7 @@ impl Default for SessionsDef {
         Self {
             max_live: DEFAULT_MAX_LIVE,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            history_cache: DEFAULT_HISTORY_CACHE,
         }
     }
 }
@@ -130,6 +141,13 @@ pub(super) fn sessions_def(
         &f.idle_timeout,
         "sessions.idle_timeout",
         def.idle_timeout,
+        problems,
+    );
+    def.history_cache = byte_size(
+        src,
+        &f.history_cache,
+        "sessions.history_cache",
+        def.history_cache,
         problems,
     );
     def

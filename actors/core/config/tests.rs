@@ -503,6 +503,30 @@ fn the_store_section_sets_the_cache_and_the_replay_log_and_checks_them() {
 }
 
 #[test]
+fn the_history_cache_of_live_sessions_is_set_in_bytes_and_checked() {
+    let fx = Fixture::new();
+    fx.write("clawbus.toml", "");
+    let config = load(&fx.opts()).unwrap();
+    assert_eq!(
+        config.sessions.history_cache,
+        super::session::DEFAULT_HISTORY_CACHE
+    );
+
+    fx.write("clawbus.toml", "[sessions]\nhistory_cache = 65536\n");
+    let config = load(&fx.opts()).unwrap();
+    assert_eq!(config.sessions.history_cache, 65_536);
+
+    fx.write("clawbus.toml", "[sessions]\nhistory_cache = 0\n");
+    let report = fx.errors(&fx.opts());
+    let found: Vec<String> = report.problems().map(ToString::to_string).collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].contains(":2:17: field \"sessions.history_cache\": 0 is out of range"),
+        "{found:?}"
+    );
+}
+
+#[test]
 fn provider_breaker_settings_are_read_and_checked() {
     let fx = Fixture::new();
     let provider = "[providers.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n";

@@ -23,6 +23,9 @@ pub struct SessionLimits {
     pub max_live: usize,
     /// An idle session actor is stopped after this long.
     pub idle_timeout: Duration,
+    /// Bytes of conversation history the live sessions may keep in memory together, about;
+    /// past it the least recently used idle ones are stopped (their history stays on disk).
+    pub history_cache: usize,
 }
 
 /// Why a task could not reach a session.
@@ -56,6 +59,8 @@ struct Live {
     last_used: Instant,
     /// Runs sent to the session that have not reported back.
     pending: usize,
+    /// The size of its history in memory, as its last run reported it.
+    history_bytes: usize,
 }
 
 /// Routes an agent's tasks to its sessions.
@@ -143,6 +148,7 @@ impl AgentActor {
                     handle,
                     last_used: self.rt.clock.now(),
                     pending: 0,
+                    history_bytes: 0,
                 },
             );
         }
@@ -166,6 +172,26 @@ impl AgentActor {
             };
             if let Some(l) = self.sessions.remove(&key) {
                 tracing::debug!(agent = %self.rt.id, session = %key, "Idle session evicted to stay under the live cap.");
+                l.handle.stop();
+            }
+        }
+    }
+
+    /// Stops least recently used idle sessions while the histories of the live ones together
+    /// exceed the history cache.
+    fn trim_histories(&mut self) {
+        let mut total: usize = self.sessions.values().map(|l| l.history_bytes).sum();
+        while total > self.limits.history_cache {
+            let victim = self
+                .sessions
+                .iter()
+                .filter(|(_, l)| l.pending == 0 && l.history_bytes > 0)
+                .min_by_key(|(_, l)| l.last_used)
+                .map(|(k, _)| k.clone());
+            let Some(key) = victim else { return };
+            if let Some(l) = self.sessions.remove(&key) {
+                tracing::debug!(agent = %self.rt.id, session = %key, bytes = l.history_bytes, "Idle session stopped to keep the histories in memory under the cache.");
+                total -= l.history_bytes;
                 l.handle.stop();
             }
         }
@@ -281,6 +307,20 @@ impl StreamHandler<Cancelled> for AgentActor {
 #[rtype(result = "Vec<usize>")]
 pub(super) struct PendingRuns;
 
+/// Test-only: the history bytes each live session reported (one entry per live session actor).
+#[cfg(test)]
+#[derive(actix::Message)]
+#[rtype(result = "Vec<usize>")]
+pub(super) struct HistoryBytes;
+
+#[cfg(test)]
+impl Handler<HistoryBytes> for AgentActor {
+    type Result = Vec<usize>;
+    fn handle(&mut self, _: HistoryBytes, _: &mut Context<Self>) -> Vec<usize> {
+        self.sessions.values().map(|l| l.history_bytes).collect()
+    }
+}
+
 #[cfg(test)]
 impl Handler<PendingRuns> for AgentActor {
     type Result = Vec<usize>;
@@ -311,7 +351,9 @@ impl Handler<RunDone> for AgentActor {
             if let Some(live) = self.sessions.get_mut(&key) {
                 live.pending = live.pending.saturating_sub(1);
                 live.last_used = self.rt.clock.now();
+                live.history_bytes = msg.history_bytes;
             }
+            self.trim_histories();
         }
     }
 }

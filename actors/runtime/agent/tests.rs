@@ -9,12 +9,20 @@ use std::time::Duration;
 /// A whole system on a manual clock: one `echo` agent (the built-in scripted model), one session
 /// shard, `idle_timeout = "100s"` (so a sweep every 10 s of the clock) and one `main` slot.
 async fn system_on(clock: Arc<bus::ManualClock>) -> (tempfile::TempDir, crate::system::Clawbus) {
+    system_with(clock, "").await
+}
+
+/// [`system_on`] with more `[sessions]` settings.
+async fn system_with(
+    clock: Arc<bus::ManualClock>,
+    sessions: &str,
+) -> (tempfile::TempDir, crate::system::Clawbus) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("agents.d")).unwrap();
     std::fs::write(dir.path().join("agents.d/echo.toml"), "").unwrap();
     std::fs::write(
         dir.path().join("clawbus.toml"),
-        "[sessions]\nidle_timeout = \"100s\"\n\n[lanes]\nmain = 1\n",
+        format!("[sessions]\nidle_timeout = \"100s\"\n{sessions}\n[lanes]\nmain = 1\n"),
     )
     .unwrap();
     let config =
@@ -144,5 +152,57 @@ async fn a_task_waiting_for_a_slot_times_out_when_its_deadline_passes_on_the_clo
     })
     .await;
     drop(held);
+    system.shutdown(BOUND).await;
+}
+
+/// The history bytes of each live session of `agent`, as the agent actor holds them.
+async fn history_bytes(agent: &super::AgentHandle) -> Vec<usize> {
+    agent.addr.send(super::actor::HistoryBytes).await.unwrap()
+}
+
+#[actix_rt::test]
+async fn live_histories_past_the_cache_stop_the_least_recently_used_idle_sessions() {
+    let clock = bus::ManualClock::new(1_000_000);
+    // What one echo turn takes in memory, from a system with the default cache.
+    let (_probe_dir, probe) = system_on(clock.clone()).await;
+    let request_id = post(&probe, "probe", None).await;
+    probe.bus().wait(&request_id, BOUND).await.unwrap();
+    until("the probe's run reported its history", async || {
+        history_bytes(&probe.agents()[0])
+            .await
+            .iter()
+            .any(|b| *b > 0)
+    })
+    .await;
+    let one = history_bytes(&probe.agents()[0]).await[0];
+    probe.shutdown(BOUND).await;
+
+    // Room for two and a half such turns.
+    let cache = format!("history_cache = {}\n", 2 * one + one / 2);
+    let (_dir, system) = system_with(clock.clone(), &cache).await;
+    let agent = &system.agents()[0];
+    let turn = async |session: &str| {
+        clock.advance(Duration::from_millis(1));
+        let request_id = post(&system, session, None).await;
+        let record = system.bus().wait(&request_id, BOUND).await.unwrap();
+        assert_eq!(record.state, bus::TaskState::Succeeded, "{record:?}");
+    };
+    turn("a").await;
+    turn("b").await;
+    until("a and b stay live within the cache", async || {
+        history_bytes(agent).await == [one, one]
+    })
+    .await;
+    turn("c").await;
+    until("a, idle longest, stopped for c", async || {
+        history_bytes(agent).await == [one, one]
+    })
+    .await;
+    // a comes back from disk with its first turn: two turns now, so b and c stop for it.
+    turn("a").await;
+    until("only a is live, with both its turns", async || {
+        history_bytes(agent).await == [2 * one]
+    })
+    .await;
     system.shutdown(BOUND).await;
 }

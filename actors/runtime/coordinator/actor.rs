@@ -14,6 +14,10 @@ use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 use uuid::Uuid;
 
+/// Deadlines of ended tasks the heap may hold beyond twice the followed tasks before it is
+/// pruned (so pruning costs O(1) per task, amortised).
+pub(super) const PRUNE_SLACK: usize = 64;
+
 /// An unfinished task, as far as the live duties need it.
 #[derive(Debug)]
 struct Live {
@@ -116,6 +120,7 @@ impl Coordinator {
         }
         if let Some(deadline) = record.envelope.deadline {
             self.deadlines.push(Reverse((deadline, record.task_id)));
+            self.prune_deadlines();
         }
         self.live.insert(
             record.task_id,
@@ -126,6 +131,18 @@ impl Coordinator {
                 group,
             },
         );
+    }
+
+    /// Drops the deadlines of tasks that ended, once they outnumber the followed tasks: a task
+    /// that ends in time leaves its deadline in the heap until it passes, so without this the
+    /// heap would follow the volume of work over the longest deadline, not the work in flight.
+    fn prune_deadlines(&mut self) {
+        if self.deadlines.len() <= 2 * self.live.len() + PRUNE_SLACK {
+            return;
+        }
+        let live = &self.live;
+        self.deadlines
+            .retain(|Reverse((_, id))| live.contains_key(id));
     }
 
     /// Forgets an ended task; a cancelled one takes its unfinished children with it, and a task

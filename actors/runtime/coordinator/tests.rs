@@ -1,6 +1,6 @@
 use super::*;
 use crate::origin::Origin;
-use bus::{Bus, BusOptions, ManualClock, RequestId, TaskState};
+use bus::{Bus, BusOptions, ManualClock, Outcome, RequestId, TaskState};
 use clawbus_core::ids::SessionKey;
 use serde_json::json;
 use uuid::Uuid;
@@ -295,4 +295,26 @@ async fn a_cancelled_subagent_is_announced_to_its_parent_session_once() {
         "{text}"
     );
     assert_eq!(rig.tasks_to("boss").await.len(), 1, "told exactly once");
+}
+
+#[actix_rt::test]
+async fn deadlines_of_tasks_that_ended_in_time_do_not_pile_up() {
+    let rig = Rig::new().await;
+    let far = rig.clock.now_ms() + 3_600_000;
+    for _ in 0..300 {
+        let task = rig.post("agent.a", Origin::api(), Some(far)).await;
+        let done = Outcome::Succeeded {
+            result: json!("ok"),
+        };
+        rig.bus.end(&task.request_id, done).await.unwrap();
+        rig.until(|s| s.live == 0).await;
+    }
+    let status = rig.coord.status().await;
+    assert!(
+        status.deadlines <= 2 * status.live + super::actor::PRUNE_SLACK + 1,
+        "the heap holds the deadlines of the work in flight, not of every task that ended: {} \
+         deadlines for {} live tasks",
+        status.deadlines,
+        status.live
+    );
 }

@@ -242,6 +242,7 @@ impl SessionActor {
         self.done.do_send(RunDone {
             key: self.key.to_string(),
             task_id,
+            history_bytes: self.view.bytes(),
         });
         self.pump(ctx);
     }
@@ -306,6 +307,7 @@ impl Handler<CancelRun> for SessionActor {
             self.done.do_send(RunDone {
                 key: self.key.to_string(),
                 task_id: msg.task_id,
+                history_bytes: self.view.bytes(),
             });
             self.publish_state();
             return true;

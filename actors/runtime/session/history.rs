@@ -60,6 +60,18 @@ impl View {
         out
     }
 
+    /// What the view takes in memory, about: each item's own size and the text it holds.
+    pub(crate) fn bytes(&self) -> usize {
+        let item = std::mem::size_of::<(Uuid, ChatMessage)>();
+        let summary = self.summary.as_ref().map_or(0, String::len);
+        summary
+            + self
+                .items
+                .iter()
+                .map(|(_, m)| item + message_bytes(m))
+                .sum::<usize>()
+    }
+
     /// Rough token estimate of the view: four characters a token, plus a few per message.
     pub(crate) fn estimated_tokens(&self) -> u64 {
         let summary = self.summary.as_ref().map_or(0, |s| s.len() as u64 / 4 + 4);
@@ -70,6 +82,24 @@ impl View {
                 .map(|(_, m)| message_tokens(m))
                 .sum::<u64>()
     }
+}
+
+/// The bytes one message holds outside its own struct, about.
+fn message_bytes(m: &ChatMessage) -> usize {
+    let calls: usize = m
+        .tool_calls
+        .iter()
+        .map(|c| std::mem::size_of_val(c) + c.id.len() + c.name.len() + c.arguments.len())
+        .sum();
+    let images: usize = m
+        .images
+        .iter()
+        .map(|i| i.media_type.len() + i.data.len())
+        .sum();
+    m.content.as_ref().map_or(0, String::len)
+        + m.tool_call_id.as_ref().map_or(0, String::len)
+        + calls
+        + images
 }
 
 /// Rough token estimate of one message.

@@ -88,6 +88,8 @@ pub struct RunDone {
     pub key: String,
     /// The task.
     pub task_id: Uuid,
+    /// The size of the session's history in memory now, about (see the agent's history cache).
+    pub history_bytes: usize,
 }
 
 /// The typed handle of a session actor.

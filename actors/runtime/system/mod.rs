@@ -303,6 +303,7 @@ impl Clawbus {
             limits: SessionLimits {
                 max_live: config.sessions.max_live,
                 idle_timeout: config.sessions.idle_timeout,
+                history_cache: config.sessions.history_cache,
             },
             lanes: lanes.clone(),
             metrics: metrics.clone(),
