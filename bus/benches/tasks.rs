@@ -1,12 +1,16 @@
 //! Bus task throughput, local beside NATS JetStream: `cargo bench -p bus --bench tasks`.
 //! Printed, never asserted. The workload is the `figures` bench's first figure (submit →
-//! deliver → complete, dedup on, 256 in flight). NATS runs when `CLAWBUS_BENCH_NATS` names a
+//! deliver → complete, dedup on, 256 in flight), then how many commits each flush of the local
+//! store carried. NATS runs when `CLAWBUS_BENCH_NATS` names a
 //! server (≥ 2.11, JetStream on), e.g. `nats://127.0.0.1:4222`; each run uses a fresh prefix.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 #![allow(clippy::disallowed_methods, reason = "a bench measures real time")]
 
 use bus::nats::{Nats, NatsBus, NatsOptions};
-use bus::{Bus, Envelope, LocalBus, LocalOptions, Outcome, RequestId, SystemClock, Topic};
+use bus::store::DEFAULT_WINDOW;
+use bus::{
+    Bus, Envelope, LocalBus, LocalOptions, Outcome, RequestId, SledTaskStore, SystemClock, Topic,
+};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,8 +26,17 @@ fn main() {
         .unwrap();
     actix_rt::System::with_tokio_rt(move || rt).block_on(async {
         let dir = tempfile::tempdir().unwrap();
-        let local = LocalBus::open(dir.path(), LocalOptions::default()).unwrap();
+        let store = SledTaskStore::open(dir.path(), Arc::new(SystemClock), DEFAULT_WINDOW);
+        let store = Arc::new(store.unwrap());
+        let local = LocalBus::with_store(store.clone(), LocalOptions::default());
         run("local (sled)", Arc::new(local), TASKS).await;
+        let grouped = store.commit_stats();
+        println!(
+            "local (sled): {} commits in {} flushes = {:.2} commits per flush",
+            grouped.commits,
+            grouped.flushes,
+            grouped.commits as f64 / grouped.flushes.max(1) as f64
+        );
         match std::env::var("CLAWBUS_BENCH_NATS") {
             Ok(url) => {
                 let mut opts = NatsOptions::new(url);

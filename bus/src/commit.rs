@@ -2,10 +2,12 @@
 //!
 //! Concurrent `flush_async` calls can deadlock in sled 0.34, and a blocking flush inside an actor
 //! stalls its arbiter; so writers insert on their own thread and then wait here for durability.
+//! A flush starts as soon as a waiter arrives (a lone commit never waits for company) and takes
+//! every waiter queued by then; the waiters that arrive during a flush share the next one.
 
 use crate::error::BusError;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use tokio::sync::oneshot;
 
@@ -30,6 +32,22 @@ impl FlushFault {
     }
 }
 
+/// What the flushing thread has done so far: how well commits were grouped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommitStats {
+    /// Flushes made (failed ones too).
+    pub flushes: u64,
+    /// Commits answered by those flushes.
+    pub commits: u64,
+}
+
+/// The counters behind [`CommitStats`].
+#[derive(Debug, Default)]
+struct Counters {
+    flushes: AtomicU64,
+    commits: AtomicU64,
+}
+
 /// Why a flush failed, shared by every waiter of its batch.
 #[derive(Debug, Clone, thiserror::Error)]
 enum FlushFailed {
@@ -47,6 +65,7 @@ type Waiter = oneshot::Sender<Result<(), FlushFailed>>;
 /// is released (and can be reopened) once the handle is gone.
 pub struct Committer {
     tx: Option<mpsc::Sender<Waiter>>,
+    counters: Arc<Counters>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -62,6 +81,8 @@ impl Committer {
         fault: Option<Arc<FlushFault>>,
     ) -> Result<Self, BusError> {
         let (tx, rx) = mpsc::channel::<Waiter>();
+        let counters = Arc::new(Counters::default());
+        let counted = counters.clone();
         let thread = std::thread::Builder::new()
             .name("clawbus-commit".into())
             .spawn(move || {
@@ -75,6 +96,11 @@ impl Committer {
                             .map(|_| ())
                             .map_err(|e| FlushFailed::Store(Arc::new(e))),
                     };
+                    // Counted before the answers, so a waiter sees its own flush counted.
+                    counted.flushes.fetch_add(1, Ordering::Relaxed);
+                    counted
+                        .commits
+                        .fetch_add(batch.len() as u64, Ordering::Relaxed);
                     if let Err(e) = &res {
                         tracing::error!(error = %e, waiters = batch.len(), "Flush to disk failed.");
                     }
@@ -87,8 +113,17 @@ impl Committer {
             .map_err(|e| BusError::storage("start commit thread", e))?;
         Ok(Self {
             tx: Some(tx),
+            counters,
             thread: Some(thread),
         })
+    }
+
+    /// What the flushing thread has done so far.
+    pub fn stats(&self) -> CommitStats {
+        CommitStats {
+            flushes: self.counters.flushes.load(Ordering::Relaxed),
+            commits: self.counters.commits.load(Ordering::Relaxed),
+        }
     }
 
     /// Returns once every write made before the call is on disk.

@@ -1,11 +1,12 @@
-//! The task store conformance suite against sled, and the upgrade from raw request-id keys.
+//! The task store conformance suite against sled, the upgrade from raw request-id keys, and group
+//! commit: acknowledged means on disk, and a lone commit is not held back for a batch.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 mod store;
 
 use bus::{
-    BusError, Envelope, ManualClock, RequestId, SledTaskStore, TaskRecord, TaskState, TaskStore,
-    Topic,
+    BusError, Clock as _, Envelope, ManualClock, RequestId, SledTaskStore, TaskRecord, TaskState,
+    TaskStore, Topic,
 };
 use serde_json::json;
 use std::path::Path;
@@ -234,4 +235,131 @@ async fn an_admission_answered_as_failed_never_runs_after_a_reopen() {
     let db = sled_when_released(&db_dir);
     let store = SledTaskStore::with_extras(db, clock, store::WINDOW, extras()).unwrap();
     assert!(store.lookup(&refused_id).await.unwrap().is_some());
+}
+
+/// A lone admission under no load is flushed at once: one flush for its one commit, and nothing
+/// waits on the clock, which never moves. (The real-time bound only turns a hang into a failure.)
+#[tokio::test]
+async fn a_lone_admission_is_flushed_at_once_not_held_for_a_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(store::T0);
+    let store = SledTaskStore::open(dir.path(), clock.clone(), store::WINDOW).unwrap();
+    let admitted = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        store.admit(task("lone", "hello")),
+    )
+    .await
+    .expect("a lone admission must not wait for a batch or for the clock")
+    .unwrap();
+    assert!(!admitted.duplicate);
+    let one = bus::commit::CommitStats {
+        flushes: 1,
+        commits: 1,
+    };
+    assert_eq!(store.commit_stats(), one, "its own flush, at once");
+    assert_eq!(clock.due_timers(), 0, "nothing waits on the clock");
+    assert_eq!(clock.now_ms(), store::T0);
+    // A second lone admission gets a flush of its own too.
+    store.admit(task("lone-2", "hello")).await.unwrap();
+    assert_eq!(store.commit_stats().flushes, 2);
+}
+
+/// Set in the child process of the crash test: the database folder it admits into.
+const CRASH_CHILD_DIR: &str = "CLAWBUS_TEST_CRASH_CHILD_DIR";
+/// How the child reports an acknowledged admission: `acked <request id> .` (the dot tells a
+/// whole line from one cut by the kill).
+const ACKED: &str = "acked ";
+const WRITERS: usize = 64;
+const KILL_AFTER: usize = 400;
+
+/// Acknowledged means on disk under group commit: a child process admits tasks from 64
+/// concurrent writers and prints each acknowledgement; it is killed with SIGKILL (no destructor,
+/// no last flush) right after the 400th. Opened again, the store has every acknowledged task,
+/// and admitting one again is a duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_acknowledged_admission_survives_a_sigkill_under_group_commit() {
+    if let Ok(dir) = std::env::var(CRASH_CHILD_DIR) {
+        return admit_until_killed(Path::new(&dir)).await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "every_acknowledged_admission_survives_a_sigkill_under_group_commit",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CRASH_CHILD_DIR, dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = read_lines(child.stdout.take().unwrap());
+    let mut acked = Vec::new();
+    let bound = std::time::Duration::from_secs(120);
+    while acked.len() < KILL_AFTER {
+        let line = lines
+            .recv_timeout(bound)
+            .expect("the child acknowledges admissions");
+        acked.extend(acked_id(&line));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    // Lines written before the kill were acknowledged too.
+    acked.extend(lines.iter().filter_map(|l| acked_id(&l)));
+
+    let store = open_when_released(dir.path());
+    for id in &acked {
+        let rid = RequestId::parse(id).unwrap();
+        let record = store.lookup(&rid).await.unwrap();
+        assert!(record.is_some(), "acknowledged {id} is on disk");
+        let again = store.admit(task(id, id)).await.unwrap();
+        assert!(again.duplicate, "{id} again is a duplicate");
+    }
+}
+
+fn acked_id(line: &str) -> Option<String> {
+    let id = line.strip_prefix(ACKED)?.strip_suffix(" .")?;
+    Some(id.to_string())
+}
+
+/// The child's lines, read on a thread of their own, so the parent's wait for them is bounded.
+fn read_lines(out: std::process::ChildStdout) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead as _;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// The child: admits from many writers at once and prints each acknowledgement as soon as
+/// `admit` returns, until it is killed (or, bounded, after 1,000 admissions per writer).
+async fn admit_until_killed(dir: &Path) {
+    use std::io::Write as _;
+    let clock = ManualClock::new(store::T0);
+    let store = Arc::new(SledTaskStore::open(dir, clock, store::WINDOW).unwrap());
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for n in 0..1_000 {
+                    let id = format!("crash-{w}-{n}");
+                    let admitted = store.admit(task(&id, &id)).await.unwrap();
+                    assert!(!admitted.duplicate);
+                    let mut out = std::io::stdout().lock();
+                    writeln!(out, "{ACKED}{id} .").unwrap();
+                    out.flush().unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.await.unwrap();
+    }
 }

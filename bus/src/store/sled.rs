@@ -7,7 +7,7 @@
 use super::refusals::RefusalJournal;
 use super::{Completion, TaskStore, fingerprint, reuse};
 use crate::clock::Clock;
-use crate::commit::{Committer, FlushFault};
+use crate::commit::{CommitStats, Committer, FlushFault};
 use crate::envelope::{Envelope, RequestId};
 use crate::error::BusError;
 use crate::task::{Admission, Outcome, TaskRecord, TaskState};
@@ -214,6 +214,11 @@ impl SledTaskStore {
             }
         }
         Err(e)
+    }
+
+    /// How the flushes so far grouped their commits.
+    pub fn commit_stats(&self) -> CommitStats {
+        self.committer.stats()
     }
 
     fn purge_every_ms(&self) -> u64 {
