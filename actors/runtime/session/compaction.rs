@@ -98,7 +98,7 @@ pub(crate) async fn compact(
         summary: view.summary.clone(),
         items: view.items[..at].to_vec(),
     }
-    .messages();
+    .into_messages();
     let request = ChatRequest {
         model: deps.model_name.clone(),
         messages: vec![

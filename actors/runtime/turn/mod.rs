@@ -396,6 +396,12 @@ async fn tool_loop(
     // Replies of this turn cut off in a tool call; the second one ends the turn.
     let mut cut_replies = u32::from(!cut.is_empty());
     let mut truncated = false;
+    // The request's messages, kept from call to call: system, history, then what this turn
+    // added. The history is moved in once; only the turn's own new messages are copied in.
+    let mut messages = Vec::with_capacity(1 + input.history.len() + added.len());
+    messages.push(ChatMessage::system(String::new()));
+    messages.extend(input.history);
+    let mut sent = 0;
     loop {
         for call in pending_calls(&added) {
             let (result, images) = if cut.contains(&call.id) {
@@ -432,11 +438,10 @@ async fn tool_loop(
             return Err(TurnError::TooManyIterations(deps.limits.max_iterations));
         }
         iterations += 1;
-        // Reassembled before every call: system, history, then what this turn added.
-        let mut messages = Vec::with_capacity(1 + input.history.len() + added.len());
-        messages.push(ChatMessage::system(input.prompt.system_prompt()));
-        messages.extend(input.history.iter().cloned());
-        messages.extend(added.iter().cloned());
+        // The system prompt is reassembled before every call.
+        messages[0] = ChatMessage::system(input.prompt.system_prompt());
+        messages.extend(added[sent..].iter().cloned());
+        sent = added.len();
         let request = ChatRequest {
             model: deps.model_name.clone(),
             messages,
@@ -458,6 +463,7 @@ async fn tool_loop(
         let served = served_label(answered, reply.served_model.as_deref());
         usage.add_call(&served, &request, *schema_chars, &reply);
         usage.priced_as(&served, answered);
+        messages = request.messages;
         tracing::debug!(
             iteration = iterations,
             calls = reply.tool_calls.len(),

@@ -37,7 +37,12 @@ pub struct TurnUsage {
 impl TurnUsage {
     /// Adds one model call: the provider's usage, or an estimate when it sent none
     /// (`tool_chars`: [`schema_chars`] of the request's tools, counted once per tool set).
-    pub(crate) fn add_call(&mut self, request: &ChatRequest, tool_chars: usize, reply: &ModelReply) {
+    pub(crate) fn add_call(
+        &mut self,
+        request: &ChatRequest,
+        tool_chars: usize,
+        reply: &ModelReply,
+    ) {
         let (usage, estimated) = match reply.usage {
             Some(u) => (u, false),
             None => (estimate(request, tool_chars, reply), true),
