@@ -304,7 +304,7 @@ impl ToolSet {
     }
 
     /// The characters of [`ToolSet::model_schemas`] a token estimate counts
-    /// ([`crate::turn::usage::schema_chars`]): counted once per set, like the schemas.
+    /// ([`crate::model::schema_chars`]): counted once per set, like the schemas.
     pub(crate) fn schema_chars(&self) -> usize {
         self.offered().chars
     }
@@ -320,7 +320,7 @@ impl ToolSet {
                     parameters,
                 })
                 .collect();
-            let chars = crate::turn::usage::schema_chars(&schemas);
+            let chars = crate::model::schema_chars(&schemas);
             OfferedSchemas { schemas, chars }
         })
     }

@@ -9,7 +9,7 @@
 //! [`UsageByModel`] keeps the tokens of each model apart, so each is priced at its own model's
 //! price and counted under that model.
 
-use crate::model::{ChatRequest, ModelReply, ToolSchema, Usage};
+use crate::model::{ChatRequest, ModelReply, Usage};
 use clawbus_core::config::Price;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -36,7 +36,8 @@ pub struct TurnUsage {
 
 impl TurnUsage {
     /// Adds one model call: the provider's usage, or an estimate when it sent none
-    /// (`tool_chars`: [`schema_chars`] of the request's tools, counted once per tool set).
+    /// (`tool_chars`: [`crate::model::schema_chars`] of the request's tools, counted once per
+    /// tool set).
     pub(crate) fn add_call(
         &mut self,
         request: &ChatRequest,
@@ -116,7 +117,7 @@ pub struct UsageByModel {
 
 impl UsageByModel {
     /// Adds one model call answered by `model` (`provider/model`); `tool_chars` is
-    /// [`schema_chars`] of the request's tools.
+    /// [`crate::model::schema_chars`] of the request's tools.
     pub(crate) fn add_call(
         &mut self,
         model: &str,
@@ -221,8 +222,8 @@ impl UsageByModel {
 }
 
 /// A call's usage at [`CHARS_PER_TOKEN`] characters a token over the request (messages, tool
-/// calls, and `tool_chars`: [`schema_chars`] of its tool schemas) and the reply (text and tool
-/// calls), rounded up.
+/// calls, and `tool_chars`: [`crate::model::schema_chars`] of its tool schemas) and the reply
+/// (text and tool calls), rounded up.
 pub(crate) fn estimate(request: &ChatRequest, tool_chars: usize, reply: &ModelReply) -> Usage {
     let tokens = |chars: usize| (chars as u64).div_ceil(CHARS_PER_TOKEN);
     let calls = |calls: &[crate::model::ToolCall]| -> usize {
@@ -243,53 +244,14 @@ pub(crate) fn estimate(request: &ChatRequest, tool_chars: usize, reply: &ModelRe
     }
 }
 
-/// The characters of `tools` a token estimate counts: each name, description and the compact
-/// JSON text of its parameters. A tool set counts its schemas once
-/// ([`crate::tools::ToolSet::schema_chars`]), not on every model call.
-pub(crate) fn schema_chars(tools: &[ToolSchema]) -> usize {
-    tools
-        .iter()
-        .map(|t| t.name.len() + t.description.len() + json_len(&t.parameters))
-        .sum()
-}
-
-/// The length of `value`'s compact JSON text (`value.to_string().len()`), counted as it is
-/// written, without building the text.
-fn json_len(value: &serde_json::Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // Writing to a counter cannot fail, nor can serialising a `Value` (its keys are strings).
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::ChatMessage;
 
     #[test]
-    fn json_len_is_the_length_of_the_compact_text() {
-        let value = serde_json::json!({
-            "type": "object",
-            "properties": { "path": { "type": "string", "description": "a \"quoted\" é\n" } },
-            "required": ["path"], "n": 12.5, "m": -3, "b": true, "z": null
-        });
-        assert_eq!(json_len(&value), value.to_string().len());
-    }
-
-    #[test]
     fn a_tool_set_counts_the_schema_characters_of_the_tools_it_offers() {
-        let compact = |schemas: &[ToolSchema]| -> usize {
+        let compact = |schemas: &[crate::model::ToolSchema]| -> usize {
             schemas
                 .iter()
                 .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
