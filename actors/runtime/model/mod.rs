@@ -20,6 +20,7 @@ mod http;
 mod lazy;
 mod openai;
 mod params;
+mod schema_chars;
 mod scripted;
 pub mod sse;
 
@@ -39,6 +40,7 @@ pub use openai::{OpenAiClient, OpenAiConfig};
 pub use params::{
     ModelParams, RESERVED_BODY_KEYS, ReasoningEffort, Stop, ToolChoice, after_tool_result,
 };
+pub(crate) use schema_chars::schema_chars;
 pub use scripted::{RulesError, ScriptedModel};
 
 /// Who wrote a message of the conversation.

@@ -98,7 +98,7 @@ pub(crate) async fn compact(
         summary: view.summary.clone(),
         items: view.items[..at].to_vec(),
     }
-    .messages();
+    .into_messages();
     let request = ChatRequest {
         model: deps.model_name.clone(),
         messages: vec![
@@ -113,7 +113,8 @@ pub(crate) async fn compact(
         .await
         .map_err(CompactionError::Summary)?;
     let answered = reply.model.as_deref().unwrap_or(&deps.model_label);
-    usage.add_call(answered, &request, &reply);
+    // No tools are offered: no schema characters to count.
+    usage.add_call(answered, &request, 0, &reply);
     let summary = reply.text.unwrap_or_default();
     if summary.trim().is_empty() {
         return Err(CompactionError::NoSummary);

@@ -50,13 +50,18 @@ impl View {
         }
     }
 
-    /// The messages to send, summary first.
+    /// The messages to send, summary first (a copy; see [`View::into_messages`]).
     pub(crate) fn messages(&self) -> Vec<ChatMessage> {
+        self.clone().into_messages()
+    }
+
+    /// The messages to send, summary first, taken out of the view (no copy).
+    pub(crate) fn into_messages(self) -> Vec<ChatMessage> {
         let mut out = Vec::with_capacity(self.items.len() + 1);
         if let Some(s) = &self.summary {
             out.push(ChatMessage::user(format!("{SUMMARY_PREFIX}\n{s}")));
         }
-        out.extend(self.items.iter().map(|(_, m)| m.clone()));
+        out.extend(self.items.into_iter().map(|(_, m)| m));
         out
     }
 

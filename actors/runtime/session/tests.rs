@@ -159,3 +159,69 @@ fn a_compaction_that_keeps_nothing_still_keeps_the_pending_message_on_reload() {
     live.apply(&compaction);
     assert!(live.items.is_empty());
 }
+
+#[test]
+fn a_written_line_is_the_entry_serialised_with_the_time_of_the_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let (t, _) = Transcript::open(&path).unwrap();
+    let call = ToolCall {
+        id: "c1".into(),
+        name: "read".into(),
+        arguments: r#"{"path":"a \"b\".md"}"#.into(),
+    };
+    let mut stamped = msg("written before, é\n\"quoted\"");
+    stamped.ts = 1_700_000_000_123;
+    let entries = vec![
+        Entry::new(EntryBody::Session {
+            version: 1,
+            key: "agent:a:main".into(),
+            agent: "a".into(),
+        }),
+        msg("hello"),
+        Entry::model_reply(
+            ChatMessage::assistant(Some("calling".into()), vec![call.clone()]),
+            "r",
+            "scripted/a",
+            true,
+        ),
+        Entry::new(EntryBody::ToolCallStarted {
+            request_id: "r".into(),
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+        }),
+        Entry::message(ChatMessage::tool("c1", "contents"), Some("r"), true),
+        Entry::new(EntryBody::Compaction {
+            summary: "earlier".into(),
+            first_kept: Some(uuid::Uuid::now_v7()),
+            tokens_before: 42,
+        }),
+        Entry::new(EntryBody::RunEnded {
+            request_id: "r".into(),
+            outcome: bus::TaskState::Failed,
+            reason: "model call failed".into(),
+        }),
+        stamped.clone(),
+    ];
+    t.append(&entries).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), entries.len(), "one line per entry: {text}");
+    for (line, entry) in lines.iter().zip(&entries) {
+        let ts = serde_json::from_str::<serde_json::Value>(line).unwrap()["ts"]
+            .as_u64()
+            .unwrap();
+        assert!(ts > 0, "every line is stamped: {line}");
+        let expected = Entry {
+            ts,
+            ..entry.clone()
+        };
+        assert_eq!(
+            *line,
+            serde_json::to_string(&expected).unwrap(),
+            "a line is byte for byte the entry with its stamp"
+        );
+    }
+    let last = serde_json::from_str::<Entry>(lines[lines.len() - 1]).unwrap();
+    assert_eq!(last, stamped, "an entry that has its time keeps it");
+}

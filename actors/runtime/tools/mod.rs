@@ -129,6 +129,14 @@ pub trait LiveTools: Send + Sync {
     async fn current(&self) -> Option<ToolSet>;
 }
 
+/// A tool set's schemas as a model request offers them, with the characters a token estimate
+/// counts of them.
+#[derive(Debug)]
+struct OfferedSchemas {
+    schemas: Arc<[crate::model::ToolSchema]>,
+    chars: usize,
+}
+
 /// The ordered set of tools one agent may use, and what the policy removed.
 #[derive(Clone, Default)]
 pub struct ToolSet {
@@ -143,9 +151,9 @@ pub struct ToolSet {
     secrets: Arc<crate::secrets::Secrets>,
     /// Where the set is built again from when its tools changed; `None`: it never changes.
     live: Option<Arc<dyn LiveTools>>,
-    /// [`ToolSet::model_schemas`], built on first use and shared by the clones of this set;
-    /// adding or removing a tool starts a new one.
-    model_schemas: Arc<std::sync::OnceLock<Arc<[crate::model::ToolSchema]>>>,
+    /// [`ToolSet::model_schemas`] and [`ToolSet::schema_chars`], built on first use and shared
+    /// by the clones of this set; adding or removing a tool starts a new one.
+    model_schemas: Arc<std::sync::OnceLock<OfferedSchemas>>,
 }
 
 impl fmt::Debug for ToolSet {
@@ -292,18 +300,29 @@ impl ToolSet {
     /// The schemas of [`ToolSet::schemas`] as a model request offers them: built once per set
     /// (a tool's schema is fixed), shared by every request and every clone of the set.
     pub fn model_schemas(&self) -> Arc<[crate::model::ToolSchema]> {
-        self.model_schemas
-            .get_or_init(|| {
-                self.schemas()
-                    .into_iter()
-                    .map(|(name, description, parameters)| crate::model::ToolSchema {
-                        name,
-                        description,
-                        parameters,
-                    })
-                    .collect()
-            })
-            .clone()
+        self.offered().schemas.clone()
+    }
+
+    /// The characters of [`ToolSet::model_schemas`] a token estimate counts
+    /// ([`crate::model::schema_chars`]): counted once per set, like the schemas.
+    pub(crate) fn schema_chars(&self) -> usize {
+        self.offered().chars
+    }
+
+    fn offered(&self) -> &OfferedSchemas {
+        self.model_schemas.get_or_init(|| {
+            let schemas: Arc<[crate::model::ToolSchema]> = self
+                .schemas()
+                .into_iter()
+                .map(|(name, description, parameters)| crate::model::ToolSchema {
+                    name,
+                    description,
+                    parameters,
+                })
+                .collect();
+            let chars = crate::model::schema_chars(&schemas);
+            OfferedSchemas { schemas, chars }
+        })
     }
 
     /// The tool names, in order.

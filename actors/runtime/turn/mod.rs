@@ -326,21 +326,21 @@ fn pending_calls(added: &[ChatMessage]) -> Vec<ToolCall> {
 }
 
 /// The turn's deps with the channel layer of the tool policy applied, and the schemas of the
-/// tools left: what this run's channel may not use is not offered, nor what the session's
+/// tools left with the characters a token estimate counts of them: what this run's channel may not use is not offered, nor what the session's
 /// channel may not (a `sessions_send` into a Telegram chat's session comes from the `agent`
 /// channel, but runs in Telegram's conversation).
-fn for_channels(deps: &TurnDeps, ctx: &ToolContext) -> (TurnDeps, Arc<[ToolSchema]>) {
+fn for_channels(deps: &TurnDeps, ctx: &ToolContext) -> (TurnDeps, Arc<[ToolSchema]>, usize) {
     let mut tools = deps.tools.for_channel(ctx.channel.as_str());
     if let Some(channel) = ctx.session.channel().filter(|c| ctx.channel != *c) {
         tools = tools.for_channel(channel);
     }
     // Built once per tool set: a channel that removes nothing shares the agent's.
-    let schemas = tools.model_schemas();
+    let (schemas, schema_chars) = (tools.model_schemas(), tools.schema_chars());
     let deps = TurnDeps {
         tools,
         ..deps.clone()
     };
-    (deps, schemas)
+    (deps, schemas, schema_chars)
 }
 
 /// A reply the output-token limit cut off in a tool call, added to the turn: its calls are
@@ -381,7 +381,7 @@ async fn tool_loop(
     hooks: TurnHooks<'_>,
 ) -> Result<TurnOutput, TurnError> {
     let TurnHooks { events, journal } = hooks;
-    let (deps, schemas) = &for_channels(deps, &input.tool_context);
+    let (deps, schemas, schema_chars) = &for_channels(deps, &input.tool_context);
     let (mut added, started, mut cut) = match input.resume {
         Some(r) if !r.messages.is_empty() => (r.messages, r.started, r.cut),
         _ => (
@@ -396,6 +396,12 @@ async fn tool_loop(
     // Replies of this turn cut off in a tool call; the second one ends the turn.
     let mut cut_replies = u32::from(!cut.is_empty());
     let mut truncated = false;
+    // The request's messages, kept from call to call: system, history, then what this turn
+    // added. The history is moved in once; only the turn's own new messages are copied in.
+    let mut messages = Vec::with_capacity(1 + input.history.len() + added.len());
+    messages.push(ChatMessage::system(String::new()));
+    messages.extend(input.history);
+    let mut sent = 0;
     loop {
         for call in pending_calls(&added) {
             let (result, images) = if cut.contains(&call.id) {
@@ -432,11 +438,10 @@ async fn tool_loop(
             return Err(TurnError::TooManyIterations(deps.limits.max_iterations));
         }
         iterations += 1;
-        // Reassembled before every call: system, history, then what this turn added.
-        let mut messages = Vec::with_capacity(1 + input.history.len() + added.len());
-        messages.push(ChatMessage::system(input.prompt.system_prompt()));
-        messages.extend(input.history.iter().cloned());
-        messages.extend(added.iter().cloned());
+        // The system prompt is reassembled before every call.
+        messages[0] = ChatMessage::system(input.prompt.system_prompt());
+        messages.extend(added[sent..].iter().cloned());
+        sent = added.len();
         let request = ChatRequest {
             model: deps.model_name.clone(),
             messages,
@@ -456,8 +461,9 @@ async fn tool_loop(
         // Tokens are counted under the model the server says answered (llama-server ignores
         // the name requested), priced as the one requested.
         let served = served_label(answered, reply.served_model.as_deref());
-        usage.add_call(&served, &request, &reply);
+        usage.add_call(&served, &request, *schema_chars, &reply);
         usage.priced_as(&served, answered);
+        messages = request.messages;
         tracing::debug!(
             iteration = iterations,
             calls = reply.tool_calls.len(),

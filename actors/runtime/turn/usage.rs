@@ -35,11 +35,18 @@ pub struct TurnUsage {
 }
 
 impl TurnUsage {
-    /// Adds one model call: the provider's usage, or an estimate when it sent none.
-    pub(crate) fn add_call(&mut self, request: &ChatRequest, reply: &ModelReply) {
+    /// Adds one model call: the provider's usage, or an estimate when it sent none
+    /// (`tool_chars`: [`crate::model::schema_chars`] of the request's tools, counted once per
+    /// tool set).
+    pub(crate) fn add_call(
+        &mut self,
+        request: &ChatRequest,
+        tool_chars: usize,
+        reply: &ModelReply,
+    ) {
         let (usage, estimated) = match reply.usage {
             Some(u) => (u, false),
-            None => (estimate(request, reply), true),
+            None => (estimate(request, tool_chars, reply), true),
         };
         self.add(&TurnUsage {
             prompt_tokens: usage.prompt_tokens,
@@ -109,8 +116,15 @@ pub struct UsageByModel {
 }
 
 impl UsageByModel {
-    /// Adds one model call answered by `model` (`provider/model`).
-    pub(crate) fn add_call(&mut self, model: &str, request: &ChatRequest, reply: &ModelReply) {
+    /// Adds one model call answered by `model` (`provider/model`); `tool_chars` is
+    /// [`crate::model::schema_chars`] of the request's tools.
+    pub(crate) fn add_call(
+        &mut self,
+        model: &str,
+        request: &ChatRequest,
+        tool_chars: usize,
+        reply: &ModelReply,
+    ) {
         self.last = Some(model.to_owned());
         let at = match self.models.iter().position(|(m, _)| m == model) {
             Some(at) => at,
@@ -120,7 +134,7 @@ impl UsageByModel {
             }
         };
         if let Some((_, usage)) = self.models.get_mut(at) {
-            usage.add_call(request, reply);
+            usage.add_call(request, tool_chars, reply);
         }
     }
 
@@ -208,8 +222,9 @@ impl UsageByModel {
 }
 
 /// A call's usage at [`CHARS_PER_TOKEN`] characters a token over the request (messages, tool
-/// calls, tool schemas) and the reply (text and tool calls), rounded up.
-pub(crate) fn estimate(request: &ChatRequest, reply: &ModelReply) -> Usage {
+/// calls, and `tool_chars`: [`crate::model::schema_chars`] of its tool schemas) and the reply
+/// (text and tool calls), rounded up.
+pub(crate) fn estimate(request: &ChatRequest, tool_chars: usize, reply: &ModelReply) -> Usage {
     let tokens = |chars: usize| (chars as u64).div_ceil(CHARS_PER_TOKEN);
     let calls = |calls: &[crate::model::ToolCall]| -> usize {
         calls.iter().map(|c| c.name.len() + c.arguments.len()).sum()
@@ -219,11 +234,7 @@ pub(crate) fn estimate(request: &ChatRequest, reply: &ModelReply) -> Usage {
         .iter()
         .map(|m| m.content.as_deref().map_or(0, str::len) + calls(&m.tool_calls))
         .sum::<usize>()
-        + request
-            .tools
-            .iter()
-            .map(|t| t.name.len() + t.description.len() + json_len(&t.parameters))
-            .sum::<usize>();
+        + tool_chars;
     let completion = reply.text.as_deref().map_or(0, str::len) + calls(&reply.tool_calls);
     Usage {
         prompt_tokens: tokens(prompt),
@@ -233,38 +244,39 @@ pub(crate) fn estimate(request: &ChatRequest, reply: &ModelReply) -> Usage {
     }
 }
 
-/// The length of `value`'s compact JSON text (`value.to_string().len()`), counted as it is
-/// written, without building the text.
-fn json_len(value: &serde_json::Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // Writing to a counter cannot fail, nor can serialising a `Value` (its keys are strings).
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::ChatMessage;
 
     #[test]
-    fn json_len_is_the_length_of_the_compact_text() {
-        let value = serde_json::json!({
-            "type": "object",
-            "properties": { "path": { "type": "string", "description": "a \"quoted\" é\n" } },
-            "required": ["path"], "n": 12.5, "m": -3, "b": true, "z": null
-        });
-        assert_eq!(json_len(&value), value.to_string().len());
+    fn a_tool_set_counts_the_schema_characters_of_the_tools_it_offers() {
+        let compact = |schemas: &[crate::model::ToolSchema]| -> usize {
+            schemas
+                .iter()
+                .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
+                .sum()
+        };
+        let set = crate::tools::ToolSet::builtin();
+        assert!(set.schema_chars() > 0, "the built-in tools have schemas");
+        assert_eq!(set.schema_chars(), compact(&set.model_schemas()));
+        let mut fewer = set.clone();
+        fewer.remove("read", crate::tools::Layer::Deny, "test");
+        assert_eq!(
+            fewer.schema_chars(),
+            compact(&fewer.model_schemas()),
+            "a set with a tool removed counts its own schemas"
+        );
+        assert!(fewer.schema_chars() < set.schema_chars());
+        let request = ChatRequest {
+            tools: set.model_schemas(),
+            ..Default::default()
+        };
+        let tokens = estimate(&request, set.schema_chars(), &ModelReply::default());
+        assert_eq!(
+            tokens.prompt_tokens,
+            (set.schema_chars() as u64).div_ceil(CHARS_PER_TOKEN)
+        );
     }
 
     #[test]
@@ -279,7 +291,7 @@ mod tests {
             ..Default::default()
         };
         let mut usage = TurnUsage::default();
-        usage.add_call(&request, &reply);
+        usage.add_call(&request, 0, &reply);
         assert_eq!((usage.prompt_tokens, usage.completion_tokens), (10, 3));
         assert!(usage.estimated);
         assert_eq!(usage.to_json("a", "p/m", None)["estimated"], true);
@@ -320,9 +332,9 @@ mod tests {
             ..Default::default()
         };
         let mut usage = UsageByModel::default();
-        usage.add_call("a/big", &request, &reply(1_000_000, 0));
-        usage.add_call("b/small", &request, &reply(1_000_000, 1_000_000));
-        usage.add_call("b/small", &request, &reply(1_000_000, 0));
+        usage.add_call("a/big", &request, 0, &reply(1_000_000, 0));
+        usage.add_call("b/small", &request, 0, &reply(1_000_000, 1_000_000));
+        usage.add_call("b/small", &request, 0, &reply(1_000_000, 0));
         let price = |input_per_mtok, output_per_mtok| Price {
             input_per_mtok,
             output_per_mtok,
@@ -354,7 +366,7 @@ mod tests {
             ..Default::default()
         };
         let mut usage = UsageByModel::default();
-        usage.add_call("local/SmolLM2-135M", &ChatRequest::default(), &reply);
+        usage.add_call("local/SmolLM2-135M", &ChatRequest::default(), 0, &reply);
         usage.priced_as("local/SmolLM2-135M", "local/m");
         let prices = BTreeMap::from([(
             "local/m".to_owned(),

@@ -148,7 +148,7 @@ impl Run {
                 .cloned()
                 .collect(),
         }
-        .messages();
+        .into_messages();
         Prepared {
             history,
             resume: Some(resume),
@@ -210,7 +210,7 @@ impl Run {
         }
         entries.push(user);
         Ok(Prepared {
-            history: view.messages(),
+            history: view.into_messages(),
             resume: None,
             entries,
             usage,

@@ -175,6 +175,31 @@ impl Entry {
 /// The `ts` of an entry not yet written.
 const UNSTAMPED: u64 = 0;
 
+/// An entry as its line is written: stamped with the time of the write when it has no `ts`
+/// yet. Serialises exactly as an [`Entry`] with that `ts` (the same fields in the same order),
+/// borrowing the entry instead of copying it.
+#[derive(Serialize)]
+struct Stamped<'a> {
+    id: &'a Uuid,
+    ts: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lease: Option<u64>,
+    #[serde(flatten)]
+    body: &'a EntryBody,
+}
+
+impl<'a> Stamped<'a> {
+    /// `entry` stamped with `now` if unstamped, and with `lease` when given.
+    fn of(entry: &'a Entry, now: u64, lease: Option<u64>) -> Self {
+        Self {
+            id: &entry.id,
+            ts: if entry.ts == UNSTAMPED { now } else { entry.ts },
+            lease: lease.or(entry.lease),
+            body: &entry.body,
+        }
+    }
+}
+
 /// What loading a transcript found.
 #[derive(Debug, Default)]
 pub(crate) struct Loaded {
@@ -318,19 +343,7 @@ impl Transcript {
         let now = self.clock.now_ms();
         entries
             .iter()
-            .map(|e| {
-                if e.ts == UNSTAMPED || lease.is_some() {
-                    let stamped = Entry {
-                        ts: if e.ts == UNSTAMPED { now } else { e.ts },
-                        lease: lease.or(e.lease),
-                        ..e.clone()
-                    };
-                    serde_json::to_vec(&stamped)
-                } else {
-                    serde_json::to_vec(e)
-                }
-                .map_err(io::Error::other)
-            })
+            .map(|e| serde_json::to_vec(&Stamped::of(e, now, lease)).map_err(io::Error::other))
             .collect()
     }
 
@@ -338,9 +351,11 @@ impl Transcript {
         if entries.is_empty() {
             return Ok(());
         }
+        let now = self.clock.now_ms();
         let mut buf = Vec::with_capacity(entries.len() * 256);
-        for line in self.stamp(entries, None)? {
-            buf.extend_from_slice(&line);
+        for e in entries {
+            serde_json::to_writer(&mut buf, &Stamped::of(e, now, None))
+                .map_err(io::Error::other)?;
             buf.push(b'\n');
         }
         self.write_bytes(&buf, sync)
