@@ -94,8 +94,8 @@ fn the_fields_openclaw_always_sends_are_dropped_top_level_and_nested() {
     fields::strip("sessions.list", &mut p);
     assert_eq!(
         p,
-        json!({ "limit": 200, "idempotencyKey": "k" }),
-        "idempotencyKey is not in OpenClaw's sessions.list schema: it stays, and is refused"
+        json!({ "limit": 200, "archived": "all", "idempotencyKey": "k" }),
+        "archived is honoured; idempotencyKey is outside the schema: it stays, and is refused"
     );
 }
 
