@@ -195,3 +195,80 @@ impl ArchivedParam {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::ws::openclaw::fields;
+
+    fn read<T: serde::de::DeserializeOwned>(method: &str, mut p: Value) -> Result<T, String> {
+        fields::strip(method, &mut p);
+        serde_json::from_value(p).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_clis_lifecycle_params_are_read_and_what_the_schema_lacks_is_refused() {
+        // What `openclaw sessions archive|delete` sends (from the CLI's source).
+        let list: ListParams = read(
+            "sessions.list",
+            json!({"limit": 200, "archived": "all", "includeGlobal": true,
+                   "includeUnknown": true, "configuredAgentsOnly": true}),
+        )
+        .unwrap();
+        assert_eq!(list.limit, Some(200));
+        assert_eq!(list.archived.unwrap().filter(), sessions::Archived::All);
+        for (flag, filter) in [
+            (false, sessions::Archived::Hide),
+            (true, sessions::Archived::Only),
+        ] {
+            let q: ListParams = read("sessions.list", json!({ "archived": flag })).unwrap();
+            assert_eq!(q.archived.unwrap().filter(), filter);
+        }
+        assert!(read::<ListParams>("sessions.list", json!({"archived": "some"})).is_err());
+
+        let patch: PatchParams = read(
+            "sessions.patch",
+            json!({"key": "agent:a:x", "expectedSessionId": "s", "archived": true,
+                   "pinned": true, "label": "mine", "model": null}),
+        )
+        .unwrap();
+        assert_eq!(
+            (patch.archived, patch.expected_session_id.as_deref()),
+            (Some(true), Some("s"))
+        );
+        let e = read::<PatchParams>("sessions.patch", json!({"key": "k", "nickname": "n"}));
+        assert!(e.unwrap_err().contains("nickname"), "outside the schema");
+
+        let delete: DeleteParams = read(
+            "sessions.delete",
+            json!({"key": "agent:a:x", "expectedSessionId": "s", "deleteTranscript": true,
+                   "archivedOnly": true, "emitLifecycleHooks": true}),
+        )
+        .unwrap();
+        assert!(delete.delete_transcript && delete.archived_only);
+        let e = read::<DeleteParams>("sessions.delete", json!({"key": "k", "force": true}));
+        assert!(e.unwrap_err().contains("force"), "outside the schema");
+    }
+
+    #[test]
+    fn a_patched_or_listed_archived_session_carries_archived_at_in_openclaws_shape() {
+        let mut meta = SessionMeta::new("agent:a:x", "a", 5);
+        let plain = openclaw::sessions::patched(&meta, None);
+        assert_eq!(plain["entry"]["archived"], false);
+        assert!(plain["entry"].get("archivedAt").is_none(), "{plain}");
+        meta.archived_ms = Some(9);
+        let v = openclaw::sessions::patched(&meta, None);
+        assert_eq!(v["ok"], true);
+        assert_eq!(v["key"], "agent:a:x");
+        assert_eq!(
+            v["entry"]["archivedAt"], 9,
+            "the CLI checks entry.archivedAt: {v}"
+        );
+        assert_eq!(v["entry"]["sessionId"], meta.session_id.to_string());
+        let gone = openclaw::sessions::deleted("agent:a:x", true);
+        assert_eq!(
+            gone,
+            json!({"ok": true, "key": "agent:a:x", "deleted": true, "archived": []})
+        );
+    }
+}

@@ -438,6 +438,7 @@ fn status_counts_sessions_by_agent_and_tasks_by_status() {
         updated_ms,
         tokens_in: 1,
         tokens_out: 2,
+        archived_ms: None,
     };
     let rows = [
         row("agent:a:main", "a", 10),
