@@ -32,6 +32,7 @@ mod openclaw_cli;
 mod openclaw_control_ui;
 mod openclaw_deliver;
 mod openclaw_figures;
+mod openclaw_sessions;
 mod operator;
 mod prompt;
 mod retries;

@@ -1,7 +1,8 @@
 //! What every node of a NATS cluster sees alike (a real `nats-server` ≥ 2.11, nodes as
 //! separate `clawbus up` processes): the session index, so a session run on one node is listed,
 //! shown and counted on every node; and approval requests, so one asked by a run on one node is
-//! listed and answered on another and the run goes on with that answer.
+//! listed and answered on another and the run goes on with that answer; and a deleted session,
+//! whose shared row and log go with it.
 
 use super::nats_cluster::{node, said};
 use super::system::stop;
@@ -184,4 +185,59 @@ async fn an_approval_asked_on_one_node_is_answered_on_another() {
     }
     stop(n1).await;
     stop(n2).await;
+}
+
+/// On a node of a cluster, `clawbus sessions delete` removes the session's shared row and its
+/// shared transcript log: `GET /v1/sessions/{key}` is 404, and the next turn to the key starts
+/// a fresh conversation with a new transcript id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_deleted_on_a_node_loses_its_shared_row_and_log_and_starts_afresh() {
+    let test = "a_session_deleted_on_a_node_loses_its_shared_row_and_log_and_starts_afresh";
+    let Some(nats) = NatsServer::start_or_skip(test) else {
+        return;
+    };
+    let model =
+        ScriptedServer::with_responder(|req| Turn::text(format!("re: {}", last_user(req)))).await;
+    let p = Project::new();
+    p.with_mock_and(&model.base_url(), "")
+        .write("agents.d/chat.toml", "");
+    let turn = |text: &str| json!({ "text": text, "request_id": format!("del-{text}"), "session": "idx", "wait": true, "timeout_ms": 30_000 });
+    let n1 = node(&p, &nats, "n1", &[]).await;
+    let (status, answer) = post_task(&n1, "chat", turn("first")).await;
+    assert_eq!(status, 200, "{answer}");
+    let before = listed(&get_json(&n1, "/v1/sessions").await, AGENT_KEY).unwrap();
+
+    let mut cli = p.clawbus();
+    cli.args(["sessions", "delete", AGENT_KEY, "--url", &n1.url]);
+    let out = run_cmd(cli).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout.trim(), format!("deleted session {AGENT_KEY}"));
+    let gone = get_json(&n1, &format!("/v1/sessions/{AGENT_KEY}")).await;
+    assert_eq!(gone["error"]["code"], "unknown_session", "{gone}");
+
+    let (status, answer) = post_task(&n1, "chat", turn("again")).await;
+    assert_eq!(status, 200, "{answer}");
+    let asked = model.requests().last().unwrap()["messages"].to_string();
+    assert!(
+        !asked.contains("first"),
+        "the deleted log is not read: {asked}"
+    );
+    let shown = get_json(&n1, &format!("/v1/sessions/{AGENT_KEY}")).await;
+    assert_eq!(
+        said(&shown),
+        [("user", "again"), ("assistant", "re: again")]
+            .map(|(r, t)| (r.to_string(), t.to_string())),
+        "{shown}"
+    );
+    assert_ne!(
+        shown["session"]["session_id"], before["session_id"],
+        "{shown}"
+    );
+    assert_eq!(shown["session"]["turns"], 1, "{shown}");
+    stop(n1).await;
 }

@@ -135,7 +135,7 @@ fn base_router(state: ApiState) -> Router {
 /// The query parameters a route takes (by its route pattern); every other one is refused.
 fn query_params(route: &str) -> &'static [&'static str] {
     match route {
-        "/v1/sessions" => &["agent"],
+        "/v1/sessions" => &["agent", "archived"],
         "/v1/approvals" => &["state"],
         "/v1/tasks" => &["state", "agent"],
         "/v1/usage" => &["agent", "since"],

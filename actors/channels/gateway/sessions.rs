@@ -1,4 +1,5 @@
 //! Sessions and cancellation over HTTP: `GET /v1/sessions`, `GET /v1/sessions/{key}`,
+//! `PATCH /v1/sessions/{key}` (archive), `DELETE /v1/sessions/{key}`,
 //! `POST /v1/tasks/{id}/cancel`.
 
 use super::api::{ApiState, Failure, TaskView};
@@ -9,6 +10,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use bus::TaskRecord;
 use clawbus_core::ids::SessionKey;
+use clawbus_runtime::session::SessionState;
 use clawbus_runtime::session::index::SessionMeta;
 use clawbus_runtime::session::view::SessionReader;
 use serde::{Deserialize, Serialize};
@@ -18,7 +20,10 @@ use serde_json::json;
 pub(crate) fn routes() -> Router<ApiState> {
     Router::new()
         .route("/sessions", get(list))
-        .route("/sessions/{key}", get(show))
+        .route(
+            "/sessions/{key}",
+            get(show).patch(patch_http).delete(delete_http),
+        )
         .route("/tasks/{id}/cancel", post(cancel))
 }
 
@@ -47,6 +52,35 @@ pub(crate) struct SessionRow {
     pub tokens_in: u64,
     /// Completion tokens reported so far.
     pub tokens_out: u64,
+    /// Unix ms the session was archived; absent when it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archived_ms: Option<u64>,
+}
+
+/// Which sessions a listing shows by their archive mark.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Archived {
+    /// The sessions not archived (the default).
+    #[default]
+    #[serde(alias = "false")]
+    Hide,
+    /// The archived sessions only.
+    #[serde(alias = "true")]
+    Only,
+    /// Both.
+    All,
+}
+
+impl Archived {
+    /// Whether a listing with this filter shows `row`.
+    pub(crate) fn shows(self, row: &SessionRow) -> bool {
+        match self {
+            Self::Hide => row.archived_ms.is_none(),
+            Self::Only => row.archived_ms.is_some(),
+            Self::All => true,
+        }
+    }
 }
 
 /// Query of `GET /v1/sessions`.
@@ -55,6 +89,9 @@ pub(crate) struct SessionRow {
 pub(crate) struct ListQuery {
     /// Only this agent's sessions.
     pub agent: Option<String>,
+    /// `false` (default): sessions not archived; `true`: archived ones; `all`: both.
+    #[serde(default)]
+    pub archived: Archived,
 }
 
 /// Read access to the sessions, from the API's state.
@@ -110,6 +147,7 @@ fn row_of(sessions: &SessionReader, m: SessionMeta) -> SessionRow {
         updated_ms: m.updated_ms,
         tokens_in: m.tokens_in,
         tokens_out: m.tokens_out,
+        archived_ms: m.archived_ms,
     }
 }
 
@@ -118,9 +156,166 @@ async fn list(
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
     super::api::listing(query, "sessions", |q: ListQuery| async move {
-        rows(&state, q.agent.as_deref()).await
+        let mut rows = rows(&state, q.agent.as_deref()).await?;
+        rows.retain(|r| q.archived.shows(r));
+        Ok(rows)
     })
     .await
+}
+
+/// The index row of session `key` (a key a client may name); 404 `unknown_session` when there
+/// is none.
+pub(super) async fn existing(state: &ApiState, key: &str) -> Result<SessionMeta, Failure> {
+    let key = SessionKey::from_client(key)
+        .map_err(|e| Failure::new(StatusCode::BAD_REQUEST, "invalid_session_key", e))?;
+    reader(state)
+        .get(key.as_str())
+        .await
+        .map_err(index_failure)?
+        .ok_or_else(|| unknown_session(key.as_str()))
+}
+
+fn unknown_session(key: &str) -> Failure {
+    Failure::new(
+        StatusCode::NOT_FOUND,
+        "unknown_session",
+        format!("no session {key}"),
+    )
+}
+
+/// Archives (`true`) or unarchives session `key`; its row after. Archiving an archived
+/// session keeps its first archive time.
+pub(super) async fn set_archived(
+    state: &ApiState,
+    key: &str,
+    archived: bool,
+) -> Result<SessionMeta, Failure> {
+    let meta = existing(state, key).await?;
+    let mark = match (archived, meta.archived_ms) {
+        (true, Some(ms)) => Some(ms),
+        (true, None) => Some(state.clock.now_ms()),
+        (false, _) => None,
+    };
+    state
+        .sessions
+        .set_archived(&meta.key, mark)
+        .await
+        .map_err(index_failure)?
+        .ok_or_else(|| unknown_session(&meta.key))
+}
+
+/// What a delete removed.
+#[derive(Debug, Serialize)]
+pub(crate) struct Deleted {
+    /// The session key.
+    pub key: String,
+    /// The transcript id the session had.
+    pub session_id: String,
+    /// Whether its transcript was removed too (this node's file, and on a shared bus the
+    /// cluster's log).
+    pub transcript_removed: bool,
+}
+
+/// Deletes session `key`: refused (409 `session_busy`) while a run of it is running or queued
+/// on this node; else its index row goes and, with `transcript`, its transcript (this node's
+/// file; on a shared bus the cluster's log). A live idle actor of it is stopped by its agent
+/// before the next message, which starts a fresh session.
+pub(super) async fn delete(
+    state: &ApiState,
+    meta: &SessionMeta,
+    transcript: bool,
+) -> Result<Deleted, Failure> {
+    let sessions = reader(state);
+    if let Some(live) = state.live.get(&meta.key).map(|l| *l)
+        && (live.state == SessionState::Processing || live.queued > 0)
+    {
+        return Err(Failure::new(
+            StatusCode::CONFLICT,
+            "session_busy",
+            format!(
+                "session {} is running ({} queued behind the current run): abort its run and try again",
+                meta.key, live.queued
+            ),
+        ));
+    }
+    state
+        .sessions
+        .remove(&meta.key)
+        .await
+        .map_err(index_failure)?;
+    if transcript {
+        remove_transcript(state, &sessions, meta).await?;
+    }
+    tracing::info!(session = %meta.key, transcript, "Session deleted.");
+    Ok(Deleted {
+        key: meta.key.clone(),
+        session_id: meta.session_id.to_string(),
+        transcript_removed: transcript,
+    })
+}
+
+/// Removes the transcript of `meta`: this node's file (absent is fine) and on a shared bus the
+/// cluster's log. Other nodes' copies of their own lines stay on their disks.
+async fn remove_transcript(
+    state: &ApiState,
+    sessions: &SessionReader,
+    meta: &SessionMeta,
+) -> Result<(), Failure> {
+    let gone = |e: String| {
+        tracing::error!(session = %meta.key, error = %e, "Transcript not removed.");
+        Failure::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "transcript",
+            format!(
+                "session {} was deleted but its transcript could not be removed",
+                meta.key
+            ),
+        )
+    };
+    match std::fs::remove_file(sessions.transcript_path(meta)) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(gone(e.to_string())),
+    }
+    if let Some(log) = &state.transcripts {
+        let name = clawbus_runtime::session::lease::log_name(&meta.agent, &meta.key);
+        log.delete(&name).await.map_err(|e| gone(e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// Body of `PATCH /v1/sessions/{key}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatchBody {
+    /// Archive (`true`) or unarchive (`false`) the session.
+    archived: bool,
+}
+
+async fn patch_http(
+    State(state): State<ApiState>,
+    Path(key): Path<String>,
+    body: Result<Json<PatchBody>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let body = match super::api::body(&state, body) {
+        Ok(b) => b,
+        Err(answer) => return answer,
+    };
+    match set_archived(&state, &key, body.archived).await {
+        Ok(meta) => Json(json!({ "session": meta })).into_response(),
+        Err(f) => f.into_response(),
+    }
+}
+
+async fn delete_http(State(state): State<ApiState>, Path(key): Path<String>) -> Response {
+    let meta = match existing(&state, &key).await {
+        Ok(m) => m,
+        Err(f) => return f.into_response(),
+    };
+    match delete(&state, &meta, true).await {
+        Ok(d) => Json(d).into_response(),
+        Err(f) => f.into_response(),
+    }
 }
 
 /// A session's metadata, live state and transcript entries, as `GET /v1/sessions/{key}` shows

@@ -1,4 +1,5 @@
-//! `clawbus sessions [--agent ID] [--json]` and `clawbus sessions show <key>`.
+//! `clawbus sessions [--agent ID] [--archived] [--json]`, `clawbus sessions show <key>` and
+//! `clawbus sessions delete <key>`.
 
 use super::Global;
 use super::client::{GatewayClient, segment, usage};
@@ -14,6 +15,9 @@ pub struct SessionsArgs {
     /// Only this agent's sessions.
     #[arg(long)]
     pub agent: Option<String>,
+    /// List the archived sessions (hidden otherwise).
+    #[arg(long)]
+    pub archived: bool,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -33,6 +37,12 @@ pub enum SessionsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Delete a session that is not running, with its transcript: a message to its key
+    /// afterwards starts a fresh session.
+    Delete {
+        /// The session key (`agent:<id>:…`).
+        key: String,
+    },
 }
 
 /// Lists sessions or shows one.
@@ -43,14 +53,22 @@ pub(super) fn run(global: &Global, args: SessionsArgs) -> ExitCode {
     };
     match args.command {
         Some(SessionsCommand::Show { key, json }) => show(&client, &key, json || args.json),
-        None => list(&client, args.agent.as_deref(), args.json),
+        Some(SessionsCommand::Delete { key }) => delete(&client, &key),
+        None => list(&client, args.agent.as_deref(), args.archived, args.json),
     }
 }
 
-fn list(client: &GatewayClient, agent: Option<&str>, json: bool) -> ExitCode {
-    let path = match agent {
-        Some(a) => format!("/v1/sessions?agent={}", segment(a)),
-        None => "/v1/sessions".to_string(),
+fn list(client: &GatewayClient, agent: Option<&str>, archived: bool, json: bool) -> ExitCode {
+    let mut query = Vec::new();
+    if let Some(a) = agent {
+        query.push(format!("agent={}", segment(a)));
+    }
+    if archived {
+        query.push("archived=true".to_string());
+    }
+    let path = match query.is_empty() {
+        true => "/v1/sessions".to_string(),
+        false => format!("/v1/sessions?{}", query.join("&")),
     };
     let answer = match client.get(&path) {
         Ok(v) => v,
@@ -79,6 +97,19 @@ fn list(client: &GatewayClient, agent: Option<&str>, json: bool) -> ExitCode {
         );
     }
     ExitCode::SUCCESS
+}
+
+fn delete(client: &GatewayClient, key: &str) -> ExitCode {
+    if let Err(e) = SessionKey::parse(key) {
+        return usage(e);
+    }
+    match client.delete(&format!("/v1/sessions/{}", segment(key))) {
+        Ok(_) => {
+            outln!("deleted session {key}");
+            ExitCode::SUCCESS
+        }
+        Err(code) => code,
+    }
 }
 
 fn show(client: &GatewayClient, key: &str, json: bool) -> ExitCode {

@@ -56,6 +56,8 @@ pub(super) enum TaskRouteError {
 
 struct Live {
     handle: SessionHandle,
+    /// The transcript id the actor was opened with.
+    session_id: Uuid,
     last_used: Instant,
     /// Runs sent to the session that have not reported back.
     pending: usize,
@@ -133,6 +135,7 @@ impl AgentActor {
         key: &SessionKey,
         ctx: &mut Context<Self>,
     ) -> Result<&mut Live, TaskRouteError> {
+        self.drop_if_deleted(key);
         if !self.sessions.contains_key(key) {
             self.make_room();
             let actor = SessionActor::open(
@@ -141,11 +144,13 @@ impl AgentActor {
                 self.live.clone(),
                 ctx.address().recipient(),
             )?;
+            let session_id = actor.session_id();
             let handle = SessionHandle::new(self.shards.start_session(actor));
             self.sessions.insert(
                 key.clone(),
                 Live {
                     handle,
+                    session_id,
                     last_used: self.rt.clock.now(),
                     pending: 0,
                     history_bytes: 0,
@@ -155,6 +160,29 @@ impl AgentActor {
         self.sessions
             .get_mut(key)
             .ok_or_else(|| TaskRouteError::Vanished(key.clone()))
+    }
+
+    /// Stops the idle live actor of `key` when its session was deleted (or replaced) since it
+    /// opened: its index row is gone or names another transcript. The next task then opens a
+    /// fresh session instead of carrying on the deleted one's state.
+    fn drop_if_deleted(&mut self, key: &SessionKey) {
+        let Some(live) = self.sessions.get(key).filter(|l| l.pending == 0) else {
+            return;
+        };
+        let current = match self.rt.index.local_session_id(key.as_str()) {
+            Ok(id) => id,
+            Err(e) => {
+                tracing::warn!(session = %key, error = %e, "Session index unreadable; the live session carries on.");
+                return;
+            }
+        };
+        if current == Some(live.session_id) {
+            return;
+        }
+        if let Some(l) = self.sessions.remove(key) {
+            tracing::debug!(agent = %self.rt.id, session = %key, "Session deleted since it opened; its live actor is stopped.");
+            l.handle.stop();
+        }
     }
 
     /// Stops least recently used idle sessions until there is room for one more.

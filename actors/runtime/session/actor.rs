@@ -42,6 +42,8 @@ pub enum SessionOpenError {
 /// One live session.
 pub struct SessionActor {
     key: SessionKey,
+    /// The transcript this actor writes (its index row's, as it was opened).
+    session_id: Uuid,
     rt: Arc<AgentRuntime>,
     transcript: Arc<Transcript>,
     view: View,
@@ -106,6 +108,7 @@ impl SessionActor {
         tracing::debug!(session = %key, entries = loaded.entries.len(), torn_bytes = loaded.torn_bytes, "Session loaded.");
         Ok(Self {
             key,
+            session_id: meta.session_id,
             rt,
             transcript: Arc::new(transcript),
             view,
@@ -115,6 +118,11 @@ impl SessionActor {
             done,
             stopping: false,
         })
+    }
+
+    /// The transcript id the session was opened with.
+    pub fn session_id(&self) -> Uuid {
+        self.session_id
     }
 
     fn publish_state(&self) {
@@ -128,6 +136,7 @@ impl SessionActor {
             LiveInfo {
                 state,
                 queued: self.queue.len(),
+                session_id: self.session_id,
             },
         );
     }
@@ -273,7 +282,8 @@ impl Actor for SessionActor {
     }
 
     fn stopped(&mut self, _: &mut Self::Context) {
-        self.live.remove(self.key.as_str());
+        self.live
+            .remove_if(self.key.as_str(), |_, l| l.session_id == self.session_id);
         self.live_gauge().dec();
         tracing::debug!(session = %self.key, "Session actor stopped; its state stays on disk.");
     }

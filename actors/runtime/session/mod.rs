@@ -50,6 +50,10 @@ pub struct LiveInfo {
     pub state: SessionState,
     /// Runs waiting behind the current one.
     pub queued: usize,
+    /// The transcript the live actor writes: an actor stopping after its session was deleted
+    /// and opened afresh leaves the new actor's entry alone.
+    #[serde(skip)]
+    pub session_id: Uuid,
 }
 
 /// Live sessions of every agent, by session key.

@@ -194,6 +194,7 @@ async fn a_line_over_the_servers_max_payload_is_written_and_read_back_whole() {
         turns: 0,
         tokens_in: 0,
         tokens_out: 0,
+        archived_ms: None,
     };
     let entries = reader.entries(&meta).await.unwrap();
     let read = texts(&entries);

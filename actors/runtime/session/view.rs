@@ -45,6 +45,7 @@ impl ListedState {
             Some(LiveInfo {
                 state: SessionState::Processing,
                 queued,
+                ..
             }) => (Self::Processing, queued),
             Some(LiveInfo { queued, .. }) => (Self::Idle, queued),
             None => (Self::Unloaded, 0),

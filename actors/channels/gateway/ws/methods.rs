@@ -109,6 +109,8 @@ methods! {
     SkillsSearch => "skills.search", "The skill registry's search (no registry here: no results).";
     PluginsCatalogBrowse => "plugins.catalog.browse", "The plugin catalog (empty here).";
     SkillsBins => "skills.bins", "The programs every agent's skills need (`{bins}`).";
+    SessionsPatch => "sessions.patch", "Archive or unarchive a session (`{key, archived}`).";
+    SessionsDelete => "sessions.delete", "Delete a session that is not running, and its transcript.";
 }
 
 /// Reads a method's `params`, naming the method and the field that is wrong.
@@ -257,23 +259,8 @@ pub(crate) async fn call(
         Method::AgentWait => runs::wait(state, params(method, p)?).await,
         Method::ChatAbort => runs::abort(state, params(method, p)?).await,
         Method::ChatHistory => runs::history(state, params(method, p)?).await,
-        Method::SessionsList => {
-            let q: SessionsFilter = params(method, p)?;
-            let rows = sessions::rows(state, q.agent_id.as_deref()).await?;
-            let count = rows.len();
-            let offset = q.offset.unwrap_or(0).min(count);
-            let shown: Vec<_> = rows
-                .into_iter()
-                .skip(offset)
-                .take(q.limit.unwrap_or(usize::MAX))
-                .collect();
-            let rows: Vec<Value> = shown.iter().map(openclaw::sessions::row).collect();
-            Ok(json!({
-                "ts": state.clock.now_ms(),
-                "count": count,
-                "defaults": { "model": state.config.default_model.to_string(), "contextTokens": null },
-                "sessions": rows,
-            }))
+        Method::SessionsList | Method::SessionsPatch | Method::SessionsDelete => {
+            super::session_calls::call(state, method, p).await
         }
         Method::TasksList => {
             let q: openclaw::tasks::ListParams = params(method, p)?;
@@ -539,18 +526,6 @@ struct LogsTail {
     cursor: Option<u64>,
     #[serde(default)]
     limit: Option<usize>,
-}
-
-/// `{agentId?, limit?, offset?}` of `sessions.list`.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct SessionsFilter {
-    #[serde(default)]
-    agent_id: Option<String>,
-    #[serde(default)]
-    limit: Option<usize>,
-    #[serde(default)]
-    offset: Option<usize>,
 }
 
 /// `{key, agentId?}` of `sessions.describe`.

@@ -31,6 +31,7 @@ mod outbox;
 mod run_delivery;
 mod runs;
 mod scopes;
+mod session_calls;
 mod session_events;
 #[cfg(test)]
 mod tests;
@@ -429,7 +430,7 @@ fn request(state: &ApiState, out: &Outbox, calls: &mut JoinSet<()>, scopes: &[St
         let _ = out.send(&Frame::err(Some(&req.id), error));
         return;
     };
-    if let Err(error) = scopes::check(method, scopes) {
+    if let Err(error) = scopes::check(method, &req.params, scopes) {
         tracing::debug!(method = %req.method, ?scopes, "WebSocket method refused: missing scope.");
         let _ = out.send(&Frame::err(Some(&req.id), error));
         return;

@@ -13,7 +13,7 @@
 
 use super::frames::{ErrorCode, ErrorShape};
 use super::methods::Method;
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// `operator.admin`: every method.
 pub(super) const ADMIN: &str = "operator.admin";
@@ -31,11 +31,33 @@ const TALK: &str = "operator.talk";
 const SESSIONS_READ: &str = "operator.sessions.read";
 const SESSIONS_WRITE: &str = "operator.sessions.write";
 
-/// The scope `method` needs (OpenClaw's table; `connect` needs none).
-pub(super) fn required(method: Method) -> Option<&'static str> {
+/// The fields of a `sessions.delete` that an `operator.write` client may send: with
+/// `archivedOnly: true` and no other field, deleting an archived session needs no admin scope
+/// (OpenClaw's archive-then-delete rule).
+const DELETE_WRITE_FIELDS: &[&str] = &[
+    "key",
+    "agentId",
+    "deleteTranscript",
+    "expectedSessionId",
+    "archivedOnly",
+];
+
+/// The scope `method` needs with `params` (OpenClaw's table; `connect` needs none).
+pub(super) fn required(method: Method, params: &Value) -> Option<&'static str> {
     use Method as M;
     Some(match method {
         M::Connect => return None,
+        M::SessionsDelete => {
+            let archived_only = params["archivedOnly"] == true;
+            let fields_ok = params
+                .as_object()
+                .is_some_and(|o| o.keys().all(|k| DELETE_WRITE_FIELDS.contains(&k.as_str())));
+            if archived_only && fields_ok {
+                WRITE
+            } else {
+                ADMIN
+            }
+        }
         M::Agent
         | M::AgentWait
         | M::ChatSend
@@ -43,7 +65,8 @@ pub(super) fn required(method: Method) -> Option<&'static str> {
         | M::SessionsSend
         | M::TasksCancel
         | M::FlowsRun
-        | M::FlowsCancel => WRITE,
+        | M::FlowsCancel
+        | M::SessionsPatch => WRITE,
         M::CronAdd | M::CronUpdate | M::CronRemove | M::CronRun | M::UpdateStatus => ADMIN,
         M::ExecApprovalList
         | M::ExecApprovalResolve
@@ -84,8 +107,8 @@ pub(super) fn satisfied(scope: &str, granted: &[String]) -> bool {
 }
 
 /// `Ok` when `granted` lets a client call `method`; otherwise OpenClaw's `missing scope` error.
-pub(super) fn check(method: Method, granted: &[String]) -> Result<(), ErrorShape> {
-    let Some(needed) = required(method) else {
+pub(super) fn check(method: Method, params: &Value, granted: &[String]) -> Result<(), ErrorShape> {
+    let Some(needed) = required(method, params) else {
         return Ok(());
     };
     if satisfied(needed, granted) {
@@ -113,6 +136,24 @@ pub(super) fn check(method: Method, granted: &[String]) -> Result<(), ErrorShape
 mod tests {
     use super::*;
 
+    fn check_bare(method: Method, granted: &[String]) -> Result<(), ErrorShape> {
+        check(method, &json!({}), granted)
+    }
+
+    #[test]
+    fn deleting_an_archived_session_needs_write_any_other_delete_admin() {
+        let write = granted(&[WRITE]);
+        let archived = json!({"key": "agent:a:x", "deleteTranscript": true, "archivedOnly": true});
+        assert!(check(Method::SessionsDelete, &archived, &write).is_ok());
+        let any = json!({"key": "agent:a:x", "deleteTranscript": true});
+        let e = check(Method::SessionsDelete, &any, &write).unwrap_err();
+        assert_eq!(e.message, "missing scope: operator.admin");
+        let more = json!({"key": "agent:a:x", "archivedOnly": true, "emitLifecycleHooks": true});
+        assert!(check(Method::SessionsDelete, &more, &write).is_err());
+        assert!(check(Method::SessionsDelete, &any, &granted(&[ADMIN])).is_ok());
+        assert!(check_bare(Method::SessionsPatch, &write).is_ok());
+    }
+
     fn granted(s: &[&str]) -> Vec<String> {
         s.iter().map(|s| s.to_string()).collect()
     }
@@ -120,26 +161,29 @@ mod tests {
     #[test]
     fn read_scope_reads_write_scope_runs_and_admin_scope_changes_cron() {
         let read = granted(&[READ]);
-        assert!(check(Method::SessionsList, &read).is_ok());
-        assert!(check(Method::ChatHistory, &read).is_ok());
-        assert!(check(Method::CronList, &read).is_ok());
-        let e = check(Method::ChatSend, &read).unwrap_err();
+        assert!(check_bare(Method::SessionsList, &read).is_ok());
+        assert!(check_bare(Method::ChatHistory, &read).is_ok());
+        assert!(check_bare(Method::CronList, &read).is_ok());
+        let e = check_bare(Method::ChatSend, &read).unwrap_err();
         assert_eq!(e.code, ErrorCode::Forbidden);
         assert_eq!(e.message, "missing scope: operator.write");
         assert_eq!(e.details.unwrap()["code"], "MISSING_SCOPE");
 
         let write = granted(&[WRITE]);
-        assert!(check(Method::ChatSend, &write).is_ok());
-        assert!(check(Method::Status, &write).is_ok(), "write implies read");
+        assert!(check_bare(Method::ChatSend, &write).is_ok());
+        assert!(
+            check_bare(Method::Status, &write).is_ok(),
+            "write implies read"
+        );
         assert_eq!(
-            check(Method::CronAdd, &write).unwrap_err().message,
+            check_bare(Method::CronAdd, &write).unwrap_err().message,
             "missing scope: operator.admin"
         );
-        assert!(check(Method::ExecApprovalList, &write).is_err());
+        assert!(check_bare(Method::ExecApprovalList, &write).is_err());
 
         let admin = granted(&[ADMIN]);
         for m in Method::ALL {
-            assert!(check(*m, &admin).is_ok(), "{}", m.as_str());
+            assert!(check_bare(*m, &admin).is_ok(), "{}", m.as_str());
         }
     }
 
@@ -147,19 +191,19 @@ mod tests {
     fn no_scope_reaches_only_connect_and_session_scopes_reach_the_session_methods() {
         for m in Method::ALL {
             assert_eq!(
-                check(*m, &[]).is_ok(),
+                check_bare(*m, &[]).is_ok(),
                 *m == Method::Connect,
                 "{}",
                 m.as_str()
             );
         }
         let sessions_read = granted(&[SESSIONS_READ]);
-        assert!(check(Method::ChatHistory, &sessions_read).is_ok());
-        assert!(check(Method::Status, &sessions_read).is_err());
+        assert!(check_bare(Method::ChatHistory, &sessions_read).is_ok());
+        assert!(check_bare(Method::Status, &sessions_read).is_err());
         let sessions_write = granted(&[SESSIONS_WRITE]);
-        assert!(check(Method::ChatSend, &sessions_write).is_ok());
-        assert!(check(Method::Agent, &sessions_write).is_err());
-        assert!(check(Method::ApprovalGet, &granted(&[APPROVALS])).is_ok());
-        assert!(check(Method::DevicePairList, &granted(&[PAIRING])).is_ok());
+        assert!(check_bare(Method::ChatSend, &sessions_write).is_ok());
+        assert!(check_bare(Method::Agent, &sessions_write).is_err());
+        assert!(check_bare(Method::ApprovalGet, &granted(&[APPROVALS])).is_ok());
+        assert!(check_bare(Method::DevicePairList, &granted(&[PAIRING])).is_ok());
     }
 }

@@ -84,6 +84,38 @@ impl IndexRows for KvIndex {
         )))
     }
 
+    async fn set_archived(
+        &self,
+        key: &str,
+        archived_ms: Option<u64>,
+    ) -> Result<Option<SessionMeta>, IndexError> {
+        let k = store_key(key);
+        for _ in 0..MAX_RACES {
+            let Some((mut meta, revision)) = self.read(&k).await? else {
+                return Ok(None);
+            };
+            meta.archived_ms = archived_ms;
+            let bytes = serde_json::to_vec(&meta).map_err(IndexError::of)?;
+            match self.kv.update(&k, bytes, revision, None).await {
+                Ok(_) => return Ok(Some(meta)),
+                Err(KvError::WrongRevision { .. }) => continue,
+                Err(e) => return Err(IndexError::of(e)),
+            }
+        }
+        Err(IndexError(format!(
+            "session {key}: the archive mark lost {MAX_RACES} races to other writers"
+        )))
+    }
+
+    async fn remove(&self, key: &str) -> Result<bool, IndexError> {
+        let k = store_key(key);
+        if self.read(&k).await?.is_none() {
+            return Ok(false);
+        }
+        self.kv.delete(&k, None).await.map_err(IndexError::of)?;
+        Ok(true)
+    }
+
     async fn list(&self, agent: Option<&str>) -> Result<Vec<SessionMeta>, IndexError> {
         let keys = self.kv.keys(PREFIX).await.map_err(IndexError::of)?;
         let rows: Vec<Option<(SessionMeta, u64)>> = futures::stream::iter(keys)

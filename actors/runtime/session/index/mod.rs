@@ -42,6 +42,10 @@ pub struct SessionMeta {
     pub tokens_in: u64,
     /// Completion tokens reported by the model, summed.
     pub tokens_out: u64,
+    /// Unix ms the session was archived: listings hide it unless asked. `None` (and a row
+    /// written before archiving existed): not archived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archived_ms: Option<u64>,
 }
 
 impl SessionMeta {
@@ -56,7 +60,13 @@ impl SessionMeta {
             turns: 0,
             tokens_in: 0,
             tokens_out: 0,
+            archived_ms: None,
         }
+    }
+
+    /// Whether the session is archived.
+    pub fn is_archived(&self) -> bool {
+        self.archived_ms.is_some()
     }
 
     /// Counts one finished run.
@@ -103,6 +113,15 @@ pub trait IndexRows: Send + Sync + 'static {
     async fn record_run(&self, key: &str, run: FinishedRun) -> Result<(), IndexError>;
     /// Every row, optionally of one agent, most recently active first.
     async fn list(&self, agent: Option<&str>) -> Result<Vec<SessionMeta>, IndexError>;
+    /// Sets (`Some(unix ms)`) or clears (`None`) the archive mark of the row of `key`, keeping
+    /// the rest of the row as stored; the row after, or `None` when there is none.
+    async fn set_archived(
+        &self,
+        key: &str,
+        archived_ms: Option<u64>,
+    ) -> Result<Option<SessionMeta>, IndexError>;
+    /// Removes the row of `key`; whether there was one.
+    async fn remove(&self, key: &str) -> Result<bool, IndexError>;
 }
 
 /// The index of the process: its sled rows, and on a shared bus the cluster's rows.
@@ -180,6 +199,32 @@ impl SessionIndex {
         // A session this node ran before the cluster had rows brings its counts along.
         let mine = self.get_or_create(key, agent, now_ms)?;
         shared.create(mine).await.map(drop)
+    }
+
+    /// Archives (`Some(unix ms)`) or unarchives (`None`) session `key` in the rows listings
+    /// use; the row after, or `None` when the session does not exist.
+    pub async fn set_archived(
+        &self,
+        key: &str,
+        archived_ms: Option<u64>,
+    ) -> Result<Option<SessionMeta>, IndexError> {
+        self.rows().set_archived(key, archived_ms).await
+    }
+
+    /// Removes session `key` from the index (the cluster's row and this node's): a message to
+    /// it afterwards starts a fresh session. Whether the rows listings use had it.
+    pub async fn remove(&self, key: &str) -> Result<bool, IndexError> {
+        let had = self.rows().remove(key).await?;
+        if self.shared.is_some() {
+            self.local.remove(key).await?;
+        }
+        Ok(had)
+    }
+
+    /// The session id this node's row of `key` names (the transcript a live session of this
+    /// node writes), if it has one.
+    pub(crate) fn local_session_id(&self, key: &str) -> Result<Option<Uuid>, IndexError> {
+        Ok(self.local.row(key)?.map(|m| m.session_id))
     }
 
     /// Records a finished run in the rows listings use.

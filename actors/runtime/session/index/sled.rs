@@ -46,6 +46,35 @@ impl SledIndex {
 
 #[async_trait]
 impl IndexRows for SledIndex {
+    async fn set_archived(
+        &self,
+        key: &str,
+        archived_ms: Option<u64>,
+    ) -> Result<Option<SessionMeta>, IndexError> {
+        // Compare-and-set on the bytes read, so a run counted meanwhile is not undone.
+        loop {
+            let Some(old) = self.tree.get(key.as_bytes()).map_err(IndexError::of)? else {
+                return Ok(None);
+            };
+            let mut meta: SessionMeta = serde_json::from_slice(&old)
+                .map_err(|e| IndexError(format!("entry of session {key} unreadable: {e}")))?;
+            meta.archived_ms = archived_ms;
+            let bytes = serde_json::to_vec(&meta).map_err(IndexError::of)?;
+            let swapped = self
+                .tree
+                .compare_and_swap(key.as_bytes(), Some(old), Some(bytes))
+                .map_err(IndexError::of)?;
+            if swapped.is_ok() {
+                return Ok(Some(meta));
+            }
+        }
+    }
+
+    async fn remove(&self, key: &str) -> Result<bool, IndexError> {
+        let old = self.tree.remove(key.as_bytes()).map_err(IndexError::of)?;
+        Ok(old.is_some())
+    }
+
     async fn get(&self, key: &str) -> Result<Option<SessionMeta>, IndexError> {
         self.row(key)
     }

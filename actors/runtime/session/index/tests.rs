@@ -201,6 +201,66 @@ async fn a_run_for_a_missing_or_unreadable_row_is_an_error_and_changes_nothing(
     );
 }
 
+async fn an_archive_mark_is_set_and_cleared_without_losing_counts(backend: &'static str) {
+    let test = "an_archive_mark_is_set_and_cleared_without_losing_counts";
+    let Some(f) = Fixture::new(backend, test) else {
+        return;
+    };
+    let (one, two) = (f.node().await, f.node().await);
+    let key = "agent:a:api:direct:x";
+    assert_eq!(
+        one.set_archived(key, Some(7)).await.unwrap(),
+        None,
+        "no row"
+    );
+    one.create(SessionMeta::new(key, "a", 1)).await.unwrap();
+    one.record_run(key, run(5, 3, 2)).await.unwrap();
+    let archived = two.set_archived(key, Some(7)).await.unwrap().unwrap();
+    assert_eq!(archived.archived_ms, Some(7));
+    assert!(archived.is_archived());
+    assert_eq!((archived.turns, archived.tokens_in), (1, 3), "{archived:?}");
+    assert_eq!(one.get(key).await.unwrap(), Some(archived));
+    one.record_run(key, run(9, 1, 1)).await.unwrap();
+    let cleared = two.set_archived(key, None).await.unwrap().unwrap();
+    assert!(!cleared.is_archived());
+    assert_eq!(cleared.turns, 2, "the run counted while archived stays");
+    // The listing carries the mark; filtering is the reader's.
+    one.set_archived(key, Some(11)).await.unwrap();
+    let listed = two.list(None).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].archived_ms, Some(11));
+}
+
+async fn a_removed_row_is_gone_on_every_node(backend: &'static str) {
+    let Some(f) = Fixture::new(backend, "a_removed_row_is_gone_on_every_node") else {
+        return;
+    };
+    let (one, two) = (f.node().await, f.node().await);
+    let key = "agent:a:api:direct:gone";
+    assert!(!one.remove(key).await.unwrap(), "nothing to remove");
+    let first = one.create(SessionMeta::new(key, "a", 1)).await.unwrap();
+    assert!(two.remove(key).await.unwrap());
+    assert_eq!(one.get(key).await.unwrap(), None);
+    assert!(one.list(None).await.unwrap().is_empty());
+    assert!(one.record_run(key, run(2, 0, 0)).await.is_err());
+    let again = two.create(SessionMeta::new(key, "a", 3)).await.unwrap();
+    assert_ne!(again.session_id, first.session_id, "a fresh session");
+    assert_eq!(one.get(key).await.unwrap(), Some(again));
+}
+
+#[test]
+fn a_row_written_before_archiving_existed_reads_as_not_archived() {
+    let old = r#"{"key":"agent:a:api:direct:x","agent":"a","session_id":"0190b4b0-0000-7000-8000-000000000000","created_ms":1,"updated_ms":2,"turns":3,"tokens_in":4,"tokens_out":5}"#;
+    let meta: SessionMeta = serde_json::from_str(old).unwrap();
+    assert_eq!(meta.archived_ms, None);
+    assert!(!meta.is_archived());
+    let back = serde_json::to_string(&meta).unwrap();
+    assert!(
+        !back.contains("archived"),
+        "an unarchived row is written as before: {back}"
+    );
+}
+
 macro_rules! index_suite {
     ($($backend:ident),*) => {
         $(mod $backend {
@@ -218,6 +278,17 @@ macro_rules! index_suite {
                     stringify!($backend),
                 )
                 .await;
+            }
+            #[actix_rt::test]
+            async fn an_archive_mark_is_set_and_cleared_without_losing_counts() {
+                super::an_archive_mark_is_set_and_cleared_without_losing_counts(
+                    stringify!($backend),
+                )
+                .await;
+            }
+            #[actix_rt::test]
+            async fn a_removed_row_is_gone_on_every_node() {
+                super::a_removed_row_is_gone_on_every_node(stringify!($backend)).await;
             }
             #[actix_rt::test]
             async fn a_run_for_a_missing_or_unreadable_row_is_an_error_and_changes_nothing() {

@@ -1,14 +1,16 @@
 //! Sessions in OpenClaw's shapes: a row of `sessions.list` / `sessions.describe`
-//! (`{key, agentId, sessionId, kind, updatedAt, …tokens}`), and a transcript as `chat.history`
+//! (`{key, agentId, sessionId, kind, updatedAt, archived, …tokens}`), the answers of
+//! `sessions.patch` and `sessions.delete`, and a transcript as `chat.history`
 //! messages (`{role, content: [{type: "text", text}], timestamp}`), and the `session.message`
 //! event that carries one message as the transcript commits it.
 
 use crate::gateway::sessions::SessionRow;
+use clawbus_runtime::session::index::SessionMeta;
 use serde_json::{Value, json};
 
 /// A clawbus session row as an OpenClaw session row.
 pub(crate) fn row(r: &SessionRow) -> Value {
-    json!({
+    let mut v = json!({
         "key": r.key,
         "agentId": r.agent,
         "sessionId": r.session_id,
@@ -20,7 +22,36 @@ pub(crate) fn row(r: &SessionRow) -> Value {
         "totalTokens": r.tokens_in + r.tokens_out,
         "turns": r.turns,
         "queued": r.queued,
-    })
+        "archived": r.archived_ms.is_some(),
+    });
+    if let Some(at) = r.archived_ms {
+        v["archivedAt"] = json!(at);
+    }
+    v
+}
+
+/// The answer of `sessions.patch`: `{ok, key, entry, session?}`, the entry (OpenClaw's stored
+/// session) carrying `archivedAt` while the session is archived.
+pub(crate) fn patched(meta: &SessionMeta, session: Option<&SessionRow>) -> Value {
+    let mut entry = json!({
+        "sessionId": meta.session_id,
+        "updatedAt": meta.updated_ms,
+        "archived": meta.is_archived(),
+    });
+    if let Some(at) = meta.archived_ms {
+        entry["archivedAt"] = json!(at);
+    }
+    let mut v = json!({ "ok": true, "key": meta.key, "entry": entry });
+    if let Some(r) = session {
+        v["session"] = row(r);
+    }
+    v
+}
+
+/// The answer of `sessions.delete`: `{ok, key, deleted, archived}` (no transcript is kept
+/// aside here: `archived` is empty).
+pub(crate) fn deleted(key: &str, deleted: bool) -> Value {
+    json!({ "ok": true, "key": key, "deleted": deleted, "archived": [] })
 }
 
 /// A transcript message in OpenClaw's shape, with where it stands.

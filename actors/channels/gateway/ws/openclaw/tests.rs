@@ -94,8 +94,8 @@ fn the_fields_openclaw_always_sends_are_dropped_top_level_and_nested() {
     fields::strip("sessions.list", &mut p);
     assert_eq!(
         p,
-        json!({ "limit": 200, "idempotencyKey": "k" }),
-        "idempotencyKey is not in OpenClaw's sessions.list schema: it stays, and is refused"
+        json!({ "limit": 200, "archived": "all", "idempotencyKey": "k" }),
+        "archived is honoured; idempotencyKey is outside the schema: it stays, and is refused"
     );
 }
 
@@ -438,6 +438,7 @@ fn status_counts_sessions_by_agent_and_tasks_by_status() {
         updated_ms,
         tokens_in: 1,
         tokens_out: 2,
+        archived_ms: None,
     };
     let rows = [
         row("agent:a:main", "a", 10),

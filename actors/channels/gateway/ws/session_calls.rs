@@ -1,0 +1,274 @@
+//! The session methods that list and change sessions: `sessions.list` (filtered by archive
+//! mark, paged), `sessions.patch` (the archive mark; OpenClaw's other preferences have no
+//! counterpart here and are dropped by [`fields::strip`](super::openclaw::fields::strip)) and
+//! `sessions.delete`. Each goes through the same functions as the HTTP API.
+
+use super::frames::{ErrorCode, ErrorShape};
+use super::methods::{Method, params};
+use super::openclaw;
+use crate::gateway::api::ApiState;
+use crate::gateway::sessions;
+use clawbus_runtime::session::index::SessionMeta;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// Runs one of the session methods.
+pub(super) async fn call(state: &ApiState, method: Method, p: Value) -> Result<Value, ErrorShape> {
+    match method {
+        Method::SessionsPatch => {
+            let q: PatchParams = params(method, p)?;
+            let t = Target {
+                key: q.key,
+                agent_id: q.agent_id,
+                expected_session_id: q.expected_session_id,
+            };
+            let meta = target(state, &t).await?;
+            let meta = match q.archived {
+                Some(archived) => sessions::set_archived(state, &meta.key, archived).await?,
+                None => meta,
+            };
+            let row = sessions::row(state, &meta.key).await?;
+            Ok(openclaw::sessions::patched(&meta, row.as_ref()))
+        }
+        Method::SessionsDelete => {
+            let q: DeleteParams = params(method, p)?;
+            let t = Target {
+                key: q.key,
+                agent_id: q.agent_id,
+                expected_session_id: q.expected_session_id,
+            };
+            let meta = match target(state, &t).await {
+                Ok(meta) => meta,
+                // OpenClaw answers a session that is not there with `deleted: false`.
+                Err(e) if e.code == ErrorCode::NotFound => {
+                    return Ok(openclaw::sessions::deleted(&t.key, false));
+                }
+                Err(e) => return Err(e),
+            };
+            if q.expected_session_updated_at
+                .is_some_and(|at| at != meta.updated_ms)
+            {
+                return Err(changed());
+            }
+            if q.archived_only && !meta.is_archived() {
+                return Err(ErrorShape::invalid(format!(
+                    "sessions.delete: session {} is not archived (archivedOnly)",
+                    meta.key
+                )));
+            }
+            sessions::delete(state, &meta, q.delete_transcript).await?;
+            Ok(openclaw::sessions::deleted(&meta.key, true))
+        }
+        _ => list(state, params(method, p)?).await,
+    }
+}
+
+/// `sessions.list`: the sessions the archive filter shows, paged by `offset` and `limit`.
+async fn list(state: &ApiState, q: ListParams) -> Result<Value, ErrorShape> {
+    let filter = q
+        .archived
+        .map_or(sessions::Archived::Hide, ArchivedParam::filter);
+    let mut rows = sessions::rows(state, q.agent_id.as_deref()).await?;
+    rows.retain(|r| filter.shows(r));
+    let count = rows.len();
+    let offset = q.offset.unwrap_or(0).min(count);
+    let shown: Vec<Value> = rows
+        .iter()
+        .skip(offset)
+        .take(q.limit.unwrap_or(usize::MAX))
+        .map(openclaw::sessions::row)
+        .collect();
+    let next = offset + shown.len();
+    let mut page = json!({
+        "ts": state.clock.now_ms(),
+        "count": count,
+        "defaults": { "model": state.config.default_model.to_string(), "contextTokens": null },
+        "sessions": shown,
+        "hasMore": next < count,
+    });
+    if next < count {
+        page["nextOffset"] = json!(next);
+    }
+    Ok(page)
+}
+
+/// The session a patch or delete names, checked against what the client last saw: unknown,
+/// of another agent than `agentId`, or with another transcript than `expectedSessionId`, it
+/// is refused.
+async fn target(state: &ApiState, t: &Target) -> Result<SessionMeta, ErrorShape> {
+    let meta = sessions::existing(state, &t.key).await?;
+    if t.agent_id.as_deref().is_some_and(|a| a != meta.agent) {
+        return Err(ErrorShape::new(
+            ErrorCode::NotFound,
+            format!("no session {} of agent {:?}", t.key, t.agent_id),
+        ));
+    }
+    if t.expected_session_id
+        .as_deref()
+        .is_some_and(|id| id != meta.session_id.to_string())
+    {
+        return Err(changed());
+    }
+    Ok(meta)
+}
+
+/// OpenClaw's refusal of a change to a session that was reset or replaced meanwhile.
+fn changed() -> ErrorShape {
+    ErrorShape::invalid("Session is unavailable or changed. Refresh the session list.")
+}
+
+/// `{key, agentId?, expectedSessionId?}`: the session a change names.
+#[derive(Debug)]
+struct Target {
+    key: String,
+    agent_id: Option<String>,
+    expected_session_id: Option<String>,
+}
+
+/// `sessions.patch`: the target and `archived?`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PatchParams {
+    key: String,
+    #[serde(default)]
+    agent_id: Option<String>,
+    #[serde(default)]
+    expected_session_id: Option<String>,
+    #[serde(default)]
+    archived: Option<bool>,
+}
+
+/// `sessions.delete`: the target, `deleteTranscript?`, `archivedOnly?`,
+/// `expectedSessionUpdatedAt?`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct DeleteParams {
+    key: String,
+    #[serde(default)]
+    agent_id: Option<String>,
+    #[serde(default)]
+    expected_session_id: Option<String>,
+    #[serde(default)]
+    delete_transcript: bool,
+    #[serde(default)]
+    archived_only: bool,
+    #[serde(default)]
+    expected_session_updated_at: Option<u64>,
+}
+
+/// `{agentId?, limit?, offset?, archived?}` of `sessions.list`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ListParams {
+    #[serde(default)]
+    agent_id: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    offset: Option<usize>,
+    #[serde(default)]
+    archived: Option<ArchivedParam>,
+}
+
+/// `archived` of `sessions.list`: `false` the sessions not archived, `true` the archived ones,
+/// `"all"` both.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(untagged)]
+enum ArchivedParam {
+    Flag(bool),
+    Word(AllWord),
+}
+
+/// The one word `archived` takes.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum AllWord {
+    All,
+}
+
+impl ArchivedParam {
+    fn filter(self) -> sessions::Archived {
+        match self {
+            Self::Flag(false) => sessions::Archived::Hide,
+            Self::Flag(true) => sessions::Archived::Only,
+            Self::Word(AllWord::All) => sessions::Archived::All,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::ws::openclaw::fields;
+
+    fn read<T: serde::de::DeserializeOwned>(method: &str, mut p: Value) -> Result<T, String> {
+        fields::strip(method, &mut p);
+        serde_json::from_value(p).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_clis_lifecycle_params_are_read_and_what_the_schema_lacks_is_refused() {
+        // What `openclaw sessions archive|delete` sends (from the CLI's source).
+        let list: ListParams = read(
+            "sessions.list",
+            json!({"limit": 200, "archived": "all", "includeGlobal": true,
+                   "includeUnknown": true, "configuredAgentsOnly": true}),
+        )
+        .unwrap();
+        assert_eq!(list.limit, Some(200));
+        assert_eq!(list.archived.unwrap().filter(), sessions::Archived::All);
+        for (flag, filter) in [
+            (false, sessions::Archived::Hide),
+            (true, sessions::Archived::Only),
+        ] {
+            let q: ListParams = read("sessions.list", json!({ "archived": flag })).unwrap();
+            assert_eq!(q.archived.unwrap().filter(), filter);
+        }
+        assert!(read::<ListParams>("sessions.list", json!({"archived": "some"})).is_err());
+
+        let patch: PatchParams = read(
+            "sessions.patch",
+            json!({"key": "agent:a:x", "expectedSessionId": "s", "archived": true,
+                   "pinned": true, "label": "mine", "model": null}),
+        )
+        .unwrap();
+        assert_eq!(
+            (patch.archived, patch.expected_session_id.as_deref()),
+            (Some(true), Some("s"))
+        );
+        let e = read::<PatchParams>("sessions.patch", json!({"key": "k", "nickname": "n"}));
+        assert!(e.unwrap_err().contains("nickname"), "outside the schema");
+
+        let delete: DeleteParams = read(
+            "sessions.delete",
+            json!({"key": "agent:a:x", "expectedSessionId": "s", "deleteTranscript": true,
+                   "archivedOnly": true, "emitLifecycleHooks": true}),
+        )
+        .unwrap();
+        assert!(delete.delete_transcript && delete.archived_only);
+        let e = read::<DeleteParams>("sessions.delete", json!({"key": "k", "force": true}));
+        assert!(e.unwrap_err().contains("force"), "outside the schema");
+    }
+
+    #[test]
+    fn a_patched_or_listed_archived_session_carries_archived_at_in_openclaws_shape() {
+        let mut meta = SessionMeta::new("agent:a:x", "a", 5);
+        let plain = openclaw::sessions::patched(&meta, None);
+        assert_eq!(plain["entry"]["archived"], false);
+        assert!(plain["entry"].get("archivedAt").is_none(), "{plain}");
+        meta.archived_ms = Some(9);
+        let v = openclaw::sessions::patched(&meta, None);
+        assert_eq!(v["ok"], true);
+        assert_eq!(v["key"], "agent:a:x");
+        assert_eq!(
+            v["entry"]["archivedAt"], 9,
+            "the CLI checks entry.archivedAt: {v}"
+        );
+        assert_eq!(v["entry"]["sessionId"], meta.session_id.to_string());
+        let gone = openclaw::sessions::deleted("agent:a:x", true);
+        assert_eq!(
+            gone,
+            json!({"ok": true, "key": "agent:a:x", "deleted": true, "archived": []})
+        );
+    }
+}
