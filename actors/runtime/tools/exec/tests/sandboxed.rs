@@ -164,9 +164,16 @@ async fn a_fork_bomb_stops_at_max_processes_and_the_machine_stays_usable() {
         return;
     }
     let f = fx();
+    // Memory far above what 32 shells need, so the process limit alone stops the bomb: at
+    // 64 MiB, 32 shells with their pipes and kernel stacks under load sometimes met the memory
+    // limit first, and the run was reported as stopped by it.
+    let def = SandboxDef {
+        memory_mb: set(512),
+        ..tight()
+    };
     let out = f
         .exec(
-            &f.boxed(tight(), &[]),
+            &f.boxed(def, &[]),
             "sh -c 'b() { b | b & }; b; sleep 1; echo alive'",
             None,
         )
