@@ -180,6 +180,29 @@ impl CancelNotice {
         "cancelled".to_string()
     }
 
+    /// The notice on [`Topic::cancellations`](crate::Topic::cancellations) telling the consumer
+    /// of `record`, just ended from outside, to stop, with the reason of its recorded outcome.
+    pub(crate) fn for_ended(record: &TaskRecord) -> Envelope {
+        let reason = match &record.outcome {
+            Some(Outcome::Cancelled { reason }) => reason.clone(),
+            Some(
+                Outcome::Failed { error }
+                | Outcome::TimedOut { error }
+                | Outcome::DeadLettered { error },
+            ) => error.clone(),
+            Some(Outcome::Succeeded { .. }) | None => "ended".to_string(),
+        };
+        let payload = CancelNotice {
+            task_id: record.task_id,
+            request_id: Some(record.request_id.clone()),
+            reason,
+        }
+        .to_payload();
+        let mut notice = Envelope::event(crate::Topic::cancellations(), payload);
+        notice.request_id = record.request_id.clone();
+        notice
+    }
+
     /// Its payload on the bus.
     pub fn to_payload(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or(serde_json::Value::Null)

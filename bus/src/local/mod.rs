@@ -289,13 +289,6 @@ impl Bus for LocalBus {
     }
 
     async fn end(&self, request_id: &RequestId, outcome: Outcome) -> Result<TaskRecord, BusError> {
-        let reason = match &outcome {
-            Outcome::Cancelled { reason } => reason.clone(),
-            Outcome::Failed { error }
-            | Outcome::TimedOut { error }
-            | Outcome::DeadLettered { error } => error.clone(),
-            Outcome::Succeeded { .. } => "ended".to_string(),
-        };
         // Ended and told to its consumer as one step (see `run_to_end`).
         let (store, broker, request_id) =
             (self.store.clone(), self.broker.clone(), request_id.clone());
@@ -306,14 +299,7 @@ impl Bus for LocalBus {
                 // The task ended first: its consumer must not be told to stop (and record a cancel).
                 return Ok(record);
             }
-            let payload = CancelNotice {
-                task_id: record.task_id,
-                request_id: Some(record.request_id.clone()),
-                reason,
-            }
-            .to_payload();
-            let mut notice = Envelope::event(Topic::cancellations(), payload);
-            notice.request_id = record.request_id.clone();
+            let notice = CancelNotice::for_ended(&record);
             broker.send(Publish(notice)).await.map_err(closed)?;
             Ok(record)
         })

@@ -461,13 +461,6 @@ impl Bus for NatsBus {
     }
 
     async fn end(&self, request_id: &RequestId, outcome: Outcome) -> Result<TaskRecord, BusError> {
-        let reason = match &outcome {
-            Outcome::Cancelled { reason } => reason.clone(),
-            Outcome::Failed { error }
-            | Outcome::TimedOut { error }
-            | Outcome::DeadLettered { error } => error.clone(),
-            Outcome::Succeeded { .. } => "ended".to_string(),
-        };
         // Ended and told to its consumer as one step (see `run_to_end`).
         let (this, request_id) = (self.clone(), request_id.clone());
         crate::backend::run_to_end(async move {
@@ -476,14 +469,7 @@ impl Bus for NatsBus {
             if !done.recorded {
                 return Ok(record);
             }
-            let payload = CancelNotice {
-                task_id: record.task_id,
-                request_id: Some(record.request_id.clone()),
-                reason,
-            }
-            .to_payload();
-            let mut notice = Envelope::event(Topic::cancellations(), payload);
-            notice.request_id = record.request_id.clone();
+            let notice = CancelNotice::for_ended(&record);
             this.publish(notice).await?;
             Ok(record)
         })
