@@ -67,7 +67,12 @@ pub(super) fn required(method: Method, params: &Value) -> Option<&'static str> {
         | M::FlowsRun
         | M::FlowsCancel
         | M::SessionsPatch => WRITE,
-        M::CronAdd | M::CronUpdate | M::CronRemove | M::CronRun | M::UpdateStatus => ADMIN,
+        M::CronAdd
+        | M::CronUpdate
+        | M::CronRemove
+        | M::CronRun
+        | M::UpdateStatus
+        | M::SessionsCompact => ADMIN,
         M::ExecApprovalList
         | M::ExecApprovalResolve
         | M::PluginApprovalList

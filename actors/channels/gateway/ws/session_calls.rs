@@ -1,7 +1,8 @@
 //! The session methods that list and change sessions: `sessions.list` (filtered by archive
 //! mark, paged), `sessions.patch` (the archive mark; OpenClaw's other preferences have no
-//! counterpart here and are dropped by [`fields::strip`](super::openclaw::fields::strip)) and
-//! `sessions.delete`. Each goes through the same functions as the HTTP API.
+//! counterpart here and are dropped by [`fields::strip`](super::openclaw::fields::strip)),
+//! `sessions.delete` and `sessions.compact`. Each goes through the same functions as the HTTP
+//! API.
 
 use super::frames::{ErrorCode, ErrorShape};
 use super::methods::{Method, params};
@@ -58,6 +59,28 @@ pub(super) async fn call(state: &ApiState, method: Method, p: Value) -> Result<V
             }
             sessions::delete(state, &meta, q.delete_transcript).await?;
             Ok(openclaw::sessions::deleted(&meta.key, true))
+        }
+        Method::SessionsCompact => {
+            let q: CompactParams = params(method, p)?;
+            let how = sessions::compact_how(q.max_lines).map_err(|e| {
+                ErrorShape::invalid(format!("sessions.compact params: maxLines: {e}"))
+            })?;
+            let t = Target {
+                key: q.key,
+                agent_id: q.agent_id,
+                expected_session_id: None,
+            };
+            let meta = match target(state, &t).await {
+                Ok(meta) => meta,
+                Err(e) if e.code == ErrorCode::NotFound => {
+                    return Ok(openclaw::sessions::compact_unknown(&t.key));
+                }
+                Err(e) => return Err(e),
+            };
+            match sessions::compact(state, &meta, how).await {
+                Ok(done) => Ok(openclaw::sessions::compacted(&meta.key, how, &done)),
+                Err(e) => openclaw::sessions::compact_refused(e),
+            }
         }
         _ => list(state, params(method, p)?).await,
     }
@@ -154,6 +177,17 @@ struct DeleteParams {
     archived_only: bool,
     #[serde(default)]
     expected_session_updated_at: Option<u64>,
+}
+
+/// `sessions.compact`: `{key, agentId?, maxLines?}` (OpenClaw's closed schema).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CompactParams {
+    key: String,
+    #[serde(default)]
+    agent_id: Option<String>,
+    #[serde(default)]
+    max_lines: Option<usize>,
 }
 
 /// `{agentId?, limit?, offset?, archived?}` of `sessions.list`.
