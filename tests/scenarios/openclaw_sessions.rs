@@ -182,8 +182,10 @@ async fn openclaw_sessions_compact_summarises_or_keeps_the_last_lines_and_the_ne
     })
     .await;
     let p = Project::new();
-    p.with_mock_and(&server.base_url(), "")
-        .write("agents.d/echo.toml", "[session]\nkeep_recent_messages = 2\n");
+    p.with_mock_and(&server.base_url(), "").write(
+        "agents.d/echo.toml",
+        "[session]\nkeep_recent_messages = 2\n",
+    );
     let daemon = up(&p).await;
     let Some(oc) = OpenClaw::pointed_at(&daemon) else {
         return;
@@ -232,7 +234,10 @@ async fn openclaw_sessions_compact_summarises_or_keeps_the_last_lines_and_the_ne
     // The next turn sees the summary and the kept tail, not the older turns.
     let next = asked(&say("four").await);
     assert!(next.contains("SUMMARY of the early talk"), "{next}");
-    assert!(next.contains("re: three") && !next.contains("re: two"), "{next}");
+    assert!(
+        next.contains("re: three") && !next.contains("re: two"),
+        "{next}"
+    );
 
     // `--max-lines 2`: only the last exchange stays, the summary goes too.
     let out = oc
@@ -259,7 +264,10 @@ async fn openclaw_sessions_compact_summarises_or_keeps_the_last_lines_and_the_ne
         .iter()
         .filter(|l| l["type"] == "compaction")
         .count();
-    assert_eq!(cut, 2, "a record per compaction, none for the one that kept all");
+    assert_eq!(
+        cut, 2,
+        "a record per compaction, none for the one that kept all"
+    );
 
     // A session that does not exist: nothing to compact, as OpenClaw says it.
     let out = oc.ok(&["sessions", "compact", "agent:echo:nope"]).await;
@@ -270,7 +278,15 @@ async fn openclaw_sessions_compact_summarises_or_keeps_the_last_lines_and_the_ne
 
     // clawbus's own CLI does the same through the HTTP API.
     let mut cmd = p.clawbus();
-    cmd.args(["sessions", "compact", key, "--max-lines", "1", "--url", &daemon.url]);
+    cmd.args([
+        "sessions",
+        "compact",
+        key,
+        "--max-lines",
+        "1",
+        "--url",
+        &daemon.url,
+    ]);
     let said = succeeded(&run_cmd(cmd).await);
     assert!(
         said.contains(&format!("compacted session {key}: 2 messages kept")),
@@ -298,7 +314,9 @@ async fn openclaw_sessions_compact_summarises_or_keeps_the_last_lines_and_the_ne
     let said = String::from_utf8_lossy(&refused.stderr);
     assert_eq!(refused.status.code(), Some(1), "{said}");
     assert!(
-        said.contains(&format!("Session {busy} has an active run; retry after it finishes")),
+        said.contains(&format!(
+            "Session {busy} has an active run; retry after it finishes"
+        )),
         "the person is told why: {said}"
     );
     gate.open();

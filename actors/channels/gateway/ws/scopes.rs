@@ -159,6 +159,13 @@ mod tests {
         assert!(check_bare(Method::SessionsPatch, &write).is_ok());
     }
 
+    #[test]
+    fn compacting_a_session_needs_admin_as_in_openclaws_table() {
+        let e = check_bare(Method::SessionsCompact, &granted(&[WRITE])).unwrap_err();
+        assert_eq!(e.message, "missing scope: operator.admin");
+        assert!(check_bare(Method::SessionsCompact, &granted(&[ADMIN])).is_ok());
+    }
+
     fn granted(s: &[&str]) -> Vec<String> {
         s.iter().map(|s| s.to_string()).collect()
     }

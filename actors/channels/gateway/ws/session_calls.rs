@@ -285,6 +285,89 @@ mod tests {
     }
 
     #[test]
+    fn compact_params_are_openclaws_closed_schema_and_max_lines_is_at_least_one() {
+        let q: CompactParams = read(
+            "sessions.compact",
+            json!({"key": "agent:a:x", "agentId": "a", "maxLines": 200}),
+        )
+        .unwrap();
+        assert_eq!((q.agent_id.as_deref(), q.max_lines), (Some("a"), Some(200)));
+        assert_eq!(
+            sessions::compact_how(q.max_lines),
+            Ok(clawbus_runtime::session::CompactHow::KeepLast(200))
+        );
+        assert_eq!(
+            sessions::compact_how(None),
+            Ok(clawbus_runtime::session::CompactHow::Summary)
+        );
+        assert!(sessions::compact_how(Some(0)).is_err());
+        let e = read::<CompactParams>("sessions.compact", json!({"key": "k", "keep": 3}));
+        assert!(e.unwrap_err().contains("keep"), "outside the schema");
+        assert!(read::<CompactParams>("sessions.compact", json!({"maxLines": 3})).is_err());
+    }
+
+    #[test]
+    fn a_compaction_answers_in_openclaws_shape_both_when_done_and_when_not() {
+        use clawbus_runtime::session::{CompactError, CompactHow, Compacted};
+        let first = uuid::Uuid::nil();
+        let done = Compacted {
+            compacted: true,
+            reason: None,
+            kept: 2,
+            tokens_before: 900,
+            tokens_after: 40,
+            summary: Some("s".into()),
+            first_kept: Some(first),
+        };
+        let key = "agent:a:x";
+        assert_eq!(
+            openclaw::sessions::compacted(key, CompactHow::KeepLast(2), &done),
+            json!({"ok": true, "key": key, "compacted": true, "kept": 2})
+        );
+        assert_eq!(
+            openclaw::sessions::compacted(key, CompactHow::Summary, &done),
+            json!({"ok": true, "key": key, "compacted": true, "result": {
+                "summary": "s", "firstKeptEntryId": first.to_string(),
+                "tokensBefore": 900, "tokensAfter": 40}})
+        );
+        let noop = Compacted {
+            compacted: false,
+            reason: Some("Already compacted".into()),
+            summary: None,
+            ..done
+        };
+        assert_eq!(
+            openclaw::sessions::compacted(key, CompactHow::Summary, &noop),
+            json!({"ok": false, "key": key, "compacted": false, "reason": "Already compacted"}),
+            "OpenClaw's no-op verdict"
+        );
+        assert_eq!(
+            openclaw::sessions::compact_unknown(key),
+            json!({"ok": true, "key": key, "compacted": false, "reason": "no sessionId"})
+        );
+        let busy = openclaw::sessions::compact_refused(CompactError::Running { key: key.into() })
+            .unwrap_err();
+        assert_eq!(busy.code, ErrorCode::InvalidRequest);
+        assert_eq!(
+            busy.message,
+            "Session agent:a:x has an active run; retry after it finishes."
+        );
+        let queued = openclaw::sessions::compact_refused(CompactError::Queued { key: key.into() });
+        assert!(queued.unwrap_err().message.contains("has queued work"));
+        let failed = openclaw::sessions::compact_refused(CompactError::Failed {
+            key: key.into(),
+            error: "summary call failed: 500".into(),
+        });
+        assert_eq!(
+            failed.unwrap(),
+            json!({"ok": false, "key": key, "compacted": false,
+                   "reason": "summary call failed: 500"})
+        );
+        let shared = openclaw::sessions::compact_refused(CompactError::Shared { key: key.into() });
+        assert_eq!(shared.unwrap_err().code, ErrorCode::Unavailable);
+    }
+
+    #[test]
     fn a_patched_or_listed_archived_session_carries_archived_at_in_openclaws_shape() {
         let mut meta = SessionMeta::new("agent:a:x", "a", 5);
         let plain = openclaw::sessions::patched(&meta, None);
