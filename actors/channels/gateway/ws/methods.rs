@@ -111,6 +111,7 @@ methods! {
     SkillsBins => "skills.bins", "The programs every agent's skills need (`{bins}`).";
     SessionsPatch => "sessions.patch", "Archive or unarchive a session (`{key, archived}`).";
     SessionsDelete => "sessions.delete", "Delete a session that is not running, and its transcript.";
+    SessionsPatchMany => "sessions.patchMany", "Archive or unarchive several sessions (`{targets, patch}`), an outcome each.";
     SessionsCompact => "sessions.compact", "Compact a session between runs: summarise older turns, or keep the last `maxLines` messages.";
 }
 
@@ -262,6 +263,7 @@ pub(crate) async fn call(
         Method::ChatHistory => runs::history(state, params(method, p)?).await,
         Method::SessionsList
         | Method::SessionsPatch
+        | Method::SessionsPatchMany
         | Method::SessionsDelete
         | Method::SessionsCompact => super::session_calls::call(state, method, p).await,
         Method::TasksList => {

@@ -1,7 +1,7 @@
 //! The session methods that list and change sessions: `sessions.list` (filtered by archive
-//! mark, paged), `sessions.patch` (the archive mark; OpenClaw's other preferences have no
-//! counterpart here and are dropped by [`fields::strip`](super::openclaw::fields::strip)),
-//! `sessions.delete` and `sessions.compact`. Each goes through the same functions as the HTTP
+//! mark, paged), `sessions.patch` and `sessions.patchMany` (the archive mark; OpenClaw's other
+//! preferences have no counterpart here and are dropped by
+//! [`fields::strip`](super::openclaw::fields::strip)), `sessions.delete` and `sessions.compact`. Each goes through the same functions as the HTTP
 //! API.
 
 use super::frames::{ErrorCode, ErrorShape};
@@ -30,6 +30,27 @@ pub(super) async fn call(state: &ApiState, method: Method, p: Value) -> Result<V
             };
             let row = sessions::row(state, &meta.key).await?;
             Ok(openclaw::sessions::patched(&meta, row.as_ref()))
+        }
+        Method::SessionsPatchMany => {
+            let q: PatchManyParams = params(method, p)?;
+            let patch = q.mutation()?;
+            let mut outcomes = Vec::with_capacity(q.targets.len());
+            for t in q.targets {
+                let t = t.target();
+                let done = async {
+                    let meta = target(state, &t).await?;
+                    if let Some(archived) = patch.archived {
+                        sessions::set_archived(state, &meta.key, archived).await?;
+                    }
+                    Ok::<_, ErrorShape>(())
+                };
+                outcomes.push(openclaw::sessions::patch_outcome(
+                    &t.key,
+                    t.agent_id.as_deref(),
+                    done.await,
+                ));
+            }
+            Ok(json!({ "outcomes": outcomes }))
         }
         Method::SessionsDelete => {
             let q: DeleteParams = params(method, p)?;
@@ -161,6 +182,78 @@ struct PatchParams {
     archived: Option<bool>,
 }
 
+/// The most targets one `sessions.patchMany` names (OpenClaw's schema).
+const MAX_PATCH_TARGETS: usize = 100;
+
+/// `sessions.patchMany`: `{targets: [{key, agentId?, expectedSessionId?, …}], patch}`, the patch
+/// being what `sessions.patch` changes (without its target).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatchManyParams {
+    targets: Vec<ManyTarget>,
+    patch: Value,
+}
+
+impl PatchManyParams {
+    /// The change to make: OpenClaw's fields with no counterpart here dropped as
+    /// `sessions.patch` drops them, anything else outside its schema refused.
+    fn mutation(&self) -> Result<Mutation, ErrorShape> {
+        let bad = |why: String| ErrorShape::invalid(format!("sessions.patchMany params: {why}"));
+        if self.targets.is_empty() || self.targets.len() > MAX_PATCH_TARGETS {
+            return Err(bad(format!(
+                "targets: {} given, 1 to {MAX_PATCH_TARGETS} expected",
+                self.targets.len()
+            )));
+        }
+        let mut patch = self.patch.clone();
+        if patch.as_object().is_none_or(serde_json::Map::is_empty) {
+            return Err(bad(
+                "patch: an object with at least one field expected".into()
+            ));
+        }
+        super::openclaw::fields::strip("sessions.patch", &mut patch);
+        serde_json::from_value(patch).map_err(|e| bad(format!("patch: {e}")))
+    }
+}
+
+/// One session a `sessions.patchMany` changes. OpenClaw's lifecycle guards other than the
+/// transcript id have no counterpart here: accepted and ignored.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ManyTarget {
+    key: String,
+    #[serde(default)]
+    agent_id: Option<String>,
+    #[serde(default)]
+    expected_session_id: Option<String>,
+    #[serde(default)]
+    expected_lifecycle_revision: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    expected_sandbox_mode: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    expected_permission_mode: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    expected_native_runtime_consent: Option<serde::de::IgnoredAny>,
+}
+
+impl ManyTarget {
+    fn target(self) -> Target {
+        Target {
+            key: self.key,
+            agent_id: self.agent_id,
+            expected_session_id: self.expected_session_id,
+        }
+    }
+}
+
+/// What a `sessions.patchMany` changes in each session: the archive mark.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Mutation {
+    #[serde(default)]
+    archived: Option<bool>,
+}
+
 /// `sessions.delete`: the target, `deleteTranscript?`, `archivedOnly?`,
 /// `expectedSessionUpdatedAt?`.
 #[derive(Debug, Deserialize)]
@@ -282,6 +375,57 @@ mod tests {
         assert!(delete.delete_transcript && delete.archived_only);
         let e = read::<DeleteParams>("sessions.delete", json!({"key": "k", "force": true}));
         assert!(e.unwrap_err().contains("force"), "outside the schema");
+    }
+
+    #[test]
+    fn patch_many_reads_openclaws_targets_and_drops_what_sessions_patch_drops() {
+        let q: PatchManyParams = read(
+            "sessions.patchMany",
+            json!({"targets": [
+                {"key": "agent:a:x", "expectedSessionId": "s", "expectedLifecycleRevision": "7"},
+                {"key": "agent:a:y", "agentId": "a", "expectedPermissionMode": null}],
+                "patch": {"archived": true, "pinned": true, "label": "old"}}),
+        )
+        .unwrap();
+        assert_eq!(q.mutation().unwrap().archived, Some(true));
+        let t: Vec<Target> = q.targets.into_iter().map(ManyTarget::target).collect();
+        assert_eq!(t[0].expected_session_id.as_deref(), Some("s"));
+        assert_eq!(
+            (t[1].key.as_str(), t[1].agent_id.as_deref()),
+            ("agent:a:y", Some("a"))
+        );
+
+        let outside: PatchManyParams = read(
+            "sessions.patchMany",
+            json!({"targets": [{"key": "k"}], "patch": {"nickname": "n"}}),
+        )
+        .unwrap();
+        assert!(outside.mutation().unwrap_err().message.contains("nickname"));
+        for bad in [
+            json!({"targets": [], "patch": {"archived": true}}),
+            json!({"targets": [{"key": "k"}], "patch": {}}),
+        ] {
+            let q: PatchManyParams = read("sessions.patchMany", bad).unwrap();
+            assert!(q.mutation().is_err());
+        }
+        let e = read::<PatchManyParams>(
+            "sessions.patchMany",
+            json!({"targets": [{"key": "k", "force": true}], "patch": {"archived": true}}),
+        );
+        assert!(e.unwrap_err().contains("force"), "outside the schema");
+
+        let ok = openclaw::sessions::patch_outcome("agent:a:x", None, Ok(()));
+        assert_eq!(ok, json!({"ok": true, "key": "agent:a:x"}));
+        let refused = openclaw::sessions::patch_outcome(
+            "agent:a:z",
+            Some("a"),
+            Err(ErrorShape::new(ErrorCode::NotFound, "no session agent:a:z")),
+        );
+        assert_eq!(
+            refused,
+            json!({"ok": false, "key": "agent:a:z", "agentId": "a",
+                   "error": {"code": "NOT_FOUND", "message": "no session agent:a:z"}})
+        );
     }
 
     #[test]

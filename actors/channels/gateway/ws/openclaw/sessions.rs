@@ -50,6 +50,19 @@ pub(crate) fn patched(meta: &SessionMeta, session: Option<&SessionRow>) -> Value
     v
 }
 
+/// One outcome of `sessions.patchMany`: `{ok: true, key, agentId?}`, or `{ok: false, key,
+/// agentId?, error}` with the error shape of the refusal.
+pub(crate) fn patch_outcome(key: &str, agent: Option<&str>, done: Result<(), ErrorShape>) -> Value {
+    let mut v = match done {
+        Ok(()) => json!({ "ok": true, "key": key }),
+        Err(e) => json!({ "ok": false, "key": key, "error": e }),
+    };
+    if let Some(agent) = agent {
+        v["agentId"] = json!(agent);
+    }
+    v
+}
+
 /// The answer of `sessions.delete`: `{ok, key, deleted, archived}` (no transcript is kept
 /// aside here: `archived` is empty).
 pub(crate) fn deleted(key: &str, deleted: bool) -> Value {
