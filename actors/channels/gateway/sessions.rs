@@ -311,7 +311,6 @@ fn compact_failure(e: CompactError) -> Failure {
         CompactError::Running { .. } | CompactError::Queued { .. } => {
             (StatusCode::CONFLICT, "session_busy")
         }
-        CompactError::Shared { .. } => (StatusCode::NOT_IMPLEMENTED, "not_on_a_shared_bus"),
         CompactError::AgentNotHere { .. } => (StatusCode::SERVICE_UNAVAILABLE, "agent_not_here"),
         _ => (StatusCode::BAD_GATEWAY, "compaction_failed"),
     };

@@ -359,7 +359,8 @@ impl Handler<PendingRuns> for AgentActor {
 }
 
 /// Compacts one of the agent's sessions between runs (`sessions compact`), opening it from disk
-/// when it is not live. A session with no index row is not created: it is refused as unknown.
+/// when it is not live. On the embedded bus a session with no index row is not created: it is
+/// refused as unknown.
 #[derive(actix::Message)]
 #[rtype(result = "Result<Compacted, CompactError>")]
 pub struct CompactSession {
@@ -378,7 +379,12 @@ impl Handler<CompactSession> for AgentActor {
         let CompactSession { key, how } = msg;
         let name = key.to_string();
         let now = self.rt.clock.now();
-        let known = self.rt.index.local_session_id(key.as_str());
+        // On a shared bus the caller found the session in the cluster's index: this node may
+        // not have run it yet, and enters it as a run here would.
+        let known = match self.rt.leases {
+            Some(_) => Ok(Some(Uuid::nil())),
+            None => self.rt.index.local_session_id(key.as_str()),
+        };
         let opened = match known {
             Ok(Some(_)) => self.session(&key, ctx).map_err(|e| CompactError::Failed {
                 key: name.clone(),

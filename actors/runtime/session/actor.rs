@@ -1,7 +1,8 @@
 //! The session actor: its queue is the session lane; one run at a time, in arrival order.
 
-use super::compaction::{self, Compacted};
+use super::compaction::Compacted;
 use super::history::View;
+use super::run;
 use super::run::{RunEnd, RunInput, RunReport, execute};
 use super::runtime::AgentRuntime;
 use super::transcript::{Entry, EntryBody, Transcript};
@@ -369,8 +370,6 @@ impl Handler<Compact> for SessionActor {
             Some(CompactError::Running { key: key.clone() })
         } else if !self.queue.is_empty() {
             Some(CompactError::Queued { key: key.clone() })
-        } else if self.transcript.is_shared() {
-            Some(CompactError::Shared { key: key.clone() })
         } else {
             None
         };
@@ -380,26 +379,35 @@ impl Handler<Compact> for SessionActor {
         self.compacting = true;
         self.publish_state();
         let (rt, view, transcript) = (self.rt.clone(), self.view.clone(), self.transcript.clone());
-        let work = tokio::spawn(async move {
-            compaction::on_request(&rt.deps, &rt.def.session, &view, &transcript, msg.how).await
-        });
+        let session = self.key.clone();
+        let work =
+            tokio::spawn(
+                async move { run::compact(&rt, &session, &transcript, view, msg.how).await },
+            );
         Box::pin(work.into_actor(self).map(move |joined, act, ctx| {
             act.compacting = false;
+            let joined = joined.unwrap_or_else(|e| {
+                Err(CompactError::Failed {
+                    key,
+                    error: e.to_string(),
+                })
+            });
             let done = match joined {
-                Ok(Ok((done, entry))) => {
+                Ok((base, done, entry)) => {
+                    if let Some(base) = base {
+                        act.view = base;
+                    }
                     if let Some(e) = &entry {
                         act.view.apply(e);
                     }
                     tracing::info!(session = %act.key, compacted = done.compacted, kept = done.kept, tokens_before = done.tokens_before, tokens_after = done.tokens_after, "Session compacted on request.");
                     Ok(done)
                 }
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(e) => Err(e.to_string()),
+                Err(e) => {
+                    tracing::warn!(session = %act.key, error = %e, "Compaction on request not done; the history is as it was.");
+                    Err(e)
+                }
             };
-            let done = done.map_err(|error| {
-                tracing::warn!(session = %act.key, error = %error, "Compaction on request failed; the history is as it was.");
-                CompactError::Failed { key, error }
-            });
             act.pump(ctx);
             done
         }))

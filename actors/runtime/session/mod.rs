@@ -111,14 +111,6 @@ pub enum CompactError {
         /// The session.
         key: String,
     },
-    /// The session's transcript is the cluster's log (a shared bus).
-    #[error(
-        "session {key}: compaction on request is not available on a shared bus (the session compacts itself near its context window)"
-    )]
-    Shared {
-        /// The session.
-        key: String,
-    },
     /// The agent does not run here (stopped, or hosted on another node).
     #[error("agent \"{agent}\" does not run on this node")]
     AgentNotHere {

@@ -226,14 +226,14 @@ struct ManyTarget {
     agent_id: Option<String>,
     #[serde(default)]
     expected_session_id: Option<String>,
-    #[serde(default)]
-    expected_lifecycle_revision: Option<serde::de::IgnoredAny>,
-    #[serde(default)]
-    expected_sandbox_mode: Option<serde::de::IgnoredAny>,
-    #[serde(default)]
-    expected_permission_mode: Option<serde::de::IgnoredAny>,
-    #[serde(default)]
-    expected_native_runtime_consent: Option<serde::de::IgnoredAny>,
+    #[serde(default, rename = "expectedLifecycleRevision")]
+    _lifecycle_revision: Option<serde::de::IgnoredAny>,
+    #[serde(default, rename = "expectedSandboxMode")]
+    _sandbox_mode: Option<serde::de::IgnoredAny>,
+    #[serde(default, rename = "expectedPermissionMode")]
+    _permission_mode: Option<serde::de::IgnoredAny>,
+    #[serde(default, rename = "expectedNativeRuntimeConsent")]
+    _native_runtime_consent: Option<serde::de::IgnoredAny>,
 }
 
 impl ManyTarget {
@@ -507,8 +507,9 @@ mod tests {
             json!({"ok": false, "key": key, "compacted": false,
                    "reason": "summary call failed: 500"})
         );
-        let shared = openclaw::sessions::compact_refused(CompactError::Shared { key: key.into() });
-        assert_eq!(shared.unwrap_err().code, ErrorCode::Unavailable);
+        let away =
+            openclaw::sessions::compact_refused(CompactError::AgentNotHere { agent: "a".into() });
+        assert_eq!(away.unwrap_err().code, ErrorCode::Unavailable);
     }
 
     #[test]
