@@ -255,7 +255,8 @@ impl AgentHandle {
         &self.workspace
     }
 
-    /// Compacts session `key` of this agent between runs (see [`actor::CompactSession`]).
+    /// Compacts session `key` of this agent between runs, opening it from disk when it is not
+    /// live (see [`crate::session::Compact`]): refused while a run of it is running or queued.
     pub async fn compact(
         &self,
         key: SessionKey,
