@@ -241,3 +241,71 @@ async fn a_session_deleted_on_a_node_loses_its_shared_row_and_log_and_starts_afr
     assert_eq!(shown["session"]["turns"], 1, "{shown}");
     stop(n1).await;
 }
+
+/// A session run on node 1 is compacted on node 2 (`clawbus sessions compact --max-lines`):
+/// node 2 takes the session's lease, reads the shared log and appends the compaction record to
+/// it; the next turn, on node 1, sees only the kept messages, and both nodes show the record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_compacted_on_one_node_is_compacted_for_the_next_turn_on_another() {
+    let test = "a_session_compacted_on_one_node_is_compacted_for_the_next_turn_on_another";
+    let Some(nats) = NatsServer::start_or_skip(test) else {
+        return;
+    };
+    let model =
+        ScriptedServer::with_responder(|req| Turn::text(format!("re: {}", last_user(req)))).await;
+    let (p1, p2) = (Project::new(), Project::new());
+    for p in [&p1, &p2] {
+        p.with_mock_and(&model.base_url(), "")
+            .write("agents.d/chat.toml", "");
+    }
+    let turn = |text: &str| json!({ "text": text, "request_id": format!("cmp-{text}"), "session": "idx", "wait": true, "timeout_ms": 30_000 });
+    let n1 = node(&p1, &nats, "n1", &[]).await;
+    let n2 = node(&p2, &nats, "n2", &[]).await;
+    for text in ["first", "second", "third"] {
+        let (status, answer) = post_task(&n1, "chat", turn(text)).await;
+        assert_eq!(status, 200, "{answer}");
+    }
+
+    let mut cli = p2.clawbus();
+    cli.args([
+        "sessions",
+        "compact",
+        AGENT_KEY,
+        "--max-lines",
+        "2",
+        "--url",
+        &n2.url,
+    ]);
+    let out = run_cmd(cli).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(&format!("compacted session {AGENT_KEY}: 2 messages kept")),
+        "{stdout}"
+    );
+    for n in [&n1, &n2] {
+        let shown = get_json(n, &format!("/v1/sessions/{AGENT_KEY}")).await;
+        let records = shown["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["type"] == "compaction")
+            .count();
+        assert_eq!(records, 1, "the shared log holds the record: {shown}");
+        assert_eq!(said(&shown).len(), 6, "and every message: {shown}");
+    }
+
+    let (status, answer) = post_task(&n1, "chat", turn("fourth")).await;
+    assert_eq!(status, 200, "{answer}");
+    let asked = model.requests().last().unwrap()["messages"].to_string();
+    assert!(
+        asked.contains("re: third") && !asked.contains("second"),
+        "node 1's next turn starts from the compacted history: {asked}"
+    );
+    stop(n1).await;
+    stop(n2).await;
+}

@@ -1,4 +1,4 @@
-//! `openclaw sessions archive` and `openclaw sessions delete` (OpenClaw's own CLI, see
+//! `openclaw sessions archive`, `delete` and `compact` (OpenClaw's own CLI, see
 //! `openclaw_cli`) against a `clawbus up` child: what a person sees, and what clawbus keeps.
 
 use super::openclaw_cli::OpenClaw;
@@ -143,5 +143,184 @@ async fn openclaw_sessions_archive_hides_a_session_and_delete_removes_it_for_a_f
         "finally",
         "the run was not disturbed"
     );
+    stop(daemon).await;
+}
+
+/// The text of every message of a recorded model request, joined.
+fn asked(req: &Value) -> String {
+    req["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The lines of a transcript file, as JSON.
+fn lines(file: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[actix_rt::test]
+async fn openclaw_sessions_compact_summarises_or_keeps_the_last_lines_and_the_next_turn_sees_it() {
+    let gate = Gate::new();
+    let held = gate.clone();
+    let server = ScriptedServer::with_responder(move |req| {
+        let system = req["messages"][0]["content"].as_str().unwrap_or_default();
+        if system.starts_with("Summarise the conversation") {
+            return Turn::text("SUMMARY of the early talk");
+        }
+        match last_user(req).as_str() {
+            "slow" => Turn::gated(&held, Turn::text("finally")),
+            text => Turn::text(format!("re: {text}")),
+        }
+    })
+    .await;
+    let p = Project::new();
+    p.with_mock_and(&server.base_url(), "").write(
+        "agents.d/echo.toml",
+        "[session]\nkeep_recent_messages = 2\n",
+    );
+    let daemon = up(&p).await;
+    let Some(oc) = OpenClaw::pointed_at(&daemon) else {
+        return;
+    };
+    let key = "agent:echo:long";
+    let say = async |text: &str| {
+        let said = oc
+            .ok(&["agent", "--session-key", key, "--message", text])
+            .await;
+        assert_eq!(said.trim(), format!("re: {text}"));
+        server.requests().last().cloned().unwrap()
+    };
+    for text in ["one", "two", "three"] {
+        say(text).await;
+    }
+
+    // A summary: the CLI prints the tokens before and after; the last two messages stay.
+    let out = oc.ok(&["sessions", "compact", key]).await;
+    let shown = out.trim();
+    assert!(
+        shown.starts_with(&format!("Compacted session {key} (")) && shown.ends_with(" tokens)."),
+        "{out}"
+    );
+    let summary_call = server.requests().last().cloned().unwrap();
+    let summarised = asked(&summary_call);
+    assert!(
+        summarised.contains("user: one") && !summarised.contains("user: three"),
+        "older turns only: {summarised}"
+    );
+    let file = transcript(&p, &row(&daemon, key).await);
+    let written = lines(&file);
+    let texts: Vec<&str> = written
+        .iter()
+        .filter(|l| l["type"] == "message")
+        .filter_map(|l| l["message"]["content"].as_str())
+        .collect();
+    assert_eq!(
+        texts,
+        ["one", "re: one", "two", "re: two", "three", "re: three"],
+        "every message stays in the transcript"
+    );
+    let record = written.last().unwrap();
+    assert_eq!(record["type"], "compaction", "{record}");
+    assert_eq!(record["summary"], "SUMMARY of the early talk");
+
+    // The next turn sees the summary and the kept tail, not the older turns.
+    let next = asked(&say("four").await);
+    assert!(next.contains("SUMMARY of the early talk"), "{next}");
+    assert!(
+        next.contains("re: three") && !next.contains("re: two"),
+        "{next}"
+    );
+
+    // `--max-lines 2`: only the last exchange stays, the summary goes too.
+    let out = oc
+        .ok(&["sessions", "compact", key, "--max-lines", "2"])
+        .await;
+    assert_eq!(
+        out.trim(),
+        format!("Compacted session {key} (kept 2 lines).")
+    );
+    let next = asked(&say("five").await);
+    assert!(next.contains("re: four") && next.contains("five"), "{next}");
+    assert!(
+        !next.contains("SUMMARY") && !next.contains("three"),
+        "cut: {next}"
+    );
+    let kept = oc
+        .json(&["sessions", "compact", key, "--max-lines", "50", "--json"])
+        .await;
+    assert_eq!(
+        kept,
+        serde_json::json!({"ok": true, "key": key, "compacted": false, "kept": 4})
+    );
+    let cut = lines(&file)
+        .iter()
+        .filter(|l| l["type"] == "compaction")
+        .count();
+    assert_eq!(
+        cut, 2,
+        "a record per compaction, none for the one that kept all"
+    );
+
+    // A session that does not exist: nothing to compact, as OpenClaw says it.
+    let out = oc.ok(&["sessions", "compact", "agent:echo:nope"]).await;
+    assert_eq!(
+        out.trim(),
+        "No compaction needed for session agent:echo:nope (no sessionId)."
+    );
+
+    // clawbus's own CLI does the same through the HTTP API.
+    let mut cmd = p.clawbus();
+    cmd.args([
+        "sessions",
+        "compact",
+        key,
+        "--max-lines",
+        "1",
+        "--url",
+        &daemon.url,
+    ]);
+    let said = succeeded(&run_cmd(cmd).await);
+    assert!(
+        said.contains(&format!("compacted session {key}: 2 messages kept")),
+        "the last user message and its answer: {said}"
+    );
+
+    // A running session is refused, and its run goes on.
+    let busy = "agent:echo:busy-compact";
+    let Some(bg) = OpenClaw::pointed_at(&daemon) else {
+        return;
+    };
+    let slow = actix_rt::spawn(async move {
+        bg.run(&["agent", "--session-key", busy, "--message", "slow"])
+            .await
+    });
+    eventually("the slow run is processing", async || {
+        let listed = get_json(&daemon, "/v1/sessions").await;
+        listed["sessions"].as_array().is_some_and(|rs| {
+            rs.iter()
+                .any(|r| r["key"] == busy && r["state"] == "processing")
+        })
+    })
+    .await;
+    let refused = oc.run(&["sessions", "compact", busy]).await;
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(&format!(
+            "Session {busy} has an active run; retry after it finishes"
+        )),
+        "the person is told why: {said}"
+    );
+    gate.open();
+    let finished = slow.await.unwrap();
+    assert_eq!(String::from_utf8_lossy(&finished.stdout).trim(), "finally");
     stop(daemon).await;
 }

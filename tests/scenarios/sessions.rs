@@ -588,3 +588,98 @@ async fn a_task_cancelled_before_its_turn_does_not_wait_for_a_lane_slot() {
     assert_eq!(server.request_count(), 2, "it never reached the model");
     daemon.shutdown().await;
 }
+
+/// `POST /v1/sessions/{key}/compact`: a summary of the older turns that the next turn starts
+/// from; a session with a run in progress is refused (409), as are an unknown session (404)
+/// and `max_lines: 0` (400).
+#[actix_rt::test]
+async fn compact_over_http_summarises_between_runs_and_refuses_a_busy_or_unknown_session() {
+    let server = ScriptedServer::with_responder(|req| {
+        let system = req["messages"][0]["content"].as_str().unwrap_or_default();
+        if system.starts_with("Summarise the conversation") {
+            return Turn::text("the tulips were discussed");
+        }
+        match last_user(req).as_str() {
+            "slow" => Turn::hang(),
+            user => Turn::text(format!("re: {user}")),
+        }
+    })
+    .await;
+    let project = project_on(&server);
+    let daemon = project.start().await;
+    let say = |text: &'static str| {
+        post_task(
+            &daemon,
+            "chat",
+            json!({ "text": text, "session": "t", "wait": true }),
+        )
+    };
+    for text in ["tulips", "more tulips"] {
+        let (status, body) = say(text).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let key = "agent:chat:api:direct:t";
+    let path = format!("/v1/sessions/{key}/compact");
+    let (status, body) = crate::support::post_json(&daemon, &path, json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    let c = &body["compaction"];
+    assert_eq!(c["compacted"], true, "{body}");
+    assert_eq!(c["kept"], 0, "a short session is summarised whole: {body}");
+    assert_eq!(c["summary"], "the tulips were discussed", "{body}");
+    assert!(
+        c["tokens_after"].as_u64() < c["tokens_before"].as_u64(),
+        "{body}"
+    );
+    let (_, next) = say("and now?").await;
+    assert_eq!(next["state"], "succeeded", "{next}");
+    let asked = server.requests().last().unwrap()["messages"].to_string();
+    assert!(
+        asked.contains("the tulips were discussed") && !asked.contains("more tulips"),
+        "the next turn starts from the summary: {asked}"
+    );
+
+    let (status, body) = crate::support::post_json(&daemon, &path, json!({ "max_lines": 0 })).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (400, &json!("invalid_body")),
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_lines"),
+        "{body}"
+    );
+    let unknown = "/v1/sessions/agent:chat:api:direct:none/compact";
+    let (status, body) = crate::support::post_json(&daemon, unknown, json!({})).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (404, &json!("unknown_session")),
+        "{body}"
+    );
+
+    let (_, slow) = post_task(&daemon, "chat", json!({ "text": "slow", "session": "b" })).await;
+    let busy = "/v1/sessions/agent:chat:api:direct:b/compact";
+    eventually("the slow turn is at the model", async || {
+        server.requests().iter().any(|r| last_user(r) == "slow")
+    })
+    .await;
+    let (status, body) = crate::support::post_json(&daemon, busy, json!({ "max_lines": 1 })).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (409, &json!("session_busy")),
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("has an active run"),
+        "{body}"
+    );
+    let cancel = format!("/v1/tasks/{}/cancel", slow["task_id"].as_str().unwrap());
+    let (status, body) = crate::support::post_json(&daemon, &cancel, json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    daemon.shutdown().await;
+}

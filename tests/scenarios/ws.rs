@@ -688,3 +688,83 @@ async fn skills_bins_lists_the_programs_every_agents_skills_need_once_each_sorte
         "a field the schema does not define: {refused}"
     );
 }
+
+#[actix_rt::test]
+async fn sessions_patch_many_archives_each_target_and_answers_an_outcome_for_each() {
+    let server = ScriptedServer::start(vec![Turn::text("one"), Turn::text("two")]).await;
+    let p = project(&server, "", "");
+    let up = Up::start(&p).await;
+    let (mut c, _) = Client::connect(&up, &up.token).await;
+    let keys = ["agent:echo:ws:direct:a", "agent:echo:ws:direct:b"];
+    for key in keys {
+        let sent = c
+            .call("sessions.send", json!({ "key": key, "message": "hi" }))
+            .await;
+        c.call("agent.wait", json!({ "runId": sent["runId"] }))
+            .await;
+    }
+    let listed = |v: &Value| -> Vec<String> {
+        v["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["key"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let a = c.call("sessions.describe", json!({ "key": keys[0] })).await;
+    let patched = c
+        .call(
+            "sessions.patchMany",
+            json!({
+                "targets": [
+                    { "key": keys[0], "expectedSessionId": a["session"]["sessionId"] },
+                    { "key": keys[1], "agentId": "echo" },
+                    { "key": "agent:echo:ws:direct:none" },
+                    { "key": keys[1], "expectedSessionId": "not-its-transcript" },
+                ],
+                "patch": { "archived": true, "pinned": true },
+            }),
+        )
+        .await;
+    let outcomes = patched["outcomes"].as_array().unwrap();
+    assert_eq!(outcomes.len(), 4, "{patched}");
+    assert_eq!(outcomes[0], json!({ "ok": true, "key": keys[0] }));
+    assert_eq!(
+        outcomes[1],
+        json!({ "ok": true, "key": keys[1], "agentId": "echo" })
+    );
+    assert_eq!(outcomes[2]["ok"], false, "{patched}");
+    assert_eq!(outcomes[2]["error"]["code"], "NOT_FOUND", "{patched}");
+    assert_eq!(outcomes[3]["error"]["code"], "INVALID_REQUEST", "{patched}");
+    let shown = c.call("sessions.list", json!({})).await;
+    assert!(listed(&shown).is_empty(), "both archived: {shown}");
+    let archived = c.call("sessions.list", json!({ "archived": true })).await;
+    let mut both = listed(&archived);
+    both.sort();
+    assert_eq!(both, keys);
+
+    let back = c
+        .call(
+            "sessions.patchMany",
+            json!({ "targets": [{ "key": keys[1] }], "patch": { "archived": false } }),
+        )
+        .await;
+    assert_eq!(back["outcomes"][0]["ok"], true, "{back}");
+    let shown = c.call("sessions.list", json!({})).await;
+    assert_eq!(listed(&shown), [keys[1]]);
+    let id = c
+        .send(
+            "sessions.patchMany",
+            json!({ "targets": [{ "key": keys[1] }], "patch": { "nickname": "n" } }),
+        )
+        .await;
+    let refused = c.answer(&id).await;
+    assert_eq!(refused["error"]["code"], "INVALID_REQUEST", "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("nickname"),
+        "{refused}"
+    );
+}

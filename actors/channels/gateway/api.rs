@@ -66,6 +66,8 @@ pub struct ApiState {
     /// On a shared bus: the cluster's session transcripts, read by `/v1/sessions/{key}` and
     /// `chat.history` (`None`: this node's files).
     pub transcripts: Option<Arc<dyn bus::log::LogStore>>,
+    /// The agents running on this node, for what only a session's actor may do (compact it).
+    pub agents: Arc<[clawbus_runtime::agent::AgentHandle]>,
 }
 
 /// Builds the router: `/healthz` open, everything under `/v1` and `/mcp` behind the token.

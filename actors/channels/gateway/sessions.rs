@@ -1,6 +1,6 @@
 //! Sessions and cancellation over HTTP: `GET /v1/sessions`, `GET /v1/sessions/{key}`,
 //! `PATCH /v1/sessions/{key}` (archive), `DELETE /v1/sessions/{key}`,
-//! `POST /v1/tasks/{id}/cancel`.
+//! `POST /v1/sessions/{key}/compact`, `POST /v1/tasks/{id}/cancel`.
 
 use super::api::{ApiState, Failure, TaskView};
 use axum::extract::{Path, Query, State};
@@ -10,9 +10,9 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use bus::TaskRecord;
 use clawbus_core::ids::SessionKey;
-use clawbus_runtime::session::SessionState;
 use clawbus_runtime::session::index::SessionMeta;
 use clawbus_runtime::session::view::SessionReader;
+use clawbus_runtime::session::{CompactError, CompactHow, Compacted, SessionState};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -24,6 +24,7 @@ pub(crate) fn routes() -> Router<ApiState> {
             "/sessions/{key}",
             get(show).patch(patch_http).delete(delete_http),
         )
+        .route("/sessions/{key}/compact", post(compact_http))
         .route("/tasks/{id}/cancel", post(cancel))
 }
 
@@ -282,6 +283,87 @@ async fn remove_transcript(
         log.delete(&name).await.map_err(|e| gone(e.to_string()))?;
     }
     Ok(())
+}
+
+/// Compacts session `meta` between runs, through its agent's actor on this node: refused while
+/// a run of it is running or queued. What the WebSocket's `sessions.compact` and
+/// `POST /v1/sessions/{key}/compact` do.
+pub(super) async fn compact(
+    state: &ApiState,
+    meta: &SessionMeta,
+    how: CompactHow,
+) -> Result<Compacted, CompactError> {
+    let key = SessionKey::from_client(&meta.key).map_err(|_| CompactError::Unknown {
+        key: meta.key.clone(),
+    })?;
+    let Some(agent) = state.agents.iter().find(|a| a.id().as_str() == meta.agent) else {
+        return Err(CompactError::AgentNotHere {
+            agent: meta.agent.clone(),
+        });
+    };
+    agent.compact(key, how).await
+}
+
+/// A refused or failed compaction as the HTTP API answers it.
+fn compact_failure(e: CompactError) -> Failure {
+    let status = match &e {
+        CompactError::Unknown { .. } => (StatusCode::NOT_FOUND, "unknown_session"),
+        CompactError::Running { .. } | CompactError::Queued { .. } => {
+            (StatusCode::CONFLICT, "session_busy")
+        }
+        CompactError::AgentNotHere { .. } => (StatusCode::SERVICE_UNAVAILABLE, "agent_not_here"),
+        _ => (StatusCode::BAD_GATEWAY, "compaction_failed"),
+    };
+    Failure::new(status.0, status.1, e)
+}
+
+/// Body of `POST /v1/sessions/{key}/compact`: `{}` to summarise older turns, or
+/// `{"max_lines": n}` to keep the last `n` messages.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CompactBody {
+    /// Keep the last this many messages (at least 1) instead of summarising.
+    #[serde(default)]
+    max_lines: Option<usize>,
+}
+
+/// The compaction a number of lines to keep asks for: a summary when absent; refused below 1.
+pub(super) fn compact_how(max_lines: Option<usize>) -> Result<CompactHow, &'static str> {
+    match max_lines {
+        None => Ok(CompactHow::Summary),
+        Some(0) => Err("must be at least 1"),
+        Some(n) => Ok(CompactHow::KeepLast(n)),
+    }
+}
+
+async fn compact_http(
+    State(state): State<ApiState>,
+    Path(key): Path<String>,
+    body: Result<Json<CompactBody>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let body = match super::api::body(&state, body) {
+        Ok(b) => b,
+        Err(answer) => return answer,
+    };
+    let how = match compact_how(body.max_lines) {
+        Ok(how) => how,
+        Err(e) => {
+            let f = Failure::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_body",
+                format!("max_lines: {e}"),
+            );
+            return f.into_response();
+        }
+    };
+    let meta = match existing(&state, &key).await {
+        Ok(m) => m,
+        Err(f) => return f.into_response(),
+    };
+    match compact(&state, &meta, how).await {
+        Ok(done) => Json(json!({ "key": meta.key, "compaction": done })).into_response(),
+        Err(e) => compact_failure(e).into_response(),
+    }
 }
 
 /// Body of `PATCH /v1/sessions/{key}`.

@@ -1,5 +1,5 @@
-//! `clawbus sessions [--agent ID] [--archived] [--json]`, `clawbus sessions show <key>` and
-//! `clawbus sessions delete <key>`.
+//! `clawbus sessions [--agent ID] [--archived] [--json]`, `clawbus sessions show <key>`,
+//! `clawbus sessions delete <key>` and `clawbus sessions compact <key> [--max-lines N]`.
 
 use super::Global;
 use super::client::{GatewayClient, segment, usage};
@@ -43,6 +43,19 @@ pub enum SessionsCommand {
         /// The session key (`agent:<id>:…`).
         key: String,
     },
+    /// Compact a session that is not running: older turns are summarised by its agent's model
+    /// (the last `keep_recent_messages` stay), or with `--max-lines` only the last N messages
+    /// stay. The transcript keeps every line; the next turn sees the compacted history.
+    Compact {
+        /// The session key (`agent:<id>:…`).
+        key: String,
+        /// Keep the last N messages (at least 1) instead of summarising.
+        #[arg(long, value_name = "N")]
+        max_lines: Option<usize>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Lists sessions or shows one.
@@ -54,6 +67,11 @@ pub(super) fn run(global: &Global, args: SessionsArgs) -> ExitCode {
     match args.command {
         Some(SessionsCommand::Show { key, json }) => show(&client, &key, json || args.json),
         Some(SessionsCommand::Delete { key }) => delete(&client, &key),
+        Some(SessionsCommand::Compact {
+            key,
+            max_lines,
+            json,
+        }) => compact(&client, &key, max_lines, json || args.json),
         None => list(&client, args.agent.as_deref(), args.archived, args.json),
     }
 }
@@ -112,6 +130,40 @@ fn delete(client: &GatewayClient, key: &str) -> ExitCode {
     }
 }
 
+fn compact(client: &GatewayClient, key: &str, max_lines: Option<usize>, json: bool) -> ExitCode {
+    if let Err(e) = SessionKey::parse(key) {
+        return usage(e);
+    }
+    if max_lines == Some(0) {
+        return usage("--max-lines: must be at least 1");
+    }
+    let body = match max_lines {
+        Some(n) => serde_json::json!({ "max_lines": n }),
+        None => serde_json::json!({}),
+    };
+    let answer = match client.post(&format!("/v1/sessions/{}/compact", segment(key)), &body) {
+        Ok(v) => v,
+        Err(code) => return code,
+    };
+    if json {
+        super::out::json(&answer);
+        return ExitCode::SUCCESS;
+    }
+    let c = &answer["compaction"];
+    let kept = c["kept"].as_u64().unwrap_or_default();
+    if c["compacted"] == true {
+        outln!(
+            "compacted session {key}: {kept} messages kept, about {} → {} tokens",
+            c["tokens_before"],
+            c["tokens_after"]
+        );
+    } else {
+        let why = c["reason"].as_str().unwrap_or("nothing older to cut");
+        outln!("session {key} not compacted ({why}); {kept} messages in view");
+    }
+    ExitCode::SUCCESS
+}
+
 fn show(client: &GatewayClient, key: &str, json: bool) -> ExitCode {
     if let Err(e) = SessionKey::parse(key) {
         return usage(e);
@@ -162,10 +214,10 @@ pub(super) fn render_entry(e: &serde_json::Value) -> String {
             }
             line
         }
-        "compaction" => format!(
-            "[{at}] — compacted: {}",
-            e["summary"].as_str().unwrap_or_default()
-        ),
+        "compaction" => match e["summary"].as_str().unwrap_or_default() {
+            "" => format!("[{at}] — compacted: older messages cut"),
+            summary => format!("[{at}] — compacted: {summary}"),
+        },
         "run_ended" => format!(
             "[{at}] — run {} {}: {}",
             e["request_id"].as_str().unwrap_or_default(),

@@ -5,7 +5,8 @@ use crate::origin::{Origin, OriginError};
 use crate::router::{Inbound, RouteError, Router};
 use crate::session::runtime::AgentRuntime;
 use crate::session::{
-    LiveSessions, RunDone, SessionActor, SessionHandle, SessionOpenError, SessionShards,
+    CompactError, CompactHow, Compacted, LiveSessions, RunDone, SessionActor, SessionHandle,
+    SessionOpenError, SessionShards,
 };
 use actix::{Actor, ActorContext, ActorFutureExt, AsyncContext, Context, Handler, StreamHandler};
 use bus::{CancelNotice, Delivery, Kind, Outcome};
@@ -354,6 +355,65 @@ impl Handler<PendingRuns> for AgentActor {
     type Result = Vec<usize>;
     fn handle(&mut self, _: PendingRuns, _: &mut Context<Self>) -> Vec<usize> {
         self.sessions.values().map(|l| l.pending).collect()
+    }
+}
+
+/// Compacts one of the agent's sessions between runs (`sessions compact`), opening it from disk
+/// when it is not live. On the embedded bus a session with no index row is not created: it is
+/// refused as unknown.
+#[derive(actix::Message)]
+#[rtype(result = "Result<Compacted, CompactError>")]
+pub struct CompactSession {
+    /// The session.
+    pub key: SessionKey,
+    /// Summarise, or keep the last messages.
+    pub how: CompactHow,
+}
+
+impl Handler<CompactSession> for AgentActor {
+    type Result = actix::ResponseActFuture<Self, Result<Compacted, CompactError>>;
+
+    /// The session counts as busy meanwhile, so it is never evicted (and opened twice) while it
+    /// writes its compaction.
+    fn handle(&mut self, msg: CompactSession, ctx: &mut Context<Self>) -> Self::Result {
+        let CompactSession { key, how } = msg;
+        let name = key.to_string();
+        let now = self.rt.clock.now();
+        // On a shared bus the caller found the session in the cluster's index: this node may
+        // not have run it yet, and enters it as a run here would.
+        let known = match self.rt.leases {
+            Some(_) => Ok(Some(Uuid::nil())),
+            None => self.rt.index.local_session_id(key.as_str()),
+        };
+        let opened = match known {
+            Ok(Some(_)) => self.session(&key, ctx).map_err(|e| CompactError::Failed {
+                key: name.clone(),
+                error: e.to_string(),
+            }),
+            Ok(None) => Err(CompactError::Unknown { key: name.clone() }),
+            Err(e) => Err(CompactError::Failed {
+                key: name.clone(),
+                error: format!("session index: {e}"),
+            }),
+        };
+        let handle = match opened {
+            Ok(live) => {
+                live.pending += 1;
+                live.last_used = now;
+                live.handle.clone()
+            }
+            Err(e) => return Box::pin(actix::fut::ready(Err(e))),
+        };
+        let work = async move { handle.compact(&name, how).await };
+        Box::pin(
+            actix::fut::wrap_future(work).map(move |done, act: &mut Self, _| {
+                if let Some(live) = act.sessions.get_mut(&key) {
+                    live.pending = live.pending.saturating_sub(1);
+                    live.last_used = act.rt.clock.now();
+                }
+                done
+            }),
+        )
     }
 }
 

@@ -23,7 +23,7 @@ use crate::session::runtime::AgentRuntime;
 use actix::{Actor, Addr, AsyncContext};
 use bus::{Bus, Topic};
 use clawbus_core::config::{AgentDef, Config};
-use clawbus_core::ids::AgentId;
+use clawbus_core::ids::{AgentId, SessionKey};
 use futures::StreamExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -253,6 +253,20 @@ impl AgentHandle {
     /// The agent's workspace folder.
     pub fn workspace(&self) -> &PathBuf {
         &self.workspace
+    }
+
+    /// Compacts session `key` of this agent between runs, opening it from disk when it is not
+    /// live (see [`crate::session::Compact`]): refused while a run of it is running or queued.
+    pub async fn compact(
+        &self,
+        key: SessionKey,
+        how: crate::session::CompactHow,
+    ) -> Result<crate::session::Compacted, crate::session::CompactError> {
+        let agent = self.id.to_string();
+        self.addr
+            .send(actor::CompactSession { key, how })
+            .await
+            .unwrap_or(Err(crate::session::CompactError::AgentNotHere { agent }))
     }
 
     /// Stops the agent actor (it takes no more tasks; its sessions stop once idle).

@@ -1,13 +1,18 @@
 //! The session actor: its queue is the session lane; one run at a time, in arrival order.
 
+use super::compaction::Compacted;
 use super::history::View;
+use super::run;
 use super::run::{RunEnd, RunInput, RunReport, execute};
 use super::runtime::AgentRuntime;
 use super::transcript::{Entry, EntryBody, Transcript};
-use super::{CancelRun, Enqueue, LiveInfo, LiveSessions, RunDone, SessionState, Stop};
+use super::{
+    CancelRun, Compact, CompactError, Enqueue, LiveInfo, LiveSessions, RunDone, SessionState, Stop,
+};
 use crate::origin::Origin;
 use actix::{
-    Actor, ActorContext, ActorFutureExt, AsyncContext, Context, Handler, Recipient, WrapFuture,
+    Actor, ActorContext, ActorFutureExt, AsyncContext, Context, Handler, Recipient,
+    ResponseActFuture, WrapFuture,
 };
 use bus::{Delivery, Outcome, TaskState};
 use clawbus_core::ids::SessionKey;
@@ -49,6 +54,8 @@ pub struct SessionActor {
     view: View,
     queue: VecDeque<(Delivery, Origin)>,
     current: Option<Current>,
+    /// A compaction asked for between runs is in progress: runs wait for it.
+    compacting: bool,
     live: LiveSessions,
     done: Recipient<RunDone>,
     stopping: bool,
@@ -114,6 +121,7 @@ impl SessionActor {
             view,
             queue: VecDeque::new(),
             current: None,
+            compacting: false,
             live,
             done,
             stopping: false,
@@ -126,7 +134,7 @@ impl SessionActor {
     }
 
     fn publish_state(&self) {
-        let state = if self.current.is_some() {
+        let state = if self.current.is_some() || self.compacting {
             SessionState::Processing
         } else {
             SessionState::Idle
@@ -151,7 +159,7 @@ impl SessionActor {
 
     /// Starts the next queued run when none is running.
     fn pump(&mut self, ctx: &mut Context<Self>) {
-        if self.current.is_some() {
+        if self.current.is_some() || self.compacting {
             return;
         }
         let Some((delivery, origin)) = self.queue.pop_front() else {
@@ -343,11 +351,66 @@ impl Handler<CancelRun> for SessionActor {
 impl Handler<Stop> for SessionActor {
     type Result = ();
     fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
-        if self.current.is_none() && self.queue.is_empty() {
+        if self.current.is_none() && self.queue.is_empty() && !self.compacting {
             ctx.stop();
         } else {
             self.stopping = true;
         }
+    }
+}
+
+impl Handler<Compact> for SessionActor {
+    type Result = ResponseActFuture<Self, Result<Compacted, CompactError>>;
+
+    /// Runs the compaction off the session's thread (its model call, its synced write) while
+    /// new runs queue behind it; the view takes the compaction record when it is written.
+    fn handle(&mut self, msg: Compact, _: &mut Context<Self>) -> Self::Result {
+        let key = self.key.to_string();
+        let refused = if self.current.is_some() || self.compacting {
+            Some(CompactError::Running { key: key.clone() })
+        } else if !self.queue.is_empty() {
+            Some(CompactError::Queued { key: key.clone() })
+        } else {
+            None
+        };
+        if let Some(e) = refused {
+            return Box::pin(actix::fut::ready(Err(e)));
+        }
+        self.compacting = true;
+        self.publish_state();
+        let (rt, view, transcript) = (self.rt.clone(), self.view.clone(), self.transcript.clone());
+        let session = self.key.clone();
+        let work =
+            tokio::spawn(
+                async move { run::compact(&rt, &session, &transcript, view, msg.how).await },
+            );
+        Box::pin(work.into_actor(self).map(move |joined, act, ctx| {
+            act.compacting = false;
+            let joined = joined.unwrap_or_else(|e| {
+                Err(CompactError::Failed {
+                    key,
+                    error: e.to_string(),
+                })
+            });
+            let done = match joined {
+                Ok((base, done, entry)) => {
+                    if let Some(base) = base {
+                        act.view = base;
+                    }
+                    if let Some(e) = &entry {
+                        act.view.apply(e);
+                    }
+                    tracing::info!(session = %act.key, compacted = done.compacted, kept = done.kept, tokens_before = done.tokens_before, tokens_after = done.tokens_after, "Session compacted on request.");
+                    Ok(done)
+                }
+                Err(e) => {
+                    tracing::warn!(session = %act.key, error = %e, "Compaction on request not done; the history is as it was.");
+                    Err(e)
+                }
+            };
+            act.pump(ctx);
+            done
+        }))
     }
 }
 

@@ -1,5 +1,6 @@
 //! Compaction near the context window: a silent memory-flush turn first, then older turns are
-//! summarised into a compaction record. The transcript is only appended to.
+//! summarised into a compaction record. Also on request between runs (`on_request`): a summary,
+//! or a cut that keeps the last messages. The transcript is only appended to.
 
 use super::history::{View, message_tokens};
 use super::transcript::{Entry, EntryBody, Transcript};
@@ -63,7 +64,6 @@ pub(crate) async fn compact(
     pending: uuid::Uuid,
     usage: &mut UsageByModel,
 ) -> Result<Vec<Entry>, CompactionError> {
-    let tokens_before = view.estimated_tokens();
     let mut written = Vec::new();
     // 1. The silent flush turn: the agent may save notes; its reply is never delivered.
     let flush = run_turn(
@@ -94,6 +94,26 @@ pub(crate) async fn compact(
     if at == 0 {
         return Ok(written);
     }
+    let entry = summarise(deps, view, at, Some(pending), usage).await?;
+    transcript
+        .record(std::slice::from_ref(&entry))
+        .await
+        .map_err(CompactionError::Transcript)?;
+    written.push(entry);
+    Ok(written)
+}
+
+/// The compaction record that summarises the view's items before `at` (and an earlier
+/// summary); the items from `at` on stay verbatim. `pending`: the entry kept first when `at` is
+/// past the last item (the run's user message, not yet in the view). The tokens of the summary
+/// call are added to `usage`. Not written: the caller records it.
+async fn summarise(
+    deps: &TurnDeps,
+    view: &View,
+    at: usize,
+    pending: Option<uuid::Uuid>,
+    usage: &mut UsageByModel,
+) -> Result<Entry, CompactionError> {
     let older: Vec<ChatMessage> = View {
         summary: view.summary.clone(),
         items: view.items[..at].to_vec(),
@@ -119,17 +139,117 @@ pub(crate) async fn compact(
     if summary.trim().is_empty() {
         return Err(CompactionError::NoSummary);
     }
-    let entry = Entry::new(EntryBody::Compaction {
+    Ok(Entry::new(EntryBody::Compaction {
         summary,
-        first_kept: Some(view.items.get(at).map_or(pending, |(id, _)| *id)),
+        first_kept: view.items.get(at).map(|(id, _)| *id).or(pending),
+        tokens_before: view.estimated_tokens(),
+    }))
+}
+
+/// How a compaction asked for between runs (`sessions compact`) cuts the history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompactHow {
+    /// Older turns are summarised by the agent's model; the last `keep_recent_messages` stay
+    /// (all of them are summarised when the session is shorter than that).
+    Summary,
+    /// The last this many messages stay, moved back to a user message so no tool result loses
+    /// its call; older ones (and an earlier summary) leave the model's view, unsummarised.
+    KeepLast(usize),
+}
+
+/// What a compaction asked for between runs did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Compacted {
+    /// Whether a compaction record was written.
+    pub compacted: bool,
+    /// Why not, when nothing was compacted and there is more to say than `kept`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Messages the model still sees verbatim.
+    pub kept: usize,
+    /// Estimated tokens of the history before.
+    pub tokens_before: u64,
+    /// Estimated tokens of the history after.
+    pub tokens_after: u64,
+    /// The summary written (`CompactHow::Summary`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// The transcript entry kept first, if any is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_kept: Option<uuid::Uuid>,
+}
+
+/// A compaction asked for between runs: cuts `view` as `how` says and writes the compaction
+/// record (synced) to `transcript`; gives what it did and the record, to apply to the view. A
+/// history with nothing to cut is left alone (`compacted: false`, the reason OpenClaw gives).
+pub(crate) async fn on_request(
+    deps: &TurnDeps,
+    def: &SessionDef,
+    view: &View,
+    transcript: &Transcript,
+    how: CompactHow,
+) -> Result<(Compacted, Option<Entry>), CompactionError> {
+    let tokens_before = view.estimated_tokens();
+    let count = view.items.len();
+    let unchanged = |reason: Option<&str>| Compacted {
+        compacted: false,
+        reason: reason.map(str::to_string),
+        kept: count,
         tokens_before,
-    });
+        tokens_after: tokens_before,
+        summary: None,
+        first_kept: view.items.first().map(|(id, _)| *id),
+    };
+    let (at, entry) = match how {
+        CompactHow::KeepLast(keep) => {
+            let at = split_point(view, keep);
+            if count <= keep || at == 0 {
+                return Ok((unchanged(None), None));
+            }
+            let entry = Entry::new(EntryBody::Compaction {
+                summary: String::new(),
+                first_kept: view.items.get(at).map(|(id, _)| *id),
+                tokens_before,
+            });
+            (at, entry)
+        }
+        CompactHow::Summary => {
+            let at = match split_point(view, def.keep_recent_messages) {
+                0 => count,
+                at => at,
+            };
+            if at == 0 {
+                let reason = if view.summary.is_some() {
+                    "Already compacted"
+                } else {
+                    "Nothing to compact (session too small)"
+                };
+                return Ok((unchanged(Some(reason)), None));
+            }
+            let mut usage = UsageByModel::default();
+            (at, summarise(deps, view, at, None, &mut usage).await?)
+        }
+    };
     transcript
         .record(std::slice::from_ref(&entry))
         .await
         .map_err(CompactionError::Transcript)?;
-    written.push(entry);
-    Ok(written)
+    let mut after = view.clone();
+    after.apply(&entry);
+    let summary = match &entry.body {
+        EntryBody::Compaction { summary, .. } if !summary.is_empty() => Some(summary.clone()),
+        _ => None,
+    };
+    let done = Compacted {
+        compacted: true,
+        reason: None,
+        kept: count - at,
+        tokens_before,
+        tokens_after: after.estimated_tokens(),
+        summary,
+        first_kept: view.items.get(at).map(|(id, _)| *id),
+    };
+    Ok((done, Some(entry)))
 }
 
 /// Why a compaction did not happen (the run goes on with the full history).

@@ -40,7 +40,8 @@ impl View {
                 first_kept,
                 ..
             } => {
-                self.summary = Some(summary.clone());
+                // An empty summary: a cut asked for without one (`sessions compact --max-lines`).
+                self.summary = (!summary.is_empty()).then(|| summary.clone());
                 let keep_from = first_kept
                     .and_then(|id| self.items.iter().position(|(i, _)| *i == id))
                     .unwrap_or(self.items.len());

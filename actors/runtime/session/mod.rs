@@ -22,6 +22,7 @@ pub(crate) mod transcript;
 pub mod view;
 
 pub use actor::{SessionActor, SessionOpenError};
+pub use compaction::{CompactHow, Compacted};
 pub use lease::SessionLeases;
 pub use shards::SessionShards;
 
@@ -79,6 +80,53 @@ pub struct CancelRun {
     pub reason: String,
 }
 
+/// Compacts the session between runs (`sessions compact`): refused while a run of it is running
+/// or queued (OpenClaw's rule: retry after it finishes); runs that come meanwhile wait for it.
+#[derive(Message)]
+#[rtype(result = "Result<Compacted, CompactError>")]
+pub struct Compact {
+    /// Summarise, or keep the last messages.
+    pub how: CompactHow,
+}
+
+/// Why a compaction asked for was not done.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompactError {
+    /// A run of the session is running (or a compaction is).
+    #[error("Session {key} has an active run; retry after it finishes.")]
+    Running {
+        /// The session.
+        key: String,
+    },
+    /// Runs of the session are queued.
+    #[error("Session {key} has queued work; retry after it finishes.")]
+    Queued {
+        /// The session.
+        key: String,
+    },
+    /// The session has no index row.
+    #[error("no session {key}")]
+    Unknown {
+        /// The session.
+        key: String,
+    },
+    /// The agent does not run here (stopped, or hosted on another node).
+    #[error("agent \"{agent}\" does not run on this node")]
+    AgentNotHere {
+        /// The agent.
+        agent: String,
+    },
+    /// The summary or the transcript write failed; the history is as it was.
+    #[error("compaction of session {key} failed: {error}")]
+    Failed {
+        /// The session.
+        key: String,
+        /// What failed.
+        error: String,
+    },
+}
+
 /// Stops the session actor (it is idle; its state stays on disk).
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -119,6 +167,16 @@ impl SessionHandle {
             .send(CancelRun { task_id, reason })
             .await
             .unwrap_or(false)
+    }
+
+    /// Compacts the session between runs (see [`Compact`]).
+    pub async fn compact(&self, key: &str, how: CompactHow) -> Result<Compacted, CompactError> {
+        self.addr.send(Compact { how }).await.unwrap_or_else(|_| {
+            Err(CompactError::Failed {
+                key: key.to_string(),
+                error: "the session stopped before it answered".into(),
+            })
+        })
     }
 
     /// Stops the actor.

@@ -6,6 +6,8 @@
 mod finish;
 mod journal;
 
+use super::CompactError;
+use super::compaction::{self, CompactHow, Compacted};
 use super::events::RunEvents;
 use super::history::View;
 use super::lease::SessionLeases;
@@ -127,7 +129,7 @@ async fn execute_leased(input: RunInput, leases: &SessionLeases) -> RunReport {
     // Another node may have run the session since this one last did: start from the whole
     // shared transcript.
     let mut input = input;
-    let base = match catch_up(&input).await {
+    let base = match catch_up(&input.transcript, &input.key, &input.rt.id).await {
         Ok(base) => base,
         Err(e) => {
             let delay = leases.leases().ttl();
@@ -230,20 +232,86 @@ async fn retry_later(
 /// Reads a shared transcript again when it changed since this node last saw it; a log still
 /// empty gets the session's first line. The view to start from, or `None` when the actor's is
 /// current (or the transcript is a file).
-async fn catch_up(input: &RunInput) -> std::io::Result<Option<View>> {
-    let Some(entries) = input.transcript.load_if_changed().await? else {
+async fn catch_up(
+    transcript: &Transcript,
+    key: &SessionKey,
+    agent: &clawbus_core::ids::AgentId,
+) -> std::io::Result<Option<View>> {
+    let Some(entries) = transcript.load_if_changed().await? else {
         return Ok(None);
     };
     if entries.is_empty() {
         let first = Entry::new(EntryBody::Session {
             version: 1,
-            key: input.key.to_string(),
-            agent: input.rt.id.to_string(),
+            key: key.to_string(),
+            agent: agent.to_string(),
         });
-        input.transcript.start_shared(&first).await?;
+        transcript.start_shared(&first).await?;
     }
-    tracing::debug!(session = %input.key, entries = entries.len(), "Shared transcript read.");
+    tracing::debug!(session = %key, entries = entries.len(), "Shared transcript read.");
     Ok(Some(View::from_entries(&entries)))
+}
+
+/// How long a compaction asked for on a shared bus waits for the session's lease, held by a run
+/// on another node, before it is refused as busy (OpenClaw's rule: retry after the run).
+const COMPACT_LEASE_WAIT: Duration = Duration::from_secs(2);
+
+/// What a compaction asked for between runs did: the view it started from when it read the
+/// shared transcript again (`None`: the actor's), what it did, and the record it wrote.
+pub(crate) type CompactedHere = (Option<View>, Compacted, Option<Entry>);
+
+/// A compaction asked for between runs (`view`: the actor's). On a shared bus it runs under the
+/// session's lease (taken within [`COMPACT_LEASE_WAIT`], else refused as busy: a run of the
+/// session holds it on another node), from the shared transcript as it stands, its record
+/// stamped with the lease like a run's lines.
+pub(crate) async fn compact(
+    rt: &AgentRuntime,
+    key: &SessionKey,
+    transcript: &Transcript,
+    view: View,
+    how: CompactHow,
+) -> Result<CompactedHere, CompactError> {
+    let failed = |error: String| CompactError::Failed {
+        key: key.to_string(),
+        error,
+    };
+    let Some(leases) = rt.leases.as_ref() else {
+        let (done, entry) =
+            compaction::on_request(&rt.deps, &rt.def.session, &view, transcript, how)
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+        return Ok((None, done, entry));
+    };
+    let lease = match leases.acquire(key, COMPACT_LEASE_WAIT).await {
+        Ok(lease) => lease,
+        Err(bus::kv::LeaseError::Busy { .. }) => {
+            return Err(CompactError::Running {
+                key: key.to_string(),
+            });
+        }
+        Err(e) => return Err(failed(format!("session lease: {e}"))),
+    };
+    transcript.set_lease(Some(lease.first_revision())).await;
+    let mut guard = LeaseGuard(Some(lease));
+    let done = async {
+        let base = catch_up(transcript, key, &rt.id)
+            .await
+            .map_err(|e| failed(format!("shared transcript: {e}")))?;
+        let from = base.as_ref().unwrap_or(&view);
+        let (done, entry) =
+            compaction::on_request(&rt.deps, &rt.def.session, from, transcript, how)
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+        Ok((base, done, entry))
+    }
+    .await;
+    transcript.set_lease(None).await;
+    if let Some(lease) = guard.0.take()
+        && let Err(e) = lease.release().await
+    {
+        tracing::warn!(agent = %rt.id, session = %key, error = %e, "Session lease not released after a compaction; it expires by itself.");
+    }
+    done
 }
 
 /// Releases a lease still held when the run holding it is dropped (aborted by a cancel).

@@ -225,3 +225,175 @@ fn a_written_line_is_the_entry_serialised_with_the_time_of_the_write() {
     let last = serde_json::from_str::<Entry>(lines[lines.len() - 1]).unwrap();
     assert_eq!(last, stamped, "an entry that has its time keeps it");
 }
+
+/// A model that answers every call with `summary` and keeps the requests it was sent.
+struct Summariser {
+    summary: &'static str,
+    seen: std::sync::Mutex<Vec<crate::model::ChatRequest>>,
+}
+
+#[async_trait::async_trait]
+impl crate::model::ChatModel for Summariser {
+    async fn complete(
+        &self,
+        req: &crate::model::ChatRequest,
+    ) -> Result<crate::model::ModelReply, crate::model::ModelError> {
+        self.seen.lock().unwrap().push(req.clone());
+        Ok(crate::model::ModelReply {
+            text: Some(self.summary.to_string()),
+            tool_calls: Vec::new(),
+            finish_reason: Some("stop".into()),
+            usage: None,
+            model: None,
+            served_model: None,
+        })
+    }
+}
+
+fn summariser_deps(model: std::sync::Arc<Summariser>) -> crate::turn::TurnDeps {
+    crate::turn::TurnDeps {
+        model,
+        model_name: "m".into(),
+        model_label: "scripted/m".into(),
+        tools: crate::tools::ToolSet::default(),
+        limits: clawbus_core::config::Limits::default(),
+        clock: std::sync::Arc::new(bus::SystemClock),
+    }
+}
+
+fn reply(text: &str) -> Entry {
+    Entry::message(
+        ChatMessage::assistant(Some(text.into()), vec![]),
+        None,
+        false,
+    )
+}
+
+/// q1, a call and its result, a1, then q2 a2 q3 a3: eight messages.
+fn conversation() -> Vec<Entry> {
+    let call = ToolCall {
+        id: "c1".into(),
+        name: "read".into(),
+        arguments: "{}".into(),
+    };
+    vec![
+        msg("q1"),
+        Entry::message(ChatMessage::assistant(None, vec![call]), None, false),
+        Entry::message(ChatMessage::tool("c1", "data"), None, false),
+        reply("a1"),
+        msg("q2"),
+        reply("a2"),
+        msg("q3"),
+        reply("a3"),
+    ]
+}
+
+fn texts(view: &View) -> Vec<String> {
+    view.messages()
+        .into_iter()
+        .filter_map(|m| m.content)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_compaction_keeping_the_last_lines_cuts_at_a_user_message_and_appends_only() {
+    use super::compaction::{CompactHow, on_request};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let (t, _) = Transcript::open(&path).unwrap();
+    let entries = conversation();
+    t.append(&entries).unwrap();
+    let model = std::sync::Arc::new(Summariser {
+        summary: "unused",
+        seen: Default::default(),
+    });
+    let deps = summariser_deps(model.clone());
+    let def = clawbus_core::config::SessionDef::default();
+    let view = View::from_entries(&entries);
+
+    // Three to keep would start at a2: the cut moves back to q2, so four stay.
+    let (done, record) = on_request(&deps, &def, &view, &t, CompactHow::KeepLast(3))
+        .await
+        .unwrap();
+    assert!(done.compacted);
+    assert_eq!(done.kept, 4);
+    assert_eq!(done.first_kept, Some(entries[4].id));
+    assert!(done.tokens_after < done.tokens_before, "{done:?}");
+    assert!(
+        record.is_some() && model.seen.lock().unwrap().is_empty(),
+        "no model call"
+    );
+    let (_, loaded) = Transcript::open(&path).unwrap();
+    assert_eq!(loaded.entries.len(), 9, "every line stays; one is added");
+    let reread = View::from_entries(&loaded.entries);
+    assert_eq!(texts(&reread), ["q2", "a2", "q3", "a3"]);
+    assert!(reread.summary.is_none(), "a cut, not a summary");
+
+    // As many as there are, or more: nothing to cut, nothing written.
+    let (same, none) = on_request(&deps, &def, &reread, &t, CompactHow::KeepLast(4))
+        .await
+        .unwrap();
+    assert!(!same.compacted && none.is_none());
+    assert_eq!(same.kept, 4);
+    assert_eq!(Transcript::open(&path).unwrap().1.entries.len(), 9);
+}
+
+#[tokio::test]
+async fn a_compaction_on_request_summarises_older_turns_and_a_later_view_starts_from_it() {
+    use super::compaction::{CompactHow, on_request};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let (t, _) = Transcript::open(&path).unwrap();
+    let entries = conversation();
+    t.append(&entries).unwrap();
+    let model = std::sync::Arc::new(Summariser {
+        summary: "q1 and q2 were answered",
+        seen: Default::default(),
+    });
+    let deps = summariser_deps(model.clone());
+    let def = clawbus_core::config::SessionDef {
+        keep_recent_messages: 2,
+        ..Default::default()
+    };
+    let view = View::from_entries(&entries);
+    let (done, _) = on_request(&deps, &def, &view, &t, CompactHow::Summary)
+        .await
+        .unwrap();
+    assert!(done.compacted);
+    assert_eq!(done.kept, 2);
+    assert_eq!(done.summary.as_deref(), Some("q1 and q2 were answered"));
+    let asked = model.seen.lock().unwrap()[0].messages[1]
+        .content
+        .clone()
+        .unwrap();
+    assert!(asked.contains("q1") && asked.contains("a2"), "{asked}");
+    assert!(
+        !asked.contains("q3"),
+        "the kept tail is not summarised: {asked}"
+    );
+    let reread = View::from_entries(&Transcript::open(&path).unwrap().1.entries);
+    let seen = texts(&reread);
+    assert!(seen[0].contains("q1 and q2 were answered"), "{seen:?}");
+    assert_eq!(&seen[1..], ["q3", "a3"]);
+
+    // Shorter than the messages to keep: all of it is summarised. Then nothing is left.
+    let (all, _) = on_request(&deps, &def, &reread, &t, CompactHow::Summary)
+        .await
+        .unwrap();
+    assert!(all.compacted);
+    assert_eq!(all.kept, 0);
+    let reread = View::from_entries(&Transcript::open(&path).unwrap().1.entries);
+    assert!(reread.items.is_empty() && reread.summary.is_some());
+    let (again, none) = on_request(&deps, &def, &reread, &t, CompactHow::Summary)
+        .await
+        .unwrap();
+    assert!(!again.compacted && none.is_none());
+    assert_eq!(again.reason.as_deref(), Some("Already compacted"));
+    let (empty, _) = on_request(&deps, &def, &View::default(), &t, CompactHow::Summary)
+        .await
+        .unwrap();
+    assert_eq!(
+        empty.reason.as_deref(),
+        Some("Nothing to compact (session too small)")
+    );
+}

@@ -49,6 +49,10 @@ function entry(e) {
         m.content ? h('div.text', text(m.content)) : '', calls, e.truncated ? h('p.muted', '(cut off by the output-token limit)') : '');
     }
     case 'compaction':
+      if (!e.summary) {
+        return h('li.msg.compaction', h('div.who', 'compaction ', stamp),
+          h('p.muted', `older turns cut, the last messages kept (${e.tokens_before} tokens before)`));
+      }
       return h('li.msg.compaction', h('div.who', 'compaction ', stamp),
         h('details', h('summary', `older turns summarised (${e.tokens_before} tokens before)`), h('div.text', text(e.summary))));
     case 'model_fell_over':

@@ -111,6 +111,8 @@ methods! {
     SkillsBins => "skills.bins", "The programs every agent's skills need (`{bins}`).";
     SessionsPatch => "sessions.patch", "Archive or unarchive a session (`{key, archived}`).";
     SessionsDelete => "sessions.delete", "Delete a session that is not running, and its transcript.";
+    SessionsPatchMany => "sessions.patchMany", "Archive or unarchive several sessions (`{targets, patch}`), an outcome each.";
+    SessionsCompact => "sessions.compact", "Compact a session between runs: summarise older turns, or keep the last `maxLines` messages.";
 }
 
 /// Reads a method's `params`, naming the method and the field that is wrong.
@@ -259,9 +261,11 @@ pub(crate) async fn call(
         Method::AgentWait => runs::wait(state, params(method, p)?).await,
         Method::ChatAbort => runs::abort(state, params(method, p)?).await,
         Method::ChatHistory => runs::history(state, params(method, p)?).await,
-        Method::SessionsList | Method::SessionsPatch | Method::SessionsDelete => {
-            super::session_calls::call(state, method, p).await
-        }
+        Method::SessionsList
+        | Method::SessionsPatch
+        | Method::SessionsPatchMany
+        | Method::SessionsDelete
+        | Method::SessionsCompact => super::session_calls::call(state, method, p).await,
         Method::TasksList => {
             let q: openclaw::tasks::ListParams = params(method, p)?;
             let statuses = q.statuses().map_err(|e| invalid(method, e))?;

@@ -42,6 +42,56 @@ const DELETE_WRITE_FIELDS: &[&str] = &[
     "archivedOnly",
 ];
 
+/// The changes of a `sessions.patch` / `sessions.patchMany` that an `operator.write` client may
+/// ask (OpenClaw's `SESSIONS_PATCH_WRITE_SCOPE_MUTATIONS`); any other needs `operator.admin`.
+const PATCH_WRITE_MUTATIONS: &[&str] = &[
+    "label",
+    "autoLabel",
+    "icon",
+    "color",
+    "category",
+    "boardFace",
+    "boardPresentation",
+    "pinned",
+    "archived",
+    "unread",
+    "model",
+    "agentRuntime",
+    "thinkingLevel",
+    "fastMode",
+    "permissionMode",
+];
+
+/// The fields naming the session a `sessions.patch` changes (OpenClaw's
+/// `SESSIONS_PATCH_WRITE_SCOPE_ENVELOPE_FIELDS`).
+const PATCH_ENVELOPE_FIELDS: &[&str] = &[
+    "key",
+    "agentId",
+    "expectedSessionId",
+    "expectedLifecycleRevision",
+    "expectedPermissionMode",
+    "expectedMarkedUnreadAt",
+];
+
+/// The scope a session patch `patch` needs: admin for `permissionMode: "full"`, any
+/// `sandboxMode`, or a field outside the write list (and, for `sessions.patch`, the envelope);
+/// else write. What is not an object needs write (it is refused as invalid after).
+fn patch_scope(patch: &Value, envelope: &[&str]) -> &'static str {
+    let Some(fields) = patch.as_object() else {
+        return WRITE;
+    };
+    if patch["permissionMode"] == "full" || fields.contains_key("sandboxMode") {
+        return ADMIN;
+    }
+    let allowed =
+        |k: &String| PATCH_WRITE_MUTATIONS.contains(&k.as_str()) || envelope.contains(&k.as_str());
+    if fields.keys().all(allowed) {
+        WRITE
+    } else {
+        ADMIN
+    }
+}
+
 /// The scope `method` needs with `params` (OpenClaw's table; `connect` needs none).
 pub(super) fn required(method: Method, params: &Value) -> Option<&'static str> {
     use Method as M;
@@ -58,6 +108,8 @@ pub(super) fn required(method: Method, params: &Value) -> Option<&'static str> {
                 ADMIN
             }
         }
+        M::SessionsPatch => patch_scope(params, PATCH_ENVELOPE_FIELDS),
+        M::SessionsPatchMany if params["patch"].is_object() => patch_scope(&params["patch"], &[]),
         M::Agent
         | M::AgentWait
         | M::ChatSend
@@ -66,8 +118,13 @@ pub(super) fn required(method: Method, params: &Value) -> Option<&'static str> {
         | M::TasksCancel
         | M::FlowsRun
         | M::FlowsCancel
-        | M::SessionsPatch => WRITE,
-        M::CronAdd | M::CronUpdate | M::CronRemove | M::CronRun | M::UpdateStatus => ADMIN,
+        | M::SessionsPatchMany => WRITE,
+        M::CronAdd
+        | M::CronUpdate
+        | M::CronRemove
+        | M::CronRun
+        | M::UpdateStatus
+        | M::SessionsCompact => ADMIN,
         M::ExecApprovalList
         | M::ExecApprovalResolve
         | M::PluginApprovalList
@@ -152,6 +209,35 @@ mod tests {
         assert!(check(Method::SessionsDelete, &more, &write).is_err());
         assert!(check(Method::SessionsDelete, &any, &granted(&[ADMIN])).is_ok());
         assert!(check_bare(Method::SessionsPatch, &write).is_ok());
+    }
+
+    #[test]
+    fn a_session_patch_needs_admin_past_the_organising_fields_as_in_openclaw() {
+        let write = granted(&[WRITE]);
+        let archive = json!({"key": "k", "expectedSessionId": "s", "archived": true});
+        assert!(check(Method::SessionsPatch, &archive, &write).is_ok());
+        for admin in [
+            json!({"key": "k", "verboseLevel": "on"}),
+            json!({"key": "k", "permissionMode": "full"}),
+            json!({"key": "k", "sandboxMode": null}),
+        ] {
+            let e = check(Method::SessionsPatch, &admin, &write).unwrap_err();
+            assert_eq!(e.message, "missing scope: operator.admin", "{admin}");
+            assert!(check(Method::SessionsPatch, &admin, &granted(&[ADMIN])).is_ok());
+        }
+        let many = json!({"targets": [{"key": "k"}], "patch": {"archived": true, "pinned": true}});
+        assert!(check(Method::SessionsPatchMany, &many, &write).is_ok());
+        let envelope_in_patch = json!({"targets": [{"key": "k"}], "patch": {"key": "k"}});
+        assert!(check(Method::SessionsPatchMany, &envelope_in_patch, &write).is_err());
+        let privileged = json!({"targets": [{"key": "k"}], "patch": {"toolOverrides": {}}});
+        assert!(check(Method::SessionsPatchMany, &privileged, &write).is_err());
+    }
+
+    #[test]
+    fn compacting_a_session_needs_admin_as_in_openclaws_table() {
+        let e = check_bare(Method::SessionsCompact, &granted(&[WRITE])).unwrap_err();
+        assert_eq!(e.message, "missing scope: operator.admin");
+        assert!(check_bare(Method::SessionsCompact, &granted(&[ADMIN])).is_ok());
     }
 
     fn granted(s: &[&str]) -> Vec<String> {

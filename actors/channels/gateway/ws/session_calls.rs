@@ -1,7 +1,8 @@
 //! The session methods that list and change sessions: `sessions.list` (filtered by archive
-//! mark, paged), `sessions.patch` (the archive mark; OpenClaw's other preferences have no
-//! counterpart here and are dropped by [`fields::strip`](super::openclaw::fields::strip)) and
-//! `sessions.delete`. Each goes through the same functions as the HTTP API.
+//! mark, paged), `sessions.patch` and `sessions.patchMany` (the archive mark; OpenClaw's other
+//! preferences have no counterpart here and are dropped by
+//! [`fields::strip`](super::openclaw::fields::strip)), `sessions.delete` and `sessions.compact`. Each goes through the same functions as the HTTP
+//! API.
 
 use super::frames::{ErrorCode, ErrorShape};
 use super::methods::{Method, params};
@@ -29,6 +30,27 @@ pub(super) async fn call(state: &ApiState, method: Method, p: Value) -> Result<V
             };
             let row = sessions::row(state, &meta.key).await?;
             Ok(openclaw::sessions::patched(&meta, row.as_ref()))
+        }
+        Method::SessionsPatchMany => {
+            let q: PatchManyParams = params(method, p)?;
+            let patch = q.mutation()?;
+            let mut outcomes = Vec::with_capacity(q.targets.len());
+            for t in q.targets {
+                let t = t.target();
+                let done = async {
+                    let meta = target(state, &t).await?;
+                    if let Some(archived) = patch.archived {
+                        sessions::set_archived(state, &meta.key, archived).await?;
+                    }
+                    Ok::<_, ErrorShape>(())
+                };
+                outcomes.push(openclaw::sessions::patch_outcome(
+                    &t.key,
+                    t.agent_id.as_deref(),
+                    done.await,
+                ));
+            }
+            Ok(json!({ "outcomes": outcomes }))
         }
         Method::SessionsDelete => {
             let q: DeleteParams = params(method, p)?;
@@ -58,6 +80,28 @@ pub(super) async fn call(state: &ApiState, method: Method, p: Value) -> Result<V
             }
             sessions::delete(state, &meta, q.delete_transcript).await?;
             Ok(openclaw::sessions::deleted(&meta.key, true))
+        }
+        Method::SessionsCompact => {
+            let q: CompactParams = params(method, p)?;
+            let how = sessions::compact_how(q.max_lines).map_err(|e| {
+                ErrorShape::invalid(format!("sessions.compact params: maxLines: {e}"))
+            })?;
+            let t = Target {
+                key: q.key,
+                agent_id: q.agent_id,
+                expected_session_id: None,
+            };
+            let meta = match target(state, &t).await {
+                Ok(meta) => meta,
+                Err(e) if e.code == ErrorCode::NotFound => {
+                    return Ok(openclaw::sessions::compact_unknown(&t.key));
+                }
+                Err(e) => return Err(e),
+            };
+            match sessions::compact(state, &meta, how).await {
+                Ok(done) => Ok(openclaw::sessions::compacted(&meta.key, how, &done)),
+                Err(e) => openclaw::sessions::compact_refused(e),
+            }
         }
         _ => list(state, params(method, p)?).await,
     }
@@ -138,6 +182,78 @@ struct PatchParams {
     archived: Option<bool>,
 }
 
+/// The most targets one `sessions.patchMany` names (OpenClaw's schema).
+const MAX_PATCH_TARGETS: usize = 100;
+
+/// `sessions.patchMany`: `{targets: [{key, agentId?, expectedSessionId?, …}], patch}`, the patch
+/// being what `sessions.patch` changes (without its target).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatchManyParams {
+    targets: Vec<ManyTarget>,
+    patch: Value,
+}
+
+impl PatchManyParams {
+    /// The change to make: OpenClaw's fields with no counterpart here dropped as
+    /// `sessions.patch` drops them, anything else outside its schema refused.
+    fn mutation(&self) -> Result<Mutation, ErrorShape> {
+        let bad = |why: String| ErrorShape::invalid(format!("sessions.patchMany params: {why}"));
+        if self.targets.is_empty() || self.targets.len() > MAX_PATCH_TARGETS {
+            return Err(bad(format!(
+                "targets: {} given, 1 to {MAX_PATCH_TARGETS} expected",
+                self.targets.len()
+            )));
+        }
+        let mut patch = self.patch.clone();
+        if patch.as_object().is_none_or(serde_json::Map::is_empty) {
+            return Err(bad(
+                "patch: an object with at least one field expected".into()
+            ));
+        }
+        super::openclaw::fields::strip("sessions.patch", &mut patch);
+        serde_json::from_value(patch).map_err(|e| bad(format!("patch: {e}")))
+    }
+}
+
+/// One session a `sessions.patchMany` changes. OpenClaw's lifecycle guards other than the
+/// transcript id have no counterpart here: accepted and ignored.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ManyTarget {
+    key: String,
+    #[serde(default)]
+    agent_id: Option<String>,
+    #[serde(default)]
+    expected_session_id: Option<String>,
+    #[serde(default, rename = "expectedLifecycleRevision")]
+    _lifecycle_revision: Option<serde::de::IgnoredAny>,
+    #[serde(default, rename = "expectedSandboxMode")]
+    _sandbox_mode: Option<serde::de::IgnoredAny>,
+    #[serde(default, rename = "expectedPermissionMode")]
+    _permission_mode: Option<serde::de::IgnoredAny>,
+    #[serde(default, rename = "expectedNativeRuntimeConsent")]
+    _native_runtime_consent: Option<serde::de::IgnoredAny>,
+}
+
+impl ManyTarget {
+    fn target(self) -> Target {
+        Target {
+            key: self.key,
+            agent_id: self.agent_id,
+            expected_session_id: self.expected_session_id,
+        }
+    }
+}
+
+/// What a `sessions.patchMany` changes in each session: the archive mark.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Mutation {
+    #[serde(default)]
+    archived: Option<bool>,
+}
+
 /// `sessions.delete`: the target, `deleteTranscript?`, `archivedOnly?`,
 /// `expectedSessionUpdatedAt?`.
 #[derive(Debug, Deserialize)]
@@ -154,6 +270,17 @@ struct DeleteParams {
     archived_only: bool,
     #[serde(default)]
     expected_session_updated_at: Option<u64>,
+}
+
+/// `sessions.compact`: `{key, agentId?, maxLines?}` (OpenClaw's closed schema).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CompactParams {
+    key: String,
+    #[serde(default)]
+    agent_id: Option<String>,
+    #[serde(default)]
+    max_lines: Option<usize>,
 }
 
 /// `{agentId?, limit?, offset?, archived?}` of `sessions.list`.
@@ -248,6 +375,141 @@ mod tests {
         assert!(delete.delete_transcript && delete.archived_only);
         let e = read::<DeleteParams>("sessions.delete", json!({"key": "k", "force": true}));
         assert!(e.unwrap_err().contains("force"), "outside the schema");
+    }
+
+    #[test]
+    fn patch_many_reads_openclaws_targets_and_drops_what_sessions_patch_drops() {
+        let q: PatchManyParams = read(
+            "sessions.patchMany",
+            json!({"targets": [
+                {"key": "agent:a:x", "expectedSessionId": "s", "expectedLifecycleRevision": "7"},
+                {"key": "agent:a:y", "agentId": "a", "expectedPermissionMode": null}],
+                "patch": {"archived": true, "pinned": true, "label": "old"}}),
+        )
+        .unwrap();
+        assert_eq!(q.mutation().unwrap().archived, Some(true));
+        let t: Vec<Target> = q.targets.into_iter().map(ManyTarget::target).collect();
+        assert_eq!(t[0].expected_session_id.as_deref(), Some("s"));
+        assert_eq!(
+            (t[1].key.as_str(), t[1].agent_id.as_deref()),
+            ("agent:a:y", Some("a"))
+        );
+
+        let outside: PatchManyParams = read(
+            "sessions.patchMany",
+            json!({"targets": [{"key": "k"}], "patch": {"nickname": "n"}}),
+        )
+        .unwrap();
+        assert!(outside.mutation().unwrap_err().message.contains("nickname"));
+        for bad in [
+            json!({"targets": [], "patch": {"archived": true}}),
+            json!({"targets": [{"key": "k"}], "patch": {}}),
+        ] {
+            let q: PatchManyParams = read("sessions.patchMany", bad).unwrap();
+            assert!(q.mutation().is_err());
+        }
+        let e = read::<PatchManyParams>(
+            "sessions.patchMany",
+            json!({"targets": [{"key": "k", "force": true}], "patch": {"archived": true}}),
+        );
+        assert!(e.unwrap_err().contains("force"), "outside the schema");
+
+        let ok = openclaw::sessions::patch_outcome("agent:a:x", None, Ok(()));
+        assert_eq!(ok, json!({"ok": true, "key": "agent:a:x"}));
+        let refused = openclaw::sessions::patch_outcome(
+            "agent:a:z",
+            Some("a"),
+            Err(ErrorShape::new(ErrorCode::NotFound, "no session agent:a:z")),
+        );
+        assert_eq!(
+            refused,
+            json!({"ok": false, "key": "agent:a:z", "agentId": "a",
+                   "error": {"code": "NOT_FOUND", "message": "no session agent:a:z"}})
+        );
+    }
+
+    #[test]
+    fn compact_params_are_openclaws_closed_schema_and_max_lines_is_at_least_one() {
+        let q: CompactParams = read(
+            "sessions.compact",
+            json!({"key": "agent:a:x", "agentId": "a", "maxLines": 200}),
+        )
+        .unwrap();
+        assert_eq!((q.agent_id.as_deref(), q.max_lines), (Some("a"), Some(200)));
+        assert_eq!(
+            sessions::compact_how(q.max_lines),
+            Ok(clawbus_runtime::session::CompactHow::KeepLast(200))
+        );
+        assert_eq!(
+            sessions::compact_how(None),
+            Ok(clawbus_runtime::session::CompactHow::Summary)
+        );
+        assert!(sessions::compact_how(Some(0)).is_err());
+        let e = read::<CompactParams>("sessions.compact", json!({"key": "k", "keep": 3}));
+        assert!(e.unwrap_err().contains("keep"), "outside the schema");
+        assert!(read::<CompactParams>("sessions.compact", json!({"maxLines": 3})).is_err());
+    }
+
+    #[test]
+    fn a_compaction_answers_in_openclaws_shape_both_when_done_and_when_not() {
+        use clawbus_runtime::session::{CompactError, CompactHow, Compacted};
+        let first = uuid::Uuid::nil();
+        let done = Compacted {
+            compacted: true,
+            reason: None,
+            kept: 2,
+            tokens_before: 900,
+            tokens_after: 40,
+            summary: Some("s".into()),
+            first_kept: Some(first),
+        };
+        let key = "agent:a:x";
+        assert_eq!(
+            openclaw::sessions::compacted(key, CompactHow::KeepLast(2), &done),
+            json!({"ok": true, "key": key, "compacted": true, "kept": 2})
+        );
+        assert_eq!(
+            openclaw::sessions::compacted(key, CompactHow::Summary, &done),
+            json!({"ok": true, "key": key, "compacted": true, "result": {
+                "summary": "s", "firstKeptEntryId": first.to_string(),
+                "tokensBefore": 900, "tokensAfter": 40}})
+        );
+        let noop = Compacted {
+            compacted: false,
+            reason: Some("Already compacted".into()),
+            summary: None,
+            ..done
+        };
+        assert_eq!(
+            openclaw::sessions::compacted(key, CompactHow::Summary, &noop),
+            json!({"ok": false, "key": key, "compacted": false, "reason": "Already compacted"}),
+            "OpenClaw's no-op verdict"
+        );
+        assert_eq!(
+            openclaw::sessions::compact_unknown(key),
+            json!({"ok": true, "key": key, "compacted": false, "reason": "no sessionId"})
+        );
+        let busy = openclaw::sessions::compact_refused(CompactError::Running { key: key.into() })
+            .unwrap_err();
+        assert_eq!(busy.code, ErrorCode::InvalidRequest);
+        assert_eq!(
+            busy.message,
+            "Session agent:a:x has an active run; retry after it finishes."
+        );
+        let queued = openclaw::sessions::compact_refused(CompactError::Queued { key: key.into() });
+        assert!(queued.unwrap_err().message.contains("has queued work"));
+        let failed = openclaw::sessions::compact_refused(CompactError::Failed {
+            key: key.into(),
+            error: "summary call failed: 500".into(),
+        });
+        assert_eq!(
+            failed.unwrap(),
+            json!({"ok": false, "key": key, "compacted": false,
+                   "reason": "summary call failed: 500"})
+        );
+        let away =
+            openclaw::sessions::compact_refused(CompactError::AgentNotHere { agent: "a".into() });
+        assert_eq!(away.unwrap_err().code, ErrorCode::Unavailable);
     }
 
     #[test]

@@ -78,9 +78,10 @@ pub enum EntryBody {
         /// Why: the error of the failed call, or the open circuit breaker.
         reason: String,
     },
-    /// Older turns replaced in the model's view by a summary.
+    /// Older turns replaced in the model's view by a summary, or cut from it.
     Compaction {
-        /// The summary the model sees instead.
+        /// The summary the model sees instead; empty when the older turns were cut without one
+        /// (a compaction asked to keep the last messages only).
         summary: String,
         /// The first message entry still shown verbatim.
         first_kept: Option<Uuid>,

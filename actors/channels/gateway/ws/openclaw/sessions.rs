@@ -1,11 +1,13 @@
 //! Sessions in OpenClaw's shapes: a row of `sessions.list` / `sessions.describe`
 //! (`{key, agentId, sessionId, kind, updatedAt, archived, …tokens}`), the answers of
-//! `sessions.patch` and `sessions.delete`, and a transcript as `chat.history`
+//! `sessions.patch`, `sessions.delete` and `sessions.compact`, and a transcript as `chat.history`
 //! messages (`{role, content: [{type: "text", text}], timestamp}`), and the `session.message`
 //! event that carries one message as the transcript commits it.
 
+use super::super::frames::{ErrorCode, ErrorShape};
 use crate::gateway::sessions::SessionRow;
 use clawbus_runtime::session::index::SessionMeta;
+use clawbus_runtime::session::{CompactError, CompactHow, Compacted};
 use serde_json::{Value, json};
 
 /// A clawbus session row as an OpenClaw session row.
@@ -48,10 +50,75 @@ pub(crate) fn patched(meta: &SessionMeta, session: Option<&SessionRow>) -> Value
     v
 }
 
+/// One outcome of `sessions.patchMany`: `{ok: true, key, agentId?}`, or `{ok: false, key,
+/// agentId?, error}` with the error shape of the refusal.
+pub(crate) fn patch_outcome(key: &str, agent: Option<&str>, done: Result<(), ErrorShape>) -> Value {
+    let mut v = match done {
+        Ok(()) => json!({ "ok": true, "key": key }),
+        Err(e) => json!({ "ok": false, "key": key, "error": e }),
+    };
+    if let Some(agent) = agent {
+        v["agentId"] = json!(agent);
+    }
+    v
+}
+
 /// The answer of `sessions.delete`: `{ok, key, deleted, archived}` (no transcript is kept
 /// aside here: `archived` is empty).
 pub(crate) fn deleted(key: &str, deleted: bool) -> Value {
     json!({ "ok": true, "key": key, "deleted": deleted, "archived": [] })
+}
+
+/// The answer of `sessions.compact` (OpenClaw's `sessions-compact.ts`): with `maxLines`,
+/// `{ok: true, key, compacted, kept}`; a summary, `{ok: true, key, compacted: true, result:
+/// {summary, firstKeptEntryId, tokensBefore, tokensAfter}}`; a history with nothing to
+/// summarise, `{ok: false, key, compacted: false, reason}` (OpenClaw's no-op verdict, which its
+/// CLI reports as a failed compaction).
+pub(crate) fn compacted(key: &str, how: CompactHow, done: &Compacted) -> Value {
+    match how {
+        CompactHow::KeepLast(_) => {
+            json!({ "ok": true, "key": key, "compacted": done.compacted, "kept": done.kept })
+        }
+        CompactHow::Summary if done.compacted => json!({
+            "ok": true,
+            "key": key,
+            "compacted": true,
+            "result": {
+                "summary": done.summary.as_deref().unwrap_or_default(),
+                "firstKeptEntryId": done.first_kept.map(|id| id.to_string()).unwrap_or_default(),
+                "tokensBefore": done.tokens_before,
+                "tokensAfter": done.tokens_after,
+            },
+        }),
+        CompactHow::Summary => json!({
+            "ok": false,
+            "key": key,
+            "compacted": false,
+            "reason": done.reason.as_deref().unwrap_or("Nothing to compact"),
+        }),
+    }
+}
+
+/// `sessions.compact` of a session that does not exist: OpenClaw answers that there is nothing
+/// to compact (`reason: "no sessionId"`), not an error.
+pub(crate) fn compact_unknown(key: &str) -> Value {
+    json!({ "ok": true, "key": key, "compacted": false, "reason": "no sessionId" })
+}
+
+/// A compaction that was not done, as OpenClaw answers it: a busy session is an
+/// `INVALID_REQUEST` naming why (retry after the run); a failed summary is a result with
+/// `ok: false` and the reason; what OpenClaw has no counterpart for is `UNAVAILABLE`.
+pub(crate) fn compact_refused(e: CompactError) -> Result<Value, ErrorShape> {
+    match e {
+        CompactError::Running { .. } | CompactError::Queued { .. } => {
+            Err(ErrorShape::invalid(e.to_string()))
+        }
+        CompactError::Unknown { key } => Ok(compact_unknown(&key)),
+        CompactError::Failed { key, error } => {
+            Ok(json!({ "ok": false, "key": key, "compacted": false, "reason": error }))
+        }
+        e => Err(ErrorShape::new(ErrorCode::Unavailable, e.to_string())),
+    }
 }
 
 /// A transcript message in OpenClaw's shape, with where it stands.
