@@ -16,6 +16,7 @@ mod health;
 pub mod logs;
 pub mod mcp;
 pub(crate) mod metrics;
+pub(crate) mod deliveries;
 pub(crate) mod nodes;
 pub(crate) mod openai;
 mod serve;
@@ -139,6 +140,7 @@ impl HttpChannel {
             started_ms: system.clock().now_ms(),
             kv: system.kv().clone(),
             transcripts: system.transcripts().cloned(),
+            deliveries: system.outbox().records().clone(),
         });
         let (stop, stopping) = tokio::sync::watch::channel(false);
         let server = tokio::spawn(serve::serve(

@@ -92,9 +92,15 @@ const MAX_VERBATIM: usize = 200;
 /// The lease key of a session: `s.` and the session key with every byte outside
 /// `A-Z a-z 0-9 - _` written `=XX`; a very long one cut, with a hash of the whole.
 pub fn lease_key(session: &str) -> String {
-    let mut out = String::with_capacity(session.len() + 8);
-    out.push_str("s.");
-    for b in session.bytes() {
+    escaped_key("s.", session)
+}
+
+/// A key-value store key: `prefix` and `text` with every byte outside `A-Z a-z 0-9 - _`
+/// written `=XX` (so `text` is one token); a very long one cut, with a hash of the whole.
+pub fn escaped_key(prefix: &str, text: &str) -> String {
+    let mut out = String::with_capacity(prefix.len() + text.len() + 8);
+    out.push_str(prefix);
+    for b in text.bytes() {
         if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
             out.push(char::from(b));
         } else {
@@ -104,7 +110,7 @@ pub fn lease_key(session: &str) -> String {
     if out.len() > MAX_VERBATIM {
         // Escapes are ASCII: any byte index is a char boundary.
         out.truncate(MAX_VERBATIM);
-        out.push_str(&format!("=h{:016x}", fnv1a(session.as_bytes())));
+        out.push_str(&format!("=h{:016x}", fnv1a(text.as_bytes())));
     }
     out
 }

@@ -18,7 +18,8 @@ pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
 pub const HEARTBEAT_TTL: Duration = Duration::from_secs(15);
 /// The key-value store of heartbeats.
 pub const NODES_STORE: &str = "nodes";
-const KEY_PREFIX: &str = "node.";
+/// The prefix of every heartbeat's key (`node.<id>`).
+pub(crate) const KEY_PREFIX: &str = "node.";
 
 /// What a node says of itself in its heartbeat.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
