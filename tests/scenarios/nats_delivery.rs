@@ -95,14 +95,22 @@ async fn a_reply_left_by_a_node_killed_mid_delivery_is_delivered_once_by_another
     // Node 1 again, over its own state folder: it shows node 2's record, and what it starts
     // with does not send the reply a second time.
     let n1 = node(&p1, &nats, "n1", "ops").await;
-    assert_eq!(records(&n1).await, on_two, "node 2's record, seen on node 1");
+    assert_eq!(
+        records(&n1).await,
+        on_two,
+        "node 2's record, seen on node 1"
+    );
     let second = deliver(&n1, "d-2", "deploy web").await;
     eventually("node 1 delivers a new reply", async || {
         events(&n1, &second).await.contains("event: delivered")
     })
     .await;
     let calls = receiver.calls();
-    assert_eq!(calls.len(), 3, "one more call, for the new reply: {calls:?}");
+    assert_eq!(
+        calls.len(),
+        3,
+        "one more call, for the new reply: {calls:?}"
+    );
     assert_eq!(calls[2].1, second);
     assert_eq!(model.request_count(), 2, "the first task ran once");
     assert_eq!(records(&n2).await.len(), 2, "both records on node 2");

@@ -140,7 +140,12 @@ impl DeliveryActor {
     }
 
     /// The claim of job `id` was taken (or not): it may be tried, or it is another node's.
-    fn claimed(&mut self, id: u64, claim: Result<Option<Claim>, OutboxError>, ctx: &mut Context<Self>) {
+    fn claimed(
+        &mut self,
+        id: u64,
+        claim: Result<Option<Claim>, OutboxError>,
+        ctx: &mut Context<Self>,
+    ) {
         let Some(job) = self.jobs.get_mut(&id) else {
             if let Ok(Some(claim)) = claim {
                 actix::spawn(claim.release());

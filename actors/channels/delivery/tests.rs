@@ -322,7 +322,10 @@ async fn a_message_to_a_channel_without_delivery_actor_is_recorded_no_channel() 
     assert_eq!(records.len(), 1);
     assert_eq!(records[0].state, DeliveryState::Failed);
     assert_eq!(records[0].error.as_deref(), Some("no_channel"));
-    assert!(outbox.pending("telegram").await.unwrap().is_empty(), "not staged");
+    assert!(
+        outbox.pending("telegram").await.unwrap().is_empty(),
+        "not staged"
+    );
 }
 
 /// On a shared bus every node's delivery actor hears `channel.<name>.out`: a message another

@@ -42,6 +42,8 @@ const CLAIM_PREFIX: &str = "c.";
 pub struct SharedOutbox {
     kv: Arc<dyn KvStore>,
     nodes: Arc<dyn KvStore>,
+    /// The key of a node's heartbeat in `nodes`.
+    heartbeat_key: fn(&str) -> String,
     claims: Leases,
     node: String,
 }
@@ -59,28 +61,23 @@ impl std::fmt::Debug for SharedOutbox {
 /// id.
 fn key(prefix: &str, channel: &str, msg: &OutboundMessage) -> Option<String> {
     let id = msg.delivery_id()?;
-    let channel = crate::session::lease::escaped_key(prefix, channel);
-    Some(crate::session::lease::escaped_key(
-        &format!("{channel}."),
-        &id,
-    ))
+    let channel = bus::kv::escaped_key(prefix, channel);
+    Some(bus::kv::escaped_key(&format!("{channel}."), &id))
 }
 
 /// The prefix of every entry of `channel`.
 fn channel_prefix(channel: &str) -> String {
-    format!(
-        "{}.",
-        crate::session::lease::escaped_key(ENTRY_PREFIX, channel)
-    )
+    format!("{}.", bus::kv::escaped_key(ENTRY_PREFIX, channel))
 }
 
 impl SharedOutbox {
     /// The outbox of node `node` in `kv`, telling live nodes by their heartbeats in `nodes`
-    /// (`system::nodes`); its claims are held as `holder` (the node and this process's life),
+    /// (under `heartbeat_key` of the node's id); its claims are held as `holder` (the node and this process's life),
     /// living `claim_ttl` ([`CLAIM_TTL`] in a daemon) and timed on `clock`.
     pub fn new(
         kv: Arc<dyn KvStore>,
         nodes: Arc<dyn KvStore>,
+        heartbeat_key: fn(&str) -> String,
         clock: Arc<dyn bus::Clock>,
         node: impl Into<String>,
         holder: impl Into<String>,
@@ -90,6 +87,7 @@ impl SharedOutbox {
             claims: Leases::new(kv.clone(), clock, holder, claim_ttl),
             kv,
             nodes,
+            heartbeat_key,
             node: node.into(),
         }
     }
@@ -156,7 +154,11 @@ impl SharedOutbox {
         let mut alive: BTreeMap<String, bool> = BTreeMap::new();
         let mut out = Vec::new();
         for (_, entry) in self.entries(channel).await? {
-            if entry.msg.delivery_id().is_some_and(|id| in_hand.contains(&id)) {
+            if entry
+                .msg
+                .delivery_id()
+                .is_some_and(|id| in_hand.contains(&id))
+            {
                 continue;
             }
             let Some(claim) = key(CLAIM_PREFIX, channel, &entry.msg) else {
@@ -170,7 +172,7 @@ impl SharedOutbox {
                 Some(node) => {
                     let live = self
                         .nodes
-                        .get(&format!("{}{node}", crate::system::nodes::KEY_PREFIX))
+                        .get(&(self.heartbeat_key)(node))
                         .await
                         .map_err(err)?
                         .is_some();
@@ -213,7 +215,11 @@ impl SharedOutbox {
                     entry.claimed = true;
                     let bytes = serde_json::to_vec(&entry).map_err(err)?;
                     // A lost race (another write of the entry) only leaves the mark unset.
-                    if let Err(e) = self.kv.update(&entry_key, bytes, found.revision, None).await {
+                    if let Err(e) = self
+                        .kv
+                        .update(&entry_key, bytes, found.revision, None)
+                        .await
+                    {
                         tracing::debug!(key = %entry_key, error = %e, "Outbox entry not marked claimed.");
                     }
                 }

@@ -284,6 +284,7 @@ impl Clawbus {
             let shared = crate::outbox::SharedOutbox::new(
                 kv.open(crate::outbox::shared::OUTBOX_STORE).await?,
                 kv.open(nodes::NODES_STORE).await?,
+                nodes::heartbeat_key,
                 clock.clone(),
                 node_id.clone(),
                 format!("{node_id}/{}", &life[..12]),

@@ -18,8 +18,7 @@ pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
 pub const HEARTBEAT_TTL: Duration = Duration::from_secs(15);
 /// The key-value store of heartbeats.
 pub const NODES_STORE: &str = "nodes";
-/// The prefix of every heartbeat's key (`node.<id>`).
-pub(crate) const KEY_PREFIX: &str = "node.";
+const KEY_PREFIX: &str = "node.";
 
 /// What a node says of itself in its heartbeat.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -73,7 +72,7 @@ impl Heartbeat {
             .await
             .map_err(|e| KvError::storage("open the nodes store", e))?;
         let node = system.node_id().to_string();
-        let key = format!("{KEY_PREFIX}{node}");
+        let key = heartbeat_key(&node);
         let beat = Beat {
             system: BeatSource {
                 node,
@@ -203,6 +202,11 @@ impl Beat {
             }
         }
     }
+}
+
+/// The key of node `node`'s heartbeat: `node.<id>`.
+pub fn heartbeat_key(node: &str) -> String {
+    format!("{KEY_PREFIX}{node}")
 }
 
 /// The live nodes' heartbeats, by node id.
