@@ -1,6 +1,6 @@
-//! The outbox: replies and announcements waiting to be delivered, in sled (tree `outbox`), so a
-//! daemon killed between a task's end and its reply reaching the channel delivers it after the
-//! restart.
+//! The outbox: replies and announcements waiting to be delivered, in sled (tree `outbox`; on a
+//! shared bus, the cluster's key-value store, below), so a daemon killed between a task's end
+//! and its reply reaching the channel delivers it after the restart.
 //!
 //! - A task's reply is staged before the task's outcome is recorded (the outcome's durable
 //!   flush covers the staged entry too), so there is no moment when the task has ended and its
@@ -28,7 +28,8 @@
 //! once with the reason `NO_CHANNEL`.
 //!
 //! - `replies`: which finished tasks have a reply to deliver, and where (the task's origin).
-//! - [`record`]: what became of each delivery ([`DeliveryRecords`], in sled).
+//! - [`record`]: what became of each delivery ([`DeliveryRecords`], in sled or shared).
+//! - [`shared`]: the entries, claims and adoption on a shared store.
 //!
 //! The channels' delivery actors (`channels::delivery`) take what is published here.
 
