@@ -5,7 +5,7 @@
 
 use super::delivery::{Receiver, SECRET, deliver, events};
 use super::system::{Child, spawn_up, stop};
-use crate::support::{Project, eventually, eventually_within, get_json, last_user};
+use crate::support::{Project, eventually, eventually_within, get_json, last_user, send};
 use clawbus::testkit::{NatsServer, ScriptedServer, Turn};
 use serde_json::Value;
 use std::time::Duration;
@@ -45,7 +45,8 @@ async fn records(child: &Child) -> Vec<Value> {
 /// in an hour. Node 1 is killed with SIGKILL: node 2 adopts the reply once node 1's claim
 /// lapses and delivers it (same delivery id), exactly once. Node 2 records it; node 1,
 /// started again, shows that record, does not send the reply again, and delivers a new reply
-/// as before.
+/// as before; `GET /v1/deliveries` lists the newest `limit` records, and refuses a bad
+/// one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_left_by_a_node_killed_mid_delivery_is_delivered_once_by_another() {
     let test = "a_reply_left_by_a_node_killed_mid_delivery_is_delivered_once_by_another";
@@ -114,6 +115,18 @@ async fn a_reply_left_by_a_node_killed_mid_delivery_is_delivered_once_by_another
     assert_eq!(calls[2].1, second);
     assert_eq!(model.request_count(), 2, "the first task ran once");
     assert_eq!(records(&n2).await.len(), 2, "both records on node 2");
+    let newest = get_json(&n2, "/v1/deliveries?limit=1").await;
+    assert_eq!(
+        newest["deliveries"][0]["task_id"],
+        second.as_str(),
+        "{newest}"
+    );
+    let (status, answer) = send(&n2, reqwest::Method::GET, "/v1/deliveries?limit=0", None).await;
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(
+        answer["error"]["message"],
+        "limit must be a whole number from 1 to 1000"
+    );
     stop(n1).await;
     stop(n2).await;
 }
