@@ -13,7 +13,7 @@ use clawbus::testkit::{ScriptedServer, Turn};
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
 
-const SECRET: &str = "outbound-secret-for-tests";
+pub(super) const SECRET: &str = "outbound-secret-for-tests";
 
 /// One call a receiver got: (signature header, delivery id header, body, timestamp header).
 pub(super) type Call = (String, String, String, String);
@@ -59,6 +59,11 @@ async fn receive(
 }
 
 impl Receiver {
+    /// Its URL.
+    pub(super) fn url(&self) -> &str {
+        &self.url
+    }
+
     pub(super) async fn start(statuses: Vec<u16>) -> Self {
         let script = Arc::new(Mutex::new(Script {
             statuses,
@@ -119,7 +124,7 @@ async fn up_with_secret(project: &Project) -> Child {
 }
 
 /// Sends a signed inbound delivery; returns the task id.
-async fn deliver(child: &Child, delivery: &str, body: &str) -> String {
+pub(super) async fn deliver(child: &Child, delivery: &str, body: &str) -> String {
     #[allow(
         clippy::disallowed_methods,
         reason = "a signed delivery carries the Unix time the child checks on its system clock"
@@ -146,7 +151,7 @@ async fn deliver(child: &Child, delivery: &str, body: &str) -> String {
 }
 
 /// The task's events (SSE), as text.
-async fn events(child: &Child, task_id: &str) -> String {
+pub(super) async fn events(child: &Child, task_id: &str) -> String {
     get_text(child, &format!("/v1/tasks/{task_id}/events")).await
 }
 

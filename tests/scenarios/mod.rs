@@ -24,6 +24,7 @@ mod messages;
 mod model_servers;
 mod nats;
 mod nats_cluster;
+mod nats_delivery;
 mod nats_figures;
 mod nats_shared_views;
 mod nats_telegram;

@@ -8,16 +8,27 @@ use crate::{OutboundMessage, is_silent};
 use actix::prelude::*;
 use bus::events::TaskEventKind;
 use bus::{Bus, Clock, Delivery};
-use clawbus_runtime::outbox::Outbox;
-use std::collections::BTreeMap;
+use clawbus_runtime::outbox::{Claim, Outbox, OutboxError};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Deliveries waiting or being tried at once; past it a new one is recorded failed at once.
 pub(super) const MAX_PENDING: usize = 10_000;
 
+/// Where a job stands with its claim (on a shared outbox, taken before the first try).
+enum Claimed {
+    /// Being taken: the job waits, and holds back later messages to its target.
+    Waiting,
+    /// Taken (or none needed): the job may be tried.
+    Held(Claim),
+}
+
 struct Job {
     msg: OutboundMessage,
+    claim: Claimed,
+    /// Taken over from another node's entry by a sweep.
+    adopted: bool,
     to: String,
     parts: Vec<String>,
     part: usize,
@@ -41,6 +52,8 @@ pub(crate) struct DeliveryActor {
     metrics: clawbus_runtime::metrics::Metrics,
     jobs: BTreeMap<u64, Job>,
     next_id: u64,
+    /// A sweep for entries to adopt is under way.
+    sweeping: bool,
 }
 
 /// The end of one try.
@@ -64,10 +77,13 @@ impl DeliveryActor {
             metrics: deps.metrics,
             jobs: BTreeMap::new(),
             next_id: 0,
+            sweeping: false,
         }
     }
 
-    fn enqueue(&mut self, msg: OutboundMessage, ctx: &mut Context<Self>) {
+    /// Takes `msg` for delivery (`adopted`: from another node's entry): staged, claimed, then
+    /// tried in its target's order.
+    fn enqueue(&mut self, msg: OutboundMessage, adopted: bool, ctx: &mut Context<Self>) {
         if is_silent(&msg.text) {
             tracing::debug!(channel = %self.channel, "Silent reply not delivered.");
             self.unstage(&msg);
@@ -78,9 +94,6 @@ impl DeliveryActor {
             tracing::debug!(channel = %self.channel, delivery = ?id, "Already being delivered.");
             return;
         }
-        if let Err(e) = self.outbox.stage(&self.channel, &msg) {
-            tracing::error!(channel = %self.channel, delivery = ?id, error = %e, "Delivery not staged in the outbox; a restart would not resume it.");
-        }
         let Some(to) = msg.to.clone().filter(|t| !t.is_empty()) else {
             self.end(
                 msg,
@@ -88,18 +101,33 @@ impl DeliveryActor {
                 0,
                 0,
                 Some("no target (`to`) to deliver to".into()),
+                Claim::none(),
             );
             return;
         };
         if self.jobs.len() >= MAX_PENDING {
             let error = format!("{MAX_PENDING} deliveries already pending on this channel");
-            self.end(msg, to, 0, 0, Some(error));
+            self.end(msg, to, 0, 0, Some(error), Claim::none());
             return;
         }
         let parts = self.sink.parts(&msg.text);
         self.next_id += 1;
+        let job_id = self.next_id;
+        let (outbox, channel, staged) = (self.outbox.clone(), self.channel.clone(), msg.clone());
+        ctx.spawn(
+            async move {
+                if let Err(e) = outbox.stage(&channel, &staged).await {
+                    tracing::error!(channel = %channel, delivery = ?staged.delivery_id(), error = %e, "Delivery not staged in the outbox; a restart would not resume it.");
+                }
+                outbox.claim(&channel, &staged).await
+            }
+            .into_actor(self)
+            .map(move |claim, act, ctx| act.claimed(job_id, claim, ctx)),
+        );
         let job = Job {
             msg,
+            claim: Claimed::Waiting,
+            adopted,
             to,
             parts,
             part: 0,
@@ -108,8 +136,70 @@ impl DeliveryActor {
             due_ms: self.clock.now_ms(),
             in_flight: false,
         };
-        self.jobs.insert(self.next_id, job);
+        self.jobs.insert(job_id, job);
+    }
+
+    /// The claim of job `id` was taken (or not): it may be tried, or it is another node's.
+    fn claimed(
+        &mut self,
+        id: u64,
+        claim: Result<Option<Claim>, OutboxError>,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(job) = self.jobs.get_mut(&id) else {
+            if let Ok(Some(claim)) = claim {
+                actix::spawn(claim.release());
+            }
+            return;
+        };
+        match claim {
+            Ok(Some(claim)) => job.claim = Claimed::Held(claim),
+            Ok(None) => {
+                tracing::debug!(channel = %self.channel, delivery = ?job.msg.delivery_id(), "Delivery claimed by another node, or already delivered.");
+                self.jobs.remove(&id);
+            }
+            Err(e) if job.adopted => {
+                tracing::warn!(channel = %self.channel, delivery = ?job.msg.delivery_id(), error = %e, "Delivery not claimed; left for a later sweep.");
+                self.jobs.remove(&id);
+            }
+            Err(e) => {
+                tracing::warn!(channel = %self.channel, delivery = ?job.msg.delivery_id(), error = %e, "Delivery not claimed in the shared outbox; sending it unclaimed.");
+                job.claim = Claimed::Held(Claim::none());
+            }
+        }
         self.pump(ctx);
+    }
+
+    /// Looks for entries of dead nodes (or lapsed claims) to adopt: one sweep at a time.
+    fn sweep(&mut self, ctx: &mut Context<Self>) {
+        if self.sweeping {
+            return;
+        }
+        self.sweeping = true;
+        let in_hand: HashSet<String> = self
+            .jobs
+            .values()
+            .filter_map(|j| j.msg.delivery_id())
+            .collect();
+        let (outbox, channel) = (self.outbox.clone(), self.channel.clone());
+        ctx.spawn(
+            async move { outbox.adoptable(&channel, &in_hand).await }
+                .into_actor(self)
+                .map(|found, act, ctx| {
+                    act.sweeping = false;
+                    match found {
+                        Ok(found) => {
+                            for msg in found {
+                                tracing::info!(channel = %act.channel, delivery = ?msg.delivery_id(), "Adopting a delivery whose node died or whose claim lapsed.");
+                                act.enqueue(msg, true, ctx);
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(channel = %act.channel, error = %e, "Shared outbox not swept; trying again later.")
+                        }
+                    }
+                }),
+        );
     }
 
     /// Starts every try that is due, one target at a time in arrival order, and sets a timer
@@ -119,6 +209,7 @@ impl DeliveryActor {
         let mut busy: Vec<String> = Vec::new();
         let mut next_due: Option<u64> = None;
         let mut starts = Vec::new();
+        let mut lost = Vec::new();
         for (&id, job) in self.jobs.iter_mut() {
             if busy.contains(&job.to) {
                 continue;
@@ -126,6 +217,14 @@ impl DeliveryActor {
             busy.push(job.to.clone());
             if job.in_flight {
                 continue;
+            }
+            match &job.claim {
+                Claimed::Waiting => continue,
+                Claimed::Held(claim) if claim.is_lost() => {
+                    lost.push(id);
+                    continue;
+                }
+                Claimed::Held(_) => {}
             }
             if job.due_ms > now {
                 next_due = Some(next_due.map_or(job.due_ms, |d| d.min(job.due_ms)));
@@ -138,6 +237,11 @@ impl DeliveryActor {
             job.tries += 1;
             job.attempts += 1;
             starts.push((id, job.msg.clone(), job.to.clone(), part));
+        }
+        for id in lost {
+            if let Some(job) = self.jobs.remove(&id) {
+                tracing::warn!(channel = %self.channel, delivery = ?job.msg.delivery_id(), "Delivery claim lost; left to the node that takes it over.");
+            }
         }
         for (id, msg, to, part) in starts {
             let sink = self.sink.clone();
@@ -190,35 +294,49 @@ impl DeliveryActor {
         };
         if let Some(job) = self.jobs.remove(&id) {
             let parts = job.parts.len();
-            self.end(job.msg, job.to, job.attempts, parts, error);
+            let claim = match job.claim {
+                Claimed::Held(claim) => claim,
+                Claimed::Waiting => Claim::none(),
+            };
+            self.end(job.msg, job.to, job.attempts, parts, error, claim);
         }
     }
 
-    /// Takes the channel's pending outbox entries, in the order they were staged.
+    /// Takes the channel's pending outbox entries this node staged, in the order they were
+    /// staged.
     fn resume(&mut self, ctx: &mut Context<Self>) {
-        match self.outbox.pending(&self.channel) {
-            Ok(pending) => {
-                if !pending.is_empty() {
-                    tracing::info!(channel = %self.channel, pending = pending.len(), "Resuming deliveries from the outbox.");
-                }
-                for msg in pending {
-                    self.enqueue(msg, ctx);
-                }
-            }
-            Err(e) => {
-                tracing::error!(channel = %self.channel, error = %e, "The outbox could not be read; its deliveries wait for the next start.")
-            }
-        }
+        let (outbox, channel) = (self.outbox.clone(), self.channel.clone());
+        ctx.spawn(
+            async move { outbox.pending(&channel).await }
+                .into_actor(self)
+                .map(|pending, act, ctx| match pending {
+                    Ok(pending) => {
+                        if !pending.is_empty() {
+                            tracing::info!(channel = %act.channel, pending = pending.len(), "Resuming deliveries from the outbox.");
+                        }
+                        for msg in pending {
+                            act.enqueue(msg, false, ctx);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!(channel = %act.channel, error = %e, "The outbox could not be read; its deliveries wait for the next start.")
+                    }
+                }),
+        );
     }
 
     /// Removes a message's outbox entry once it needs no more delivering.
     fn unstage(&self, msg: &OutboundMessage) {
-        if let Err(e) = self.outbox.remove(&self.channel, msg) {
-            tracing::error!(channel = %self.channel, delivery = ?msg.delivery_id(), error = %e, "Outbox entry not removed; it will be delivered again after a restart.");
-        }
+        let (outbox, channel, msg) = (self.outbox.clone(), self.channel.clone(), msg.clone());
+        actix::spawn(async move {
+            if let Err(e) = outbox.remove(&channel, &msg).await {
+                tracing::error!(channel = %channel, delivery = ?msg.delivery_id(), error = %e, "Outbox entry not removed; it will be delivered again after a restart.");
+            }
+        });
     }
 
-    /// Records how a delivery ended, in sled and on its task's events.
+    /// Records how a delivery ended, in the delivery records and on its task's events, then
+    /// removes its entry and releases its claim.
     fn end(
         &self,
         msg: OutboundMessage,
@@ -226,6 +344,7 @@ impl DeliveryActor {
         attempts: u32,
         parts: usize,
         error: Option<String>,
+        claim: Claim,
     ) {
         let target = format!("{}:{to}", self.channel);
         let state = match &error {
@@ -260,15 +379,6 @@ impl DeliveryActor {
             error: error.clone(),
             ended_ms: self.clock.now_ms(),
         };
-        match self.outbox.records().put(&record) {
-            Ok(()) => self.unstage(&msg),
-            Err(e) => {
-                tracing::error!(channel = %self.channel, error = %e, "Delivery outcome not recorded in the store; it stays in the outbox.")
-            }
-        }
-        let Some(task_id) = msg.task_id else {
-            return;
-        };
         let kind = match error {
             None => TaskEventKind::Delivered { target, attempts },
             Some(reason) => TaskEventKind::DeliveryFailed {
@@ -277,8 +387,12 @@ impl DeliveryActor {
                 reason,
             },
         };
-        let bus = self.bus.clone();
+        let (bus, outbox, channel) = (self.bus.clone(), self.outbox.clone(), self.channel.clone());
         actix::spawn(async move {
+            outbox.settle(&channel, &msg, &record, claim).await;
+            let Some(task_id) = msg.task_id else {
+                return;
+            };
             if let Err(e) = bus.emit(task_id, kind).await {
                 tracing::error!(%task_id, error = %e, "Delivery event not recorded on the task.");
             }
@@ -291,6 +405,11 @@ impl Actor for DeliveryActor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         self.resume(ctx);
+        if self.outbox.is_shared() {
+            ctx.run_interval(clawbus_runtime::outbox::shared::SWEEP_EVERY, |act, ctx| {
+                act.sweep(ctx)
+            });
+        }
     }
 }
 
@@ -301,7 +420,7 @@ impl StreamHandler<Delivery> for DeliveryActor {
             return;
         }
         match serde_json::from_value::<OutboundMessage>(item.envelope().payload.clone()) {
-            Ok(msg) => self.enqueue(msg, ctx),
+            Ok(msg) => self.enqueue(msg, false, ctx),
             Err(e) => {
                 tracing::error!(channel = %self.channel, error = %e, "Unreadable outbound message dropped.")
             }
@@ -316,7 +435,7 @@ impl StreamHandler<Delivery> for DeliveryActor {
 impl Handler<Enqueue> for DeliveryActor {
     type Result = ();
     fn handle(&mut self, msg: Enqueue, ctx: &mut Context<Self>) {
-        self.enqueue(msg.0, ctx);
+        self.enqueue(msg.0, false, ctx);
     }
 }
 

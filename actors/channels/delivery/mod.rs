@@ -4,13 +4,16 @@
 //! channel's [`Sink`], part after part (a long Telegram text is several messages). A try that
 //! fails for a passing reason (a 5xx, a 429, a lost connection) is tried again after a
 //! [`Backoff`] measured on the injected clock; a permanent failure, or the last allowed try
-//! failing, ends the delivery. Either way the outcome is a [`DeliveryRecord`] in sled, and for
-//! a task's reply a `delivered` / `delivery_failed` event on the task's events: a reply is never
+//! failing, ends the delivery. Either way the outcome is a [`DeliveryRecord`] (in sled, or the
+//! cluster's store on NATS), and for a task's reply a `delivered` / `delivery_failed` event on the task's events: a reply is never
 //! dropped without a trace. `NO_REPLY` and heartbeat acknowledgements are never sent.
 //!
 //! Messages to the same target go out in order: a later one waits while an earlier one is still
 //! being tried. What reaches the actor is staged in the [`clawbus_runtime::outbox`] until its
 //! outcome is recorded; on start the actor takes its channel's pending entries first, in order.
+//! On a shared outbox (NATS) it claims each delivery before its first try (a later message to
+//! the same target waits for that too), drops one whose claim was lost, and every few seconds
+//! adopts the entries of nodes that died or whose claims lapsed.
 
 mod actor;
 pub(crate) mod backoff;

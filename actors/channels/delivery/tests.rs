@@ -73,7 +73,7 @@ async fn rig_with_outbox(
         outbox = outbox.on_node(node);
     }
     for msg in &staged {
-        outbox.stage("demo", msg).unwrap();
+        outbox.stage("demo", msg).await.unwrap();
     }
     let records = outbox.records().clone();
     let (tx, tries) = mpsc::unbounded_channel();
@@ -142,7 +142,7 @@ impl Rig {
     async fn records(&self) -> Vec<DeliveryRecord> {
         tokio::time::timeout(WAIT, async {
             loop {
-                let r = self.records.list().unwrap();
+                let r = self.records.list(usize::MAX).await.unwrap();
                 if !r.is_empty() {
                     return r;
                 }
@@ -279,22 +279,22 @@ async fn pending_outbox_entries_are_delivered_in_order_on_start_and_then_removed
     assert_eq!(rig.next_try().await, "first");
     assert_eq!(rig.next_try().await, "second");
     tokio::time::timeout(WAIT, async {
-        while rig.records.list().unwrap().len() < 2 {
+        while rig.records.list(usize::MAX).await.unwrap().len() < 2 {
             tokio::task::yield_now().await;
         }
     })
     .await
     .expect("both recorded");
-    assert!(rig.outbox.pending("demo").unwrap().is_empty());
+    assert!(rig.outbox.pending("demo").await.unwrap().is_empty());
 }
 
 #[actix_rt::test]
 async fn a_reply_handed_over_twice_is_one_outbox_entry_and_one_delivery() {
     // Held in retries, so the second hand-over finds the first still being delivered.
     let mut rig = rig(vec![transient()], 5, 100).await;
-    rig.outbox.stage("demo", &reply(7, "once")).unwrap();
-    rig.outbox.stage("demo", &reply(7, "once")).unwrap();
-    assert_eq!(rig.outbox.pending("demo").unwrap().len(), 1);
+    rig.outbox.stage("demo", &reply(7, "once")).await.unwrap();
+    rig.outbox.stage("demo", &reply(7, "once")).await.unwrap();
+    assert_eq!(rig.outbox.pending("demo").await.unwrap().len(), 1);
     rig.handle.enqueue(reply(7, "once")).await.unwrap();
     assert_eq!(rig.next_try().await, "once");
     rig.handle.enqueue(reply(7, "once")).await.unwrap();
@@ -303,7 +303,7 @@ async fn a_reply_handed_over_twice_is_one_outbox_entry_and_one_delivery() {
     rig.handle.tick().await.unwrap();
     assert_eq!(rig.next_try().await, "once");
     assert_eq!(rig.records().await.len(), 1);
-    assert!(rig.outbox.pending("demo").unwrap().is_empty());
+    assert!(rig.outbox.pending("demo").await.unwrap().is_empty());
     assert!(rig.tries.try_recv().is_err(), "no third try");
 }
 
@@ -318,11 +318,14 @@ async fn a_message_to_a_channel_without_delivery_actor_is_recorded_no_channel() 
     outbox
         .hand_over(&*bus, &clock, "telegram", reply(9, "hello"))
         .await;
-    let records = outbox.records().list().unwrap();
+    let records = outbox.records().list(usize::MAX).await.unwrap();
     assert_eq!(records.len(), 1);
     assert_eq!(records[0].state, DeliveryState::Failed);
     assert_eq!(records[0].error.as_deref(), Some("no_channel"));
-    assert!(outbox.pending("telegram").unwrap().is_empty(), "not staged");
+    assert!(
+        outbox.pending("telegram").await.unwrap().is_empty(),
+        "not staged"
+    );
 }
 
 /// On a shared bus every node's delivery actor hears `channel.<name>.out`: a message another

@@ -68,6 +68,8 @@ pub struct ApiState {
     pub transcripts: Option<Arc<dyn bus::log::LogStore>>,
     /// The agents running on this node, for what only a session's actor may do (compact it).
     pub agents: Arc<[clawbus_runtime::agent::AgentHandle]>,
+    /// What became of each delivery (`/v1/deliveries`; on a shared bus, every node's).
+    pub deliveries: clawbus_runtime::outbox::DeliveryRecords,
 }
 
 /// Builds the router: `/healthz` open, everything under `/v1` and `/mcp` behind the token.
@@ -105,6 +107,7 @@ fn base_router(state: ApiState) -> Router {
         .merge(super::usage::routes())
         .merge(super::status::routes())
         .merge(super::nodes::routes())
+        .merge(super::deliveries::routes())
         .merge(super::openai::routes())
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -142,6 +145,7 @@ fn query_params(route: &str) -> &'static [&'static str] {
         "/v1/tasks" => &["state", "agent"],
         "/v1/usage" => &["agent", "since"],
         "/v1/bus/tail" => &["pattern"],
+        "/v1/deliveries" => &["limit"],
         _ => &[],
     }
 }

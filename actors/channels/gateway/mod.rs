@@ -10,6 +10,7 @@ pub(crate) mod channels;
 pub(crate) mod control_ui;
 pub(crate) mod cron;
 pub mod dashboard;
+pub(crate) mod deliveries;
 mod events;
 pub(crate) mod flows;
 mod health;
@@ -140,6 +141,7 @@ impl HttpChannel {
             kv: system.kv().clone(),
             transcripts: system.transcripts().cloned(),
             agents: system.agents().into(),
+            deliveries: system.outbox().records().clone(),
         });
         let (stop, stopping) = tokio::sync::watch::channel(false);
         let server = tokio::spawn(serve::serve(

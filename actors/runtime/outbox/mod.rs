@@ -1,6 +1,6 @@
-//! The outbox: replies and announcements waiting to be delivered, in sled (tree `outbox`), so a
-//! daemon killed between a task's end and its reply reaching the channel delivers it after the
-//! restart.
+//! The outbox: replies and announcements waiting to be delivered, in sled (tree `outbox`; on a
+//! shared bus, the cluster's key-value store, below), so a daemon killed between a task's end
+//! and its reply reaching the channel delivers it after the restart.
 //!
 //! - A task's reply is staged before the task's outcome is recorded (the outcome's durable
 //!   flush covers the staged entry too), so there is no moment when the task has ended and its
@@ -15,23 +15,33 @@
 //! Webhook receivers drop a repeat by its `X-Clawbus-Delivery` (the delivery id); Telegram has
 //! no such key, so a chat may, rarely, see a reply twice.
 //!
-//! On a shared bus (NATS) every node's delivery actor hears `channel.<name>.out`, but each
-//! node's outbox is its own: a message names the node that staged it ([`SENDER_NODE_HEADER`])
-//! and only that node's delivery actor sends it, so a reply goes out once, not once per node.
+//! On a shared bus (NATS) the entries and records live in key-value stores every node shares
+//! ([`SharedOutbox`], [`DeliveryRecords`]). Every node's delivery actor hears
+//! `channel.<name>.out`, but a message names the node that staged it ([`SENDER_NODE_HEADER`])
+//! and only that node's delivery actor takes it from the bus; it claims the entry before
+//! sending. An entry whose node died, or whose claim lapsed, is adopted by another node's sweep
+//! (see `shared`), so a reply goes out once in the cluster, also when its node does not come
+//! back. An entry that could not be staged there (the store unreachable) is staged in the node's
+//! own tree, which that node resumes when it starts.
 //!
 //! A message for a channel that has no delivery actor is not staged: it is recorded failed at
 //! once with the reason `NO_CHANNEL`.
 //!
 //! - `replies`: which finished tasks have a reply to deliver, and where (the task's origin).
-//! - [`record`]: what became of each delivery ([`DeliveryRecords`], in sled).
+//! - [`record`]: what became of each delivery ([`DeliveryRecords`], in sled or shared).
+//! - [`shared`]: the entries, claims and adoption on a shared store.
 //!
 //! The channels' delivery actors (`channels::delivery`) take what is published here.
 
 pub mod record;
 pub(crate) mod replies;
+pub mod shared;
+#[cfg(test)]
+mod tests;
 
 pub use record::{DeliveryRecord, DeliveryRecords, DeliveryState};
 pub use replies::ReplyTo;
+pub use shared::{Claim, SharedOutbox};
 
 use bus::events::TaskEventKind;
 use bus::{Bus, BusError, Clock, Envelope, Topic};
@@ -52,6 +62,12 @@ struct Entry {
     /// Time-ordered: the order entries are taken in.
     staged: Uuid,
     msg: OutboundMessage,
+    /// On a shared store: the node that staged it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    node: Option<String>,
+    /// On a shared store: whether a node ever claimed it (a claim that is gone lapsed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    claimed: bool,
 }
 
 /// The outbox could not be read or written.
@@ -70,7 +86,10 @@ pub const SENDER_NODE_HEADER: &str = "sender_node";
 /// The pending deliveries, the delivery records and which channels deliver; cheap to clone.
 #[derive(Clone)]
 pub struct Outbox {
+    /// The embedded entries (on a shared store: those staged while it was unreachable).
     tree: sled::Tree,
+    /// On a shared bus: the cluster's entries and claims.
+    shared: Option<SharedOutbox>,
     records: DeliveryRecords,
     routes: ReplyRoutes,
     /// On a shared bus: this node's id. The outbox is the node's own, so what it stages is
@@ -92,14 +111,30 @@ impl Outbox {
     pub fn open(db: &sled::Db, routes: ReplyRoutes) -> Result<Self, OutboxError> {
         Ok(Self {
             tree: db.open_tree(OUTBOX_TREE).map_err(err)?,
+            shared: None,
             records: DeliveryRecords::open(db).map_err(err)?,
             routes,
             node: None,
         })
     }
 
-    /// The outbox of node `node` on a shared bus: the messages it publishes are delivered by
-    /// this node's delivery actors only.
+    /// The outbox of a node on a shared bus: entries and claims in `shared`, records in
+    /// `records` (key-value stores every node shares).
+    pub fn with_shared(mut self, shared: SharedOutbox, records: Arc<dyn bus::kv::KvStore>) -> Self {
+        self.node = Some(shared.node().to_string());
+        self.records = self.records.with_shared(records);
+        self.shared = Some(shared);
+        self
+    }
+
+    /// True when its entries are the cluster's (a delivery is claimed before it is sent, and
+    /// entries of dead nodes are adopted).
+    pub fn is_shared(&self) -> bool {
+        self.shared.is_some()
+    }
+
+    /// The outbox of node `node` on a shared bus: the messages it publishes are taken from the
+    /// bus by this node's delivery actors only.
     pub fn on_node(mut self, node: impl Into<String>) -> Self {
         self.node = Some(node.into());
         self
@@ -131,15 +166,27 @@ impl Outbox {
 
     /// Stages `msg` for `channel` unless an entry with its key is already there; a message with
     /// no delivery id, or one never sent (`NO_REPLY`, a heartbeat acknowledgement), is not
-    /// staged. Not flushed: the task store's next flush makes it durable.
-    pub fn stage(&self, channel: &str, msg: &OutboundMessage) -> Result<(), OutboxError> {
+    /// staged. Embedded: not flushed, the task store's next flush makes it durable. Shared: in
+    /// the cluster's store when it answers (a write the server has stored), else in this
+    /// node's own tree.
+    pub async fn stage(&self, channel: &str, msg: &OutboundMessage) -> Result<(), OutboxError> {
         let Some(key) = Self::key(channel, msg).filter(|_| !is_silent(&msg.text)) else {
             return Ok(());
         };
         let entry = Entry {
             staged: Uuid::now_v7(),
             msg: msg.clone(),
+            node: self.shared.as_ref().map(|s| s.node().to_string()),
+            claimed: false,
         };
+        if let Some(shared) = &self.shared {
+            match shared.stage(channel, &entry).await {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    tracing::warn!(channel, delivery = ?msg.delivery_id(), error = %e, "Delivery not staged in the shared outbox; staged in this node's own, which it resumes when it starts.");
+                }
+            }
+        }
         let bytes = serde_json::to_vec(&entry).map_err(err)?;
         // An entry already there keeps its place in the order.
         let _already_staged = self
@@ -151,15 +198,18 @@ impl Outbox {
     }
 
     /// Removes the entry of a delivery that has been recorded.
-    pub fn remove(&self, channel: &str, msg: &OutboundMessage) -> Result<(), OutboxError> {
+    pub async fn remove(&self, channel: &str, msg: &OutboundMessage) -> Result<(), OutboxError> {
         if let Some(key) = Self::key(channel, msg) {
             self.tree.remove(key).map_err(err)?;
+        }
+        if let Some(shared) = &self.shared {
+            shared.remove(channel, msg).await.map_err(err)?;
         }
         Ok(())
     }
 
-    /// The pending messages of `channel`, in the order they were staged.
-    pub fn pending(&self, channel: &str) -> Result<Vec<OutboundMessage>, OutboxError> {
+    /// The pending messages of `channel` this node staged, in the order they were staged.
+    pub async fn pending(&self, channel: &str) -> Result<Vec<OutboundMessage>, OutboxError> {
         let mut entries = self
             .tree
             .scan_prefix(format!("{channel}/"))
@@ -168,8 +218,72 @@ impl Outbox {
                 serde_json::from_slice::<Entry>(&bytes).map_err(err)
             })
             .collect::<Result<Vec<_>, _>>()?;
-        entries.sort_by_key(|e| e.staged);
-        Ok(entries.into_iter().map(|e| e.msg).collect())
+        if let Some(shared) = &self.shared {
+            let local: std::collections::HashSet<_> =
+                entries.iter().map(|e| e.msg.delivery_id()).collect();
+            let own = shared.own(channel).await?;
+            entries.extend(
+                own.into_iter()
+                    .filter(|e| !local.contains(&e.msg.delivery_id())),
+            );
+        }
+        Ok(in_order(entries))
+    }
+
+    /// On a shared store: the pending messages of `channel` this node should adopt (their
+    /// node died, or a claim on them lapsed), leaving out the delivery ids in `in_hand`; in
+    /// the order they were staged. Embedded: none.
+    pub async fn adoptable(
+        &self,
+        channel: &str,
+        in_hand: &std::collections::HashSet<String>,
+    ) -> Result<Vec<OutboundMessage>, OutboxError> {
+        match &self.shared {
+            Some(shared) => Ok(in_order(shared.adoptable(channel, in_hand).await?)),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Claims the delivery of `msg` for this node before its first try. Embedded, or a message
+    /// with no delivery id: always, with nothing to renew. Shared: `None` when another node
+    /// holds it or it was delivered meanwhile.
+    pub async fn claim(
+        &self,
+        channel: &str,
+        msg: &OutboundMessage,
+    ) -> Result<Option<Claim>, OutboxError> {
+        match &self.shared {
+            Some(shared) => {
+                let staged_here = match Self::key(channel, msg) {
+                    Some(key) => self.tree.contains_key(key).map_err(err)?,
+                    None => false,
+                };
+                shared.claim(channel, msg, staged_here).await
+            }
+            None => Ok(Some(Claim::none())),
+        }
+    }
+
+    /// Ends a delivery: records `record`, then (once recorded) removes the entry of `msg` and
+    /// releases `claim`. Failures are logged: an entry not removed is delivered again later.
+    pub async fn settle(
+        &self,
+        channel: &str,
+        msg: &OutboundMessage,
+        record: &DeliveryRecord,
+        claim: Claim,
+    ) {
+        match self.records.put(record).await {
+            Ok(()) => {
+                if let Err(e) = self.remove(channel, msg).await {
+                    tracing::error!(channel, delivery = ?msg.delivery_id(), error = %e, "Outbox entry not removed; it will be delivered again.");
+                }
+            }
+            Err(e) => {
+                tracing::error!(channel, error = %e, "Delivery outcome not recorded in the store; it stays in the outbox.");
+            }
+        }
+        claim.release().await;
     }
 
     /// Hands `msg` to `channel`'s delivery actor: staged, then published on `channel.<name>.out`.
@@ -186,7 +300,7 @@ impl Outbox {
             self.no_channel(bus, clock, channel, msg).await;
             return;
         }
-        if let Err(e) = self.stage(channel, &msg) {
+        if let Err(e) = self.stage(channel, &msg).await {
             tracing::error!(channel, task_id = ?msg.task_id, error = %e, "Delivery not staged in the outbox; it is still handed over.");
         }
         self.publish(bus, channel, &msg).await;
@@ -235,7 +349,7 @@ impl Outbox {
             error: Some(NO_CHANNEL.to_string()),
             ended_ms: clock.now_ms(),
         };
-        if let Err(e) = self.records.put(&record) {
+        if let Err(e) = self.records.put(&record).await {
             tracing::error!(channel, error = %e, "Delivery outcome not recorded in the store.");
         }
         if let Some(task_id) = msg.task_id {
@@ -249,6 +363,12 @@ impl Outbox {
             }
         }
     }
+}
+
+/// The messages of `entries`, in the order they were staged.
+fn in_order(mut entries: Vec<Entry>) -> Vec<OutboundMessage> {
+    entries.sort_by_key(|e| e.staged);
+    entries.into_iter().map(|e| e.msg).collect()
 }
 
 /// One message to send out, as published on `channel.<name>.out` (by a finished task, by a

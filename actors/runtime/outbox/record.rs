@@ -1,10 +1,24 @@
-//! What became of each delivery, in sled (tree `deliveries`, keyed by a time-ordered id).
+//! What became of each delivery: in sled (tree `deliveries`, keyed by a time-ordered id), or on
+//! a shared bus in a key-value store every node shares (`r.<time-ordered id>` in the bucket
+//! `cb_deliveries`, each kept [`KEEP_SHARED`]), so any node shows the records of every node.
 
+use bus::kv::KvStore;
+use futures::{StreamExt as _, TryStreamExt as _};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
 use uuid::Uuid;
 
 /// The sled tree of delivery records.
 pub(crate) const DELIVERIES_TREE: &str = "deliveries";
+/// The key-value store (bucket) of the records on a shared bus.
+pub const RECORDS_STORE: &str = "deliveries";
+/// How long a record stays in the shared store.
+pub const KEEP_SHARED: Duration = Duration::from_secs(30 * 24 * 3600);
+/// The prefix of every record's key in the shared store.
+const KV_PREFIX: &str = "r.";
+/// Records read at once by a listing of the shared store.
+const READS_IN_FLIGHT: usize = 16;
 
 /// How a delivery ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,6 +60,8 @@ pub struct DeliveryRecord {
 #[derive(Clone)]
 pub struct DeliveryRecords {
     tree: sled::Tree,
+    /// On a shared bus: the cluster's records (the tree is then unused).
+    shared: Option<Arc<dyn KvStore>>,
 }
 
 /// The records could not be read or written.
@@ -62,26 +78,66 @@ impl DeliveryRecords {
     pub fn open(db: &sled::Db) -> Result<Self, RecordError> {
         Ok(Self {
             tree: db.open_tree(DELIVERIES_TREE).map_err(err)?,
+            shared: None,
         })
     }
 
-    /// Adds a record (sled's periodic flush makes it durable).
-    pub fn put(&self, rec: &DeliveryRecord) -> Result<(), RecordError> {
+    /// The records of a shared bus, in `kv`.
+    pub fn with_shared(mut self, kv: Arc<dyn KvStore>) -> Self {
+        self.shared = Some(kv);
+        self
+    }
+
+    /// Adds a record (embedded: sled's periodic flush makes it durable).
+    pub async fn put(&self, rec: &DeliveryRecord) -> Result<(), RecordError> {
         let bytes = serde_json::to_vec(rec).map_err(err)?;
-        self.tree
-            .insert(Uuid::now_v7().as_bytes(), bytes)
-            .map_err(err)?;
+        let id = Uuid::now_v7();
+        match &self.shared {
+            Some(kv) => {
+                let key = format!("{KV_PREFIX}{}", id.simple());
+                kv.create(&key, bytes, Some(KEEP_SHARED))
+                    .await
+                    .map_err(err)?;
+            }
+            None => {
+                self.tree.insert(id.as_bytes(), bytes).map_err(err)?;
+            }
+        }
         Ok(())
     }
 
-    /// Every record, oldest first.
-    pub fn list(&self) -> Result<Vec<DeliveryRecord>, RecordError> {
-        self.tree
-            .iter()
-            .map(|item| {
-                let (_, bytes) = item.map_err(err)?;
-                serde_json::from_slice(&bytes).map_err(err)
-            })
-            .collect()
+    /// The newest `limit` records, oldest first.
+    pub async fn list(&self, limit: usize) -> Result<Vec<DeliveryRecord>, RecordError> {
+        match &self.shared {
+            Some(kv) => {
+                // Keys are sorted, and their ids time-ordered: the newest last.
+                let keys = kv.keys(KV_PREFIX).await.map_err(err)?;
+                let newest = keys[keys.len().saturating_sub(limit)..].to_vec();
+                let read: Vec<Option<bus::kv::KvEntry>> = futures::stream::iter(newest)
+                    .map(|key| async move { kv.get(&key).await.map_err(err) })
+                    .buffered(READS_IN_FLIGHT)
+                    .try_collect()
+                    .await?;
+                // Gone (past its time to live) between the listing and the read: not listed.
+                read.into_iter()
+                    .flatten()
+                    .map(|e| serde_json::from_slice(&e.value).map_err(err))
+                    .collect()
+            }
+            None => {
+                let mut newest = self
+                    .tree
+                    .iter()
+                    .rev()
+                    .take(limit)
+                    .map(|item| {
+                        let (_, bytes) = item.map_err(err)?;
+                        serde_json::from_slice(&bytes).map_err(err)
+                    })
+                    .collect::<Result<Vec<DeliveryRecord>, _>>()?;
+                newest.reverse();
+                Ok(newest)
+            }
+        }
     }
 }

@@ -85,28 +85,14 @@ impl SessionLeases {
     }
 }
 
-/// The longest key part kept verbatim (escaped); a longer one is cut and a hash of the whole
-/// appended, inside the store's 256.
-const MAX_VERBATIM: usize = 200;
+/// The longest name kept verbatim (escaped); a longer one is cut and a hash of the whole
+/// appended.
+const MAX_VERBATIM: usize = bus::kv::MAX_VERBATIM;
 
 /// The lease key of a session: `s.` and the session key with every byte outside
 /// `A-Z a-z 0-9 - _` written `=XX`; a very long one cut, with a hash of the whole.
 pub fn lease_key(session: &str) -> String {
-    let mut out = String::with_capacity(session.len() + 8);
-    out.push_str("s.");
-    for b in session.bytes() {
-        if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("={b:02X}"));
-        }
-    }
-    if out.len() > MAX_VERBATIM {
-        // Escapes are ASCII: any byte index is a char boundary.
-        out.truncate(MAX_VERBATIM);
-        out.push_str(&format!("=h{:016x}", fnv1a(session.as_bytes())));
-    }
-    out
+    bus::kv::escaped_key("s.", session)
 }
 
 /// The shared transcript of `session` of `agent`: `<agent>.<session>`, each with every byte
@@ -124,18 +110,11 @@ pub fn log_name(agent: &str, session: &str) -> String {
         }
         if out.len() > MAX_VERBATIM / 2 {
             out.truncate(MAX_VERBATIM / 2);
-            out.push_str(&format!("_h{:016x}", fnv1a(s.as_bytes())));
+            out.push_str(&format!("_h{:016x}", bus::kv::fnv1a(s.as_bytes())));
         }
         out
     };
     format!("{}.{}", token(agent), token(session))
-}
-
-/// FNV-1a, 64 bits: the same on every node and every build.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
 
 #[cfg(test)]

@@ -161,6 +161,48 @@ async fn held_lines_are_never_appended_after_another_holders_lines() {
     assert_eq!(log2.read("chat.s1").await.unwrap().len(), 2);
 }
 
+/// The race between an earlier holder's last append and a new holder's read: the new holder
+/// read the log, then the earlier holder's last line got in. The new holder's first line is
+/// refused as fenced, and goes in after that line (read afresh) instead of failing the turn;
+/// from then on the earlier holder is refused by its older lease, and the next run reads the
+/// whole log again.
+#[tokio::test]
+async fn a_line_fenced_by_an_earlier_holders_last_line_goes_in_after_it() {
+    let test = "a_line_fenced_by_an_earlier_holders_last_line_goes_in_after_it";
+    let Some(server) = NatsServer::start_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_n1, log1) = node(server.url(), "race").await;
+    let (_n2, log2) = node(server.url(), "race").await;
+    let old = transcript(dir.path(), &log1, "chat.s1", 5).await;
+    old.record(&[msg("one")]).await.unwrap();
+    // The new holder reads the log (one line), then the earlier holder's last line lands.
+    let new = transcript(dir.path(), &log2, "chat.s1", 7).await;
+    old.record(&[msg("late")]).await.unwrap();
+    new.record(&[msg("mine")])
+        .await
+        .expect("appended after the earlier holder's line, not failed");
+    assert!(
+        old.record(&[msg("stale")]).await.is_err(),
+        "the earlier holder is refused now"
+    );
+    let read: Vec<Entry> = log1
+        .read("chat.s1")
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| serde_json::from_slice(&r.data).unwrap())
+        .collect();
+    assert_eq!(texts(&read), ["one", "late", "mine"]);
+    let reread = new
+        .load_if_changed()
+        .await
+        .unwrap()
+        .expect("the next run reads the log again");
+    assert_eq!(texts(&reread), ["one", "late", "mine"]);
+}
+
 #[tokio::test]
 async fn a_line_over_the_servers_max_payload_is_written_and_read_back_whole() {
     let test = "a_line_over_the_servers_max_payload_is_written_and_read_back_whole";

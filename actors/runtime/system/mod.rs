@@ -278,8 +278,20 @@ impl Clawbus {
             crate::outbox::Outbox::open(&db, clawbus_core::config::ReplyRoutes::new(&config))
                 .map_err(|e| state_err(StateError::Outbox(e)))?;
         if kv.is_shared() {
-            // Each node delivers what its own outbox staged.
-            outbox = outbox.on_node(node_id.clone());
+            // The cluster's entries, claims and records: a reply staged here is sent by this
+            // node, or adopted by another if this one dies first.
+            let life = uuid::Uuid::new_v4().simple().to_string();
+            let shared = crate::outbox::SharedOutbox::new(
+                kv.open(crate::outbox::shared::OUTBOX_STORE).await?,
+                kv.open(nodes::NODES_STORE).await?,
+                nodes::heartbeat_key,
+                clock.clone(),
+                node_id.clone(),
+                format!("{node_id}/{}", &life[..12]),
+                crate::outbox::shared::CLAIM_TTL,
+            );
+            let records = kv.open(crate::outbox::record::RECORDS_STORE).await?;
+            outbox = outbox.with_shared(shared, records);
         }
         let scheduler = Arc::new(
             start_scheduler(&config, &db, &kv, &bus, &clock, &outbox)

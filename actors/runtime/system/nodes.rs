@@ -72,7 +72,7 @@ impl Heartbeat {
             .await
             .map_err(|e| KvError::storage("open the nodes store", e))?;
         let node = system.node_id().to_string();
-        let key = format!("{KEY_PREFIX}{node}");
+        let key = heartbeat_key(&node);
         let beat = Beat {
             system: BeatSource {
                 node,
@@ -202,6 +202,11 @@ impl Beat {
             }
         }
     }
+}
+
+/// The key of node `node`'s heartbeat: `node.<id>`.
+pub fn heartbeat_key(node: &str) -> String {
+    format!("{KEY_PREFIX}{node}")
 }
 
 /// The live nodes' heartbeats, by node id.

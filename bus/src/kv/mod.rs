@@ -177,6 +177,38 @@ pub fn check_key(key: &str) -> Result<(), KvError> {
     }
 }
 
+/// The longest key kept verbatim by [`escaped_key`]; a longer one is cut and a hash of the
+/// whole appended, inside [`MAX_KEY_LEN`].
+pub const MAX_VERBATIM: usize = 200;
+
+/// A key made of `prefix` and `text` with every byte of `text` outside `A-Z a-z 0-9 - _`
+/// written `=XX` (so any text is one token of the alphabet); a very long one cut, with a hash
+/// of the whole.
+pub fn escaped_key(prefix: &str, text: &str) -> String {
+    let mut out = String::with_capacity(prefix.len() + text.len() + 8);
+    out.push_str(prefix);
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("={b:02X}"));
+        }
+    }
+    if out.len() > MAX_VERBATIM {
+        // Escapes are ASCII: any byte index is a char boundary.
+        out.truncate(MAX_VERBATIM);
+        out.push_str(&format!("=h{:016x}", fnv1a(text.as_bytes())));
+    }
+    out
+}
+
+/// FNV-1a, 64 bits: the same on every node and every build.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
 /// Checks a watch or listing prefix: empty, or whole tokens ending in `.`.
 pub fn check_prefix(prefix: &str) -> Result<(), KvError> {
     if prefix.is_empty() {

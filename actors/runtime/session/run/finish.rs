@@ -106,13 +106,14 @@ impl Run {
         self.count_usage(&usage);
         self.notify(&outcome).await;
         // The reply is staged in the outbox before the outcome is recorded: the outcome's
-        // durable write covers it, so a task never ends with its reply neither sent nor pending.
+        // durable write covers it (on a shared store the staging write is stored before the
+        // outcome is sent), so a task never ends with its reply neither sent nor pending.
         let reply = rt
             .outbox
             .routes()
             .reply(&self.origin, self.delivery.envelope().id, &outcome);
         if let Some((channel, msg)) = &reply
-            && let Err(e) = rt.outbox.stage(channel.as_str(), msg)
+            && let Err(e) = rt.outbox.stage(channel.as_str(), msg).await
         {
             tracing::error!(session = %key, request_id, channel = %channel, error = %e, "The reply was not staged in the outbox.");
         }

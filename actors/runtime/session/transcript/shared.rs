@@ -315,8 +315,7 @@ impl Transcript {
             Err(e) => Err(e),
         };
         let local_sync = match appended {
-            Ok(now) => {
-                shared.last.store(now, Ordering::SeqCst);
+            Ok(()) => {
                 if !copy {
                     return Ok(());
                 }
@@ -355,17 +354,41 @@ impl Transcript {
     }
 
     /// Appends `lines` to the shared log fenced on the last sequence known here (read first
-    /// when unknown). The new last sequence.
-    async fn append_shared(&self, shared: &SharedLog, lines: &[Vec<u8>]) -> Result<u64, LogError> {
+    /// when unknown), and keeps where the log stands now.
+    ///
+    /// Refused as fenced while the run holds a lease, it is tried once more on the log's last
+    /// sequence read afresh: the lines that got in between are an earlier holder's last ones,
+    /// written after this run read the log and before its first stamped line (once one is in,
+    /// an earlier holder's append is refused by its older lease). The retry is stamped too, so
+    /// a newer holder's lines still refuse it. After such a retry the log holds lines this run
+    /// did not read: the next run reads it again.
+    async fn append_shared(&self, shared: &SharedLog, lines: &[Vec<u8>]) -> Result<(), LogError> {
         let mut last = shared.last.load(Ordering::SeqCst);
         if last == UNREAD {
             // Not read since a write was lost or the log was never read (a cancel record after
             // a run that did not start): fence on what the log holds now.
             last = shared.log.last(&shared.name).await?;
         }
-        shared
+        let tried = shared
             .log
             .append(&shared.name, lines.to_vec(), self.fence(shared, last))
-            .await
+            .await;
+        match tried {
+            Ok(now) => {
+                shared.last.store(now, Ordering::SeqCst);
+                Ok(())
+            }
+            Err(LogError::Fenced { .. }) if shared.lease.load(Ordering::SeqCst) != NO_LEASE => {
+                let fresh = shared.log.last(&shared.name).await?;
+                tracing::warn!(log = %shared.name, expected = last, actual = fresh, "Lines of an earlier holder reached the shared transcript after this run read it; appending after them.");
+                shared
+                    .log
+                    .append(&shared.name, lines.to_vec(), self.fence(shared, fresh))
+                    .await?;
+                shared.last.store(UNREAD, Ordering::SeqCst);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 }
