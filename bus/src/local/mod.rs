@@ -248,10 +248,9 @@ impl Bus for LocalBus {
                 Ok(Some(_)) => {}
             }
         }
-        match self.store.by_task_id(record.task_id).await? {
-            Some(done) => Ok(done),
-            None => self.store.lookup(request_id).await?.ok_or_else(unknown),
-        }
+        // The record of this request id: this task's, ended (or, had the request id been admitted
+        // again meanwhile, the later task's, as the task id of this one no longer answers).
+        self.store.lookup(request_id).await?.ok_or_else(unknown)
     }
 
     async fn emit(&self, task_id: Uuid, kind: TaskEventKind) -> Result<(), BusError> {

@@ -28,10 +28,11 @@ pub(crate) async fn replay(
     if snapshot.terminal {
         return Ok(snapshot.events);
     }
+    // By request id, known from the log: one read (by task id is two).
     let ended = store
-        .by_task_id(task_id)
+        .lookup(&snapshot.header.request_id)
         .await?
-        .filter(|r| r.state.is_terminal())
+        .filter(|r| r.task_id == task_id && r.state.is_terminal())
         .and_then(|r| r.outcome);
     let Some(outcome) = ended else {
         return Ok(snapshot.events);
