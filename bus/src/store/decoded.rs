@@ -6,28 +6,40 @@
 //! sled and compares them with the kept ones, so a record changed by anyone (another handle on the
 //! database, a migration, a purge) is decoded afresh. The kept records are bounded in bytes: two
 //! generations, the older dropped whole when the newer fills.
+//!
+//! A record kept from a write also keeps its envelope's JSON, which the next write of that record
+//! copies instead of encoding the envelope again (see [`super::record_bytes`]).
 
-use super::sled::{decode, encode};
+#[cfg(test)]
+use super::record_bytes::encode;
+use super::record_bytes::{decode, encode_envelope, encode_with};
 use crate::error::BusError;
 use crate::task::TaskRecord;
+use serde_json::value::RawValue;
 use sled::IVec;
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-/// Encoded bytes one generation keeps before it becomes the older one (and the older one goes).
+/// What one generation holds before it becomes the older one (and the older one goes), in bytes
+/// as [`weight`] counts them.
 const GENERATION_BYTES: usize = 256 * 1024;
 
 /// A record and the bytes it was decoded from or encoded to.
 struct Kept {
     bytes: IVec,
     record: TaskRecord,
+    /// The JSON of `record.envelope` inside `bytes`, when it was written from here.
+    envelope: EnvelopeJson,
 }
+
+/// The JSON of a record's envelope, as kept from its last write here.
+pub(super) type EnvelopeJson = Option<Arc<RawValue>>;
 
 #[derive(Default)]
 struct Generations {
     newer: HashMap<IVec, Kept>,
     older: HashMap<IVec, Kept>,
-    /// Encoded bytes kept in `newer`.
+    /// The [`weight`] of what `newer` keeps.
     newer_bytes: usize,
 }
 
@@ -46,44 +58,76 @@ impl Decoded {
     /// The record stored under `key` as `bytes`: the kept one when it stands for exactly these
     /// bytes, else decoded (and kept).
     pub(super) fn read(&self, key: &[u8], bytes: &IVec) -> Result<TaskRecord, BusError> {
-        if let Some(record) = self.hit(key, bytes) {
-            return Ok(record);
-        }
-        let record = decode(bytes)?;
-        self.keep(key, bytes.clone(), record.clone());
-        Ok(record)
+        Ok(self.read_for_update(key, bytes)?.0)
     }
 
-    /// Encodes `record` for writing under `key`, and keeps it as the record those bytes stand for
-    /// (whether or not the write then happens: a read answers it only for these very bytes).
-    pub(super) fn encode(&self, key: &[u8], record: &TaskRecord) -> Result<IVec, BusError> {
-        let bytes = IVec::from(encode(record)?);
-        self.keep(key, bytes.clone(), record.clone());
+    /// Like [`Decoded::read`], with the JSON of the record's envelope when it is kept: give it
+    /// back to [`Decoded::encode`] with the changed record (whose envelope must not change).
+    pub(super) fn read_for_update(
+        &self,
+        key: &[u8],
+        bytes: &IVec,
+    ) -> Result<(TaskRecord, EnvelopeJson), BusError> {
+        if let Some(found) = self.hit(key, bytes) {
+            return Ok(found);
+        }
+        let record = decode(bytes)?;
+        self.keep(key, bytes.clone(), record.clone(), None);
+        Ok((record, None))
+    }
+
+    /// Encodes `record` for writing under `key`, copying `envelope` (the JSON of its envelope,
+    /// from [`Decoded::read_for_update`]) or else encoding its envelope, and keeps it as the
+    /// record those bytes stand for (whether or not the write then happens: a read answers it
+    /// only for these very bytes).
+    pub(super) fn encode(
+        &self,
+        key: &[u8],
+        record: &TaskRecord,
+        envelope: EnvelopeJson,
+    ) -> Result<IVec, BusError> {
+        let envelope = match envelope {
+            Some(kept) => kept,
+            None => Arc::from(encode_envelope(&record.envelope)?),
+        };
+        let bytes = IVec::from(encode_with(record, &envelope)?);
+        self.keep(key, bytes.clone(), record.clone(), Some(envelope));
         Ok(bytes)
     }
 
-    fn hit(&self, key: &[u8], bytes: &IVec) -> Option<TaskRecord> {
+    fn hit(&self, key: &[u8], bytes: &IVec) -> Option<(TaskRecord, EnvelopeJson)> {
         let kept = self.lock();
         let found = kept.newer.get(key).or_else(|| kept.older.get(key))?;
-        (found.bytes == *bytes).then(|| found.record.clone())
+        (found.bytes == *bytes).then(|| (found.record.clone(), found.envelope.clone()))
     }
 
-    fn keep(&self, key: &[u8], bytes: IVec, record: TaskRecord) {
+    fn keep(&self, key: &[u8], bytes: IVec, record: TaskRecord, envelope: EnvelopeJson) {
         if !round_trips(&record) {
             return;
         }
+        let entry = Kept {
+            bytes,
+            record,
+            envelope,
+        };
+        let added = weight(&entry);
         let mut kept = self.lock();
-        if kept.newer_bytes + bytes.len() > GENERATION_BYTES {
+        if kept.newer_bytes + added > GENERATION_BYTES {
             kept.older = std::mem::take(&mut kept.newer);
             kept.newer_bytes = 0;
         }
         kept.older.remove(key);
-        kept.newer_bytes += bytes.len();
-        let key = IVec::from(key);
-        if let Some(replaced) = kept.newer.insert(key, Kept { bytes, record }) {
-            kept.newer_bytes = kept.newer_bytes.saturating_sub(replaced.bytes.len());
+        kept.newer_bytes += added;
+        if let Some(replaced) = kept.newer.insert(IVec::from(key), entry) {
+            kept.newer_bytes = kept.newer_bytes.saturating_sub(weight(&replaced));
         }
     }
+}
+
+/// What a kept record takes, about: its bytes, its envelope's JSON, and the decoded record
+/// (counted as its bytes again).
+fn weight(kept: &Kept) -> usize {
+    2 * kept.bytes.len() + kept.envelope.as_ref().map_or(0, |e| e.get().len())
 }
 
 /// False for the one record shape whose decoding differs from itself: a progress note that is
@@ -129,28 +173,33 @@ mod tests {
     fn a_kept_record_is_what_decoding_its_bytes_gives() {
         let decoded = Decoded::default();
         let mut r = record(1);
-        let bytes = decoded.encode(b"k", &r).unwrap();
-        assert_eq!(decoded.hit(b"k", &bytes), Some(decode(&bytes).unwrap()));
+        let bytes = decoded.encode(b"k", &r, None).unwrap();
+        assert_eq!(decoded.read(b"k", &bytes).unwrap(), decode(&bytes).unwrap());
+        // The next write copies the envelope's JSON: still the record's own bytes.
+        let (mut again, envelope) = decoded.read_for_update(b"k", &bytes).unwrap();
+        assert!(envelope.is_some());
+        again.attempts += 1;
+        let bytes = decoded.encode(b"k", &again, envelope).unwrap();
+        assert_eq!(bytes.as_ref(), encode(&again).unwrap().as_slice());
+        assert_eq!(decoded.read(b"k", &bytes).unwrap(), again);
         // A note of `null` reads back as none: such a record is decoded, never cloned.
         r.progress = Some(serde_json::Value::Null);
-        let bytes = decoded.encode(b"k", &r).unwrap();
+        let bytes = decoded.encode(b"k", &r, None).unwrap();
+        assert!(decoded.hit(b"k", &bytes).is_none());
         assert_eq!(decoded.read(b"k", &bytes).unwrap().progress, None);
     }
 
     #[test]
     fn other_bytes_under_the_same_key_are_decoded_not_answered_from_what_is_kept() {
         let decoded = Decoded::default();
-        decoded.encode(b"k", &record(1)).unwrap();
+        decoded.encode(b"k", &record(1), None).unwrap();
         let mut changed = record(1);
         changed.state = TaskState::Succeeded;
         let elsewhere = IVec::from(encode(&changed).unwrap());
         assert!(decoded.hit(b"k", &elsewhere).is_none());
         assert_eq!(decoded.read(b"k", &elsewhere).unwrap(), changed);
-        assert_eq!(
-            decoded.hit(b"k", &elsewhere),
-            Some(changed),
-            "kept once decoded"
-        );
+        let kept = decoded.hit(b"k", &elsewhere).map(|(r, _)| r);
+        assert_eq!(kept, Some(changed), "kept once decoded");
     }
 
     #[test]
@@ -158,11 +207,10 @@ mod tests {
         let decoded = Decoded::default();
         let written: Vec<IVec> = (0..2_000)
             .map(|n| {
-                let bytes = decoded
-                    .encode(format!("k{n}").as_bytes(), &record(n))
-                    .unwrap();
+                let key = format!("k{n}");
+                let bytes = decoded.encode(key.as_bytes(), &record(n), None).unwrap();
                 let kept = decoded.lock();
-                let older: usize = kept.older.values().map(|k| k.bytes.len()).sum();
+                let older: usize = kept.older.values().map(weight).sum();
                 assert!(kept.newer_bytes <= GENERATION_BYTES && older <= GENERATION_BYTES);
                 bytes
             })

@@ -5,6 +5,7 @@
 //! live here as plain functions, so a store only decides where the bytes go.
 
 mod decoded;
+mod record_bytes;
 mod refusals;
 mod rules;
 mod sled;

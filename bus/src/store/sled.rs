@@ -5,6 +5,7 @@
 //! `bus.tasks`, are moved over when the store opens.
 
 use super::decoded::Decoded;
+use super::record_bytes::{decode, encode};
 use super::refusals::RefusalJournal;
 use super::{Completion, TaskStore, fingerprint, reuse};
 use crate::clock::Clock;
@@ -266,6 +267,7 @@ impl SledTaskStore {
     }
 
     /// Applies `change` atomically; returns the new record when `change` said it changed something.
+    /// `change` never touches the envelope (the write copies the envelope's JSON as read).
     async fn update(
         &self,
         request_id: &RequestId,
@@ -281,12 +283,12 @@ impl SledTaskStore {
             else {
                 return Err(BusError::UnknownTask(request_id.to_string()));
             };
-            let mut record = self.decoded.read(key.as_bytes(), &old)?;
+            let (mut record, envelope) = self.decoded.read_for_update(key.as_bytes(), &old)?;
             if !change(&mut record) {
                 return Ok(None);
             }
             record.updated_ms = self.clock.now_ms();
-            let new = self.decoded.encode(key.as_bytes(), &record)?;
+            let new = self.decoded.encode(key.as_bytes(), &record, envelope)?;
             let swapped = self
                 .tasks
                 .compare_and_swap(key.as_bytes(), Some(old), Some(new))
@@ -400,7 +402,7 @@ impl TaskStore for SledTaskStore {
             self.task_ids
                 .insert(task_id.as_bytes(), env.request_id.as_str().as_bytes())
                 .map_err(|e| BusError::storage("write task id", e))?;
-            let new = self.decoded.encode(&key, &record)?;
+            let new = self.decoded.encode(&key, &record, None)?;
             let swapped = self
                 .tasks
                 .compare_and_swap(&key, old, Some(new))
@@ -569,12 +571,4 @@ impl TaskStore for SledTaskStore {
     async fn expire(&self) -> Result<usize, BusError> {
         self.purge_expired()
     }
-}
-
-pub(super) fn encode(r: &TaskRecord) -> Result<Vec<u8>, BusError> {
-    serde_json::to_vec(r).map_err(|e| BusError::Corrupt(format!("encode task record: {e}")))
-}
-
-pub(super) fn decode(bytes: &[u8]) -> Result<TaskRecord, BusError> {
-    serde_json::from_slice(bytes).map_err(|e| BusError::Corrupt(format!("decode task record: {e}")))
 }
