@@ -258,6 +258,15 @@ impl EventLog {
         self.lock().logs.get(&task_id).map(|l| l.header.clone())
     }
 
+    /// The task's header and whether its terminal event is in, when its log is kept (without
+    /// copying its events).
+    pub(crate) fn ended(&self, task_id: Uuid) -> Option<(Header, bool)> {
+        self.lock()
+            .logs
+            .get(&task_id)
+            .map(|l| (l.header.clone(), l.terminal))
+    }
+
     /// The task's kept events.
     pub(crate) fn snapshot(&self, task_id: Uuid) -> Option<Snapshot> {
         self.lock().logs.get(&task_id).map(|l| Snapshot {
