@@ -247,12 +247,14 @@ impl Bus for LocalBus {
         let (mut events, ended) = tokio::time::timeout_at(deadline, subscribed)
             .await
             .map_err(|_| timed_out())??;
-        while !ended {
-            match tokio::time::timeout_at(deadline, events.next()).await {
-                Err(_) => return Err(timed_out()),
-                Ok(None) => return Err(BusError::Closed("task events ended early".into())),
-                Ok(Some(ev)) if TaskEvent::shows_end(&ev.envelope().payload) => break,
-                Ok(Some(_)) => {}
+        if !ended {
+            loop {
+                match tokio::time::timeout_at(deadline, events.next()).await {
+                    Err(_) => return Err(timed_out()),
+                    Ok(None) => return Err(BusError::Closed("task events ended early".into())),
+                    Ok(Some(ev)) if TaskEvent::shows_end(&ev.envelope().payload) => break,
+                    Ok(Some(_)) => {}
+                }
             }
         }
         // The record of this request id: this task's, ended (or, had the request id been admitted
