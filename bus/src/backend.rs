@@ -157,7 +157,8 @@ pub struct Delivery {
 }
 
 struct DeliveryInner {
-    envelope: Envelope,
+    /// Shared by the deliveries of one broadcast: each subscriber's copy is this pointer.
+    envelope: Arc<Envelope>,
     acker: Option<Arc<dyn Acker>>,
     settled: AtomicBool,
 }
@@ -165,6 +166,12 @@ struct DeliveryInner {
 impl Delivery {
     /// A delivery settled through `acker` (tasks), or needing no settlement (`None`, events).
     pub fn new(envelope: Envelope, acker: Option<Arc<dyn Acker>>) -> Self {
+        Self::shared(Arc::new(envelope), acker)
+    }
+
+    /// A delivery of an envelope that other deliveries (the other subscribers of a broadcast)
+    /// hold too.
+    pub(crate) fn shared(envelope: Arc<Envelope>, acker: Option<Arc<dyn Acker>>) -> Self {
         Self {
             inner: Arc::new(DeliveryInner {
                 envelope,
@@ -217,7 +224,7 @@ impl Delivery {
     /// Takes the envelope back, unsettled and without redelivery (the broker could not hand it over).
     pub(crate) fn into_envelope(self) -> Envelope {
         self.inner.settled.store(true, Ordering::SeqCst);
-        self.inner.envelope.clone()
+        Envelope::clone(&self.inner.envelope)
     }
 
     /// Acknowledges an event.

@@ -84,6 +84,37 @@ async fn waits_answer_finished_unknown_and_stuck_tasks() {
 }
 
 #[actix_rt::test]
+async fn an_outcome_recorded_on_the_store_directly_ends_the_tasks_events_and_its_wait() {
+    use bus::{Bus as _, TaskStore as _};
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(conformance::T0);
+    let window = Duration::from_secs(60);
+    let store = Arc::new(bus::SledTaskStore::open(dir.path(), clock.clone(), window).unwrap());
+    let bus = LocalBus::with_store(store.clone(), options(clock));
+    let admitted = bus.submit(task("agent.nobody", "r-direct")).await.unwrap();
+    // Past the bus: its event log never hears of this outcome.
+    let result = serde_json::json!("set aside");
+    store
+        .complete(&rid("r-direct"), bus::Outcome::Succeeded { result })
+        .await
+        .unwrap();
+    let mut events = bus.task_events(admitted.task.task_id).await.unwrap();
+    let mut kinds = Vec::new();
+    while let Some(ev) = events.next().await {
+        kinds.push(ev.event);
+    }
+    assert!(matches!(
+        kinds.as_slice(),
+        [
+            bus::TaskEventKind::Queued,
+            bus::TaskEventKind::Terminal { .. }
+        ]
+    ));
+    let waited = bus.wait(&rid("r-direct"), conformance::NET).await.unwrap();
+    assert_eq!(waited.state, bus::TaskState::Succeeded);
+}
+
+#[actix_rt::test]
 async fn expired_records_are_purged_while_the_bus_runs() {
     use bus::Bus as _;
     let dir = tempfile::tempdir().unwrap();

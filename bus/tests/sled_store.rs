@@ -96,6 +96,70 @@ async fn a_record_written_by_the_previous_version_is_found_after_upgrade() {
     assert!(store.lookup(&old.request_id).await.unwrap().is_some());
 }
 
+#[tokio::test]
+async fn a_record_as_the_previous_version_wrote_it_is_read_and_rewritten_in_the_same_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let payload = json!({ "text": "x" });
+    let env = Envelope::task(
+        Topic::parse("agent.a").unwrap(),
+        RequestId::parse("r/old").unwrap(),
+        payload.clone(),
+    )
+    .header("session", "s");
+    let old = TaskRecord {
+        task_id: env.id,
+        request_id: env.request_id.clone(),
+        state: TaskState::Queued,
+        attempts: 0,
+        envelope: env,
+        outcome: None,
+        created_ms: store::T0,
+        updated_ms: store::T0,
+        seq: 1,
+        progress: None,
+        fingerprint: Some(bus::store::fingerprint(&payload)),
+    };
+    // The previous version's format: the record's JSON under its store key.
+    let key = old.request_id.store_key();
+    let db = sled::open(dir.path()).unwrap();
+    let records = db.open_tree("bus.task_records").unwrap();
+    records
+        .insert(key.as_bytes(), serde_json::to_vec(&old).unwrap())
+        .unwrap();
+    db.open_tree("bus.task_ids")
+        .unwrap()
+        .insert(old.task_id.as_bytes(), old.request_id.as_str().as_bytes())
+        .unwrap();
+    db.flush().unwrap();
+    drop((records, db));
+    let store = open_when_released(dir.path());
+    assert_eq!(
+        store.lookup(&old.request_id).await.unwrap(),
+        Some(old.clone())
+    );
+    assert!(store.start(&old.request_id, 1).await.unwrap().is_some());
+    let result = json!({ "text": "done" });
+    let done = store
+        .complete(&old.request_id, bus::Outcome::Succeeded { result })
+        .await
+        .unwrap()
+        .task;
+    assert_eq!(
+        store.by_task_id(old.task_id).await.unwrap(),
+        Some(done.clone())
+    );
+    drop(store);
+    // Written back as that version writes it: the record's JSON, byte for byte.
+    let db = sled_when_released(dir.path());
+    let stored = db.open_tree("bus.task_records").unwrap();
+    let bytes = stored.get(key.as_bytes()).unwrap().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&bytes),
+        String::from_utf8_lossy(&serde_json::to_vec(&done).unwrap())
+    );
+    assert_eq!(serde_json::from_slice::<TaskRecord>(&bytes).unwrap(), done);
+}
+
 #[test]
 fn store_keys_use_only_the_restricted_alphabet_and_are_injective() {
     let ids = ["x/y:z*>+?#%", "x_2Fy", "x.y", "x_2Ey", "A-z/09", "~", "_7E"];

@@ -98,16 +98,18 @@ impl Broker {
         }));
     }
 
-    /// Hands a copy of `env` to every subscriber (not consumer) whose pattern matches; one that
-    /// lags misses it.
-    fn broadcast(&mut self, env: &Envelope) {
+    /// Hands `env` to every subscriber (not consumer) whose pattern matches, all sharing one
+    /// copy (`shared`, or one made for the first of them); one that lags misses it.
+    fn broadcast(&mut self, env: &Envelope, shared: Option<&Arc<Envelope>>) {
+        let mut copy = shared.cloned();
         let mut closed = Vec::new();
         let exact = self.exact.get(&env.topic).into_iter().flatten();
         for s in exact.chain(self.subs.iter()) {
             if !matches!(s.mode, Mode::Broadcast) || !s.pattern.matches(&env.topic) {
                 continue;
             }
-            match s.tx.try_send(Delivery::new(env.clone(), None)) {
+            let copy = copy.get_or_insert_with(|| Arc::new(env.clone())).clone();
+            match s.tx.try_send(Delivery::shared(copy, None)) {
                 Ok(()) => {}
                 Err(TrySendError::Full(_)) => {
                     self.lagged += 1;
@@ -135,7 +137,7 @@ impl Broker {
         }
         // Subscribers to the topic (`clawbus tail 'agent.>'`) see the task go by; they cannot
         // settle it (no acker), only one consumer runs it.
-        self.broadcast(&env);
+        self.broadcast(&env, None);
         // Tasks parked for the same topic go first: a new one must not overtake them.
         if self.parked.iter().any(|p| p.topic == env.topic) {
             self.parked.push_back(env);
@@ -291,7 +293,8 @@ pub(super) struct Publish(pub Envelope);
 impl Handler<Publish> for Broker {
     type Result = ();
     fn handle(&mut self, msg: Publish, _: &mut Context<Self>) {
-        self.broadcast(&msg.0);
+        let env = Arc::new(msg.0);
+        self.broadcast(&env, Some(&env));
     }
 }
 

@@ -139,10 +139,11 @@ impl EventLog {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Appends and publishes an event; `None` when the task already had its terminal event.
+    /// Appends and publishes an event, answering its `seq`; `None` when the task already had its
+    /// terminal event.
     /// A task first seen with anything but `Queued` (after a restart) starts with a replayed
     /// `Queued` as seq 1, which is not published again.
-    pub(crate) fn append(&self, header: &Header, kind: TaskEventKind) -> Option<TaskEvent> {
+    pub(crate) fn append(&self, header: &Header, kind: TaskEventKind) -> Option<u64> {
         let now = self.clock.now_ms();
         let mut state = self.lock();
         if !state.logs.contains_key(&header.task_id) {
@@ -176,7 +177,11 @@ impl EventLog {
         let ev = event(&log.header, log.next_seq, now, kind);
         log.next_seq += 1;
         log.terminal |= ev.is_terminal();
-        let (text, weight) = keep(log, &ev, self.max_events);
+        // Published first (under the lock all the same, so no reader sees one without the
+        // other), then kept: the log takes the event itself, not a copy.
+        self.publish(&ev);
+        let seq = ev.seq;
+        let (text, weight) = keep(log, ev, self.max_events);
         state.bytes += text;
         state.weight += weight;
         if state.bytes > MAX_DELTA_BYTES {
@@ -185,6 +190,11 @@ impl EventLog {
         if state.weight > self.max_bytes {
             self.make_room(&mut state, header.task_id);
         }
+        Some(seq)
+    }
+
+    /// Hands `ev` to the sink on each of its topics, encoded once.
+    fn publish(&self, ev: &TaskEvent) {
         let lifecycle = matches!(
             ev.event,
             TaskEventKind::Queued | TaskEventKind::Terminal { .. }
@@ -206,7 +216,6 @@ impl EventLog {
             }
             Err(e) => tracing::warn!(error = %e, "Task event not published."),
         }
-        Some(ev)
     }
 
     /// Starts the log of an ended task that has none (after a restart or an eviction) from its
@@ -256,6 +265,15 @@ impl EventLog {
     /// The task's header, when its log is kept.
     pub(crate) fn header(&self, task_id: Uuid) -> Option<Header> {
         self.lock().logs.get(&task_id).map(|l| l.header.clone())
+    }
+
+    /// The task's header and whether its terminal event is in, when its log is kept (without
+    /// copying its events).
+    pub(crate) fn ended(&self, task_id: Uuid) -> Option<(Header, bool)> {
+        self.lock()
+            .logs
+            .get(&task_id)
+            .map(|l| (l.header.clone(), l.terminal))
     }
 
     /// The task's kept events.
@@ -422,9 +440,9 @@ fn shed_bytes(state: &mut State) {
     }
 }
 
-/// Keeps `ev` in the log within `max` events and [`MAX_DELTA_BYTES_PER_TASK`] of text (the
-/// terminal event always). Returns the delta bytes and the weight it added.
-fn keep(log: &mut TaskLog, ev: &TaskEvent, max: usize) -> (usize, usize) {
+/// Keeps `ev` (taken, not copied) in the log within `max` events and [`MAX_DELTA_BYTES_PER_TASK`]
+/// of text (the terminal event always). Returns the delta bytes and the weight it added.
+fn keep(log: &mut TaskLog, ev: TaskEvent, max: usize) -> (usize, usize) {
     let bytes = match &ev.event {
         TaskEventKind::Delta { text } => text.len(),
         _ => 0,
@@ -437,7 +455,7 @@ fn keep(log: &mut TaskLog, ev: &TaskEvent, max: usize) -> (usize, usize) {
         log.events.push(Kept {
             seq: ev.seq,
             ts_ms: ev.ts_ms,
-            kind: ev.event.clone(),
+            kind: ev.event,
         });
         log.bytes += bytes;
         log.weight += weight;
@@ -557,10 +575,10 @@ mod tests {
         for n in 0..200 {
             run_to_end(&log, &header(n), &"y".repeat(100));
         }
-        let ev = log
+        let seq = log
             .append(&running, TaskEventKind::ModelCall { iteration: 1 })
             .unwrap();
-        assert_eq!(ev.seq, 3, "the sequence goes on without a gap");
+        assert_eq!(seq, 3, "the sequence goes on without a gap");
         assert!(log.weight() <= 4 * 1024);
     }
 

@@ -12,7 +12,7 @@ use crate::backend::{Bus, Subscription};
 use crate::clock::{Clock, SystemClock};
 use crate::envelope::{Envelope, Kind, RequestId};
 use crate::error::BusError;
-use crate::events::{TaskEventKind, TaskEventStream};
+use crate::events::{TaskEvent, TaskEventKind, TaskEventStream};
 use crate::store::{DEFAULT_WINDOW, SledTaskStore, TaskStore};
 use crate::task::{Admission, CancelNotice, Outcome, TaskRecord};
 use crate::topic::Topic;
@@ -236,22 +236,30 @@ impl Bus for LocalBus {
         if record.state.is_terminal() {
             return Ok(record);
         }
-        // The stream subscribes before it reads what happened so far: no outcome slips between.
-        let mut events = tokio::time::timeout_at(deadline, self.task_events(record.task_id))
+        // Subscribed before asking whether it ended: no outcome slips between. The events before
+        // the end are skipped unread.
+        let task_id = record.task_id;
+        let subscribed = async {
+            let sub = self.subscribe(Topic::task_events(task_id)).await?;
+            let ended = stream::has_ended(&self.log, self.store.as_ref(), task_id).await?;
+            Ok::<_, BusError>((sub, ended))
+        };
+        let (mut events, ended) = tokio::time::timeout_at(deadline, subscribed)
             .await
             .map_err(|_| timed_out())??;
-        loop {
-            match tokio::time::timeout_at(deadline, events.next()).await {
-                Err(_) => return Err(timed_out()),
-                Ok(None) => return Err(BusError::Closed("task events ended early".into())),
-                Ok(Some(ev)) if ev.is_terminal() => break,
-                Ok(Some(_)) => {}
+        if !ended {
+            loop {
+                match tokio::time::timeout_at(deadline, events.next()).await {
+                    Err(_) => return Err(timed_out()),
+                    Ok(None) => return Err(BusError::Closed("task events ended early".into())),
+                    Ok(Some(ev)) if TaskEvent::shows_end(&ev.envelope().payload) => break,
+                    Ok(Some(_)) => {}
+                }
             }
         }
-        match self.store.by_task_id(record.task_id).await? {
-            Some(done) => Ok(done),
-            None => self.store.lookup(request_id).await?.ok_or_else(unknown),
-        }
+        // The record of this request id: this task's, ended (or, had the request id been admitted
+        // again meanwhile, the later task's, as the task id of this one no longer answers).
+        self.store.lookup(request_id).await?.ok_or_else(unknown)
     }
 
     async fn emit(&self, task_id: Uuid, kind: TaskEventKind) -> Result<(), BusError> {

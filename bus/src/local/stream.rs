@@ -1,6 +1,6 @@
 //! One task's events for a reader: the replay, then live ones, deduplicated by `seq`.
 
-use super::log::{EventLog, synthesised};
+use super::log::{EventLog, Header, synthesised};
 use crate::backend::Subscription;
 use crate::error::BusError;
 use crate::events::{TaskEvent, TaskEventKind, TaskEventStream};
@@ -25,22 +25,53 @@ pub(crate) async fn replay(
             .ok_or_else(|| BusError::UnknownTask(task_id.to_string()))?;
         return Ok(synthesised(&record));
     };
-    if snapshot.terminal {
+    if snapshot.terminal || !catch_up(log, store, &snapshot.header).await? {
         return Ok(snapshot.events);
     }
-    let ended = store
-        .by_task_id(task_id)
-        .await?
-        .filter(|r| r.state.is_terminal())
-        .and_then(|r| r.outcome);
-    let Some(outcome) = ended else {
-        return Ok(snapshot.events);
-    };
-    log.append(&snapshot.header, TaskEventKind::Terminal { outcome });
     Ok(log
         .snapshot(task_id)
         .map(|s| s.events)
         .unwrap_or(snapshot.events))
+}
+
+/// Whether the task has ended, asked after a subscription to its live events: the log's word
+/// when it has its terminal event, else the store's. An outcome the log never heard of gets its
+/// terminal event now, as a replay would give it.
+pub(crate) async fn has_ended(
+    log: &EventLog,
+    store: &dyn TaskStore,
+    task_id: Uuid,
+) -> Result<bool, BusError> {
+    match log.ended(task_id) {
+        Some((_, true)) => Ok(true),
+        Some((header, false)) => catch_up(log, store, &header).await,
+        None => Ok(store
+            .by_task_id(task_id)
+            .await?
+            .ok_or_else(|| BusError::UnknownTask(task_id.to_string()))?
+            .state
+            .is_terminal()),
+    }
+}
+
+/// Appends the terminal event of a task the log holds as running when the store has its outcome
+/// (recorded on the store directly); true when it did.
+async fn catch_up(
+    log: &EventLog,
+    store: &dyn TaskStore,
+    header: &Header,
+) -> Result<bool, BusError> {
+    // By request id, known from the log: one read (by task id is two).
+    let ended = store
+        .lookup(&header.request_id)
+        .await?
+        .filter(|r| r.task_id == header.task_id && r.state.is_terminal())
+        .and_then(|r| r.outcome);
+    let Some(outcome) = ended else {
+        return Ok(false);
+    };
+    log.append(header, TaskEventKind::Terminal { outcome });
+    Ok(true)
 }
 
 struct Reader {

@@ -4,6 +4,8 @@
 //! rules shared by all of them (when a known request id is a duplicate, when it is a conflict)
 //! live here as plain functions, so a store only decides where the bytes go.
 
+mod decoded;
+mod record_bytes;
 mod refusals;
 mod rules;
 mod sled;

@@ -4,6 +4,8 @@
 //! request ids in `bus.task_ids`. Records of earlier versions, keyed by the raw request id in
 //! `bus.tasks`, are moved over when the store opens.
 
+use super::decoded::Decoded;
+use super::record_bytes::{decode, encode};
 use super::refusals::RefusalJournal;
 use super::{Completion, TaskStore, fingerprint, reuse};
 use crate::clock::Clock;
@@ -41,6 +43,8 @@ pub struct SledTaskStore {
     /// Admissions answered as failed whose record may be on disk; `None`: not kept (a refused
     /// admission whose record reached the disk could then run after a restart).
     refusals: Option<RefusalJournal>,
+    /// The records last written or read, beside their bytes: a read of unchanged bytes is a clone.
+    decoded: Decoded,
 }
 
 /// What a store may have beyond its database.
@@ -93,6 +97,7 @@ impl SledTaskStore {
             window,
             next_purge_ms: AtomicU64::new(0),
             refusals: None,
+            decoded: Decoded::default(),
         };
         store.migrate_legacy()?;
         let store = match &extras.refusals {
@@ -251,14 +256,18 @@ impl SledTaskStore {
     }
 
     fn read(&self, request_id: &RequestId) -> Result<Option<TaskRecord>, BusError> {
+        let key = request_id.store_key();
         let bytes = self
             .tasks
-            .get(request_id.store_key().as_bytes())
+            .get(key.as_bytes())
             .map_err(|e| BusError::storage("read task", e))?;
-        bytes.map(|b| decode(&b)).transpose()
+        bytes
+            .map(|b| self.decoded.read(key.as_bytes(), &b))
+            .transpose()
     }
 
     /// Applies `change` atomically; returns the new record when `change` said it changed something.
+    /// `change` never touches the envelope (the write copies the envelope's JSON as read).
     async fn update(
         &self,
         request_id: &RequestId,
@@ -274,14 +283,15 @@ impl SledTaskStore {
             else {
                 return Err(BusError::UnknownTask(request_id.to_string()));
             };
-            let mut record = decode(&old)?;
+            let (mut record, envelope) = self.decoded.read_for_update(key.as_bytes(), &old)?;
             if !change(&mut record) {
                 return Ok(None);
             }
             record.updated_ms = self.clock.now_ms();
+            let new = self.decoded.encode(key.as_bytes(), &record, envelope)?;
             let swapped = self
                 .tasks
-                .compare_and_swap(key.as_bytes(), Some(old), Some(encode(&record)?))
+                .compare_and_swap(key.as_bytes(), Some(old), Some(new))
                 .map_err(|e| BusError::storage("write task", e))?;
             if swapped.is_ok() {
                 if durable {
@@ -337,7 +347,7 @@ impl TaskStore for SledTaskStore {
                 .map_err(|e| BusError::storage("read task", e))?;
             let mut replaced = None;
             if let Some(bytes) = &old {
-                let existing = decode(bytes)?;
+                let existing = self.decoded.read(&key, bytes)?;
                 if !self.expired(&existing) {
                     let answer = reuse(&existing, &env)?;
                     if answer.task.state.is_retryable_end() {
@@ -392,9 +402,10 @@ impl TaskStore for SledTaskStore {
             self.task_ids
                 .insert(task_id.as_bytes(), env.request_id.as_str().as_bytes())
                 .map_err(|e| BusError::storage("write task id", e))?;
+            let new = self.decoded.encode(&key, &record, None)?;
             let swapped = self
                 .tasks
-                .compare_and_swap(&key, old, Some(encode(&record)?))
+                .compare_and_swap(&key, old, Some(new))
                 .map_err(|e| BusError::storage("write task", e))?;
             match swapped {
                 Ok(()) => {
@@ -413,7 +424,10 @@ impl TaskStore for SledTaskStore {
                 Err(lost) => {
                     // Another admission of this request id won; unless it is this very task,
                     // our task id entry goes.
-                    let winner = lost.current.as_deref().map(decode).transpose()?;
+                    let winner = lost
+                        .current
+                        .map(|b| self.decoded.read(&key, &b))
+                        .transpose()?;
                     if winner.is_none_or(|w| w.task_id != task_id) {
                         self.task_ids
                             .remove(task_id.as_bytes())
@@ -557,12 +571,4 @@ impl TaskStore for SledTaskStore {
     async fn expire(&self) -> Result<usize, BusError> {
         self.purge_expired()
     }
-}
-
-fn encode(r: &TaskRecord) -> Result<Vec<u8>, BusError> {
-    serde_json::to_vec(r).map_err(|e| BusError::Corrupt(format!("encode task record: {e}")))
-}
-
-fn decode(bytes: &[u8]) -> Result<TaskRecord, BusError> {
-    serde_json::from_slice(bytes).map_err(|e| BusError::Corrupt(format!("decode task record: {e}")))
 }
