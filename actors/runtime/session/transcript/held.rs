@@ -118,3 +118,30 @@ fn sync_dir(path: &Path) -> io::Result<()> {
     };
     File::open(dir)?.sync_all()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_torn_by_a_crash_loads_its_whole_lines_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = HeldFile::beside(&dir.path().join("s.jsonl"));
+        assert_eq!(file.load().unwrap(), None);
+        let held = HeldFor { after: 4, lease: 7 };
+        file.start(held, &[b"{\"n\":1}".to_vec()]).unwrap();
+        file.add(&[b"{\"n\":2}".to_vec()]).unwrap();
+        let whole = [b"{\"n\":1}".to_vec(), b"{\"n\":2}".to_vec()];
+        // A crash while a third line was written (its write never returned): cut in the
+        // middle, or before its newline.
+        for torn in [&b"{\"n\":"[..], &b"3}"[..]] {
+            let mut f = OpenOptions::new().append(true).open(file.path()).unwrap();
+            f.write_all(torn).unwrap();
+            let (found, lines) = file.load().unwrap().unwrap();
+            assert_eq!(found, held);
+            assert_eq!(lines, whole);
+        }
+        file.clear().unwrap();
+        assert_eq!(file.load().unwrap(), None);
+    }
+}
