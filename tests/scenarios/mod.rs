@@ -26,6 +26,7 @@ mod nats;
 mod nats_cluster;
 mod nats_delivery;
 mod nats_figures;
+mod nats_held;
 mod nats_shared_views;
 mod nats_telegram;
 mod openai;

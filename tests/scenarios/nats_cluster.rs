@@ -78,7 +78,7 @@ fn run_leases(project: &Project, agent: &str) -> BTreeMap<String, Vec<RunLease>>
 }
 
 /// `/healthz` of a node: its status and body.
-async fn health(node: &Child) -> (u16, String) {
+pub(super) async fn health(node: &Child) -> (u16, String) {
     let resp = reqwest::get(format!("{}/healthz", node.url)).await.unwrap();
     (resp.status().as_u16(), resp.text().await.unwrap())
 }
@@ -318,7 +318,7 @@ async fn a_node_killed_mid_run_after_a_write_its_session_goes_on_elsewhere_with_
 }
 
 /// Texts starting with `held` wait at the gate; the rest are answered at once.
-async fn gated_model(gate: &Gate) -> ScriptedServer {
+pub(super) async fn gated_model(gate: &Gate) -> ScriptedServer {
     let gate = gate.clone();
     ScriptedServer::with_responder(move |req| {
         let user = last_user(req);
@@ -333,7 +333,7 @@ async fn gated_model(gate: &Gate) -> ScriptedServer {
 }
 
 /// The number in "`N` outcome(s) wait in the local outbox" of a `/healthz` answer.
-fn parked(body: &str) -> usize {
+pub(super) fn parked(body: &str) -> usize {
     body.split(" outcome(s) wait in the local outbox")
         .next()
         .and_then(|head| head.rsplit(' ').next())

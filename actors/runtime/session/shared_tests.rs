@@ -1,7 +1,8 @@
 //! The shared transcript on a real `nats-server` (skipped without one, unless `CI=true`): lines
 //! written while the server is away are held and appended, fenced and in order, once it is
 //! back; refused when another holder wrote meanwhile; a line over the server's `max_payload` is
-//! written and read back whole.
+//! written and read back whole; lines held by a node killed before the server came back are
+//! appended when it opens the session again, once, or refused when another holder went on.
 
 use super::index::{SessionIndex, SessionMeta};
 use super::lease::log_name;
@@ -159,6 +160,122 @@ async fn held_lines_are_never_appended_after_another_holders_lines() {
     assert!(t.load_if_changed().await.unwrap().is_some());
     assert!(t.record(&[msg("stale")]).await.is_err());
     assert_eq!(log2.read("chat.s1").await.unwrap().len(), 2);
+}
+
+/// The entries of the shared log `name` as `log` reads it.
+async fn log_entries(log: &Arc<dyn LogStore>, name: &str) -> Vec<Entry> {
+    log.read(name)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| serde_json::from_slice(&r.data).unwrap())
+        .collect()
+}
+
+/// A node holding lines is killed (its transcript dropped, nothing sent) before the server
+/// is back: when it opens the session again, the next run's lease sends them before any of
+/// its own lines, fenced and stamped as they were written, once, even when the record of them
+/// outlived their append (a crash right after it).
+#[tokio::test]
+async fn lines_held_by_a_node_killed_before_the_server_came_back_are_appended_once_when_it_restarts()
+ {
+    let test = "lines_held_by_a_node_killed_before_the_server_came_back_are_appended_once_when_it_restarts";
+    let Some(mut server) = NatsServer::start_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (nats, log) = node(server.url(), "crash").await;
+    let t = transcript(dir.path(), &log, "chat.s1", 5).await;
+    t.record(&[msg("one")]).await.unwrap();
+    stop(&mut server, &nats).await;
+    t.record(&[msg("two")]).await.unwrap();
+    t.record_unsynced(&[msg("three"), msg("four")])
+        .await
+        .unwrap();
+    assert_eq!(t.unsent().await, 3);
+    // Killed: nothing more is sent.
+    drop(t);
+    drop(nats);
+    server.start_again().unwrap();
+    let held = dir.path().join("5.jsonl.held");
+    let record = std::fs::read(&held).expect("the held lines are recorded");
+    // The next life of the node opens the session from the same state dir.
+    let (_n2, log2) = node(server.url(), "crash").await;
+    let reopen = || {
+        Transcript::open(&dir.path().join("5.jsonl"))
+            .unwrap()
+            .0
+            .with_shared(log2.clone(), "chat.s1".to_string())
+    };
+    let t = reopen();
+    assert_eq!(t.unsent().await, 3, "found again");
+    assert_eq!(texts(&log_entries(&log2, "chat.s1").await), ["one"]);
+    t.set_lease(Some(9)).await;
+    assert_eq!(t.unsent().await, 0);
+    assert!(!held.exists(), "the record goes once they are in");
+    let read = log_entries(&log2, "chat.s1").await;
+    assert_eq!(texts(&read), ["one", "two", "three", "four"]);
+    assert!(
+        read.iter().all(|e| e.lease == Some(5)),
+        "stamped with the lease they were written under"
+    );
+    // The run reads the log whole, and its lines follow them.
+    let entries = t.load_if_changed().await.unwrap().expect("read again");
+    assert_eq!(texts(&entries), ["one", "two", "three", "four"]);
+    t.record(&[msg("five")]).await.unwrap();
+    drop(t);
+    // A crash right after their append, before the record went: never appended twice.
+    std::fs::write(&held, record).unwrap();
+    let t = reopen();
+    assert_eq!(t.unsent().await, 3);
+    t.set_lease(Some(11)).await;
+    assert_eq!(t.unsent().await, 0);
+    assert!(!held.exists());
+    assert_eq!(
+        texts(&log_entries(&log2, "chat.s1").await),
+        ["one", "two", "three", "four", "five"]
+    );
+}
+
+/// A node holding lines is killed; before it opens the session again another node took it
+/// and wrote: the held lines are refused, stay in the copy, and are never tried again.
+#[tokio::test]
+async fn lines_held_by_a_killed_node_are_refused_at_its_restart_when_another_holder_went_on() {
+    let test = "lines_held_by_a_killed_node_are_refused_at_its_restart_when_another_holder_went_on";
+    let Some(mut server) = NatsServer::start_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (nats, log) = node(server.url(), "crashlost").await;
+    let t = transcript(dir.path(), &log, "chat.s1", 5).await;
+    t.record(&[msg("one")]).await.unwrap();
+    stop(&mut server, &nats).await;
+    t.record(&[msg("held")]).await.unwrap();
+    drop(t);
+    drop(nats);
+    server.start_again().unwrap();
+    let (_n2, log2) = node(server.url(), "crashlost").await;
+    let t2 = transcript(dir.path(), &log2, "chat.s1", 7).await;
+    t2.record(&[msg("other node")]).await.unwrap();
+    let (_n3, log3) = node(server.url(), "crashlost").await;
+    let reopen = || {
+        Transcript::open(&dir.path().join("5.jsonl"))
+            .unwrap()
+            .0
+            .with_shared(log3.clone(), "chat.s1".to_string())
+    };
+    let t = reopen();
+    assert_eq!(t.unsent().await, 1);
+    t.set_lease(Some(9)).await;
+    assert_eq!(t.unsent().await, 0, "dropped, never appended later");
+    assert!(!dir.path().join("5.jsonl.held").exists());
+    assert_eq!(
+        texts(&log_entries(&log3, "chat.s1").await),
+        ["one", "other node"]
+    );
+    assert_eq!(texts(&t.entries().unwrap()), ["one", "held"], "in the copy");
+    drop(t);
+    assert_eq!(reopen().unsent().await, 0, "not found again");
 }
 
 /// The race between an earlier holder's last append and a new holder's read: the new holder

@@ -4,6 +4,9 @@
 //! acknowledged. The file is never rewritten: compaction appends a record, and the only change to
 //! existing bytes is cutting a torn last line (a crash mid-write), which is first kept aside in
 //! `<sessionId>.jsonl.corrupt`.
+//!
+//! On a shared bus the file is this node's copy of a shared log; lines held for that log while
+//! its store is unreachable are recorded in `<sessionId>.jsonl.held` until they reach it.
 
 use crate::model::ChatMessage;
 use bus::{Clock, SystemClock};
@@ -14,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use uuid::Uuid;
 
+mod held;
 mod shared;
 
 use shared::SharedLog;

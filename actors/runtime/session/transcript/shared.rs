@@ -2,6 +2,7 @@
 //! fenced on the last sequence this node knows and stamped with the run's lease revision, and
 //! the lines held while the store is unreachable until they reach it.
 
+use super::held::{HeldFile, HeldFor};
 use super::{Entry, Transcript};
 use bus::log::{Fence, LogError};
 use std::io;
@@ -42,9 +43,12 @@ const UNSENT_RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis
 const UNSENT_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Lines written while the log store was unreachable, in order: in this node's copy (synced),
-/// not yet in the shared log. They go to it, fenced and before any later line, at the next
-/// write, and at the latest before the run lets its lease go ([`Transcript::send_unsent`]);
-/// bounded by [`MAX_UNSENT_BYTES`] and [`MAX_UNSENT_LINES`].
+/// not yet in the shared log, and recorded durably beside it ([`HeldFile`]). They go to it,
+/// fenced and before any later line, at the next write, and at the latest before the run lets
+/// its lease go ([`Transcript::send_unsent`]); bounded by [`MAX_UNSENT_BYTES`] and
+/// [`MAX_UNSENT_LINES`]. Lines found in the record when the session is opened again (the node
+/// was killed holding them) are sent when the next run takes the lease, fenced and stamped as
+/// they were written, before any of its lines.
 #[derive(Debug)]
 pub(crate) struct Unsent {
     lines: Vec<Vec<u8>>,
@@ -52,22 +56,50 @@ pub(crate) struct Unsent {
     /// The sequence the first of them follows: what their first try was fenced on
     /// ([`UNREAD`]: not known, looked up).
     after: u64,
+    /// The lease revision they are stamped with, the run's when they were held.
+    lease: u64,
+    /// True for lines held by an earlier life of this process, found in the record.
+    recovered: bool,
+    file: HeldFile,
 }
 
-impl Default for Unsent {
-    fn default() -> Self {
+impl Unsent {
+    /// Nothing held, recorded in `file`.
+    fn empty(file: HeldFile) -> Self {
         Self {
             lines: Vec::new(),
             bytes: 0,
             after: UNREAD,
+            lease: NO_LEASE,
+            recovered: false,
+            file,
         }
     }
-}
 
-impl Unsent {
-    /// Holds `lines` after those held already, the first of them following sequence `after`;
-    /// an error, holding nothing, past the bounds.
-    fn hold(&mut self, lines: &[Vec<u8>], after: u64) -> io::Result<()> {
+    /// What the record `file` holds: lines held by an earlier life of this process.
+    fn recover(file: HeldFile) -> Self {
+        let found = match file.load() {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::error!(file = %file.path().display(), error = %e, "Record of held transcript lines unreadable; they stay in this node's copy only.");
+                None
+            }
+        };
+        let mut unsent = Self::empty(file);
+        if let Some((held, lines)) = found {
+            unsent.bytes = lines.iter().map(Vec::len).sum();
+            unsent.lines = lines;
+            unsent.after = held.after;
+            unsent.lease = held.lease;
+            unsent.recovered = !unsent.lines.is_empty();
+        }
+        unsent
+    }
+
+    /// Holds `lines` after those held already, the first of them following sequence `after`,
+    /// stamped with `lease`, once they are recorded durably; an error, holding nothing, past the
+    /// bounds or when they could not be recorded.
+    fn hold(&mut self, lines: &[Vec<u8>], after: u64, lease: u64) -> io::Result<()> {
         let bytes = lines.iter().map(Vec::len).sum::<usize>();
         if self.lines.len() + lines.len() > MAX_UNSENT_LINES
             || self.bytes + bytes > MAX_UNSENT_BYTES
@@ -79,7 +111,11 @@ impl Unsent {
             )));
         }
         if self.lines.is_empty() {
+            self.file.start(HeldFor { after, lease }, lines)?;
             self.after = after;
+            self.lease = lease;
+        } else {
+            self.file.add(lines)?;
         }
         self.lines.extend_from_slice(lines);
         self.bytes += bytes;
@@ -92,6 +128,32 @@ impl Unsent {
         self.bytes -= self.lines[..n].iter().map(Vec::len).sum::<usize>();
         self.lines.drain(..n);
         self.after = after;
+        let recorded = if self.lines.is_empty() {
+            self.file.clear()
+        } else {
+            let held = HeldFor {
+                after,
+                lease: self.lease,
+            };
+            self.file.start(held, &self.lines)
+        };
+        if let Err(e) = recorded {
+            // Sent again later they are found in the log after `after` (the fence), never
+            // appended twice.
+            tracing::warn!(file = %self.file.path().display(), error = %e, "Record of held transcript lines not updated after they were sent.");
+        }
+    }
+
+    /// Forgets every held line (the log will never take them).
+    fn clear(&mut self) {
+        if let Err(e) = self.file.clear() {
+            tracing::error!(file = %self.file.path().display(), error = %e, "Record of held transcript lines not removed.");
+        }
+        self.lines.clear();
+        self.bytes = 0;
+        self.after = UNREAD;
+        self.lease = NO_LEASE;
+        self.recovered = false;
     }
 
     /// How many lines are held.
@@ -106,6 +168,16 @@ fn fenced_off(e: &LogError) -> bool {
     matches!(e, LogError::Fenced { .. } | LogError::LeaseBehind { .. })
 }
 
+/// The fence of an append following sequence `after`, stamped with lease revision `lease`
+/// (none for [`NO_LEASE`]).
+fn fence(after: u64, lease: u64) -> Fence {
+    let fence = Fence::at(after);
+    match lease {
+        NO_LEASE => fence,
+        revision => fence.with_lease(revision),
+    }
+}
+
 impl Transcript {
     /// Makes the log `name` of `log` the transcript (the file stays as this node's copy); it is
     /// read whole before the first write ([`Transcript::load_if_changed`]).
@@ -115,19 +187,25 @@ impl Transcript {
             name,
             last: std::sync::atomic::AtomicU64::new(UNREAD),
             lease: std::sync::atomic::AtomicU64::new(NO_LEASE),
-            writing: tokio::sync::Mutex::new(Unsent::default()),
+            writing: tokio::sync::Mutex::new(Unsent::recover(HeldFile::beside(&self.path))),
         });
         self
     }
 
     /// Stamps the run's appends from now on with the revision its session lease was taken at
     /// (`None` when the run let it go or lost it). Lines still held are dropped: they were
-    /// written under a lease that ended, and are never appended after it.
+    /// written under a lease that ended, and are never appended after it. Lines an earlier life
+    /// of this process held (it was killed before the log store came back) are sent first, as
+    /// they were written: fenced on the sequence they follow and stamped with their lease, so
+    /// the log refuses them when another holder went on meanwhile.
     pub(crate) async fn set_lease(&self, revision: Option<u64>) {
         let Some(shared) = &self.shared else {
             return;
         };
         let mut unsent = shared.writing.lock().await;
+        if unsent.recovered {
+            self.send_recovered(shared, &mut unsent).await;
+        }
         self.drop_unsent(
             shared,
             &mut unsent,
@@ -136,6 +214,29 @@ impl Transcript {
         shared
             .lease
             .store(revision.unwrap_or(NO_LEASE), Ordering::SeqCst);
+    }
+
+    /// Sends the lines an earlier life of this process held, once; refused (or not sent) they
+    /// are dropped, staying in this node's copy. The next run reads the log whole.
+    async fn send_recovered(&self, shared: &SharedLog, unsent: &mut Unsent) {
+        let lines = unsent.len();
+        if unsent.after == UNREAD {
+            // Where they go is not known: a try that went in before the crash could not be
+            // told from the log's own lines, and they are never appended twice.
+            self.drop_unsent(shared, unsent, "the sequence they follow is not known");
+            return;
+        }
+        match self.send_held(shared, unsent).await {
+            Ok(()) => {
+                tracing::info!(log = %shared.name, lines, "Lines held before this node restarted appended to the shared transcript.");
+            }
+            Err(e) => {
+                let why = format!("held before this node restarted and not appended: {e}");
+                self.drop_unsent(shared, unsent, &why);
+            }
+        }
+        unsent.recovered = false;
+        shared.last.store(UNREAD, Ordering::SeqCst);
     }
 
     /// How many lines wait for the shared log (0 for a file).
@@ -154,7 +255,7 @@ impl Transcript {
             return;
         }
         tracing::error!(log = %shared.name, lines = unsent.lines.len(), copy = %self.path.display(), why, "Lines written while the shared transcript was unreachable are not appended to it; they stay in this node's copy only.");
-        *unsent = Unsent::default();
+        unsent.clear();
         shared.last.store(UNREAD, Ordering::SeqCst);
     }
 
@@ -204,7 +305,7 @@ impl Transcript {
                 .append(
                     &shared.name,
                     unsent.lines.clone(),
-                    self.fence(shared, after),
+                    fence(after, unsent.lease),
                 )
                 .await;
             match tried {
@@ -238,11 +339,7 @@ impl Transcript {
 
     /// The fence of an append following sequence `after`, stamped with the run's lease.
     fn fence(&self, shared: &SharedLog, after: u64) -> Fence {
-        let fence = Fence::at(after);
-        match shared.lease.load(Ordering::SeqCst) {
-            NO_LEASE => fence,
-            revision => fence.with_lease(revision),
-        }
+        fence(after, shared.lease.load(Ordering::SeqCst))
     }
 
     /// True when the transcript is a shared log.
@@ -329,7 +426,11 @@ impl Transcript {
                 // The log store is unreachable (or its answer was lost): the run goes on with
                 // its lines held, and in this node's copy, synced, as on the embedded bus; they
                 // go to the log, fenced and in order, before any later line.
-                unsent.hold(&lines, shared.last.load(Ordering::SeqCst))?;
+                unsent.hold(
+                    &lines,
+                    shared.last.load(Ordering::SeqCst),
+                    lease.unwrap_or(NO_LEASE),
+                )?;
                 tracing::warn!(log = %shared.name, held = unsent.len(), error = %e, "Shared transcript unreachable; lines held for it and kept in this node's copy.");
                 if !copy {
                     return Ok(());
