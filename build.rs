@@ -3,8 +3,9 @@
 //! On Linux with glibc, the binary is a position-independent executable whose pointers in
 //! read-only data are fixed up by the loader at every start. Packed relative relocations
 //! (`-z pack-relative-relocs`, `DT_RELR`) store those fix-ups in about 40 KB instead of about
-//! 2.5 MB, so a start reads and keeps resident about 2.7 MiB less of the binary (idle VmRSS of
-//! the release daemon 34.5 → 29.3 MiB), while the executable keeps its address randomisation.
+//! 2.5 MB, so a start reads and keeps resident less of the binary (idle VmRSS of
+//! the release daemon 29.8 → 26.2 MiB, `benches/memory.py --maps`), while the executable keeps its
+//! address randomisation.
 //! They need binutils ≥ 2.38 and glibc ≥ 2.36; the flag is passed only when a probe program
 //! links and runs with it here, so an older toolchain builds the binary as before.
 

@@ -3,7 +3,7 @@
 
 Usage: python3 benches/memory.py [--bin target/release/clawbus] [--tasks 30000] [--sessions 200]
                                  [--concurrency 32] [--cache BYTES] [--replay-log BYTES]
-                                 [--history-cache BYTES]
+                                 [--history-cache BYTES] [--maps]
 
 Starts the release `clawbus up --port 0` on a copy of the shipped project (the scripted agents),
 posts TASKS tasks (`POST /v1/agents/assistant/tasks`, `wait: true`) round robin over SESSIONS
@@ -11,7 +11,8 @@ named sessions from CONCURRENCY keep-alive connections, and prints VmRSS and Rss
 step (all tasks of a step answered) and the store's size on disk. `--cache` / `--replay-log` set
 `[store] cache` / `[store] replay_log` in the copied clawbus.toml, `--history-cache` sets
 `[sessions] history_cache`. Memory bounded by the work in flight stays flat over the last steps;
-memory that follows the volume of work does not.
+memory that follows the volume of work does not. `--maps` also prints, idle, the resident memory of
+each mapping (the binary's code, its read-only data, the heap, libraries) from /proc/PID/smaps.
 """
 import argparse, http.client, json, os, shutil, signal, subprocess, sys, tempfile, threading, time
 
@@ -24,6 +25,18 @@ def rss(pid):
     f = {k: v.strip() for k, v in (l.split(":", 1) for l in s.splitlines() if ":" in l)}
     kib = lambda k: int(f.get(k, "0 kB").split()[0])
     return kib("VmRSS") / 1024, kib("RssAnon") / 1024
+
+
+def maps(pid):
+    """Resident KiB per (file name, permissions) of the process's mappings, largest first."""
+    total, cur = {}, None
+    for line in open(f"/proc/{pid}/smaps"):
+        parts = line.split()
+        if parts and not parts[0].endswith(":") and "-" in parts[0] and len(parts) >= 5:
+            cur = (os.path.basename(parts[5]) if len(parts) > 5 else "[anon]", parts[1])
+        elif parts and parts[0] == "Rss:" and cur is not None:
+            total[cur] = total.get(cur, 0) + int(parts[1])
+    return sorted(total.items(), key=lambda kv: -kv[1])
 
 
 def du(path):
@@ -46,6 +59,7 @@ def main():
     ap.add_argument("--cache", type=int)
     ap.add_argument("--replay-log", type=int)
     ap.add_argument("--history-cache", type=int)
+    ap.add_argument("--maps", action="store_true")
     a = ap.parse_args()
     binp = a.bin
     if binp is None:
@@ -79,6 +93,10 @@ def main():
         token = open(os.path.join(state, "gateway.token")).read().strip()
         time.sleep(1)
         vm, anon = rss(p.pid)
+        if a.maps:
+            print("idle, resident per mapping:")
+            for (name, perms), kib in maps(p.pid)[:10]:
+                print(f"  {kib / 1024:7.2f} MiB  {perms}  {name}")
         print(f"{'tasks':>6}  {'VmRSS MiB':>9}  {'RssAnon MiB':>11}  {'store MiB':>9}")
         print(f"{0:>6}  {vm:>9.1f}  {anon:>11.1f}  {du(state):>9.1f}")
         errors = []
