@@ -1,5 +1,6 @@
 //! The HTTP API: tasks in, task records out.
 
+use super::answer::TaskAnswer;
 use super::token;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -11,7 +12,6 @@ use bus::{Bus, BusError, RequestId, TaskRecord};
 use clawbus_core::config::Config;
 use clawbus_core::config::retry::MAX_ATTEMPTS;
 use clawbus_core::ids::{AgentId, SessionName};
-use clawbus_core::task::TaskResult;
 use clawbus_runtime::ingress::{Request, Target};
 use clawbus_runtime::origin::Origin;
 use serde::{Deserialize, Serialize};
@@ -390,49 +390,20 @@ pub struct TaskView {
 }
 
 impl TaskView {
+    /// The view of `rec`; `duplicate` when its request id was already known.
     pub(super) fn of(rec: &TaskRecord, duplicate: bool) -> Self {
-        let origin = Origin::of(&rec.envelope).ok();
-        Self {
-            agent: rec
-                .envelope
-                .topic
-                .as_str()
-                .strip_prefix("agent.")
-                .map(str::to_string),
-            session: origin
-                .as_ref()
-                .and_then(|o| o.session_key.as_ref())
-                .map(ToString::to_string),
-            lane: origin.map(|o| o.lane),
-            task_id: rec.task_id.to_string(),
-            request_id: rec.request_id.to_string(),
-            state: rec.state.as_str().to_string(),
-            duplicate,
-            result: rec.result().map(|r| {
-                let mut view = json!({ "text": TaskResult::text_value_of(r) });
-                // A turn's token usage (and cost) travels with its answer.
-                if let (Some(obj), Some(usage)) = (view.as_object_mut(), TaskResult::usage_of(r)) {
-                    obj.insert("usage".into(), usage.clone());
-                }
-                // An answer the output-token limit cut off says so.
-                if TaskResult::is_truncated(r) {
-                    view["truncated"] = json!(true);
-                    view["finish_reason"] = json!("length");
-                }
-                view
-            }),
-            error: rec.error().map(str::to_string),
-            members: Vec::new(),
-        }
+        TaskAnswer::of(rec, duplicate).into_view()
     }
 
+    /// The answer to a submission or a wait: 200 with the task once it ended, else 202; the body
+    /// encoded straight from the record ([`TaskAnswer`]).
     fn response(rec: &TaskRecord, duplicate: bool) -> Response {
         let status = if rec.state.is_terminal() {
             StatusCode::OK
         } else {
             StatusCode::ACCEPTED
         };
-        (status, Json(Self::of(rec, duplicate))).into_response()
+        (status, Json(TaskAnswer::of(rec, duplicate))).into_response()
     }
 }
 
@@ -721,7 +692,7 @@ async fn post_task(
 
 async fn get_task(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
     match task_by_id(&state, &id).await {
-        Ok(rec) => (StatusCode::OK, Json(TaskView::of(&rec, false))).into_response(),
+        Ok(rec) => (StatusCode::OK, Json(TaskAnswer::of(&rec, false))).into_response(),
         Err(f) => f.into_response(),
     }
 }

@@ -4,6 +4,7 @@
 //! and starts it like every other channel.
 
 mod admit;
+mod answer;
 pub mod api;
 pub(crate) mod approvals;
 pub(crate) mod channels;

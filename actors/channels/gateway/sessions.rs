@@ -2,7 +2,8 @@
 //! `PATCH /v1/sessions/{key}` (archive), `DELETE /v1/sessions/{key}`,
 //! `POST /v1/sessions/{key}/compact`, `POST /v1/tasks/{id}/cancel`.
 
-use super::api::{ApiState, Failure, TaskView};
+use super::answer::TaskAnswer;
+use super::api::{ApiState, Failure};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -475,10 +476,10 @@ pub(super) async fn cancel_task(state: &ApiState, id: &str) -> Result<Cancelled,
 async fn cancel(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
     match cancel_task(&state, &id).await {
         Ok(Cancelled::Now(rec)) => {
-            (StatusCode::OK, Json(TaskView::of(&rec, false))).into_response()
+            (StatusCode::OK, Json(TaskAnswer::of(&rec, false))).into_response()
         }
         Ok(Cancelled::AlreadyEnded(rec)) => {
-            (StatusCode::CONFLICT, Json(TaskView::of(&rec, false))).into_response()
+            (StatusCode::CONFLICT, Json(TaskAnswer::of(&rec, false))).into_response()
         }
         Err(f) => f.into_response(),
     }

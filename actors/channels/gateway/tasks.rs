@@ -2,7 +2,8 @@
 //! `GET /v1/tasks/{id}/tree`, `POST /v1/tasks/{id}/retry`. (A cancel reaches a task's descendants
 //! through the task coordinator.)
 
-use super::api::{ApiState, Failure, TaskView, bus_error, error, query};
+use super::answer::TaskAnswer;
+use super::api::{ApiState, Failure, bus_error, error, query};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -100,7 +101,7 @@ async fn list_route(
 
 /// A task as a listing shows it: its view plus parent, attempts and times.
 pub(super) fn row(r: &TaskRecord) -> Value {
-    let mut v = serde_json::to_value(TaskView::of(r, false)).unwrap_or(Value::Null);
+    let mut v = serde_json::to_value(TaskAnswer::of(r, false)).unwrap_or(Value::Null);
     if let Some(obj) = v.as_object_mut() {
         obj.insert("parent".into(), json!(parent_of(r)));
         obj.insert("attempts".into(), json!(r.attempts));
@@ -162,12 +163,12 @@ async fn retry(State(state): State<ApiState>, Path(id): Path<String>) -> Respons
         Err(e) => return bus_error(e),
     };
     if !record.state.is_retryable_end() {
-        return (StatusCode::CONFLICT, Json(TaskView::of(&record, false))).into_response();
+        return (StatusCode::CONFLICT, Json(TaskAnswer::of(&record, false))).into_response();
     }
     match state.ingress().resubmit(&record.envelope).await {
         Ok(admission) => (
             StatusCode::ACCEPTED,
-            Json(TaskView::of(&admission.task, admission.duplicate)),
+            Json(TaskAnswer::of(&admission.task, admission.duplicate)),
         )
             .into_response(),
         Err(IngressError::Bus(e)) => bus_error(e),

@@ -2,12 +2,13 @@
 //! its handlers.
 
 use super::graph::{WaitEdge, WaitGraph};
+use super::lifecycle::{self, Seen};
 use super::{CoordinatorOptions, CoordinatorStatus, UNWAIT, WAIT, WaitAnswer, outcome_notice};
 use crate::origin::Origin;
 use actix::prelude::*;
 use bus::{
-    Bus, BusError, Clock, Delivery, Envelope, Outcome, RequestId, Subscription, TaskEvent,
-    TaskEventKind, TaskRecord, TaskState, Topic,
+    Bus, BusError, Clock, Delivery, Envelope, Outcome, RequestId, Subscription, TaskRecord,
+    TaskState, Topic,
 };
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -147,7 +148,8 @@ impl Coordinator {
 
     /// Forgets an ended task; a cancelled one takes its unfinished children with it, and a task
     /// ended from outside (cancelled, timed out) is announced to the session that posted it.
-    fn ended(&mut self, task_id: Uuid, outcome: &Outcome, ctx: &mut Context<Self>) {
+    /// `outcome` is `None` for an end whose outcome was not read (one its run reported).
+    fn ended(&mut self, task_id: Uuid, outcome: Option<&Outcome>, ctx: &mut Context<Self>) {
         self.graph.remove_task(task_id);
         let Some(live) = self.live.remove(&task_id) else {
             return;
@@ -155,17 +157,14 @@ impl Coordinator {
         if let Some(parent_id) = live.parent {
             self.member_ended(parent_id, task_id, ctx);
         }
-        if matches!(outcome, Outcome::Cancelled { .. }) {
+        if matches!(outcome, Some(Outcome::Cancelled { .. })) {
             for child in &live.children {
                 if let Some(c) = self.live.get(child) {
                     self.cancel_child(task_id, c.request_id.clone(), ctx);
                 }
             }
         }
-        if matches!(
-            outcome,
-            Outcome::Cancelled { .. } | Outcome::TimedOut { .. }
-        ) {
+        if let Some(outcome @ (Outcome::Cancelled { .. } | Outcome::TimedOut { .. })) = outcome {
             let bus = self.bus.clone();
             let outcome = outcome.clone();
             ctx.spawn(fut::wrap_future(tell_poster(bus, task_id, outcome)));
@@ -270,7 +269,7 @@ impl Coordinator {
                     // subscription): forget it now.
                     Overdue::Ended(record) => {
                         if let Some(outcome) = &record.outcome {
-                            act.ended(task_id, outcome, ctx);
+                            act.ended(task_id, Some(outcome), ctx);
                         }
                     }
                 },
@@ -393,20 +392,19 @@ impl Actor for Coordinator {
 
 impl StreamHandler<Lifecycle> for Coordinator {
     fn handle(&mut self, Lifecycle(delivery): Lifecycle, ctx: &mut Context<Self>) {
-        let ev = match TaskEvent::from_envelope(delivery.envelope()) {
-            Ok(ev) => ev,
+        let seen = match lifecycle::read(delivery.envelope()) {
+            Ok(seen) => seen,
             Err(e) => {
                 tracing::warn!(error = %e, "Lifecycle event not understood.");
                 return;
             }
         };
-        match ev.event {
-            TaskEventKind::Terminal { outcome } => self.ended(ev.task_id, &outcome, ctx),
-            TaskEventKind::Queued if !self.live.contains_key(&ev.task_id) => {
+        match seen {
+            Seen::Ended(task_id, outcome) => self.ended(task_id, outcome.as_ref(), ctx),
+            Seen::Queued(task_id) if !self.live.contains_key(&task_id) => {
                 // The record (deadline, parent) is in the store: read it before the next event,
                 // so a parent's cancel that follows finds its child.
                 let bus = self.bus.clone();
-                let task_id = ev.task_id;
                 ctx.wait(
                     fut::wrap_future(async move {
                         let record = bus.task(task_id).await?;

@@ -24,6 +24,7 @@
 mod actor;
 pub(crate) mod graph;
 mod group;
+mod lifecycle;
 mod notice;
 #[cfg(test)]
 mod tests;

@@ -337,7 +337,7 @@ impl TaskStore for SledTaskStore {
         self.window
     }
 
-    async fn admit(&self, env: Envelope) -> Result<Admission, BusError> {
+    async fn admit(&self, mut env: Envelope) -> Result<Admission, BusError> {
         self.purge_if_due();
         let key = env.request_id.store_key().into_bytes();
         loop {
@@ -389,7 +389,7 @@ impl TaskStore for SledTaskStore {
                 state: TaskState::Queued,
                 attempts: 0,
                 fingerprint: Some(fingerprint(&env.payload)),
-                envelope: env.clone(),
+                envelope: env,
                 outcome: None,
                 created_ms: now,
                 updated_ms: now,
@@ -400,7 +400,7 @@ impl TaskStore for SledTaskStore {
             // record (which `by_task_id` ignores), never a record its task id cannot find.
             let task_id = record.task_id;
             self.task_ids
-                .insert(task_id.as_bytes(), env.request_id.as_str().as_bytes())
+                .insert(task_id.as_bytes(), record.request_id.as_str().as_bytes())
                 .map_err(|e| BusError::storage("write task id", e))?;
             let new = self.decoded.encode(&key, &record, None)?;
             let swapped = self
@@ -422,6 +422,8 @@ impl TaskStore for SledTaskStore {
                     });
                 }
                 Err(lost) => {
+                    // The envelope goes back for the next round (moved, not copied).
+                    env = record.envelope;
                     // Another admission of this request id won; unless it is this very task,
                     // our task id entry goes.
                     let winner = lost
