@@ -318,7 +318,7 @@ async fn a_node_killed_mid_run_after_a_write_its_session_goes_on_elsewhere_with_
 }
 
 /// Texts starting with `held` wait at the gate; the rest are answered at once.
-async fn gated_model(gate: &Gate) -> ScriptedServer {
+pub(super) async fn gated_model(gate: &Gate) -> ScriptedServer {
     let gate = gate.clone();
     ScriptedServer::with_responder(move |req| {
         let user = last_user(req);

@@ -139,6 +139,7 @@ impl HttpChannel {
             started_ms: system.clock().now_ms(),
             kv: system.kv().clone(),
             transcripts: system.transcripts().cloned(),
+            leases: system.session_leases().cloned(),
             agents: system.agents().into(),
         });
         let (stop, stopping) = tokio::sync::watch::channel(false);
