@@ -2,7 +2,8 @@
 //! separate `clawbus up` processes): the session index, so a session run on one node is listed,
 //! shown and counted on every node; and approval requests, so one asked by a run on one node is
 //! listed and answered on another and the run goes on with that answer; and a deleted session,
-//! whose shared row and log go with it, on every node.
+//! whose shared row and log go with it, on every node; and a command allowed `always`, which
+//! no node asks for again.
 
 use super::nats_cluster::{gated_model, node, said};
 use super::system::stop;
@@ -187,6 +188,100 @@ async fn an_approval_asked_on_one_node_is_answered_on_another() {
     }
     stop(n1).await;
     stop(n2).await;
+}
+
+/// A run on node 1 asks to `exec` a command; node 2 (hosting another agent) allows it with
+/// `clawbus approvals allow --always`. Node 1 stops and node 3, started after, runs the same
+/// command for the agent without asking: the entry is the cluster's, not the answering and
+/// asking nodes' only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_allowed_always_on_one_node_is_not_asked_again_on_a_node_started_after() {
+    let test = "a_command_allowed_always_on_one_node_is_not_asked_again_on_a_node_started_after";
+    let Some(nats) = NatsServer::start_or_skip(test) else {
+        return;
+    };
+    let model = ScriptedServer::with_responder(|req| {
+        if tool_results(req).is_empty() {
+            Turn::tool_call("exec", json!({ "command": "touch approved.txt" }))
+        } else {
+            Turn::text("done")
+        }
+    })
+    .await;
+    let projects = [Project::new(), Project::new(), Project::new()];
+    for p in &projects {
+        p.with_mock_and(&model.base_url(), "")
+            .write(
+                "agents.d/chat.toml",
+                "[exec]\nsecurity = \"ask\"\nallow = [\"ls\"]\napproval_timeout = \"5s\"\n",
+            )
+            .write("agents.d/other.toml", "");
+    }
+    let [p1, p2, p3] = &projects;
+    let n1 = node(p1, &nats, "n1", &["--agents-here", "chat"]).await;
+    let n2 = node(p2, &nats, "n2", &["--agents-here", "other"]).await;
+    let task = |n: &super::system::Child| {
+        let (url, token) = (n.url.clone(), n.token.clone());
+        tokio::spawn(async move {
+            reqwest::Client::new()
+                .post(format!("{url}/v1/agents/chat/tasks"))
+                .bearer_auth(token)
+                .json(&json!({ "text": "make the file", "wait": true, "timeout_ms": 60_000 }))
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        })
+    };
+    let first = task(&n1);
+    let mut id = String::new();
+    eventually("node 2 lists node 1's request", async || {
+        let all = get_json(&n2, "/v1/approvals").await;
+        match all["approvals"].as_array().and_then(|a| a.first()) {
+            Some(rec) if rec["state"] == "pending" => {
+                id = rec["id"].as_str().unwrap().to_string();
+                true
+            }
+            _ => false,
+        }
+    })
+    .await;
+    let mut allow = p2.clawbus();
+    allow.args(["approvals", "allow", &id, "--always", "--url", &n2.url]);
+    let allowed = run_cmd(allow).await;
+    assert!(
+        allowed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&allowed.stderr)
+    );
+    let body = tokio::time::timeout(crate::support::NET, first)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(body["state"], "succeeded", "{body}");
+    assert!(p1.state_dir().join("workspaces/chat/approved.txt").exists());
+    stop(n1).await;
+
+    let n3 = node(p3, &nats, "n3", &["--agents-here", "chat"]).await;
+    let body = tokio::time::timeout(crate::support::NET, task(&n3))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(body["state"], "succeeded", "{body}");
+    assert!(
+        p3.state_dir().join("workspaces/chat/approved.txt").exists(),
+        "node 3 ran the command: {body}"
+    );
+    let all = get_json(&n3, "/v1/approvals").await;
+    assert_eq!(
+        all["approvals"].as_array().map(Vec::len),
+        Some(1),
+        "node 3 did not ask again: {all}"
+    );
+    stop(n2).await;
+    stop(n3).await;
 }
 
 /// On a node of a cluster, `clawbus sessions delete` removes the session's shared row and its

@@ -293,7 +293,11 @@ async fn an_always_answer_is_remembered_by_a_node_started_after(backend: &str) {
     let answer = tokio::time::timeout(NET, waiter).await.unwrap().unwrap();
     assert_eq!(answer.unwrap(), Answer::Allowed { always: true });
     let third = c.store.node(2).await;
-    assert_eq!(third.rules("coder").unwrap(), ["touch made"], "not asked again");
+    assert_eq!(
+        third.rules("coder").unwrap(),
+        ["touch made"],
+        "not asked again"
+    );
 
     let fourth = c
         .store
