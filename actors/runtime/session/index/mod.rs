@@ -7,6 +7,7 @@
 //! can show any of them; the sled row stays as this node's note of its own transcript copy.
 //! One conformance suite (`tests.rs`) runs against each implementation.
 
+mod held;
 mod kv;
 mod sled;
 #[cfg(test)]
@@ -132,6 +133,8 @@ pub struct SessionIndex {
     local: SledIndex,
     /// On a shared bus, the rows every node reads and counts in; `None` on the embedded bus.
     shared: Option<Arc<dyn IndexRows>>,
+    /// On a shared bus, the counts its rows could not take yet.
+    held: Arc<held::Held>,
 }
 
 impl SessionIndex {
@@ -140,6 +143,7 @@ impl SessionIndex {
         Ok(Self {
             local: SledIndex::open(db)?,
             shared: None,
+            held: Arc::default(),
         })
     }
 
@@ -256,8 +260,33 @@ impl SessionIndex {
         Ok(self.local.row(key)?.map(|m| m.session_id))
     }
 
-    /// Records a finished run in the rows listings use.
+    /// Records a finished run in the rows listings use. On a shared bus a count its rows cannot
+    /// take now (their store unreachable) is held and recorded, in order, once they can (see
+    /// `held`); an error then only when the bound on held counts was reached.
     pub(crate) async fn record_run(&self, key: &str, run: FinishedRun) -> Result<(), IndexError> {
-        self.rows().record_run(key, run).await
+        let Some(shared) = &self.shared else {
+            return self.local.record_run(key, run).await;
+        };
+        let error = if self.held.any() {
+            None
+        } else {
+            match shared.record_run(key, run).await {
+                Ok(()) => return Ok(()),
+                Err(e) => Some(e),
+            }
+        };
+        if let Some(e) = &error
+            && let Ok(None) = shared.get(key).await
+        {
+            return Err(IndexError(format!("{e} (the session was deleted)")));
+        }
+        if !self.held.hold(shared, key, run) {
+            return Err(IndexError(format!(
+                "session {key}: not counted: {} counts already wait for the cluster's index",
+                held::MAX_HELD
+            )));
+        }
+        tracing::warn!(session = %key, error = ?error.map(|e| e.to_string()), "Session count held until the cluster's index takes it.");
+        Ok(())
     }
 }

@@ -373,3 +373,52 @@ async fn a_run_enters_a_new_row_as_it_is_and_a_row_deleted_elsewhere_as_a_fresh_
         "not carried again"
     );
 }
+
+/// Counts of runs that finish while NATS is away are held, in order, and recorded once it is
+/// back: none lost, and a count made once it is back queues behind them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counts_of_runs_finished_while_nats_is_away_are_recorded_once_it_is_back() {
+    let test = "counts_of_runs_finished_while_nats_is_away_are_recorded_once_it_is_back";
+    let Some(mut server) = NatsServer::start_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let nats = Nats::connect(NatsOptions::new(server.url())).await.unwrap();
+    let kv: Arc<dyn KvStore> = Arc::new(NatsKv::open(&nats, "sessions").await.unwrap());
+    let db = ::sled::open(dir.path()).unwrap();
+    let index = super::SessionIndex::open(&db).unwrap().with_shared(kv);
+    let key = "agent:chat:api:direct:away";
+    index.get_or_create(key, "chat", 1).unwrap();
+    index.enter(key, "chat", 1, true).await.unwrap();
+    index.record_run(key, run(2, 10, 1)).await.unwrap();
+
+    server.stop().unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while nats.link().connected {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap();
+    for t in [3, 4] {
+        index.record_run(key, run(t, 10, 1)).await.unwrap();
+    }
+    server.start_again().unwrap();
+    index.record_run(key, run(5, 10, 1)).await.unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        loop {
+            if let Ok(Some(row)) = index.get(key).await
+                && row.turns == 4
+            {
+                return row;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .map(|row| {
+        assert_eq!((row.tokens_in, row.updated_ms), (40, 5), "{row:?}");
+    })
+    .expect("the held counts reach the cluster's row");
+    assert!(!index.held.any(), "nothing left held");
+}
