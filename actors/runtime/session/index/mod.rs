@@ -262,7 +262,8 @@ impl SessionIndex {
 
     /// Records a finished run in the rows listings use. On a shared bus a count its rows cannot
     /// take now (their store unreachable) is held and recorded, in order, once they can (see
-    /// `held`); an error then only when the bound on held counts was reached.
+    /// `held`: one whose row is gone is dropped there); an error then only when the bound on
+    /// held counts was reached. No read is added to a run's end while the store is away.
     pub(crate) async fn record_run(&self, key: &str, run: FinishedRun) -> Result<(), IndexError> {
         let Some(shared) = &self.shared else {
             return self.local.record_run(key, run).await;
@@ -275,11 +276,6 @@ impl SessionIndex {
                 Err(e) => Some(e),
             }
         };
-        if let Some(e) = &error
-            && let Ok(None) = shared.get(key).await
-        {
-            return Err(IndexError(format!("{e} (the session was deleted)")));
-        }
         if !self.held.hold(shared, key, run) {
             return Err(IndexError(format!(
                 "session {key}: not counted: {} counts already wait for the cluster's index",
