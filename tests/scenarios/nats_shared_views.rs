@@ -2,12 +2,15 @@
 //! separate `clawbus up` processes): the session index, so a session run on one node is listed,
 //! shown and counted on every node; and approval requests, so one asked by a run on one node is
 //! listed and answered on another and the run goes on with that answer; and a deleted session,
-//! whose shared row and log go with it.
+//! whose shared row and log go with it, on every node; and a command allowed `always`, which
+//! no node asks for again.
 
-use super::nats_cluster::{node, said};
+use super::nats_cluster::{gated_model, node, said};
 use super::system::stop;
-use crate::support::{Project, eventually, get_json, last_user, post_task, run_cmd, tool_results};
-use clawbus::testkit::{NatsServer, ScriptedServer, Turn};
+use crate::support::{
+    Project, eventually, get_json, last_user, post_task, run_cmd, send, tool_results,
+};
+use clawbus::testkit::{Gate, NatsServer, ScriptedServer, Turn};
 use serde_json::{Value, json};
 
 const AGENT_KEY: &str = "agent:chat:api:direct:idx";
@@ -187,6 +190,100 @@ async fn an_approval_asked_on_one_node_is_answered_on_another() {
     stop(n2).await;
 }
 
+/// A run on node 1 asks to `exec` a command; node 2 (hosting another agent) allows it with
+/// `clawbus approvals allow --always`. Node 1 stops and node 3, started after, runs the same
+/// command for the agent without asking: the entry is the cluster's, not the answering and
+/// asking nodes' only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_allowed_always_on_one_node_is_not_asked_again_on_a_node_started_after() {
+    let test = "a_command_allowed_always_on_one_node_is_not_asked_again_on_a_node_started_after";
+    let Some(nats) = NatsServer::start_or_skip(test) else {
+        return;
+    };
+    let model = ScriptedServer::with_responder(|req| {
+        if tool_results(req).is_empty() {
+            Turn::tool_call("exec", json!({ "command": "touch approved.txt" }))
+        } else {
+            Turn::text("done")
+        }
+    })
+    .await;
+    let projects = [Project::new(), Project::new(), Project::new()];
+    for p in &projects {
+        p.with_mock_and(&model.base_url(), "")
+            .write(
+                "agents.d/chat.toml",
+                "[exec]\nsecurity = \"ask\"\nallow = [\"ls\"]\napproval_timeout = \"5s\"\n",
+            )
+            .write("agents.d/other.toml", "");
+    }
+    let [p1, p2, p3] = &projects;
+    let n1 = node(p1, &nats, "n1", &["--agents-here", "chat"]).await;
+    let n2 = node(p2, &nats, "n2", &["--agents-here", "other"]).await;
+    let task = |n: &super::system::Child| {
+        let (url, token) = (n.url.clone(), n.token.clone());
+        tokio::spawn(async move {
+            reqwest::Client::new()
+                .post(format!("{url}/v1/agents/chat/tasks"))
+                .bearer_auth(token)
+                .json(&json!({ "text": "make the file", "wait": true, "timeout_ms": 60_000 }))
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        })
+    };
+    let first = task(&n1);
+    let mut id = String::new();
+    eventually("node 2 lists node 1's request", async || {
+        let all = get_json(&n2, "/v1/approvals").await;
+        match all["approvals"].as_array().and_then(|a| a.first()) {
+            Some(rec) if rec["state"] == "pending" => {
+                id = rec["id"].as_str().unwrap().to_string();
+                true
+            }
+            _ => false,
+        }
+    })
+    .await;
+    let mut allow = p2.clawbus();
+    allow.args(["approvals", "allow", &id, "--always", "--url", &n2.url]);
+    let allowed = run_cmd(allow).await;
+    assert!(
+        allowed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&allowed.stderr)
+    );
+    let body = tokio::time::timeout(crate::support::NET, first)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(body["state"], "succeeded", "{body}");
+    assert!(p1.state_dir().join("workspaces/chat/approved.txt").exists());
+    stop(n1).await;
+
+    let n3 = node(p3, &nats, "n3", &["--agents-here", "chat"]).await;
+    let body = tokio::time::timeout(crate::support::NET, task(&n3))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(body["state"], "succeeded", "{body}");
+    assert!(
+        p3.state_dir().join("workspaces/chat/approved.txt").exists(),
+        "node 3 ran the command: {body}"
+    );
+    let all = get_json(&n3, "/v1/approvals").await;
+    assert_eq!(
+        all["approvals"].as_array().map(Vec::len),
+        Some(1),
+        "node 3 did not ask again: {all}"
+    );
+    stop(n2).await;
+    stop(n3).await;
+}
+
 /// On a node of a cluster, `clawbus sessions delete` removes the session's shared row and its
 /// shared transcript log: `GET /v1/sessions/{key}` is 404, and the next turn to the key starts
 /// a fresh conversation with a new transcript id.
@@ -240,6 +337,115 @@ async fn a_session_deleted_on_a_node_loses_its_shared_row_and_log_and_starts_afr
     );
     assert_eq!(shown["session"]["turns"], 1, "{shown}");
     stop(n1).await;
+}
+
+/// A session runs on node 1 only (node 2 hosts another agent). While a run of it is held on
+/// node 1, a delete on node 2 is refused (409 `session_busy`, naming node 1's lease) and the
+/// run finishes untouched. Once node 1 is idle, with its live session actor and its own row
+/// still in place, `clawbus sessions delete` on node 2 removes it; node 1's next run of the key
+/// starts afresh: a new session id, its turns counted from zero, nothing of the old
+/// conversation sent to the model, and both nodes list the same fresh row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_deleted_on_another_node_starts_afresh_where_it_ran_and_a_running_one_is_refused()
+{
+    let test =
+        "a_session_deleted_on_another_node_starts_afresh_where_it_ran_and_a_running_one_is_refused";
+    let Some(nats) = NatsServer::start_or_skip(test) else {
+        return;
+    };
+    let gate = Gate::new();
+    let model = gated_model(&gate).await;
+    let (p1, p2) = (Project::new(), Project::new());
+    for p in [&p1, &p2] {
+        p.with_mock_and(&model.base_url(), "")
+            .write("agents.d/chat.toml", "")
+            .write("agents.d/other.toml", "");
+    }
+    let turn = |text: &str| json!({ "text": text, "request_id": format!("xdel-{text}"), "session": "idx", "wait": true, "timeout_ms": 60_000 });
+    let n1 = node(&p1, &nats, "n1", &[]).await;
+    let n2 = node(&p2, &nats, "n2", &["--agents-here", "other"]).await;
+    let (status, answer) = post_task(&n1, "chat", turn("first")).await;
+    assert_eq!(status, 200, "{answer}");
+
+    let held = {
+        let (url, token, body) = (n1.url.clone(), n1.token.clone(), turn("held"));
+        tokio::spawn(async move {
+            reqwest::Client::new()
+                .post(format!("{url}/v1/agents/chat/tasks"))
+                .bearer_auth(token)
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        })
+    };
+    eventually("node 1 runs the held turn", async || {
+        model.requests().iter().any(|r| last_user(r) == "held")
+    })
+    .await;
+    let path = format!("/v1/sessions/{AGENT_KEY}");
+    let (status, refused) = send(&n2, reqwest::Method::DELETE, &path, None).await;
+    assert_eq!(status, 409, "{refused}");
+    assert_eq!(refused["error"]["code"], "session_busy", "{refused}");
+    let why = refused["error"]["message"].as_str().unwrap();
+    assert!(why.contains("another node") && why.contains("n1/"), "{why}");
+    gate.open();
+    let body = tokio::time::timeout(crate::support::NET, held)
+        .await
+        .expect("the held run finishes")
+        .unwrap();
+    assert_eq!(body["state"], "succeeded", "{body}");
+    let before = listed(&get_json(&n2, "/v1/sessions").await, AGENT_KEY).unwrap();
+    assert_eq!(
+        before["turns"], 2,
+        "the refused delete left the session: {before}"
+    );
+
+    let mut cli = p2.clawbus();
+    cli.args(["sessions", "delete", AGENT_KEY, "--url", &n2.url]);
+    let out = run_cmd(cli).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for n in [&n1, &n2] {
+        let gone = get_json(n, &path).await;
+        assert_eq!(gone["error"]["code"], "unknown_session", "{gone}");
+    }
+
+    let (status, answer) = post_task(&n1, "chat", turn("again")).await;
+    assert_eq!(status, 200, "{answer}");
+    let asked = model.requests().last().unwrap()["messages"].to_string();
+    assert!(
+        !asked.contains("first") && !asked.contains("held"),
+        "node 1 does not carry the deleted conversation on: {asked}"
+    );
+    let shown = get_json(&n1, &path).await;
+    assert_eq!(
+        said(&shown),
+        [("user", "again"), ("assistant", "re: again")]
+            .map(|(r, t)| (r.to_string(), t.to_string())),
+        "{shown}"
+    );
+    let mut rows = Vec::new();
+    for n in [&n1, &n2] {
+        rows.push(listed(&get_json(n, "/v1/sessions").await, AGENT_KEY).unwrap());
+    }
+    for row in &rows {
+        assert_ne!(
+            row["session_id"], before["session_id"],
+            "a fresh session: {row}"
+        );
+        assert_eq!(row["turns"], 1, "counted from zero: {row}");
+        assert_eq!(row["session_id"], rows[0]["session_id"], "{rows:?}");
+    }
+    stop(n1).await;
+    stop(n2).await;
 }
 
 /// A session run on node 1 is compacted on node 2 (`clawbus sessions compact --max-lines`):

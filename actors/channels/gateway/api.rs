@@ -66,6 +66,9 @@ pub struct ApiState {
     /// On a shared bus: the cluster's session transcripts, read by `/v1/sessions/{key}` and
     /// `chat.history` (`None`: this node's files).
     pub transcripts: Option<Arc<dyn bus::log::LogStore>>,
+    /// On a shared bus: the session leases, taken by a delete so that it never meets a run of
+    /// the session on another node (`None` on the embedded bus).
+    pub leases: Option<clawbus_runtime::session::SessionLeases>,
     /// The agents running on this node, for what only a session's actor may do (compact it).
     pub agents: Arc<[clawbus_runtime::agent::AgentHandle]>,
     /// What became of each delivery (`/v1/deliveries`; on a shared bus, every node's).

@@ -141,6 +141,7 @@ impl HttpChannel {
             started_ms: system.clock().now_ms(),
             kv: system.kv().clone(),
             transcripts: system.transcripts().cloned(),
+            leases: system.session_leases().cloned(),
             agents: system.agents().into(),
             deliveries: system.outbox().records().clone(),
         });

@@ -218,16 +218,23 @@ pub(crate) struct Deleted {
     pub transcript_removed: bool,
 }
 
+/// How long a delete on a shared bus waits for the session's lease, held by a run of the
+/// session on another node, before it is refused as busy.
+const DELETE_LEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Deletes session `key`: refused (409 `session_busy`) while a run of it is running or queued
-/// on this node; else its index row goes and, with `transcript`, its transcript (this node's
-/// file; on a shared bus the cluster's log). A live idle actor of it is stopped by its agent
-/// before the next message, which starts a fresh session.
+/// on this node, or, on a shared bus, while a node holds its lease (a run of it is in
+/// progress there); else its index row goes and, with `transcript`, this node's transcript
+/// file. On a shared bus the whole delete holds the session's lease, and the cluster's log of
+/// the session goes either way (a fresh session of the key must not read it; the nodes' own
+/// copies stay on their disks unless `transcript`). A live idle actor of it is stopped by its
+/// agent before the next message, which starts a fresh session; on another node, the next
+/// run there finds the cluster's row gone and starts afresh too.
 pub(super) async fn delete(
     state: &ApiState,
     meta: &SessionMeta,
     transcript: bool,
 ) -> Result<Deleted, Failure> {
-    let sessions = reader(state);
     if let Some(live) = state.live.get(&meta.key).map(|l| *l)
         && (live.state == SessionState::Processing || live.queued > 0)
     {
@@ -240,14 +247,31 @@ pub(super) async fn delete(
             ),
         ));
     }
-    state
-        .sessions
-        .remove(&meta.key)
+    // Run to its end on a task of its own: a caller that goes away must not leave the lease
+    // held until it lapses.
+    let (state, meta) = (state.clone(), meta.clone());
+    tokio::spawn(async move { delete_under_lease(&state, &meta, transcript).await })
         .await
-        .map_err(index_failure)?;
-    if transcript {
-        remove_transcript(state, &sessions, meta).await?;
+        .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e))?
+}
+
+/// The delete itself, under the session's lease on a shared bus.
+async fn delete_under_lease(
+    state: &ApiState,
+    meta: &SessionMeta,
+    transcript: bool,
+) -> Result<Deleted, Failure> {
+    let lease = match &state.leases {
+        Some(leases) => Some(take_lease(leases, meta).await?),
+        None => None,
+    };
+    let done = remove(state, meta, transcript).await;
+    if let Some(lease) = lease
+        && let Err(e) = lease.release().await
+    {
+        tracing::warn!(session = %meta.key, error = %e, "Session lease not released after a delete; it expires by itself.");
     }
+    done?;
     tracing::info!(session = %meta.key, transcript, "Session deleted.");
     Ok(Deleted {
         key: meta.key.clone(),
@@ -256,32 +280,62 @@ pub(super) async fn delete(
     })
 }
 
-/// Removes the transcript of `meta`: this node's file (absent is fine) and on a shared bus the
-/// cluster's log. Other nodes' copies of their own lines stay on their disks.
-async fn remove_transcript(
-    state: &ApiState,
-    sessions: &SessionReader,
+/// The lease of session `meta`, taken within [`DELETE_LEASE_WAIT`]; 409 `session_busy` when a
+/// node holds it all that time.
+async fn take_lease(
+    leases: &clawbus_runtime::session::SessionLeases,
     meta: &SessionMeta,
-) -> Result<(), Failure> {
+) -> Result<bus::kv::Lease, Failure> {
+    let key = SessionKey::from_client(&meta.key)
+        .map_err(|e| Failure::new(StatusCode::BAD_REQUEST, "invalid_session_key", e))?;
+    match leases.acquire(&key, DELETE_LEASE_WAIT).await {
+        Ok(lease) => Ok(lease),
+        Err(bus::kv::LeaseError::Busy { holder, .. }) => Err(Failure::new(
+            StatusCode::CONFLICT,
+            "session_busy",
+            format!(
+                "session {} is running on another node (its lease is held by {holder:?}): abort its run and try again",
+                meta.key
+            ),
+        )),
+        Err(e) => Err(Failure::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "session_lease",
+            format!("session {}: its lease could not be taken: {e}", meta.key),
+        )),
+    }
+}
+
+/// Removes what deleting session `meta` removes: on a shared bus the cluster's log first (a
+/// failure leaves the session listed, to delete again), then the index rows, then with
+/// `transcript` this node's file.
+async fn remove(state: &ApiState, meta: &SessionMeta, transcript: bool) -> Result<(), Failure> {
     let gone = |e: String| {
         tracing::error!(session = %meta.key, error = %e, "Transcript not removed.");
         Failure::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "transcript",
             format!(
-                "session {} was deleted but its transcript could not be removed",
+                "session {}: its transcript could not be removed ({e})",
                 meta.key
             ),
         )
     };
-    match std::fs::remove_file(sessions.transcript_path(meta)) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(gone(e.to_string())),
-    }
     if let Some(log) = &state.transcripts {
         let name = clawbus_runtime::session::lease::log_name(&meta.agent, &meta.key);
         log.delete(&name).await.map_err(|e| gone(e.to_string()))?;
+    }
+    state
+        .sessions
+        .remove(&meta.key)
+        .await
+        .map_err(index_failure)?;
+    if transcript {
+        match std::fs::remove_file(reader(state).transcript_path(meta)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(gone(e.to_string())),
+        }
     }
     Ok(())
 }

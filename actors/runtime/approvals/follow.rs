@@ -1,7 +1,8 @@
 //! On a shared store: the task that follows the requests' changes, so a run waiting on this
 //! node learns an answer given on any node. It watches `req.` from before the first request is
 //! asked; when the watch breaks (the link to NATS went down) it watches again and reads back the
-//! requests still waited for here, so an answer given meanwhile is not missed. It stops with the
+//! requests still waited for here (and the entries approved with `always`), so an answer given
+//! meanwhile is not missed. It stops with the
 //! store (the handle's last clone dropped).
 
 use super::{ApprovalRecord, Inner};
@@ -66,8 +67,14 @@ fn settle(inner: &Inner, value: &[u8]) {
     }
 }
 
-/// Reads back every request waited for here, handing over those settled while unwatched.
+/// Reads back every request waited for here, handing over those settled while unwatched, and
+/// the entries approved with `always` meanwhile.
 async fn catch_up(inner: &Inner) {
+    if let Some(shared) = &inner.shared_rules
+        && let Err(e) = shared.sync(&inner.rules).await
+    {
+        tracing::warn!(error = %e, "Entries approved with always not read back; read at the next break or start.");
+    }
     let ids: Vec<String> = inner.waiting.iter().map(|w| w.key().clone()).collect();
     for id in ids {
         match inner.requests.get(&id).await {

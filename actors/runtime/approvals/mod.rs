@@ -17,6 +17,7 @@
 //! (no second flusher next to the bus's group commit).
 
 mod follow;
+mod rules;
 mod store;
 #[cfg(test)]
 pub(crate) mod tests;
@@ -171,7 +172,11 @@ pub struct Approvals {
 
 struct Inner {
     requests: Arc<dyn Requests>,
+    /// This node's copy of the entries approved with `always` (on a shared store, of every
+    /// node's: see `rules`), read by each `exec` that checks its allowlist.
     rules: sled::Tree,
+    /// On a shared store: where the entries approved with `always` are kept for every node.
+    shared_rules: Option<rules::SharedRules>,
     bus: Arc<dyn Bus>,
     clock: Arc<dyn Clock>,
     /// The runs of this process waiting for an answer, by request id.
@@ -202,6 +207,7 @@ impl Approvals {
             inner: Arc::new(Inner {
                 requests: Arc::new(requests),
                 rules,
+                shared_rules: None,
                 bus,
                 clock,
                 waiting: DashMap::new(),
@@ -214,7 +220,9 @@ impl Approvals {
     /// node lists every request and may answer it, and a run waiting here learns an answer
     /// given anywhere (a watch of the store). Requests still pending past their due time (their
     /// node went away) are marked `expired`; a request is removed a week after it settled (its
-    /// time to live). Entries approved with `always` stay in `db`, where the answer reaches.
+    /// time to live). Entries approved with `always` are the cluster's: kept in `kv` for every
+    /// node, and copied into `db` (this node's entries from before go to `kv` first), so a node
+    /// started later does not ask again.
     pub async fn open_shared(
         db: &sled::Db,
         kv: Arc<dyn bus::kv::KvStore>,
@@ -224,9 +232,12 @@ impl Approvals {
         let rules = db.open_tree(RULES_TREE).map_err(storage)?;
         // Watching before anything is asked: no answer goes by unseen.
         let watch = kv.watch(store::KV_PREFIX).await.map_err(storage)?;
+        let shared_rules = rules::SharedRules { kv: kv.clone() };
+        shared_rules.sync(&rules).await?;
         let inner = Arc::new(Inner {
             requests: Arc::new(KvRequests { kv: kv.clone() }),
             rules,
+            shared_rules: Some(shared_rules),
             bus,
             clock,
             waiting: DashMap::new(),
@@ -333,6 +344,13 @@ impl Approvals {
             });
         }
         self.inner.answered(&rec)?;
+        if let Some(shared) = self.inner.shared_rules.as_ref().filter(|_| rec.always) {
+            // The nodes up now learn it from the request's record as well; this is for those
+            // that start later.
+            if let Err(e) = shared.keep(&rec).await {
+                tracing::warn!(approval = %id, agent = %rec.agent, error = %e, "Entry approved with always not kept for the other nodes; they may ask again.");
+            }
+        }
         tracing::info!(approval = %id, agent = %rec.agent, state = %rec.state, always = rec.always, "Approval answered.");
         self.publish(rec.state.as_str(), &rec).await;
         Ok(rec)
@@ -424,6 +442,7 @@ impl Inner {
     }
 }
 
+/// The key of `rule` of `agent` in the tree of entries approved with `always`.
 fn rule_key(agent: &str, rule: &str) -> Vec<u8> {
     let mut key = agent.as_bytes().to_vec();
     key.push(0);

@@ -145,10 +145,47 @@ async fn requests_left_pending_by_an_earlier_run_expire_on_open() {
     drop(f.dir);
 }
 
-/// Two handles on one shared store, each its own node: on a key-value store on sled, or on a
-/// JetStream KV bucket (`nats`, skipped without a server unless `CI=true`).
+/// One shared store: on a key-value store on sled, or on a JetStream KV bucket (`nats`,
+/// skipped without a server unless `CI=true`).
+struct Store {
+    dir: tempfile::TempDir,
+    db: sled::Db,
+    bus: Arc<dyn Bus>,
+    clock: Arc<dyn Clock>,
+    nats: Option<&'static clawbus_testkit::NatsServer>,
+    prefix: String,
+}
+
+impl Store {
+    /// Node `n` on the store, with a database of its own (its own copy of `always` entries).
+    async fn node(&self, n: usize) -> Approvals {
+        self.node_seeded(n, |_| {}).await
+    }
+
+    /// Node `n`, its database given to `seed` before it opens the store.
+    async fn node_seeded(&self, n: usize, seed: impl FnOnce(&sled::Db)) -> Approvals {
+        let own = sled::open(self.dir.path().join(format!("node{n}"))).unwrap();
+        seed(&own);
+        let kv: Arc<dyn bus::kv::KvStore> = match self.nats {
+            Some(server) => {
+                let mut opts = bus::nats::NatsOptions::new(server.url());
+                opts.prefix = self.prefix.clone();
+                let nats = bus::nats::Nats::connect(opts).await.unwrap();
+                Arc::new(bus::nats::NatsKv::open(&nats, SHARED_STORE).await.unwrap())
+            }
+            None => Arc::new(
+                bus::kv::SledKv::open(&self.db, "kv.approvals", self.clock.clone()).unwrap(),
+            ),
+        };
+        Approvals::open_shared(&own, kv, self.bus.clone(), self.clock.clone())
+            .await
+            .unwrap()
+    }
+}
+
+/// Two handles on one shared store, each its own node; `store` opens more.
 struct Cluster {
-    _dir: tempfile::TempDir,
+    store: Store,
     bus: Arc<dyn Bus>,
     nodes: [Approvals; 2],
 }
@@ -157,8 +194,6 @@ async fn cluster(backend: &str, test: &str) -> Option<Cluster> {
     let dir = tempfile::tempdir().unwrap();
     let db = sled::open(dir.path().join("db")).unwrap();
     let bus = bus::open(BusOptions::default(), db.clone()).unwrap().bus;
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let mut nodes = Vec::new();
     let nats = match backend {
         "nats" => Some(clawbus_testkit::NatsServer::shared_or_skip(test)?),
         _ => None,
@@ -169,30 +204,16 @@ async fn cluster(backend: &str, test: &str) -> Option<Cluster> {
         std::process::id(),
         N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     );
-    for n in 0..2 {
-        // Each node keeps its own `always` entries: a database of its own.
-        let own = sled::open(dir.path().join(format!("node{n}"))).unwrap();
-        let kv: Arc<dyn bus::kv::KvStore> = match nats {
-            Some(server) => {
-                let mut opts = bus::nats::NatsOptions::new(server.url());
-                opts.prefix = prefix.clone();
-                let nats = bus::nats::Nats::connect(opts).await.unwrap();
-                Arc::new(bus::nats::NatsKv::open(&nats, SHARED_STORE).await.unwrap())
-            }
-            None => Arc::new(bus::kv::SledKv::open(&db, "kv.approvals", clock.clone()).unwrap()),
-        };
-        nodes.push(
-            Approvals::open_shared(&own, kv, bus.clone(), clock.clone())
-                .await
-                .unwrap(),
-        );
-    }
-    let nodes: [Approvals; 2] = nodes.try_into().ok().unwrap();
-    Some(Cluster {
-        _dir: dir,
-        bus,
-        nodes,
-    })
+    let store = Store {
+        dir,
+        db,
+        bus: bus.clone(),
+        clock: Arc::new(SystemClock),
+        nats,
+        prefix,
+    };
+    let nodes = [store.node(0).await, store.node(1).await];
+    Some(Cluster { store, bus, nodes })
 }
 
 /// Asked on node 1, listed and answered on node 2 (`always`), the answer reaches the run
@@ -247,6 +268,56 @@ async fn a_request_asked_on_one_node_is_answered_on_another(backend: &str) {
             ApprovalState::Allowed
         );
     }
+}
+
+/// Asked on node 1 and answered `always` on node 2: a third node started after lists the
+/// entry among its agent's approved ones (it does not ask again), and so does a node whose
+/// database had an entry of its own from before: that one is offered to the others too.
+async fn an_always_answer_is_remembered_by_a_node_started_after(backend: &str) {
+    let test = "an_always_answer_is_remembered_by_a_node_started_after";
+    let Some(c) = cluster(backend, test).await else {
+        return;
+    };
+    let [one, two] = &c.nodes;
+    let mut sub = c
+        .bus
+        .subscribe(Topic::parse("approvals.>").unwrap())
+        .await
+        .unwrap();
+    let waiter = tokio::spawn({
+        let a = one.clone();
+        async move { a.ask(request(NET)).await }
+    });
+    let (_, rec) = next(&mut sub).await;
+    two.resolve(&rec.id, true, true).await.unwrap();
+    let answer = tokio::time::timeout(NET, waiter).await.unwrap().unwrap();
+    assert_eq!(answer.unwrap(), Answer::Allowed { always: true });
+    let third = c.store.node(2).await;
+    assert_eq!(
+        third.rules("coder").unwrap(),
+        ["touch made"],
+        "not asked again"
+    );
+
+    let fourth = c
+        .store
+        .node_seeded(3, |own| {
+            own.open_tree(RULES_TREE)
+                .unwrap()
+                .insert(
+                    rule_key("coder", "ls -l"),
+                    "0190a0b0-0000-7000-8000-000000000001",
+                )
+                .unwrap();
+        })
+        .await;
+    assert_eq!(fourth.rules("coder").unwrap(), ["ls -l", "touch made"]);
+    let fifth = c.store.node(4).await;
+    assert_eq!(
+        fifth.rules("coder").unwrap(),
+        ["ls -l", "touch made"],
+        "the fourth node's own entry is the cluster's"
+    );
 }
 
 /// Both nodes answer one request at once, one allowing and one denying: exactly one answer
@@ -304,6 +375,13 @@ macro_rules! shared_suite {
             async fn a_request_asked_on_one_node_is_answered_on_another() {
                 super::a_request_asked_on_one_node_is_answered_on_another(stringify!($backend))
                     .await;
+            }
+            #[actix_rt::test]
+            async fn an_always_answer_is_remembered_by_a_node_started_after() {
+                super::an_always_answer_is_remembered_by_a_node_started_after(
+                    stringify!($backend),
+                )
+                .await;
             }
             #[actix_rt::test]
             async fn two_nodes_answering_at_once_apply_one_answer() {

@@ -18,6 +18,7 @@ use bus::{Delivery, Outcome, TaskState};
 use clawbus_core::ids::SessionKey;
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use uuid::Uuid;
 
 /// Why a session could not be opened.
@@ -49,6 +50,9 @@ pub struct SessionActor {
     key: SessionKey,
     /// The transcript this actor writes (its index row's, as it was opened).
     session_id: Uuid,
+    /// This node's index row was made when the actor opened and its session is not yet in the
+    /// cluster's rows: the first run enters it as it is (see `SessionIndex::enter`).
+    new_row: Arc<AtomicBool>,
     rt: Arc<AgentRuntime>,
     transcript: Arc<Transcript>,
     view: View,
@@ -77,7 +81,7 @@ impl SessionActor {
         live: LiveSessions,
         done: Recipient<RunDone>,
     ) -> Result<Self, SessionOpenError> {
-        let meta = rt
+        let (meta, made) = rt
             .index
             .get_or_create(key.as_str(), rt.id.as_str(), rt.clock.now_ms())
             .map_err(|cause| SessionOpenError::Index {
@@ -116,6 +120,7 @@ impl SessionActor {
         Ok(Self {
             key,
             session_id: meta.session_id,
+            new_row: Arc::new(AtomicBool::new(made)),
             rt,
             transcript: Arc::new(transcript),
             view,
@@ -177,6 +182,7 @@ impl SessionActor {
             delivery: delivery.clone(),
             view: self.view.clone(),
             transcript: self.transcript.clone(),
+            new_row: self.new_row.clone(),
         };
         let handle = tokio::spawn(execute(input));
         self.rt.drain.track(&delivery, handle.abort_handle());

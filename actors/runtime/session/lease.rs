@@ -73,8 +73,9 @@ impl SessionLeases {
         self.wait
     }
 
-    /// Takes the lease of `session`, waiting at most `within`.
-    pub(crate) async fn acquire(
+    /// Takes the lease of `session`, waiting at most `within`: held by a run of the session
+    /// while it runs, and by whatever must not meet one (a compaction, a delete).
+    pub async fn acquire(
         &self,
         session: &SessionKey,
         within: Duration,

@@ -27,6 +27,7 @@ use clawbus_core::ids::SessionKey;
 use clawbus_core::task::{TaskInput, TaskResult};
 use journal::{Journal, Prepared};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// What the session actor hands a run.
@@ -43,6 +44,9 @@ pub(crate) struct RunInput {
     pub view: View,
     /// The session's transcript.
     pub transcript: Arc<Transcript>,
+    /// Set while this node's index row of the session is new and not yet entered in the
+    /// cluster's rows; the run that enters it clears it.
+    pub new_row: Arc<AtomicBool>,
 }
 
 /// How a run left its session.
@@ -116,13 +120,28 @@ async fn execute_leased(input: RunInput, leases: &SessionLeases) -> RunReport {
     // Every line the run appends is stamped with the lease: the log refuses it once a newer
     // holder wrote.
     transcript.set_lease(Some(lease.first_revision())).await;
-    // From its first run on, every node lists the session.
-    if let Err(e) = rt
+    // From its first run on, every node lists the session. One deleted on some node since this
+    // node last ran it starts afresh: its transcript is read again as the log now stands.
+    match rt
         .index
-        .share(key.as_str(), rt.id.as_str(), rt.clock.now_ms())
+        .enter(
+            key.as_str(),
+            rt.id.as_str(),
+            rt.clock.now_ms(),
+            input.new_row.load(Ordering::SeqCst),
+        )
         .await
     {
-        tracing::error!(agent = %rt.id, session = %key, request_id, error = %e, "Session not entered in the cluster's index.");
+        Ok(renewed) => {
+            input.new_row.store(false, Ordering::SeqCst);
+            if renewed {
+                tracing::info!(agent = %rt.id, session = %key, request_id, "Session deleted on some node since it ran here; a fresh one begins.");
+                transcript.forget();
+            }
+        }
+        Err(e) => {
+            tracing::error!(agent = %rt.id, session = %key, request_id, error = %e, "Session not entered in the cluster's index.");
+        }
     }
     // A run aborted here (cancelled) still lets its lease go at once.
     let mut guard = LeaseGuard(Some(lease));
@@ -341,6 +360,7 @@ async fn execute_here(input: RunInput) -> RunReport {
         delivery,
         view,
         transcript,
+        new_row: _,
     } = input;
     let run = Run {
         request_id: delivery.envelope().request_id.to_string(),

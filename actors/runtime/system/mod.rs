@@ -199,8 +199,9 @@ pub struct Clawbus {
     mcp: crate::mcp::McpServers,
     /// The agents' browsers, stopped after the agents.
     browsers: crate::tools::Browsers,
-    /// On a shared bus: the cluster's session transcripts (`None` on the embedded bus).
-    transcripts: Option<Arc<dyn bus::log::LogStore>>,
+    /// On a shared bus: the session leases and the cluster's session transcripts they guard
+    /// (`None` on the embedded bus).
+    leases: Option<crate::session::SessionLeases>,
 }
 
 impl Clawbus {
@@ -306,7 +307,6 @@ impl Clawbus {
             tracing::warn!(origins = ?config.browser.test_allow_origins, "[browser] test_allow_origins is set: the browser may reach these loopback or private origins. It is meant for tests only.");
         }
         let leases = session_leases(&kv, &clock, &node_id, config.bus.session_lease_ttl).await?;
-        let transcripts = leases.as_ref().map(|l| l.transcripts().clone());
         let agent_ctx = AgentContext {
             bus: bus.clone(),
             index: index.clone(),
@@ -329,7 +329,7 @@ impl Clawbus {
             outbox: outbox.clone(),
             mcp: mcp.clone(),
             browsers: browsers.clone(),
-            leases,
+            leases: leases.clone(),
         };
         let mut agents = Vec::new();
         // `--agents-here`: the others are consumed on the nodes that host them.
@@ -383,7 +383,7 @@ impl Clawbus {
             flows,
             mcp,
             browsers,
-            transcripts,
+            leases,
         })
     }
 
@@ -476,7 +476,13 @@ impl Clawbus {
     /// On a shared bus (NATS): the cluster's session transcripts, which hold every node's
     /// lines; `None` on the embedded bus, whose transcripts are this node's files.
     pub fn transcripts(&self) -> Option<&Arc<dyn bus::log::LogStore>> {
-        self.transcripts.as_ref()
+        self.leases.as_ref().map(|l| l.transcripts())
+    }
+
+    /// On a shared bus (NATS): the session leases this node takes (a run holds its session's
+    /// while it runs); `None` on the embedded bus.
+    pub fn session_leases(&self) -> Option<&crate::session::SessionLeases> {
+        self.leases.as_ref()
     }
 
     /// Live sessions and their state.

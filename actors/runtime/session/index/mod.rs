@@ -7,6 +7,7 @@
 //! can show any of them; the sled row stays as this node's note of its own transcript copy.
 //! One conformance suite (`tests.rs`) runs against each implementation.
 
+mod held;
 mod kv;
 mod sled;
 #[cfg(test)]
@@ -132,6 +133,8 @@ pub struct SessionIndex {
     local: SledIndex,
     /// On a shared bus, the rows every node reads and counts in; `None` on the embedded bus.
     shared: Option<Arc<dyn IndexRows>>,
+    /// On a shared bus, the counts its rows could not take yet.
+    held: Arc<held::Held>,
 }
 
 impl SessionIndex {
@@ -140,6 +143,7 @@ impl SessionIndex {
         Ok(Self {
             local: SledIndex::open(db)?,
             shared: None,
+            held: Arc::default(),
         })
     }
 
@@ -170,35 +174,64 @@ impl SessionIndex {
     }
 
     /// This node's row for `key`, created with a fresh session id if there is none (a session
-    /// opened here): it names this node's transcript file.
+    /// opened here): it names this node's transcript file. With it, whether it was made now.
     pub(crate) fn get_or_create(
         &self,
         key: &str,
         agent: &str,
         now_ms: u64,
-    ) -> Result<SessionMeta, IndexError> {
-        self.local
-            .get_or_create(SessionMeta::new(key, agent, now_ms))
+    ) -> Result<(SessionMeta, bool), IndexError> {
+        let fresh = SessionMeta::new(key, agent, now_ms);
+        let id = fresh.session_id;
+        let meta = self.local.get_or_create(fresh)?;
+        let made = meta.session_id == id;
+        Ok((meta, made))
     }
 
-    /// On a shared bus, makes sure the cluster has a row for `key` (this node's, when none):
-    /// called by a run once it holds the session, so every node lists it from then on. Nothing
-    /// to do on the embedded bus, where opening the session made the row.
-    pub(crate) async fn share(
+    /// On a shared bus, enters session `key` in the cluster's rows: called by a run once it
+    /// holds the session's lease, so every node lists it from then on. Nothing to do on the
+    /// embedded bus, where opening the session made the row.
+    ///
+    /// The cluster's row is the session. When it has none, the session is this node's row if
+    /// that row is new (`opened_new`: made when the session was opened here and not entered
+    /// since) or carries counts from before the cluster had rows (they come along, once);
+    /// otherwise the session this node knew was deleted on some node meanwhile, and a fresh
+    /// one (a new session id, no runs) begins, this node's row following it. Answers whether
+    /// that happened: the run must then read the shared transcript as it now stands.
+    pub(crate) async fn enter(
         &self,
         key: &str,
         agent: &str,
         now_ms: u64,
-    ) -> Result<(), IndexError> {
+        opened_new: bool,
+    ) -> Result<bool, IndexError> {
         let Some(shared) = &self.shared else {
-            return Ok(());
+            return Ok(false);
         };
-        if shared.get(key).await?.is_some() {
-            return Ok(());
+        let mine = self.local.row(key)?;
+        let carried = mine.as_ref().is_some_and(|m| m.turns > 0);
+        match (shared.get(key).await?, mine) {
+            (Some(_), _) => {}
+            (None, Some(mine)) if opened_new || carried => {
+                shared.create(mine).await?;
+            }
+            (None, _) => {
+                let row = shared.create(SessionMeta::new(key, agent, now_ms)).await?;
+                self.local.put(&SessionMeta {
+                    turns: 0,
+                    tokens_in: 0,
+                    tokens_out: 0,
+                    ..row
+                })?;
+                return Ok(true);
+            }
         }
-        // A session this node ran before the cluster had rows brings its counts along.
-        let mine = self.get_or_create(key, agent, now_ms)?;
-        shared.create(mine).await.map(drop)
+        if carried {
+            // Counted in the cluster's row from now on; kept here they would come back after
+            // a delete.
+            self.local.clear_counts(key)?;
+        }
+        Ok(false)
     }
 
     /// Archives (`Some(unix ms)`) or unarchives (`None`) session `key` in the rows listings
@@ -227,8 +260,29 @@ impl SessionIndex {
         Ok(self.local.row(key)?.map(|m| m.session_id))
     }
 
-    /// Records a finished run in the rows listings use.
+    /// Records a finished run in the rows listings use. On a shared bus a count its rows cannot
+    /// take now (their store unreachable) is held and recorded, in order, once they can (see
+    /// `held`: one whose row is gone is dropped there); an error then only when the bound on
+    /// held counts was reached. No read is added to a run's end while the store is away.
     pub(crate) async fn record_run(&self, key: &str, run: FinishedRun) -> Result<(), IndexError> {
-        self.rows().record_run(key, run).await
+        let Some(shared) = &self.shared else {
+            return self.local.record_run(key, run).await;
+        };
+        let error = if self.held.any() {
+            None
+        } else {
+            match shared.record_run(key, run).await {
+                Ok(()) => return Ok(()),
+                Err(e) => Some(e),
+            }
+        };
+        if !self.held.hold(shared, key, run) {
+            return Err(IndexError(format!(
+                "session {key}: not counted: {} counts already wait for the cluster's index",
+                held::MAX_HELD
+            )));
+        }
+        tracing::warn!(session = %key, error = ?error.map(|e| e.to_string()), "Session count held until the cluster's index takes it.");
+        Ok(())
     }
 }

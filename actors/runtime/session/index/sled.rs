@@ -42,6 +42,46 @@ impl SledIndex {
                 .ok_or_else(|| IndexError(format!("session {} vanished", meta.key))),
         }
     }
+
+    /// Stores `meta` as the row of its key, replacing any.
+    pub fn put(&self, meta: &SessionMeta) -> Result<(), IndexError> {
+        let bytes = serde_json::to_vec(meta).map_err(IndexError::of)?;
+        self.tree
+            .insert(meta.key.as_bytes(), bytes)
+            .map_err(IndexError::of)?;
+        Ok(())
+    }
+
+    /// Sets the counts of the row of `key` (if any) to zero, keeping the rest as stored.
+    pub fn clear_counts(&self, key: &str) -> Result<(), IndexError> {
+        let mut unreadable = None;
+        self.tree
+            .update_and_fetch(key.as_bytes(), |old| {
+                let old = old?;
+                let cleared = serde_json::from_slice::<SessionMeta>(old).and_then(|meta| {
+                    serde_json::to_vec(&SessionMeta {
+                        turns: 0,
+                        tokens_in: 0,
+                        tokens_out: 0,
+                        ..meta
+                    })
+                });
+                match cleared {
+                    Ok(bytes) => Some(bytes),
+                    Err(e) => {
+                        unreadable = Some(e);
+                        Some(old.to_vec())
+                    }
+                }
+            })
+            .map_err(IndexError::of)?;
+        match unreadable {
+            Some(e) => Err(IndexError(format!(
+                "entry of session {key} unreadable: {e}"
+            ))),
+            None => Ok(()),
+        }
+    }
 }
 
 #[async_trait]

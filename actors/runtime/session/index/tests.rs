@@ -302,3 +302,123 @@ macro_rules! index_suite {
 }
 
 index_suite!(sled, kv, nats);
+
+/// Two nodes' indexes (each its own sled rows) over one shared store.
+fn two_nodes(dir: &std::path::Path) -> [super::SessionIndex; 2] {
+    let clock: Arc<dyn bus::Clock> = bus::ManualClock::new(0);
+    let shared = ::sled::open(dir.join("shared")).unwrap();
+    let kv: Arc<dyn KvStore> = Arc::new(SledKv::open(&shared, "kv.sessions", clock).unwrap());
+    [0, 1].map(|n| {
+        let db = ::sled::open(dir.join(format!("node{n}"))).unwrap();
+        super::SessionIndex::open(&db)
+            .unwrap()
+            .with_shared(kv.clone())
+    })
+}
+
+/// A run enters its session in the cluster's rows: a row new on its node as it is; one the
+/// node kept after the cluster's row was removed (a delete on another node) as a fresh session
+/// (a new id, no runs, the node's row following it); counts from before the cluster had rows
+/// come along once, and not again after a delete.
+#[actix_rt::test]
+async fn a_run_enters_a_new_row_as_it_is_and_a_row_deleted_elsewhere_as_a_fresh_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let [one, two] = two_nodes(dir.path());
+    let key = "agent:chat:api:direct:gone";
+    let (mine, made) = one.get_or_create(key, "chat", 5).unwrap();
+    assert!(made);
+    assert!(!one.enter(key, "chat", 5, true).await.unwrap());
+    assert_eq!(
+        two.get(key).await.unwrap(),
+        Some(mine.clone()),
+        "entered as it is"
+    );
+    one.record_run(key, run(6, 1, 1)).await.unwrap();
+
+    assert!(two.remove(key).await.unwrap(), "deleted on node 2");
+    let (kept, made) = one.get_or_create(key, "chat", 7).unwrap();
+    assert!(
+        !made && kept.session_id == mine.session_id,
+        "node 1 kept its row"
+    );
+    assert!(
+        one.enter(key, "chat", 8, false).await.unwrap(),
+        "a fresh one"
+    );
+    let fresh = two.get(key).await.unwrap().unwrap();
+    assert_ne!(fresh.session_id, mine.session_id, "{fresh:?}");
+    assert_eq!((fresh.turns, fresh.created_ms), (0, 8), "{fresh:?}");
+    assert_eq!(one.local_session_id(key).unwrap(), Some(fresh.session_id));
+    assert!(
+        !one.enter(key, "chat", 9, false).await.unwrap(),
+        "entered once"
+    );
+
+    let old = "agent:chat:api:direct:old";
+    one.get_or_create(old, "chat", 1).unwrap();
+    one.local.record_run(old, run(2, 30, 3)).await.unwrap();
+    assert!(!one.enter(old, "chat", 10, false).await.unwrap());
+    let carried = two.get(old).await.unwrap().unwrap();
+    assert_eq!((carried.turns, carried.tokens_in), (1, 30), "{carried:?}");
+    assert_eq!(
+        one.local.row(old).unwrap().unwrap().turns,
+        0,
+        "counted once"
+    );
+    two.remove(old).await.unwrap();
+    assert!(one.enter(old, "chat", 11, false).await.unwrap());
+    assert_eq!(
+        two.get(old).await.unwrap().unwrap().turns,
+        0,
+        "not carried again"
+    );
+}
+
+/// Counts of runs that finish while NATS is away are held, in order, and recorded once it is
+/// back: none lost, and a count made once it is back queues behind them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counts_of_runs_finished_while_nats_is_away_are_recorded_once_it_is_back() {
+    let test = "counts_of_runs_finished_while_nats_is_away_are_recorded_once_it_is_back";
+    let Some(mut server) = NatsServer::start_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let nats = Nats::connect(NatsOptions::new(server.url())).await.unwrap();
+    let kv: Arc<dyn KvStore> = Arc::new(NatsKv::open(&nats, "sessions").await.unwrap());
+    let db = ::sled::open(dir.path()).unwrap();
+    let index = super::SessionIndex::open(&db).unwrap().with_shared(kv);
+    let key = "agent:chat:api:direct:away";
+    index.get_or_create(key, "chat", 1).unwrap();
+    index.enter(key, "chat", 1, true).await.unwrap();
+    index.record_run(key, run(2, 10, 1)).await.unwrap();
+
+    server.stop().unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while nats.link().connected {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap();
+    for t in [3, 4] {
+        index.record_run(key, run(t, 10, 1)).await.unwrap();
+    }
+    server.start_again().unwrap();
+    index.record_run(key, run(5, 10, 1)).await.unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        loop {
+            if let Ok(Some(row)) = index.get(key).await
+                && row.turns == 4
+            {
+                return row;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .map(|row| {
+        assert_eq!((row.tokens_in, row.updated_ms), (40, 5), "{row:?}");
+    })
+    .expect("the held counts reach the cluster's row");
+    assert!(!index.held.any(), "nothing left held");
+}
