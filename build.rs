@@ -7,7 +7,9 @@
 //! the release daemon 29.8 → 26.2 MiB, `benches/memory.py --maps`), while the executable keeps its
 //! address randomisation.
 //! They need binutils ≥ 2.38 and glibc ≥ 2.36; the flag is passed only when a probe program
-//! links and runs with it here, so an older toolchain builds the binary as before.
+//! links and runs with it here, so an older toolchain builds the binary as before. A binary
+//! built so needs glibc ≥ 2.36 where it runs too: build with `CLAWBUS_NO_PACKED_RELOCS=1` for an
+//! older host.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -19,6 +21,7 @@ const PACK_RELATIVE_RELOCS: &str = "-Wl,-z,pack-relative-relocs";
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=CLAWBUS_NO_PACKED_RELOCS");
+    println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     let env = std::env::var("CARGO_CFG_TARGET_ENV").unwrap_or_default();
     if os != "linux" || env != "gnu" || std::env::var_os("CLAWBUS_NO_PACKED_RELOCS").is_some() {
@@ -37,14 +40,15 @@ fn main() {
     }
 }
 
-/// Whether a small C program links with the flag by the default linker driver (`cc`, as rustc
-/// links on this target) and then runs.
+/// Whether a small C program links with the flag by the linker rustc uses (the configured one,
+/// which cargo passes as `RUSTC_LINKER`, else `cc`) and then runs.
 fn probe_links_and_runs() -> bool {
     let Some(out_dir) = std::env::var_os("OUT_DIR").map(PathBuf::from) else {
         return false;
     };
     let probe = out_dir.join("pack-relative-relocs-probe");
-    let child = Command::new("cc")
+    let linker = std::env::var_os("RUSTC_LINKER").unwrap_or_else(|| "cc".into());
+    let child = Command::new(linker)
         .args(["-x", "c", "-", "-pie", "-fPIE", "-o"])
         .arg(&probe)
         .arg(PACK_RELATIVE_RELOCS)

@@ -116,7 +116,8 @@ impl DeliveryActor {
         let (outbox, channel, staged) = (self.outbox.clone(), self.channel.clone(), msg.clone());
         ctx.spawn(
             async move {
-                if let Err(e) = outbox.stage(&channel, &staged).await {
+                // An adopted entry was just read from the shared outbox: it is staged already.
+                if !adopted && let Err(e) = outbox.stage(&channel, &staged).await {
                     tracing::error!(channel = %channel, delivery = ?staged.delivery_id(), error = %e, "Delivery not staged in the outbox; a restart would not resume it.");
                 }
                 outbox.claim(&channel, &staged).await
@@ -172,7 +173,9 @@ impl DeliveryActor {
 
     /// Looks for entries of dead nodes (or lapsed claims) to adopt: one sweep at a time.
     fn sweep(&mut self, ctx: &mut Context<Self>) {
-        if self.sweeping {
+        // A full node adopts nothing: a message it could not queue would be recorded failed,
+        // while a node with room delivers it.
+        if self.sweeping || self.jobs.len() >= MAX_PENDING {
             return;
         }
         self.sweeping = true;
@@ -214,17 +217,14 @@ impl DeliveryActor {
             if busy.contains(&job.to) {
                 continue;
             }
-            busy.push(job.to.clone());
-            if job.in_flight {
+            // A job whose claim was lost goes before it holds back its target's next message.
+            if !job.in_flight && matches!(&job.claim, Claimed::Held(claim) if claim.is_lost()) {
+                lost.push(id);
                 continue;
             }
-            match &job.claim {
-                Claimed::Waiting => continue,
-                Claimed::Held(claim) if claim.is_lost() => {
-                    lost.push(id);
-                    continue;
-                }
-                Claimed::Held(_) => {}
+            busy.push(job.to.clone());
+            if job.in_flight || matches!(job.claim, Claimed::Waiting) {
+                continue;
             }
             if job.due_ms > now {
                 next_due = Some(next_due.map_or(job.due_ms, |d| d.min(job.due_ms)));
@@ -303,10 +303,10 @@ impl DeliveryActor {
     }
 
     /// Takes the channel's pending outbox entries this node staged, in the order they were
-    /// staged.
+    /// staged, before any new message (the actor waits for the read).
     fn resume(&mut self, ctx: &mut Context<Self>) {
         let (outbox, channel) = (self.outbox.clone(), self.channel.clone());
-        ctx.spawn(
+        ctx.wait(
             async move { outbox.pending(&channel).await }
                 .into_actor(self)
                 .map(|pending, act, ctx| match pending {

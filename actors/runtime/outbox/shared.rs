@@ -164,9 +164,6 @@ impl SharedOutbox {
             let Some(claim) = key(CLAIM_PREFIX, channel, &entry.msg) else {
                 continue;
             };
-            if self.claims.holder_of(&claim).await.map_err(err)?.is_some() {
-                continue;
-            }
             let stager_alive = match &entry.node {
                 Some(node) if alive.contains_key(node) => alive[node],
                 Some(node) => {
@@ -181,7 +178,11 @@ impl SharedOutbox {
                 }
                 None => false,
             };
-            if entry.claimed || !stager_alive {
+            // The cheap test first: most entries are unclaimed ones of a live node, left to it.
+            if !entry.claimed && stager_alive {
+                continue;
+            }
+            if self.claims.holder_of(&claim).await.map_err(err)?.is_none() {
                 out.push(entry);
             }
         }

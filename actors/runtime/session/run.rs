@@ -312,7 +312,7 @@ pub(crate) async fn compact(
     };
     transcript.set_lease(Some(lease.first_revision())).await;
     let mut guard = LeaseGuard(Some(lease));
-    let done = async {
+    let work = async {
         let base = catch_up(transcript, key, &rt.id)
             .await
             .map_err(|e| failed(format!("shared transcript: {e}")))?;
@@ -321,9 +321,28 @@ pub(crate) async fn compact(
             compaction::on_request(&rt.deps, &rt.def.session, from, transcript, how)
                 .await
                 .map_err(|e| failed(e.to_string()))?;
+        // A record held while the log store was unreachable reaches the log before the lease
+        // goes, as a run's lines do.
+        transcript
+            .send_unsent()
+            .await
+            .map_err(|e| failed(format!("held transcript lines: {e}")))?;
         Ok((base, done, entry))
-    }
-    .await;
+    };
+    // The lease is renewed while the summary is made and written, as during a run.
+    let ended = match guard.0.as_mut() {
+        Some(lease) => tokio::select! {
+            biased;
+            done = work => Ok(done),
+            lost = lease.keep() => Err(lost),
+        },
+        None => Ok(work.await),
+    };
+    let done = ended.unwrap_or_else(|lost| {
+        // Someone else's now, or gone: nothing to release.
+        guard.0 = None;
+        Err(failed(format!("session lease lost: {lost}")))
+    });
     transcript.set_lease(None).await;
     if let Some(lease) = guard.0.take()
         && let Err(e) = lease.release().await

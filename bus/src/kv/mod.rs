@@ -204,7 +204,12 @@ pub fn escaped_key(prefix: &str, text: &str) -> String {
 
 /// FNV-1a, 64 bits: the same on every node and every build.
 pub fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+    fnv1a_from(0xcbf2_9ce4_8422_2325, bytes)
+}
+
+/// FNV-1a, 64 bits, of `bytes` following a hash already taken (`hash`), for a hash fed in parts.
+pub fn fnv1a_from(hash: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(hash, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
 }

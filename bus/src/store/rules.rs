@@ -44,10 +44,7 @@ struct Fnv(u64);
 
 impl Fnv {
     fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 ^= u64::from(*b);
-            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
-        }
+        self.0 = crate::kv::fnv1a_from(self.0, bytes);
     }
 }
 
