@@ -127,6 +127,16 @@ pub(super) fn run(global: &Global, args: UpArgs) -> ExitCode {
         // A closed stdout is no reason not to serve.
         let mut out = std::io::stdout();
         let _ = writeln!(out, "listening on {}", daemon.url()).and_then(|()| out.flush());
+        // The start ran code spread over the whole binary; what the daemon runs from now on
+        // comes back from the page cache as it is used.
+        match crate::resident::release_start_pages() {
+            Ok(r) => tracing::debug!(
+                mappings = r.mappings,
+                resident_kib = r.resident_kib,
+                "Released the executable's pages the start used."
+            ),
+            Err(e) => tracing::debug!(error = %e, "Could not release the start's pages; keeping them."),
+        }
         // A store that refuses writes after an error (a full disk) stays refused until the
         // database is opened again: once the state folder takes writes, restart in place.
         let recovered = tokio::select! {
