@@ -3,7 +3,7 @@
 
 Usage: python3 benches/memory.py [--bin target/release/clawbus] [--tasks 30000] [--sessions 200]
                                  [--concurrency 32] [--cache BYTES] [--replay-log BYTES]
-                                 [--history-cache BYTES] [--maps]
+                                 [--history-cache BYTES] [--maps] [--idle-s S]
 
 Starts the release `clawbus up --port 0` on a copy of the shipped project (the scripted agents),
 posts TASKS tasks (`POST /v1/agents/assistant/tasks`, `wait: true`) round robin over SESSIONS
@@ -13,6 +13,8 @@ step (all tasks of a step answered) and the store's size on disk. `--cache` / `-
 `[sessions] history_cache`. Memory bounded by the work in flight stays flat over the last steps;
 memory that follows the volume of work does not. `--maps` also prints, idle, the resident memory of
 each mapping (the binary's code, its read-only data, the heap, libraries) from /proc/PID/smaps.
+Idle is read twice: 1 s after the port accepts and after IDLE_S seconds (`--idle-s`, default 15),
+once the periodic work has run; the table's idle row is the second.
 """
 import argparse, http.client, json, os, shutil, signal, subprocess, sys, tempfile, threading, time
 
@@ -60,6 +62,8 @@ def main():
     ap.add_argument("--replay-log", type=int)
     ap.add_argument("--history-cache", type=int)
     ap.add_argument("--maps", action="store_true")
+    ap.add_argument("--idle-s", type=float, default=15.0,
+                    help="seconds idle before the second idle reading and the first task (default 15)")
     a = ap.parse_args()
     binp = a.bin
     if binp is None:
@@ -91,8 +95,14 @@ def main():
         url = p.stdout.readline().strip().split("listening on http://")[1].rstrip("/")
         host, port = url.rsplit(":", 1)
         token = open(os.path.join(state, "gateway.token")).read().strip()
+        # Idle twice: 1 s after the port accepts, and once the daemon's periodic work (sweeps,
+        # heartbeats, the store's flusher) has run, when the code it runs is back in memory.
         time.sleep(1)
+        vm1, anon1 = rss(p.pid)
+        time.sleep(max(0.0, a.idle_s - 1))
         vm, anon = rss(p.pid)
+        print(f"idle: VmRSS {vm1:.1f} MiB (RssAnon {anon1:.1f}) after 1 s, "
+              f"{vm:.1f} MiB (RssAnon {anon:.1f}) after {a.idle_s:g} s")
         if a.maps:
             print("idle, resident per mapping:")
             for (name, perms), kib in maps(p.pid)[:10]:

@@ -22,6 +22,7 @@ impl<A: Write, B: Write> Write for Tee<A, B> {
 }
 
 fn main() -> ExitCode {
+    clawbus::resident::tune_allocator();
     // Inside a sandbox with `network = "allow"`, this executable is the forwarder.
     if let Some(code) = clawbus::tools::sandbox::forward::main_if_asked() {
         return code;

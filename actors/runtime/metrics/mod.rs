@@ -67,6 +67,39 @@ struct Inner {
     registry: Registry,
     /// Every registered family by its exposition name (a counter's ends in `_total`).
     families: HashMap<String, Family>,
+    /// Counters handed out before, by [`series_hash`] of the name and labels as the caller gave
+    /// them: a turn counts several, and asking again skips the checks, the sorted label key and
+    /// the family's own map. Holds one entry per series the families hold.
+    counters: HashMap<u64, Vec<Resolved>>,
+}
+
+/// A counter series as [`Metrics::counter`] was asked for it.
+struct Resolved {
+    name: String,
+    labels: Vec<(String, String)>,
+    counter: Counter,
+}
+
+impl Resolved {
+    fn is(&self, name: &str, labels: &[(&str, &str)]) -> bool {
+        self.name == name
+            && self.labels.len() == labels.len()
+            && self
+                .labels
+                .iter()
+                .zip(labels)
+                .all(|((k, v), (ak, av))| k == ak && v == av)
+    }
+}
+
+/// A hash of a series' name and labels in the caller's order (fixed keys: the same in every
+/// process, which only matters for the map it indexes).
+fn series_hash(name: &str, labels: &[(&str, &str)]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    name.hash(&mut h);
+    labels.hash(&mut h);
+    h.finish()
 }
 
 /// One registered family; clones share its series with the registry's copy.
@@ -109,14 +142,35 @@ impl Metrics {
     /// The counter `name{labels}`, registered on first use. By Prometheus convention a counter's
     /// name ends in `_total`; one that does not is exported with `_total` appended.
     pub fn counter(&self, name: &str, help: &str, labels: &[(&str, &str)]) -> Counter {
+        let hash = series_hash(name, labels);
+        if let Some(known) = self.lock().counters.get(&hash).and_then(|list| {
+            list.iter()
+                .find(|r| r.is(name, labels))
+                .map(|r| r.counter.clone())
+        }) {
+            return known;
+        }
         let base = name.strip_suffix("_total").unwrap_or(name);
         let found = self.family(&format!("{base}_total"), base, help, labels, false, || {
             Family::Counter(PFamily::default())
         });
-        match found {
-            Some((Family::Counter(f), key)) => Counter(f.get_or_create_owned(&key)),
-            _ => Counter::default(),
+        let Some((Family::Counter(f), key)) = found else {
+            return Counter::default();
+        };
+        let counter = Counter(f.get_or_create_owned(&key));
+        let mut inner = self.lock();
+        let list = inner.counters.entry(hash).or_default();
+        if !list.iter().any(|r| r.is(name, labels)) {
+            list.push(Resolved {
+                name: name.to_string(),
+                labels: labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                counter: counter.clone(),
+            });
         }
+        counter
     }
 
     /// The gauge `name{labels}`, registered on first use.
@@ -189,7 +243,9 @@ impl Metrics {
         key.sort();
         let fresh = new();
         let mut inner = self.lock();
-        let Inner { registry, families } = &mut *inner;
+        let Inner {
+            registry, families, ..
+        } = &mut *inner;
         let family = families.entry(exposed.to_string()).or_insert_with(|| {
             // prometheus-client ends every help text with a period of its own.
             let help = help.strip_suffix('.').unwrap_or(help);

@@ -154,3 +154,30 @@ fn seconds_buckets_render_like_go_clients() {
         );
     }
 }
+
+#[test]
+fn a_counter_asked_for_again_is_the_same_series_whatever_the_spelling() {
+    let m = Metrics::new();
+    let first = m.counter("turns_total", "Turns.", &[("agent", "a"), ("outcome", "ok")]);
+    // Asked again the same way (answered from the resolved counters), with the labels in
+    // another order, and without `_total`: one series.
+    let again = m.counter("turns_total", "Turns.", &[("agent", "a"), ("outcome", "ok")]);
+    let reordered = m.counter("turns_total", "Turns.", &[("outcome", "ok"), ("agent", "a")]);
+    let bare = m.counter("turns", "Turns.", &[("agent", "a"), ("outcome", "ok")]);
+    let other = m.counter("turns_total", "Turns.", &[("agent", "a"), ("outcome", "failed")]);
+    for c in [&first, &again, &reordered, &bare] {
+        c.inc();
+    }
+    other.inc();
+    assert_eq!(first.get(), 4);
+    assert_eq!(other.get(), 1);
+    let text = m.render_prometheus();
+    assert!(
+        text.contains("turns_total{agent=\"a\",outcome=\"ok\"} 4\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("turns_total{agent=\"a\",outcome=\"failed\"} 1\n"),
+        "{text}"
+    );
+}

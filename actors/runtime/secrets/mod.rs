@@ -30,11 +30,38 @@ pub(crate) const SEARCH_KEY_VARS: &[&str] = &["BRAVE_API_KEY", "TAVILY_API_KEY"]
 pub(crate) const GATEWAY_TOKEN: &str = "gateway.token";
 
 /// One secret: the variable it came from and its value.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 struct Secret {
     name: String,
     value: String,
+    /// A searcher for `value`, built once: every tool output and error is searched for every
+    /// secret, and setting up a substring search costs more than most searches.
+    finder: memchr::memmem::Finder<'static>,
 }
+
+impl Secret {
+    fn new(name: &str, value: String) -> Self {
+        let finder = memchr::memmem::Finder::new(value.as_bytes()).into_owned();
+        Self {
+            name: name.to_string(),
+            value,
+            finder,
+        }
+    }
+
+    /// Whether `text` holds this secret's value.
+    fn is_in(&self, text: &str) -> bool {
+        self.finder.find(text.as_bytes()).is_some()
+    }
+}
+
+impl PartialEq for Secret {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && self.value == other.value
+    }
+}
+
+impl Eq for Secret {}
 
 /// A set of secret values and the names of the variables that hold them.
 ///
@@ -169,7 +196,7 @@ impl Secrets {
     pub(crate) fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let mut out = Cow::Borrowed(text);
         for secret in &self.entries {
-            if out.contains(secret.value.as_str()) {
+            if secret.is_in(&out) {
                 let replaced = out.replace(
                     secret.value.as_str(),
                     &format!("[REDACTED:{}]", secret.name),
@@ -210,15 +237,9 @@ impl Secrets {
         }
         let escaped = markdown_escaped(value);
         if escaped != value {
-            self.entries.push(Secret {
-                name: name.to_string(),
-                value: escaped,
-            });
+            self.entries.push(Secret::new(name, escaped));
         }
-        self.entries.push(Secret {
-            name: name.to_string(),
-            value: value.to_string(),
-        });
+        self.entries.push(Secret::new(name, value.to_string()));
     }
 
     fn sort(&mut self) {
