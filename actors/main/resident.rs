@@ -257,7 +257,10 @@ Rss:                3900 kB
         assert_eq!(neighbour(), kept);
         // Allocating and freeing a lot goes on as before.
         let blocks: Vec<Vec<u8>> = (0..1000).map(|i| vec![1u8; 64 + i]).collect();
-        assert_eq!(blocks.iter().map(Vec::len).sum::<usize>(), 1000 * 64 + 999 * 500);
+        assert_eq!(
+            blocks.iter().map(Vec::len).sum::<usize>(),
+            1000 * 64 + 999 * 500
+        );
     }
 
     /// The test binary's own pages: released, and everything runs on as before.

@@ -511,3 +511,59 @@ async fn sigterm_lets_running_turns_finish_within_the_grace_and_the_rest_run_on_
     );
     stop(second).await;
 }
+
+/// Resident KiB of `pid`'s mappings of its own executable with `perms` (`/proc/PID/smaps`).
+fn exe_resident_kib(pid: u32, perms: &str) -> u64 {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+    let exe = exe.to_string_lossy();
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap();
+    let mut ours = false;
+    let mut kib = 0;
+    for line in smaps.lines() {
+        let fields: Vec<&str> = line.split_ascii_whitespace().collect();
+        if fields
+            .first()
+            .is_some_and(|f| f.contains('-') && !f.ends_with(':'))
+        {
+            ours = fields.get(1) == Some(&perms) && line.ends_with(exe.as_ref());
+        } else if ours && fields.first() == Some(&"Rss:") {
+            kib += fields[1].parse::<u64>().unwrap();
+        }
+    }
+    kib
+}
+
+/// `clawbus up` gives back the executable's pages its start faulted in before it says it serves:
+/// right after, less of its code is resident than it gave back, and the figure is exported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_gives_back_the_pages_its_start_used_before_it_serves() {
+    if !cfg!(target_os = "linux") {
+        return;
+    }
+    let server = holding_server().await;
+    let project = Project::new();
+    project
+        .with_mock_and(&server.base_url(), "")
+        .write("agents.d/chat.toml", "");
+    let daemon = up(&project).await;
+    let code_now = exe_resident_kib(daemon.child.id(), "r-xp");
+    let metrics = crate::support::get_text(&daemon, "/metrics").await;
+    let released: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("clawbus_start_pages_released_bytes "))
+        .unwrap_or_else(|| panic!("the released figure is exported: {metrics}"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(released > 0, "the start's pages were released: {released}");
+    assert!(
+        code_now * 1024 < released,
+        "resident code right after the start ({code_now} KiB) is less than what was given back ({} KiB)",
+        released / 1024
+    );
+    // It serves on: a turn runs.
+    let (status, answer) = post_task(&daemon, "chat", json!({ "text": "hi", "wait": true })).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["result"]["text"], "re: hi");
+    stop(daemon).await;
+}

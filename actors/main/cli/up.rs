@@ -124,19 +124,12 @@ pub(super) fn run(global: &Global, args: UpArgs) -> ExitCode {
                 return ExitCode::from(EXIT_USAGE);
             }
         };
+        // The start ran code spread over the whole binary: give its pages back before saying
+        // the daemon serves; what runs from now on comes back from the page cache as it is used.
+        release_start_pages(&daemon);
         // A closed stdout is no reason not to serve.
         let mut out = std::io::stdout();
         let _ = writeln!(out, "listening on {}", daemon.url()).and_then(|()| out.flush());
-        // The start ran code spread over the whole binary; what the daemon runs from now on
-        // comes back from the page cache as it is used.
-        match crate::resident::release_start_pages() {
-            Ok(r) => tracing::debug!(
-                mappings = r.mappings,
-                resident_kib = r.resident_kib,
-                "Released the executable's pages the start used."
-            ),
-            Err(e) => tracing::debug!(error = %e, "Could not release the start's pages; keeping them."),
-        }
         // A store that refuses writes after an error (a full disk) stays refused until the
         // database is opened again: once the state folder takes writes, restart in place.
         let recovered = tokio::select! {
@@ -179,6 +172,29 @@ pub(super) fn run(global: &Global, args: UpArgs) -> ExitCode {
     let _entered = handle.enter();
     drop(system);
     code
+}
+
+/// Releases the executable's pages the start faulted in ([`crate::resident`]) and exports how
+/// much that was as `clawbus_start_pages_released_bytes`.
+fn release_start_pages(daemon: &Daemon) {
+    match crate::resident::release_start_pages() {
+        Ok(r) => {
+            tracing::debug!(
+                mappings = r.mappings,
+                resident_kib = r.resident_kib,
+                "Released the executable's pages the start used."
+            );
+            daemon
+                .metrics()
+                .gauge(
+                    "clawbus_start_pages_released_bytes",
+                    "Resident bytes of the executable's code and constant data given back once the daemon served (the start's pages).",
+                    &[],
+                )
+                .set(i64::try_from(r.resident_kib.saturating_mul(1024)).unwrap_or(i64::MAX));
+        }
+        Err(e) => tracing::debug!(error = %e, "Could not release the start's pages; keeping them."),
+    }
 }
 
 /// How long running turns get to finish before a restart in place (they cannot record

@@ -158,13 +158,29 @@ fn seconds_buckets_render_like_go_clients() {
 #[test]
 fn a_counter_asked_for_again_is_the_same_series_whatever_the_spelling() {
     let m = Metrics::new();
-    let first = m.counter("turns_total", "Turns.", &[("agent", "a"), ("outcome", "ok")]);
+    let first = m.counter(
+        "turns_total",
+        "Turns.",
+        &[("agent", "a"), ("outcome", "ok")],
+    );
     // Asked again the same way (answered from the resolved counters), with the labels in
     // another order, and without `_total`: one series.
-    let again = m.counter("turns_total", "Turns.", &[("agent", "a"), ("outcome", "ok")]);
-    let reordered = m.counter("turns_total", "Turns.", &[("outcome", "ok"), ("agent", "a")]);
+    let again = m.counter(
+        "turns_total",
+        "Turns.",
+        &[("agent", "a"), ("outcome", "ok")],
+    );
+    let reordered = m.counter(
+        "turns_total",
+        "Turns.",
+        &[("outcome", "ok"), ("agent", "a")],
+    );
     let bare = m.counter("turns", "Turns.", &[("agent", "a"), ("outcome", "ok")]);
-    let other = m.counter("turns_total", "Turns.", &[("agent", "a"), ("outcome", "failed")]);
+    let other = m.counter(
+        "turns_total",
+        "Turns.",
+        &[("agent", "a"), ("outcome", "failed")],
+    );
     for c in [&first, &again, &reordered, &bare] {
         c.inc();
     }
