@@ -58,7 +58,12 @@ impl Decoded {
     /// The record stored under `key` as `bytes`: the kept one when it stands for exactly these
     /// bytes, else decoded (and kept).
     pub(super) fn read(&self, key: &[u8], bytes: &IVec) -> Result<TaskRecord, BusError> {
-        Ok(self.read_for_update(key, bytes)?.0)
+        if let Some((record, _)) = self.hit(key, bytes) {
+            return Ok(record);
+        }
+        let record = decode(bytes)?;
+        self.keep(key, bytes.clone(), record.clone(), None);
+        Ok(record)
     }
 
     /// Like [`Decoded::read`], with the JSON of the record's envelope when it is kept: give it
@@ -244,7 +249,13 @@ mod tests {
         assert!(none.is_none());
         // Not changed after all: kept again for the same bytes.
         decoded.unchanged(b"k", bytes.clone(), taken.clone(), envelope);
-        assert_eq!(decoded.hit(b"k", &bytes).map(|(r, _)| r), Some(taken));
+        assert_eq!(
+            decoded.hit(b"k", &bytes).map(|(r, _)| r),
+            Some(taken.clone())
+        );
+        // A plain read answers a copy and keeps the record.
+        assert_eq!(decoded.read(b"k", &bytes).unwrap(), taken);
+        assert!(decoded.hit(b"k", &bytes).is_some(), "a read leaves it kept");
     }
 
     #[test]
