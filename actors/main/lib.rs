@@ -37,5 +37,9 @@ pub mod resident;
 /// and free, which were a third of a turn's instructions, and it gives freed pages back to the
 /// system, so resident memory under sustained load follows the work in flight (BENCHMARKS.md,
 /// "Idle and loaded memory").
+///
+/// Not in this crate's own unit-test build: that build links this crate once more as a
+/// dev-dependency, whose allocator it then uses.
+#[cfg(not(test))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

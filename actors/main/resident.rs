@@ -47,7 +47,8 @@ fn set_purge_delay(ms: i64) {
 #[allow(unsafe_code)]
 fn purge_delay() -> i64 {
     // SAFETY: `mi_option_get` takes an integer and reads a global; no pointer is involved.
-    i64::from(unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) })
+    let ms: std::ffi::c_long = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
+    ms as i64
 }
 
 /// One mapping of `/proc/self/smaps` that may be released.
@@ -245,12 +246,12 @@ Rss:                3900 kB
 
     #[test]
     fn the_allocator_purges_after_the_delay_set_and_its_neighbour_option_is_untouched() {
-        // The option before the purge delay in `mi_option_e` (the binding names that one).
-        let before = libmimalloc_sys::mi_option_eager_commit_delay;
-        assert_eq!(before + 1, MI_OPTION_PURGE_DELAY);
+        // The option after the purge delay in `mi_option_e` (the binding names that one).
+        let after = libmimalloc_sys::mi_option_use_numa_nodes;
+        assert_eq!(MI_OPTION_PURGE_DELAY + 1, after);
         // SAFETY: reads a global option.
         #[allow(unsafe_code)]
-        let neighbour = || unsafe { libmimalloc_sys::mi_option_get(before) };
+        let neighbour = || unsafe { libmimalloc_sys::mi_option_get(after) };
         let kept = neighbour();
         tune_allocator();
         assert_eq!(purge_delay(), PURGE_DELAY_MS);
