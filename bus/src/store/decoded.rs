@@ -58,39 +58,22 @@ impl Decoded {
     /// The record stored under `key` as `bytes`: the kept one when it stands for exactly these
     /// bytes, else decoded (and kept).
     pub(super) fn read(&self, key: &[u8], bytes: &IVec) -> Result<TaskRecord, BusError> {
-        if let Some((record, _)) = self.hit(key, bytes) {
-            return Ok(record);
-        }
-        let record = decode(bytes)?;
-        self.keep(key, bytes.clone(), record.clone(), None);
-        Ok(record)
+        Ok(self.read_for_update(key, bytes)?.0)
     }
 
     /// Like [`Decoded::read`], with the JSON of the record's envelope when it is kept: give it
-    /// back to [`Decoded::encode`] with the changed record (whose envelope must not change), or
-    /// to [`Decoded::unchanged`] when the update changes nothing. The kept record is taken out,
-    /// not copied: the update keeps what it writes.
+    /// back to [`Decoded::encode`] with the changed record (whose envelope must not change).
     pub(super) fn read_for_update(
         &self,
         key: &[u8],
         bytes: &IVec,
     ) -> Result<(TaskRecord, EnvelopeJson), BusError> {
-        if let Some(found) = self.take(key, bytes) {
+        if let Some(found) = self.hit(key, bytes) {
             return Ok(found);
         }
-        Ok((decode(bytes)?, None))
-    }
-
-    /// Keeps again a record [`Decoded::read_for_update`] answered for `bytes` and that was not
-    /// changed after all.
-    pub(super) fn unchanged(
-        &self,
-        key: &[u8],
-        bytes: IVec,
-        record: TaskRecord,
-        envelope: EnvelopeJson,
-    ) {
-        self.keep(key, bytes, record, envelope);
+        let record = decode(bytes)?;
+        self.keep(key, bytes.clone(), record.clone(), None);
+        Ok((record, None))
     }
 
     /// Encodes `record` for writing under `key`, copying `envelope` (the JSON of its envelope,
@@ -116,21 +99,6 @@ impl Decoded {
         let kept = self.lock();
         let found = kept.newer.get(key).or_else(|| kept.older.get(key))?;
         (found.bytes == *bytes).then(|| (found.record.clone(), found.envelope.clone()))
-    }
-
-    /// The kept record for exactly these bytes, taken out of what is kept.
-    fn take(&self, key: &[u8], bytes: &IVec) -> Option<(TaskRecord, EnvelopeJson)> {
-        let mut kept = self.lock();
-        if kept.newer.get(key).is_some_and(|k| k.bytes == *bytes) {
-            let found = kept.newer.remove(key)?;
-            kept.newer_bytes = kept.newer_bytes.saturating_sub(weight(&found));
-            return Some((found.record, found.envelope));
-        }
-        if kept.older.get(key).is_some_and(|k| k.bytes == *bytes) {
-            let found = kept.older.remove(key)?;
-            return Some((found.record, found.envelope));
-        }
-        None
     }
 
     fn keep(&self, key: &[u8], bytes: IVec, record: TaskRecord, envelope: EnvelopeJson) {
@@ -232,30 +200,6 @@ mod tests {
         assert_eq!(decoded.read(b"k", &elsewhere).unwrap(), changed);
         let kept = decoded.hit(b"k", &elsewhere).map(|(r, _)| r);
         assert_eq!(kept, Some(changed), "kept once decoded");
-    }
-
-    #[test]
-    fn a_record_read_for_update_is_taken_out_until_written_or_given_back() {
-        let decoded = Decoded::default();
-        let bytes = decoded.encode(b"k", &record(1), None).unwrap();
-        let (taken, envelope) = decoded.read_for_update(b"k", &bytes).unwrap();
-        assert_eq!(taken, decode(&bytes).unwrap());
-        assert!(envelope.is_some(), "the envelope's JSON comes with it");
-        assert!(decoded.hit(b"k", &bytes).is_none(), "taken out, not copied");
-        assert_eq!(decoded.lock().newer_bytes, 0, "its weight went with it");
-        // Read again meanwhile (another update that lost the race): decoded from the bytes.
-        let (decoded_again, none) = decoded.read_for_update(b"k", &bytes).unwrap();
-        assert_eq!(decoded_again, taken);
-        assert!(none.is_none());
-        // Not changed after all: kept again for the same bytes.
-        decoded.unchanged(b"k", bytes.clone(), taken.clone(), envelope);
-        assert_eq!(
-            decoded.hit(b"k", &bytes).map(|(r, _)| r),
-            Some(taken.clone())
-        );
-        // A plain read answers a copy and keeps the record.
-        assert_eq!(decoded.read(b"k", &bytes).unwrap(), taken);
-        assert!(decoded.hit(b"k", &bytes).is_some(), "a read leaves it kept");
     }
 
     #[test]

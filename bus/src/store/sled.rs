@@ -285,8 +285,6 @@ impl SledTaskStore {
             };
             let (mut record, envelope) = self.decoded.read_for_update(key.as_bytes(), &old)?;
             if !change(&mut record) {
-                self.decoded
-                    .unchanged(key.as_bytes(), old, record, envelope);
                 return Ok(None);
             }
             record.updated_ms = self.clock.now_ms();
