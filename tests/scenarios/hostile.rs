@@ -68,7 +68,9 @@ async fn endless_answers_of_every_shape_fail_with_the_cap_error_and_the_daemon_s
         .write("agents.d/chat.toml", "")
         .write("agents.d/claude.toml", "model = \"claude/c\"\n");
     let mut cmd = project.clawbus();
-    cmd.args(["up", "--port", "0"]);
+    // The start's pages stay mapped, so what the binary maps can only grow from here.
+    cmd.args(["up", "--port", "0"])
+        .env("CLAWBUS_KEEP_START_PAGES", "1");
     let child = spawn_up_logging(&project, cmd, Stdio::null()).await;
     let pid = child.child.id();
     // The pages of the (debug, 250 MB) binary mapped from its file count in VmRSS but are not

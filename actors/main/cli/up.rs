@@ -174,9 +174,17 @@ pub(super) fn run(global: &Global, args: UpArgs) -> ExitCode {
     code
 }
 
+/// Set (to anything but `0`), `clawbus up` keeps the pages its start faulted in: for measuring
+/// what a start touches, or memory that must not include code faulted back in later.
+const KEEP_START_PAGES: &str = "CLAWBUS_KEEP_START_PAGES";
+
 /// Releases the executable's pages the start faulted in ([`crate::resident`]) and exports how
 /// much that was as `clawbus_start_pages_released_bytes`.
 fn release_start_pages(daemon: &Daemon) {
+    if std::env::var_os(KEEP_START_PAGES).is_some_and(|v| !v.is_empty() && v != "0") {
+        tracing::debug!("{KEEP_START_PAGES} is set: the start's pages stay mapped.");
+        return;
+    }
     match crate::resident::release_start_pages() {
         Ok(r) => {
             tracing::debug!(
