@@ -24,9 +24,28 @@ pub const MAX_WAIT: Duration = Duration::from_secs(3600);
 /// How long `wait: true` waits when the caller names no timeout.
 pub(crate) const DEFAULT_WAIT: Duration = Duration::from_secs(60);
 
-/// What the handlers share.
+/// What the handlers share: one allocation, so that the copy axum hands each handler and
+/// middleware of a request is one reference count, not one per field.
 #[derive(Clone)]
-pub struct ApiState {
+pub struct ApiState(Arc<ApiShared>);
+
+impl ApiState {
+    /// The state the handlers share.
+    pub fn new(shared: ApiShared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for ApiState {
+    type Target = ApiShared;
+
+    fn deref(&self) -> &ApiShared {
+        &self.0
+    }
+}
+
+/// The parts of [`ApiState`].
+pub struct ApiShared {
     /// The bus tasks are submitted to.
     pub bus: Arc<dyn Bus>,
     /// The loaded configuration.

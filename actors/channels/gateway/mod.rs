@@ -121,7 +121,7 @@ impl HttpChannel {
         } = listener;
         let replay = webhooks::ReplayGuard::new(system.kv().clone());
         let hooks = Arc::new(hooks.with_replay_guard(replay));
-        let app = api::router(api::ApiState {
+        let app = api::router(api::ApiState::new(api::ApiShared {
             bus: system.bus().clone(),
             config: system.config().clone(),
             token: Arc::new(token.clone()),
@@ -144,7 +144,7 @@ impl HttpChannel {
             leases: system.session_leases().cloned(),
             agents: system.agents().into(),
             deliveries: system.outbox().records().clone(),
-        });
+        }));
         let (stop, stopping) = tokio::sync::watch::channel(false);
         let server = tokio::spawn(serve::serve(
             listener,

@@ -184,7 +184,9 @@ impl SessionActor {
             transcript: self.transcript.clone(),
             new_row: self.new_row.clone(),
         };
-        let handle = tokio::spawn(execute(input));
+        // Boxed first: the run's future is large, and the task then holds a pointer to it
+        // instead of being copied into the task's cell.
+        let handle = tokio::spawn(Box::pin(execute(input)));
         self.rt.drain.track(&delivery, handle.abort_handle());
         self.current = Some(Current {
             delivery,
