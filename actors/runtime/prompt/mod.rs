@@ -226,7 +226,11 @@ impl PromptBuilder {
         let xml = self.skills.skills_xml(&info.session);
         let xml = xml.trim();
         let skills_report = SkillsReport {
-            count: xml.matches("<skill>").count() + xml.matches("<skill ").count(),
+            // One SIMD scan for `<skill`, then the byte after it (a fresh two-way searcher per
+            // `str::matches` call cost more than the scan, every turn).
+            count: memchr::memmem::find_iter(xml.as_bytes(), b"<skill")
+                .filter(|&at| matches!(xml.as_bytes().get(at + 6), Some(b'>' | b' ')))
+                .count(),
             chars: xml.chars().count(),
         };
         let skills = Layer {
