@@ -34,9 +34,9 @@ pub mod resident;
 
 /// The allocator of every binary of this package (the daemon and CLI, their tests and benches):
 /// mimalloc. Against glibc's malloc it takes about a third of the instructions per allocation
-/// and free, which were a third of a turn's instructions, and it gives freed pages back to the
-/// system, so resident memory under sustained load follows the work in flight (BENCHMARKS.md,
-/// "Idle and loaded memory").
+/// and free, which were a third of a turn's instructions; with the purge delay
+/// [`resident::tune_allocator`] sets, memory under sustained load stays within glibc's
+/// (BENCHMARKS.md, "The allocator and the start's pages").
 ///
 /// Not in this crate's own unit-test build: that build links this crate once more as a
 /// dev-dependency, whose allocator it then uses.

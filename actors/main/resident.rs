@@ -24,9 +24,9 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// How long mimalloc keeps a freed page before giving it back to the system, in milliseconds.
 /// mimalloc 3 waits 1,000 ms: under sustained load the daemon then held 12–20 % more than with
-/// glibc's malloc (10k to 30k tasks). With 10 ms (mimalloc 2's default) it holds 4–11 % less
-/// than with glibc, for about 1 % more instructions per turn (BENCHMARKS.md, "Idle and loaded
-/// memory").
+/// glibc's malloc (10k to 30k tasks). With 10 ms (mimalloc 2's default) it stays within glibc's
+/// run-to-run spread, for about 1 % more instructions per turn (BENCHMARKS.md, "The allocator
+/// and the start's pages").
 pub const PURGE_DELAY_MS: i64 = 10;
 
 /// Sets the allocator's options. Call it first in `main`, before any other thread starts
@@ -51,11 +51,55 @@ fn purge_delay() -> i64 {
     ms as i64
 }
 
-/// One mapping of `/proc/self/smaps` that may be released.
+/// One mapping of an executable, as `/proc/PID/smaps` describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Releasable {
-    start: usize,
-    end: usize,
+pub struct ExeMapping {
+    /// Its first address.
+    pub start: usize,
+    /// The address after its last byte.
+    pub end: usize,
+    /// Its permissions, such as `r-xp`.
+    pub perms: String,
+    /// Its resident KiB (`Rss:`), when the entry gives it.
+    pub rss_kib: Option<u64>,
+    /// Its KiB of private copies (`Anonymous:`), when the entry gives it.
+    pub anonymous_kib: Option<u64>,
+}
+
+impl ExeMapping {
+    /// Read-only (`r--p` or `r-xp`), private, and holding no page of its own: every page is the
+    /// file's, so it can be dropped and read again unchanged.
+    fn releasable(&self) -> bool {
+        matches!(self.perms.as_bytes(), [b'r', b'-', _, b'p']) && self.anonymous_kib == Some(0)
+    }
+}
+
+/// The mappings of the file `exe` in `smaps` (the text of `/proc/PID/smaps`), in order.
+pub fn exe_mappings(smaps: &str, exe: &str) -> Vec<ExeMapping> {
+    let mut found: Vec<ExeMapping> = Vec::new();
+    // Whether the entry being read is one of `exe`'s (its fields then go to the last found).
+    let mut ours = false;
+    for line in smaps.lines() {
+        if let Some((start, end, perms, path)) = header(line) {
+            ours = path == exe;
+            if ours {
+                found.push(ExeMapping {
+                    start,
+                    end,
+                    perms: perms.to_string(),
+                    rss_kib: None,
+                    anonymous_kib: None,
+                });
+            }
+        } else if let Some(mapping) = found.last_mut().filter(|_| ours) {
+            if let Some(kib) = field_kib(line, "Rss:") {
+                mapping.rss_kib = Some(kib);
+            } else if let Some(kib) = field_kib(line, "Anonymous:") {
+                mapping.anonymous_kib = Some(kib);
+            }
+        }
+    }
+    found
 }
 
 /// What [`release_start_pages`] did.
@@ -77,78 +121,27 @@ pub fn release_start_pages() -> io::Result<Released> {
     let exe = std::fs::read_link("/proc/self/exe")?;
     let smaps = std::fs::read_to_string("/proc/self/smaps")?;
     let mut released = Released::default();
-    for (mapping, resident_kib) in releasable(&smaps, &exe.to_string_lossy()) {
-        advise_dontneed(&mapping)?;
-        released.mappings += 1;
-        released.resident_kib += resident_kib;
+    for mapping in exe_mappings(&smaps, &exe.to_string_lossy()) {
+        if mapping.releasable() {
+            advise_dontneed(&mapping)?;
+            released.mappings += 1;
+            released.resident_kib += mapping.rss_kib.unwrap_or(0);
+        }
     }
     Ok(released)
 }
 
-/// The mappings of `exe` in `smaps` that are read-only, private and hold no page of their own
-/// (`Anonymous: 0 kB`), each with its resident KiB.
-fn releasable(smaps: &str, exe: &str) -> Vec<(Releasable, u64)> {
-    let mut found = Vec::new();
-    // The mapping being read: its range if it is a candidate, and its Rss / Anonymous so far.
-    let mut current: Option<(Releasable, Option<u64>, Option<u64>)> = None;
-    let mut finish = |current: Option<(Releasable, Option<u64>, Option<u64>)>| {
-        if let Some((m, Some(rss), Some(0))) = current {
-            found.push((m, rss));
-        }
-    };
-    for line in smaps.lines() {
-        if let Some(range) = header(line) {
-            finish(current.take());
-            current = range.and_then(|(start, end, perms, path)| {
-                // `r--p` or `r-xp`: readable, not writable, private.
-                let read_only = perms.len() == 4
-                    && perms.starts_with('r')
-                    && perms.as_bytes()[1] == b'-'
-                    && perms.ends_with('p');
-                (read_only && path == exe).then_some((Releasable { start, end }, None, None))
-            });
-            continue;
-        }
-        if let Some((_, rss, anon)) = current.as_mut() {
-            if let Some(kib) = field_kib(line, "Rss:") {
-                *rss = Some(kib);
-            } else if let Some(kib) = field_kib(line, "Anonymous:") {
-                *anon = Some(kib);
-            }
-        }
-    }
-    finish(current);
-    found
-}
-
-/// A mapping's header line `start-end perms offset dev inode [path]`: `Some(None)` for a header
-/// that is not a file mapping with a path, `None` for a field line.
-#[allow(clippy::type_complexity)]
-fn header(line: &str) -> Option<Option<(usize, usize, &str, &str)>> {
-    let mut parts = line.split_ascii_whitespace();
-    let range = parts.next()?;
-    let (start, end) = range.split_once('-')?;
-    let (Ok(start), Ok(end)) = (
-        usize::from_str_radix(start, 16),
-        usize::from_str_radix(end, 16),
-    ) else {
-        return None;
-    };
+/// A mapping's header line `start-end perms offset dev inode [path]` (the path empty for an
+/// anonymous mapping); `None` for a field line.
+fn header(line: &str) -> Option<(usize, usize, &str, &str)> {
+    let mut parts = line.splitn(6, |c: char| c.is_ascii_whitespace());
+    let (start, end) = parts.next()?.split_once('-')?;
+    let start = usize::from_str_radix(start, 16).ok()?;
+    let end = usize::from_str_radix(end, 16).ok()?;
     let perms = parts.next()?;
-    // offset, device, inode, then the path (which may hold spaces).
-    let rest = parts.by_ref().take(3).count();
-    if rest < 3 {
-        return Some(None);
-    }
-    let path = line
-        .splitn(6, |c: char| c.is_ascii_whitespace())
-        .nth(5)
-        .map(str::trim)
-        .unwrap_or("");
-    if path.is_empty() || start >= end {
-        return Some(None);
-    }
-    Some(Some((start, end, perms, path)))
+    // offset, device and inode, then the path (which may hold spaces).
+    let path = parts.nth(3).map_or("", str::trim);
+    Some((start, end, perms, path))
 }
 
 /// `NAME   123 kB` → 123.
@@ -159,7 +152,7 @@ fn field_kib(line: &str, name: &str) -> Option<u64> {
 
 /// `madvise(MADV_DONTNEED)` over one releasable mapping.
 #[allow(unsafe_code)]
-fn advise_dontneed(mapping: &Releasable) -> io::Result<()> {
+fn advise_dontneed(mapping: &ExeMapping) -> io::Result<()> {
     // SAFETY: the range is one whole mapping of this executable, read-only and private, whose
     // pages are all the file's (no private copy: `Anonymous: 0 kB`, and a read-only mapping
     // gains none). Dropping them changes no byte any code can read: the next access maps the
@@ -210,28 +203,31 @@ Rss:                1024 kB
 Anonymous:          1024 kB
 ";
 
+    /// The mappings of `exe` in `smaps` that [`release_start_pages`] would release, with their
+    /// resident KiB.
+    fn releasable(smaps: &str, exe: &str) -> Vec<(usize, usize, Option<u64>)> {
+        exe_mappings(smaps, exe)
+            .into_iter()
+            .filter(ExeMapping::releasable)
+            .map(|m| (m.start, m.end, m.rss_kib))
+            .collect()
+    }
+
     #[test]
     fn only_the_executables_read_only_mappings_without_private_pages_are_released() {
         let found = releasable(SMAPS, "/opt/clawbus bin/clawbus");
         assert_eq!(
             found,
             vec![
-                (
-                    Releasable {
-                        start: 0x5555_aa00_0000,
-                        end: 0x5555_aa40_0000
-                    },
-                    3900
-                ),
-                (
-                    Releasable {
-                        start: 0x5555_aa40_0000,
-                        end: 0x5555_ac40_0000
-                    },
-                    18000
-                ),
+                (0x5555_aa00_0000, 0x5555_aa40_0000, Some(3900)),
+                (0x5555_aa40_0000, 0x5555_ac40_0000, Some(18000)),
             ],
             "the relocated read-only data (private pages), the writable data and other files stay"
+        );
+        assert_eq!(
+            exe_mappings(SMAPS, "/opt/clawbus bin/clawbus").len(),
+            4,
+            "every mapping of the executable is read, the others are not"
         );
     }
 

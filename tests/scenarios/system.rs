@@ -515,22 +515,12 @@ async fn sigterm_lets_running_turns_finish_within_the_grace_and_the_rest_run_on_
 /// Resident KiB of `pid`'s mappings of its own executable with `perms` (`/proc/PID/smaps`).
 fn exe_resident_kib(pid: u32, perms: &str) -> u64 {
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
-    let exe = exe.to_string_lossy();
     let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap();
-    let mut ours = false;
-    let mut kib = 0;
-    for line in smaps.lines() {
-        let fields: Vec<&str> = line.split_ascii_whitespace().collect();
-        if fields
-            .first()
-            .is_some_and(|f| f.contains('-') && !f.ends_with(':'))
-        {
-            ours = fields.get(1) == Some(&perms) && line.ends_with(exe.as_ref());
-        } else if ours && fields.first() == Some(&"Rss:") {
-            kib += fields[1].parse::<u64>().unwrap();
-        }
-    }
-    kib
+    clawbus::resident::exe_mappings(&smaps, &exe.to_string_lossy())
+        .iter()
+        .filter(|m| m.perms == perms)
+        .filter_map(|m| m.rss_kib)
+        .sum()
 }
 
 /// `clawbus up` gives back the executable's pages its start faulted in before it says it serves:
