@@ -41,6 +41,28 @@ pub enum Header {
 }
 
 impl Header {
+    /// Every header.
+    const ALL: [Self; 13] = [
+        Self::CallChain,
+        Self::Channel,
+        Self::ChatType,
+        Self::DeliverTo,
+        Self::Depth,
+        Self::Lane,
+        Self::MaxAttempts,
+        Self::Members,
+        Self::NotifySession,
+        Self::ParentTask,
+        Self::Peer,
+        Self::SessionName,
+        Self::SessionKey,
+    ];
+
+    /// The header whose key is `key`, if clawbus sets one.
+    pub fn named(key: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|h| h.as_str() == key)
+    }
+
     /// The key on the wire.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -198,63 +220,66 @@ impl Origin {
     }
 
     /// Reads the origin of an envelope; absent headers take the defaults of a script's task.
+    /// One pass over the headers (a search of the map per key cost several times more, and a
+    /// turn reads its origin four times).
     pub fn of(env: &Envelope) -> Result<Self, OriginError> {
-        let get = |h: Header| env.headers.get(h.as_str()).cloned();
         let mut origin = Self::api();
-        if let Some(c) = get(Header::Channel) {
-            origin.channel = Channel::from(c);
-        }
-        if let Some(c) = get(Header::ChatType) {
-            origin.chat_type = c;
-        }
-        origin.peer = get(Header::Peer).unwrap_or_default();
-        origin.session_name = get(Header::SessionName);
-        if let Some(key) = get(Header::SessionKey) {
-            origin.session_key = Some(SessionKey::parse(&key).map_err(|e| OriginError {
-                key: Header::SessionKey.as_str(),
-                message: e.to_string(),
-            })?);
-        }
-        if let Some(lane) = get(Header::Lane) {
-            origin.lane = lane;
-        }
-        if let Some(parent) = get(Header::ParentTask) {
-            origin.parent_task = Some(Uuid::parse_str(&parent).map_err(|e| OriginError {
-                key: Header::ParentTask.as_str(),
-                message: format!("{parent:?} is not a task id: {e}"),
-            })?);
-        }
-        if let Some(chain) = get(Header::CallChain) {
-            origin.call_chain = chain.split(',').map(AgentId::new).collect();
-        }
-        if let Some(key) = get(Header::NotifySession) {
-            origin.notify_session = Some(SessionKey::parse(&key).map_err(|e| OriginError {
-                key: Header::NotifySession.as_str(),
-                message: e.to_string(),
-            })?);
-        }
-        if let Some(depth) = get(Header::Depth) {
-            origin.depth = depth.parse().map_err(|e| OriginError {
-                key: Header::Depth.as_str(),
-                message: format!("{depth:?} is not a depth: {e}"),
-            })?;
-        }
-        if let Some(n) = get(Header::Members) {
-            origin.members = Some(n.parse().map_err(|e| OriginError {
-                key: Header::Members.as_str(),
-                message: format!("{n:?} is not a member count: {e}"),
-            })?);
-        }
-        if let Some(n) = get(Header::MaxAttempts) {
-            origin.max_attempts = Some(n.parse().map_err(|e| OriginError {
-                key: Header::MaxAttempts.as_str(),
-                message: format!("{n:?} is not a number of attempts: {e}"),
-            })?);
-        }
-        if let Some(to) = get(Header::DeliverTo) {
-            origin.deliver_to = Some(DeliverTo::decode(&to)?);
+        for (key, value) in &env.headers {
+            if let Some(header) = Header::named(key) {
+                origin.read(header, value)?;
+            }
         }
         Ok(origin)
+    }
+
+    /// Takes the value of one header.
+    fn read(&mut self, header: Header, value: &str) -> Result<(), OriginError> {
+        let invalid = |message: String| OriginError {
+            key: header.as_str(),
+            message,
+        };
+        match header {
+            Header::Channel => self.channel = Channel::from(value),
+            Header::ChatType => self.chat_type = value.to_string(),
+            Header::Peer => self.peer = value.to_string(),
+            Header::SessionName => self.session_name = Some(value.to_string()),
+            Header::SessionKey => {
+                self.session_key =
+                    Some(SessionKey::parse(value).map_err(|e| invalid(e.to_string()))?);
+            }
+            Header::Lane => self.lane = value.to_string(),
+            Header::ParentTask => {
+                self.parent_task = Some(
+                    Uuid::parse_str(value)
+                        .map_err(|e| invalid(format!("{value:?} is not a task id: {e}")))?,
+                );
+            }
+            Header::CallChain => self.call_chain = value.split(',').map(AgentId::new).collect(),
+            Header::NotifySession => {
+                self.notify_session =
+                    Some(SessionKey::parse(value).map_err(|e| invalid(e.to_string()))?);
+            }
+            Header::Depth => {
+                self.depth = value
+                    .parse()
+                    .map_err(|e| invalid(format!("{value:?} is not a depth: {e}")))?;
+            }
+            Header::Members => {
+                self.members = Some(
+                    value
+                        .parse()
+                        .map_err(|e| invalid(format!("{value:?} is not a member count: {e}")))?,
+                );
+            }
+            Header::MaxAttempts => {
+                self.max_attempts =
+                    Some(value.parse().map_err(|e| {
+                        invalid(format!("{value:?} is not a number of attempts: {e}"))
+                    })?);
+            }
+            Header::DeliverTo => self.deliver_to = Some(DeliverTo::decode(value)?),
+        }
+        Ok(())
     }
 }
 
@@ -262,6 +287,18 @@ impl Origin {
 mod tests {
     use super::*;
     use bus::{RequestId, Topic};
+
+    #[test]
+    fn every_header_is_found_by_its_key_and_no_other() {
+        for h in Header::ALL {
+            assert_eq!(Header::named(h.as_str()), Some(h));
+        }
+        let mut keys: Vec<&str> = Header::ALL.iter().map(|h| h.as_str()).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), Header::ALL.len());
+        assert_eq!(Header::named("trace_id"), None);
+    }
 
     #[test]
     fn round_trips_through_headers() {

@@ -2,6 +2,7 @@
 
 use crate::backend::{Acker, Delivery, Settle};
 use crate::envelope::Envelope;
+use crate::local::listeners::Listeners;
 use crate::store::TaskStore;
 use crate::task::Outcome;
 use crate::topic::Topic;
@@ -46,6 +47,9 @@ pub(super) struct Broker {
     lagged: u64,
     /// The store whose unfinished tasks are dispatched on start, before any other message.
     recover: Option<Arc<dyn TaskStore>>,
+    /// The broadcast subscriptions, shared with the event log (kept in step with `subs` and
+    /// `exact`).
+    listeners: Arc<Listeners>,
 }
 
 impl Broker {
@@ -54,6 +58,7 @@ impl Broker {
         acker: Arc<dyn Acker>,
         max_attempts: u32,
         recover: Option<Arc<dyn TaskStore>>,
+        listeners: Arc<Listeners>,
     ) -> Self {
         Self {
             acker,
@@ -66,6 +71,7 @@ impl Broker {
             parked: VecDeque::new(),
             lagged: 0,
             recover,
+            listeners,
         }
     }
 
@@ -183,17 +189,27 @@ impl Broker {
     }
 
     fn prune(&mut self, closed: Vec<u64>) {
-        if !closed.is_empty() {
-            self.subs.retain(|s| !closed.contains(&s.id));
-            for id in closed {
-                if let Some(topic) = self.exact_of.remove(&id) {
-                    if let Some(v) = self.exact.get_mut(&topic) {
-                        v.retain(|s| s.id != id);
-                        if v.is_empty() {
-                            self.exact.remove(&topic);
-                        }
-                    }
+        for id in closed {
+            self.remove(id);
+        }
+    }
+
+    /// Ends subscription `id` (a broadcast one is taken out of the listeners too).
+    fn remove(&mut self, id: u64) {
+        if let Some(topic) = self.exact_of.remove(&id) {
+            if let Some(v) = self.exact.get_mut(&topic) {
+                v.retain(|s| s.id != id);
+                if v.is_empty() {
+                    self.exact.remove(&topic);
                 }
+            }
+            self.listeners.remove(&topic);
+            return;
+        }
+        if let Some(i) = self.subs.iter().position(|s| s.id == id) {
+            let sub = self.subs.remove(i);
+            if matches!(sub.mode, Mode::Broadcast) {
+                self.listeners.remove(&sub.pattern);
             }
         }
     }
@@ -240,6 +256,9 @@ impl Handler<Subscribe> for Broker {
     fn handle(&mut self, msg: Subscribe, _: &mut Context<Self>) -> u64 {
         self.next_id += 1;
         let consume = matches!(msg.mode, Mode::Consume);
+        if !consume {
+            self.listeners.add(&msg.pattern);
+        }
         if !consume && !msg.pattern.is_pattern() {
             self.exact_of.insert(self.next_id, msg.pattern.clone());
             self.exact
@@ -273,16 +292,7 @@ pub(super) struct Unsubscribe(pub u64);
 impl Handler<Unsubscribe> for Broker {
     type Result = ();
     fn handle(&mut self, msg: Unsubscribe, _: &mut Context<Self>) {
-        if let Some(topic) = self.exact_of.remove(&msg.0) {
-            if let Some(v) = self.exact.get_mut(&topic) {
-                v.retain(|s| s.id != msg.0);
-                if v.is_empty() {
-                    self.exact.remove(&topic);
-                }
-            }
-            return;
-        }
-        self.subs.retain(|s| s.id != msg.0);
+        self.remove(msg.0);
     }
 }
 

@@ -8,6 +8,7 @@
 use crate::clock::Clock;
 use crate::envelope::{Envelope, RequestId};
 use crate::events::{TaskEvent, TaskEventKind};
+use crate::local::listeners::Listeners;
 use crate::task::{Outcome, TaskRecord};
 use crate::topic::Topic;
 use std::collections::HashMap;
@@ -102,6 +103,9 @@ pub(crate) struct EventLog {
     state: Mutex<State>,
     clock: Arc<dyn Clock>,
     sink: Sink,
+    /// Who listens on the broker the sink feeds; `None`: publish everything (the sink goes
+    /// further than this process).
+    listeners: Option<Arc<Listeners>>,
     max_events: usize,
     max_bytes: usize,
 }
@@ -129,9 +133,21 @@ impl EventLog {
             state: Mutex::new(State::default()),
             clock,
             sink,
+            listeners: None,
             max_events: max_events.max(2),
             max_bytes: max_bytes.max(1),
         }
+    }
+
+    /// Publishes an event only on the topics some subscription of `listeners` would receive.
+    pub(crate) fn only_for(mut self, listeners: Arc<Listeners>) -> Self {
+        self.listeners = Some(listeners);
+        self
+    }
+
+    /// Whether an event published on `topic` would reach anyone.
+    fn wanted(&self, topic: &Topic) -> bool {
+        self.listeners.as_ref().is_none_or(|l| l.wants(topic))
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -193,26 +209,34 @@ impl EventLog {
         Some(seq)
     }
 
-    /// Hands `ev` to the sink on each of its topics, encoded once.
+    /// Hands `ev` to the sink on each of its topics that someone listens on, encoded once (not
+    /// at all when nobody listens).
     fn publish(&self, ev: &TaskEvent) {
         let lifecycle = matches!(
             ev.event,
             TaskEventKind::Queued | TaskEventKind::Terminal { .. }
         )
         .then(Topic::task_lifecycle);
+        // In this order, as before: the task's topic, its work topic's, then the lifecycle.
+        let mut topics = [
+            Some(Topic::task_events(ev.task_id)),
+            Some(Topic::events_for(&ev.topic)),
+            lifecycle,
+        ]
+        .into_iter()
+        .flatten()
+        .filter(|t| self.wanted(t))
+        .collect::<Vec<_>>()
+        .into_iter();
+        let Some(last) = topics.next_back() else {
+            return;
+        };
         match ev.payload() {
-            // In this order, as before: the task's topic, its work topic's, then the lifecycle.
             Ok(payload) => {
-                (self.sink)(ev.envelope_with(Topic::task_events(ev.task_id), payload.clone()));
-                match lifecycle {
-                    Some(topic) => {
-                        (self.sink)(
-                            ev.envelope_with(Topic::events_for(&ev.topic), payload.clone()),
-                        );
-                        (self.sink)(ev.envelope_with(topic, payload));
-                    }
-                    None => (self.sink)(ev.envelope_with(Topic::events_for(&ev.topic), payload)),
+                for topic in topics {
+                    (self.sink)(ev.envelope_with(topic, payload.clone()));
                 }
+                (self.sink)(ev.envelope_with(last, payload));
             }
             Err(e) => tracing::warn!(error = %e, "Task event not published."),
         }
@@ -531,6 +555,39 @@ mod tests {
                 },
             },
         );
+    }
+
+    #[test]
+    fn an_event_is_published_only_on_the_topics_someone_listens_on_and_kept_all_the_same() {
+        let topics = Arc::new(Mutex::new(Vec::<String>::new()));
+        let seen = topics.clone();
+        let sink: Sink = Box::new(move |env| {
+            seen.lock().unwrap().push(env.topic.to_string());
+        });
+        let listeners = Arc::new(Listeners::default());
+        let log = EventLog::new(ManualClock::new(1), sink).only_for(listeners.clone());
+        let h = header(1);
+        log.append(&h, TaskEventKind::Queued);
+        assert!(topics.lock().unwrap().is_empty(), "nobody listens yet");
+        listeners.add(&Topic::task_events(h.task_id));
+        listeners.add(&Topic::task_lifecycle());
+        log.append(&h, TaskEventKind::Started { attempt: 1 });
+        log.append(
+            &h,
+            TaskEventKind::Terminal {
+                outcome: Outcome::Succeeded {
+                    result: serde_json::json!("done"),
+                },
+            },
+        );
+        let task = Topic::task_events(h.task_id).to_string();
+        assert_eq!(
+            *topics.lock().unwrap(),
+            [task.clone(), task, Topic::task_lifecycle().to_string()],
+            "the work topic's events (no listener) are skipped, the others go in order"
+        );
+        let kept = log.snapshot(h.task_id).unwrap();
+        assert_eq!(kept.events.len(), 3, "every event is kept for replay");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 mod acker;
 mod broker;
 pub(crate) mod evented;
+mod listeners;
 pub(crate) mod log;
 pub(crate) mod stream;
 
@@ -21,6 +22,7 @@ use actix::{Addr, AsyncContext as _, Context};
 use async_trait::async_trait;
 use broker::{Broker, Dispatch, Mode, Publish, Subscribe, Unsubscribe};
 use evented::EventedStore;
+use listeners::Listeners;
 use log::{EventLog, Header};
 use std::path::Path;
 use std::sync::Arc;
@@ -87,12 +89,16 @@ impl LocalBus {
         let address = ctx.address();
         let to_broker = address.clone();
         let sink = Box::new(move |env| to_broker.do_send(Publish(env)));
-        let log = Arc::new(EventLog::with_caps(
-            opts.clock.clone(),
-            sink,
-            MAX_EVENTS_PER_TASK,
-            opts.replay_bytes,
-        ));
+        let listeners = Arc::new(Listeners::default());
+        let log = Arc::new(
+            EventLog::with_caps(
+                opts.clock.clone(),
+                sink,
+                MAX_EVENTS_PER_TASK,
+                opts.replay_bytes,
+            )
+            .only_for(listeners.clone()),
+        );
         let store: Arc<dyn TaskStore> = Arc::new(EventedStore {
             inner: store,
             log: log.clone(),
@@ -103,7 +109,12 @@ impl LocalBus {
             broker: address,
             max_attempts: opts.max_attempts,
         });
-        let broker = ctx.run(Broker::new(acker, opts.max_attempts, Some(store.clone())));
+        let broker = ctx.run(Broker::new(
+            acker,
+            opts.max_attempts,
+            Some(store.clone()),
+            listeners,
+        ));
         Self { broker, store, log }
     }
 

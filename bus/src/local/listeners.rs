@@ -1,0 +1,88 @@
+//! Which topics have a broadcast subscriber, readable without asking the broker: a task event
+//! nobody listens to is not encoded, copied and routed (most of a turn's events are published on
+//! three topics, of which one or two have a listener).
+//!
+//! The broker changes the set while it handles a subscription, before the subscriber's
+//! `subscribe` call returns; so an event appended after that return sees the listener, and its
+//! publish reaches the broker after the subscription. A subscription the broker drops is taken
+//! out here too; one counted a moment too long only costs a publish nobody receives.
+
+use crate::topic::Topic;
+use std::collections::HashMap;
+use std::sync::{PoisonError, RwLock};
+
+/// The broadcast subscriptions of one broker, by concrete topic and by pattern.
+#[derive(Debug, Default)]
+pub(crate) struct Listeners(RwLock<Set>);
+
+#[derive(Debug, Default)]
+struct Set {
+    /// Subscriptions to one concrete topic, counted.
+    exact: HashMap<Topic, usize>,
+    /// Pattern subscriptions (`events.agent.>`), one entry each.
+    patterns: Vec<Topic>,
+}
+
+impl Listeners {
+    /// Counts a subscription to `pattern`.
+    pub(crate) fn add(&self, pattern: &Topic) {
+        let mut set = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        if pattern.is_pattern() {
+            set.patterns.push(pattern.clone());
+        } else {
+            *set.exact.entry(pattern.clone()).or_default() += 1;
+        }
+    }
+
+    /// Takes one subscription to `pattern` out.
+    pub(crate) fn remove(&self, pattern: &Topic) {
+        let mut set = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        if pattern.is_pattern() {
+            if let Some(i) = set.patterns.iter().position(|p| p == pattern) {
+                set.patterns.swap_remove(i);
+            }
+        } else if let Some(n) = set.exact.get_mut(pattern) {
+            *n -= 1;
+            if *n == 0 {
+                set.exact.remove(pattern);
+            }
+        }
+    }
+
+    /// Whether any subscription would receive an event published on `topic`.
+    pub(crate) fn wants(&self, topic: &Topic) -> bool {
+        let set = self.0.read().unwrap_or_else(PoisonError::into_inner);
+        set.exact.contains_key(topic) || set.patterns.iter().any(|p| p.matches(topic))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> Topic {
+        Topic::parse(s).unwrap()
+    }
+
+    #[test]
+    fn a_topic_is_wanted_while_a_subscription_to_it_or_a_matching_pattern_lasts() {
+        let l = Listeners::default();
+        assert!(!l.wants(&t("events.agent.a")));
+        l.add(&t("events.agent.a"));
+        l.add(&t("events.agent.a"));
+        l.add(&t("events.>"));
+        l.remove(&t("events.agent.a"));
+        assert!(l.wants(&t("events.agent.a")));
+        l.remove(&t("events.agent.a"));
+        assert!(l.wants(&t("events.agent.a")), "the pattern still matches");
+        assert!(!l.wants(&t("tasks.lifecycle")));
+        l.remove(&t("events.>"));
+        assert!(!l.wants(&t("events.agent.a")));
+        l.remove(&t("events.>"));
+        l.remove(&t("events.agent.a"));
+        assert!(
+            !l.wants(&t("events.agent.a")),
+            "removing more than was added is harmless"
+        );
+    }
+}
