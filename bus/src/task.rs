@@ -2,6 +2,7 @@
 
 use crate::envelope::{Envelope, RequestId};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use uuid::Uuid;
 
 /// Where a task is in its life. Every task ends in exactly one terminal state.
@@ -108,8 +109,9 @@ pub struct TaskRecord {
     pub state: TaskState,
     /// Deliveries so far.
     pub attempts: u32,
-    /// The envelope as first admitted (redeliveries raise `attempt`).
-    pub envelope: Envelope,
+    /// The envelope as first admitted (redeliveries raise `attempt`), shared: a record is
+    /// copied several times a turn (the store's cache, each reader), its envelope never is.
+    pub envelope: Arc<Envelope>,
     /// The terminal outcome, once there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<Outcome>,

@@ -38,7 +38,7 @@ fn write_legacy(dir: &Path, request_id: &str, payload: serde_json::Value) -> Tas
         request_id: env.request_id.clone(),
         state: TaskState::Succeeded,
         attempts: 1,
-        envelope: env,
+        envelope: env.into(),
         outcome: Some(bus::Outcome::Succeeded {
             result: json!("old"),
         }),
@@ -79,9 +79,9 @@ async fn a_record_written_by_the_previous_version_is_found_after_upgrade() {
         Some(old.task_id)
     );
     // Without a fingerprint the stored payload decides: same is a duplicate, other a conflict.
-    let same = store.admit(old.envelope.clone()).await.unwrap();
+    let same = store.admit(Envelope::clone(&old.envelope)).await.unwrap();
     assert!(same.duplicate);
-    let mut other = old.envelope.clone();
+    let mut other = Envelope::clone(&old.envelope);
     other.payload = json!({ "text": "y" });
     assert!(matches!(
         store.admit(other).await,
@@ -111,7 +111,7 @@ async fn a_record_as_the_previous_version_wrote_it_is_read_and_rewritten_in_the_
         request_id: env.request_id.clone(),
         state: TaskState::Queued,
         attempts: 0,
-        envelope: env,
+        envelope: env.into(),
         outcome: None,
         created_ms: store::T0,
         updated_ms: store::T0,

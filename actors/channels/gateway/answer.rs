@@ -114,7 +114,7 @@ mod tests {
             request_id,
             state,
             attempts: 1,
-            envelope,
+            envelope: envelope.into(),
             outcome,
             created_ms: 100,
             updated_ms: 130,
@@ -194,7 +194,9 @@ mod tests {
             }),
         );
         // A header that does not read leaves the origin out whole.
-        rec.envelope.headers.insert("depth".into(), "x".into());
+        std::sync::Arc::make_mut(&mut rec.envelope)
+            .headers
+            .insert("depth".into(), "x".into());
         assert_eq!(
             encoded(&rec, false),
             format!(r#"{HEAD},"state":"failed","duplicate":false,"error":"boom","agent":"main"}}"#)

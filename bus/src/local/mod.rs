@@ -200,7 +200,7 @@ impl Bus for LocalBus {
                     env
                 } else {
                     // An explicit retry: the stored task again, as its next attempt.
-                    let mut again = admission.task.envelope.clone();
+                    let mut again = Envelope::clone(&admission.task.envelope);
                     again.attempt = admission.task.attempts + 1;
                     again
                 };

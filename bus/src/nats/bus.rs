@@ -302,7 +302,7 @@ impl Bus for NatsBus {
                 let dispatch = if admission.task.task_id == fresh_id {
                     env
                 } else {
-                    let mut again = admission.task.envelope.clone();
+                    let mut again = Envelope::clone(&admission.task.envelope);
                     again.attempt = admission.task.attempts + 1;
                     again
                 };

@@ -215,7 +215,7 @@ impl TaskStore for NatsTaskStore {
                 state: TaskState::Queued,
                 attempts: 0,
                 fingerprint: Some(fingerprint(&env.payload)),
-                envelope: env.clone(),
+                envelope: Arc::new(env.clone()),
                 outcome: None,
                 created_ms: now,
                 updated_ms: now,

@@ -157,7 +157,7 @@ mod tests {
             request_id: env.request_id.clone(),
             state: TaskState::Running,
             attempts: 1,
-            envelope: env,
+            envelope: env.into(),
             outcome: Some(Outcome::Succeeded {
                 result: json!({ "n": n, "f": 2.5, "neg": -3, "list": [null, true, "é\n"] }),
             }),

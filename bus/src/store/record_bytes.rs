@@ -90,7 +90,7 @@ mod tests {
             request_id: env.request_id.clone(),
             state: TaskState::Succeeded,
             attempts: 2,
-            envelope: env,
+            envelope: env.into(),
             outcome: Some(Outcome::Succeeded {
                 result: json!({ "text": "done" }),
             }),

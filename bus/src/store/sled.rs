@@ -389,7 +389,7 @@ impl TaskStore for SledTaskStore {
                 state: TaskState::Queued,
                 attempts: 0,
                 fingerprint: Some(fingerprint(&env.payload)),
-                envelope: env,
+                envelope: Arc::new(env),
                 outcome: None,
                 created_ms: now,
                 updated_ms: now,
@@ -423,7 +423,7 @@ impl TaskStore for SledTaskStore {
                 }
                 Err(lost) => {
                     // The envelope goes back for the next round (moved, not copied).
-                    env = record.envelope;
+                    env = Arc::unwrap_or_clone(record.envelope);
                     // Another admission of this request id won; unless it is this very task,
                     // our task id entry goes.
                     let winner = lost

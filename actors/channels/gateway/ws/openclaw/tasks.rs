@@ -178,7 +178,7 @@ mod tests {
             request_id: RequestId::parse("r1").unwrap(),
             state,
             attempts: 1,
-            envelope: env,
+            envelope: env.into(),
             outcome,
             created_ms: 100,
             updated_ms: 130,

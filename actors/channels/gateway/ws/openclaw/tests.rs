@@ -336,7 +336,7 @@ fn record(state: TaskState, outcome: Outcome) -> TaskRecord {
         request_id: RequestId::parse("r1").unwrap(),
         state,
         attempts: 1,
-        envelope: env,
+        envelope: env.into(),
         outcome: Some(outcome),
         created_ms: 100,
         updated_ms: 130,
