@@ -265,12 +265,19 @@ fn browser_note(config: &config::Config) -> Option<String> {
     })
 }
 
-/// A tokio runtime for the CLI's own HTTP calls.
+/// The most threads the runtime runs blocking work on (a transcript's sync, a tool's file work).
+/// tokio's default is 512: under load each turn's sync took a thread of its own, 45 of them at
+/// 32 turns at once, each keeping its own allocator heap (megabytes, never given back while the
+/// load lasts); queued on 16, the syncs of one disk take as long.
+const BLOCKING_THREADS: usize = 16;
+
+/// The tokio runtime of a command: the CLI's own HTTP calls, the daemon's workers.
 fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
     // As many workers as cores this process may use (`taskset` is respected), at least 2.
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
+        .max_blocking_threads(BLOCKING_THREADS)
         .enable_all()
         .build()
         .map_err(|e| {

@@ -1,7 +1,7 @@
 //! The model's view of a session: the transcript's messages after the latest compaction.
 
 use super::transcript::{Entry, EntryBody};
-use crate::model::ChatMessage;
+use crate::model::{ChatMessage, ImagePart, ToolCall};
 use uuid::Uuid;
 
 /// The conversation history a run sends to the model.
@@ -18,12 +18,13 @@ pub(crate) const SUMMARY_PREFIX: &str =
     "[Summary of the earlier conversation, written when it was compacted]";
 
 impl View {
-    /// Rebuilds the view from transcript entries.
+    /// Rebuilds the view from transcript entries, holding no more room than its items take.
     pub(crate) fn from_entries(entries: &[Entry]) -> Self {
         let mut view = Self::default();
         for e in entries {
             view.apply(e);
         }
+        view.items.shrink_to_fit();
         view
     }
 
@@ -66,15 +67,17 @@ impl View {
         out
     }
 
-    /// What the view takes in memory, about: each item's own size and the text it holds.
+    /// What the view takes in memory, about: the room its vector holds (items not yet pushed
+    /// too: a vector grows by doubling) and the room of the text it holds.
     pub(crate) fn bytes(&self) -> usize {
         let item = std::mem::size_of::<(Uuid, ChatMessage)>();
-        let summary = self.summary.as_ref().map_or(0, String::len);
+        let summary = self.summary.as_ref().map_or(0, String::capacity);
         summary
+            + self.items.capacity() * item
             + self
                 .items
                 .iter()
-                .map(|(_, m)| item + message_bytes(m))
+                .map(|(_, m)| message_bytes(m))
                 .sum::<usize>()
     }
 
@@ -90,20 +93,23 @@ impl View {
     }
 }
 
-/// The bytes one message holds outside its own struct, about.
+/// The bytes one message holds outside its own struct, about: the room of its strings and
+/// vectors, not only what is in them.
 fn message_bytes(m: &ChatMessage) -> usize {
     let calls: usize = m
         .tool_calls
         .iter()
-        .map(|c| std::mem::size_of_val(c) + c.id.len() + c.name.len() + c.arguments.len())
-        .sum();
+        .map(|c| c.id.capacity() + c.name.capacity() + c.arguments.capacity())
+        .sum::<usize>()
+        + m.tool_calls.capacity() * std::mem::size_of::<ToolCall>();
     let images: usize = m
         .images
         .iter()
-        .map(|i| i.media_type.len() + i.data.len())
-        .sum();
-    m.content.as_ref().map_or(0, String::len)
-        + m.tool_call_id.as_ref().map_or(0, String::len)
+        .map(|i| i.media_type.capacity() + i.data.capacity())
+        .sum::<usize>()
+        + m.images.capacity() * std::mem::size_of::<ImagePart>();
+    m.content.as_ref().map_or(0, String::capacity)
+        + m.tool_call_id.as_ref().map_or(0, String::capacity)
         + calls
         + images
 }
@@ -117,4 +123,38 @@ pub(crate) fn message_tokens(m: &ChatMessage) -> u64 {
         .map(|c| c.name.len() + c.arguments.len() + 8)
         .sum();
     ((text + calls) / 4 + 4) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(n: usize) -> View {
+        let mut view = View::default();
+        for i in 0..n {
+            let mut text = format!("message {i}");
+            text.shrink_to_fit();
+            view.items
+                .push((Uuid::from_u128(i as u128), ChatMessage::user(text)));
+        }
+        view
+    }
+
+    #[test]
+    fn a_views_size_counts_the_room_its_vector_and_strings_hold_not_only_their_items() {
+        let grown = view(5);
+        assert!(grown.items.capacity() > grown.items.len());
+        let mut fitted = grown.clone();
+        fitted.items.shrink_to_fit();
+        let item = std::mem::size_of::<(Uuid, ChatMessage)>();
+        assert_eq!(
+            grown.bytes() - fitted.bytes(),
+            (grown.items.capacity() - fitted.items.capacity()) * item
+        );
+        let mut roomy = fitted.clone();
+        if let Some(text) = roomy.items[0].1.content.as_mut() {
+            text.reserve(1000);
+        }
+        assert!(roomy.bytes() >= fitted.bytes() + 1000);
+    }
 }
