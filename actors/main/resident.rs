@@ -131,6 +131,63 @@ pub fn release_start_pages() -> io::Result<Released> {
     Ok(released)
 }
 
+/// When to give the executable's pages back again: once per idle stretch. Code a burst of work
+/// ran (a turn's, the first sweeps after the start) stays resident after the work ends; the
+/// first look that finds a quiet stretch after work says to release it, later quiet looks do
+/// not (what the idle timers fault back in is what idling needs), and work makes the next quiet
+/// stretch release again.
+#[derive(Debug)]
+pub struct IdleRelease {
+    /// The CPU ticks at the last look.
+    last: Option<u64>,
+    /// Whether there was work since the last release.
+    worked: bool,
+    /// The most ticks a quiet stretch uses.
+    quiet_ticks: u64,
+}
+
+impl IdleRelease {
+    /// Starts at `ticks` ([`cpu_ticks`]) with work behind it (the start); a stretch using fewer
+    /// than `quiet_ticks` counts as quiet.
+    pub fn new(ticks: Option<u64>, quiet_ticks: u64) -> Self {
+        Self {
+            last: ticks,
+            worked: true,
+            quiet_ticks,
+        }
+    }
+
+    /// Takes a look at `ticks`; true: release now.
+    pub fn look(&mut self, ticks: Option<u64>) -> bool {
+        let quiet = matches!((self.last, ticks), (Some(a), Some(b)) if b.saturating_sub(a) < self.quiet_ticks);
+        self.last = ticks;
+        if !quiet {
+            self.worked = true;
+            return false;
+        }
+        std::mem::replace(&mut self.worked, false)
+    }
+}
+
+/// The CPU time this process has used, user and system, in clock ticks (`utime + stime` of
+/// `/proc/self/stat`): how an idle stretch is told from work without touching the daemon's
+/// parts. `None` where there is no such file.
+pub fn cpu_ticks() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    cpu_ticks_of(&stat)
+}
+
+/// `utime + stime` of a `/proc/PID/stat` line. The command name (field 2, in parentheses) may
+/// hold spaces and parentheses: the fields are counted after its last `)`.
+fn cpu_ticks_of(stat: &str) -> Option<u64> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    // After the name: state (field 3) … utime (14), stime (15).
+    let mut fields = rest.split_ascii_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(utime + stime)
+}
+
 /// A mapping's header line `start-end perms offset dev inode [path]` (the path empty for an
 /// anonymous mapping); `None` for a field line.
 fn header(line: &str) -> Option<(usize, usize, &str, &str)> {
@@ -175,6 +232,30 @@ fn advise_dontneed(mapping: &ExeMapping) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pages_are_released_once_per_quiet_stretch_after_work() {
+        let mut idle = IdleRelease::new(Some(100), 10);
+        assert!(idle.look(Some(103)), "quiet after the start: release");
+        assert!(!idle.look(Some(106)), "still quiet: nothing new to release");
+        assert!(!idle.look(Some(400)), "work");
+        assert!(!idle.look(Some(900)), "more work");
+        assert!(idle.look(Some(905)), "quiet again after work: release");
+        assert!(!idle.look(None), "unreadable: no release, counted as work");
+        assert!(
+            !idle.look(Some(906)),
+            "after an unreadable look, no stretch to judge"
+        );
+        assert!(idle.look(Some(907)));
+    }
+
+    #[test]
+    fn the_cpu_time_is_read_after_the_command_name_whatever_it_holds() {
+        let stat = "4242 (clawbus (x) y) S 1 4242 4242 0 -1 4194560 900 0 0 0 17 5 0 0 20 0 14 0";
+        assert_eq!(cpu_ticks_of(stat), Some(22));
+        assert_eq!(cpu_ticks_of("4242 (clawbus) S 1"), None);
+        assert!(cpu_ticks().is_some_and(|t| t < u64::MAX));
+    }
 
     const SMAPS: &str = "\
 5555aa000000-5555aa400000 r--p 00000000 fd:01 42 /opt/clawbus bin/clawbus

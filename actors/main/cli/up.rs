@@ -127,6 +127,7 @@ pub(super) fn run(global: &Global, args: UpArgs) -> ExitCode {
         // The start ran code spread over the whole binary: give its pages back before saying
         // the daemon serves; what runs from now on comes back from the page cache as it is used.
         release_start_pages(&daemon);
+        idle_release(&daemon);
         // A closed stdout is no reason not to serve.
         let mut out = std::io::stdout();
         let _ = writeln!(out, "listening on {}", daemon.url()).and_then(|()| out.flush());
@@ -174,6 +175,43 @@ pub(super) fn run(global: &Global, args: UpArgs) -> ExitCode {
     code
 }
 
+/// How often `clawbus up` looks whether it has been quiet.
+const IDLE_LOOK: std::time::Duration = std::time::Duration::from_secs(10);
+/// The most CPU ticks (1/100 s) a quiet stretch of [`IDLE_LOOK`] uses: the idle daemon's timers
+/// take one or two.
+const QUIET_TICKS: u64 = 10;
+
+/// Gives the executable's pages back again after each stretch of work, once the daemon has
+/// been quiet for [`IDLE_LOOK`] ([`crate::resident::IdleRelease`]), for as long as the process
+/// runs. Nothing when the start's pages are kept.
+fn idle_release(daemon: &Daemon) {
+    if keep_start_pages() {
+        return;
+    }
+    let clock = daemon.system().clock().clone();
+    tokio::spawn(async move {
+        let mut idle = crate::resident::IdleRelease::new(crate::resident::cpu_ticks(), QUIET_TICKS);
+        loop {
+            clock.sleep(IDLE_LOOK).await;
+            if !idle.look(crate::resident::cpu_ticks()) {
+                continue;
+            }
+            match crate::resident::release_start_pages() {
+                Ok(r) => tracing::debug!(
+                    resident_kib = r.resident_kib,
+                    "Quiet: released the executable's pages the work used."
+                ),
+                Err(e) => tracing::debug!(error = %e, "Could not release the executable's pages."),
+            }
+        }
+    });
+}
+
+/// Whether [`KEEP_START_PAGES`] is set.
+fn keep_start_pages() -> bool {
+    std::env::var_os(KEEP_START_PAGES).is_some_and(|v| !v.is_empty() && v != "0")
+}
+
 /// Set (to anything but `0`), `clawbus up` keeps the pages its start faulted in: for measuring
 /// what a start touches, or memory that must not include code faulted back in later.
 const KEEP_START_PAGES: &str = "CLAWBUS_KEEP_START_PAGES";
@@ -181,7 +219,7 @@ const KEEP_START_PAGES: &str = "CLAWBUS_KEEP_START_PAGES";
 /// Releases the executable's pages the start faulted in ([`crate::resident`]) and exports how
 /// much that was as `clawbus_start_pages_released_bytes`.
 fn release_start_pages(daemon: &Daemon) {
-    if std::env::var_os(KEEP_START_PAGES).is_some_and(|v| !v.is_empty() && v != "0") {
+    if keep_start_pages() {
         tracing::debug!("{KEEP_START_PAGES} is set: the start's pages stay mapped.");
         return;
     }

@@ -45,6 +45,9 @@ pub struct Coordinator {
     graph: WaitGraph,
     live: HashMap<Uuid, Live>,
     deadlines: BinaryHeap<Reverse<(u64, Uuid)>>,
+    /// Whether a deadline check is scheduled (only while there are deadlines: an idle
+    /// coordinator sets no timer).
+    checking: bool,
     timed_out: u64,
     spared: u64,
     cascaded: u64,
@@ -74,6 +77,7 @@ impl Coordinator {
             graph: WaitGraph::default(),
             live: HashMap::new(),
             deadlines: BinaryHeap::new(),
+            checking: false,
             timed_out: 0,
             spared: 0,
             cascaded: 0,
@@ -122,6 +126,7 @@ impl Coordinator {
         if let Some(deadline) = record.envelope.deadline {
             self.deadlines.push(Reverse((deadline, record.task_id)));
             self.prune_deadlines();
+            self.check_later(ctx);
         }
         self.live.insert(
             record.task_id,
@@ -212,10 +217,15 @@ impl Coordinator {
     }
 
     /// Checks the deadlines once `tick` has passed on the clock, then schedules the next check,
-    /// for as long as the actor runs (a manual clock's advance drives it in tests).
-    fn check_later(&self, ctx: &mut Context<Self>) {
+    /// for as long as there are deadlines (a manual clock's advance drives it in tests).
+    fn check_later(&mut self, ctx: &mut Context<Self>) {
+        if self.checking || self.deadlines.is_empty() {
+            return;
+        }
+        self.checking = true;
         let timer = fut::wrap_future(self.clock.sleep(self.opts.tick));
         ctx.spawn(timer.map(|(), act: &mut Self, ctx| {
+            act.checking = false;
             act.check_deadlines(ctx);
             act.check_later(ctx);
         }));

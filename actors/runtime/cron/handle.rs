@@ -75,17 +75,22 @@ async fn run_loop(scheduler: Arc<Scheduler>, mut stopped: watch::Receiver<bool>)
             tracing::warn!(error = %e, "cron tick");
         }
         let now = inner.clock.now_ms();
+        // With no job due ever, nothing but a change (a wake, the store's watch) can make one
+        // due: the loop sleeps until then instead of waking the idle daemon every `max_sleep`.
         let mut sleep = report
             .next_wake_ms
-            .map_or(inner.settings.max_sleep, |w| {
-                Duration::from_millis(w.saturating_sub(now))
-            })
-            .min(inner.settings.max_sleep);
+            .map(|w| Duration::from_millis(w.saturating_sub(now)).min(inner.settings.max_sleep));
         if !report.errors.is_empty() {
-            sleep = sleep.max(ERROR_PAUSE);
+            sleep = Some(sleep.map_or(ERROR_PAUSE, |s| s.max(ERROR_PAUSE)));
         }
+        let due = async {
+            match sleep {
+                Some(sleep) => inner.clock.sleep(sleep).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
-            () = inner.clock.sleep(sleep) => {}
+            () = due => {}
             () = inner.wake.notified() => {}
             _ = stopped.changed() => return,
         }

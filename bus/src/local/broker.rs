@@ -43,6 +43,9 @@ pub(super) struct Broker {
     turn: usize,
     /// Tasks with no consumer able to take them yet.
     parked: VecDeque<Envelope>,
+    /// Whether a retry of the parked tasks is scheduled (only while some are parked: an idle
+    /// broker sets no timer).
+    retry_armed: bool,
     /// Events dropped because a subscriber's queue was full.
     lagged: u64,
     /// The store whose unfinished tasks are dispatched on start, before any other message.
@@ -69,6 +72,7 @@ impl Broker {
             next_id: 0,
             turn: 0,
             parked: VecDeque::new(),
+            retry_armed: false,
             lagged: 0,
             recover,
             listeners,
@@ -82,7 +86,7 @@ impl Broker {
             return;
         };
         let unfinished = async move { store.unfinished().await };
-        ctx.wait(unfinished.into_actor(self).map(|found, this, _| {
+        ctx.wait(unfinished.into_actor(self).map(|found, this, ctx| {
             let records = match found {
                 Ok(records) => records,
                 Err(e) => {
@@ -97,10 +101,11 @@ impl Broker {
                 );
             }
             for record in records {
-                let mut env = record.envelope;
+                let mut env = Arc::unwrap_or_clone(record.envelope);
                 env.attempt = record.attempts + 1;
                 this.dispatch(env);
             }
+            this.retry_parked_later(ctx);
         }));
     }
 
@@ -214,6 +219,19 @@ impl Broker {
         }
     }
 
+    /// Offers the parked tasks again after [`PARKED_RETRY`], and so on while some stay parked.
+    fn retry_parked_later(&mut self, ctx: &mut Context<Self>) {
+        if self.parked.is_empty() || self.retry_armed {
+            return;
+        }
+        self.retry_armed = true;
+        ctx.run_later(PARKED_RETRY, |this, ctx| {
+            this.retry_armed = false;
+            this.offer_parked();
+            this.retry_parked_later(ctx);
+        });
+    }
+
     fn offer_parked(&mut self) {
         let parked = std::mem::take(&mut self.parked);
         for env in parked {
@@ -235,11 +253,6 @@ impl Actor for Broker {
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(4096);
         self.recover(ctx);
-        ctx.run_interval(PARKED_RETRY, |this, _| {
-            if !this.parked.is_empty() {
-                this.offer_parked();
-            }
-        });
     }
 }
 
@@ -314,8 +327,9 @@ pub(super) struct Dispatch(pub Envelope);
 
 impl Handler<Dispatch> for Broker {
     type Result = ();
-    fn handle(&mut self, msg: Dispatch, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: Dispatch, ctx: &mut Context<Self>) {
         self.dispatch(msg.0);
+        self.retry_parked_later(ctx);
     }
 }
 
