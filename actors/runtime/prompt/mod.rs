@@ -117,6 +117,10 @@ pub struct PromptBuilder {
     skills: Arc<dyn SkillsSource>,
     secrets: Secrets,
     cache: FileCache,
+    /// The `preamble` layer (it names the agent: the same every turn).
+    preamble: String,
+    /// The `untrusted` layer.
+    untrusted: String,
 }
 
 impl PromptBuilder {
@@ -133,6 +137,10 @@ impl PromptBuilder {
             skills: Arc::new(NoSkills),
             secrets: Secrets::default(),
             cache: FileCache::default(),
+            preamble: format!(
+                "You are the agent \"{agent}\" of clawbus. Your workspace files, memory and skills follow; the runtime line at the end says where and when you are.\n"
+            ),
+            untrusted: format!("# Untrusted content\n{UNTRUSTED_NOTICE}\n"),
         }
     }
 
@@ -188,8 +196,24 @@ impl PromptBuilder {
         })
     }
 
-    /// Assembles the system prompt now.
+    /// Assembles the system prompt now, with its breakdown.
     pub fn assemble(&self, info: &TurnInfo) -> Assembled {
+        let composed = self.compose(info);
+        let report = self.report(info, &composed);
+        Assembled {
+            text: composed.text,
+            report,
+        }
+    }
+
+    /// Assembles the system prompt's text now (what a turn sends; [`PromptBuilder::assemble`]
+    /// also says where its characters go).
+    pub fn assemble_text(&self, info: &TurnInfo) -> String {
+        self.compose(info).text
+    }
+
+    /// The text and what the report is made of.
+    fn compose(&self, info: &TurnInfo) -> Composed {
         let now = DateTime::<Utc>::from_timestamp_millis(self.clock.now_ms() as i64)
             .unwrap_or_default()
             .with_timezone(&self.settings.timezone);
@@ -198,10 +222,7 @@ impl PromptBuilder {
         let mut budget = Budget::new(&self.settings);
         let preamble = Layer {
             name: "preamble",
-            text: format!(
-                "You are the agent \"{}\" of clawbus. Your workspace files, memory and skills follow; the runtime line at the end says where and when you are.\n",
-                self.agent
-            ),
+            text: self.preamble.clone(),
         };
         let soul = assemble::file_layer(
             "soul",
@@ -225,14 +246,6 @@ impl PromptBuilder {
             assemble::memory_layer(now.date_naive(), ws, &self.cache, &mut budget, &mut files);
         let xml = self.skills.skills_xml(&info.session);
         let xml = xml.trim();
-        let skills_report = SkillsReport {
-            // One SIMD scan for `<skill`, then the byte after it (a fresh two-way searcher per
-            // `str::matches` call cost more than the scan, every turn).
-            count: memchr::memmem::find_iter(xml.as_bytes(), b"<skill")
-                .filter(|&at| matches!(xml.as_bytes().get(at + 6), Some(b'>' | b' ')))
-                .count(),
-            chars: xml.chars().count(),
-        };
         let skills = Layer {
             name: "skills",
             text: if xml.is_empty() {
@@ -243,7 +256,7 @@ impl PromptBuilder {
         };
         let untrusted = Layer {
             name: "untrusted",
-            text: format!("# Untrusted content\n{UNTRUSTED_NOTICE}\n"),
+            text: self.untrusted.clone(),
         };
         let runtime = Layer {
             name: "runtime",
@@ -280,6 +293,32 @@ impl PromptBuilder {
             text = clean;
             redacted = true;
         }
+        Composed {
+            text,
+            now,
+            layers,
+            files,
+            redacted,
+        }
+    }
+
+    /// Where the characters of `composed` go.
+    fn report(&self, info: &TurnInfo, composed: &Composed) -> PromptReport {
+        let Composed {
+            text,
+            now,
+            layers,
+            files,
+            redacted,
+        } = composed;
+        let skills = layers.iter().find(|l| l.name == "skills");
+        let xml = skills.map_or("", |l| skills_xml_of(&l.text));
+        let skills_report = SkillsReport {
+            count: memchr::memmem::find_iter(xml.as_bytes(), b"<skill")
+                .filter(|&at| matches!(xml.as_bytes().get(at + 6), Some(b'>' | b' ')))
+                .count(),
+            chars: xml.chars().count(),
+        };
         let mut layer_reports: Vec<LayerReport> = layers.iter().map(Layer::report).collect();
         let at = |name: &str| layer_reports.iter().position(|l| l.name == name);
         let messages = |name| LayerReport {
@@ -291,7 +330,7 @@ impl PromptBuilder {
             layer_reports.insert(i, messages("history"));
             layer_reports.insert(i + 2, messages("message"));
         }
-        let report = PromptReport {
+        PromptReport {
             agent: self.agent.clone(),
             session: info.session.clone(),
             channel: info.channel.clone(),
@@ -300,7 +339,7 @@ impl PromptBuilder {
             time: now.to_rfc3339(),
             system_prompt_chars: text.chars().count(),
             layers: layer_reports,
-            files,
+            files: files.clone(),
             skills: skills_report,
             tools: None,
             caps: CapsReport {
@@ -308,10 +347,27 @@ impl PromptBuilder {
                 total_max_chars: self.settings.total_max_chars,
                 memory_max_chars: self.settings.memory_max_chars,
             },
-            redacted,
-        };
-        Assembled { text, report }
+            redacted: *redacted,
+        }
     }
+}
+
+/// What [`PromptBuilder::compose`] made: the text, and what its report is made of.
+struct Composed {
+    text: String,
+    now: DateTime<chrono_tz::Tz>,
+    layers: [Layer; 7],
+    files: Vec<FileReport>,
+    redacted: bool,
+}
+
+/// The skills XML inside the skills layer's text (after its heading and hint).
+fn skills_xml_of(layer: &str) -> &str {
+    let body = layer
+        .strip_prefix("# Skills\n")
+        .and_then(|rest| rest.strip_prefix(crate::skills::PROMPT_HINT))
+        .unwrap_or(layer);
+    body.trim()
 }
 
 /// A turn's prompt: the agent's builder plus the session and channel.
@@ -351,15 +407,15 @@ impl TurnPrompt {
             reason = "a log-only timing: how long assembling the prompt took"
         )]
         let started = std::time::Instant::now();
-        let out = self.builder.assemble(&self.info);
+        let text = self.builder.assemble_text(&self.info);
         tracing::debug!(
             agent = %self.builder.agent,
             session = %self.info.session,
-            chars = out.report.system_prompt_chars,
+            bytes = text.len(),
             micros = started.elapsed().as_micros() as u64,
             "System prompt assembled."
         );
-        out.text
+        text
     }
 }
 
