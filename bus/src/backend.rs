@@ -60,6 +60,17 @@ pub trait Bus: Send + Sync + 'static {
     async fn wait(&self, request_id: &RequestId, timeout: Duration)
     -> Result<TaskRecord, BusError>;
 
+    /// [`Bus::wait`] for the task its admission answered (`admitted`, from [`Bus::submit`]): a
+    /// bus that can wait by task id skips reading the record first. The answer is what
+    /// [`Bus::wait`] for its request id gives.
+    async fn wait_admitted(
+        &self,
+        admitted: &TaskRecord,
+        timeout: Duration,
+    ) -> Result<TaskRecord, BusError> {
+        self.wait(&admitted.request_id, timeout).await
+    }
+
     /// Ends a task from outside its consumer (a cancel, a deadline that passed): records
     /// `outcome` unless the task already ended (the first outcome wins), then announces it on
     /// [`Topic::cancellations`] so a consumer running it stops.

@@ -171,18 +171,6 @@ impl TaskEvent {
         Envelope::event_for(topic, self.request_id.clone(), payload)
     }
 
-    /// True when the event in `payload` (as [`TaskEvent::to_envelope`] puts it) shows its task
-    /// has ended: the terminal event, or one that only follows it
-    /// ([`TaskEventKind::follows_outcome`]). Read without decoding the event (a waiter skips the
-    /// others unread).
-    pub(crate) fn shows_end(payload: &serde_json::Value) -> bool {
-        let kind = payload.get("event").and_then(|e| e.get("type"));
-        matches!(
-            kind.and_then(serde_json::Value::as_str),
-            Some("terminal" | "delivered" | "delivery_failed")
-        )
-    }
-
     /// Reads an event back from an envelope published by [`TaskEvent::to_envelope`].
     pub fn from_envelope(env: &Envelope) -> Result<Self, BusError> {
         Self::deserialize(&env.payload)
@@ -240,72 +228,5 @@ mod tool_start_tests {
         assert!(cut.ends_with('…'), "{cut}");
         assert_eq!(cut.len(), TOOL_ARGUMENTS_KEPT - 1 + '…'.len_utf8());
         assert!(long.starts_with(cut.trim_end_matches('…')));
-    }
-}
-
-#[cfg(test)]
-mod shows_end_tests {
-    use super::{TaskEvent, TaskEventKind};
-    use crate::envelope::RequestId;
-    use crate::task::Outcome;
-    use crate::topic::Topic;
-    use serde_json::json;
-
-    #[test]
-    fn an_event_read_unread_shows_the_end_exactly_when_decoded_it_would() {
-        let kinds = [
-            TaskEventKind::Queued,
-            TaskEventKind::Started { attempt: 1 },
-            TaskEventKind::ModelCall { iteration: 1 },
-            TaskEventKind::Delta {
-                text: "terminal".into(),
-            },
-            TaskEventKind::Reset {
-                reason: "retry".into(),
-            },
-            TaskEventKind::tool_start("c", "terminal", "{}"),
-            TaskEventKind::ToolEnd {
-                call_id: "c".into(),
-                name: "delivered".into(),
-                ok: true,
-            },
-            TaskEventKind::Retry {
-                attempt: 2,
-                delay_ms: 0,
-                reason: "x".into(),
-            },
-            TaskEventKind::Progress {
-                note: json!({ "type": "terminal" }),
-            },
-            TaskEventKind::Terminal {
-                outcome: Outcome::Succeeded {
-                    result: json!({ "text": "done" }),
-                },
-            },
-            TaskEventKind::Delivered {
-                target: "telegram:1".into(),
-                attempts: 1,
-            },
-            TaskEventKind::DeliveryFailed {
-                target: "telegram:1".into(),
-                attempts: 3,
-                reason: "x".into(),
-            },
-        ];
-        for kind in kinds {
-            let ended = kind.is_terminal() || kind.follows_outcome();
-            let event = TaskEvent {
-                task_id: uuid::Uuid::nil(),
-                request_id: RequestId::random(),
-                topic: Topic::agent("a"),
-                seq: 1,
-                ts_ms: 1,
-                event: kind,
-            };
-            let env = event
-                .to_envelope(Topic::task_events(event.task_id))
-                .unwrap();
-            assert_eq!(TaskEvent::shows_end(&env.payload), ended, "{event:?}");
-        }
     }
 }

@@ -138,6 +138,29 @@ async fn expired_records_are_purged_while_the_bus_runs() {
 }
 
 #[actix_rt::test]
+async fn waiting_on_an_admission_answers_as_waiting_on_its_request_id() {
+    use bus::Bus as _;
+    let dir = tempfile::tempdir().unwrap();
+    let bus = LocalBus::open(dir.path(), options(ManualClock::new(conformance::T0))).unwrap();
+    // Admitted before any consumer: it waits queued until one comes.
+    let admitted = bus.submit(task("agent.a", "r-adm")).await.unwrap().task;
+    assert_eq!(admitted.state, bus::TaskState::Queued);
+    let (b, a) = (bus.clone(), admitted.clone());
+    let waiting = actix_rt::spawn(async move { b.wait_admitted(&a, conformance::NET).await });
+    conformance::echo_consumer(&bus, "agent.a").await;
+    let ended = waiting.await.unwrap().unwrap();
+    assert_eq!(ended.state, bus::TaskState::Succeeded);
+    assert_eq!(ended.task_id, admitted.task_id);
+    // Once ended, the same answer at once, as `wait` gives.
+    let again = bus
+        .wait_admitted(&admitted, conformance::NET)
+        .await
+        .unwrap();
+    let by_id = bus.wait(&rid("r-adm"), conformance::NET).await.unwrap();
+    assert_eq!(again, by_id);
+}
+
+#[actix_rt::test]
 async fn a_new_task_does_not_overtake_parked_ones() {
     use bus::Bus as _;
     let dir = tempfile::tempdir().unwrap();

@@ -272,7 +272,12 @@ impl Ingress {
         if fallback.state.is_terminal() {
             return Ok(Waited::Ended(fallback.clone()));
         }
-        match self.bus.wait(request_id, timeout).await {
+        let waited = if fallback.request_id == *request_id {
+            self.bus.wait_admitted(fallback, timeout).await
+        } else {
+            self.bus.wait(request_id, timeout).await
+        };
+        match waited {
             Ok(rec) => Ok(Waited::Ended(rec)),
             Err(BusError::TimedOut { .. }) => match self.bus.lookup(request_id).await {
                 Ok(rec) => Ok(Waited::Pending(rec.unwrap_or_else(|| fallback.clone()))),

@@ -13,6 +13,7 @@ use crate::task::{Outcome, TaskRecord};
 use crate::topic::Topic;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::oneshot;
 use uuid::Uuid;
 
 /// Events kept per task; past it deltas are merged into the last kept delta and other
@@ -88,11 +89,21 @@ struct TaskLog {
 #[derive(Default)]
 struct State {
     logs: HashMap<Uuid, TaskLog>,
+    /// Who waits for a task's terminal event ([`EventLog::on_end`]), by task.
+    ends: HashMap<Uuid, Vec<oneshot::Sender<()>>>,
     born: u64,
     /// Bytes of delta text kept over every log.
     bytes: usize,
     /// The weight of every log together.
     weight: usize,
+}
+
+/// Tells the waiters of `task_id` it ended.
+fn tell_ended(state: &mut State, task_id: Uuid) {
+    for waiter in state.ends.remove(&task_id).into_iter().flatten() {
+        // A waiter that gave up is fine to skip.
+        let _ = waiter.send(());
+    }
 }
 
 /// Where the log publishes each event it appends, in append order (called under the log's lock).
@@ -192,7 +203,8 @@ impl EventLog {
         }
         let ev = event(&log.header, log.next_seq, now, kind);
         log.next_seq += 1;
-        log.terminal |= ev.is_terminal();
+        let ends = ev.is_terminal();
+        log.terminal |= ends;
         // Published first (under the lock all the same, so no reader sees one without the
         // other), then kept: the log takes the event itself, not a copy.
         self.publish(&ev);
@@ -200,6 +212,9 @@ impl EventLog {
         let (text, weight) = keep(log, ev, self.max_events);
         state.bytes += text;
         state.weight += weight;
+        if ends {
+            tell_ended(&mut state, header.task_id);
+        }
         if state.bytes > MAX_DELTA_BYTES {
             shed_bytes(&mut state);
         }
@@ -268,13 +283,36 @@ impl EventLog {
                 bytes: 0,
                 weight,
             };
+            let ends = log.terminal;
             state.weight += weight;
             state.logs.insert(record.task_id, log);
+            if ends {
+                tell_ended(&mut state, record.task_id);
+            }
             if state.weight > self.max_bytes {
                 self.make_room(&mut state, record.task_id);
             }
         }
         header
+    }
+
+    /// Resolves once the task's terminal event is appended (at once when the log holds it),
+    /// without a subscription: a waiter needs the end, not the events before it. It does not
+    /// resolve for a task that ended before and whose log went: ask the store too
+    /// (`stream::has_ended`), after this call.
+    pub(crate) fn on_end(&self, task_id: Uuid) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        let mut state = self.lock();
+        if state.logs.get(&task_id).is_some_and(|l| l.terminal) {
+            let _ = tx.send(());
+            return rx;
+        }
+        let waiting = state.ends.entry(task_id).or_default();
+        // Waiters that gave up (timed out) go, so one that never ends holds no more than its
+        // live waiters.
+        waiting.retain(|w| !w.is_closed());
+        waiting.push(tx);
+        rx
     }
 
     /// Drops the task's log (an explicit retry starts its events over).
@@ -555,6 +593,30 @@ mod tests {
                 },
             },
         );
+    }
+
+    #[test]
+    fn a_waiter_is_told_of_the_terminal_event_once_and_only_of_it() {
+        let (log, _) = log(DEFAULT_REPLAY_BYTES);
+        let h = header(1);
+        log.append(&h, TaskEventKind::Queued);
+        let mut early = log.on_end(h.task_id);
+        let gave_up = log.on_end(h.task_id);
+        drop(gave_up);
+        let mut again = log.on_end(h.task_id);
+        assert_eq!(
+            log.lock().ends[&h.task_id].len(),
+            2,
+            "the waiter that gave up went"
+        );
+        log.append(&h, TaskEventKind::Started { attempt: 1 });
+        assert!(early.try_recv().is_err(), "not ended yet");
+        run_to_end(&log, &h, "done");
+        assert_eq!(early.try_recv(), Ok(()));
+        assert_eq!(again.try_recv(), Ok(()));
+        assert!(log.lock().ends.is_empty());
+        let mut late = log.on_end(h.task_id);
+        assert_eq!(late.try_recv(), Ok(()), "an ended task answers at once");
     }
 
     #[test]

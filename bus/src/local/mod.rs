@@ -13,7 +13,7 @@ use crate::backend::{Bus, Subscription};
 use crate::clock::{Clock, SystemClock};
 use crate::envelope::{Envelope, Kind, RequestId};
 use crate::error::BusError;
-use crate::events::{TaskEvent, TaskEventKind, TaskEventStream};
+use crate::events::{TaskEventKind, TaskEventStream};
 use crate::store::{DEFAULT_WINDOW, SledTaskStore, TaskStore};
 use crate::task::{Admission, CancelNotice, Outcome, TaskRecord};
 use crate::topic::Topic;
@@ -126,6 +126,38 @@ impl LocalBus {
     /// The task store behind this bus (the name of earlier versions; see [`LocalBus::store`]).
     pub fn ledger(&self) -> &Arc<dyn TaskStore> {
         &self.store
+    }
+
+    /// Waits until task `task_id` (admitted under `request_id`) has ended, then answers the
+    /// record of `request_id`: this task's, ended (or, had the request id been admitted again
+    /// meanwhile, the later task's, as the task id of this one no longer answers).
+    async fn wait_task(
+        &self,
+        request_id: &RequestId,
+        task_id: Uuid,
+        deadline: tokio::time::Instant,
+        timeout: Duration,
+    ) -> Result<TaskRecord, BusError> {
+        let timed_out = || BusError::TimedOut { after: timeout };
+        // Told of the end before asking whether it ended: no outcome slips between.
+        let end = self.log.on_end(task_id);
+        let ended = tokio::time::timeout_at(
+            deadline,
+            stream::has_ended(&self.log, self.store.as_ref(), task_id),
+        )
+        .await
+        .map_err(|_| timed_out())??;
+        if !ended {
+            match tokio::time::timeout_at(deadline, end).await {
+                Err(_) => return Err(timed_out()),
+                Ok(Err(_)) => return Err(BusError::Closed("the task event log closed".into())),
+                Ok(Ok(())) => {}
+            }
+        }
+        self.store
+            .lookup(request_id)
+            .await?
+            .ok_or_else(|| BusError::UnknownTask(request_id.to_string()))
     }
 
     async fn subscribe_mode(&self, pattern: Topic, tasks: bool) -> Result<Subscription, BusError> {
@@ -241,36 +273,28 @@ impl Bus for LocalBus {
         timeout: Duration,
     ) -> Result<TaskRecord, BusError> {
         let deadline = tokio::time::Instant::now() + timeout;
-        let timed_out = || BusError::TimedOut { after: timeout };
         let unknown = || BusError::UnknownTask(request_id.to_string());
         let record = self.store.lookup(request_id).await?.ok_or_else(unknown)?;
         if record.state.is_terminal() {
             return Ok(record);
         }
-        // Subscribed before asking whether it ended: no outcome slips between. The events before
-        // the end are skipped unread.
-        let task_id = record.task_id;
-        let subscribed = async {
-            let sub = self.subscribe(Topic::task_events(task_id)).await?;
-            let ended = stream::has_ended(&self.log, self.store.as_ref(), task_id).await?;
-            Ok::<_, BusError>((sub, ended))
-        };
-        let (mut events, ended) = tokio::time::timeout_at(deadline, subscribed)
+        self.wait_task(request_id, record.task_id, deadline, timeout)
             .await
-            .map_err(|_| timed_out())??;
-        if !ended {
-            loop {
-                match tokio::time::timeout_at(deadline, events.next()).await {
-                    Err(_) => return Err(timed_out()),
-                    Ok(None) => return Err(BusError::Closed("task events ended early".into())),
-                    Ok(Some(ev)) if TaskEvent::shows_end(&ev.envelope().payload) => break,
-                    Ok(Some(_)) => {}
-                }
-            }
-        }
-        // The record of this request id: this task's, ended (or, had the request id been admitted
-        // again meanwhile, the later task's, as the task id of this one no longer answers).
-        self.store.lookup(request_id).await?.ok_or_else(unknown)
+    }
+
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "as Bus::wait: the caller's timeout, in real time"
+    )]
+    async fn wait_admitted(
+        &self,
+        admitted: &TaskRecord,
+        timeout: Duration,
+    ) -> Result<TaskRecord, BusError> {
+        // Its task id is known: the log and the store tell whether it ended.
+        let deadline = tokio::time::Instant::now() + timeout;
+        self.wait_task(&admitted.request_id, admitted.task_id, deadline, timeout)
+            .await
     }
 
     async fn emit(&self, task_id: Uuid, kind: TaskEventKind) -> Result<(), BusError> {
