@@ -23,7 +23,8 @@ impl Daemon {
         let mut reported = false;
         loop {
             tokio::time::sleep(POLL).await;
-            let Some(fault) = probe.fault() else {
+            let asked = probe.clone();
+            let Ok(Some(fault)) = tokio::task::spawn_blocking(move || asked.fault()).await else {
                 continue;
             };
             if !reported {

@@ -62,7 +62,8 @@ pub(super) async fn not_ready(state: &ApiState) -> Vec<String> {
         }
         Err(e) => reasons.push(format!("task store: cannot build the probe: {e}")),
     }
-    if let Some(e) = state.storage.fault() {
+    let probe = state.storage.clone();
+    if let Ok(Some(e)) = tokio::task::spawn_blocking(move || probe.fault()).await {
         reasons.push(format!(
             "the store refuses writes after an error ({e}); it reopens by itself once the state folder takes writes again"
         ));

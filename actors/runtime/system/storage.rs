@@ -5,14 +5,6 @@
 
 use std::io::Write as _;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-/// The key written to probe the database (in sled's default tree; its value a counter).
-const PROBE_KEY: &[u8] = b"clawbus.storage-probe";
-
-/// The probe's next value: sled skips a write of the value a key already has (no write, no
-/// error), so every probe writes a new one.
-static PROBES: AtomicU64 = AtomicU64::new(0);
 
 /// How much a recovery probe writes (and syncs) in the state folder before the database is
 /// opened again: room for a new sled segment and the next writes.
@@ -31,14 +23,14 @@ impl StorageProbe {
     }
 
     /// The write error the database keeps, if it took one (every write fails until it is
-    /// opened again); `None` while it takes writes. The probe writes 8 bytes in memory; they
-    /// reach the disk with the next flush.
+    /// opened again); `None` while it takes writes. Asked with a flush, which writes nothing
+    /// of its own: sled answers the kept error for as long as a write it failed is not on
+    /// disk, and with nothing waiting for the disk it returns at once (an idle daemon's probe
+    /// touches no file; a probe that wrote a key every second had sled sync the database every
+    /// second). Blocks while other writes wait for the disk (it syncs them): call it off the
+    /// async threads.
     pub fn fault(&self) -> Option<String> {
-        let value = PROBES.fetch_add(1, Ordering::Relaxed).to_be_bytes();
-        self.db
-            .insert(PROBE_KEY, &value[..])
-            .err()
-            .map(|e| e.to_string())
+        self.db.flush().err().map(|e| e.to_string())
     }
 }
 
