@@ -90,18 +90,46 @@ pub(super) fn file_layer(
     Layer { name, text }
 }
 
+/// The names a day's memory layer shows: made once a day, not every turn.
+pub(super) struct MemoryNames {
+    /// The day.
+    pub date: NaiveDate,
+    today: String,
+    today_shown: String,
+    /// Yesterday's log and how it is shown.
+    yesterday: Option<(String, String)>,
+    heading: String,
+}
+
+impl MemoryNames {
+    pub(super) fn of(date: NaiveDate) -> Self {
+        let today = daily_log(date);
+        Self {
+            date,
+            today_shown: format!("{today} (today)"),
+            yesterday: date.pred_opt().map(|y| {
+                let log = daily_log(y);
+                let shown = format!("{log} (yesterday)");
+                (log, shown)
+            }),
+            heading: format!(
+                "# Memory\nDurable facts live in {MEMORY_FILE}, the daily log in memory/YYYY-MM-DD.md (today: {today}); find older notes with memory_search and memory_get.\n"
+            ),
+            today,
+        }
+    }
+}
+
 /// Layer 3: MEMORY.md, yesterday's and today's daily log, within the memory cap (and what is
 /// left of the total). Today's log is served first and keeps its tail, then MEMORY.md its head,
 /// then yesterday's log its tail; they are shown oldest first.
 pub(super) fn memory_layer(
-    today: NaiveDate,
+    names: &MemoryNames,
     workspace: &Path,
     cache: &FileCache,
     budget: &mut Budget,
     reports: &mut Vec<FileReport>,
 ) -> Layer {
-    let today_log = daily_log(today);
-    let yesterday_log = today.pred_opt().map(daily_log);
     let mut memory_left = budget.caps.memory_max_chars.min(budget.total_left);
     let memory_cap = if budget.caps.memory_max_chars <= budget.total_left {
         "memory"
@@ -110,19 +138,15 @@ pub(super) fn memory_layer(
     };
     // (path, shown as, keep) in the order the budget serves them.
     let mut wanted = vec![
-        (
-            today_log.clone(),
-            format!("{today_log} (today)"),
-            Keep::Tail,
-        ),
-        (MEMORY_FILE.to_string(), MEMORY_FILE.to_string(), Keep::Head),
+        (names.today.as_str(), names.today_shown.as_str(), Keep::Tail),
+        (MEMORY_FILE, MEMORY_FILE, Keep::Head),
     ];
-    if let Some(y) = &yesterday_log {
-        wanted.push((y.clone(), format!("{y} (yesterday)"), Keep::Tail));
+    if let Some((log, shown)) = &names.yesterday {
+        wanted.push((log.as_str(), shown.as_str(), Keep::Tail));
     }
-    let mut blocks: Vec<(String, String, FileReport)> = Vec::new();
+    let mut blocks: Vec<(&str, String, FileReport)> = Vec::new();
     for (path, shown, keep) in wanted {
-        let content = cache.read(workspace, &path);
+        let content = cache.read(workspace, path);
         let (limit, cap) = if budget.caps.file_max_chars < memory_left {
             (budget.caps.file_max_chars, "file")
         } else {
@@ -130,8 +154,8 @@ pub(super) fn memory_layer(
         };
         let (block, report) = file_block(
             "memory",
-            &path,
-            &shown,
+            path,
+            shown,
             content.as_deref(),
             limit,
             cap,
@@ -143,13 +167,11 @@ pub(super) fn memory_layer(
         blocks.push((path, block, report));
     }
     let order = [
-        Some(MEMORY_FILE.to_string()),
-        yesterday_log,
-        Some(today_log.clone()),
+        Some(MEMORY_FILE),
+        names.yesterday.as_ref().map(|(log, _)| log.as_str()),
+        Some(names.today.as_str()),
     ];
-    let mut text = format!(
-        "# Memory\nDurable facts live in {MEMORY_FILE}, the daily log in memory/YYYY-MM-DD.md (today: {today_log}); find older notes with memory_search and memory_get.\n"
-    );
+    let mut text = names.heading.clone();
     for path in order.iter().flatten() {
         if let Some(i) = blocks.iter().position(|(p, _, _)| p == path) {
             let (_, block, report) = blocks.remove(i);

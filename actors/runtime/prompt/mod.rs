@@ -34,7 +34,7 @@ pub use report::{CapsReport, FileReport, LayerReport, PromptReport, SkillsReport
 
 use crate::secrets::Secrets;
 use crate::untrusted::UNTRUSTED_NOTICE;
-use assemble::{Budget, Layer};
+use assemble::{Budget, Layer, MemoryNames};
 use bus::{Clock, SystemClock};
 use chrono::{DateTime, Utc};
 use clawbus_core::config::{AgentDef, Config, PromptDef};
@@ -121,6 +121,8 @@ pub struct PromptBuilder {
     preamble: String,
     /// The `untrusted` layer.
     untrusted: String,
+    /// The memory layer's names of the last day assembled.
+    memory_names: std::sync::Mutex<Option<Arc<MemoryNames>>>,
 }
 
 impl PromptBuilder {
@@ -141,6 +143,7 @@ impl PromptBuilder {
                 "You are the agent \"{agent}\" of clawbus. Your workspace files, memory and skills follow; the runtime line at the end says where and when you are.\n"
             ),
             untrusted: format!("# Untrusted content\n{UNTRUSTED_NOTICE}\n"),
+            memory_names: std::sync::Mutex::new(None),
         }
     }
 
@@ -212,6 +215,18 @@ impl PromptBuilder {
         self.compose(info).text
     }
 
+    /// The memory layer's names of `date` (made when the day changes).
+    fn memory_names(&self, date: chrono::NaiveDate) -> Arc<MemoryNames> {
+        let mut kept = self
+            .memory_names
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match kept.as_ref() {
+            Some(names) if names.date == date => names.clone(),
+            _ => kept.insert(Arc::new(MemoryNames::of(date))).clone(),
+        }
+    }
+
     /// The text and what the report is made of.
     fn compose(&self, info: &TurnInfo) -> Composed {
         let now = DateTime::<Utc>::from_timestamp_millis(self.clock.now_ms() as i64)
@@ -242,8 +257,8 @@ impl PromptBuilder {
             &mut budget,
             &mut files,
         );
-        let memory =
-            assemble::memory_layer(now.date_naive(), ws, &self.cache, &mut budget, &mut files);
+        let names = self.memory_names(now.date_naive());
+        let memory = assemble::memory_layer(&names, ws, &self.cache, &mut budget, &mut files);
         let xml = self.skills.skills_xml(&info.session);
         let xml = xml.trim();
         let skills = Layer {
@@ -422,6 +437,9 @@ impl TurnPrompt {
 /// A caller-given value on one line and at most [`RUNTIME_FIELD_MAX`] chars, so it cannot
 /// start lines of its own in the system prompt.
 fn one_line(s: &str) -> String {
+    if s.len() <= RUNTIME_FIELD_MAX && !s.chars().any(char::is_control) {
+        return s.to_string();
+    }
     let flat: String = s
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
