@@ -98,6 +98,29 @@ struct State {
     weight: usize,
 }
 
+/// A wait for a task's terminal event ([`EventLog::on_end`]); dropped before it, it takes
+/// itself out of the log (a task whose end was learnt from the store, or that never ends,
+/// keeps no waiter).
+pub(crate) struct EndWatch<'a> {
+    rx: oneshot::Receiver<()>,
+    log: &'a EventLog,
+    task_id: Uuid,
+}
+
+impl EndWatch<'_> {
+    /// Resolves once the terminal event is appended; an error when the log went first.
+    pub(crate) async fn ended(&mut self) -> Result<(), oneshot::error::RecvError> {
+        (&mut self.rx).await
+    }
+}
+
+impl Drop for EndWatch<'_> {
+    fn drop(&mut self) {
+        self.rx.close();
+        self.log.forget_gone_waiters(self.task_id);
+    }
+}
+
 /// Tells the waiters of `task_id` it ended.
 fn tell_ended(state: &mut State, task_id: Uuid) {
     for waiter in state.ends.remove(&task_id).into_iter().flatten() {
@@ -300,19 +323,30 @@ impl EventLog {
     /// without a subscription: a waiter needs the end, not the events before it. It does not
     /// resolve for a task that ended before and whose log went: ask the store too
     /// (`stream::has_ended`), after this call.
-    pub(crate) fn on_end(&self, task_id: Uuid) -> oneshot::Receiver<()> {
+    pub(crate) fn on_end(&self, task_id: Uuid) -> EndWatch<'_> {
         let (tx, rx) = oneshot::channel();
         let mut state = self.lock();
         if state.logs.get(&task_id).is_some_and(|l| l.terminal) {
             let _ = tx.send(());
-            return rx;
+        } else {
+            state.ends.entry(task_id).or_default().push(tx);
         }
-        let waiting = state.ends.entry(task_id).or_default();
-        // Waiters that gave up (timed out) go, so one that never ends holds no more than its
-        // live waiters.
-        waiting.retain(|w| !w.is_closed());
-        waiting.push(tx);
-        rx
+        EndWatch {
+            rx,
+            log: self,
+            task_id,
+        }
+    }
+
+    /// Forgets the waiters of `task_id` that gave up.
+    fn forget_gone_waiters(&self, task_id: Uuid) {
+        let mut state = self.lock();
+        if let Some(waiting) = state.ends.get_mut(&task_id) {
+            waiting.retain(|w| !w.is_closed());
+            if waiting.is_empty() {
+                state.ends.remove(&task_id);
+            }
+        }
     }
 
     /// Drops the task's log (an explicit retry starts its events over).
@@ -610,13 +644,17 @@ mod tests {
             "the waiter that gave up went"
         );
         log.append(&h, TaskEventKind::Started { attempt: 1 });
-        assert!(early.try_recv().is_err(), "not ended yet");
+        assert!(early.rx.try_recv().is_err(), "not ended yet");
         run_to_end(&log, &h, "done");
-        assert_eq!(early.try_recv(), Ok(()));
-        assert_eq!(again.try_recv(), Ok(()));
+        assert_eq!(early.rx.try_recv(), Ok(()));
+        assert_eq!(again.rx.try_recv(), Ok(()));
         assert!(log.lock().ends.is_empty());
         let mut late = log.on_end(h.task_id);
-        assert_eq!(late.try_recv(), Ok(()), "an ended task answers at once");
+        assert_eq!(late.rx.try_recv(), Ok(()), "an ended task answers at once");
+        drop((early, again, late));
+        // A wait for a task the log does not hold (its end is in the store) leaves nothing.
+        drop(log.on_end(header(2).task_id));
+        assert!(log.lock().ends.is_empty());
     }
 
     #[test]

@@ -140,7 +140,7 @@ impl LocalBus {
     ) -> Result<TaskRecord, BusError> {
         let timed_out = || BusError::TimedOut { after: timeout };
         // Told of the end before asking whether it ended: no outcome slips between.
-        let end = self.log.on_end(task_id);
+        let mut end = self.log.on_end(task_id);
         let ended = tokio::time::timeout_at(
             deadline,
             stream::has_ended(&self.log, self.store.as_ref(), task_id),
@@ -148,7 +148,7 @@ impl LocalBus {
         .await
         .map_err(|_| timed_out())??;
         if !ended {
-            match tokio::time::timeout_at(deadline, end).await {
+            match tokio::time::timeout_at(deadline, end.ended()).await {
                 Err(_) => return Err(timed_out()),
                 Ok(Err(_)) => return Err(BusError::Closed("the task event log closed".into())),
                 Ok(Ok(())) => {}
