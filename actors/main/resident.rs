@@ -10,7 +10,10 @@
 //! mappings that is still the file's (never written, so the kernel re-reads it from the page
 //! cache on the next use): what stays resident afterwards is the code and data the daemon runs.
 //!
-//! Only read-only mappings of this executable whose pages are all the file's
+//! The shared libraries' mappings are treated alike (libc's code is mapped whole around the
+//! little of it an idle daemon runs, as the executable's is).
+//!
+//! Only read-only mappings of this executable (or of a shared library) whose pages are all the file's
 //! (`Anonymous: 0 kB` in `/proc/self/smaps`) are touched. A mapping the loader wrote
 //! (relocated read-only data, `.data`, `.bss`) holds private copies whose loss would change the
 //! program, so it is left alone; a read-only mapping cannot gain such copies later.
@@ -76,12 +79,26 @@ impl ExeMapping {
 
 /// The mappings of the file `exe` in `smaps` (the text of `/proc/PID/smaps`), in order.
 pub fn exe_mappings(smaps: &str, exe: &str) -> Vec<ExeMapping> {
+    mappings_where(smaps, |path| path == exe)
+}
+
+/// The mappings of shared libraries (`….so`, `….so.N`) in `smaps`, in order: libc's and libm's
+/// code, which the idle daemon runs a little of, is mapped whole around each page it ran too.
+pub fn library_mappings(smaps: &str) -> Vec<ExeMapping> {
+    mappings_where(smaps, |path| {
+        let name = path.rsplit('/').next().unwrap_or(path);
+        path.starts_with('/') && (name.ends_with(".so") || name.contains(".so."))
+    })
+}
+
+/// The mappings in `smaps` of the files whose path `wanted` takes, in order.
+fn mappings_where(smaps: &str, wanted: impl Fn(&str) -> bool) -> Vec<ExeMapping> {
     let mut found: Vec<ExeMapping> = Vec::new();
-    // Whether the entry being read is one of `exe`'s (its fields then go to the last found).
+    // Whether the entry being read is a wanted one (its fields then go to the last found).
     let mut ours = false;
     for line in smaps.lines() {
         if let Some((start, end, perms, path)) = header(line) {
-            ours = path == exe;
+            ours = wanted(path);
             if ours {
                 found.push(ExeMapping {
                     start,
@@ -111,9 +128,9 @@ pub struct Released {
     pub resident_kib: u64,
 }
 
-/// Unmaps the executable's clean, read-only pages (its code and constant data) so that only
-/// what runs afterwards is faulted back in, from the page cache. Linux only; elsewhere it does
-/// nothing. Answers what it released.
+/// Unmaps the executable's and its shared libraries' clean, read-only pages (their code and
+/// constant data) so that only what runs afterwards is faulted back in, from the page cache.
+/// Linux only; elsewhere it does nothing. Answers what it released.
 pub fn release_start_pages() -> io::Result<Released> {
     if !cfg!(target_os = "linux") {
         return Ok(Released::default());
@@ -121,7 +138,10 @@ pub fn release_start_pages() -> io::Result<Released> {
     let exe = std::fs::read_link("/proc/self/exe")?;
     let smaps = std::fs::read_to_string("/proc/self/smaps")?;
     let mut released = Released::default();
-    for mapping in exe_mappings(&smaps, &exe.to_string_lossy()) {
+    let mappings = exe_mappings(&smaps, &exe.to_string_lossy())
+        .into_iter()
+        .chain(library_mappings(&smaps));
+    for mapping in mappings {
         if mapping.releasable() {
             advise_dontneed(&mapping)?;
             released.mappings += 1;
@@ -309,6 +329,37 @@ Anonymous:          1024 kB
             exe_mappings(SMAPS, "/opt/clawbus bin/clawbus").len(),
             4,
             "every mapping of the executable is read, the others are not"
+        );
+    }
+
+    #[test]
+    fn the_shared_libraries_clean_read_only_mappings_are_released_too() {
+        let smaps = format!(
+            "{SMAPS}\
+7f0000400000-7f0000500000 r--p 00000000 fd:01 78 /usr/lib/x86_64-linux-gnu/libm.so.6
+Rss:                 300 kB
+Anonymous:             0 kB
+7f0000500000-7f0000510000 r--p 00100000 fd:01 78 /usr/lib/x86_64-linux-gnu/libm.so.6
+Rss:                  64 kB
+Anonymous:            60 kB
+7f0000600000-7f0000700000 r--p 00000000 fd:01 79 /usr/share/fonts/a.ttf
+Rss:                 100 kB
+Anonymous:             0 kB
+7f0000700000-7f0000800000 r--p 00000000 fd:01 80 /srv/state/so.data
+Rss:                 100 kB
+Anonymous:             0 kB
+"
+        );
+        let libs: Vec<(usize, Option<u64>)> = library_mappings(&smaps)
+            .into_iter()
+            .filter(ExeMapping::releasable)
+            .map(|m| (m.start, m.rss_kib))
+            .collect();
+        assert_eq!(
+            libs,
+            vec![(0x7f00_0000_0000, Some(900)), (0x7f00_0040_0000, Some(300))],
+            "libc's code and libm's clean constants; libm's relocated page, other files and the \
+             executable stay"
         );
     }
 

@@ -92,6 +92,9 @@ pub struct ApiShared {
     pub agents: Arc<[clawbus_runtime::agent::AgentHandle]>,
     /// What became of each delivery (`/v1/deliveries`; on a shared bus, every node's).
     pub deliveries: clawbus_runtime::outbox::DeliveryRecords,
+    /// This node as `/v1/nodes` shows it where no other node shares the bus (no heartbeat is
+    /// written there).
+    pub node: clawbus_runtime::system::nodes::NodeSource,
 }
 
 /// Builds the router: `/healthz` open, everything under `/v1` and `/mcp` behind the token.

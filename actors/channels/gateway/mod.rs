@@ -144,6 +144,10 @@ impl HttpChannel {
             leases: system.session_leases().cloned(),
             agents: system.agents().into(),
             deliveries: system.outbox().records().clone(),
+            node: clawbus_runtime::system::nodes::NodeSource::of(
+                system,
+                Some(format!("http://{addr}")),
+            ),
         }));
         let (stop, stopping) = tokio::sync::watch::channel(false);
         let server = tokio::spawn(serve::serve(

@@ -234,7 +234,7 @@ fn release_start_pages(daemon: &Daemon) {
                 .metrics()
                 .gauge(
                     "clawbus_start_pages_released_bytes",
-                    "Resident bytes of the executable's code and constant data given back once the daemon served (the start's pages).",
+                    "Resident bytes of the executable's and its shared libraries' code and constant data given back once the daemon served (the start's pages).",
                     &[],
                 )
                 .set(i64::try_from(r.resident_kib.saturating_mul(1024)).unwrap_or(i64::MAX));

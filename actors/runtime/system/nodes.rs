@@ -4,6 +4,10 @@
 //! node that dies stops writing and its key expires: the live nodes are the keys there.
 //!
 //! `clawbus nodes` reads them through the gateway (`GET /v1/nodes`).
+//!
+//! On a bus no other node shares (the embedded one) nobody else reads a heartbeat: none is
+//! written (a sled write every 5 s, and the code it runs, kept an idle daemon busy for no
+//! reader), and `/v1/nodes` answers this node's [`NodeSource::info`] live.
 
 use super::Clawbus;
 use bus::kv::{KvError, KvStore};
@@ -55,7 +59,10 @@ pub struct NodeLane {
 }
 
 /// The running heartbeat of this node; [`Heartbeat::stop`] removes its key (a clean leave).
-pub struct Heartbeat {
+/// Nothing on a bus no other node shares.
+pub struct Heartbeat(Option<Beating>);
+
+struct Beating {
     kv: Arc<dyn KvStore>,
     key: String,
     task: tokio::task::JoinHandle<()>,
@@ -66,23 +73,18 @@ impl Heartbeat {
     /// it. A key already there (this node's previous life, killed less than a TTL ago, or
     /// another node with the same id) is taken over, with a warning.
     pub async fn start(system: &Clawbus, gateway: Option<String>) -> Result<Self, KvError> {
+        if !system.kv().is_shared() {
+            tracing::debug!(node = %system.node_id(), "No other node shares the bus: no heartbeat is written.");
+            return Ok(Self(None));
+        }
         let kv = system
             .kv()
             .open(NODES_STORE)
             .await
             .map_err(|e| KvError::storage("open the nodes store", e))?;
-        let node = system.node_id().to_string();
-        let key = heartbeat_key(&node);
+        let key = heartbeat_key(system.node_id());
         let beat = Beat {
-            system: BeatSource {
-                node,
-                agents: system.agents().iter().map(|a| a.id().to_string()).collect(),
-                gateway,
-                started_ms: system.clock().now_ms(),
-                lanes: system.lanes().clone(),
-                bus: system.bus().clone(),
-                clock: system.clock().clone(),
-            },
+            system: NodeSource::of(system, gateway),
             kv: kv.clone(),
             key: key.clone(),
         };
@@ -94,20 +96,24 @@ impl Heartbeat {
                 revision = beat.renew(revision).await;
             }
         });
-        Ok(Self { kv, key, task })
+        Ok(Self(Some(Beating { kv, key, task })))
     }
 
     /// Stops beating and removes the key.
     pub async fn stop(self) {
-        self.task.abort();
-        if let Err(e) = self.kv.delete(&self.key, None).await {
-            tracing::warn!(key = %self.key, error = %e, "Node heartbeat not removed; it expires by itself.");
+        let Some(b) = self.0 else {
+            return;
+        };
+        b.task.abort();
+        if let Err(e) = b.kv.delete(&b.key, None).await {
+            tracing::warn!(key = %b.key, error = %e, "Node heartbeat not removed; it expires by itself.");
         }
     }
 }
 
-/// What a beat is made of.
-struct BeatSource {
+/// What this node says of itself: a heartbeat's content, read live.
+#[derive(Clone)]
+pub struct NodeSource {
     node: String,
     agents: Vec<String>,
     gateway: Option<String>,
@@ -117,8 +123,22 @@ struct BeatSource {
     clock: Arc<dyn Clock>,
 }
 
-impl BeatSource {
-    async fn info(&self) -> NodeInfo {
+impl NodeSource {
+    /// `system`'s node, its gateway at `gateway`, started now (by the system's clock).
+    pub fn of(system: &Clawbus, gateway: Option<String>) -> Self {
+        Self {
+            node: system.node_id().to_string(),
+            agents: system.agents().iter().map(|a| a.id().to_string()).collect(),
+            gateway,
+            started_ms: system.clock().now_ms(),
+            lanes: system.lanes().clone(),
+            bus: system.bus().clone(),
+            clock: system.clock().clone(),
+        }
+    }
+
+    /// What the node says of itself now: its lanes as they stand, this moment as its beat.
+    pub async fn info(&self) -> NodeInfo {
         let lanes = match self.lanes.status().await {
             Ok(lanes) => lanes
                 .into_iter()
@@ -148,7 +168,7 @@ impl BeatSource {
 }
 
 struct Beat {
-    system: BeatSource,
+    system: NodeSource,
     kv: Arc<dyn KvStore>,
     key: String,
 }
