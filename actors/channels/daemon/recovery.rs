@@ -23,8 +23,7 @@ impl Daemon {
         let mut reported = false;
         loop {
             tokio::time::sleep(POLL).await;
-            let asked = probe.clone();
-            let Ok(Some(fault)) = tokio::task::spawn_blocking(move || asked.fault()).await else {
+            let Some(fault) = probe.fault_off_thread().await else {
                 continue;
             };
             if !reported {

@@ -62,8 +62,7 @@ pub(super) async fn not_ready(state: &ApiState) -> Vec<String> {
         }
         Err(e) => reasons.push(format!("task store: cannot build the probe: {e}")),
     }
-    let probe = state.storage.clone();
-    if let Ok(Some(e)) = tokio::task::spawn_blocking(move || probe.fault()).await {
+    if let Some(e) = state.storage.fault_off_thread().await {
         reasons.push(format!(
             "the store refuses writes after an error ({e}); it reopens by itself once the state folder takes writes again"
         ));

@@ -32,6 +32,16 @@ impl StorageProbe {
     pub fn fault(&self) -> Option<String> {
         self.db.flush().err().map(|e| e.to_string())
     }
+
+    /// [`StorageProbe::fault`], asked on a blocking thread (a probe that did not finish counts
+    /// as no fault: the next one asks again).
+    pub async fn fault_off_thread(&self) -> Option<String> {
+        let probe = self.clone();
+        tokio::task::spawn_blocking(move || probe.fault())
+            .await
+            .ok()
+            .flatten()
+    }
 }
 
 /// Whether `dir` takes writes again: a file of 1 MiB is written, synced and
