@@ -7,6 +7,9 @@
 //!    turns; memory per idle live session.
 //! 4. One scripted turn over HTTP (`POST /v1/agents/echo/tasks` with `wait`): median and p99.
 //! 5. The same through the CLI (`clawbus post agent.echo … --wait`, a process per call): median.
+//!
+//! `cargo bench --bench figures -- bus` runs only the figures whose name holds `bus` (the names:
+//! `bus_tasks`, `bus_events`, `session_turns`, `turns`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![allow(clippy::disallowed_methods, reason = "a bench measures real time")]
 
@@ -30,11 +33,25 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    actix_rt::System::with_tokio_rt(move || rt).block_on(async {
-        bus_tasks().await;
-        bus_events().await;
-        session_turns().await;
-        turns().await;
+    // cargo passes `--bench`; any other argument picks figures by name.
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let wanted = |name: &str| only.is_empty() || only.iter().any(|o| name.contains(o.as_str()));
+    actix_rt::System::with_tokio_rt(move || rt).block_on(async move {
+        if wanted("bus_tasks") {
+            bus_tasks().await;
+        }
+        if wanted("bus_events") {
+            bus_events().await;
+        }
+        if wanted("session_turns") {
+            session_turns().await;
+        }
+        if wanted("turns") {
+            turns().await;
+        }
     });
 }
 

@@ -91,12 +91,11 @@ pub trait Bus: Send + Sync + 'static {
         env: Envelope,
         timeout: Duration,
     ) -> Result<(TaskRecord, bool), BusError> {
-        let request_id = env.request_id.clone();
         let admission = self.submit(env).await?;
         if admission.task.state.is_terminal() {
             return Ok((admission.task, admission.duplicate));
         }
-        let record = self.wait(&request_id, timeout).await?;
+        let record = self.wait_admitted(&admission.task, timeout).await?;
         Ok((record, admission.duplicate))
     }
 

@@ -184,6 +184,19 @@ pub(crate) fn closed(e: actix::MailboxError) -> BusError {
     BusError::Closed(format!("broker: {e}"))
 }
 
+/// Puts `env` in the broker's mailbox to be dispatched. Once queued it is the broker's: there is
+/// no answer to wait for (waiting for one would cost a hand-off between threads per task), so the
+/// message is awaited only while the mailbox is full.
+async fn dispatch_to(broker: &Addr<Broker>, env: Envelope) -> Result<(), BusError> {
+    match broker.try_send(Dispatch(env)) {
+        Ok(()) => Ok(()),
+        Err(actix::prelude::SendError::Full(msg)) => broker.send(msg).await.map_err(closed),
+        Err(actix::prelude::SendError::Closed(_)) => {
+            Err(BusError::Closed("broker: mailbox closed".into()))
+        }
+    }
+}
+
 struct Unsubscriber {
     broker: Addr<Broker>,
     id: u64,
@@ -236,7 +249,7 @@ impl Bus for LocalBus {
                     again.attempt = admission.task.attempts + 1;
                     again
                 };
-                broker.send(Dispatch(dispatch)).await.map_err(closed)?;
+                dispatch_to(&broker, dispatch).await?;
             }
             Ok(admission)
         })
