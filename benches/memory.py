@@ -11,8 +11,9 @@ named sessions from CONCURRENCY keep-alive connections, and prints VmRSS and Rss
 step (all tasks of a step answered) and the store's size on disk. `--cache` / `--replay-log` set
 `[store] cache` / `[store] replay_log` in the copied clawbus.toml, `--history-cache` sets
 `[sessions] history_cache`. Memory bounded by the work in flight stays flat over the last steps;
-memory that follows the volume of work does not. `--maps` also prints, idle, the resident memory of
-each mapping (the binary's code, its read-only data, the heap, libraries) from /proc/PID/smaps.
+memory that follows the volume of work does not. `--maps` also prints, idle and after the last
+step, the resident memory of each mapping (the binary's code, its read-only data, the allocator's
+arena, the threads' stacks, libraries) from /proc/PID/smaps.
 Idle is read twice: 1 s after the port accepts and after IDLE_S seconds (`--idle-s`, default 15),
 once the periodic work has run; the table's idle row is the second.
 """
@@ -30,12 +31,16 @@ def rss(pid):
 
 
 def maps(pid):
-    """Resident KiB per (file name, permissions) of the process's mappings, largest first."""
+    """Resident KiB per (file name, permissions) of the process's mappings, largest first; an
+    anonymous mapping is named by its size (the allocator's arena is one large mapping, a
+    thread's stack one of the stack size)."""
     total, cur = {}, None
     for line in open(f"/proc/{pid}/smaps"):
         parts = line.split()
         if parts and not parts[0].endswith(":") and "-" in parts[0] and len(parts) >= 5:
-            cur = (os.path.basename(parts[5]) if len(parts) > 5 else "[anon]", parts[1])
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            name = os.path.basename(parts[5]) if len(parts) > 5 else f"[anon, {(hi - lo) / 2**20:g} MiB mappings]"
+            cur = (name, parts[1])
         elif parts and parts[0] == "Rss:" and cur is not None:
             total[cur] = total.get(cur, 0) + int(parts[1])
     return sorted(total.items(), key=lambda kv: -kv[1])
@@ -139,6 +144,10 @@ def main():
             done = step
             vm, anon = rss(p.pid)
             print(f"{step:>6}  {vm:>9.1f}  {anon:>11.1f}  {du(state):>9.1f}", flush=True)
+        if a.maps:
+            print(f"after {done} tasks, resident per mapping:")
+            for (name, perms), kib in maps(p.pid)[:10]:
+                print(f"  {kib / 1024:7.2f} MiB  {perms}  {name}")
         p.send_signal(signal.SIGTERM)
         p.wait(60)
         if errors:

@@ -4,6 +4,9 @@
 //! stalls its arbiter; so writers insert on their own thread and then wait here for durability.
 //! A flush starts as soon as a waiter arrives (a lone commit never waits for company) and takes
 //! every waiter queued by then; the waiters that arrive during a flush share the next one.
+//!
+//! Every flush of a sled database goes through [`flush`], which also hands the flushing thread's
+//! deferred frees on ([`release_deferred`]).
 
 use crate::error::BusError;
 use std::sync::Arc;
@@ -91,8 +94,7 @@ impl Committer {
                     batch.extend(rx.try_iter());
                     let res = match &fault {
                         Some(f) if f.is_on() => Err(FlushFailed::Injected),
-                        _ => db
-                            .flush()
+                        _ => flush(&db)
                             .map(|_| ())
                             .map_err(|e| FlushFailed::Store(Arc::new(e))),
                     };
@@ -140,6 +142,29 @@ impl Committer {
             Err(_) => Err(BusError::Closed("commit thread stopped".into())),
         }
     }
+}
+
+/// Flushes `db` to disk (sled's `Db::flush`: every write made before the call is durable when it
+/// returns) and then hands this thread's deferred frees on ([`release_deferred`]): a flush seals
+/// sled's current log buffer, and the old buffer's free is deferred on the flushing thread.
+pub fn flush(db: &sled::Db) -> sled::Result<usize> {
+    let flushed = db.flush();
+    release_deferred();
+    flushed
+}
+
+/// Hands the frees this thread deferred in sled (old tree nodes, and each 512 KiB log buffer a
+/// flush or a full segment sealed) to the process's one collector, which makes them once no
+/// thread can still be reading them.
+///
+/// sled defers its frees through crossbeam-epoch, whose per-thread bag is only handed on when 64
+/// frees are in it or the thread ends. A thread that touched the store now and then (a blocking
+/// thread that flushed once, a worker gone quiet) so kept what it had deferred for as long as
+/// it lived: 15 log buffers (7.5 MiB) after 30,000 tasks, one more every couple of seconds
+/// under load. Called after every flush and whenever a runtime thread goes idle (the tokio
+/// workers' and the session shards' `on_thread_park`); cheap when nothing is deferred.
+pub fn release_deferred() {
+    crossbeam_epoch::pin().flush();
 }
 
 impl Drop for Committer {

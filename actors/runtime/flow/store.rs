@@ -221,7 +221,7 @@ impl FlowStore for SledFlows {
     }
 
     fn sync(&self) -> Result<(), FlowStoreError> {
-        self.db.flush().map_err(storage)?;
+        bus::commit::flush(&self.db).map_err(storage)?;
         Ok(())
     }
 }

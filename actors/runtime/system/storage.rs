@@ -30,7 +30,7 @@ impl StorageProbe {
     /// second). Blocks while other writes wait for the disk (it syncs them): call it off the
     /// async threads.
     pub fn fault(&self) -> Option<String> {
-        self.db.flush().err().map(|e| e.to_string())
+        bus::commit::flush(&self.db).err().map(|e| e.to_string())
     }
 
     /// [`StorageProbe::fault`], asked on a blocking thread (a probe that did not finish counts

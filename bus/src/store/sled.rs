@@ -138,8 +138,7 @@ impl SledTaskStore {
             moved += 1;
         }
         if moved > 0 {
-            self.db
-                .flush()
+            crate::commit::flush(&self.db)
                 .map_err(|e| BusError::storage("flush migrated tasks", e))?;
             tracing::info!(moved, "Task records moved to store keys.");
         }
@@ -186,8 +185,7 @@ impl SledTaskStore {
                 removed += 1;
                 tracing::warn!(request_id = %r.request_id, task_id = %r.task_id, "A task answered as not admitted reached the disk; it never runs.");
             }
-            self.db
-                .flush()
+            crate::commit::flush(&self.db)
                 .map_err(|e| BusError::storage("flush removed refused tasks", e))?;
             journal
                 .clear()
