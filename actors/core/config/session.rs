@@ -6,7 +6,7 @@
 //! [sessions]
 //! max_live = 5000          # live session actors; the least recently used idle one is stopped past it
 //! idle_timeout = "24h"     # an idle session actor is stopped after this (its state stays on disk)
-//! history_cache = 8388608  # bytes of conversation history an agent's live sessions keep in memory;
+//! history_cache = 4194304  # bytes of conversation history an agent's live sessions keep in memory;
 //!                          # past it the least recently used idle ones are stopped (reloaded from
 //!                          # disk on their next turn)
 //!
@@ -35,8 +35,11 @@ pub(super) const DEFAULT_MAX_LIVE: usize = 5_000;
 /// Default idle time before a session actor is stopped.
 pub(super) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 /// Default bytes of conversation history an agent's live sessions keep in memory: without a
-/// budget, memory follows every live conversation's length up to its context window.
-pub(super) const DEFAULT_HISTORY_CACHE: usize = 8 * 1024 * 1024;
+/// budget, memory follows every live conversation's length up to its context window. 4 MiB
+/// holds the live histories of dozens of long conversations (an agent's 200 sessions of 150
+/// turns each hold about 12 MB); 8 MiB filled only after about 40,000 turns of such a load, so
+/// memory still rose 9 MiB over the last 10,000 of 30,000 tasks (BENCHMARKS.md).
+pub(super) const DEFAULT_HISTORY_CACHE: usize = 4 * 1024 * 1024;
 
 /// `[sessions]` of `clawbus.toml`.
 #[derive(Debug, Default, Deserialize)]

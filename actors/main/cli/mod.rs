@@ -278,8 +278,6 @@ fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .max_blocking_threads(BLOCKING_THREADS)
-        // A worker going idle hands on what it deferred in the store (see the function).
-        .on_thread_park(bus::commit::release_deferred)
         .enable_all()
         .build()
         .map_err(|e| {

@@ -36,7 +36,7 @@ impl Drop for Inner {
 impl SessionShards {
     /// `count` arbiters of their own (at least 1). Must be called inside an actix `System`.
     pub fn start(count: usize) -> Self {
-        let owned: Vec<Arbiter> = (0..count.max(1)).map(|_| shard_arbiter()).collect();
+        let owned: Vec<Arbiter> = (0..count.max(1)).map(|_| Arbiter::new()).collect();
         let arbiters = owned.iter().map(Arbiter::handle).collect();
         Self {
             inner: Arc::new(Inner {
@@ -79,21 +79,5 @@ impl SessionShards {
     pub(crate) fn start_session(&self, actor: SessionActor) -> Addr<SessionActor> {
         let i = self.inner.next.fetch_add(1, Ordering::Relaxed) % self.inner.arbiters.len();
         SessionActor::start_in_arbiter(&self.inner.arbiters[i], move |_| actor)
-    }
-}
-
-/// An arbiter whose thread hands on what it deferred in the store whenever it goes idle (see
-/// [`bus::commit::release_deferred`]); a plain one where that runtime cannot be built.
-fn shard_arbiter() -> Arbiter {
-    let built = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .on_thread_park(bus::commit::release_deferred)
-        .build();
-    match built {
-        Ok(rt) => Arbiter::with_tokio_rt(move || rt),
-        Err(e) => {
-            tracing::warn!(error = %e, "A session shard runs without releasing its deferred frees when idle.");
-            Arbiter::new()
-        }
     }
 }
