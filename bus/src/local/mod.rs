@@ -362,3 +362,6 @@ impl Bus for LocalBus {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests;
