@@ -2,7 +2,7 @@
 """Instructions per turn and per start of `clawbus up`, counted by callgrind.
 
 Usage: python3 benches/callgrind.py [--bin target/release/clawbus] [--turns 200] [--sessions 10]
-                                     [--top 10] [--keep DIR] [--json]
+                                     [--top 10] [--keep DIR] [--json] [--symbol-order FILE]
 
 Wall-clock figures on a shared machine swing with its load; instruction counts do not (two runs
 agree to about 0.01 %). This counts them:
@@ -23,6 +23,13 @@ sled's thread pool spin-waits on a lazy value (`sled::lazy::Lazy::deref`); under
 serialised threads that spin costs anywhere from millions to billions of instructions by
 scheduling luck, so that function's inclusive count (the spin with the atomic loads it calls,
 separate functions in a debug build) is subtracted from every total.
+
+`--symbol-order FILE` also writes the list of functions the release build lays out first
+(`actors/main/symbol-order.txt`, read by build.rs): the binary's functions that the turns run
+executes more of than the start run does, most instructions per turn first, then those that only
+the start runs. The runs then keep the names mangled (`--demangle=no`), as the linker reads them,
+and so does the printed top list. Rewrite the list after a change that moves a turn's code
+(`python3 benches/callgrind.py --symbol-order actors/main/symbol-order.txt`) and rebuild.
 
 Printed: instructions per start, per turn (turn run minus start run, over TURNS), per CLI call,
 and the functions that cost most per turn (exclusive, same difference). Without valgrind it prints
@@ -160,8 +167,28 @@ def table(out, inclusive):
 
 
 
-def callgrind(out):
-    return ["valgrind", "--tool=callgrind", "--fair-sched=yes", f"--callgrind-out-file={out}"]
+def callgrind(out, mangled=False):
+    demangle = ["--demangle=no"] if mangled else []
+    return ["valgrind", "--tool=callgrind", "--fair-sched=yes", *demangle,
+            f"--callgrind-out-file={out}"]
+
+
+def write_order(path, binp, turned, started):
+    """Writes the functions of `binp` the turns run executed, most instructions per turn (turns
+    run minus start run) first, then those only the start ran, one mangled name a line."""
+    text = subprocess.run(["nm", "--defined-only", binp], check=True, capture_output=True,
+                          text=True).stdout
+    code = {p[2] for p in (l.split() for l in text.splitlines())
+            if len(p) == 3 and p[1] in "tTwW"}
+    ran = [f for f in turned if f in code]
+    turn = sorted((f for f in ran if turned[f] > started.get(f, 0)),
+                  key=lambda f: (started.get(f, 0) - turned[f], f))
+    start = sorted((f for f in ran if turned[f] <= started.get(f, 0)),
+                   key=lambda f: (-turned[f], f))
+    with open(path, "w") as out:
+        out.writelines(f + "\n" for f in turn + start)
+    print(f"symbol order: {len(turn)} functions a turn runs, then {len(start)} the start runs, "
+          f"written to {path}")
 
 
 def main():
@@ -172,6 +199,7 @@ def main():
     ap.add_argument("--top", type=int, default=10)
     ap.add_argument("--keep", help="keep the callgrind outputs in this folder")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--symbol-order", help="write the functions a turn runs, hottest first, here")
     a = ap.parse_args()
     if shutil.which("valgrind") is None:
         skip("valgrind is not installed")
@@ -190,7 +218,8 @@ def main():
         runs = {}
         for name, n in (("turns", a.turns), ("start", 0)):
             out = os.path.join(keep, f"callgrind.{name}.out")
-            p, host, port, token = up(binp, tmp, os.path.join(tmp, f"state-{name}"), callgrind(out))
+            p, host, port, token = up(binp, tmp, os.path.join(tmp, f"state-{name}"),
+                                      callgrind(out, mangled=bool(a.symbol_order)))
             if n:
                 turns(host, port, token, n, a.sessions)
             stop(p)
@@ -216,6 +245,8 @@ def main():
         if not a.keep:
             shutil.rmtree(tmp, ignore_errors=True)
     (tt, tf, tspin), (st, sf, sspin), (ct, cf, cspin) = runs["turns"], runs["start"], runs["cli"]
+    if a.symbol_order:
+        write_order(a.symbol_order, binp, tf, sf)
     start = st - sspin
     per_turn = ((tt - tspin) - start) / a.turns
     cli = ct - cspin
