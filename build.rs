@@ -61,10 +61,18 @@ fn probe_links_and_runs() -> bool {
     };
     let probe = out_dir.join("pack-relative-relocs-probe");
     let linker = std::env::var_os("RUSTC_LINKER").unwrap_or_else(|| "cc".into());
-    let child = Command::new(linker)
-        .args(["-x", "c", "-", "-pie", "-fPIE", "-o"])
+    let mut cmd = Command::new(linker);
+    cmd.args(["-x", "c", "-", "-pie", "-fPIE", "-o"])
         .arg(&probe)
-        .arg(PACK_RELATIVE_RELOCS)
+        .arg(PACK_RELATIVE_RELOCS);
+    let source = b"static const char *p = \"x\"; int main(void) { return p[0] != 'x'; }\n";
+    builds(cmd, source) && Command::new(&probe).status().is_ok_and(|s| s.success())
+}
+
+/// Whether `cmd` (a compiler reading its source from stdin) succeeds on `source`, its output
+/// silenced.
+fn builds(mut cmd: Command, source: &[u8]) -> bool {
+    let child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -72,13 +80,12 @@ fn probe_links_and_runs() -> bool {
     let Ok(mut child) = child else {
         return false;
     };
-    let source = b"static const char *p = \"x\"; int main(void) { return p[0] != 'x'; }\n";
     let wrote = child
         .stdin
         .take()
         .is_some_and(|mut stdin| stdin.write_all(source).is_ok());
-    let linked = child.wait().is_ok_and(|status| status.success());
-    wrote && linked && Command::new(&probe).status().is_ok_and(|s| s.success())
+    let built = child.wait().is_ok_and(|status| status.success());
+    wrote && built
 }
 
 /// Passes the symbol order to the linker of the `clawbus` binary in a release build, when rustc's
@@ -134,18 +141,6 @@ fn rustc_links_with(flags: &[String]) -> bool {
     for flag in flags {
         cmd.arg("-C").arg(format!("link-arg={flag}"));
     }
-    let child = cmd
-        .arg("-")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn();
-    let Ok(mut child) = child else {
-        return false;
-    };
-    let wrote = child
-        .stdin
-        .take()
-        .is_some_and(|mut stdin| stdin.write_all(b"fn main() {}\n").is_ok());
-    wrote && child.wait().is_ok_and(|status| status.success())
+    cmd.arg("-");
+    builds(cmd, b"fn main() {}\n")
 }

@@ -25,21 +25,26 @@ scheduling luck, so that function's inclusive count (the spin with the atomic lo
 separate functions in a debug build) is subtracted from every total.
 
 `--symbol-order FILE` also writes the list of functions the release build lays out first
-(`actors/main/symbol-order.txt`, read by build.rs): the binary's functions that the turns run
-executes more of than the start run does, most instructions per turn first, then those that only
-the start runs. The runs then keep the names mangled (`--demangle=no`), as the linker reads them,
-and so does the printed top list. Rewrite the list after a change that moves a turn's code
+(`actors/main/symbol-order.txt`, read by build.rs): the binary's functions that run while turns go
+through, most instructions first, then those the turns run ran more of than the start run (which
+a longer or busier load may reach), then those of the start and the stop. What runs
+while turns go through is counted in a run of its own, its counters zeroed once the port accepts
+and dumped after the last turn (`callgrind_control -z`, `-d`): the idle timers that also run in a
+start are counted where they run, not guessed from a difference of two runs. The runs then keep
+the names mangled (`--demangle=no`), as the linker reads them, and so does the printed top list. Rewrite the list after a change that moves a turn's code
 (`python3 benches/callgrind.py --symbol-order actors/main/symbol-order.txt`) and rebuild.
 
 Printed: instructions per start, per turn (turn run minus start run, over TURNS), per CLI call,
 and the functions that cost most per turn (exclusive, same difference). Without valgrind it prints
 `skipped: callgrind: <reason>` and exits 0 (1 under `CI=true`).
 """
-import argparse, http.client, json, os, re, shutil, signal, subprocess, sys, tempfile, time
+import argparse, http.client, json, os, re, shutil, signal, subprocess, sys, tempfile, threading, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The spin whose count is scheduling luck under valgrind (see the module docs).
 SPIN = "sled::lazy::Lazy"
+# Connections at once while the functions of the turn phase are counted (`--symbol-order`).
+PHASE_CONNECTIONS = 16
 # How long a daemon under valgrind may take to listen, and to stop after SIGTERM.
 STARTUP_S = 300
 STOP_S = 300
@@ -104,12 +109,14 @@ def stop(p):
         sys.exit("clawbus up did not stop after SIGTERM")
 
 
-def turns(host, port, token, n, sessions):
-    """`n` turns over one keep-alive connection; every answer must be `succeeded`."""
+def turns(host, port, token, n, sessions, first=0):
+    """`n` turns over one keep-alive connection, round robin over `sessions` from session
+    `first`; every answer must be `succeeded`."""
     c = http.client.HTTPConnection(host, port, timeout=STARTUP_S)
     head = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     for i in range(n):
-        body = json.dumps({"text": "hello", "wait": True, "session": f"s{i % sessions}"})
+        session = f"s{(first + i) % sessions}"
+        body = json.dumps({"text": "hello", "wait": True, "session": session})
         c.request("POST", "/v1/agents/assistant/tasks", body, head)
         r = c.getresponse()
         answer = r.read()
@@ -173,22 +180,67 @@ def callgrind(out, mangled=False):
             f"--callgrind-out-file={out}"]
 
 
-def write_order(path, binp, turned, started):
-    """Writes the functions of `binp` the turns run executed, most instructions per turn (turns
-    run minus start run) first, then those only the start ran, one mangled name a line."""
+def turn_phase(binp, base, keep, n, sessions):
+    """{function: Ir} of what runs while `n` turns go through, the start and the stop left out:
+    the counters are zeroed once the port accepts and dumped after the last turn."""
+    out = os.path.join(keep, "callgrind.phase.out")
+    # Small budgets, so that evicting from each (the store's cache, the replay log, the live
+    # sessions' histories) runs within the run, as it does past a few thousand tasks by default.
+    phase = os.path.join(base, "phase")
+    os.makedirs(phase)
+    project(phase)
+    with open(os.path.join(phase, "clawbus.toml"), "a") as f:
+        f.write("\n[store]\ncache = 262144\nreplay_log = 65536\n"
+                "\n[sessions]\nhistory_cache = 65536\n")
+    p, host, port, token = up(binp, phase, os.path.join(phase, "state"),
+                              callgrind(out, mangled=True))
+    subprocess.run(["callgrind_control", "-z", str(p.pid)], check=True, capture_output=True)
+    # As `benches/memory.py` drives it: many connections at once, so that what runs only under
+    # concurrency (lanes queueing, deliveries parked, caches evicting) is counted too.
+    failed = []
+
+    def connection(k):
+        try:
+            turns(host, port, token, n // PHASE_CONNECTIONS, sessions, k)
+        except (SystemExit, OSError, ValueError) as e:
+            failed.append(e)
+
+    each = [threading.Thread(target=connection, args=(k,)) for k in range(PHASE_CONNECTIONS)]
+    for t in each:
+        t.start()
+    for t in each:
+        t.join()
+    if failed:
+        sys.exit(f"turn phase: {failed[0]}")
+    subprocess.run(["callgrind_control", "-d", str(p.pid)], check=True, capture_output=True)
+    stop(p)
+    return table(f"{out}.1", inclusive=False)[1]
+
+
+def write_order(path, binp, phase, turned, started):
+    """Writes the functions of `binp`, one mangled name a line: those that ran while turns went
+    through (`phase`), most instructions first; then those the turns run (`turned`) ran more of
+    than the start run (`started`), which a longer or busier load may reach too (a name listed
+    needlessly costs its size, one left out a page of its own); then the rest of the turns run
+    (the start and the stop)."""
     text = subprocess.run(["nm", "--defined-only", binp], check=True, capture_output=True,
                           text=True).stdout
     code = {p[2] for p in (l.split() for l in text.splitlines())
             if len(p) == 3 and p[1] in "tTwW"}
-    ran = [f for f in turned if f in code]
-    turn = sorted((f for f in ran if turned[f] > started.get(f, 0)),
+    turn = sorted((f for f in phase if f in code and phase[f] > 0),
+                  key=lambda f: (-phase[f], f))
+    listed = set(turn)
+    more = sorted((f for f in turned if f in code and f not in listed
+                   and turned[f] > started.get(f, 0)),
                   key=lambda f: (started.get(f, 0) - turned[f], f))
-    start = sorted((f for f in ran if turned[f] <= started.get(f, 0)),
+    listed.update(more)
+    start = sorted((f for f in turned if f in code and turned[f] > 0 and f not in listed),
                    key=lambda f: (-turned[f], f))
     with open(path, "w") as out:
-        out.writelines(f + "\n" for f in turn + start)
-    print(f"symbol order: {len(turn)} functions a turn runs, then {len(start)} the start runs, "
-          f"written to {path}")
+        out.writelines(f + "\n" for f in turn + more + start)
+    print(f"symbol order: {len(turn)} functions that ran while turns went through, {len(more)} "
+          f"more that the turns run ran more of than the start, then {len(start)} of the start "
+          f"and the stop, written to {path}")
 
 
 def main():
@@ -233,6 +285,8 @@ def main():
                        cwd=tmp, env=e, check=True, capture_output=True)
         stop(p)
         runs["cli"] = costs(out)
+        if a.symbol_order:
+            phase = turn_phase(binp, tmp, keep, a.turns, a.sessions)
         # Time to the port accepting, natively: the median of five starts.
         starts = []
         for i in range(5):
@@ -246,7 +300,7 @@ def main():
             shutil.rmtree(tmp, ignore_errors=True)
     (tt, tf, tspin), (st, sf, sspin), (ct, cf, cspin) = runs["turns"], runs["start"], runs["cli"]
     if a.symbol_order:
-        write_order(a.symbol_order, binp, tf, sf)
+        write_order(a.symbol_order, binp, phase, tf, sf)
     start = st - sspin
     per_turn = ((tt - tspin) - start) / a.turns
     cli = ct - cspin

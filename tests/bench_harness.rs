@@ -34,3 +34,39 @@ fn every_compare_scenario_runs_at_tiny_sizes() {
     assert_eq!(json["rows"].as_array().unwrap().len(), report.rows.len());
     assert!(json["machine"]["cores"].as_u64().unwrap() >= 1);
 }
+
+/// The list build.rs hands the linker (`benches/callgrind.py --symbol-order`): the file it names,
+/// one linker-level name a line, each once, the allocator's hot path near the top. A list that
+/// no longer parses or lost its hottest entries would silently leave the default layout.
+#[test]
+fn the_symbol_order_lists_each_function_once_by_its_linker_name() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let build = std::fs::read_to_string(root.join("build.rs")).unwrap();
+    let path = "actors/main/symbol-order.txt";
+    assert!(
+        build.contains(&format!("\"{path}\"")),
+        "build.rs reads {path}"
+    );
+    let text = std::fs::read_to_string(root.join(path)).unwrap();
+    let names: Vec<&str> = text.lines().collect();
+    assert!(names.len() > 1000, "{} names", names.len());
+    let mut seen = std::collections::HashSet::new();
+    for (i, name) in names.iter().enumerate() {
+        assert!(
+            !name.is_empty() && !name.contains(char::is_whitespace),
+            "line {}: {name:?} is not a linker-level name",
+            i + 1
+        );
+        assert!(seen.insert(*name), "line {}: {name} twice", i + 1);
+    }
+    assert!(
+        names[..50].contains(&"mi_free"),
+        "the allocator's free is among the hottest functions a turn runs"
+    );
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("_ZN") || n.starts_with("_R")),
+        "Rust functions by their mangled names"
+    );
+}

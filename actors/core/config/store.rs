@@ -2,8 +2,8 @@
 //!
 //! ```toml
 //! [store]
-//! cache = 8388608        # bytes of sled's page cache (default 8 MiB; sled's own default is 1 GiB)
-//! replay_log = 4194304   # bytes of the in-memory task event logs replays are answered from
+//! cache = 4194304        # bytes of sled's page cache (default 4 MiB; sled's own default is 1 GiB)
+//! replay_log = 1048576   # bytes of the in-memory task event logs replays are answered from
 //! ```
 //!
 //! Both are upper bounds on memory that follows the volume of work; a larger cache keeps more of
@@ -16,8 +16,11 @@ use super::validate::byte_size;
 use serde::Deserialize;
 use toml::Spanned;
 
-/// Default bytes of sled's page cache.
-pub const DEFAULT_STORE_CACHE: usize = 8 * 1024 * 1024;
+/// Default bytes of sled's page cache. A task's records are written and read again within its
+/// turn, so the cache serves the tasks in flight; older records (a duplicate of a request from
+/// long ago, a listing) are read from disk. 4 MiB rather than 8: 4 MiB less resident under load
+/// (`benches/memory.py`, BENCHMARKS.md "A turn's code laid out together, smaller store budgets").
+pub const DEFAULT_STORE_CACHE: usize = 4 * 1024 * 1024;
 
 /// `[store]`.
 #[derive(Debug, Default, Deserialize)]
