@@ -1,5 +1,6 @@
 //! Bus task throughput, local beside NATS JetStream: `cargo bench -p bus --bench tasks`.
-//! Printed, never asserted. The workload is the `figures` bench's first figure (submit →
+//! Printed, never asserted. On mimalloc, the daemon's allocator (with glibc's malloc the same
+//! workload ran at about 55 % of the rate). The workload is the `figures` bench's first figure (submit →
 //! deliver → complete, dedup on, 256 in flight), then how many commits each flush of the local
 //! store carried. NATS runs when `CLAWBUS_BENCH_NATS` names a
 //! server (≥ 2.11, JetStream on), e.g. `nats://127.0.0.1:4222`; each run uses a fresh prefix.
@@ -14,6 +15,10 @@ use bus::{
 use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The allocator `clawbus` ships with (its global allocator): the figures are the daemon's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const TASKS: usize = 20_000;
 const IN_FLIGHT: usize = 256;
