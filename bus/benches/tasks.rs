@@ -1,8 +1,8 @@
 //! Bus task throughput, local beside NATS JetStream: `cargo bench -p bus --bench tasks`.
-//! Printed, never asserted. On mimalloc, the daemon's allocator (with glibc's malloc the same
-//! workload ran at about 55 % of the rate). The workload is the `figures` bench's first figure (submit →
+//! Printed, never asserted. The workload is the `figures` bench's first figure (submit →
 //! deliver → complete, dedup on, 256 in flight), then how many commits each flush of the local
-//! store carried. NATS runs when `CLAWBUS_BENCH_NATS` names a
+//! store carried. It runs on mimalloc, the daemon's allocator (with glibc's malloc the same
+//! workload ran at about 55 % of the rate). NATS runs when `CLAWBUS_BENCH_NATS` names a
 //! server (≥ 2.11, JetStream on), e.g. `nats://127.0.0.1:4222`; each run uses a fresh prefix.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 #![allow(clippy::disallowed_methods, reason = "a bench measures real time")]
