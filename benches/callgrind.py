@@ -27,12 +27,13 @@ separate functions in a debug build) is subtracted from every total.
 `--symbol-order FILE` also writes the list of functions the release build lays out first
 (`actors/main/symbol-order.txt`, read by build.rs): the binary's functions that run while turns go
 through, most instructions first, then those the turns run ran more of than the start run (which
-a longer or busier load may reach), then those of the start and the stop. What runs
-while turns go through is counted in a run of its own, its counters zeroed once the port accepts
-and dumped after the last turn (`callgrind_control -z`, `-d`): the idle timers that also run in a
-start are counted where they run, not guessed from a difference of two runs. The runs then keep
-the names mangled (`--demangle=no`), as the linker reads them, and so does the printed top list. Rewrite the list after a change that moves a turn's code
-(`python3 benches/callgrind.py --symbol-order actors/main/symbol-order.txt`) and rebuild.
+a longer or busier load may reach), then those of the start and the stop. What runs while turns
+go through is counted in a run of its own, its counters zeroed once the port accepts and dumped
+after the last turn (`callgrind_control -z`, `-d`): the idle timers that also run in a start are
+counted where they run, not guessed from a difference of two runs. The runs then keep the names
+mangled (`--demangle=no`), as the linker reads them, and so does the printed top list. Rewrite
+the list after a change that moves a turn's code (`python3 benches/callgrind.py --symbol-order
+actors/main/symbol-order.txt`) and rebuild.
 
 Printed: instructions per start, per turn (turn run minus start run, over TURNS), per CLI call,
 and the functions that cost most per turn (exclusive, same difference). Without valgrind it prints

@@ -32,8 +32,8 @@ pub(super) const MAX_DELTA_BYTES: usize = 32 * 1024 * 1024;
 /// counters stay). Replays of a task whose log went are synthesised from the task store (its
 /// terminal event, with the final text, is still there; its streamed deltas are not).
 /// 1 MiB keeps the whole event history of about the last 1,500 short turns, or of about 45 turns
-/// that streamed 200 short deltas each: what a watcher reconnecting within minutes needs. With 4 MiB the
-/// daemon held 5–6 MiB more under load (`benches/memory.py --replay-log`).
+/// that streamed 200 short deltas each: what a watcher reconnecting within minutes needs. With
+/// 4 MiB the daemon held 5–6 MiB more under load (`benches/memory.py --replay-log`).
 pub const DEFAULT_REPLAY_BYTES: usize = 1024 * 1024;
 
 /// Which task an event belongs to.
