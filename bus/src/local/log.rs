@@ -11,7 +11,7 @@ use crate::events::{TaskEvent, TaskEventKind};
 use crate::local::listeners::Listeners;
 use crate::task::{Outcome, TaskRecord};
 use crate::topic::Topic;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::oneshot;
 use uuid::Uuid;
@@ -96,6 +96,9 @@ struct State {
     /// Who waits for a task's terminal event ([`EventLog::on_end`]), by task.
     ends: HashMap<Uuid, Vec<oneshot::Sender<()>>>,
     born: u64,
+    /// The logs holding their terminal event, by creation order (`born`): eviction takes the
+    /// oldest first without sorting every log.
+    ended: BTreeMap<u64, Uuid>,
     /// Bytes of delta text kept over every log.
     bytes: usize,
     /// The weight of every log together.
@@ -199,7 +202,8 @@ impl EventLog {
     /// `Queued` as seq 1, which is not published again.
     pub(crate) fn append(&self, header: &Header, kind: TaskEventKind) -> Option<u64> {
         let now = self.clock.now_ms();
-        let mut state = self.lock();
+        let mut guard = self.lock();
+        let state = &mut *guard;
         if !state.logs.contains_key(&header.task_id) {
             state.born += 1;
             let mut log = TaskLog {
@@ -231,7 +235,10 @@ impl EventLog {
         let ev = event(&log.header, log.next_seq, now, kind);
         log.next_seq += 1;
         let ends = ev.is_terminal();
-        log.terminal |= ends;
+        if ends && !log.terminal {
+            log.terminal = true;
+            state.ended.insert(log.born, header.task_id);
+        }
         // Published first (under the lock all the same, so no reader sees one without the
         // other), then kept: the log takes the event itself, not a copy.
         self.publish(&ev);
@@ -240,13 +247,13 @@ impl EventLog {
         state.bytes += text;
         state.weight += weight;
         if ends {
-            tell_ended(&mut state, header.task_id);
+            tell_ended(state, header.task_id);
         }
         if state.bytes > MAX_DELTA_BYTES {
-            shed_bytes(&mut state);
+            shed_bytes(state);
         }
         if state.weight > self.max_bytes {
-            self.make_room(&mut state, header.task_id);
+            self.make_room(state, header.task_id);
         }
         Some(seq)
     }
@@ -311,6 +318,9 @@ impl EventLog {
                 weight,
             };
             let ends = log.terminal;
+            if ends {
+                state.ended.insert(log.born, record.task_id);
+            }
             state.weight += weight;
             state.logs.insert(record.task_id, log);
             if ends {
@@ -356,10 +366,7 @@ impl EventLog {
     /// Drops the task's log (an explicit retry starts its events over).
     pub(crate) fn forget(&self, task_id: Uuid) {
         let mut state = self.lock();
-        if let Some(gone) = state.logs.remove(&task_id) {
-            state.bytes = state.bytes.saturating_sub(gone.bytes);
-            state.weight = state.weight.saturating_sub(gone.weight);
-        }
+        drop_log(&mut state, task_id);
     }
 
     /// The task's header, when its log is kept.
@@ -411,21 +418,22 @@ impl EventLog {
     /// `current`'s log (the one just written) stays.
     fn make_room(&self, state: &mut State, current: Uuid) {
         let target = self.max_bytes / 10 * 9;
-        let mut ended: Vec<(u64, Uuid)> = state
-            .logs
-            .values()
-            .filter(|l| l.terminal && l.header.task_id != current)
-            .map(|l| (l.born, l.header.task_id))
-            .collect();
-        ended.sort_unstable();
-        for (_, id) in ended {
-            if state.weight <= target {
-                return;
+        let mut spared = None;
+        while state.weight > target {
+            let Some((born, id)) = state.ended.pop_first() else {
+                break;
+            };
+            if id == current {
+                spared = Some((born, id));
+                continue;
             }
-            if let Some(gone) = state.logs.remove(&id) {
-                state.bytes = state.bytes.saturating_sub(gone.bytes);
-                state.weight = state.weight.saturating_sub(gone.weight);
-            }
+            drop_log(state, id);
+        }
+        if let Some((born, id)) = spared {
+            state.ended.insert(born, id);
+        }
+        if state.weight <= target {
+            return;
         }
         let mut running: Vec<(u64, Uuid)> = state
             .logs
@@ -522,21 +530,28 @@ fn event(header: &Header, seq: u64, ts_ms: u64, kind: TaskEventKind) -> TaskEven
 /// Drops the logs of ended tasks, oldest first, until the kept text is under 90% of
 /// [`MAX_DELTA_BYTES`].
 fn shed_bytes(state: &mut State) {
-    let mut ended: Vec<(u64, Uuid)> = state
-        .logs
+    let with_text: Vec<Uuid> = state
+        .ended
         .values()
-        .filter(|l| l.terminal && l.bytes > 0)
-        .map(|l| (l.born, l.header.task_id))
+        .filter(|id| state.logs.get(id).is_some_and(|l| l.bytes > 0))
+        .copied()
         .collect();
-    ended.sort_unstable();
-    for (_, id) in ended {
+    for id in with_text {
         if state.bytes <= MAX_DELTA_BYTES / 10 * 9 {
             break;
         }
-        if let Some(gone) = state.logs.remove(&id) {
-            state.bytes = state.bytes.saturating_sub(gone.bytes);
-            state.weight = state.weight.saturating_sub(gone.weight);
+        drop_log(state, id);
+    }
+}
+
+/// Drops the log of `task_id` and what it counted for.
+fn drop_log(state: &mut State, task_id: Uuid) {
+    if let Some(gone) = state.logs.remove(&task_id) {
+        if gone.terminal {
+            state.ended.remove(&gone.born);
         }
+        state.bytes = state.bytes.saturating_sub(gone.bytes);
+        state.weight = state.weight.saturating_sub(gone.weight);
     }
 }
 
@@ -725,6 +740,96 @@ mod tests {
         // A weight that counts what is kept: about what 2,000 tasks would take, over the budget.
         let kept = log.lock().logs.len();
         assert!(kept > 50 && kept < 2_000, "{kept} logs kept");
+    }
+
+    /// The index of ended logs names exactly the kept logs that hold their terminal event.
+    fn assert_ended_index_in_step(log: &EventLog) {
+        let state = log.lock();
+        let mut terminal: Vec<(u64, Uuid)> = state
+            .logs
+            .values()
+            .filter(|l| l.terminal)
+            .map(|l| (l.born, l.header.task_id))
+            .collect();
+        terminal.sort_unstable();
+        let indexed: Vec<(u64, Uuid)> = state.ended.iter().map(|(b, id)| (*b, *id)).collect();
+        assert_eq!(indexed, terminal);
+    }
+
+    #[test]
+    fn eviction_takes_ended_logs_in_creation_order_whatever_order_they_ended_in() {
+        let (log, _) = log(16 * 1024);
+        // Two tasks start; the later one ends first: the earlier-created one still goes first.
+        let (early, late) = (header(100_000), header(100_001));
+        log.append(&early, TaskEventKind::Queued);
+        log.append(&late, TaskEventKind::Queued);
+        run_to_end(&log, &late, "late");
+        run_to_end(&log, &early, "early");
+        // A retried task's log is forgotten; a seeded one (after a restart) is indexed too.
+        let retried = header(100_002);
+        run_to_end(&log, &retried, "retried");
+        log.forget(retried.task_id);
+        let seeded = TaskRecord {
+            task_id: Uuid::from_u128(200_000),
+            request_id: RequestId::random(),
+            state: crate::task::TaskState::Succeeded,
+            attempts: 1,
+            fingerprint: None,
+            envelope: Arc::new(Envelope::task(
+                Topic::agent("a"),
+                RequestId::random(),
+                serde_json::json!(1),
+            )),
+            outcome: Some(Outcome::Succeeded {
+                result: serde_json::json!("seeded"),
+            }),
+            created_ms: 1,
+            updated_ms: 1,
+            seq: 1,
+            progress: None,
+        };
+        log.seed(&seeded);
+        assert_ended_index_in_step(&log);
+        let mut n = 0;
+        while log.snapshot(early.task_id).is_some() {
+            assert!(
+                log.snapshot(late.task_id).is_some(),
+                "the later-created log went first"
+            );
+            run_to_end(&log, &header(n), &"z".repeat(100));
+            assert_ended_index_in_step(&log);
+            n += 1;
+        }
+        for _ in 0..500 {
+            run_to_end(&log, &header(n), &"z".repeat(100));
+            n += 1;
+        }
+        assert_ended_index_in_step(&log);
+        assert!(log.snapshot(late.task_id).is_none());
+        assert!(log.snapshot(seeded.task_id).is_none(), "the seeded log went too");
+    }
+
+    #[test]
+    fn streamed_text_past_its_cap_sheds_the_oldest_ended_logs_that_hold_text() {
+        let (log, _) = log(usize::MAX);
+        let quiet = header(300_000);
+        run_to_end(&log, &quiet, "no deltas");
+        let chunk = "d".repeat(200 * 1024);
+        let tasks = MAX_DELTA_BYTES / chunk.len() + 10;
+        for n in 0..tasks as u32 {
+            let h = header(n);
+            log.append(&h, TaskEventKind::Queued);
+            log.append(&h, TaskEventKind::Delta { text: chunk.clone() });
+            run_to_end(&log, &h, "done");
+            assert!(log.lock().bytes <= MAX_DELTA_BYTES, "after {n}");
+        }
+        assert_ended_index_in_step(&log);
+        assert!(log.snapshot(header(0).task_id).is_none(), "the oldest with text went");
+        assert!(log.snapshot(header(tasks as u32 - 1).task_id).is_some());
+        assert!(
+            log.snapshot(quiet.task_id).is_some(),
+            "a log without text is not shed for text"
+        );
     }
 
     #[test]
