@@ -79,9 +79,7 @@ impl TaskStore for EventedStore {
         crate::backend::run_to_end(async move {
             let done = inner.complete(&request_id, outcome).await?;
             if done.recorded {
-                if let Some(outcome) = done.task.outcome.clone() {
-                    log.append(&Header::of(&done.task), TaskEventKind::Terminal { outcome });
-                }
+                log.append_end(&done.task);
             }
             Ok(done)
         })

@@ -94,7 +94,7 @@ struct TaskLog {
 struct State {
     logs: HashMap<Uuid, TaskLog>,
     /// Who waits for a task's terminal event ([`EventLog::on_end`]), by task.
-    ends: HashMap<Uuid, Vec<oneshot::Sender<()>>>,
+    ends: HashMap<Uuid, Vec<oneshot::Sender<Ended>>>,
     born: u64,
     /// The logs holding their terminal event, by creation order (`born`): eviction takes the
     /// oldest first without sorting every log.
@@ -109,14 +109,16 @@ struct State {
 /// itself out of the log (a task whose end was learnt from the store, or that never ends,
 /// keeps no waiter).
 pub(crate) struct EndWatch<'a> {
-    rx: oneshot::Receiver<()>,
+    rx: oneshot::Receiver<Ended>,
     log: &'a EventLog,
     task_id: Uuid,
 }
 
 impl EndWatch<'_> {
-    /// Resolves once the terminal event is appended; an error when the log went first.
-    pub(crate) async fn ended(&mut self) -> Result<(), oneshot::error::RecvError> {
+    /// Resolves once the terminal event is appended, with the ended record when the one who
+    /// recorded the outcome handed it over ([`EventLog::append_end`]); an error when the log
+    /// went first.
+    pub(crate) async fn ended(&mut self) -> Result<Ended, oneshot::error::RecvError> {
         (&mut self.rx).await
     }
 }
@@ -128,11 +130,15 @@ impl Drop for EndWatch<'_> {
     }
 }
 
-/// Tells the waiters of `task_id` it ended.
-fn tell_ended(state: &mut State, task_id: Uuid) {
+/// What a waiter for a task's end is told: the ended record, when the one who recorded the
+/// outcome had it at hand (a waiter then needs no read of the store), else `None`.
+pub(crate) type Ended = Option<TaskRecord>;
+
+/// Tells the waiters of `task_id` it ended, each with its copy of `record` when there is one.
+fn tell_ended(state: &mut State, task_id: Uuid, record: Option<&TaskRecord>) {
     for waiter in state.ends.remove(&task_id).into_iter().flatten() {
         // A waiter that gave up is fine to skip.
-        let _ = waiter.send(());
+        let _ = waiter.send(record.cloned());
     }
 }
 
@@ -201,6 +207,23 @@ impl EventLog {
     /// A task first seen with anything but `Queued` (after a restart) starts with a replayed
     /// `Queued` as seq 1, which is not published again.
     pub(crate) fn append(&self, header: &Header, kind: TaskEventKind) -> Option<u64> {
+        self.append_with(header, kind, None)
+    }
+
+    /// Appends the terminal event of `record`, ended with its outcome (none: nothing to append),
+    /// handing the record to those who wait for the end ([`EventLog::on_end`]).
+    pub(crate) fn append_end(&self, record: &TaskRecord) -> Option<u64> {
+        let outcome = record.outcome.clone()?;
+        let kind = TaskEventKind::Terminal { outcome };
+        self.append_with(&Header::of(record), kind, Some(record))
+    }
+
+    fn append_with(
+        &self,
+        header: &Header,
+        kind: TaskEventKind,
+        ended: Option<&TaskRecord>,
+    ) -> Option<u64> {
         let now = self.clock.now_ms();
         let mut guard = self.lock();
         let state = &mut *guard;
@@ -247,7 +270,7 @@ impl EventLog {
         state.bytes += text;
         state.weight += weight;
         if ends {
-            tell_ended(state, header.task_id);
+            tell_ended(state, header.task_id, ended);
         }
         if state.bytes > MAX_DELTA_BYTES {
             shed_bytes(state);
@@ -324,7 +347,7 @@ impl EventLog {
             state.weight += weight;
             state.logs.insert(record.task_id, log);
             if ends {
-                tell_ended(&mut state, record.task_id);
+                tell_ended(&mut state, record.task_id, Some(record));
             }
             if state.weight > self.max_bytes {
                 self.make_room(&mut state, record.task_id);
@@ -341,7 +364,7 @@ impl EventLog {
         let (tx, rx) = oneshot::channel();
         let mut state = self.lock();
         if state.logs.get(&task_id).is_some_and(|l| l.terminal) {
-            let _ = tx.send(());
+            let _ = tx.send(None);
         } else {
             state.ends.entry(task_id).or_default().push(tx);
         }
@@ -665,11 +688,11 @@ mod tests {
         log.append(&h, TaskEventKind::Started { attempt: 1 });
         assert!(early.rx.try_recv().is_err(), "not ended yet");
         run_to_end(&log, &h, "done");
-        assert_eq!(early.rx.try_recv(), Ok(()));
-        assert_eq!(again.rx.try_recv(), Ok(()));
+        assert_eq!(early.rx.try_recv(), Ok(None));
+        assert_eq!(again.rx.try_recv(), Ok(None));
         assert!(log.lock().ends.is_empty());
         let mut late = log.on_end(h.task_id);
-        assert_eq!(late.rx.try_recv(), Ok(()), "an ended task answers at once");
+        assert_eq!(late.rx.try_recv(), Ok(None), "an ended task answers at once");
         drop((early, again, late));
         // A wait for a task the log does not hold (its end is in the store) leaves nothing.
         drop(log.on_end(header(2).task_id));
@@ -830,6 +853,48 @@ mod tests {
             log.snapshot(quiet.task_id).is_some(),
             "a log without text is not shed for text"
         );
+    }
+
+    #[test]
+    fn the_recorded_end_hands_its_record_to_each_waiter_and_other_ends_hand_none() {
+        let (log, _) = log(DEFAULT_REPLAY_BYTES);
+        let env = Envelope::task(Topic::agent("a"), RequestId::random(), serde_json::json!(1));
+        let mut record = TaskRecord {
+            task_id: env.id,
+            request_id: env.request_id.clone(),
+            state: crate::task::TaskState::Running,
+            attempts: 1,
+            fingerprint: None,
+            envelope: Arc::new(env),
+            outcome: None,
+            created_ms: 1,
+            updated_ms: 1,
+            seq: 1,
+            progress: None,
+        };
+        let h = Header::of(&record);
+        log.append(&h, TaskEventKind::Queued);
+        assert_eq!(log.append_end(&record), None, "no outcome: nothing appended");
+        let (mut one, mut two) = (log.on_end(h.task_id), log.on_end(h.task_id));
+        record.state = crate::task::TaskState::Succeeded;
+        record.outcome = Some(Outcome::Succeeded {
+            result: serde_json::json!("done"),
+        });
+        assert_eq!(log.append_end(&record), Some(2));
+        assert_eq!(one.rx.try_recv(), Ok(Some(record.clone())));
+        assert_eq!(two.rx.try_recv(), Ok(Some(record.clone())));
+        let snapshot = log.snapshot(h.task_id).unwrap();
+        assert!(snapshot.terminal);
+        assert!(matches!(
+            &snapshot.events[1].event,
+            TaskEventKind::Terminal { outcome } if Some(outcome) == record.outcome.as_ref()
+        ));
+        // An end appended without its record (learnt from the store) hands none.
+        let other = header(7);
+        log.append(&other, TaskEventKind::Queued);
+        let mut three = log.on_end(other.task_id);
+        run_to_end(&log, &other, "x");
+        assert_eq!(three.rx.try_recv(), Ok(None));
     }
 
     #[test]

@@ -128,9 +128,10 @@ impl LocalBus {
         &self.store
     }
 
-    /// Waits until task `task_id` (admitted under `request_id`) has ended, then answers the
-    /// record of `request_id`: this task's, ended (or, had the request id been admitted again
-    /// meanwhile, the later task's, as the task id of this one no longer answers).
+    /// Waits until task `task_id` (admitted under `request_id`) has ended, then answers its
+    /// ended record: as the one who recorded the outcome handed it to the log (no read), or else
+    /// as the store has `request_id` (had the request id been admitted again meanwhile, the later
+    /// task's, as the task id of this one no longer answers).
     async fn wait_task(
         &self,
         request_id: &RequestId,
@@ -151,7 +152,9 @@ impl LocalBus {
             match tokio::time::timeout_at(deadline, end.ended()).await {
                 Err(_) => return Err(timed_out()),
                 Ok(Err(_)) => return Err(BusError::Closed("the task event log closed".into())),
-                Ok(Ok(())) => {}
+                // Handed over by the one who recorded the outcome: no read of the store.
+                Ok(Ok(Some(record))) if record.request_id == *request_id => return Ok(record),
+                Ok(Ok(_)) => {}
             }
         }
         self.store
