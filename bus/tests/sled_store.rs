@@ -427,3 +427,61 @@ async fn admit_until_killed(dir: &Path) {
         w.await.unwrap();
     }
 }
+
+/// Two stores on one database: each writes from the bytes it last saw without reading them
+/// again, so a change made through the other must still be seen, not overwritten.
+#[tokio::test]
+async fn a_record_changed_through_another_handle_is_seen_by_the_next_update() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sled::open(dir.path()).unwrap();
+    let clock = ManualClock::new(store::T0);
+    let one = SledTaskStore::with_db(db.clone(), clock.clone(), store::WINDOW).unwrap();
+    let other = SledTaskStore::with_db(db, clock, store::WINDOW).unwrap();
+    let env = task("behind-its-back", "x");
+    let id = env.request_id.clone();
+    one.admit(env).await.unwrap();
+    // Started through the other handle (attempt 3): `one` still keeps the queued record.
+    other.start(&id, 3).await.unwrap().unwrap();
+    let done = one
+        .complete(
+            &id,
+            bus::Outcome::Succeeded {
+                result: json!("ok"),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(done.recorded);
+    assert_eq!(done.task.attempts, 3, "the other handle's start is kept");
+    assert_eq!(done.task.state, TaskState::Succeeded);
+    // Ended through the other handle: a start through `one` (which kept it running) changes
+    // nothing, and a second outcome is not recorded over the first.
+    let env = task("ended-elsewhere", "y");
+    let id = env.request_id.clone();
+    one.admit(env).await.unwrap();
+    one.start(&id, 1).await.unwrap().unwrap();
+    let failed = bus::Outcome::Failed {
+        error: "elsewhere".into(),
+    };
+    other.complete(&id, failed.clone()).await.unwrap();
+    assert_eq!(one.start(&id, 2).await.unwrap(), None);
+    let again = one
+        .complete(
+            &id,
+            bus::Outcome::Succeeded {
+                result: json!("late"),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(!again.recorded);
+    assert_eq!(again.task.outcome, Some(failed));
+    assert_eq!(one.lookup(&id).await.unwrap().unwrap().attempts, 1);
+    // Retried through the other handle (a failed task posted again): `one` last saw it ended,
+    // yet its start now runs it.
+    let retried = other.admit(task("ended-elsewhere", "y")).await.unwrap();
+    assert!(!retried.duplicate);
+    let started = one.start(&id, 2).await.unwrap().expect("the retry starts");
+    assert_eq!(started.state, TaskState::Running);
+    assert_eq!(started.attempts, 2);
+}

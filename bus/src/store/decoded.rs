@@ -95,6 +95,18 @@ impl Decoded {
         Ok(bytes)
     }
 
+    /// The bytes last kept for `key` with their record: what the store holds unless someone
+    /// changed it since (a compare-and-swap against these bytes tells, without a read first).
+    pub(super) fn last(&self, key: &[u8]) -> Option<(IVec, TaskRecord, EnvelopeJson)> {
+        let kept = self.lock();
+        let found = kept.newer.get(key).or_else(|| kept.older.get(key))?;
+        Some((
+            found.bytes.clone(),
+            found.record.clone(),
+            found.envelope.clone(),
+        ))
+    }
+
     fn hit(&self, key: &[u8], bytes: &IVec) -> Option<(TaskRecord, EnvelopeJson)> {
         let kept = self.lock();
         let found = kept.newer.get(key).or_else(|| kept.older.get(key))?;

@@ -266,6 +266,10 @@ impl SledTaskStore {
 
     /// Applies `change` atomically; returns the new record when `change` said it changed something.
     /// `change` never touches the envelope (the write copies the envelope's JSON as read).
+    ///
+    /// The first try starts from the bytes this store last wrote or read for the key, without
+    /// reading them again: the compare-and-swap fails when they are no longer what the store
+    /// holds, and answers what it holds, which the next try starts from.
     async fn update(
         &self,
         request_id: &RequestId,
@@ -273,17 +277,34 @@ impl SledTaskStore {
         change: impl Fn(&mut TaskRecord) -> bool,
     ) -> Result<Option<TaskRecord>, BusError> {
         let key = request_id.store_key();
+        let mut known = self.decoded.last(key.as_bytes());
+        let mut current = None;
         loop {
-            let Some(old) = self
-                .tasks
-                .get(key.as_bytes())
-                .map_err(|e| BusError::storage("read task", e))?
-            else {
-                return Err(BusError::UnknownTask(request_id.to_string()));
+            // Bytes kept from before are not known to be current; bytes just read, or answered
+            // by a failed swap, are.
+            let verified = known.is_none();
+            let (old, mut record, envelope) = match known.take() {
+                Some(kept) => kept,
+                None => {
+                    let read = match current.take() {
+                        Some(bytes) => Some(bytes),
+                        None => self
+                            .tasks
+                            .get(key.as_bytes())
+                            .map_err(|e| BusError::storage("read task", e))?,
+                    };
+                    let Some(old) = read else {
+                        return Err(BusError::UnknownTask(request_id.to_string()));
+                    };
+                    let (record, envelope) = self.decoded.read_for_update(key.as_bytes(), &old)?;
+                    (old, record, envelope)
+                }
             };
-            let (mut record, envelope) = self.decoded.read_for_update(key.as_bytes(), &old)?;
             if !change(&mut record) {
-                return Ok(None);
+                if verified || self.is_current(key.as_bytes(), &old)? {
+                    return Ok(None);
+                }
+                continue; // judged on bytes no longer current: judge again on what is there
             }
             record.updated_ms = self.clock.now_ms();
             let new = self.decoded.encode(key.as_bytes(), &record, envelope)?;
@@ -291,13 +312,28 @@ impl SledTaskStore {
                 .tasks
                 .compare_and_swap(key.as_bytes(), Some(old), Some(new))
                 .map_err(|e| BusError::storage("write task", e))?;
-            if swapped.is_ok() {
-                if durable {
-                    self.committer.commit().await?;
+            match swapped {
+                Ok(()) => {
+                    if durable {
+                        self.committer.commit().await?;
+                    }
+                    return Ok(Some(record));
                 }
-                return Ok(Some(record));
+                Err(lost) => match lost.current {
+                    Some(bytes) => current = Some(bytes),
+                    None => return Err(BusError::UnknownTask(request_id.to_string())),
+                },
             }
         }
+    }
+
+    /// Whether the store still holds `bytes` for `key`.
+    fn is_current(&self, key: &[u8], bytes: &sled::IVec) -> Result<bool, BusError> {
+        let now = self
+            .tasks
+            .get(key)
+            .map_err(|e| BusError::storage("read task", e))?;
+        Ok(now.as_ref() == Some(bytes))
     }
 
     /// Removes terminal records older than the window. Returns how many went.
