@@ -9,11 +9,16 @@
 
 use crate::topic::Topic;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{PoisonError, RwLock};
 
 /// The broadcast subscriptions of one broker, by concrete topic and by pattern.
 #[derive(Debug, Default)]
-pub(crate) struct Listeners(RwLock<Set>);
+pub(crate) struct Listeners {
+    set: RwLock<Set>,
+    /// Subscriptions counted in `set`: none, and no topic is wanted (asked without the lock).
+    count: AtomicUsize,
+}
 
 #[derive(Debug, Default)]
 struct Set {
@@ -26,32 +31,43 @@ struct Set {
 impl Listeners {
     /// Counts a subscription to `pattern`.
     pub(crate) fn add(&self, pattern: &Topic) {
-        let mut set = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        let mut set = self.set.write().unwrap_or_else(PoisonError::into_inner);
         if pattern.is_pattern() {
             set.patterns.push(pattern.clone());
         } else {
             *set.exact.entry(pattern.clone()).or_default() += 1;
         }
+        self.count.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Takes one subscription to `pattern` out.
     pub(crate) fn remove(&self, pattern: &Topic) {
-        let mut set = self.0.write().unwrap_or_else(PoisonError::into_inner);
-        if pattern.is_pattern() {
-            if let Some(i) = set.patterns.iter().position(|p| p == pattern) {
-                set.patterns.swap_remove(i);
-            }
+        let mut set = self.set.write().unwrap_or_else(PoisonError::into_inner);
+        let removed = if pattern.is_pattern() {
+            let found = set.patterns.iter().position(|p| p == pattern);
+            found.map(|i| set.patterns.swap_remove(i)).is_some()
         } else if let Some(n) = set.exact.get_mut(pattern) {
             *n -= 1;
             if *n == 0 {
                 set.exact.remove(pattern);
             }
+            true
+        } else {
+            false
+        };
+        if removed {
+            self.count.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
     /// Whether any subscription would receive an event published on `topic`.
+    /// Whether no subscription is counted: then no topic is wanted.
+    pub(crate) fn none(&self) -> bool {
+        self.count.load(Ordering::SeqCst) == 0
+    }
+
     pub(crate) fn wants(&self, topic: &Topic) -> bool {
-        let set = self.0.read().unwrap_or_else(PoisonError::into_inner);
+        let set = self.set.read().unwrap_or_else(PoisonError::into_inner);
         set.exact.contains_key(topic) || set.patterns.iter().any(|p| p.matches(topic))
     }
 }
@@ -67,6 +83,7 @@ mod tests {
     #[test]
     fn a_topic_is_wanted_while_a_subscription_to_it_or_a_matching_pattern_lasts() {
         let l = Listeners::default();
+        assert!(l.none());
         assert!(!l.wants(&t("events.agent.a")));
         l.add(&t("events.agent.a"));
         l.add(&t("events.agent.a"));
@@ -84,5 +101,8 @@ mod tests {
             !l.wants(&t("events.agent.a")),
             "removing more than was added is harmless"
         );
+        assert!(l.none(), "and leaves the count at none");
+        l.add(&t("events.task.x"));
+        assert!(!l.none());
     }
 }

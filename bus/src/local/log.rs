@@ -284,6 +284,9 @@ impl EventLog {
     /// Hands `ev` to the sink on each of its topics that someone listens on, encoded once (not
     /// at all when nobody listens).
     fn publish(&self, ev: &TaskEvent) {
+        if self.listeners.as_ref().is_some_and(|l| l.none()) {
+            return; // nobody listens: no topic is worth building
+        }
         let lifecycle = matches!(
             ev.event,
             TaskEventKind::Queued | TaskEventKind::Terminal { .. }
