@@ -485,3 +485,29 @@ async fn a_record_changed_through_another_handle_is_seen_by_the_next_update() {
     assert_eq!(started.state, TaskState::Running);
     assert_eq!(started.attempts, 2);
 }
+
+/// A store that has not seen a request id lately swaps a new record in without reading first;
+/// when the request id is there after all (admitted through another handle, or before a
+/// reopen), the admission is still a duplicate and leaves no trace of its own task id.
+#[tokio::test]
+async fn a_duplicate_the_store_has_not_seen_lately_is_still_a_duplicate_and_leaves_no_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sled::open(dir.path()).unwrap();
+    let clock = ManualClock::new(store::T0);
+    let one = SledTaskStore::with_db(db.clone(), clock.clone(), store::WINDOW).unwrap();
+    let other = SledTaskStore::with_db(db.clone(), clock, store::WINDOW).unwrap();
+    let first = one.admit(task("seen-elsewhere", "x")).await.unwrap();
+    assert!(!first.duplicate);
+    let again = task("seen-elsewhere", "x");
+    let again_id = again.id;
+    let answer = other.admit(again).await.unwrap();
+    assert!(answer.duplicate);
+    assert_eq!(answer.task.task_id, first.task.task_id);
+    assert_eq!(other.by_task_id(again_id).await.unwrap(), None);
+    let task_ids = db.open_tree("bus.task_ids").unwrap();
+    assert_eq!(task_ids.len(), 1, "the losing try's task id went");
+    // Other work under the same request id is a conflict, as when the store had read it.
+    let conflict = other.admit(task("seen-elsewhere", "other work")).await;
+    assert!(matches!(conflict, Err(BusError::Conflict { .. })), "{conflict:?}");
+    assert_eq!(task_ids.len(), 1);
+}

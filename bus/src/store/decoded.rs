@@ -95,6 +95,12 @@ impl Decoded {
         Ok(bytes)
     }
 
+    /// Whether a record is kept for `key` (written or read lately).
+    pub(super) fn knows(&self, key: &[u8]) -> bool {
+        let kept = self.lock();
+        kept.newer.contains_key(key) || kept.older.contains_key(key)
+    }
+
     /// The bytes last kept for `key` with their record: what the store holds unless someone
     /// changed it since (a compare-and-swap against these bytes tells, without a read first).
     pub(super) fn last(&self, key: &[u8]) -> Option<(IVec, TaskRecord, EnvelopeJson)> {

@@ -374,11 +374,18 @@ impl TaskStore for SledTaskStore {
     async fn admit(&self, mut env: Envelope) -> Result<Admission, BusError> {
         self.purge_if_due();
         let key = env.request_id.store_key().into_bytes();
+        // A request id this store has not seen lately is most likely new: the first try swaps
+        // the record in as absent without reading first (when it is there after all, the swap
+        // fails and the next try reads it).
+        let mut presumed_new = !self.decoded.knows(&key);
         loop {
-            let old = self
-                .tasks
-                .get(&key)
-                .map_err(|e| BusError::storage("read task", e))?;
+            let old = if std::mem::take(&mut presumed_new) {
+                None
+            } else {
+                self.tasks
+                    .get(&key)
+                    .map_err(|e| BusError::storage("read task", e))?
+            };
             let mut replaced = None;
             if let Some(bytes) = &old {
                 let existing = self.decoded.read(&key, bytes)?;
