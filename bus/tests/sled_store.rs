@@ -508,6 +508,9 @@ async fn a_duplicate_the_store_has_not_seen_lately_is_still_a_duplicate_and_leav
     assert_eq!(task_ids.len(), 1, "the losing try's task id went");
     // Other work under the same request id is a conflict, as when the store had read it.
     let conflict = other.admit(task("seen-elsewhere", "other work")).await;
-    assert!(matches!(conflict, Err(BusError::Conflict { .. })), "{conflict:?}");
+    assert!(
+        matches!(conflict, Err(BusError::Conflict { .. })),
+        "{conflict:?}"
+    );
     assert_eq!(task_ids.len(), 1);
 }

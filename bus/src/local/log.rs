@@ -695,7 +695,11 @@ mod tests {
         assert_eq!(again.rx.try_recv(), Ok(None));
         assert!(log.lock().ends.is_empty());
         let mut late = log.on_end(h.task_id);
-        assert_eq!(late.rx.try_recv(), Ok(None), "an ended task answers at once");
+        assert_eq!(
+            late.rx.try_recv(),
+            Ok(None),
+            "an ended task answers at once"
+        );
         drop((early, again, late));
         // A wait for a task the log does not hold (its end is in the store) leaves nothing.
         drop(log.on_end(header(2).task_id));
@@ -832,7 +836,10 @@ mod tests {
         }
         assert_ended_index_in_step(&log);
         assert!(log.snapshot(late.task_id).is_none());
-        assert!(log.snapshot(seeded.task_id).is_none(), "the seeded log went too");
+        assert!(
+            log.snapshot(seeded.task_id).is_none(),
+            "the seeded log went too"
+        );
     }
 
     #[test]
@@ -845,12 +852,20 @@ mod tests {
         for n in 0..tasks as u32 {
             let h = header(n);
             log.append(&h, TaskEventKind::Queued);
-            log.append(&h, TaskEventKind::Delta { text: chunk.clone() });
+            log.append(
+                &h,
+                TaskEventKind::Delta {
+                    text: chunk.clone(),
+                },
+            );
             run_to_end(&log, &h, "done");
             assert!(log.lock().bytes <= MAX_DELTA_BYTES, "after {n}");
         }
         assert_ended_index_in_step(&log);
-        assert!(log.snapshot(header(0).task_id).is_none(), "the oldest with text went");
+        assert!(
+            log.snapshot(header(0).task_id).is_none(),
+            "the oldest with text went"
+        );
         assert!(log.snapshot(header(tasks as u32 - 1).task_id).is_some());
         assert!(
             log.snapshot(quiet.task_id).is_some(),
@@ -877,7 +892,11 @@ mod tests {
         };
         let h = Header::of(&record);
         log.append(&h, TaskEventKind::Queued);
-        assert_eq!(log.append_end(&record), None, "no outcome: nothing appended");
+        assert_eq!(
+            log.append_end(&record),
+            None,
+            "no outcome: nothing appended"
+        );
         let (mut one, mut two) = (log.on_end(h.task_id), log.on_end(h.task_id));
         record.state = crate::task::TaskState::Succeeded;
         record.outcome = Some(Outcome::Succeeded {
