@@ -1,6 +1,6 @@
 //! A task store that announces what it records: the bus's own task events come from here.
 
-use super::log::{EventLog, Header};
+use super::log::EventLog;
 use crate::envelope::{Envelope, RequestId};
 use crate::error::BusError;
 use crate::events::TaskEventKind;
@@ -32,8 +32,7 @@ impl TaskStore for EventedStore {
                 // An explicit retry of an ended task: its events start over.
                 self.log.forget(admission.task.task_id);
             }
-            self.log
-                .append(&Header::of(&admission.task), TaskEventKind::Queued);
+            self.log.append_for(&admission.task, TaskEventKind::Queued);
         }
         Ok(admission)
     }
@@ -49,8 +48,7 @@ impl TaskStore for EventedStore {
     ) -> Result<Option<TaskRecord>, BusError> {
         let started = self.inner.start(request_id, attempt).await?;
         if let Some(record) = &started {
-            self.log
-                .append(&Header::of(record), TaskEventKind::Started { attempt });
+            self.log.append_for(record, TaskEventKind::Started { attempt });
         }
         Ok(started)
     }
@@ -62,8 +60,7 @@ impl TaskStore for EventedStore {
     ) -> Result<Option<TaskRecord>, BusError> {
         let marked = self.inner.progress(request_id, note.clone()).await?;
         if let Some(record) = &marked {
-            self.log
-                .append(&Header::of(record), TaskEventKind::Progress { note });
+            self.log.append_for(record, TaskEventKind::Progress { note });
         }
         Ok(marked)
     }

@@ -207,7 +207,13 @@ impl EventLog {
     /// A task first seen with anything but `Queued` (after a restart) starts with a replayed
     /// `Queued` as seq 1, which is not published again.
     pub(crate) fn append(&self, header: &Header, kind: TaskEventKind) -> Option<u64> {
-        self.append_with(header, kind, None)
+        self.append_with(header.task_id, || header.clone(), kind, None)
+    }
+
+    /// As [`EventLog::append`], for the task of `record` (whose header is made only when the
+    /// log has none for it yet).
+    pub(crate) fn append_for(&self, record: &TaskRecord, kind: TaskEventKind) -> Option<u64> {
+        self.append_with(record.task_id, || Header::of(record), kind, None)
     }
 
     /// Appends the terminal event of `record`, ended with its outcome (none: nothing to append),
@@ -215,28 +221,31 @@ impl EventLog {
     pub(crate) fn append_end(&self, record: &TaskRecord) -> Option<u64> {
         let outcome = record.outcome.clone()?;
         let kind = TaskEventKind::Terminal { outcome };
-        self.append_with(&Header::of(record), kind, Some(record))
+        self.append_with(record.task_id, || Header::of(record), kind, Some(record))
     }
 
     fn append_with(
         &self,
-        header: &Header,
+        task_id: Uuid,
+        header: impl FnOnce() -> Header,
         kind: TaskEventKind,
         ended: Option<&TaskRecord>,
     ) -> Option<u64> {
         let now = self.clock.now_ms();
         let mut guard = self.lock();
         let state = &mut *guard;
-        if !state.logs.contains_key(&header.task_id) {
+        if !state.logs.contains_key(&task_id) {
             state.born += 1;
+            let header = header();
+            let weight = log_weight(&header);
             let mut log = TaskLog {
-                header: header.clone(),
+                header,
                 next_seq: 1,
                 events: Vec::new(),
                 terminal: false,
                 born: state.born,
                 bytes: 0,
-                weight: log_weight(header),
+                weight,
             };
             if kind != TaskEventKind::Queued {
                 let queued = TaskEventKind::Queued;
@@ -249,34 +258,45 @@ impl EventLog {
                 log.next_seq = 2;
             }
             state.weight += log.weight;
-            state.logs.insert(header.task_id, log);
+            state.logs.insert(task_id, log);
         }
-        let log = state.logs.get_mut(&header.task_id)?;
+        let log = state.logs.get_mut(&task_id)?;
         if log.terminal && !kind.follows_outcome() {
             return None;
         }
-        let ev = event(&log.header, log.next_seq, now, kind);
+        let seq = log.next_seq;
         log.next_seq += 1;
-        let ends = ev.is_terminal();
+        let ends = kind.is_terminal();
         if ends && !log.terminal {
             log.terminal = true;
-            state.ended.insert(log.born, header.task_id);
+            state.ended.insert(log.born, task_id);
         }
         // Published first (under the lock all the same, so no reader sees one without the
-        // other), then kept: the log takes the event itself, not a copy.
-        self.publish(&ev);
-        let seq = ev.seq;
-        let (text, weight) = keep(log, ev, self.max_events);
+        // other), then kept: the log takes the event's kind back, not a copy. With nobody
+        // listening no event is made at all.
+        let kind = if self.listeners.as_ref().is_some_and(|l| l.none()) {
+            kind
+        } else {
+            let ev = event(&log.header, seq, now, kind);
+            self.publish(&ev);
+            ev.event
+        };
+        let kept = Kept {
+            seq,
+            ts_ms: now,
+            kind,
+        };
+        let (text, weight) = keep(log, kept, self.max_events);
         state.bytes += text;
         state.weight += weight;
         if ends {
-            tell_ended(state, header.task_id, ended);
+            tell_ended(state, task_id, ended);
         }
         if state.bytes > MAX_DELTA_BYTES {
             shed_bytes(state);
         }
         if state.weight > self.max_bytes {
-            self.make_room(state, header.task_id);
+            self.make_room(state, task_id);
         }
         Some(seq)
     }
@@ -284,9 +304,6 @@ impl EventLog {
     /// Hands `ev` to the sink on each of its topics that someone listens on, encoded once (not
     /// at all when nobody listens).
     fn publish(&self, ev: &TaskEvent) {
-        if self.listeners.as_ref().is_some_and(|l| l.none()) {
-            return; // nobody listens: no topic is worth building
-        }
         let lifecycle = matches!(
             ev.event,
             TaskEventKind::Queued | TaskEventKind::Terminal { .. }
@@ -583,26 +600,22 @@ fn drop_log(state: &mut State, task_id: Uuid) {
 
 /// Keeps `ev` (taken, not copied) in the log within `max` events and [`MAX_DELTA_BYTES_PER_TASK`]
 /// of text (the terminal event always). Returns the delta bytes and the weight it added.
-fn keep(log: &mut TaskLog, ev: TaskEvent, max: usize) -> (usize, usize) {
-    let bytes = match &ev.event {
+fn keep(log: &mut TaskLog, ev: Kept, max: usize) -> (usize, usize) {
+    let bytes = match &ev.kind {
         TaskEventKind::Delta { text } => text.len(),
         _ => 0,
     };
     if bytes > 0 && log.bytes + bytes > MAX_DELTA_BYTES_PER_TASK {
         return (0, 0);
     }
-    if log.events.len() < max || ev.is_terminal() {
-        let weight = kind_weight(&ev.event);
-        log.events.push(Kept {
-            seq: ev.seq,
-            ts_ms: ev.ts_ms,
-            kind: ev.event,
-        });
+    if log.events.len() < max || ev.kind.is_terminal() {
+        let weight = kind_weight(&ev.kind);
+        log.events.push(ev);
         log.bytes += bytes;
         log.weight += weight;
         return (bytes, weight);
     }
-    if let TaskEventKind::Delta { text } = &ev.event {
+    if let TaskEventKind::Delta { text } = &ev.kind {
         if let Some(last) = log.events.last_mut() {
             if let TaskEventKind::Delta { text: kept } = &mut last.kind {
                 kept.push_str(text);
