@@ -48,7 +48,8 @@ impl TaskStore for EventedStore {
     ) -> Result<Option<TaskRecord>, BusError> {
         let started = self.inner.start(request_id, attempt).await?;
         if let Some(record) = &started {
-            self.log.append_for(record, TaskEventKind::Started { attempt });
+            self.log
+                .append_for(record, TaskEventKind::Started { attempt });
         }
         Ok(started)
     }
@@ -60,7 +61,8 @@ impl TaskStore for EventedStore {
     ) -> Result<Option<TaskRecord>, BusError> {
         let marked = self.inner.progress(request_id, note.clone()).await?;
         if let Some(record) = &marked {
-            self.log.append_for(record, TaskEventKind::Progress { note });
+            self.log
+                .append_for(record, TaskEventKind::Progress { note });
         }
         Ok(marked)
     }
