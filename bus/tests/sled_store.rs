@@ -428,6 +428,12 @@ async fn admit_until_killed(dir: &Path) {
     }
 }
 
+fn succeeded(text: &str) -> bus::Outcome {
+    bus::Outcome::Succeeded {
+        result: json!(text),
+    }
+}
+
 /// Two stores on one database: each writes from the bytes it last saw without reading them
 /// again, so a change made through the other must still be seen, not overwritten.
 #[tokio::test]
@@ -442,15 +448,7 @@ async fn a_record_changed_through_another_handle_is_seen_by_the_next_update() {
     one.admit(env).await.unwrap();
     // Started through the other handle (attempt 3): `one` still keeps the queued record.
     other.start(&id, 3).await.unwrap().unwrap();
-    let done = one
-        .complete(
-            &id,
-            bus::Outcome::Succeeded {
-                result: json!("ok"),
-            },
-        )
-        .await
-        .unwrap();
+    let done = one.complete(&id, succeeded("ok")).await.unwrap();
     assert!(done.recorded);
     assert_eq!(done.task.attempts, 3, "the other handle's start is kept");
     assert_eq!(done.task.state, TaskState::Succeeded);
@@ -465,15 +463,7 @@ async fn a_record_changed_through_another_handle_is_seen_by_the_next_update() {
     };
     other.complete(&id, failed.clone()).await.unwrap();
     assert_eq!(one.start(&id, 2).await.unwrap(), None);
-    let again = one
-        .complete(
-            &id,
-            bus::Outcome::Succeeded {
-                result: json!("late"),
-            },
-        )
-        .await
-        .unwrap();
+    let again = one.complete(&id, succeeded("late")).await.unwrap();
     assert!(!again.recorded);
     assert_eq!(again.task.outcome, Some(failed));
     assert_eq!(one.lookup(&id).await.unwrap().unwrap().attempts, 1);
