@@ -434,15 +434,22 @@ fn succeeded(text: &str) -> bus::Outcome {
     }
 }
 
-/// Two stores on one database: each writes from the bytes it last saw without reading them
-/// again, so a change made through the other must still be seen, not overwritten.
-#[tokio::test]
-async fn a_record_changed_through_another_handle_is_seen_by_the_next_update() {
+/// Two stores on one database in a fresh folder (kept alive with it), each with its own kept
+/// records.
+fn two_handles() -> (tempfile::TempDir, sled::Db, SledTaskStore, SledTaskStore) {
     let dir = tempfile::tempdir().unwrap();
     let db = sled::open(dir.path()).unwrap();
     let clock = ManualClock::new(store::T0);
     let one = SledTaskStore::with_db(db.clone(), clock.clone(), store::WINDOW).unwrap();
-    let other = SledTaskStore::with_db(db, clock, store::WINDOW).unwrap();
+    let other = SledTaskStore::with_db(db.clone(), clock, store::WINDOW).unwrap();
+    (dir, db, one, other)
+}
+
+/// Two stores on one database: each writes from the bytes it last saw without reading them
+/// again, so a change made through the other must still be seen, not overwritten.
+#[tokio::test]
+async fn a_record_changed_through_another_handle_is_seen_by_the_next_update() {
+    let (_dir, _db, one, other) = two_handles();
     let env = task("behind-its-back", "x");
     let id = env.request_id.clone();
     one.admit(env).await.unwrap();
@@ -481,11 +488,7 @@ async fn a_record_changed_through_another_handle_is_seen_by_the_next_update() {
 /// reopen), the admission is still a duplicate and leaves no trace of its own task id.
 #[tokio::test]
 async fn a_duplicate_the_store_has_not_seen_lately_is_still_a_duplicate_and_leaves_no_trace() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = sled::open(dir.path()).unwrap();
-    let clock = ManualClock::new(store::T0);
-    let one = SledTaskStore::with_db(db.clone(), clock.clone(), store::WINDOW).unwrap();
-    let other = SledTaskStore::with_db(db.clone(), clock, store::WINDOW).unwrap();
+    let (_dir, db, one, other) = two_handles();
     let first = one.admit(task("seen-elsewhere", "x")).await.unwrap();
     assert!(!first.duplicate);
     let again = task("seen-elsewhere", "x");
