@@ -60,12 +60,12 @@ impl Listeners {
         }
     }
 
-    /// Whether any subscription would receive an event published on `topic`.
     /// Whether no subscription is counted: then no topic is wanted.
     pub(crate) fn none(&self) -> bool {
         self.count.load(Ordering::SeqCst) == 0
     }
 
+    /// Whether any subscription would receive an event published on `topic`.
     pub(crate) fn wants(&self, topic: &Topic) -> bool {
         let set = self.set.read().unwrap_or_else(PoisonError::into_inner);
         set.exact.contains_key(topic) || set.patterns.iter().any(|p| p.matches(topic))

@@ -44,6 +44,13 @@ struct Generations {
 }
 
 /// Decoded records by store key, checked against the stored bytes on every read.
+impl Generations {
+    /// The record kept for `key`, the newer generation first.
+    fn get(&self, key: &[u8]) -> Option<&Kept> {
+        self.newer.get(key).or_else(|| self.older.get(key))
+    }
+}
+
 #[derive(Default)]
 pub(super) struct Decoded {
     kept: Mutex<Generations>,
@@ -97,15 +104,14 @@ impl Decoded {
 
     /// Whether a record is kept for `key` (written or read lately).
     pub(super) fn knows(&self, key: &[u8]) -> bool {
-        let kept = self.lock();
-        kept.newer.contains_key(key) || kept.older.contains_key(key)
+        self.lock().get(key).is_some()
     }
 
     /// The bytes last kept for `key` with their record: what the store holds unless someone
     /// changed it since (a compare-and-swap against these bytes tells, without a read first).
     pub(super) fn last(&self, key: &[u8]) -> Option<(IVec, TaskRecord, EnvelopeJson)> {
         let kept = self.lock();
-        let found = kept.newer.get(key).or_else(|| kept.older.get(key))?;
+        let found = kept.get(key)?;
         Some((
             found.bytes.clone(),
             found.record.clone(),
@@ -115,7 +121,7 @@ impl Decoded {
 
     fn hit(&self, key: &[u8], bytes: &IVec) -> Option<(TaskRecord, EnvelopeJson)> {
         let kept = self.lock();
-        let found = kept.newer.get(key).or_else(|| kept.older.get(key))?;
+        let found = kept.get(key)?;
         (found.bytes == *bytes).then(|| (found.record.clone(), found.envelope.clone()))
     }
 

@@ -301,10 +301,22 @@ impl SledTaskStore {
                 }
             };
             if !change(&mut record) {
-                if verified || self.is_current(key.as_bytes(), &old)? {
+                if verified {
                     return Ok(None);
                 }
-                continue; // judged on bytes no longer current: judge again on what is there
+                // Judged on kept bytes: confirmed by what the store holds, or judged again on it.
+                match self
+                    .tasks
+                    .get(key.as_bytes())
+                    .map_err(|e| BusError::storage("read task", e))?
+                {
+                    Some(now) if now == old => return Ok(None),
+                    Some(now) => {
+                        current = Some(now);
+                        continue;
+                    }
+                    None => return Err(BusError::UnknownTask(request_id.to_string())),
+                }
             }
             record.updated_ms = self.clock.now_ms();
             let new = self.decoded.encode(key.as_bytes(), &record, envelope)?;
@@ -325,15 +337,6 @@ impl SledTaskStore {
                 },
             }
         }
-    }
-
-    /// Whether the store still holds `bytes` for `key`.
-    fn is_current(&self, key: &[u8], bytes: &sled::IVec) -> Result<bool, BusError> {
-        let now = self
-            .tasks
-            .get(key)
-            .map_err(|e| BusError::storage("read task", e))?;
-        Ok(now.as_ref() == Some(bytes))
     }
 
     /// Removes terminal records older than the window. Returns how many went.
