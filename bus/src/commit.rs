@@ -148,7 +148,7 @@ impl Committer {
 }
 
 /// How many commits the last flush carried for the next one to give way first (see [`gather`]):
-/// a load that one request at a time never makes (a sequential turn's flushes carry one to three).
+/// a load that one request at a time does not make.
 const GIVE_WAY_AFTER: usize = 8;
 
 /// The waiters one flush answers: `first` and every waiter queued behind it.
