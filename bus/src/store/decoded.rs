@@ -43,7 +43,6 @@ struct Generations {
     newer_bytes: usize,
 }
 
-/// Decoded records by store key, checked against the stored bytes on every read.
 impl Generations {
     /// The record kept for `key`, the newer generation first.
     fn get(&self, key: &[u8]) -> Option<&Kept> {
@@ -51,6 +50,7 @@ impl Generations {
     }
 }
 
+/// Decoded records by store key, checked against the stored bytes on every read.
 #[derive(Default)]
 pub(super) struct Decoded {
     kept: Mutex<Generations>,

@@ -253,13 +253,16 @@ impl SledTaskStore {
         }
     }
 
+    /// The bytes stored under `key`.
+    fn stored(&self, key: &[u8]) -> Result<Option<sled::IVec>, BusError> {
+        self.tasks
+            .get(key)
+            .map_err(|e| BusError::storage("read task", e))
+    }
+
     fn read(&self, request_id: &RequestId) -> Result<Option<TaskRecord>, BusError> {
         let key = request_id.store_key();
-        let bytes = self
-            .tasks
-            .get(key.as_bytes())
-            .map_err(|e| BusError::storage("read task", e))?;
-        bytes
+        self.stored(key.as_bytes())?
             .map(|b| self.decoded.read(key.as_bytes(), &b))
             .transpose()
     }
@@ -288,10 +291,7 @@ impl SledTaskStore {
                 None => {
                     let read = match current.take() {
                         Some(bytes) => Some(bytes),
-                        None => self
-                            .tasks
-                            .get(key.as_bytes())
-                            .map_err(|e| BusError::storage("read task", e))?,
+                        None => self.stored(key.as_bytes())?,
                     };
                     let Some(old) = read else {
                         return Err(BusError::UnknownTask(request_id.to_string()));
@@ -305,11 +305,7 @@ impl SledTaskStore {
                     return Ok(None);
                 }
                 // Judged on kept bytes: confirmed by what the store holds, or judged again on it.
-                match self
-                    .tasks
-                    .get(key.as_bytes())
-                    .map_err(|e| BusError::storage("read task", e))?
-                {
+                match self.stored(key.as_bytes())? {
                     Some(now) if now == old => return Ok(None),
                     Some(now) => {
                         current = Some(now);
@@ -385,9 +381,7 @@ impl TaskStore for SledTaskStore {
             let old = if std::mem::take(&mut presumed_new) {
                 None
             } else {
-                self.tasks
-                    .get(&key)
-                    .map_err(|e| BusError::storage("read task", e))?
+                self.stored(&key)?
             };
             let mut replaced = None;
             if let Some(bytes) = &old {
