@@ -330,14 +330,12 @@ impl Subscription {
     }
 }
 
-/// Runs `work` on a task of its own and waits for it: dropping the returned future stops the
-/// waiting, not the work. A submit is two steps (store, then dispatch); run this way, a caller
-/// that gives up between them (a run cancelled mid-submit) cannot leave a task stored but never
-/// delivered, which every later duplicate would find and take as delivered.
+/// Runs `work` to its end and waits for it: dropping the returned future stops the waiting, not
+/// the work (see [`crate::to_end::ToEnd`]). A submit is two steps (store, then dispatch); run
+/// this way, a caller that gives up between them (a run cancelled mid-submit) cannot leave a task
+/// stored but never delivered, which every later duplicate would find and take as delivered.
 pub(crate) async fn run_to_end<T: Send + 'static>(
     work: impl std::future::Future<Output = Result<T, BusError>> + Send + 'static,
 ) -> Result<T, BusError> {
-    tokio::spawn(work)
-        .await
-        .map_err(|e| BusError::Closed(format!("submit stopped before its end: {e}")))?
+    crate::to_end::ToEnd::new(work).await
 }

@@ -2,6 +2,7 @@
 
 use crate::topic::Topic;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use uuid::Uuid;
@@ -66,10 +67,14 @@ impl RequestId {
     /// (JetStream KV allows `[-/_=.a-zA-Z0-9]`; `.` is escaped too, as it separates subject tokens).
     ///
     /// `-`, `/`, digits and letters stay; every other byte becomes `_` and two upper-case hex digits.
-    pub fn store_key(&self) -> String {
-        let mut key = String::with_capacity(self.0.len());
+    /// An id of those characters only is its own key (borrowed, not copied).
+    pub fn store_key(&self) -> Cow<'_, str> {
+        if self.0.bytes().all(stays_in_store_key) {
+            return Cow::Borrowed(&self.0);
+        }
+        let mut key = String::with_capacity(self.0.len() + 8);
         for b in self.0.bytes() {
-            if b.is_ascii_alphanumeric() || b == b'-' || b == b'/' {
+            if stays_in_store_key(b) {
                 key.push(char::from(b));
             } else {
                 key.push('_');
@@ -77,8 +82,13 @@ impl RequestId {
                 key.push(hex_digit(b & 0xf));
             }
         }
-        key
+        Cow::Owned(key)
     }
+}
+
+/// Whether `b` stands for itself in a store key (see [`RequestId::store_key`]).
+fn stays_in_store_key(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'-' || b == b'/'
 }
 
 fn hex_digit(n: u8) -> char {

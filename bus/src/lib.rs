@@ -30,6 +30,7 @@ pub mod nats;
 pub mod open;
 pub mod store;
 pub(crate) mod task;
+pub(crate) mod to_end;
 pub mod topic;
 
 pub use backend::{Bus, Delivery, LinkStatus, Settle, Subscription};

@@ -165,7 +165,7 @@ fn store_keys_use_only_the_restricted_alphabet_and_are_injective() {
     let ids = ["x/y:z*>+?#%", "x_2Fy", "x.y", "x_2Ey", "A-z/09", "~", "_7E"];
     let keys: Vec<String> = ids
         .iter()
-        .map(|r| RequestId::parse(r).unwrap().store_key())
+        .map(|r| RequestId::parse(r).unwrap().store_key().into_owned())
         .collect();
     for k in &keys {
         assert!(

@@ -137,7 +137,11 @@ impl Decoded {
         let added = weight(&entry);
         let mut kept = self.lock();
         if kept.newer_bytes + added > GENERATION_BYTES {
-            kept.older = std::mem::take(&mut kept.newer);
+            // The older generation's table is emptied and reused: a new one would grow (and
+            // rehash) a dozen times over while the newer generation fills again.
+            let mut emptied = std::mem::take(&mut kept.older);
+            emptied.clear();
+            kept.older = std::mem::replace(&mut kept.newer, emptied);
             kept.newer_bytes = 0;
         }
         kept.older.remove(key);

@@ -372,7 +372,7 @@ impl TaskStore for SledTaskStore {
 
     async fn admit(&self, mut env: Envelope) -> Result<Admission, BusError> {
         self.purge_if_due();
-        let key = env.request_id.store_key().into_bytes();
+        let key = env.request_id.store_key().into_owned().into_bytes();
         // A request id this store has not seen lately is most likely new: the first try swaps
         // the record in as absent without reading first (when it is there after all, the swap
         // fails and the next try reads it).
