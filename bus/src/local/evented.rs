@@ -14,8 +14,23 @@ use uuid::Uuid;
 /// Wraps a store: a first admission emits `Queued`, a start `Started`, a progress mark
 /// `Progress`, and the recorded outcome the one `Terminal` event.
 pub(crate) struct EventedStore {
-    pub(crate) inner: Arc<dyn TaskStore>,
-    pub(crate) log: Arc<EventLog>,
+    inner: Arc<dyn TaskStore>,
+    log: Arc<EventLog>,
+}
+
+impl EventedStore {
+    /// `inner`, its changes told to `log`.
+    pub(crate) fn new(inner: Arc<dyn TaskStore>, log: Arc<EventLog>) -> Self {
+        Self { inner, log }
+    }
+
+    /// True when every outcome `inner` holds came through here, so the log has heard of each (or
+    /// will, as soon as its recording returns); false when one was asked of `inner` directly
+    /// (past the log, which then never hears of it) or `inner` does not count them. Only when
+    /// false may the store hold an outcome the log is still waiting for.
+    pub(crate) fn heard_every_outcome(&self) -> bool {
+        self.inner.unannounced_outcomes() == Some(0)
+    }
 }
 
 #[async_trait]
@@ -76,7 +91,7 @@ impl TaskStore for EventedStore {
         // leave an ended task whose terminal event never comes (waiters would wait on).
         let (inner, log, request_id) = (self.inner.clone(), self.log.clone(), request_id.clone());
         crate::backend::run_to_end(async move {
-            let done = inner.complete(&request_id, outcome).await?;
+            let done = inner.complete_announced(&request_id, outcome).await?;
             if done.recorded {
                 log.append_end(&done.task);
             }

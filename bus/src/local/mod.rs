@@ -62,7 +62,9 @@ impl Default for LocalOptions {
 #[derive(Clone)]
 pub struct LocalBus {
     broker: Addr<Broker>,
+    /// `evented`, as the store it is.
     store: Arc<dyn TaskStore>,
+    evented: Arc<EventedStore>,
     log: Arc<EventLog>,
 }
 
@@ -99,10 +101,8 @@ impl LocalBus {
             )
             .only_for(listeners.clone()),
         );
-        let store: Arc<dyn TaskStore> = Arc::new(EventedStore {
-            inner: store,
-            log: log.clone(),
-        });
+        let evented = Arc::new(EventedStore::new(store, log.clone()));
+        let store: Arc<dyn TaskStore> = evented.clone();
         let acker = Arc::new(LocalAcker {
             store: store.clone(),
             log: log.clone(),
@@ -115,7 +115,12 @@ impl LocalBus {
             Some(store.clone()),
             listeners,
         ));
-        Self { broker, store, log }
+        Self {
+            broker,
+            store,
+            evented,
+            log,
+        }
     }
 
     /// The task store behind this bus. Outcomes recorded through it emit their task events.
@@ -144,7 +149,7 @@ impl LocalBus {
         let mut end = self.log.on_end(task_id);
         let ended = tokio::time::timeout_at(
             deadline,
-            stream::has_ended(&self.log, self.store.as_ref(), task_id),
+            stream::has_ended(&self.log, &self.evented, task_id),
         )
         .await
         .map_err(|_| timed_out())??;
@@ -343,7 +348,7 @@ impl Bus for LocalBus {
 
     async fn task_events(&self, task_id: Uuid) -> Result<TaskEventStream, BusError> {
         let sub = self.subscribe(Topic::task_events(task_id)).await?;
-        let replayed = stream::replay(&self.log, self.store.as_ref(), task_id).await?;
+        let replayed = stream::replay(&self.log, &self.evented, task_id).await?;
         Ok(stream::stream(replayed, sub, self.log.clone(), task_id))
     }
 

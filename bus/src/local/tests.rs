@@ -1,4 +1,5 @@
-//! The broker's mailbox seen from a submit: full, a dispatch waits for room instead of failing.
+//! The broker's mailbox seen from a submit (full, a dispatch waits for room instead of failing), and
+//! when a waiter reads the store to catch up on an outcome.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use super::{LocalBus, LocalOptions, dispatch_to};
@@ -68,4 +69,38 @@ fn a_dispatch_past_a_full_mailbox_waits_for_room_and_is_delivered() {
         assert!(seen.contains(&format!("r-{queued}")));
         arbiter.stop();
     });
+}
+
+/// Outcomes recorded through the bus leave the event log nothing to catch up on (a waiter reads
+/// no record for it); one recorded on the store directly, past the log, makes it read from then on.
+#[actix_rt::test]
+async fn the_log_skips_the_store_read_only_while_every_outcome_came_through_it() {
+    use crate::{Outcome, SledTaskStore, SystemClock, TaskStore as _};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let window = Duration::from_secs(60);
+    let store = Arc::new(SledTaskStore::open(dir.path(), Arc::new(SystemClock), window).unwrap());
+    let bus = LocalBus::with_store(store.clone(), LocalOptions::default());
+    assert!(bus.evented.heard_every_outcome(), "none asked yet");
+    let routed = bus.submit(task(1)).await.unwrap();
+    let result = serde_json::json!("through the bus");
+    bus.end(&routed.task.request_id, Outcome::Succeeded { result })
+        .await
+        .unwrap();
+    assert!(
+        bus.evented.heard_every_outcome(),
+        "the one outcome came through"
+    );
+    let direct = bus.submit(task(2)).await.unwrap();
+    let result = serde_json::json!("past the bus");
+    store
+        .complete(&direct.task.request_id, Outcome::Succeeded { result })
+        .await
+        .unwrap();
+    assert!(
+        !bus.evented.heard_every_outcome(),
+        "an outcome came past the log: the store is read"
+    );
+    let waited = bus.wait(&direct.task.request_id, window).await.unwrap();
+    assert!(waited.state.is_terminal(), "{waited:?}");
 }

@@ -52,15 +52,14 @@ impl NatsBus {
             link: nats.link.clone(),
             url: nats.url().to_string(),
         });
-        let store: Arc<dyn TaskStore> = Arc::new(EventedStore {
-            inner,
-            log: log.clone(),
-        });
+        let evented = Arc::new(EventedStore::new(inner, log.clone()));
+        let store: Arc<dyn TaskStore> = evented.clone();
         let outbox = Outbox::start(nats.link.clone(), OUTBOX_CAP);
         let bus = Self {
             shared: Arc::new(Shared {
                 nats,
                 store,
+                evented,
                 log,
                 max_attempts,
                 outbox,
@@ -450,7 +449,7 @@ impl Bus for NatsBus {
     async fn task_events(&self, task_id: Uuid) -> Result<TaskEventStream, BusError> {
         let sub = self.subscribe(Topic::task_events(task_id)).await?;
         let log = &self.shared.log;
-        let replayed = stream::replay(log, self.shared.store.as_ref(), task_id).await?;
+        let replayed = stream::replay(log, &self.shared.evented, task_id).await?;
         Ok(stream::stream(replayed, sub, log.clone(), task_id))
     }
 

@@ -29,6 +29,9 @@ const PULL_BACKOFF: Duration = Duration::from_millis(250);
 pub(super) struct Shared {
     pub(super) nats: Nats,
     pub(super) store: Arc<dyn TaskStore>,
+    /// `store`, as the evented store it is (the replay asks it whether the log heard every
+    /// outcome).
+    pub(super) evented: Arc<crate::local::evented::EventedStore>,
     pub(super) log: Arc<EventLog>,
     pub(super) max_attempts: u32,
     /// The ordered publisher of events, results and notices.

@@ -74,6 +74,23 @@ pub trait TaskStore: Send + Sync + 'static {
         outcome: Outcome,
     ) -> Result<Completion, BusError>;
 
+    /// [`TaskStore::complete`], asked by a store that announces what it records (the bus's task
+    /// events): the same write, not counted among [`TaskStore::unannounced_outcomes`].
+    async fn complete_announced(
+        &self,
+        request_id: &RequestId,
+        outcome: Outcome,
+    ) -> Result<Completion, BusError> {
+        self.complete(request_id, outcome).await
+    }
+
+    /// How many outcomes this store was asked to record by [`TaskStore::complete`] (not
+    /// [`TaskStore::complete_announced`]) so far, each counted before it is written; `None` when
+    /// it does not count them. `Some(0)`: every outcome it holds was announced (or is being).
+    fn unannounced_outcomes(&self) -> Option<u64> {
+        None
+    }
+
     /// Puts a task back to queued after a failed attempt. `None` when it is already terminal.
     async fn requeue(&self, request_id: &RequestId) -> Result<Option<TaskRecord>, BusError>;
 

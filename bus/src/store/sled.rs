@@ -45,6 +45,9 @@ pub struct SledTaskStore {
     refusals: Option<RefusalJournal>,
     /// The records last written or read, beside their bytes: a read of unchanged bytes is a clone.
     decoded: Decoded,
+    /// Outcomes asked by `complete`, not `complete_announced` (see
+    /// [`TaskStore::unannounced_outcomes`]).
+    unannounced_outcomes: AtomicU64,
 }
 
 /// What a store may have beyond its database.
@@ -98,6 +101,7 @@ impl SledTaskStore {
             next_purge_ms: AtomicU64::new(0),
             refusals: None,
             decoded: Decoded::default(),
+            unannounced_outcomes: AtomicU64::new(0),
         };
         store.migrate_legacy()?;
         let store = match &extras.refusals {
@@ -335,6 +339,39 @@ impl SledTaskStore {
         }
     }
 
+    /// Records `outcome` as the task's end, unless it ended already (see [`TaskStore::complete`]).
+    async fn record_outcome(
+        &self,
+        request_id: &RequestId,
+        outcome: Outcome,
+    ) -> Result<Completion, BusError> {
+        let updated = self
+            .update(request_id, true, |r| {
+                if r.state.is_terminal() {
+                    return false;
+                }
+                r.state = outcome.state();
+                r.outcome = Some(outcome.clone());
+                true
+            })
+            .await?;
+        match updated {
+            Some(task) => Ok(Completion {
+                task,
+                recorded: true,
+            }),
+            None => {
+                let task = self
+                    .read(request_id)?
+                    .ok_or_else(|| BusError::UnknownTask(request_id.to_string()))?;
+                Ok(Completion {
+                    task,
+                    recorded: false,
+                })
+            }
+        }
+    }
+
     /// Removes terminal records older than the window. Returns how many went.
     pub fn purge_expired(&self) -> Result<usize, BusError> {
         let mut purged = 0;
@@ -519,36 +556,26 @@ impl TaskStore for SledTaskStore {
         .await
     }
 
+    fn unannounced_outcomes(&self) -> Option<u64> {
+        Some(self.unannounced_outcomes.load(Ordering::SeqCst))
+    }
+
     async fn complete(
         &self,
         request_id: &RequestId,
         outcome: Outcome,
     ) -> Result<Completion, BusError> {
-        let updated = self
-            .update(request_id, true, |r| {
-                if r.state.is_terminal() {
-                    return false;
-                }
-                r.state = outcome.state();
-                r.outcome = Some(outcome.clone());
-                true
-            })
-            .await?;
-        match updated {
-            Some(task) => Ok(Completion {
-                task,
-                recorded: true,
-            }),
-            None => {
-                let task = self
-                    .read(request_id)?
-                    .ok_or_else(|| BusError::UnknownTask(request_id.to_string()))?;
-                Ok(Completion {
-                    task,
-                    recorded: false,
-                })
-            }
-        }
+        // Counted before anything is written (see `TaskStore::unannounced_outcomes`).
+        self.unannounced_outcomes.fetch_add(1, Ordering::SeqCst);
+        self.record_outcome(request_id, outcome).await
+    }
+
+    async fn complete_announced(
+        &self,
+        request_id: &RequestId,
+        outcome: Outcome,
+    ) -> Result<Completion, BusError> {
+        self.record_outcome(request_id, outcome).await
     }
 
     async fn requeue(&self, request_id: &RequestId) -> Result<Option<TaskRecord>, BusError> {
