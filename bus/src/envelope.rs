@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 use uuid::Uuid;
 
 /// The envelope format version written by this build.
@@ -33,7 +34,7 @@ pub enum RequestIdError {
 /// The caller's idempotency key: one request id is processed at most once inside the dedup window.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct RequestId(String);
+pub struct RequestId(Arc<str>);
 
 impl RequestId {
     /// The longest request id accepted, in bytes.
@@ -41,7 +42,7 @@ impl RequestId {
 
     /// A fresh, time-ordered request id (UUIDv7).
     pub fn random() -> Self {
-        Self(Uuid::now_v7().to_string())
+        Self(Uuid::now_v7().to_string().into())
     }
 
     /// Checks a caller-supplied id: 1–256 bytes of printable ASCII without spaces.
@@ -55,7 +56,7 @@ impl RequestId {
                 c,
             });
         }
-        Ok(Self(s.to_string()))
+        Ok(Self(s.into()))
     }
 
     /// The id as text.

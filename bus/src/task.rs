@@ -129,7 +129,7 @@ pub struct TaskRecord {
     /// A fingerprint of the admitted payload ([`crate::store::fingerprint`]); `None` in records
     /// written before it existed, which are compared by their stored payload instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fingerprint: Option<String>,
+    pub fingerprint: Option<Arc<str>>,
 }
 
 impl TaskRecord {

@@ -117,7 +117,7 @@ async fn a_record_as_the_previous_version_wrote_it_is_read_and_rewritten_in_the_
         updated_ms: store::T0,
         seq: 1,
         progress: None,
-        fingerprint: Some(bus::store::fingerprint(&payload)),
+        fingerprint: Some(bus::store::fingerprint(&payload).into()),
     };
     // The previous version's format: the record's JSON under its store key.
     let key = old.request_id.store_key();

@@ -214,7 +214,7 @@ impl TaskStore for NatsTaskStore {
                 request_id: env.request_id.clone(),
                 state: TaskState::Queued,
                 attempts: 0,
-                fingerprint: Some(fingerprint(&env.payload)),
+                fingerprint: Some(fingerprint(&env.payload).into()),
                 envelope: Arc::new(env.clone()),
                 outcome: None,
                 created_ms: now,

@@ -29,7 +29,7 @@ pub fn reuse(existing: &TaskRecord, env: &Envelope) -> Result<Admission, BusErro
     let same_fingerprint = existing
         .fingerprint
         .as_ref()
-        .is_none_or(|f| *f == fingerprint(&env.payload));
+        .is_none_or(|f| **f == *fingerprint(&env.payload));
     // A matching fingerprint is confirmed by value: a 64-bit hash can collide.
     if !same_fingerprint || existing.envelope.payload != env.payload {
         return Err(conflict(ConflictReason::OtherPayload));

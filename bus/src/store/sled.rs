@@ -463,7 +463,7 @@ impl TaskStore for SledTaskStore {
                 request_id: env.request_id.clone(),
                 state: TaskState::Queued,
                 attempts: 0,
-                fingerprint: Some(fingerprint(&env.payload)),
+                fingerprint: Some(fingerprint(&env.payload).into()),
                 envelope: Arc::new(env),
                 outcome: None,
                 created_ms: now,
