@@ -9,7 +9,19 @@ use crate::task::{Admission, TaskRecord};
 pub fn fingerprint(payload: &serde_json::Value) -> String {
     let mut hash = Fnv(0xcbf2_9ce4_8422_2325);
     canonical(payload, &mut hash);
-    format!("fnv1a64:{:016x}", hash.0)
+    fingerprint_text(hash.0)
+}
+
+/// `fnv1a64:` and `hash` in 16 lower-case hex digits, written without the formatting machinery
+/// (a fingerprint is made for every admission).
+fn fingerprint_text(hash: u64) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(24);
+    text.push_str("fnv1a64:");
+    for shift in (0..16).rev() {
+        text.push(char::from(DIGITS[((hash >> (shift * 4)) & 0xf) as usize]));
+    }
+    text
 }
 
 /// Answers a submission of `env` whose request id already has the unexpired record `existing`:
@@ -83,8 +95,23 @@ fn canonical(v: &serde_json::Value, out: &mut Fnv) {
 
 #[cfg(test)]
 mod tests {
-    use super::fingerprint;
+    use super::{fingerprint, fingerprint_text};
     use serde_json::json;
+
+    /// The text is the stored format: `fnv1a64:` and 16 lower-case hex digits, zero-padded.
+    #[test]
+    fn fingerprint_text_is_sixteen_lower_case_hex_digits() {
+        for hash in [
+            0,
+            1,
+            0xa,
+            0x0123_4567_89ab_cdef,
+            u64::MAX,
+            0xcbf2_9ce4_8422_2325,
+        ] {
+            assert_eq!(fingerprint_text(hash), format!("fnv1a64:{hash:016x}"));
+        }
+    }
 
     #[test]
     fn fingerprint_ignores_key_order_but_not_values() {
