@@ -241,9 +241,9 @@ impl Bus for LocalBus {
                 env.topic
             )));
         }
-        // Stored and dispatched as one step on a task of its own: a caller that stops waiting
-        // (a run cancelled mid-submit) must not leave a task stored but never delivered, which
-        // its duplicates would then find and never deliver either.
+        // Stored and dispatched as one step that runs to its end (`run_to_end`): a caller that
+        // stops waiting (a run cancelled mid-submit) must not leave a task stored but never
+        // delivered, which its duplicates would then find and never deliver either.
         let (store, broker) = (self.store.clone(), self.broker.clone());
         crate::backend::run_to_end(async move {
             let fresh_id = env.id;

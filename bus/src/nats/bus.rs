@@ -292,7 +292,7 @@ impl Bus for NatsBus {
                 "not connected (reconnecting with backoff); the task was not accepted, try again",
             ));
         }
-        // Stored and dispatched as one step on a task of its own (see `run_to_end`).
+        // Stored and dispatched as one step that runs to its end (see `run_to_end`).
         let this = self.clone();
         crate::backend::run_to_end(async move {
             let fresh_id = env.id;
