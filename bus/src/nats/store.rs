@@ -11,7 +11,7 @@ use super::Nats;
 use crate::clock::Clock;
 use crate::envelope::{Envelope, RequestId};
 use crate::error::BusError;
-use crate::store::{Completion, TaskStore, fingerprint, reuse};
+use crate::store::{Completion, TaskStore, end_with, fingerprint, reuse};
 use crate::task::{Admission, Outcome, TaskRecord, TaskState};
 use async_nats::jetstream::kv;
 use async_trait::async_trait;
@@ -284,16 +284,7 @@ impl TaskStore for NatsTaskStore {
         request_id: &RequestId,
         outcome: Outcome,
     ) -> Result<Completion, BusError> {
-        let updated = self
-            .update(request_id, |r| {
-                if r.state.is_terminal() {
-                    return false;
-                }
-                r.state = outcome.state();
-                r.outcome = Some(outcome.clone());
-                true
-            })
-            .await?;
+        let updated = self.update(request_id, |r| end_with(r, &outcome)).await?;
         match updated {
             Some(task) => Ok(Completion {
                 task,

@@ -12,6 +12,7 @@ mod sled;
 
 pub use self::sled::{SledTaskStore, StoreExtras};
 pub use refusals::RefusalJournal;
+pub(crate) use rules::end_with;
 pub use rules::{fingerprint, reuse};
 
 use crate::envelope::{Envelope, RequestId};

@@ -8,7 +8,7 @@
 
 use crate::envelope::Envelope;
 use crate::error::BusError;
-use crate::task::{TaskRecord, TaskState};
+use crate::task::TaskRecord;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use uuid::Uuid;
@@ -49,7 +49,7 @@ pub(super) fn encode_with(r: &TaskRecord, envelope: &RawValue) -> Result<Vec<u8>
     out.extend_from_slice(b"\",\"request_id\":");
     json_str(&mut out, r.request_id.as_str())?;
     out.extend_from_slice(b",\"state\":\"");
-    out.extend_from_slice(state_name(r.state).as_bytes());
+    out.extend_from_slice(r.state.as_str().as_bytes());
     out.extend_from_slice(b"\",\"attempts\":");
     json(&mut out, &r.attempts)?;
     out.extend_from_slice(b",\"envelope\":");
@@ -76,19 +76,6 @@ pub(super) fn encode_with(r: &TaskRecord, envelope: &RawValue) -> Result<Vec<u8>
     Ok(out)
 }
 
-/// The name serde gives `state` (`rename_all = "snake_case"`); a test holds the two to agreeing.
-fn state_name(state: TaskState) -> &'static str {
-    match state {
-        TaskState::Queued => "queued",
-        TaskState::Running => "running",
-        TaskState::Succeeded => "succeeded",
-        TaskState::Failed => "failed",
-        TaskState::Cancelled => "cancelled",
-        TaskState::TimedOut => "timed_out",
-        TaskState::DeadLettered => "dead_lettered",
-    }
-}
-
 /// `s` as a JSON string: as it is when nothing in it needs escaping (serde escapes only `"`, `\`
 /// and control characters), else escaped by serde.
 fn json_str(out: &mut Vec<u8>, s: &str) -> Result<(), BusError> {
@@ -110,7 +97,7 @@ fn json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> Result<(), BusEr
 mod tests {
     use super::*;
     use crate::envelope::RequestId;
-    use crate::task::Outcome;
+    use crate::task::{Outcome, TaskState};
     use crate::topic::Topic;
     use serde_json::json;
 

@@ -1,8 +1,19 @@
-//! The task rules every store applies: duplicate or conflict, and payload fingerprints.
+//! The task rules every store applies: duplicate or conflict, the first outcome wins, and payload
+//! fingerprints.
 
 use crate::envelope::Envelope;
 use crate::error::{BusError, ConflictReason};
-use crate::task::{Admission, TaskRecord};
+use crate::task::{Admission, Outcome, TaskRecord};
+
+/// Ends `r` with `outcome` unless it has ended already (the first outcome wins); true when it did.
+pub(crate) fn end_with(r: &mut TaskRecord, outcome: &Outcome) -> bool {
+    if r.state.is_terminal() {
+        return false;
+    }
+    r.state = outcome.state();
+    r.outcome = Some(outcome.clone());
+    true
+}
 
 /// A stable fingerprint of a payload: FNV-1a (64 bit) over its canonical JSON (object keys
 /// sorted, no white space), as `fnv1a64:<16 hex digits>`.

@@ -7,7 +7,7 @@
 use super::decoded::Decoded;
 use super::record_bytes::{decode, encode};
 use super::refusals::RefusalJournal;
-use super::{Completion, TaskStore, fingerprint, reuse};
+use super::{Completion, TaskStore, end_with, fingerprint, reuse};
 use crate::clock::Clock;
 use crate::commit::{CommitStats, Committer, FlushFault};
 use crate::envelope::{Envelope, RequestId};
@@ -346,14 +346,7 @@ impl SledTaskStore {
         outcome: Outcome,
     ) -> Result<Completion, BusError> {
         let updated = self
-            .update(request_id, true, |r| {
-                if r.state.is_terminal() {
-                    return false;
-                }
-                r.state = outcome.state();
-                r.outcome = Some(outcome.clone());
-                true
-            })
+            .update(request_id, true, |r| end_with(r, &outcome))
             .await?;
         match updated {
             Some(task) => Ok(Completion {
