@@ -2,7 +2,8 @@
 //!
 //! The work is polled in the caller's own task, so a submit or a completion costs no hand-off to
 //! another task and back (a spawned task, its scheduling, and the wake of the caller when it
-//! ends: about a tenth of a bus task's instructions, and a thread woken more often than not).
+//! ends: 4 % of a bus task's instructions, counted by callgrind on `cargo bench -p bus --bench
+//! tasks`).
 //! Only when the caller drops it before its end is the rest of it spawned, to end there.
 
 use crate::error::BusError;
