@@ -115,6 +115,17 @@ pub enum Kind {
     Result,
 }
 
+impl Kind {
+    /// The kind's wire name (`task`, `event`, `result`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Task => "task",
+            Self::Event => "event",
+            Self::Result => "result",
+        }
+    }
+}
+
 /// A message on the bus. Serde-only data: it crosses process and machine boundaries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Envelope {

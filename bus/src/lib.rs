@@ -22,6 +22,7 @@ pub mod commit;
 pub(crate) mod envelope;
 pub(crate) mod error;
 pub mod events;
+pub(crate) mod fast_map;
 pub mod kv;
 pub mod local;
 pub mod log;

@@ -1,11 +1,11 @@
 //! Dot-separated topics with NATS-style `*` and `>` wildcards.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
 use std::fmt;
 
 /// A topic (`agent.researcher`) or, in a subscription, a pattern (`agent.*`, `agent.>`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[serde(try_from = "String")]
 pub struct Topic(String);
 
 /// Why a string is not a topic.
@@ -153,6 +153,13 @@ impl TryFrom<String> for Topic {
 impl From<Topic> for String {
     fn from(t: Topic) -> String {
         t.0
+    }
+}
+
+/// Written as its text, borrowed (serde's `into = "String"` would copy it first).
+impl Serialize for Topic {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
     }
 }
 

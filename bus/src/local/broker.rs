@@ -2,12 +2,13 @@
 
 use crate::backend::{Acker, Delivery, Settle};
 use crate::envelope::Envelope;
+use crate::fast_map::FastMap;
 use crate::local::listeners::Listeners;
 use crate::store::TaskStore;
 use crate::task::Outcome;
 use crate::topic::Topic;
 use actix::{Actor, ActorFutureExt as _, AsyncContext, Context, Handler, Message, WrapFuture as _};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -35,9 +36,9 @@ pub(super) struct Broker {
     subs: Vec<Sub>,
     /// Broadcast subscriptions to one concrete topic (a waiter's `events.task.<id>`), by topic:
     /// a publish finds them without matching every subscription.
-    exact: HashMap<Topic, Vec<Sub>>,
+    exact: FastMap<Topic, Vec<Sub>>,
     /// The topic of each subscription in `exact`, by id.
-    exact_of: HashMap<u64, Topic>,
+    exact_of: FastMap<u64, Topic>,
     next_id: u64,
     /// Round-robin cursor over consumers.
     turn: usize,
@@ -67,8 +68,8 @@ impl Broker {
             acker,
             max_attempts,
             subs: Vec::new(),
-            exact: HashMap::new(),
-            exact_of: HashMap::new(),
+            exact: FastMap::default(),
+            exact_of: FastMap::default(),
             next_id: 0,
             turn: 0,
             parked: VecDeque::new(),

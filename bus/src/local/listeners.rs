@@ -7,8 +7,8 @@
 //! publish reaches the broker after the subscription. A subscription the broker drops is taken
 //! out here too; one counted a moment too long only costs a publish nobody receives.
 
+use crate::fast_map::FastMap;
 use crate::topic::Topic;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{PoisonError, RwLock};
 
@@ -23,7 +23,7 @@ pub(crate) struct Listeners {
 #[derive(Debug, Default)]
 struct Set {
     /// Subscriptions to one concrete topic, counted.
-    exact: HashMap<Topic, usize>,
+    exact: FastMap<Topic, usize>,
     /// Pattern subscriptions (`events.agent.>`), one entry each.
     patterns: Vec<Topic>,
 }

@@ -8,10 +8,11 @@
 use crate::clock::Clock;
 use crate::envelope::{Envelope, RequestId};
 use crate::events::{TaskEvent, TaskEventKind};
+use crate::fast_map::FastMap;
 use crate::local::listeners::Listeners;
 use crate::task::{Outcome, TaskRecord};
 use crate::topic::Topic;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::oneshot;
 use uuid::Uuid;
@@ -92,9 +93,9 @@ struct TaskLog {
 
 #[derive(Default)]
 struct State {
-    logs: HashMap<Uuid, TaskLog>,
+    logs: FastMap<Uuid, TaskLog>,
     /// Who waits for a task's terminal event ([`EventLog::on_end`]), by task.
-    ends: HashMap<Uuid, Vec<oneshot::Sender<Ended>>>,
+    ends: FastMap<Uuid, Vec<oneshot::Sender<Ended>>>,
     born: u64,
     /// The logs holding their terminal event, by creation order (`born`): eviction takes the
     /// oldest first without sorting every log.

@@ -14,10 +14,9 @@
 use super::record_bytes::encode;
 use super::record_bytes::{decode, encode_envelope, encode_with};
 use crate::error::BusError;
+use crate::fast_map::FastMap;
 use crate::task::TaskRecord;
-use serde_json::value::RawValue;
 use sled::IVec;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// What one generation holds before it becomes the older one (and the older one goes), in bytes
@@ -33,12 +32,12 @@ struct Kept {
 }
 
 /// The JSON of a record's envelope, as kept from its last write here.
-pub(super) type EnvelopeJson = Option<Arc<RawValue>>;
+pub(super) type EnvelopeJson = Option<Arc<str>>;
 
 #[derive(Default)]
 struct Generations {
-    newer: HashMap<IVec, Kept>,
-    older: HashMap<IVec, Kept>,
+    newer: FastMap<IVec, Kept>,
+    older: FastMap<IVec, Kept>,
     /// The [`weight`] of what `newer` keeps.
     newer_bytes: usize,
 }
@@ -155,7 +154,7 @@ impl Decoded {
 /// What a kept record takes, about: its bytes, its envelope's JSON, and the decoded record
 /// (counted as its bytes again).
 fn weight(kept: &Kept) -> usize {
-    2 * kept.bytes.len() + kept.envelope.as_ref().map_or(0, |e| e.get().len())
+    2 * kept.bytes.len() + kept.envelope.as_ref().map_or(0, |e| e.len())
 }
 
 /// False for the one record shape whose decoding differs from itself: a progress note that is
