@@ -128,7 +128,12 @@ fn uuid(out: &mut Vec<u8>, id: Uuid) {
 /// `s` as a JSON string: as it is when nothing in it needs escaping (serde escapes only `"`, `\`
 /// and control characters), else escaped by serde.
 fn json_str(out: &mut Vec<u8>, s: &str) -> Result<(), BusError> {
-    if s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+    // Folded over every byte rather than stopped at the first: the compiler then checks 16 or
+    // 32 bytes at a time.
+    let needs_escaping = s.bytes().fold(false, |any, b| {
+        any | (b == b'"') | (b == b'\\') | (b < 0x20)
+    });
+    if needs_escaping {
         return json(out, s);
     }
     out.push(b'"');
