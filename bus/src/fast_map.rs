@@ -1,11 +1,14 @@
-//! The hash map of the bus's per-task paths (the store's kept records, the task event logs, the
-//! broker's topics).
+//! The hash map of the bus's per-task paths: the store's kept records, the task event logs, the
+//! broker's and the listeners' topics.
 //!
-//! std's `HashMap` hashes with SipHash-1-3: a bus task hashed a key about 28 times and those
-//! hashes were 5 % of its instructions. foldhash is several times cheaper for keys this short
-//! and, like std's, seeded at random per process (and per map), so keys taken from outside (a
-//! request id, a topic) cannot be chosen to collide without knowing the seed; the maps that hold
-//! such keys are bounded besides.
+//! std's `HashMap` hashes with SipHash-1-3: a bus task hashed a key about 28 times, and those
+//! hashes were 5 % of its instructions. foldhash costs a fraction of that for keys this short. It
+//! is seeded at random per process and per map, like std's, so no fixed list of keys collides in
+//! every daemon; it does not claim to stand against an attacker who studies one daemon's timings
+//! to learn its seed. The one map here keyed by text from outside, the store's kept records (by
+//! request id), holds two generations of 256 KiB of records (a few thousand entries at most), so
+//! even keys made to collide cost a bounded scan there, not an unbounded one; the others are keyed
+//! by ids and topics this process made or subscribed.
 
 /// A `HashMap` hashed with foldhash (see the module's text); made with `FastMap::default()`.
 pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
