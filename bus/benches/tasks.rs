@@ -1,7 +1,9 @@
 //! Bus task throughput, local beside NATS JetStream: `cargo bench -p bus --bench tasks`.
 //! Printed, never asserted. The workload is the `figures` bench's first figure (submit →
-//! deliver → complete, dedup on, 256 in flight), then how many commits each flush of the local
-//! store carried. It runs on mimalloc, the daemon's allocator (with glibc's malloc the same
+//! deliver → complete, dedup on, 256 in flight, a number as each task's payload and result),
+//! then how many commits each flush of the local store carried, then the same workload with a
+//! text of [`TEXT_BYTES`] bytes (with a line break, as prompts and answers have) as each task's
+//! payload and result, on a fresh store: what a task's own bytes cost. It runs on mimalloc, the daemon's allocator (with glibc's malloc the same
 //! workload ran at about 55 % of the rate). NATS runs when `CLAWBUS_BENCH_NATS` names a
 //! server (≥ 2.11, JetStream on), e.g. `nats://127.0.0.1:4222`; each run uses a fresh prefix.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
@@ -22,6 +24,20 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const TASKS: usize = 20_000;
 const IN_FLIGHT: usize = 256;
+/// The size of the text payload of the second local run.
+const TEXT_BYTES: usize = 400;
+
+/// Task `i`'s payload: the number `i`.
+fn number(i: usize) -> serde_json::Value {
+    json!(i)
+}
+
+/// Task `i`'s payload: a text of [`TEXT_BYTES`] bytes that starts with `i`.
+fn text(i: usize) -> serde_json::Value {
+    let mut t = format!("task {i}: please summarise this.\n");
+    t.extend(std::iter::repeat_n('x', TEXT_BYTES.saturating_sub(t.len())));
+    json!(t)
+}
 
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -34,7 +50,7 @@ fn main() {
         let store = SledTaskStore::open(dir.path(), Arc::new(SystemClock), DEFAULT_WINDOW);
         let store = Arc::new(store.unwrap());
         let local = LocalBus::with_store(store.clone(), LocalOptions::default());
-        run("local (sled)", Arc::new(local), TASKS).await;
+        run("local (sled)", Arc::new(local), TASKS, number).await;
         let grouped = store.commit_stats();
         println!(
             "local (sled): {} commits in {} flushes = {:.2} commits per flush",
@@ -42,6 +58,11 @@ fn main() {
             grouped.flushes,
             grouped.commits as f64 / grouped.flushes.max(1) as f64
         );
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledTaskStore::open(dir.path(), Arc::new(SystemClock), DEFAULT_WINDOW);
+        let local = LocalBus::with_store(Arc::new(store.unwrap()), LocalOptions::default());
+        let name = format!("local (sled), {TEXT_BYTES}-byte text payloads");
+        run(&name, Arc::new(local), TASKS, text).await;
         match std::env::var("CLAWBUS_BENCH_NATS") {
             Ok(url) => {
                 let mut opts = NatsOptions::new(url);
@@ -51,14 +72,20 @@ fn main() {
                 let bus = NatsBus::open(nats, Arc::new(SystemClock), window, 5)
                     .await
                     .unwrap();
-                run("nats (JetStream, one node)", Arc::new(bus), TASKS / 4).await;
+                run(
+                    "nats (JetStream, one node)",
+                    Arc::new(bus),
+                    TASKS / 4,
+                    number,
+                )
+                .await;
             }
             Err(_) => println!("nats: skipped (set CLAWBUS_BENCH_NATS=nats://HOST:PORT)"),
         }
     });
 }
 
-async fn run(name: &str, bus: Arc<dyn Bus>, tasks: usize) {
+async fn run(name: &str, bus: Arc<dyn Bus>, tasks: usize, payload: fn(usize) -> serde_json::Value) {
     let mut sub = bus.consume(Topic::parse("bench.>").unwrap()).await.unwrap();
     let consumer = tokio::spawn(async move {
         while let Some(d) = sub.next().await {
@@ -80,7 +107,7 @@ async fn run(name: &str, bus: Arc<dyn Bus>, tasks: usize) {
             let env = Envelope::task(
                 topic,
                 RequestId::parse(&format!("bench-{i}")).unwrap(),
-                json!(i),
+                payload(i),
             );
             bus.request(env, Duration::from_secs(120)).await.unwrap();
             drop(permit);

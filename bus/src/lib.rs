@@ -23,6 +23,7 @@ pub(crate) mod envelope;
 pub(crate) mod error;
 pub mod events;
 pub(crate) mod fast_map;
+pub(crate) mod json_text;
 pub mod kv;
 pub mod local;
 pub mod log;

@@ -9,6 +9,13 @@
 //!
 //! A record kept from a write also keeps its envelope's JSON, which the next write of that record
 //! copies instead of encoding the envelope again (see [`super::record_bytes`]).
+//!
+//! An ended record written here is not kept, and what was kept for its key goes: nothing writes
+//! it again, and only a later duplicate or lookup reads it (decoded once then, and kept as read).
+//! So the budget holds the tasks in flight, not the last ones that ended: with ended records kept,
+//! 256 tasks in flight with 400-byte payloads overflowed it, and a third of each start and
+//! outcome went into decoding its record again. A duplicate of an ended task is then presumed
+//! new once (see `SledTaskStore::admit`), as one of a task evicted from here always was.
 
 #[cfg(test)]
 use super::record_bytes::encode;
@@ -20,8 +27,9 @@ use sled::IVec;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// What one generation holds before it becomes the older one (and the older one goes), in bytes
-/// as [`weight`] counts them.
-const GENERATION_BYTES: usize = 256 * 1024;
+/// as [`weight`] counts them. Only the records of tasks in flight stay (ended ones are dropped),
+/// so this is reached only when that many are in flight at once.
+const GENERATION_BYTES: usize = 512 * 1024;
 
 /// A record and the bytes it was decoded from or encoded to.
 struct Kept {
@@ -85,7 +93,8 @@ impl Decoded {
     /// Encodes `record` for writing under `key`, copying `envelope` (the JSON of its envelope,
     /// from [`Decoded::read_for_update`]) or else encoding its envelope, and keeps it as the
     /// record those bytes stand for (whether or not the write then happens: a read answers it
-    /// only for these very bytes).
+    /// only for these very bytes); an ended record is not kept, and what was kept for `key`
+    /// goes.
     pub(super) fn encode(
         &self,
         key: &[u8],
@@ -97,7 +106,11 @@ impl Decoded {
             None => Arc::from(encode_envelope(&record.envelope)?),
         };
         let bytes = IVec::from(encode_with(record, &envelope)?);
-        self.keep(key, bytes.clone(), record.clone(), Some(envelope));
+        if record.state.is_terminal() {
+            self.forget(key);
+        } else {
+            self.keep(key, bytes.clone(), record.clone(), Some(envelope));
+        }
         Ok(bytes)
     }
 
@@ -122,6 +135,15 @@ impl Decoded {
         let kept = self.lock();
         let found = kept.get(key)?;
         (found.bytes == *bytes).then(|| (found.record.clone(), found.envelope.clone()))
+    }
+
+    /// Drops what is kept for `key`.
+    fn forget(&self, key: &[u8]) {
+        let mut kept = self.lock();
+        kept.older.remove(key);
+        if let Some(gone) = kept.newer.remove(key) {
+            kept.newer_bytes = kept.newer_bytes.saturating_sub(weight(&gone));
+        }
     }
 
     fn keep(&self, key: &[u8], bytes: IVec, record: TaskRecord, envelope: EnvelopeJson) {
@@ -227,6 +249,36 @@ mod tests {
         assert_eq!(decoded.read(b"k", &elsewhere).unwrap(), changed);
         let kept = decoded.hit(b"k", &elsewhere).map(|(r, _)| r);
         assert_eq!(kept, Some(changed), "kept once decoded");
+    }
+
+    #[test]
+    fn an_ended_record_written_is_not_kept_and_what_was_kept_for_it_goes() {
+        let decoded = Decoded::default();
+        let running = record(1);
+        let bytes = decoded.encode(b"k", &running, None).unwrap();
+        let weight_running = decoded.lock().newer_bytes;
+        assert!(decoded.hit(b"k", &bytes).is_some());
+        let mut ended = running.clone();
+        ended.state = TaskState::Succeeded;
+        let ended_bytes = decoded.encode(b"k", &ended, None).unwrap();
+        assert!(!decoded.knows(b"k"), "nothing kept for the ended task");
+        assert_eq!(decoded.lock().newer_bytes, 0, "its weight went with it");
+        assert!(weight_running > 0);
+        // Read later (a duplicate, a lookup): decoded once, then kept as read.
+        assert_eq!(decoded.read(b"k", &ended_bytes).unwrap(), ended);
+        assert!(decoded.hit(b"k", &ended_bytes).is_some());
+        // The same from the older generation.
+        let other = Decoded::default();
+        other.encode(b"k", &running, None).unwrap();
+        {
+            let mut kept = other.lock();
+            let newer = std::mem::take(&mut kept.newer);
+            kept.older = newer;
+            kept.newer_bytes = 0;
+        }
+        assert!(other.knows(b"k"));
+        other.encode(b"k", &ended, None).unwrap();
+        assert!(!other.knows(b"k"));
     }
 
     #[test]

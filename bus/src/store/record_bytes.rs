@@ -8,7 +8,8 @@
 
 use crate::envelope::Envelope;
 use crate::error::BusError;
-use crate::task::TaskRecord;
+use crate::json_text::{write_str, write_value};
+use crate::task::{Outcome, TaskRecord};
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -34,19 +35,19 @@ pub(super) fn encode_envelope(env: &Envelope) -> Result<String, BusError> {
     out.extend_from_slice(b",\"id\":");
     uuid(&mut out, env.id);
     out.extend_from_slice(b",\"request_id\":");
-    json_str(&mut out, env.request_id.as_str())?;
+    write_str(&mut out, env.request_id.as_str());
     out.extend_from_slice(b",\"topic\":");
-    json_str(&mut out, env.topic.as_str())?;
+    write_str(&mut out, env.topic.as_str());
     out.extend_from_slice(b",\"kind\":\"");
     out.extend_from_slice(env.kind.as_str().as_bytes());
     out.push(b'"');
     if let Some(from) = &env.from {
         out.extend_from_slice(b",\"from\":");
-        json_str(&mut out, from)?;
+        write_str(&mut out, from);
     }
     if let Some(reply_to) = &env.reply_to {
         out.extend_from_slice(b",\"reply_to\":");
-        json_str(&mut out, reply_to.as_str())?;
+        write_str(&mut out, reply_to.as_str());
     }
     if let Some(deadline) = &env.deadline {
         out.extend_from_slice(b",\"deadline\":");
@@ -60,14 +61,14 @@ pub(super) fn encode_envelope(env: &Envelope) -> Result<String, BusError> {
             if n > 0 {
                 out.push(b',');
             }
-            json_str(&mut out, name)?;
+            write_str(&mut out, name);
             out.push(b':');
-            json_str(&mut out, value)?;
+            write_str(&mut out, value);
         }
         out.push(b'}');
     }
     out.extend_from_slice(b",\"payload\":");
-    json(&mut out, &env.payload)?;
+    write_value(&mut out, &env.payload);
     out.push(b'}');
     String::from_utf8(out).map_err(|e| BusError::Corrupt(format!("encode task envelope: {e}")))
 }
@@ -85,7 +86,7 @@ pub(super) fn encode_with(r: &TaskRecord, envelope: &str) -> Result<Vec<u8>, Bus
     out.extend_from_slice(b"{\"task_id\":");
     uuid(&mut out, r.task_id);
     out.extend_from_slice(b",\"request_id\":");
-    json_str(&mut out, r.request_id.as_str())?;
+    write_str(&mut out, r.request_id.as_str());
     out.extend_from_slice(b",\"state\":\"");
     out.extend_from_slice(r.state.as_str().as_bytes());
     out.extend_from_slice(b"\",\"attempts\":");
@@ -94,7 +95,7 @@ pub(super) fn encode_with(r: &TaskRecord, envelope: &str) -> Result<Vec<u8>, Bus
     out.extend_from_slice(envelope);
     if let Some(outcome) = &r.outcome {
         out.extend_from_slice(b",\"outcome\":");
-        json(&mut out, outcome)?;
+        write_outcome(&mut out, outcome);
     }
     out.extend_from_slice(b",\"created_ms\":");
     json(&mut out, &r.created_ms)?;
@@ -108,7 +109,7 @@ pub(super) fn encode_with(r: &TaskRecord, envelope: &str) -> Result<Vec<u8>, Bus
     }
     if let Some(fingerprint) = &r.fingerprint {
         out.extend_from_slice(b",\"fingerprint\":");
-        json_str(&mut out, fingerprint)?;
+        write_str(&mut out, fingerprint);
     }
     out.push(b'}');
     Ok(out)
@@ -125,21 +126,27 @@ fn uuid(out: &mut Vec<u8>, id: Uuid) {
     out.push(b'"');
 }
 
-/// `s` as a JSON string: as it is when nothing in it needs escaping (serde escapes only `"`, `\`
-/// and control characters), else escaped by serde.
-fn json_str(out: &mut Vec<u8>, s: &str) -> Result<(), BusError> {
-    // Folded over every byte rather than stopped at the first: the compiler then checks 16 or
-    // 32 bytes at a time.
-    let needs_escaping = s.bytes().fold(false, |any, b| {
-        any | (b == b'"') | (b == b'\\') | (b < 0x20)
-    });
-    if needs_escaping {
-        return json(out, s);
-    }
-    out.push(b'"');
-    out.extend_from_slice(s.as_bytes());
-    out.push(b'"');
-    Ok(())
+/// `outcome` as serde writes it (internally tagged by `state`).
+fn write_outcome(out: &mut Vec<u8>, outcome: &Outcome) {
+    let (state, field, text) = match outcome {
+        Outcome::Succeeded { result } => {
+            out.extend_from_slice(b"{\"state\":\"succeeded\",\"result\":");
+            write_value(out, result);
+            out.push(b'}');
+            return;
+        }
+        Outcome::Failed { error } => ("failed", "error", error),
+        Outcome::Cancelled { reason } => ("cancelled", "reason", reason),
+        Outcome::TimedOut { error } => ("timed_out", "error", error),
+        Outcome::DeadLettered { error } => ("dead_lettered", "error", error),
+    };
+    out.extend_from_slice(b"{\"state\":\"");
+    out.extend_from_slice(state.as_bytes());
+    out.extend_from_slice(b"\",\"");
+    out.extend_from_slice(field.as_bytes());
+    out.extend_from_slice(b"\":");
+    write_str(out, text);
+    out.push(b'}');
 }
 
 fn json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> Result<(), BusError> {
@@ -243,7 +250,32 @@ mod tests {
             state,
             ..bare.clone()
         });
-        for r in [full, bare, escaped].into_iter().chain(every_state) {
+        let text = "line\n\"quoted\" \\ é \u{1f}".to_string();
+        let outcomes = [
+            Outcome::Succeeded {
+                result: json!([text.clone(), 1e20, -0.5, { "b": null, "a": true }]),
+            },
+            Outcome::Failed {
+                error: text.clone(),
+            },
+            Outcome::Cancelled {
+                reason: text.clone(),
+            },
+            Outcome::TimedOut {
+                error: text.clone(),
+            },
+            Outcome::DeadLettered { error: text },
+        ];
+        let every_outcome = outcomes.map(|outcome| TaskRecord {
+            state: outcome.state(),
+            outcome: Some(outcome),
+            ..bare.clone()
+        });
+        for r in [full, bare, escaped]
+            .into_iter()
+            .chain(every_state)
+            .chain(every_outcome)
+        {
             let envelope = encode_envelope(&r.envelope).unwrap();
             let bytes = encode_with(&r, &envelope).unwrap();
             assert_eq!(

@@ -3,6 +3,7 @@
 
 use crate::envelope::Envelope;
 use crate::error::{BusError, ConflictReason};
+use crate::json_text::{write_str, write_value};
 use crate::task::{Admission, Outcome, TaskRecord};
 
 /// Ends `r` with `outcome` unless it has ended already (the first outcome wins); true when it did.
@@ -18,9 +19,9 @@ pub(crate) fn end_with(r: &mut TaskRecord, outcome: &Outcome) -> bool {
 /// A stable fingerprint of a payload: FNV-1a (64 bit) over its canonical JSON (object keys
 /// sorted, no white space), as `fnv1a64:<16 hex digits>`.
 pub fn fingerprint(payload: &serde_json::Value) -> String {
-    let mut hash = Fnv(0xcbf2_9ce4_8422_2325);
-    canonical(payload, &mut hash);
-    fingerprint_text(hash.0)
+    let mut text = Vec::new();
+    canonical(payload, &mut text);
+    fingerprint_text(crate::kv::fnv1a_from(0xcbf2_9ce4_8422_2325, &text))
 }
 
 /// `fnv1a64:` and `hash` in 16 lower-case hex digits, written without the formatting machinery
@@ -63,44 +64,38 @@ pub fn reuse(existing: &TaskRecord, env: &Envelope) -> Result<Admission, BusErro
     })
 }
 
-struct Fnv(u64);
-
-impl Fnv {
-    fn write(&mut self, bytes: &[u8]) {
-        self.0 = crate::kv::fnv1a_from(self.0, bytes);
-    }
-}
-
-fn canonical(v: &serde_json::Value, out: &mut Fnv) {
+/// `v`'s canonical JSON: object members sorted by name, no white space, every string and number
+/// as serde writes it.
+fn canonical(v: &serde_json::Value, out: &mut Vec<u8>) {
     use serde_json::Value;
     match v {
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.write(b"{");
-            for (i, k) in keys.into_iter().enumerate() {
+            // Sorted here, not trusted to the map: its order is serde_json's choice (a feature
+            // of any crate in the build can make it keep insertion order).
+            let mut members: Vec<(&String, &Value)> = map.iter().collect();
+            members.sort_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (i, (name, inner)) in members.into_iter().enumerate() {
                 if i > 0 {
-                    out.write(b",");
+                    out.push(b',');
                 }
-                out.write(Value::String(k.clone()).to_string().as_bytes());
-                out.write(b":");
-                if let Some(inner) = map.get(k) {
-                    canonical(inner, out);
-                }
+                write_str(out, name);
+                out.push(b':');
+                canonical(inner, out);
             }
-            out.write(b"}");
+            out.push(b'}');
         }
         Value::Array(items) => {
-            out.write(b"[");
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.write(b",");
+                    out.push(b',');
                 }
                 canonical(item, out);
             }
-            out.write(b"]");
+            out.push(b']');
         }
-        scalar => out.write(scalar.to_string().as_bytes()),
+        scalar => write_value(out, scalar),
     }
 }
 
@@ -122,6 +117,69 @@ mod tests {
         ] {
             assert_eq!(fingerprint_text(hash), format!("fnv1a64:{hash:016x}"));
         }
+    }
+
+    /// The fingerprint as it was made before its canonical text had a writer of its own (through
+    /// serde's `Display` of each key and scalar): stored records hold such fingerprints, so a
+    /// payload must keep its fingerprint.
+    fn fingerprint_through_serde(payload: &serde_json::Value) -> String {
+        fn canonical(v: &serde_json::Value, out: &mut Vec<u8>) {
+            use serde_json::Value;
+            match v {
+                Value::Object(map) => {
+                    let mut keys: Vec<&String> = map.keys().collect();
+                    keys.sort();
+                    out.push(b'{');
+                    for (i, k) in keys.into_iter().enumerate() {
+                        if i > 0 {
+                            out.push(b',');
+                        }
+                        out.extend_from_slice(Value::String(k.clone()).to_string().as_bytes());
+                        out.push(b':');
+                        canonical(&map[k], out);
+                    }
+                    out.push(b'}');
+                }
+                Value::Array(items) => {
+                    out.push(b'[');
+                    for (i, item) in items.iter().enumerate() {
+                        if i > 0 {
+                            out.push(b',');
+                        }
+                        canonical(item, out);
+                    }
+                    out.push(b']');
+                }
+                scalar => out.extend_from_slice(scalar.to_string().as_bytes()),
+            }
+        }
+        let mut text = Vec::new();
+        canonical(payload, &mut text);
+        fingerprint_text(crate::kv::fnv1a_from(0xcbf2_9ce4_8422_2325, &text))
+    }
+
+    #[test]
+    fn a_payload_keeps_the_fingerprint_it_had() {
+        let payloads = [
+            json!(null),
+            json!(7),
+            json!(-2.5e-9),
+            json!("line\n\"quoted\" \\ é \u{1}"),
+            json!({ "text": "x".repeat(100), "zeta": [1, 2.5, null, true], "alpha": { "b": "c", "a": [] } }),
+            json!([{ "k\t": "v" }, "🦀", u64::MAX, i64::MIN]),
+        ];
+        for payload in &payloads {
+            assert_eq!(
+                fingerprint(payload),
+                fingerprint_through_serde(payload),
+                "{payload}"
+            );
+        }
+        // And one written down: a change of the canonical text or of the hash shows here.
+        assert_eq!(
+            fingerprint(&json!({ "b": [1, "x"], "a": null })),
+            "fnv1a64:12d0ea61b8f5b23c"
+        );
     }
 
     #[test]
