@@ -3,9 +3,11 @@
 //! deliver → complete, dedup on, 256 in flight, a number as each task's payload and result),
 //! then how many commits each flush of the local store carried, then the same workload with a
 //! text of [`TEXT_BYTES`] bytes (with a line break, as prompts and answers have) as each task's
-//! payload and result, on a fresh store: what a task's own bytes cost. It runs on mimalloc, the daemon's allocator (with glibc's malloc the same
-//! workload ran at about 55 % of the rate). NATS runs when `CLAWBUS_BENCH_NATS` names a
-//! server (≥ 2.11, JetStream on), e.g. `nats://127.0.0.1:4222`; each run uses a fresh prefix.
+//! payload and result, on a fresh store: what a task's own bytes cost. `-- number` or `-- text`
+//! runs only that local run (cargo passes `--bench`; other arguments pick runs). It runs on
+//! mimalloc, the daemon's allocator (with glibc's malloc the same workload ran at about 55 % of
+//! the rate). NATS runs when `CLAWBUS_BENCH_NATS` names a server (≥ 2.11, JetStream on), e.g.
+//! `nats://127.0.0.1:4222`; each run uses a fresh prefix.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 #![allow(clippy::disallowed_methods, reason = "a bench measures real time")]
 
@@ -45,24 +47,33 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    actix_rt::System::with_tokio_rt(move || rt).block_on(async {
-        let dir = tempfile::tempdir().unwrap();
-        let store = SledTaskStore::open(dir.path(), Arc::new(SystemClock), DEFAULT_WINDOW);
-        let store = Arc::new(store.unwrap());
-        let local = LocalBus::with_store(store.clone(), LocalOptions::default());
-        run("local (sled)", Arc::new(local), TASKS, number).await;
-        let grouped = store.commit_stats();
-        println!(
-            "local (sled): {} commits in {} flushes = {:.2} commits per flush",
-            grouped.commits,
-            grouped.flushes,
-            grouped.commits as f64 / grouped.flushes.max(1) as f64
-        );
-        let dir = tempfile::tempdir().unwrap();
-        let store = SledTaskStore::open(dir.path(), Arc::new(SystemClock), DEFAULT_WINDOW);
-        let local = LocalBus::with_store(Arc::new(store.unwrap()), LocalOptions::default());
-        let name = format!("local (sled), {TEXT_BYTES}-byte text payloads");
-        run(&name, Arc::new(local), TASKS, text).await;
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let wanted = move |name: &str| only.is_empty() || only.iter().any(|o| o == name);
+    actix_rt::System::with_tokio_rt(move || rt).block_on(async move {
+        if wanted("number") {
+            let dir = tempfile::tempdir().unwrap();
+            let store = SledTaskStore::open(dir.path(), Arc::new(SystemClock), DEFAULT_WINDOW);
+            let store = Arc::new(store.unwrap());
+            let local = LocalBus::with_store(store.clone(), LocalOptions::default());
+            run("local (sled)", Arc::new(local), TASKS, number).await;
+            let grouped = store.commit_stats();
+            println!(
+                "local (sled): {} commits in {} flushes = {:.2} commits per flush",
+                grouped.commits,
+                grouped.flushes,
+                grouped.commits as f64 / grouped.flushes.max(1) as f64
+            );
+        }
+        if wanted("text") {
+            let dir = tempfile::tempdir().unwrap();
+            let store = SledTaskStore::open(dir.path(), Arc::new(SystemClock), DEFAULT_WINDOW);
+            let local = LocalBus::with_store(Arc::new(store.unwrap()), LocalOptions::default());
+            let name = format!("local (sled), {TEXT_BYTES}-byte text payloads");
+            run(&name, Arc::new(local), TASKS, text).await;
+        }
         match std::env::var("CLAWBUS_BENCH_NATS") {
             Ok(url) => {
                 let mut opts = NatsOptions::new(url);

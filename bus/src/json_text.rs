@@ -7,8 +7,8 @@
 //! is checked 16 bytes at a time (folded over every byte without an early exit, which the
 //! compiler turns into vector compares), copied in runs, and escaped as serde escapes: `"` and
 //! `\` with a backslash, `\b` `\t` `\n` `\f` `\r` by name, the other control bytes as `\u00xx`
-//! (lower-case hex); nothing else (not `/`, not DEL, not non-ASCII). Numbers are written by
-//! their `Display`, which is serde_json's own writer (`itoa`, and its shortest float form).
+//! (lower-case hex); nothing else (not `/`, not DEL, not non-ASCII). Integers are written by
+//! `itoa` and floats by their `Display`, as serde_json writes them.
 //! A test holds all of it to serde's bytes.
 
 use serde_json::Value;
@@ -24,6 +24,12 @@ pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
     out.reserve(bytes.len() + 2);
     out.push(b'"');
+    // Most strings (ids, topics, names) need nothing: one pass over all of them says so.
+    if !bytes.iter().fold(false, |any, &b| any | escaped(b)) {
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+        return;
+    }
     // `run` is where the bytes not yet copied start.
     let (mut run, mut at) = (0, 0);
     while at < bytes.len() {
@@ -105,9 +111,17 @@ pub(crate) fn write_value(out: &mut Vec<u8>, value: &Value) {
     }
 }
 
-/// `n` as serde_json writes it: its `Display` is that writer (a `Number` is always finite).
+/// `n` as serde_json writes it: an integer by `itoa` (serde's own), a float by its `Display`,
+/// which is serde's float writer (a `Number` is always finite).
 pub(crate) fn write_number(out: &mut Vec<u8>, n: &serde_json::Number) {
-    out.extend_from_slice(n.to_string().as_bytes());
+    let mut digits = itoa::Buffer::new();
+    if let Some(u) = n.as_u64() {
+        out.extend_from_slice(digits.format(u).as_bytes());
+    } else if let Some(i) = n.as_i64() {
+        out.extend_from_slice(digits.format(i).as_bytes());
+    } else {
+        out.extend_from_slice(n.to_string().as_bytes());
+    }
 }
 
 #[cfg(test)]
