@@ -80,6 +80,17 @@ fn escape(out: &mut Vec<u8>, b: u8) {
 
 /// `value` as compact JSON, object members in the map's own order (as serde writes them).
 pub(crate) fn write_value(out: &mut Vec<u8>, value: &Value) {
+    write(out, value, false);
+}
+
+/// `value` as canonical JSON: [`write_value`]'s text with every object's members sorted by name
+/// (not trusted to the map: its order is serde_json's choice, and a feature of any crate in the
+/// build can make it keep insertion order).
+pub(crate) fn write_canonical(out: &mut Vec<u8>, value: &Value) {
+    write(out, value, true);
+}
+
+fn write(out: &mut Vec<u8>, value: &Value, sorted: bool) {
     match value {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
@@ -92,23 +103,34 @@ pub(crate) fn write_value(out: &mut Vec<u8>, value: &Value) {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_value(out, item);
+                write(out, item, sorted);
             }
             out.push(b']');
         }
-        Value::Object(map) => {
-            out.push(b'{');
-            for (i, (name, item)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_str(out, name);
-                out.push(b':');
-                write_value(out, item);
-            }
-            out.push(b'}');
+        Value::Object(map) if sorted => {
+            let mut members: Vec<(&String, &Value)> = map.iter().collect();
+            members.sort_by(|a, b| a.0.cmp(b.0));
+            write_members(out, members.into_iter(), sorted);
         }
+        Value::Object(map) => write_members(out, map.iter(), sorted),
     }
+}
+
+fn write_members<'a>(
+    out: &mut Vec<u8>,
+    members: impl Iterator<Item = (&'a String, &'a Value)>,
+    sorted: bool,
+) {
+    out.push(b'{');
+    for (i, (name, item)) in members.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(out, name);
+        out.push(b':');
+        write(out, item, sorted);
+    }
+    out.push(b'}');
 }
 
 /// `n` as serde_json writes it: an integer by `itoa` (serde's own), a float by its `Display`,
@@ -183,6 +205,10 @@ mod tests {
         ];
         for value in &values {
             assert_eq!(text(value), serde_json::to_vec(value).unwrap(), "{value}");
+            // serde_json's maps are sorted in this build, so its text is the canonical one too.
+            let mut canonical = Vec::new();
+            write_canonical(&mut canonical, value);
+            assert_eq!(canonical, serde_json::to_vec(value).unwrap(), "{value}");
         }
     }
 }
