@@ -30,22 +30,21 @@ pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
         out.push(b'"');
         return;
     }
-    // `run` is where the bytes not yet copied start.
-    let (mut run, mut at) = (0, 0);
-    while at < bytes.len() {
-        if let Some(chunk) = bytes.get(at..at + CHUNK) {
-            if !chunk.iter().fold(false, |any, &b| any | escaped(b)) {
-                at += CHUNK;
-                continue;
+    // `run` is where the bytes not yet copied start. A chunk with something to escape is
+    // walked byte by byte, once; the next chunk is checked whole again.
+    let mut run = 0;
+    for (n, chunk) in bytes.chunks(CHUNK).enumerate() {
+        if !chunk.iter().fold(false, |any, &b| any | escaped(b)) {
+            continue;
+        }
+        let start = n * CHUNK;
+        for (i, &b) in chunk.iter().enumerate() {
+            if escaped(b) {
+                out.extend_from_slice(&bytes[run..start + i]);
+                escape(out, b);
+                run = start + i + 1;
             }
         }
-        let b = bytes[at];
-        if escaped(b) {
-            out.extend_from_slice(&bytes[run..at]);
-            escape(out, b);
-            run = at + 1;
-        }
-        at += 1;
     }
     out.extend_from_slice(&bytes[run..]);
     out.push(b'"');
