@@ -40,7 +40,7 @@ struct Kept {
 }
 
 /// The JSON of a record's envelope, as kept from its last write here.
-pub(super) type EnvelopeJson = Option<Arc<str>>;
+pub(super) type EnvelopeJson = Option<Arc<[u8]>>;
 
 #[derive(Default)]
 struct Generations {

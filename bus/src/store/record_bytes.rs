@@ -28,7 +28,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<TaskRecord, BusError> {
 /// Written by hand like [`encode_with`] (a test holds the two to serde's bytes): serde's writer
 /// escapes every field name and copies the topic into a `String` first, and this runs once a
 /// task. The payload goes through serde.
-pub(super) fn encode_envelope(env: &Envelope) -> Result<String, BusError> {
+pub(super) fn encode_envelope(env: &Envelope) -> Result<Vec<u8>, BusError> {
     let mut out = Vec::with_capacity(192);
     out.extend_from_slice(b"{\"v\":");
     json(&mut out, &env.v)?;
@@ -70,7 +70,7 @@ pub(super) fn encode_envelope(env: &Envelope) -> Result<String, BusError> {
     out.extend_from_slice(b",\"payload\":");
     write_value(&mut out, &env.payload);
     out.push(b'}');
-    String::from_utf8(out).map_err(|e| BusError::Corrupt(format!("encode task envelope: {e}")))
+    Ok(out)
 }
 
 /// The record's bytes, its envelope copied from `envelope` (the JSON [`encode_envelope`] made of
@@ -80,8 +80,7 @@ pub(super) fn encode_envelope(env: &Envelope) -> Result<String, BusError> {
 /// a record is written three times a task, and serde's writer escapes every field name and
 /// grows its buffer several times a record. Numbers, the outcome and the progress note still go
 /// through serde.
-pub(super) fn encode_with(r: &TaskRecord, envelope: &str) -> Result<Vec<u8>, BusError> {
-    let envelope = envelope.as_bytes();
+pub(super) fn encode_with(r: &TaskRecord, envelope: &[u8]) -> Result<Vec<u8>, BusError> {
     let mut out = Vec::with_capacity(envelope.len() + 256);
     out.extend_from_slice(b"{\"task_id\":");
     uuid(&mut out, r.task_id);
@@ -192,7 +191,7 @@ mod tests {
         for env in [bare, full, event] {
             assert_eq!(
                 encode_envelope(&env).unwrap(),
-                serde_json::to_string(&env).unwrap()
+                serde_json::to_vec(&env).unwrap()
             );
         }
     }
