@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, OnceLock};
 use uuid::Uuid;
 
 /// The envelope format version written by this build.
@@ -32,17 +33,38 @@ pub enum RequestIdError {
 }
 
 /// The caller's idempotency key: one request id is processed at most once inside the dedup window.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct RequestId(Arc<str>);
+///
+/// Compared, hashed, ordered, printed and serialised as its text; its clones share the text and
+/// its task-id bits ([`crate::task_id`]), worked out once.
+#[derive(Clone)]
+pub struct RequestId(Arc<IdText>);
+
+/// A request id's text, and its task-id bits once asked for.
+struct IdText {
+    text: Box<str>,
+    bits: OnceLock<[u8; 8]>,
+}
 
 impl RequestId {
     /// The longest request id accepted, in bytes.
     pub const MAX_LEN: usize = 256;
 
+    /// A request id of `text`, unchecked.
+    fn of(text: Box<str>) -> Self {
+        Self(Arc::new(IdText {
+            text,
+            bits: OnceLock::new(),
+        }))
+    }
+
     /// A fresh, time-ordered request id (UUIDv7).
     pub fn random() -> Self {
-        Self(Uuid::now_v7().to_string().into())
+        Self::of(Uuid::now_v7().to_string().into())
+    }
+
+    /// Its task-id bits: worked out by `work` the first time, shared by every clone.
+    pub(crate) fn bits(&self, work: impl FnOnce(&str) -> [u8; 8]) -> &[u8; 8] {
+        self.0.bits.get_or_init(|| work(&self.0.text))
     }
 
     /// Checks a caller-supplied id: 1–256 bytes of printable ASCII without spaces.
@@ -56,12 +78,12 @@ impl RequestId {
                 c,
             });
         }
-        Ok(Self(s.into()))
+        Ok(Self::of(s.into()))
     }
 
     /// The id as text.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.0.text
     }
 
     /// The id as a store key: injective, and only `[-/_0-9A-Za-z]`, which every store accepts
@@ -71,15 +93,15 @@ impl RequestId {
     /// An id of those characters only is its own key (borrowed, not copied).
     pub fn store_key(&self) -> Cow<'_, str> {
         // Folded over every byte (no early exit), which the compiler checks many bytes at a time.
-        if self
-            .0
+        let text = self.as_str();
+        if text
             .bytes()
             .fold(true, |all, b| all & stays_in_store_key(b))
         {
-            return Cow::Borrowed(&self.0);
+            return Cow::Borrowed(text);
         }
-        let mut key = String::with_capacity(self.0.len() + 8);
-        for b in self.0.bytes() {
+        let mut key = String::with_capacity(text.len() + 8);
+        for b in text.bytes() {
             if stays_in_store_key(b) {
                 key.push(char::from(b));
             } else {
@@ -103,7 +125,52 @@ fn hex_digit(n: u8) -> char {
 
 impl fmt::Display for RequestId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("RequestId").field(&self.as_str()).finish()
+    }
+}
+
+impl PartialEq for RequestId {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for RequestId {}
+
+impl Hash for RequestId {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl PartialOrd for RequestId {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for RequestId {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl Serialize for RequestId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+/// As stored and sent: its text, unchecked (as it always was read).
+impl<'de> Deserialize<'de> for RequestId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(Self::of(Box::<str>::deserialize(deserializer)?))
     }
 }
 
@@ -136,7 +203,7 @@ impl Kind {
 pub struct Envelope {
     /// Format version (`ENVELOPE_VERSION`); readers accept older versions.
     pub v: u32,
-    /// This message's own id (UUIDv7); a redelivery keeps it.
+    /// This message's own id (UUIDv7); a redelivery keeps it. A task's is its task id.
     pub id: Uuid,
     /// The idempotency key: duplicates of it are never processed twice.
     pub request_id: RequestId,
@@ -169,7 +236,8 @@ fn first_attempt() -> u32 {
 }
 
 impl Envelope {
-    /// A task for `topic` with a fresh message id.
+    /// A task for `topic` with a fresh message id, which is its task id and carries its request
+    /// id's bits (so the store finds the task by it without an index).
     pub fn task(topic: Topic, request_id: RequestId, payload: serde_json::Value) -> Self {
         Self::new(Kind::Task, topic, request_id, payload)
     }
@@ -188,10 +256,16 @@ impl Envelope {
         Self::new(Kind::Event, topic, request_id, payload)
     }
 
+    /// A task's id carries its request id's bits (see [`crate::task_id`]); other ids are plain
+    /// UUIDv7s.
     fn new(kind: Kind, topic: Topic, request_id: RequestId, payload: serde_json::Value) -> Self {
+        let id = match kind {
+            Kind::Task => crate::task_id::mint(&request_id),
+            Kind::Event | Kind::Result => Uuid::now_v7(),
+        };
         Self {
             v: ENVELOPE_VERSION,
-            id: Uuid::now_v7(),
+            id,
             request_id,
             topic,
             kind,

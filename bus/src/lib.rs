@@ -15,6 +15,7 @@
 //! - `nats` (feature `nats`): the distributed backend on NATS JetStream.
 //! - [`open`](mod@open): [`open()`] a bus by [`Backend`]; the only place above which no backend is named.
 //! - `clock`: injected time.
+//! - `task_id`: task ids that carry their request id's bits, and the record keys they name.
 
 pub mod backend;
 pub(crate) mod clock;
@@ -32,6 +33,7 @@ pub mod nats;
 pub mod open;
 pub mod store;
 pub(crate) mod task;
+pub(crate) mod task_id;
 pub(crate) mod to_end;
 pub mod topic;
 

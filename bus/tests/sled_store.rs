@@ -119,7 +119,7 @@ async fn a_record_as_the_previous_version_wrote_it_is_read_and_rewritten_in_the_
         progress: None,
         fingerprint: Some(bus::store::fingerprint(&payload).into()),
     };
-    // The previous version's format: the record's JSON under its store key.
+    // An earlier version's format: the record's JSON under its store key alone.
     let key = old.request_id.store_key();
     let db = sled::open(dir.path()).unwrap();
     let records = db.open_tree("bus.task_records").unwrap();
@@ -149,15 +149,110 @@ async fn a_record_as_the_previous_version_wrote_it_is_read_and_rewritten_in_the_
         Some(done.clone())
     );
     drop(store);
-    // Written back as that version writes it: the record's JSON, byte for byte.
+    // Moved to its key in this version's tree (the old one is empty), and written back in the
+    // same format: the record's JSON, byte for byte.
     let db = sled_when_released(dir.path());
-    let stored = db.open_tree("bus.task_records").unwrap();
-    let bytes = stored.get(key.as_bytes()).unwrap().unwrap();
+    assert_eq!(db.open_tree("bus.task_records").unwrap().len(), 0);
+    let stored = db.open_tree(RECORDS).unwrap();
+    assert_eq!(stored.len(), 1);
+    let (moved_key, bytes) = stored.iter().next().unwrap().unwrap();
+    assert!(
+        moved_key.ends_with(key.as_bytes()),
+        "keyed by its bits, then its store key"
+    );
+    assert_eq!(moved_key.len(), key.len() + 8);
     assert_eq!(
         String::from_utf8_lossy(&bytes),
         String::from_utf8_lossy(&serde_json::to_vec(&done).unwrap())
     );
     assert_eq!(serde_json::from_slice::<TaskRecord>(&bytes).unwrap(), done);
+}
+
+/// This version's tree of records.
+const RECORDS: &str = "bus.task_records.2";
+
+/// A move of earlier records that stopped before removing them (a crash half-way) is finished by
+/// the next open: each record once, none lost, and its old task id still found.
+#[tokio::test]
+async fn a_move_of_earlier_records_cut_half_way_is_finished_by_the_next_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = write_legacy(dir.path(), "half/way", json!({ "text": "x" }));
+    let store = open_when_released(dir.path());
+    assert!(store.lookup(&old.request_id).await.unwrap().is_some());
+    drop(store);
+    // The move's removal of the old entry did not reach the disk; the entry is there again.
+    let db = sled_when_released(dir.path());
+    let moved = db.open_tree(RECORDS).unwrap();
+    let (_, bytes) = moved.iter().next().unwrap().unwrap();
+    db.open_tree("bus.tasks")
+        .unwrap()
+        .insert(old.request_id.as_str().as_bytes(), bytes)
+        .unwrap();
+    db.flush().unwrap();
+    drop((moved, db));
+    let store = open_when_released(dir.path());
+    let all = store.list().await.unwrap();
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(all[0], old);
+    assert_eq!(
+        store
+            .by_task_id(old.task_id)
+            .await
+            .unwrap()
+            .map(|r| r.task_id),
+        Some(old.task_id),
+        "an earlier version's task id is found through the index"
+    );
+    drop(store);
+    let db = sled_when_released(dir.path());
+    assert_eq!(db.open_tree("bus.tasks").unwrap().len(), 0);
+}
+
+/// A task id minted for its request id finds its record with no index entry, across a reopen;
+/// one that does not carry its request id's bits (made by hand, or for another request id) gets
+/// an index entry, is found by it, and the entry goes with the record when it is purged.
+#[tokio::test]
+async fn a_task_id_is_found_with_an_index_entry_only_when_it_does_not_name_its_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(store::T0);
+    let db = sled::open(dir.path()).unwrap();
+    let store = SledTaskStore::with_db(db.clone(), clock.clone(), store::WINDOW).unwrap();
+    let task_ids = db.open_tree("bus.task_ids").unwrap();
+    let minted = store.admit(task("minted", "a")).await.unwrap().task;
+    assert_eq!(task_ids.len(), 0, "no index entry for a minted id");
+    let mut by_hand = task("by-hand", "b");
+    by_hand.id = uuid::Uuid::new_v4();
+    let by_hand = store.admit(by_hand).await.unwrap().task;
+    let mut moved = task("made-for-another", "c");
+    moved.request_id = RequestId::parse("given-another").unwrap();
+    let moved = store.admit(moved).await.unwrap().task;
+    assert_eq!(
+        task_ids.len(),
+        2,
+        "one entry for each id that names no record"
+    );
+    for t in [&minted, &by_hand, &moved] {
+        let found = store.by_task_id(t.task_id).await.unwrap();
+        assert_eq!(found.as_ref(), Some(t));
+    }
+    assert_eq!(store.by_task_id(uuid::Uuid::now_v7()).await.unwrap(), None);
+    drop(store);
+    let store = SledTaskStore::with_db(db.clone(), clock.clone(), store::WINDOW).unwrap();
+    for t in [&minted, &by_hand, &moved] {
+        let found = store.by_task_id(t.task_id).await.unwrap();
+        assert_eq!(found.map(|r| r.request_id), Some(t.request_id.clone()));
+        store.start(&t.request_id, 1).await.unwrap().unwrap();
+        store
+            .complete(&t.request_id, succeeded("ok"))
+            .await
+            .unwrap();
+    }
+    clock.advance(store::WINDOW + std::time::Duration::from_secs(1));
+    assert_eq!(store.purge_expired().unwrap(), 3);
+    assert_eq!(task_ids.len(), 0, "the entries went with their records");
+    for t in [&minted, &by_hand, &moved] {
+        assert_eq!(store.by_task_id(t.task_id).await.unwrap(), None);
+    }
 }
 
 #[test]
@@ -330,8 +425,8 @@ async fn a_lone_admission_is_flushed_at_once_not_held_for_a_batch() {
 
 /// Set in the child process of the crash test: the database folder it admits into.
 const CRASH_CHILD_DIR: &str = "CLAWBUS_TEST_CRASH_CHILD_DIR";
-/// How the child reports an acknowledged admission: `acked <request id> .` (the dot tells a
-/// whole line from one cut by the kill).
+/// How the child reports an acknowledged admission: `acked <request id> <task id> .` (the dot
+/// tells a whole line from one cut by the kill).
 const ACKED: &str = "acked ";
 const WRITERS: usize = 64;
 const KILL_AFTER: usize = 400;
@@ -339,7 +434,7 @@ const KILL_AFTER: usize = 400;
 /// Acknowledged means on disk under group commit: a child process admits tasks from 64
 /// concurrent writers and prints each acknowledgement; it is killed with SIGKILL (no destructor,
 /// no last flush) right after the 400th. Opened again, the store has every acknowledged task,
-/// and admitting one again is a duplicate.
+/// found by its request id and by its task id, and admitting one again is a duplicate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_acknowledged_admission_survives_a_sigkill_under_group_commit() {
     if let Ok(dir) = std::env::var(CRASH_CHILD_DIR) {
@@ -373,18 +468,24 @@ async fn every_acknowledged_admission_survives_a_sigkill_under_group_commit() {
     acked.extend(lines.iter().filter_map(|l| acked_id(&l)));
 
     let store = open_when_released(dir.path());
-    for id in &acked {
+    for (id, task_id) in &acked {
         let rid = RequestId::parse(id).unwrap();
         let record = store.lookup(&rid).await.unwrap();
         assert!(record.is_some(), "acknowledged {id} is on disk");
+        let by_id = store.by_task_id(task_id.parse().unwrap()).await.unwrap();
+        assert_eq!(by_id, record, "{id} is found by its task id {task_id}");
         let again = store.admit(task(id, id)).await.unwrap();
         assert!(again.duplicate, "{id} again is a duplicate");
     }
 }
 
-fn acked_id(line: &str) -> Option<String> {
-    let id = line.strip_prefix(ACKED)?.strip_suffix(" .")?;
-    Some(id.to_string())
+/// The request id and task id of an acknowledgement line.
+fn acked_id(line: &str) -> Option<(String, String)> {
+    let (id, task_id) = line
+        .strip_prefix(ACKED)?
+        .strip_suffix(" .")?
+        .split_once(' ')?;
+    Some((id.to_string(), task_id.to_string()))
 }
 
 /// The child's lines, read on a thread of their own, so the parent's wait for them is bounded.
@@ -417,7 +518,7 @@ async fn admit_until_killed(dir: &Path) {
                     let admitted = store.admit(task(&id, &id)).await.unwrap();
                     assert!(!admitted.duplicate);
                     let mut out = std::io::stdout().lock();
-                    writeln!(out, "{ACKED}{id} .").unwrap();
+                    writeln!(out, "{ACKED}{id} {} .", admitted.task.task_id).unwrap();
                     out.flush().unwrap();
                 }
             })
@@ -498,12 +599,22 @@ async fn a_duplicate_the_store_has_not_seen_lately_is_still_a_duplicate_and_leav
     assert_eq!(answer.task.task_id, first.task.task_id);
     assert_eq!(other.by_task_id(again_id).await.unwrap(), None);
     let task_ids = db.open_tree("bus.task_ids").unwrap();
-    assert_eq!(task_ids.len(), 1, "the losing try's task id went");
+    assert_eq!(task_ids.len(), 0, "minted task ids need no index entry");
     // Other work under the same request id is a conflict, as when the store had read it.
     let conflict = other.admit(task("seen-elsewhere", "other work")).await;
     assert!(
         matches!(conflict, Err(BusError::Conflict { .. })),
         "{conflict:?}"
     );
-    assert_eq!(task_ids.len(), 1);
+    assert_eq!(task_ids.len(), 0);
+    // With task ids that need index entries, the losing try's entry goes.
+    let mut first = task("by-hand", "x");
+    first.id = uuid::Uuid::new_v4();
+    one.admit(first).await.unwrap();
+    let mut again = task("by-hand", "x");
+    again.id = uuid::Uuid::new_v4();
+    let again_id = again.id;
+    assert!(other.admit(again).await.unwrap().duplicate);
+    assert_eq!(other.by_task_id(again_id).await.unwrap(), None);
+    assert_eq!(task_ids.len(), 1, "the losing try's task id went");
 }

@@ -1,8 +1,11 @@
 //! The embedded task store: one sled record per request id, flushed by group commit.
 //!
-//! Records are keyed by [`RequestId::store_key`] in the tree `bus.task_records`; task ids map to
-//! request ids in `bus.task_ids`. Records of earlier versions, keyed by the raw request id in
-//! `bus.tasks`, are moved over when the store opens.
+//! Records are keyed by the request id's 62 hash bits and its [`RequestId::store_key`]
+//! ([`task_id::record_key`]) in the tree `bus.task_records.2`. A task id minted for its request id
+//! carries the same bits, so its record is found by a prefix scan; only a task id that does not
+//! (made by an earlier version, or by hand) is written to the index `bus.task_ids`, task id to
+//! request id. Records of earlier versions are moved over when the store opens: keyed by the raw
+//! request id in `bus.tasks`, or by the store key alone in `bus.task_records`.
 
 use super::decoded::Decoded;
 use super::record_bytes::{decode, encode};
@@ -13,6 +16,7 @@ use crate::commit::{CommitStats, Committer, FlushFault};
 use crate::envelope::{Envelope, RequestId};
 use crate::error::BusError;
 use crate::task::{Admission, Outcome, TaskRecord, TaskState};
+use crate::task_id;
 use async_trait::async_trait;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -25,10 +29,12 @@ const PURGE_EVERY: Duration = Duration::from_secs(3600);
 
 /// The tree of records keyed by the raw request id, written by earlier versions.
 const LEGACY_TREE: &str = "bus.tasks";
-/// The tree of records keyed by [`RequestId::store_key`].
-pub(super) const RECORDS_TREE: &str = "bus.task_records";
-/// The tree mapping task ids to request ids.
-pub(super) const TASK_IDS_TREE: &str = "bus.task_ids";
+/// The tree of records keyed by [`RequestId::store_key`] alone, written by earlier versions.
+const STORE_KEY_TREE: &str = "bus.task_records";
+/// The tree of records keyed by [`task_id::record_key`].
+const RECORDS_TREE: &str = "bus.task_records.2";
+/// The tree mapping task ids that do not carry their request id's bits to request ids.
+const TASK_IDS_TREE: &str = "bus.task_ids";
 
 /// Task records in sled.
 pub struct SledTaskStore {
@@ -103,7 +109,8 @@ impl SledTaskStore {
             decoded: Decoded::default(),
             unannounced_outcomes: AtomicU64::new(0),
         };
-        store.migrate_legacy()?;
+        store.migrate(LEGACY_TREE)?;
+        store.migrate(STORE_KEY_TREE)?;
         let store = match &extras.refusals {
             Some(path) => store.with_refusals(path)?,
             None => store,
@@ -119,33 +126,53 @@ impl SledTaskStore {
         Ok(store)
     }
 
-    /// Moves records keyed by raw request id (earlier versions) to their store keys.
-    /// A crash half-way is fine: the next open finishes the move.
-    fn migrate_legacy(&self) -> Result<(), BusError> {
-        let legacy = self
+    /// Moves the records of an earlier version's tree `name` to their keys in this one. Their
+    /// task ids keep their index entries (those ids carry no request id's bits). A crash half-way
+    /// is fine: the next open finishes the move, and a record already moved is not written again.
+    fn migrate(&self, name: &str) -> Result<(), BusError> {
+        if !self
             .db
-            .open_tree(LEGACY_TREE)
-            .map_err(|e| BusError::storage("open legacy tree of tasks", e))?;
+            .tree_names()
+            .iter()
+            .any(|n| n.as_ref() == name.as_bytes())
+        {
+            return Ok(());
+        }
+        let old = self
+            .db
+            .open_tree(name)
+            .map_err(|e| BusError::storage(format!("open earlier tree of tasks {name}"), e))?;
         let mut moved = 0usize;
-        for item in legacy.iter() {
-            let (k, v) = item.map_err(|e| BusError::storage("scan legacy tasks", e))?;
-            let record = decode(&v)?;
-            let key = record.request_id.store_key();
-            // Present already when an earlier migration stopped before removing the old entry.
+        for item in old.iter() {
+            let (k, v) = item.map_err(|e| BusError::storage(format!("scan {name}"), e))?;
+            let record =
+                decode(&v).map_err(|e| BusError::Corrupt(format!("task record in {name}: {e}")))?;
+            let key = task_id::record_key(&record.request_id);
+            // Present already when an earlier move stopped before removing the old entry.
             self.tasks
-                .compare_and_swap(key.as_bytes(), None as Option<&[u8]>, Some(v))
-                .map_err(|e| BusError::storage("migrate task", e))?
+                .compare_and_swap(key, None as Option<&[u8]>, Some(v))
+                .map_err(|e| BusError::storage("move task record", e))?
                 .ok();
-            legacy
-                .remove(k)
-                .map_err(|e| BusError::storage("remove migrated task", e))?;
+            old.remove(k)
+                .map_err(|e| BusError::storage("remove moved task record", e))?;
             moved += 1;
         }
         if moved > 0 {
             crate::commit::flush(&self.db)
-                .map_err(|e| BusError::storage("flush migrated tasks", e))?;
-            tracing::info!(moved, "Task records moved to store keys.");
+                .map_err(|e| BusError::storage("flush moved task records", e))?;
+            tracing::info!(moved, from = name, "Task records moved to their keys.");
         }
+        Ok(())
+    }
+
+    /// Removes `record`'s task-id index entry, when its task id needed one.
+    fn forget_task_id(&self, task_id: Uuid, request_id: &RequestId) -> Result<(), BusError> {
+        if task_id::carries(task_id, &task_id::prefix_of(request_id)) {
+            return Ok(());
+        }
+        self.task_ids
+            .remove(task_id.as_bytes())
+            .map_err(|e| BusError::storage("remove task id", e))?;
         Ok(())
     }
 
@@ -170,9 +197,7 @@ impl SledTaskStore {
                         .compare_and_swap(&k, Some(v), None as Option<&[u8]>)
                         .map_err(|e| BusError::storage("remove refused task", e))?;
                     if gone.is_ok() {
-                        self.task_ids
-                            .remove(r.task_id.as_bytes())
-                            .map_err(|e| BusError::storage("remove refused task id", e))?;
+                        self.forget_task_id(r.task_id, &r.request_id)?;
                     }
                 } else {
                     // A refused retry of a task that ran: it ends again, retryable by a repost.
@@ -265,9 +290,9 @@ impl SledTaskStore {
     }
 
     fn read(&self, request_id: &RequestId) -> Result<Option<TaskRecord>, BusError> {
-        let key = request_id.store_key();
-        self.stored(key.as_bytes())?
-            .map(|b| self.decoded.read(key.as_bytes(), &b))
+        let key = task_id::record_key(request_id);
+        self.stored(&key)?
+            .map(|b| self.decoded.read(&key, &b))
             .transpose()
     }
 
@@ -283,8 +308,8 @@ impl SledTaskStore {
         durable: bool,
         change: impl Fn(&mut TaskRecord) -> bool,
     ) -> Result<Option<TaskRecord>, BusError> {
-        let key = request_id.store_key();
-        let mut known = self.decoded.last(key.as_bytes());
+        let key = task_id::record_key(request_id);
+        let mut known = self.decoded.last(&key);
         let mut current = None;
         loop {
             // Bytes kept from before are not known to be current; bytes just read, or answered
@@ -295,12 +320,12 @@ impl SledTaskStore {
                 None => {
                     let read = match current.take() {
                         Some(bytes) => Some(bytes),
-                        None => self.stored(key.as_bytes())?,
+                        None => self.stored(&key)?,
                     };
                     let Some(old) = read else {
                         return Err(BusError::UnknownTask(request_id.to_string()));
                     };
-                    let (record, envelope) = self.decoded.read_for_update(key.as_bytes(), &old)?;
+                    let (record, envelope) = self.decoded.read_for_update(&key, &old)?;
                     (old, record, envelope)
                 }
             };
@@ -309,7 +334,7 @@ impl SledTaskStore {
                     return Ok(None);
                 }
                 // Judged on kept bytes: confirmed by what the store holds, or judged again on it.
-                match self.stored(key.as_bytes())? {
+                match self.stored(&key)? {
                     Some(now) if now == old => return Ok(None),
                     Some(now) => {
                         current = Some(now);
@@ -319,10 +344,10 @@ impl SledTaskStore {
                 }
             }
             record.updated_ms = self.clock.now_ms();
-            let new = self.decoded.encode(key.as_bytes(), &record, envelope)?;
+            let new = self.decoded.encode(&key, &record, envelope)?;
             let swapped = self
                 .tasks
-                .compare_and_swap(key.as_bytes(), Some(old), Some(new))
+                .compare_and_swap(&key, Some(old), Some(new))
                 .map_err(|e| BusError::storage("write task", e))?;
             match swapped {
                 Ok(()) => {
@@ -378,9 +403,7 @@ impl SledTaskStore {
                     .compare_and_swap(&k, Some(v), None as Option<&[u8]>)
                     .map_err(|e| BusError::storage("purge task", e))?;
                 if gone.is_ok() {
-                    self.task_ids
-                        .remove(r.task_id.as_bytes())
-                        .map_err(|e| BusError::storage("purge task id", e))?;
+                    self.forget_task_id(r.task_id, &r.request_id)?;
                     purged += 1;
                 }
             }
@@ -402,7 +425,8 @@ impl TaskStore for SledTaskStore {
 
     async fn admit(&self, mut env: Envelope) -> Result<Admission, BusError> {
         self.purge_if_due();
-        let key = env.request_id.store_key().into_owned().into_bytes();
+        let prefix = task_id::prefix_of(&env.request_id);
+        let key = task_id::record_key_with(&prefix, &env.request_id);
         // A request id this store has not seen lately is most likely new: the first try swaps
         // the record in as absent without reading first (when it is there after all, the swap
         // fails and the next try reads it).
@@ -464,12 +488,16 @@ impl TaskStore for SledTaskStore {
                 seq,
                 progress: None,
             };
-            // The task id first: a crash between the two writes can leave a task id with no
-            // record (which `by_task_id` ignores), never a record its task id cannot find.
+            // A task id carrying its request id's bits finds its record with no index entry.
+            // Else the index entry first: a crash between the two writes can leave a task id
+            // with no record (which `by_task_id` ignores), never a record its id cannot find.
             let task_id = record.task_id;
-            self.task_ids
-                .insert(task_id.as_bytes(), record.request_id.as_str().as_bytes())
-                .map_err(|e| BusError::storage("write task id", e))?;
+            let indexed = !task_id::carries(task_id, &prefix);
+            if indexed {
+                self.task_ids
+                    .insert(task_id.as_bytes(), record.request_id.as_str().as_bytes())
+                    .map_err(|e| BusError::storage("write task id", e))?;
+            }
             let new = self.decoded.encode(&key, &record, None)?;
             let swapped = self
                 .tasks
@@ -479,9 +507,7 @@ impl TaskStore for SledTaskStore {
                 Ok(()) => {
                     // The expired record this one replaced no longer answers for its task id.
                     if let Some(old_id) = replaced.filter(|id| *id != task_id) {
-                        self.task_ids
-                            .remove(old_id.as_bytes())
-                            .map_err(|e| BusError::storage("remove replaced task id", e))?;
+                        self.forget_task_id(old_id, &record.request_id)?;
                     }
                     self.commit_admission(task_id).await?;
                     return Ok(Admission {
@@ -498,7 +524,7 @@ impl TaskStore for SledTaskStore {
                         .current
                         .map(|b| self.decoded.read(&key, &b))
                         .transpose()?;
-                    if winner.is_none_or(|w| w.task_id != task_id) {
+                    if indexed && winner.is_none_or(|w| w.task_id != task_id) {
                         self.task_ids
                             .remove(task_id.as_bytes())
                             .map_err(|e| BusError::storage("remove task id", e))?;
@@ -587,6 +613,17 @@ impl TaskStore for SledTaskStore {
     }
 
     async fn by_task_id(&self, task_id: Uuid) -> Result<Option<TaskRecord>, BusError> {
+        // The records whose request id's bits the task id carries (one, but for a collision of
+        // 62 bits); then the index, for task ids that carry none.
+        if let Some(prefix) = task_id::prefix_in(task_id) {
+            for item in self.tasks.scan_prefix(prefix) {
+                let (k, v) = item.map_err(|e| BusError::storage("scan task records", e))?;
+                let r = self.decoded.read(&k, &v)?;
+                if r.task_id == task_id {
+                    return Ok(Some(r).filter(|r| !self.expired(r)));
+                }
+            }
+        }
         let value = self
             .task_ids
             .get(task_id.as_bytes())

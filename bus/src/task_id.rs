@@ -1,0 +1,143 @@
+//! Task ids that name their record: a task's id carries 62 bits of a hash of its request id, and
+//! the embedded store keys its records by the same 62 bits before the request id. A record is
+//! then found from its task id by a prefix scan, with no index written per task.
+//!
+//! A task id is a UUIDv7 (RFC 9562): 48 bits of Unix milliseconds, the version, 12 bits that keep
+//! ids made in one millisecond by one process in order, the variant, then the 62 bits of
+//! SHA-256(`clawbus task id` ‖ 0 ‖ request id). The hash is cryptographic so that nobody can make
+//! many request ids share a prefix (which would make those lookups scan them all); it is unkeyed
+//! so that every process, on every machine, mints the same bits for a request id.
+//!
+//! An envelope whose id does not carry its request id's bits (made by an earlier version, by hand,
+//! or given another request id after it was made) still works: the store then writes the
+//! task-id index entry, as before.
+
+use crate::envelope::RequestId;
+use sha2::{Digest as _, Sha256};
+use std::sync::atomic::{AtomicU64, Ordering};
+use uuid::Uuid;
+
+/// What the hash is of, before the request id: these bits mean nothing else.
+const DOMAIN: &[u8] = b"clawbus task id\0";
+
+/// The 62 bits a request id's task ids carry, as the 8 bytes that start its record's key: the
+/// first byte keeps 6 bits (the id's variant takes the other 2).
+/// Worked out once per request id (its clones share them).
+pub(crate) fn prefix_of(request_id: &RequestId) -> [u8; 8] {
+    *request_id.bits(|text| {
+        let digest = Sha256::new()
+            .chain_update(DOMAIN)
+            .chain_update(text.as_bytes())
+            .finalize();
+        let mut prefix = [0u8; 8];
+        prefix.copy_from_slice(&digest[..8]);
+        prefix[0] &= 0x3f;
+        prefix
+    })
+}
+
+/// The last minted id's milliseconds and sequence (`ms << 12 | seq`), so that ids this process
+/// mints are unique and in order even for one request id in one millisecond.
+static LAST: AtomicU64 = AtomicU64::new(0);
+
+/// A fresh task id for `request_id`: time-ordered, unique in this process, carrying the request
+/// id's bits.
+pub(crate) fn mint(request_id: &RequestId) -> Uuid {
+    let mut bytes = Uuid::now_v7().into_bytes();
+    // The millisecond, and the 12 bits after the version (the uuid crate's random start of its
+    // counter for this millisecond): the start of this millisecond's sequence.
+    let ms = bytes[..6].iter().fold(0u64, |n, b| n << 8 | u64::from(*b));
+    let start = ms << 12 | (u64::from(bytes[6] & 0x07) << 8 | u64::from(bytes[7]));
+    let mut last = LAST.load(Ordering::Relaxed);
+    let stamp = loop {
+        // A sequence that runs past 12 bits borrows the next millisecond, as RFC 9562 allows.
+        let next = if start > last { start } else { last + 1 };
+        match LAST.compare_exchange_weak(last, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => break next,
+            Err(now) => last = now,
+        }
+    };
+    bytes[..6].copy_from_slice(&(stamp >> 12).to_be_bytes()[2..]);
+    bytes[6] = 0x70 | ((stamp >> 8) & 0x0f) as u8;
+    bytes[7] = stamp as u8;
+    let prefix = prefix_of(request_id);
+    bytes[8] = 0x80 | prefix[0];
+    bytes[9..].copy_from_slice(&prefix[1..]);
+    Uuid::from_bytes(bytes)
+}
+
+/// The record key prefix `task_id` carries, when it is a UUIDv7 of the RFC variant (whether
+/// it is really its request id's is known only with the request id: see [`carries`]).
+pub(crate) fn prefix_in(task_id: Uuid) -> Option<[u8; 8]> {
+    let bytes = task_id.as_bytes();
+    if task_id.get_version_num() != 7 || bytes[8] & 0xc0 != 0x80 {
+        return None;
+    }
+    let mut prefix = [0u8; 8];
+    prefix.copy_from_slice(&bytes[8..]);
+    prefix[0] &= 0x3f;
+    Some(prefix)
+}
+
+/// Whether `task_id` carries the bits of `prefix` (a request id's, from [`prefix_of`]).
+pub(crate) fn carries(task_id: Uuid, prefix: &[u8; 8]) -> bool {
+    prefix_in(task_id).as_ref() == Some(prefix)
+}
+
+/// The key of `request_id`'s record in the embedded store: its prefix, then its store key.
+pub(crate) fn record_key(request_id: &RequestId) -> Vec<u8> {
+    record_key_with(&prefix_of(request_id), request_id)
+}
+
+/// [`record_key`] with the prefix already computed.
+pub(crate) fn record_key_with(prefix: &[u8; 8], request_id: &RequestId) -> Vec<u8> {
+    let store_key = request_id.store_key();
+    let mut key = Vec::with_capacity(prefix.len() + store_key.len());
+    key.extend_from_slice(prefix);
+    key.extend_from_slice(store_key.as_bytes());
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn rid(s: &str) -> RequestId {
+        RequestId::parse(s).unwrap()
+    }
+
+    #[test]
+    fn a_minted_id_is_a_time_ordered_uuid_v7_carrying_its_request_ids_bits() {
+        let a = mint(&rid("job-1"));
+        assert_eq!(a.get_version_num(), 7);
+        assert_eq!(a.get_variant(), uuid::Variant::RFC4122);
+        assert!(carries(a, &prefix_of(&rid("job-1"))));
+        assert!(!carries(a, &prefix_of(&rid("job-2"))));
+        // Many in one millisecond, for one request id: all different, in order.
+        let mut last = a;
+        for _ in 0..10_000 {
+            let b = mint(&rid("job-1"));
+            assert!(b.as_bytes()[..8] > last.as_bytes()[..8], "{b} after {last}");
+            assert_eq!(b.get_version_num(), 7);
+            last = b;
+        }
+        let plain = Uuid::now_v7();
+        assert_eq!(prefix_in(plain).map(|_| ()), Some(()));
+        assert!(!carries(plain, &prefix_of(&rid("job-1"))));
+        assert_eq!(prefix_in(Uuid::new_v4()), None);
+        assert_eq!(prefix_in(Uuid::nil()), None);
+    }
+
+    #[test]
+    fn the_bits_are_the_same_in_every_version_and_process() {
+        // Records on disk are keyed by these bits: they must never change.
+        assert_eq!(
+            prefix_of(&rid("job-1")),
+            [0x3e, 0x26, 0xad, 0x7f, 0xab, 0xbf, 0x84, 0x5c]
+        );
+        let key = record_key(&rid("x.y"));
+        assert_eq!(&key[..8], &prefix_of(&rid("x.y")));
+        assert_eq!(&key[8..], b"x_2Ey");
+    }
+}
