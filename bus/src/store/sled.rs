@@ -162,6 +162,11 @@ impl SledTaskStore {
                 .map_err(|e| BusError::storage("flush moved task records", e))?;
             tracing::info!(moved, from = name, "Task records moved to their keys.");
         }
+        // Empty now, and flushed so: the tree goes.
+        drop(old);
+        self.db
+            .drop_tree(name)
+            .map_err(|e| BusError::storage(format!("drop emptied tree {name}"), e))?;
         Ok(())
     }
 
