@@ -35,7 +35,7 @@ pub enum RequestIdError {
 /// The caller's idempotency key: one request id is processed at most once inside the dedup window.
 ///
 /// Compared, hashed, ordered, printed and serialised as its text; its clones share the text and
-/// its task-id bits ([`crate::task_id`]), worked out once.
+/// its task-id bits (module `task_id`), worked out once.
 #[derive(Clone)]
 pub struct RequestId(Arc<IdText>);
 

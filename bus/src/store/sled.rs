@@ -1,7 +1,8 @@
 //! The embedded task store: one sled record per request id, flushed by group commit.
 //!
-//! Records are keyed by the request id's 62 hash bits and its [`RequestId::store_key`]
-//! ([`task_id::record_key`]) in the tree `bus.task_records.2`. A task id minted for its request id
+//! Records are keyed by the request id's 62 bits ([`task_id::prefix_of`]: time first for the ids
+//! the daemon makes, else a hash) and its [`RequestId::store_key`] ([`task_id::record_key`]) in
+//! the tree `bus.task_records.2`. A task id minted for its request id
 //! carries the same bits, so its record is found by a prefix scan; only a task id that does not
 //! (made by an earlier version, or by hand) is written to the index `bus.task_ids`, task id to
 //! request id. Records of earlier versions are moved over when the store opens: keyed by the raw
