@@ -38,16 +38,19 @@ pub(crate) fn prefix_of(request_id: &RequestId) -> [u8; 8] {
             .chain_update(DOMAIN)
             .chain_update(text.as_bytes())
             .finalize();
-        let mut prefix = [0u8; 8];
-        prefix.copy_from_slice(&digest[..8]);
-        if let Some(ms) = leading_v7_millis(text) {
-            let hash = u64::from(u16::from_be_bytes([digest[0], digest[1]]));
-            prefix = ((ms & MILLIS_MASK) << 16 | hash).to_be_bytes();
-        }
-        prefix[0] &= 0x3f;
-        prefix
+        let hash = u64::from_be_bytes([
+            digest[0], digest[1], digest[2], digest[3], digest[4], digest[5], digest[6], digest[7],
+        ]);
+        let bits = match leading_v7_millis(text) {
+            Some(ms) => (ms & MILLIS_MASK) << 16 | hash >> 48,
+            None => hash,
+        };
+        (bits & BITS_MASK).to_be_bytes()
     })
 }
+
+/// The 62 bits kept (the id's variant takes the other 2).
+const BITS_MASK: u64 = (1 << 62) - 1;
 
 /// The milliseconds kept of a leading UUIDv7 (46 bits: until the year 4199).
 const MILLIS_MASK: u64 = (1 << 46) - 1;
@@ -119,14 +122,10 @@ pub(crate) fn carries(task_id: Uuid, prefix: &[u8; 8]) -> bool {
 
 /// The key of `request_id`'s record in the embedded store: its prefix, then its store key.
 pub(crate) fn record_key(request_id: &RequestId) -> Vec<u8> {
-    record_key_with(&prefix_of(request_id), request_id)
-}
-
-/// [`record_key`] with the prefix already computed.
-pub(crate) fn record_key_with(prefix: &[u8; 8], request_id: &RequestId) -> Vec<u8> {
+    let prefix = prefix_of(request_id);
     let store_key = request_id.store_key();
     let mut key = Vec::with_capacity(prefix.len() + store_key.len());
-    key.extend_from_slice(prefix);
+    key.extend_from_slice(&prefix);
     key.extend_from_slice(store_key.as_bytes());
     key
 }

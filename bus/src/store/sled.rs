@@ -431,8 +431,10 @@ impl TaskStore for SledTaskStore {
 
     async fn admit(&self, mut env: Envelope) -> Result<Admission, BusError> {
         self.purge_if_due();
+        // Worked out once for the request id: the key's first 8 bytes, and what a task id of it
+        // carries.
         let prefix = task_id::prefix_of(&env.request_id);
-        let key = task_id::record_key_with(&prefix, &env.request_id);
+        let key = task_id::record_key(&env.request_id);
         // A request id this store has not seen lately is most likely new: the first try swaps
         // the record in as absent without reading first (when it is there after all, the swap
         // fails and the next try reads it).
