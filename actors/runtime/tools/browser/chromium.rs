@@ -1,8 +1,8 @@
 //! One running Chromium of one agent: started with its own profile folder, every request it
 //! makes held by the protocol's request interception until the address guard allows it, its
 //! connections made by a guarded proxy that pins each name to the address it checked, its tabs
-//! (popups included), page loads bounded by the load timeout, and downloads capped into the
-//! workspace.
+//! (popups included), page loads bounded by the load timeout, and downloads capped, staged
+//! outside the workspace and moved in once finished (`super::downloads`).
 //!
 //! The guard has two layers:
 //! - request interception (`Fetch.enable` on the browser target, so every tab, frame, worker,
@@ -27,11 +27,12 @@
 //! `cdp::launch`).
 
 use super::cdp::{self, Cdp, CdpError};
+use super::downloads::{Delivered, Folders};
 use super::state::{State, Tab, Work};
 use crate::tools::sandbox::proxy::{self, Resolver, TcpProxy};
 use clawbus_core::config::BrowserDef;
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -41,8 +42,6 @@ const START_WITHIN: Duration = Duration::from_secs(30);
 /// Requests and downloads waiting for the guard; past it a request stays paused (never let
 /// through) and is logged.
 const WORK_QUEUE: usize = 2048;
-/// Folder of the workspace downloads land in.
-pub(crate) const DOWNLOADS: &str = "downloads";
 
 /// Why a browser call failed, as the tool reports it.
 #[derive(Debug, thiserror::Error)]
@@ -100,6 +99,8 @@ pub(crate) struct Browser {
     _proxy: TcpProxy,
     /// How names are resolved for the guard's checks.
     check: Resolver,
+    /// Where its downloads are staged and delivered.
+    downloads: Folders,
 }
 
 /// Locks `state`; a poisoned lock (a panic elsewhere) still holds usable data.
@@ -161,17 +162,21 @@ pub(crate) async fn check_url(url: &str, allow: &[String], dns: &Resolver) -> Re
 }
 
 impl Browser {
-    /// Starts `exe` with `profile` as its profile folder; downloads go to `downloads`.
+    /// Starts `exe` with `profile` as its profile folder; downloads are written into
+    /// `downloads.staging` and moved into `downloads.workspace` once finished.
     pub(crate) async fn start(
         exe: &Path,
         profile: &Path,
-        downloads: PathBuf,
+        downloads: Folders,
         def: BrowserDef,
         net: Net,
     ) -> Result<Self, BrowserError> {
         let err =
             |what: &str, e: &dyn std::fmt::Display| BrowserError::Start(format!("{what}: {e}"));
         std::fs::create_dir_all(profile).map_err(|e| err(&profile.display().to_string(), &e))?;
+        downloads
+            .prepare()
+            .map_err(|e| err("the downloads folders could not be made", &e))?;
         let state = Arc::new(Mutex::new(State::default()));
         let (work_tx, work_rx) = mpsc::channel(WORK_QUEUE);
         let cap = def.max_download_bytes;
@@ -213,6 +218,7 @@ impl Browser {
             _sink: sink,
             _proxy: guarded,
             check: net.check.clone(),
+            downloads: downloads.clone(),
         };
         tokio::spawn(work_loop(
             work_rx,
@@ -220,7 +226,7 @@ impl Browser {
             (browser.def.test_allow_origins.clone(), net.check),
             downloads.clone(),
             browser.state.clone(),
-            browser.def.max_tabs,
+            (browser.def.max_tabs, cap),
         ));
         let ready = async {
             let cdp = &browser.cdp;
@@ -243,7 +249,7 @@ impl Browser {
             cdp.call(
                 None,
                 "Browser.setDownloadBehavior",
-                json!({ "behavior": behavior, "downloadPath": downloads, "eventsEnabled": true }),
+                json!({ "behavior": behavior, "downloadPath": downloads.staging, "eventsEnabled": true }),
             )
             .await?;
             Ok::<_, CdpError>(())
@@ -263,9 +269,6 @@ impl Browser {
                     format!("; its last output: {}", tail.trim())
                 }
             )));
-        }
-        if let Err(e) = std::fs::create_dir_all(&downloads) {
-            tracing::warn!(path = %downloads.display(), error = %e, "The downloads folder could not be made.");
         }
         tracing::info!(pid, profile = %profile.display(), "Browser started.");
         Ok(browser)
@@ -446,6 +449,7 @@ impl Browser {
             let _reaped = child.wait().await;
             self.group_gone(grace).await;
         }
+        self.downloads.clear_staging();
         tracing::info!(pid = self.pid, "Browser stopped.");
     }
 
@@ -578,9 +582,9 @@ async fn work_loop(
     mut rx: mpsc::Receiver<Work>,
     cdp: Arc<Cdp>,
     guard: (Vec<String>, Resolver),
-    downloads: PathBuf,
+    downloads: Folders,
     state: Arc<Mutex<State>>,
-    max_tabs: usize,
+    (max_tabs, cap): (usize, u64),
 ) {
     let guard = Arc::new(guard);
     while let Some(work) = rx.recv().await {
@@ -617,12 +621,12 @@ async fn work_loop(
                     .await;
             }
             Work::Discard { guid } => {
-                remove_partial(&downloads, &guid);
+                downloads.discard(&guid);
                 if let Some(d) = lock(&state).downloads.get_mut(&guid) {
                     d.settled = true;
                 }
             }
-            Work::Finished { guid } => finish_download(&downloads, &guid, &state),
+            Work::Finished { guid } => deliver(&downloads, &guid, &state, cap),
             Work::Popup { target, opener } => {
                 tokio::spawn(popup(cdp.clone(), state.clone(), target, opener, max_tabs));
             }
@@ -630,53 +634,26 @@ async fn work_loop(
     }
 }
 
-fn remove_partial(dir: &Path, guid: &str) {
-    for name in [guid.to_string(), format!("{guid}.crdownload")] {
-        match std::fs::remove_file(dir.join(&name)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                tracing::warn!(file = %name, error = %e, "A refused download could not be deleted.")
-            }
-        }
-    }
-}
-
-/// Renames a finished download (saved under its guid) to its suggested name, made safe.
-fn finish_download(dir: &Path, guid: &str, state: &Mutex<State>) {
+/// Moves finished download `guid` into the workspace and records where it went.
+fn deliver(downloads: &Folders, guid: &str, state: &Mutex<State>, cap: u64) {
     let suggested = lock(state)
         .downloads
         .get(guid)
         .map(|d| d.name.clone())
         .unwrap_or_default();
-    let base: String = suggested
-        .chars()
-        .map(|c| {
-            if c.is_alphanumeric() || "._-".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let base = base.trim_start_matches('.');
-    let base = if base.is_empty() { guid } else { base };
-    let mut target = dir.join(base);
-    let mut n = 1;
-    while target.exists() && n < 100 {
-        n += 1;
-        target = dir.join(format!("{n}-{base}"));
-    }
-    let renamed = std::fs::rename(dir.join(guid), &target);
-    if let Err(e) = &renamed {
-        tracing::warn!(guid, error = %e, "A finished download could not be renamed.");
+    let delivered = downloads.deliver(guid, &suggested, cap);
+    if let Err(e) = &delivered {
+        tracing::warn!(guid, error = %e, "A finished download could not be moved into the workspace.");
+        downloads.discard(guid);
     }
     if let Some(d) = lock(state).downloads.get_mut(guid) {
-        if renamed.is_ok() {
-            d.name = target
-                .file_name()
-                .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or_default();
+        match delivered {
+            Ok(Delivered::As(name)) => d.name = name,
+            Ok(Delivered::OverCap(len)) => {
+                d.bytes = len;
+                d.refused = true;
+            }
+            Err(e) => d.state = format!("failed ({e})"),
         }
         d.settled = true;
     }

@@ -3,7 +3,8 @@
 //!
 //! - `cdp`: the protocol over `--remote-debugging-pipe` (no port), and why no CDP crate.
 //! - `chromium`: one running Chromium: start, tabs, bounded page loads, the address guard on
-//!   every request (request interception), downloads capped into the workspace.
+//!   every request (request interception), downloads capped.
+//! - `downloads`: downloads staged outside the workspace, moved in once finished within the cap.
 //! - `state`: what the protocol's events tell (loads, refs, requests, errors, downloads).
 //! - `snapshot`: the accessibility tree as compact lines with refs (`[ref=e12]`).
 //! - `page`: the actions inside a tab (snapshot, act, text, screenshot, wait).
@@ -18,6 +19,7 @@
 
 mod cdp;
 mod chromium;
+mod downloads;
 mod page;
 pub mod pool;
 mod snapshot;

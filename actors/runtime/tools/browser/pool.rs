@@ -139,7 +139,7 @@ impl Browsers {
         let browser = Browser::start(
             exe,
             &dir.join("profile"),
-            workspace.join(super::chromium::DOWNLOADS),
+            super::downloads::Folders::new(&dir, workspace),
             self.inner.def.clone(),
             self.inner.net.clone(),
         )
