@@ -622,9 +622,7 @@ async fn work_loop(
             }
             Work::Discard { guid } => {
                 downloads.discard(&guid);
-                if let Some(d) = lock(&state).downloads.get_mut(&guid) {
-                    d.settled = true;
-                }
+                lock(&state).settle(&guid, |_| {});
             }
             Work::Finished { guid } => deliver(&downloads, &guid, &state, cap),
             Work::Popup { target, opener } => {
@@ -646,17 +644,14 @@ fn deliver(downloads: &Folders, guid: &str, state: &Mutex<State>, cap: u64) {
         tracing::warn!(guid, error = %e, "A finished download could not be moved into the workspace.");
         downloads.discard(guid);
     }
-    if let Some(d) = lock(state).downloads.get_mut(guid) {
-        match delivered {
-            Ok(Delivered::As(name)) => d.name = name,
-            Ok(Delivered::OverCap(len)) => {
-                d.bytes = len;
-                d.refused = true;
-            }
-            Err(e) => d.state = format!("failed ({e})"),
+    lock(state).settle(guid, |d| match delivered {
+        Ok(Delivered::As(name)) => d.name = name,
+        Ok(Delivered::OverCap(len)) => {
+            d.bytes = len;
+            d.refused = true;
         }
-        d.settled = true;
-    }
+        Err(e) => d.state = format!("failed ({e})"),
+    });
 }
 
 /// The resident memory of every process in group `pgid`, in bytes (Linux `/proc`).

@@ -102,7 +102,7 @@ pub(crate) struct Download {
 }
 
 /// Everything one browser knows, behind one lock.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct State {
     pub tabs: Vec<Tab>,
     pub next_tab: u32,
@@ -111,6 +111,21 @@ pub(crate) struct State {
     /// How many refusals there have been (the ring forgets, this does not).
     pub refusals: u64,
     pub downloads: HashMap<String, Download>,
+    /// How many downloads have settled (see [`State::settle`]), for whoever waits on one.
+    pub settled: watch::Sender<u64>,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        Self {
+            tabs: Vec::new(),
+            next_tab: 0,
+            refused: VecDeque::new(),
+            refusals: 0,
+            downloads: HashMap::new(),
+            settled: watch::channel(0).0,
+        }
+    }
 }
 
 /// What an event asks of the browser beyond updating the state.
@@ -171,6 +186,15 @@ impl State {
     /// The tab the model calls `id`.
     pub(crate) fn tab(&mut self, id: &str) -> Option<&mut Tab> {
         self.tabs.iter_mut().find(|t| t.id == id)
+    }
+
+    /// Marks download `guid` settled after `change`, and tells whoever waits on `settled`.
+    pub(crate) fn settle(&mut self, guid: &str, change: impl FnOnce(&mut Download)) {
+        if let Some(d) = self.downloads.get_mut(guid) {
+            change(d);
+            d.settled = true;
+            self.settled.send_modify(|n| *n += 1);
+        }
     }
 
     /// Records a refusal of the guard.
@@ -396,5 +420,18 @@ mod tests {
             ),
             "completed after the cancel was sent: deleted, never renamed"
         );
+    }
+
+    #[test]
+    fn a_settled_download_is_counted_for_waiters_and_an_unknown_one_is_not() {
+        let mut s = State::default();
+        let waiter = s.settled.subscribe();
+        began(&mut s);
+        s.settle("other", |_| {});
+        assert_eq!(*waiter.borrow(), 0, "no download of that guid");
+        s.settle("g", |d| d.name = "big-2.bin".into());
+        assert_eq!(*waiter.borrow(), 1);
+        assert!(s.downloads["g"].settled);
+        assert_eq!(s.downloads["g"].name, "big-2.bin");
     }
 }

@@ -293,26 +293,20 @@ async fn a_screenshot_is_a_png_in_the_workspace_and_a_download_over_the_cap_is_r
 
     // Under the cap: saved into the workspace; over it: cancelled and nothing kept.
     let downloads = r.workspace.path().join("downloads");
+    let mut settled = {
+        let b = r.pool.running(&AgentId::parse("a").unwrap()).await.unwrap();
+        super::chromium::lock(&b.state).settled.subscribe()
+    };
     for (n, (bytes, kept)) in [(20_000, true), (5_000_000, false)].into_iter().enumerate() {
-        let n = n + 1;
+        let n = n as u64 + 1;
         let _nav = r.call(json!({ "action": "navigate", "url": site.url(&format!("/download?bytes={bytes}")) })).await;
-        let settled = async {
-            loop {
-                let b = r.pool.running(&AgentId::parse("a").unwrap()).await.unwrap();
-                let settled: Vec<bool> = super::chromium::lock(&b.state)
-                    .downloads
-                    .values()
-                    .map(|d| d.settled)
-                    .collect();
-                if settled.len() == n && settled.iter().all(|s| *s) {
-                    return;
-                }
-                tokio::task::yield_now().await;
-            }
-        };
-        tokio::time::timeout(NET, settled)
+        tokio::time::timeout(NET, settled.wait_for(|s| *s >= n))
             .await
-            .expect("the download settles");
+            .expect("the download settles")
+            .unwrap();
+        let b = r.pool.running(&AgentId::parse("a").unwrap()).await.unwrap();
+        let all = super::chromium::lock(&b.state).downloads.clone();
+        assert_eq!(all.len() as u64, n, "one download a navigation: {all:?}");
         let files: Vec<u64> = std::fs::read_dir(&downloads)
             .map(|d| {
                 d.flatten()
