@@ -188,12 +188,15 @@ impl State {
         self.tabs.iter_mut().find(|t| t.id == id)
     }
 
-    /// Marks download `guid` settled after `change`, and tells whoever waits on `settled`.
+    /// Marks download `guid` settled after `change`, and tells whoever waits on `settled` the
+    /// first time (a download discarded twice, once completed and once cancelled, counts once).
     pub(crate) fn settle(&mut self, guid: &str, change: impl FnOnce(&mut Download)) {
         if let Some(d) = self.downloads.get_mut(guid) {
             change(d);
-            d.settled = true;
-            self.settled.send_modify(|n| *n += 1);
+            if !d.settled {
+                d.settled = true;
+                self.settled.send_modify(|n| *n += 1);
+            }
         }
     }
 
@@ -431,6 +434,8 @@ mod tests {
         assert_eq!(*waiter.borrow(), 0, "no download of that guid");
         s.settle("g", |d| d.name = "big-2.bin".into());
         assert_eq!(*waiter.borrow(), 1);
+        s.settle("g", |_| {});
+        assert_eq!(*waiter.borrow(), 1, "a download settles once");
         assert!(s.downloads["g"].settled);
         assert_eq!(s.downloads["g"].name, "big-2.bin");
     }
