@@ -24,8 +24,8 @@ const MAX_NAMES: u32 = 100;
 pub(crate) struct Folders {
     /// Where Chromium writes (outside the workspace).
     pub staging: PathBuf,
-    /// The workspace's `downloads/`.
-    pub workspace: PathBuf,
+    /// The workspace, whose `downloads/` finished downloads are moved into.
+    workspace: PathBuf,
 }
 
 /// What became of a finished download.
@@ -42,15 +42,28 @@ impl Folders {
     pub(crate) fn new(agent_dir: &Path, workspace: &Path) -> Self {
         Self {
             staging: agent_dir.join(STAGING),
-            workspace: workspace.join(DOWNLOADS),
+            workspace: workspace.to_path_buf(),
         }
     }
 
-    /// Empties staging (what an earlier browser left) and makes both folders.
+    /// Empties staging (what an earlier browser left) and makes it; makes the workspace's
+    /// `downloads/` too, or says why not (a delivery checks again).
     pub(crate) fn prepare(&self) -> io::Result<()> {
         self.clear_staging();
         std::fs::create_dir_all(&self.staging)?;
-        std::fs::create_dir_all(&self.workspace)
+        if let Err(e) = self.downloads_dir() {
+            tracing::warn!(error = %e, "The workspace's downloads folder could not be made.");
+        }
+        Ok(())
+    }
+
+    /// The workspace's `downloads/`, made if missing, through the workspace's confinement: a
+    /// `downloads` that is a link out of the workspace is refused, never written through.
+    fn downloads_dir(&self) -> io::Result<PathBuf> {
+        let dir =
+            crate::workspace::confine(&self.workspace, DOWNLOADS).map_err(io::Error::other)?;
+        std::fs::create_dir_all(&dir)?;
+        Ok(dir)
     }
 
     /// Removes staging and everything in it.
@@ -88,16 +101,9 @@ impl Folders {
             self.discard(guid);
             return Ok(Delivered::OverCap(len));
         }
-        let dir = &self.workspace;
-        std::fs::create_dir_all(dir)?;
-        if std::fs::symlink_metadata(dir)?.file_type().is_symlink() {
-            return Err(io::Error::other(format!(
-                "{} is a symbolic link; downloads are not written through it",
-                dir.display()
-            )));
-        }
+        let dir = self.downloads_dir()?;
         let base = safe_name(suggested, guid);
-        let name = place(&src, dir, &base)?;
+        let name = place(&src, &dir, &base)?;
         if let Err(e) = std::fs::remove_file(&src) {
             tracing::warn!(guid, error = %e, "A delivered download's staging copy could not be deleted.");
         }
@@ -174,6 +180,7 @@ mod tests {
 
     fn folders() -> (tempfile::TempDir, Folders) {
         let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("ws")).unwrap();
         let f = Folders::new(&root.path().join("agent"), &root.path().join("ws"));
         f.prepare().unwrap();
         (root, f)
@@ -192,7 +199,7 @@ mod tests {
     #[test]
     fn a_finished_download_moves_under_its_safe_name_and_never_over_a_file() {
         let (_root, f) = folders();
-        std::fs::write(f.workspace.join("report.pdf"), b"mine").unwrap();
+        std::fs::write(f.workspace.join(DOWNLOADS).join("report.pdf"), b"mine").unwrap();
         for (guid, body) in [("g1", "first"), ("g2", "second")] {
             std::fs::write(f.staging.join(guid), body).unwrap();
         }
@@ -205,11 +212,11 @@ mod tests {
             Delivered::As("_.._.bashrc".into())
         );
         assert_eq!(
-            std::fs::read_to_string(f.workspace.join("report.pdf")).unwrap(),
+            std::fs::read_to_string(f.workspace.join(DOWNLOADS).join("report.pdf")).unwrap(),
             "mine"
         );
         assert_eq!(
-            std::fs::read_to_string(f.workspace.join("2-report.pdf")).unwrap(),
+            std::fs::read_to_string(f.workspace.join(DOWNLOADS).join("2-report.pdf")).unwrap(),
             "first"
         );
         assert_eq!(listing(&f.staging), Vec::<String>::new());
@@ -224,7 +231,7 @@ mod tests {
             Delivered::OverCap(101)
         );
         assert_eq!(listing(&f.staging), Vec::<String>::new());
-        assert_eq!(listing(&f.workspace), Vec::<String>::new());
+        assert_eq!(listing(&f.workspace.join(DOWNLOADS)), Vec::<String>::new());
     }
 
     #[test]
@@ -234,7 +241,7 @@ mod tests {
         f.discard("g");
         // Chromium's file thread writes on after it announced the cancel.
         std::fs::write(f.staging.join("g"), vec![0u8; 104_766]).unwrap();
-        assert_eq!(listing(&f.workspace), Vec::<String>::new());
+        assert_eq!(listing(&f.workspace.join(DOWNLOADS)), Vec::<String>::new());
         // The next start empties staging.
         f.prepare().unwrap();
         assert_eq!(listing(&f.staging), Vec::<String>::new());
@@ -243,13 +250,14 @@ mod tests {
     #[test]
     fn a_downloads_folder_that_is_a_link_is_not_written_through() {
         let (root, f) = folders();
+        let downloads = f.workspace.join(DOWNLOADS);
         let outside = root.path().join("outside");
         std::fs::create_dir(&outside).unwrap();
-        std::fs::remove_dir(&f.workspace).unwrap();
-        std::os::unix::fs::symlink(&outside, &f.workspace).unwrap();
+        std::fs::remove_dir(&downloads).unwrap();
+        std::os::unix::fs::symlink(&outside, &downloads).unwrap();
         std::fs::write(f.staging.join("g"), b"x").unwrap();
         let e = f.deliver("g", "x.txt", 100).unwrap_err();
-        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert!(e.to_string().contains("symlink"), "{e}");
         assert_eq!(listing(&outside), Vec::<String>::new());
     }
 
@@ -257,9 +265,16 @@ mod tests {
     fn a_copy_to_a_name_taken_meanwhile_is_refused_and_leaves_the_file_alone() {
         let (_root, f) = folders();
         std::fs::write(f.staging.join("g"), b"new").unwrap();
-        std::fs::write(f.workspace.join("a.txt"), b"old").unwrap();
-        let e = copy_new(&f.staging.join("g"), &f.workspace.join("a.txt")).unwrap_err();
+        std::fs::write(f.workspace.join(DOWNLOADS).join("a.txt"), b"old").unwrap();
+        let e = copy_new(
+            &f.staging.join("g"),
+            &f.workspace.join(DOWNLOADS).join("a.txt"),
+        )
+        .unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
-        assert_eq!(std::fs::read(f.workspace.join("a.txt")).unwrap(), b"old");
+        assert_eq!(
+            std::fs::read(f.workspace.join(DOWNLOADS).join("a.txt")).unwrap(),
+            b"old"
+        );
     }
 }
