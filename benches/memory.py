@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Resident memory of `clawbus up` as tasks go through it: idle, then at 1k, 10k, 20k and 30k tasks.
+"""Resident memory of `clawbus up` as tasks go through it: idle, then at 1k, 10k, 20k and 30k tasks
+(and every 10,000 after, when `--tasks` asks for more).
 
 Usage: python3 benches/memory.py [--bin target/release/clawbus] [--tasks 30000] [--sessions 200]
                                  [--concurrency 32] [--cache BYTES] [--replay-log BYTES]
@@ -116,7 +117,9 @@ def main():
         print(f"{0:>6}  {vm:>9.1f}  {anon:>11.1f}  {du(state):>9.1f}")
         errors = []
         done = 0
-        for step in [s for s in STEPS if s < a.tasks] + [a.tasks]:
+        # Past the last fixed step, a step every 10,000 tasks: flat or not over a longer run.
+        more = range(STEPS[-1] + 10000, a.tasks, 10000)
+        for step in [s for s in STEPS if s < a.tasks] + list(more) + [a.tasks]:
             lock = threading.Lock()
             queue = iter(range(done, step))
 
