@@ -1,6 +1,8 @@
 //! Figures, printed, never asserted: `cargo bench --bench figures`.
 //!
-//! 1. Bus: tasks submitted → delivered → completed per second, dedup ledger on (sled, group commit).
+//! 1. Bus: tasks submitted → delivered → completed per second, dedup ledger on (sled, group commit),
+//!    with the round trip of a cache line between two CPUs before and after (the figure halves
+//!    when the CPUs are far apart).
 //! 2. Bus: events published → delivered per second (no journal).
 //! 3. Per-turn overhead of the session + lane path (bus → agent → session actor → main lane →
 //!    scripted model answering at once → transcript synced → outcome): median and p99 over 10,000
@@ -56,6 +58,9 @@ fn main() {
 }
 
 async fn bus_tasks() {
+    // The figure halves when the two CPUs are far apart (BENCHMARKS.md, "A machine with two
+    // speeds"): how far they are, before and after.
+    print_cross_cpu("before the bus tasks");
     let dir = tempfile::tempdir().unwrap();
     let bus = LocalBus::open(dir.path(), LocalOptions::default()).unwrap();
     let mut sub = bus.consume(Topic::parse("bench.>").unwrap()).await.unwrap();
@@ -93,6 +98,16 @@ async fn bus_tasks() {
         "bus tasks (submit→deliver→complete, dedup+journal, {IN_FLIGHT} in flight): {TASKS} in {secs:.2}s = {:.0} tasks/s",
         TASKS as f64 / secs
     );
+    print_cross_cpu("after the bus tasks");
+}
+
+/// Prints the round trip of a cache line between the first two CPUs (see
+/// `clawbus_testkit::cross_cpu_round_trip`), or why there is none.
+fn print_cross_cpu(when: &str) {
+    match clawbus_testkit::cross_cpu_round_trip() {
+        Some(probe) => println!("{probe} ({when})"),
+        None => println!("cross-CPU round trip: not measured (fewer than two CPUs) ({when})"),
+    }
 }
 
 async fn bus_events() {

@@ -9,10 +9,13 @@
 //! [`Browser`]: a real headless Chromium driven by `chromedriver` over W3C WebDriver.
 //! [`chromium_or_skip`], [`FixtureSite`], [`Tripwire`]: for the `browser` tool's tests.
 //! [`mcp_python_or_skip`]: the Python with the official MCP SDK, for the MCP tests.
+//! [`cross_cpu_round_trip`]: how far apart two CPUs are, for benchmarks to print beside figures
+//! that depend on it.
 
 mod anthropic;
 mod browser;
 mod chromedriver;
+mod cpus;
 mod flood;
 mod nats;
 mod python;
@@ -24,6 +27,7 @@ mod tests;
 
 pub use browser::{FixtureSite, Tripwire, chromium_or_skip, processes_naming};
 pub use chromedriver::{Browser, Element, WebDriverError};
+pub use cpus::{CrossCpu, cross_cpu_round_trip};
 pub use nats::NatsServer;
 pub use python::mcp_python_or_skip;
 use std::collections::VecDeque;

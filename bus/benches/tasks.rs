@@ -4,9 +4,11 @@
 //! then how many commits each flush of the local store carried, then the same workload with a
 //! text of [`TEXT_BYTES`] bytes (with a line break, as prompts and answers have) as each task's
 //! payload and result, on a fresh store: what a task's own bytes cost. `-- number` or `-- text`
-//! runs only that local run (cargo passes `--bench`; other arguments pick runs). It runs on
-//! mimalloc, the daemon's allocator (with glibc's malloc the same workload ran at about 55 % of
-//! the rate). NATS runs when `CLAWBUS_BENCH_NATS` names a server (≥ 2.11, JetStream on), e.g.
+//! runs only that local run (cargo passes `--bench`; other arguments pick runs). Each run also
+//! prints the round trip of a cache line between the first two CPUs, before and after: on a
+//! virtual machine whose vCPUs the host moves, the figure halves when they are far apart. It
+//! runs on mimalloc, the daemon's allocator (with glibc's malloc the same workload ran at about
+//! 55 % of the rate). NATS runs when `CLAWBUS_BENCH_NATS` names a server (≥ 2.11, JetStream on), e.g.
 //! `nats://127.0.0.1:4222`; each run uses a fresh prefix.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 #![allow(clippy::disallowed_methods, reason = "a bench measures real time")]
@@ -108,6 +110,8 @@ async fn run(name: &str, bus: Arc<dyn Bus>, tasks: usize, payload: fn(usize) -> 
         }
     });
     let topic = Topic::parse("bench.tasks").unwrap();
+    // The figure halves when the two CPUs are far apart: how far they are, before and after.
+    let before = clawbus_testkit::cross_cpu_round_trip();
     let started = Instant::now();
     let sem = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
     let mut joins = Vec::with_capacity(tasks);
@@ -131,6 +135,15 @@ async fn run(name: &str, bus: Arc<dyn Bus>, tasks: usize, payload: fn(usize) -> 
     println!(
         "{name}: bus tasks (submit→deliver→complete, dedup+journal, {IN_FLIGHT} in flight): {tasks} in {secs:.2}s = {:.0} tasks/s",
         tasks as f64 / secs
+    );
+    let after = clawbus_testkit::cross_cpu_round_trip();
+    let ns = |p: Option<clawbus_testkit::CrossCpu>| {
+        p.map_or("-".to_string(), |p| format!("{:.0} ns", p.round_trip_ns))
+    };
+    println!(
+        "{name}: cross-CPU round trip (a cache line between the first two CPUs) before {}, after {}",
+        ns(before),
+        ns(after)
     );
     consumer.abort();
 }
