@@ -59,11 +59,13 @@ impl Folders {
 
     /// The workspace's `downloads/`, made if missing, through the workspace's confinement: a
     /// `downloads` that is a link out of the workspace is refused, never written through.
+    /// Checked again once it exists, as every folder a tool makes in the workspace is: nothing
+    /// may have turned it into a way out between the check and the making.
     fn downloads_dir(&self) -> io::Result<PathBuf> {
-        let dir =
-            crate::workspace::confine(&self.workspace, DOWNLOADS).map_err(io::Error::other)?;
-        std::fs::create_dir_all(&dir)?;
-        Ok(dir)
+        let confined =
+            || crate::workspace::confine(&self.workspace, DOWNLOADS).map_err(io::Error::other);
+        std::fs::create_dir_all(confined()?)?;
+        confined()
     }
 
     /// Removes staging and everything in it.
