@@ -75,23 +75,26 @@ async fn bus_tasks() {
     });
     let topic = Topic::parse("bench.tasks").unwrap();
     let started = Instant::now();
-    let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
-    let mut joins = Vec::with_capacity(TASKS);
-    for i in 0..TASKS {
-        let permit = sem.clone().acquire_owned().await.unwrap();
-        let (bus, topic) = (bus.clone(), topic.clone());
-        joins.push(tokio::spawn(async move {
-            let env = Envelope::task(
-                topic,
-                RequestId::parse(&format!("bench-{i}")).unwrap(),
-                json!(i),
-            );
-            bus.request(env, Duration::from_secs(60)).await.unwrap();
-            drop(permit);
-        }));
-    }
-    for j in joins {
-        j.await.unwrap();
+    // IN_FLIGHT clients, each submitting its share one task after another (as a connection does
+    // request after request): IN_FLIGHT tasks in flight, and no thread of the bench's own
+    // between one task's end and the next one's start.
+    let clients: Vec<_> = (0..IN_FLIGHT)
+        .map(|c| {
+            let (bus, topic) = (bus.clone(), topic.clone());
+            tokio::spawn(async move {
+                for i in (c..TASKS).step_by(IN_FLIGHT) {
+                    let env = Envelope::task(
+                        topic.clone(),
+                        RequestId::parse(&format!("bench-{i}")).unwrap(),
+                        json!(i),
+                    );
+                    bus.request(env, Duration::from_secs(60)).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for c in clients {
+        c.await.unwrap();
     }
     let secs = started.elapsed().as_secs_f64();
     println!(

@@ -11,7 +11,7 @@
 //!   [`SledKv`](kv::SledKv).
 //! - [`log`]: the [`LogStore`](log::LogStore) trait (append-only logs with a fence on the last
 //!   sequence) and [`FilesLog`](log::FilesLog).
-//! - [`local`]: the embedded backend (an actix broker actor in this process).
+//! - [`local`]: the embedded backend (a broker in this process).
 //! - `nats` (feature `nats`): the distributed backend on NATS JetStream.
 //! - [`open`](mod@open): [`open()`] a bus by [`Backend`]; the only place above which no backend is named.
 //! - `clock`: injected time.

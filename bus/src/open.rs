@@ -14,7 +14,7 @@ use std::time::Duration;
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub enum Backend {
-    /// The embedded bus: an actix broker in this process, tasks journaled in sled.
+    /// The embedded bus: a broker in this process, tasks journaled in sled.
     #[default]
     Local,
     /// NATS JetStream: several processes under one prefix form one bus (opened by [`connect`]).

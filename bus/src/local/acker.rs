@@ -1,7 +1,6 @@
 //! Settles the embedded backend's task deliveries against the store.
 
-use super::broker::{Broker, Publish, Redeliver};
-use super::closed;
+use super::broker::Broker;
 use super::log::{EventLog, Header};
 use crate::backend::{Acker, Settle};
 use crate::envelope::{Envelope, Kind};
@@ -9,16 +8,18 @@ use crate::error::BusError;
 use crate::events::TaskEventKind;
 use crate::store::TaskStore;
 use crate::task::Outcome;
-use actix::Addr;
 use async_trait::async_trait;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 /// Settles task deliveries against the (evented) store and asks the broker for redeliveries.
 pub(super) struct LocalAcker {
     pub(super) store: Arc<dyn TaskStore>,
     pub(super) log: Arc<EventLog>,
-    pub(super) broker: Addr<Broker>,
+    /// Weak: the broker holds this acker. A broker is gone once no bus and no subscription holds
+    /// it; then nobody could receive what it would route (the store keeps the task, re-queued on
+    /// the next open), so a reply or redelivery for it is dropped.
+    pub(super) broker: Weak<Broker>,
     pub(super) max_attempts: u32,
 }
 
@@ -32,7 +33,9 @@ impl LocalAcker {
             );
             reply.kind = Kind::Result;
             reply.request_id = env.request_id.clone();
-            self.broker.send(Publish(reply)).await.map_err(closed)?;
+            if let Some(broker) = self.broker.upgrade() {
+                broker.publish(reply);
+            }
         }
         Ok(())
     }
@@ -83,10 +86,10 @@ impl Acker for LocalAcker {
                 let mut next = env.clone();
                 next.attempt += 1;
                 self.retry(&next, delay, reason.as_deref().unwrap_or("nacked"));
-                self.broker
-                    .send(Redeliver { env: next, delay })
-                    .await
-                    .map_err(closed)
+                if let Some(broker) = self.broker.upgrade() {
+                    broker.redeliver(next, delay);
+                }
+                Ok(())
             }
         }
     }
@@ -96,9 +99,9 @@ impl Acker for LocalAcker {
         let mut next = env.clone();
         next.attempt += 1;
         self.retry(&next, Duration::ZERO, "delivery dropped unsettled");
-        self.broker.do_send(Redeliver {
-            env: next,
-            delay: Duration::ZERO,
-        });
+        // Spawned by the broker: a delivery may be dropped anywhere, even where its lock is held.
+        if let Some(broker) = self.broker.upgrade() {
+            broker.redeliver(next, Duration::ZERO);
+        }
     }
 }

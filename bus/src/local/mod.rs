@@ -1,4 +1,5 @@
-//! The embedded backend: an actix broker actor in this process, tasks journaled in a task store.
+//! The embedded backend: a broker in this process that routes on the caller's thread, tasks
+//! journaled in a task store.
 
 mod acker;
 mod broker;
@@ -9,6 +10,7 @@ pub(crate) mod stream;
 
 pub use log::{DEFAULT_REPLAY_BYTES, MAX_EVENTS_PER_TASK};
 
+use crate::backend::Acker;
 use crate::backend::{Bus, Subscription};
 use crate::clock::{Clock, SystemClock};
 use crate::envelope::{Envelope, Kind, RequestId};
@@ -18,14 +20,13 @@ use crate::store::{DEFAULT_WINDOW, SledTaskStore, TaskStore};
 use crate::task::{Admission, CancelNotice, Outcome, TaskRecord};
 use crate::topic::Topic;
 use acker::LocalAcker;
-use actix::{Addr, AsyncContext as _, Context};
 use async_trait::async_trait;
-use broker::{Broker, Dispatch, Mode, Publish, Subscribe, Unsubscribe};
+use broker::{Broker, Mode};
 use evented::EventedStore;
 use listeners::Listeners;
 use log::{EventLog, Header};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use uuid::Uuid;
@@ -61,7 +62,7 @@ impl Default for LocalOptions {
 /// The embedded bus. Cheap to clone; every clone talks to the same broker.
 #[derive(Clone)]
 pub struct LocalBus {
-    broker: Addr<Broker>,
+    broker: Arc<Broker>,
     /// `evented`, as the store it is.
     store: Arc<dyn TaskStore>,
     evented: Arc<EventedStore>,
@@ -70,7 +71,7 @@ pub struct LocalBus {
 
 impl LocalBus {
     /// Opens the bus over the sled database in `dir`, re-queueing every unfinished task.
-    /// Must be called inside a running actix `System`.
+    /// Must be called inside a tokio runtime (an actix `System` has one).
     pub fn open(dir: &Path, opts: LocalOptions) -> Result<Self, BusError> {
         let db =
             sled::open(dir).map_err(|e| BusError::storage(format!("open {}", dir.display()), e))?;
@@ -85,12 +86,17 @@ impl LocalBus {
 
     /// Opens the bus over `store` (its dedup window applies, not `opts.dedup_window`),
     /// re-queueing its unfinished tasks before anything else is delivered.
-    /// Must be called inside a running actix `System`.
+    /// Must be called inside a tokio runtime (an actix `System` has one): the broker's timers
+    /// run on it.
     pub fn with_store(store: Arc<dyn TaskStore>, opts: LocalOptions) -> Self {
-        let ctx = Context::<Broker>::new();
-        let address = ctx.address();
-        let to_broker = address.clone();
-        let sink = Box::new(move |env| to_broker.do_send(Publish(env)));
+        // The log publishes through the broker, made after it: the sink finds it here.
+        let route: Arc<OnceLock<Weak<Broker>>> = Arc::new(OnceLock::new());
+        let to_broker = route.clone();
+        let sink = Box::new(move |env| {
+            if let Some(broker) = to_broker.get().and_then(Weak::upgrade) {
+                broker.publish(env);
+            }
+        });
         let listeners = Arc::new(Listeners::default());
         let log = Arc::new(
             EventLog::with_caps(
@@ -103,18 +109,18 @@ impl LocalBus {
         );
         let evented = Arc::new(EventedStore::new(store, log.clone()));
         let store: Arc<dyn TaskStore> = evented.clone();
-        let acker = Arc::new(LocalAcker {
-            store: store.clone(),
-            log: log.clone(),
-            broker: address,
-            max_attempts: opts.max_attempts,
-        });
-        let broker = ctx.run(Broker::new(
-            acker,
-            opts.max_attempts,
-            Some(store.clone()),
-            listeners,
-        ));
+        let (acker_store, acker_log) = (store.clone(), log.clone());
+        let acker = move |broker| -> Arc<dyn Acker> {
+            Arc::new(LocalAcker {
+                store: acker_store,
+                log: acker_log,
+                broker,
+                max_attempts: opts.max_attempts,
+            })
+        };
+        let broker = Broker::new(acker, opts.max_attempts, Some(store.clone()), listeners);
+        // Set once, here: the cell is new.
+        let _ = route.set(Arc::downgrade(&broker));
         Self {
             broker,
             store,
@@ -175,11 +181,7 @@ impl LocalBus {
         } else {
             Mode::Broadcast
         };
-        let id = self
-            .broker
-            .send(Subscribe { pattern, mode, tx })
-            .await
-            .map_err(closed)?;
+        let id = self.broker.subscribe(pattern, mode, tx);
         let guard = Unsubscriber {
             broker: self.broker.clone(),
             id,
@@ -188,32 +190,15 @@ impl LocalBus {
     }
 }
 
-pub(crate) fn closed(e: actix::MailboxError) -> BusError {
-    BusError::Closed(format!("broker: {e}"))
-}
-
-/// Puts `env` in the broker's mailbox to be dispatched. Once queued it is the broker's: there is
-/// no answer to wait for (waiting for one would cost a hand-off between threads per task), so the
-/// message is awaited only while the mailbox is full.
-async fn dispatch_to(broker: &Addr<Broker>, env: Envelope) -> Result<(), BusError> {
-    match broker.try_send(Dispatch(env)) {
-        Ok(()) => Ok(()),
-        Err(actix::prelude::SendError::Full(msg)) => broker.send(msg).await.map_err(closed),
-        Err(actix::prelude::SendError::Closed(_)) => {
-            Err(BusError::Closed("broker: mailbox closed".into()))
-        }
-    }
-}
-
+/// Ends its subscription when dropped; holds the broker while the subscription lives.
 struct Unsubscriber {
-    broker: Addr<Broker>,
+    broker: Arc<Broker>,
     id: u64,
 }
 
 impl Drop for Unsubscriber {
     fn drop(&mut self) {
-        // If this is lost the broker still prunes the closed channel on its next send.
-        self.broker.do_send(Unsubscribe(self.id));
+        self.broker.unsubscribe(self.id);
     }
 }
 
@@ -225,7 +210,8 @@ impl Bus for LocalBus {
                 "tasks go through submit, not publish".into(),
             ));
         }
-        self.broker.send(Publish(env)).await.map_err(closed)
+        self.broker.publish(env);
+        Ok(())
     }
 
     async fn submit(&self, env: Envelope) -> Result<Admission, BusError> {
@@ -246,6 +232,8 @@ impl Bus for LocalBus {
         // delivered, which its duplicates would then find and never deliver either.
         let (store, broker) = (self.store.clone(), self.broker.clone());
         crate::backend::run_to_end(async move {
+            // The tasks a restart re-queues go first, and are only those admitted before it.
+            broker.recovered().await;
             let fresh_id = env.id;
             let admission = store.admit(env.clone()).await?;
             if !admission.duplicate {
@@ -257,7 +245,7 @@ impl Bus for LocalBus {
                     again.attempt = admission.task.attempts + 1;
                     again
                 };
-                dispatch_to(&broker, dispatch).await?;
+                broker.dispatch(dispatch);
             }
             Ok(admission)
         })
@@ -364,7 +352,7 @@ impl Bus for LocalBus {
                 return Ok(record);
             }
             let notice = CancelNotice::for_ended(&record);
-            broker.send(Publish(notice)).await.map_err(closed)?;
+            broker.publish(notice);
             Ok(record)
         })
         .await

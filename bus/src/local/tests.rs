@@ -1,10 +1,12 @@
-//! The broker's mailbox seen from a submit (full, a dispatch waits for room instead of failing), and
-//! when a waiter reads the store to catch up on an outcome.
+//! The broker routing from many threads at once, a dropped delivery coming back, the broker's
+//! lifetime, and when a waiter reads the store to catch up on an outcome.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use super::{LocalBus, LocalOptions, dispatch_to};
-use crate::{Bus as _, Envelope, RequestId, Topic};
-use futures::FutureExt as _;
+use super::{LocalBus, LocalOptions};
+use crate::{Bus as _, Envelope, Outcome, RequestId, Topic};
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 fn task(i: usize) -> Envelope {
@@ -15,68 +17,85 @@ fn task(i: usize) -> Envelope {
     )
 }
 
-/// The broker's mailbox (4,096) filled while its thread cannot run: the next dispatch is pending
-/// (not an error), ends once the broker runs again, and every dispatched task is delivered.
+/// Tasks submitted from several threads at once, each routed on its submitter's thread, reach
+/// the consumers once each, and every submitter gets its own outcome back.
 #[test]
-fn a_dispatch_past_a_full_mailbox_waits_for_room_and_is_delivered() {
-    const MAILBOX: usize = 4_096;
-    actix_rt::System::new().block_on(async {
+fn tasks_routed_from_many_threads_at_once_each_reach_one_consumer_once() {
+    const TASKS: usize = 2_000;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
         let dir = tempfile::tempdir().unwrap();
-        // The broker lives on the arbiter the bus is opened on: a thread of the test's own.
-        let arbiter = actix_rt::Arbiter::new();
-        let (opened_tx, opened_rx) = tokio::sync::oneshot::channel();
-        let path = dir.path().to_path_buf();
-        arbiter.spawn(async move {
-            let _ = opened_tx.send(LocalBus::open(&path, LocalOptions::default()));
-        });
-        let bus = opened_rx.await.unwrap().unwrap();
-        let mut sub = bus
-            .consume(Topic::parse("agent.full").unwrap())
-            .await
-            .unwrap();
-        // The broker's thread blocks until released: its mailbox fills and stays full.
-        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
-        arbiter.spawn_fn(move || {
-            let _ = release_rx.recv();
-        });
-        let mut queued = 0;
-        let waiting = loop {
-            let mut dispatch = Box::pin(dispatch_to(&bus.broker, task(queued)));
-            match (&mut dispatch).now_or_never() {
-                Some(done) => {
-                    done.unwrap();
-                    queued += 1;
-                    assert!(queued <= 2 * MAILBOX, "the mailbox never filled");
+        let bus = LocalBus::open(dir.path(), LocalOptions::default()).unwrap();
+        let seen = Arc::new(std::sync::Mutex::new(HashMap::<String, usize>::new()));
+        let mut consumers = Vec::new();
+        for _ in 0..3 {
+            let mut sub = bus.consume(Topic::parse("agent.*").unwrap()).await.unwrap();
+            let seen = seen.clone();
+            consumers.push(tokio::spawn(async move {
+                while let Some(d) = sub.next().await {
+                    let id = d.envelope().request_id.to_string();
+                    *seen.lock().unwrap().entry(id).or_default() += 1;
+                    tokio::spawn(async move {
+                        assert!(d.start().await.unwrap());
+                        let result = d.envelope().payload.clone();
+                        d.complete(Outcome::Succeeded { result }).await.unwrap();
+                    });
                 }
-                None => break dispatch,
-            }
-        };
-        assert!(queued >= MAILBOX, "pending after only {queued} dispatches");
-        release_tx.send(()).unwrap();
-        let bound = Duration::from_secs(60);
-        tokio::time::timeout(bound, waiting).await.unwrap().unwrap();
-        // Every dispatched task reaches the consumer, the one that waited for room too. (These
-        // tasks were never admitted to the store, so nothing settles them: the broker may deliver
-        // one again, which this test does not judge.)
-        let mut seen = std::collections::HashSet::new();
-        while seen.len() <= queued {
-            let d = tokio::time::timeout(bound, sub.next())
-                .await
-                .unwrap()
-                .unwrap();
-            seen.insert(d.envelope().request_id.to_string());
+            }));
         }
-        assert!(seen.contains(&format!("r-{queued}")));
-        arbiter.stop();
+        let submits: Vec<_> = (0..TASKS)
+            .map(|i| {
+                let bus = bus.clone();
+                tokio::spawn(async move {
+                    let (done, _) = bus.request(task(i), Duration::from_secs(60)).await.unwrap();
+                    assert_eq!(done.outcome, Some(Outcome::Succeeded { result: json!(i) }));
+                })
+            })
+            .collect();
+        for s in submits {
+            s.await.unwrap();
+        }
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), TASKS, "every task delivered");
+        assert!(seen.values().all(|&n| n == 1), "none delivered twice");
+        for c in consumers {
+            c.abort();
+        }
     });
+}
+
+/// A delivery dropped unsettled comes back (redelivered as its next attempt) to a consumer, and
+/// the broker goes once no bus and no subscription holds it: its subscriptions end.
+#[actix_rt::test]
+async fn a_dropped_delivery_comes_back_and_the_broker_goes_with_its_last_holder() {
+    let dir = tempfile::tempdir().unwrap();
+    let bus = LocalBus::open(dir.path(), LocalOptions::default()).unwrap();
+    let mut sub = bus.consume(Topic::parse("agent.*").unwrap()).await.unwrap();
+    bus.submit(task(7)).await.unwrap();
+    let first = sub.next().await.unwrap();
+    assert_eq!(first.envelope().attempt, 1);
+    drop(first);
+    let again = sub.next().await.unwrap();
+    assert_eq!(again.envelope().request_id.as_str(), "r-7");
+    assert_eq!(again.envelope().attempt, 2, "the next attempt");
+    again.release();
+    drop(again);
+    let broker = Arc::downgrade(&bus.broker);
+    drop(bus);
+    assert!(broker.upgrade().is_some(), "the subscription holds it");
+    drop(sub);
+    assert!(broker.upgrade().is_none(), "gone with its last holder");
 }
 
 /// Outcomes recorded through the bus leave the event log nothing to catch up on (a waiter reads
 /// no record for it); one recorded on the store directly, past the log, makes it read from then on.
 #[actix_rt::test]
 async fn the_log_skips_the_store_read_only_while_every_outcome_came_through_it() {
-    use crate::{Outcome, SledTaskStore, SystemClock, TaskStore as _};
-    use std::sync::Arc;
+    use crate::{SledTaskStore, SystemClock, TaskStore as _};
     let dir = tempfile::tempdir().unwrap();
     let window = Duration::from_secs(60);
     let store = Arc::new(SledTaskStore::open(dir.path(), Arc::new(SystemClock), window).unwrap());
