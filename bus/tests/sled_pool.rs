@@ -42,7 +42,10 @@ fn pool_threads() -> Vec<(char, u64)> {
 }
 
 #[test]
-#[allow(clippy::disallowed_methods, reason = "waits, bounded, for threads the pool starts")]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "waits, bounded, for threads the pool starts"
+)]
 fn a_flush_wakes_one_thread_of_the_pool_not_every_idle_one() {
     let dir = tempfile::tempdir().unwrap();
     let db = sled::Config::new()
