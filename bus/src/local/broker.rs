@@ -86,8 +86,9 @@ struct Table {
 impl Broker {
     /// A broker on the current tokio runtime (it panics outside one). With `recover` it first
     /// dispatches that store's unfinished tasks, in admission order; a submit waits for that
-    /// ([`Broker::recovered`]), so no task admitted since is read as one of them or overtakes them. `acker` is made with this broker (its handle to it is weak: a broker is dropped
-    /// with the last bus, subscription and delivery that hold it).
+    /// ([`Broker::recovered`]), so no task admitted since is read as one of them or overtakes
+    /// them. `acker` is made with this broker (its handle to it is weak: a broker is dropped with
+    /// the last bus and subscription that hold it).
     pub(super) fn new(
         acker: impl FnOnce(Weak<Broker>) -> Arc<dyn Acker>,
         max_attempts: u32,
@@ -116,6 +117,8 @@ impl Broker {
         if let Some(store) = recover {
             let me = broker.me.clone();
             broker.runtime.spawn(async move {
+                // Should the read panic or the runtime drop it, the submits still go.
+                let _ends = RecoveryEnds(me.clone());
                 let found = store.unfinished().await;
                 if let Some(broker) = me.upgrade() {
                     broker.recover(found);
@@ -164,6 +167,11 @@ impl Broker {
         }
         self.retry_parked_later(&mut table);
         drop(table);
+        self.end_recovery();
+    }
+
+    /// Lets the submits that wait for the recovery go.
+    fn end_recovery(&self) {
         self.recovering.store(false, Ordering::Release);
         self.recovery_done.notify_waiters();
     }
@@ -376,6 +384,18 @@ impl Broker {
             if let Some(env) = self.offer(table, env) {
                 table.parked.push_back(env);
             }
+        }
+    }
+}
+
+/// Ends the recovery when dropped: after the re-queue, or in its place when the task that reads
+/// the store panics or is dropped unfinished (a submit must not wait for it forever).
+struct RecoveryEnds(Weak<Broker>);
+
+impl Drop for RecoveryEnds {
+    fn drop(&mut self) {
+        if let Some(broker) = self.0.upgrade() {
+            broker.end_recovery();
         }
     }
 }

@@ -123,3 +123,148 @@ async fn the_log_skips_the_store_read_only_while_every_outcome_came_through_it()
     let waited = bus.wait(&direct.task.request_id, window).await.unwrap();
     assert!(waited.state.is_terminal(), "{waited:?}");
 }
+
+/// A sled store whose `unfinished` waits for `gate` (or panics with `panics`): the re-queue of a
+/// restart held at will.
+struct HeldRecovery {
+    inner: crate::SledTaskStore,
+    gate: Arc<tokio::sync::Notify>,
+    panics: bool,
+}
+
+#[async_trait::async_trait]
+impl crate::TaskStore for HeldRecovery {
+    fn window(&self) -> Duration {
+        self.inner.window()
+    }
+    async fn admit(&self, env: Envelope) -> Result<crate::Admission, crate::BusError> {
+        self.inner.admit(env).await
+    }
+    async fn attach(&self, env: &Envelope) -> Result<Option<crate::Admission>, crate::BusError> {
+        self.inner.attach(env).await
+    }
+    async fn start(
+        &self,
+        id: &RequestId,
+        attempt: u32,
+    ) -> Result<Option<crate::TaskRecord>, crate::BusError> {
+        self.inner.start(id, attempt).await
+    }
+    async fn progress(
+        &self,
+        id: &RequestId,
+        note: serde_json::Value,
+    ) -> Result<Option<crate::TaskRecord>, crate::BusError> {
+        self.inner.progress(id, note).await
+    }
+    async fn complete(
+        &self,
+        id: &RequestId,
+        outcome: Outcome,
+    ) -> Result<crate::store::Completion, crate::BusError> {
+        self.inner.complete(id, outcome).await
+    }
+    async fn complete_announced(
+        &self,
+        id: &RequestId,
+        outcome: Outcome,
+    ) -> Result<crate::store::Completion, crate::BusError> {
+        self.inner.complete_announced(id, outcome).await
+    }
+    fn unannounced_outcomes(&self) -> Option<u64> {
+        self.inner.unannounced_outcomes()
+    }
+    async fn requeue(&self, id: &RequestId) -> Result<Option<crate::TaskRecord>, crate::BusError> {
+        self.inner.requeue(id).await
+    }
+    async fn lookup(&self, id: &RequestId) -> Result<Option<crate::TaskRecord>, crate::BusError> {
+        self.inner.lookup(id).await
+    }
+    async fn by_task_id(
+        &self,
+        id: uuid::Uuid,
+    ) -> Result<Option<crate::TaskRecord>, crate::BusError> {
+        self.inner.by_task_id(id).await
+    }
+    async fn unfinished(&self) -> Result<Vec<crate::TaskRecord>, crate::BusError> {
+        self.gate.notified().await;
+        assert!(!self.panics, "the read of the unfinished tasks failed");
+        self.inner.unfinished().await
+    }
+    async fn list(&self) -> Result<Vec<crate::TaskRecord>, crate::BusError> {
+        self.inner.list().await
+    }
+    async fn expire(&self) -> Result<usize, crate::BusError> {
+        self.inner.expire().await
+    }
+}
+
+fn held_recovery(dir: &std::path::Path, panics: bool) -> (LocalBus, Arc<tokio::sync::Notify>) {
+    use crate::{SledTaskStore, SystemClock};
+    let inner = SledTaskStore::open(dir, Arc::new(SystemClock), Duration::from_secs(600)).unwrap();
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let store = HeldRecovery {
+        inner,
+        gate: gate.clone(),
+        panics,
+    };
+    (
+        LocalBus::with_store(Arc::new(store), LocalOptions::default()),
+        gate,
+    )
+}
+
+/// A task submitted while a restart's unfinished tasks are still being read waits for them: they
+/// are delivered first, and the new task once, not also as one of them.
+#[actix_rt::test]
+async fn a_submit_during_the_re_queue_waits_and_its_task_is_delivered_once_after() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (bus, gate) = held_recovery(dir.path(), false);
+        gate.notify_one();
+        bus.submit(task(1)).await.unwrap(); // never started: unfinished at the next open
+    }
+    let (bus, gate) = held_recovery(dir.path(), false);
+    let mut sub = bus
+        .consume(Topic::parse("agent.full").unwrap())
+        .await
+        .unwrap();
+    let submit = tokio::spawn({
+        let bus = bus.clone();
+        async move { bus.submit(task(2)).await.unwrap() }
+    });
+    tokio::task::yield_now().await;
+    assert!(!submit.is_finished(), "the submit waits for the re-queue");
+    gate.notify_one();
+    submit.await.unwrap();
+    let first = sub.next().await.unwrap();
+    assert_eq!(
+        first.envelope().request_id.as_str(),
+        "r-1",
+        "re-queued first"
+    );
+    let second = sub.next().await.unwrap();
+    assert_eq!(second.envelope().request_id.as_str(), "r-2");
+    for d in [first, second] {
+        d.complete(Outcome::Succeeded {
+            result: json!(null),
+        })
+        .await
+        .unwrap();
+    }
+    // The re-queue and the submit's dispatch both routed before `submit` returned: a second
+    // delivery of either would be queued by now.
+    use futures::FutureExt as _;
+    let more = sub.next().now_or_never();
+    assert!(more.is_none(), "nothing delivered twice: {more:?}");
+}
+
+/// Should the read of the unfinished tasks fail outright (a panic), submits do not wait forever.
+#[actix_rt::test]
+async fn a_re_queue_that_panics_lets_the_submits_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bus, gate) = held_recovery(dir.path(), true);
+    gate.notify_one();
+    let admitted = tokio::time::timeout(Duration::from_secs(30), bus.submit(task(3))).await;
+    assert!(!admitted.unwrap().unwrap().duplicate);
+}
