@@ -133,7 +133,8 @@ impl KvOpener {
 
 /// Opens the bus `opts.backend` names: [`open`] for the embedded one; for NATS, connects (with
 /// retries), checks the server (version, JetStream) and opens the stream and buckets, every
-/// failure an error naming the URL. Must be called inside a running actix `System`.
+/// failure an error naming the URL. Must be called inside a tokio runtime (an actix `System` has
+/// one).
 pub async fn connect(opts: BusOptions, db: sled::Db) -> Result<OpenBus, BusError> {
     match &opts.backend {
         Backend::Local => open(opts, db),
@@ -162,7 +163,7 @@ pub async fn connect(opts: BusOptions, db: sled::Db) -> Result<OpenBus, BusError
 }
 
 /// Opens the embedded bus over `db`, re-queueing every unfinished task (a network backend is
-/// opened by [`connect`]). Must be called inside a running actix `System`.
+/// opened by [`connect`]). Must be called inside a tokio runtime (an actix `System` has one).
 pub fn open(opts: BusOptions, db: sled::Db) -> Result<OpenBus, BusError> {
     match opts.backend {
         Backend::Local => {

@@ -10,8 +10,7 @@ pub(crate) mod stream;
 
 pub use log::{DEFAULT_REPLAY_BYTES, MAX_EVENTS_PER_TASK};
 
-use crate::backend::Acker;
-use crate::backend::{Bus, Subscription};
+use crate::backend::{Acker, Bus, Subscription};
 use crate::clock::{Clock, SystemClock};
 use crate::envelope::{Envelope, Kind, RequestId};
 use crate::error::BusError;
