@@ -42,8 +42,11 @@ and the functions that cost most per turn (exclusive, same difference). Without 
 import argparse, http.client, json, os, re, shutil, signal, subprocess, sys, tempfile, threading, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The spin whose count is scheduling luck under valgrind (see the module docs).
-SPIN = "sled::lazy::Lazy"
+# The linker's symbol order (build.rs), whose names `order_coverage` checks against a binary.
+ORDER = os.path.join(ROOT, "actors", "main", "symbol-order.txt")
+# The spin whose count is scheduling luck under valgrind (see the module docs): its name demangled,
+# or mangled as `--symbol-order` keeps the names (legacy `sled..lazy..Lazy`, v0 `4sled4lazy4Lazy`).
+SPIN = re.compile(r"sled(::|\.\.)lazy(::|\.\.)Lazy|4sled4lazy4Lazy")
 # Connections at once while the functions of the turn phase are counted (`--symbol-order`).
 PHASE_CONNECTIONS = 16
 # How long a daemon under valgrind may take to listen, and to stop after SIGTERM.
@@ -134,7 +137,7 @@ def costs(out):
     total, funcs = table(out, inclusive=False)
     _, inclusive = table(out, inclusive=True)
     # The outermost spinning function's inclusive count covers the ones it calls.
-    spun = max((n for f, n in inclusive.items() if SPIN in f), default=0)
+    spun = max((n for f, n in inclusive.items() if SPIN.search(f)), default=0)
     return total, funcs, spun
 
 
@@ -218,16 +221,40 @@ def turn_phase(binp, base, keep, n, sessions):
     return table(f"{out}.1", inclusive=False)[1]
 
 
+def code_symbols(binp):
+    """The names of the functions defined in `binp`, mangled."""
+    text = subprocess.run(["nm", "--defined-only", binp], check=True, capture_output=True,
+                          text=True).stdout
+    return {p[2] for p in (l.split() for l in text.splitlines())
+            if len(p) == 3 and p[1] in "tTwW"}
+
+
+def order_coverage(binp, path=ORDER):
+    """A line saying how many of the symbol order's names `binp` defines, with a warning when
+    fewer than nine in ten: a mangled name carries a hash of its crate's metadata, which a changed
+    dependency, version or vendored source changes, and the linker silently skips a name it does
+    not find (the daemon's code then lies as if unordered: 1.5-5 MiB more resident). `None` when
+    the list or `nm` is missing."""
+    try:
+        names = [l.strip() for l in open(path) if l.strip()]
+        code = code_symbols(binp)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    found = sum(1 for n in names if n in code)
+    line = f"symbol order: {found:,} of its {len(names):,} names are in {os.path.basename(binp)}"
+    if names and found * 10 < len(names) * 9:
+        line += (" -- STALE: rewrite it (python3 benches/callgrind.py --symbol-order "
+                 f"{os.path.relpath(path, ROOT)}) and rebuild before reading memory or start figures")
+    return line
+
+
 def write_order(path, binp, phase, turned, started):
     """Writes the functions of `binp`, one mangled name a line: those that ran while turns went
     through (`phase`), most instructions first; then those the turns run (`turned`) ran more of
     than the start run (`started`), which a longer or busier load may reach too (a name listed
     needlessly costs its size, one left out a page of its own); then the rest of the turns run
     (the start and the stop)."""
-    text = subprocess.run(["nm", "--defined-only", binp], check=True, capture_output=True,
-                          text=True).stdout
-    code = {p[2] for p in (l.split() for l in text.splitlines())
-            if len(p) == 3 and p[1] in "tTwW"}
+    code = code_symbols(binp)
     turn = sorted((f for f in phase if f in code and phase[f] > 0),
                   key=lambda f: (-phase[f], f))
     listed = set(turn)
@@ -263,6 +290,9 @@ def main():
         subprocess.run(["cargo", "build", "--release", "--bin", "clawbus"], cwd=ROOT, check=True)
         binp = os.path.join(ROOT, "target", "release", "clawbus")
     binp = os.path.abspath(binp)
+    coverage = order_coverage(binp)
+    if coverage:
+        print(coverage, file=sys.stderr)
     tmp = tempfile.mkdtemp(prefix="clawbus-callgrind-")
     keep = a.keep or tmp
     os.makedirs(keep, exist_ok=True)
@@ -306,7 +336,7 @@ def main():
     per_turn = ((tt - tspin) - start) / a.turns
     cli = ct - cspin
     top = sorted(((f, (tf.get(f, 0) - sf.get(f, 0)) / a.turns) for f in set(tf) | set(sf)
-                  if SPIN not in f), key=lambda x: -x[1])[:a.top]
+                  if not SPIN.search(f)), key=lambda x: -x[1])[:a.top]
     result = {
         "per_turn": round(per_turn), "per_start": start, "cli": cli, "turns": a.turns,
         "sessions": a.sessions, "spin_subtracted": {"turns": tspin, "start": sspin},

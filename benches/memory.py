@@ -20,6 +20,8 @@ once the periodic work has run; the table's idle row is the second.
 """
 import argparse, http.client, json, os, shutil, signal, subprocess, sys, tempfile, threading, time
 
+from callgrind import order_coverage
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = (1000, 3000, 10000, 20000, 30000)
 
@@ -76,6 +78,9 @@ def main():
         subprocess.run(["cargo", "build", "--release", "--bin", "clawbus"], cwd=ROOT, check=True)
         binp = os.path.join(ROOT, "target", "release", "clawbus")
     binp = os.path.abspath(binp)
+    coverage = order_coverage(binp)
+    if coverage:
+        print(coverage)
     d = tempfile.mkdtemp(prefix="clawbus-memory-")
     try:
         for name in ("clawbus.toml", "agents.d", "skills", "flows.d"):
