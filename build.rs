@@ -17,7 +17,9 @@
 //! to 64 KiB around it, so a turn's 2 MB of code spread over 28 MB kept about 10 MiB of the
 //! binary resident under load; laid out together it is about 3 MiB. A name the binary lacks (a
 //! function renamed since the list was written) is skipped: a stale list costs memory, never
-//! correctness. The flag is passed only when rustc's linker takes it (LLD, rustc's default on
+//! correctness. A changed Cargo.lock renames whole crates' functions (their mangled names carry
+//! a hash of the crate's metadata), so the list records the Cargo.lock it was written for
+//! (`actors/main/symbol-order.lock`) and a release build warns when it differs. The flag is passed only when rustc's linker takes it (LLD, rustc's default on
 //! x86-64 Linux); `CLAWBUS_NO_SYMBOL_ORDER=1` leaves the default layout.
 
 use std::io::Write;
@@ -29,6 +31,9 @@ const PACK_RELATIVE_RELOCS: &str = "-Wl,-z,pack-relative-relocs";
 
 /// The list of functions to lay out first, relative to the package's root.
 const SYMBOL_ORDER: &str = "actors/main/symbol-order.txt";
+
+/// The fingerprint of the Cargo.lock the list was written for, relative to the package's root.
+const SYMBOL_ORDER_LOCK: &str = "actors/main/symbol-order.lock";
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
@@ -105,6 +110,7 @@ fn order_symbols() {
     if !list.is_file() {
         return;
     }
+    warn_if_stale(&root);
     let flags = [
         format!("-Wl,--symbol-ordering-file={}", list.display()),
         "-Wl,--no-warn-symbol-ordering".to_string(),
@@ -118,6 +124,35 @@ fn order_symbols() {
             "cargo:warning=the linker does not take --symbol-ordering-file (not LLD): the binary keeps the default layout"
         );
     }
+}
+
+/// Warns when the symbol order was written for another Cargo.lock than this build's: a mangled
+/// name carries a hash of its crate's metadata (version, source, dependencies), so most of the
+/// list would name functions this build does not have, and the linker skips them silently.
+fn warn_if_stale(root: &std::path::Path) {
+    println!("cargo:rerun-if-changed=Cargo.lock");
+    println!("cargo:rerun-if-changed={SYMBOL_ORDER_LOCK}");
+    let Ok(lock) = std::fs::read(root.join("Cargo.lock")) else {
+        return;
+    };
+    let now = format!("{:016x}", fnv1a64(&lock));
+    let recorded = std::fs::read_to_string(root.join(SYMBOL_ORDER_LOCK)).unwrap_or_default();
+    let recorded = recorded
+        .lines()
+        .find_map(|l| l.strip_prefix("cargo-lock-fnv1a64 "))
+        .map(str::trim);
+    if recorded != Some(now.as_str()) {
+        println!(
+            "cargo:warning={SYMBOL_ORDER} was written for another Cargo.lock: the release daemon keeps megabytes more code resident; rewrite it (python3 benches/callgrind.py --symbol-order {SYMBOL_ORDER}) and rebuild"
+        );
+    }
+}
+
+/// FNV-1a, 64 bits (as `benches/callgrind.py` computes it).
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// Whether an empty Rust program links with `flags` by rustc's linker for this target (the

@@ -3,6 +3,7 @@
 
 Usage: python3 benches/callgrind.py [--bin target/release/clawbus] [--turns 200] [--sessions 10]
                                      [--top 10] [--keep DIR] [--json] [--symbol-order FILE]
+       python3 benches/callgrind.py --check-symbol-order
 
 Wall-clock figures on a shared machine swing with its load; instruction counts do not (two runs
 agree to about 0.01 %). This counts them:
@@ -33,7 +34,12 @@ after the last turn (`callgrind_control -z`, `-d`): the idle timers that also ru
 counted where they run, not guessed from a difference of two runs. The runs then keep the names
 mangled (`--demangle=no`), as the linker reads them, and so does the printed top list. Rewrite
 the list after a change that moves a turn's code (`python3 benches/callgrind.py --symbol-order
-actors/main/symbol-order.txt`) and rebuild.
+actors/main/symbol-order.txt`) and rebuild. Written there, the list gets a fingerprint of the
+Cargo.lock it was made for beside it (`actors/main/symbol-order.lock`): mangled names carry a hash
+of their crate's metadata, so a changed dependency, version or vendored source renames every
+function of that crate and of the crates above it, and the linker silently skips the names it
+lacks. `--check-symbol-order` (run by .ci/run) fails when Cargo.lock no longer matches; a release
+build warns; and every run prints how many of the list's names the binary defines.
 
 Printed: instructions per start, per turn (turn run minus start run, over TURNS), per CLI call,
 and the functions that cost most per turn (exclusive, same difference). Without valgrind it prints
@@ -44,6 +50,8 @@ import argparse, http.client, json, os, re, shutil, signal, subprocess, sys, tem
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The linker's symbol order (build.rs), whose names `order_coverage` checks against a binary.
 ORDER = os.path.join(ROOT, "actors", "main", "symbol-order.txt")
+# Beside it: the fingerprint of the Cargo.lock it was written for (`--check-symbol-order`, build.rs).
+ORDER_LOCK = os.path.join(ROOT, "actors", "main", "symbol-order.lock")
 # The spin whose count is scheduling luck under valgrind (see the module docs): its name demangled,
 # or mangled as `--symbol-order` keeps the names (legacy `sled..lazy..Lazy`, v0 `4sled4lazy4Lazy`).
 SPIN = re.compile(r"sled(::|\.\.)lazy(::|\.\.)Lazy|4sled4lazy4Lazy")
@@ -229,6 +237,50 @@ def code_symbols(binp):
             if len(p) == 3 and p[1] in "tTwW"}
 
 
+def lock_fingerprint():
+    """FNV-1a (64 bits) of Cargo.lock's bytes, in hex: build.rs computes the same. A mangled name
+    carries a hash of its crate's metadata (its version, source and dependencies, all in
+    Cargo.lock), so a list written for another Cargo.lock names functions the build no longer has."""
+    h = 0xCBF29CE484222325
+    for b in open(os.path.join(ROOT, "Cargo.lock"), "rb").read():
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+def recorded_fingerprint():
+    """The Cargo.lock fingerprint `symbol-order.lock` records, or None."""
+    try:
+        for line in open(ORDER_LOCK):
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == "cargo-lock-fnv1a64":
+                return parts[1]
+    except OSError:
+        pass
+    return None
+
+
+def write_order_lock():
+    """Records the current Cargo.lock's fingerprint beside the symbol order."""
+    with open(ORDER_LOCK, "w") as out:
+        out.write("# The Cargo.lock actors/main/symbol-order.txt was written for (FNV-1a 64 of its "
+                  "bytes),\n# by benches/callgrind.py --symbol-order; build.rs and .ci/run compare "
+                  "it with Cargo.lock.\n")
+        out.write(f"cargo-lock-fnv1a64 {lock_fingerprint()}\n")
+
+
+def check_order_lock():
+    """0 when the symbol order was written for this Cargo.lock, else 1 with the reason printed."""
+    recorded, now = recorded_fingerprint(), lock_fingerprint()
+    if recorded == now:
+        print(f"symbol order: written for this Cargo.lock ({now})")
+        return 0
+    print(f"!! actors/main/symbol-order.txt was written for another Cargo.lock (recorded {recorded}, "
+          f"now {now}): its mangled names no longer match the build, and a release daemon keeps "
+          "megabytes more code resident. Rewrite it from a release build of this tree: "
+          "python3 benches/callgrind.py --symbol-order actors/main/symbol-order.txt", file=sys.stderr)
+    return 1
+
+
 def order_coverage(binp, path=ORDER):
     """A line saying how many of the symbol order's names `binp` defines, with a warning when
     fewer than nine in ten: a mangled name carries a hash of its crate's metadata, which a changed
@@ -266,6 +318,8 @@ def write_order(path, binp, phase, turned, started):
                    key=lambda f: (-turned[f], f))
     with open(path, "w") as out:
         out.writelines(f + "\n" for f in turn + more + start)
+    if os.path.abspath(path) == ORDER:
+        write_order_lock()
     print(f"symbol order: {len(turn)} functions that ran while turns went through, {len(more)} "
           f"more that the turns run ran more of than the start, then {len(start)} of the start "
           f"and the stop, written to {path}")
@@ -280,7 +334,11 @@ def main():
     ap.add_argument("--keep", help="keep the callgrind outputs in this folder")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--symbol-order", help="write the functions a turn runs, hottest first, here")
+    ap.add_argument("--check-symbol-order", action="store_true",
+                    help="only check that the symbol order was written for this Cargo.lock")
     a = ap.parse_args()
+    if a.check_symbol_order:
+        sys.exit(check_order_lock())
     if shutil.which("valgrind") is None:
         skip("valgrind is not installed")
     if shutil.which("callgrind_annotate") is None:
