@@ -230,73 +230,39 @@ def turn_phase(binp, base, keep, n, sessions):
 
 
 def code_symbols(binp):
-    """The names of the functions defined in `binp`, mangled."""
+    """The functions defined in `binp`: {mangled name: address}."""
     text = subprocess.run(["nm", "--defined-only", binp], check=True, capture_output=True,
                           text=True).stdout
-    return {p[2] for p in (l.split() for l in text.splitlines())
-            if len(p) == 3 and p[1] in "tTwW"}
-
-
-def lock_fingerprint():
-    """FNV-1a (64 bits) of Cargo.lock's bytes, in hex: build.rs computes the same. A mangled name
-    carries a hash of its crate's metadata (its version, source and dependencies, all in
-    Cargo.lock), so a list written for another Cargo.lock names functions the build no longer has."""
-    h = 0xCBF29CE484222325
-    for b in open(os.path.join(ROOT, "Cargo.lock"), "rb").read():
-        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return f"{h:016x}"
-
-
-def recorded_fingerprint():
-    """The Cargo.lock fingerprint `symbol-order.lock` records, or None."""
-    try:
-        for line in open(ORDER_LOCK):
-            parts = line.split()
-            if len(parts) == 2 and parts[0] == "cargo-lock-fnv1a64":
-                return parts[1]
-    except OSError:
-        pass
-    return None
-
-
-def write_order_lock():
-    """Records the current Cargo.lock's fingerprint beside the symbol order."""
-    with open(ORDER_LOCK, "w") as out:
-        out.write("# The Cargo.lock actors/main/symbol-order.txt was written for (FNV-1a 64 of its "
-                  "bytes),\n# by benches/callgrind.py --symbol-order; build.rs and .ci/run compare "
-                  "it with Cargo.lock.\n")
-        out.write(f"cargo-lock-fnv1a64 {lock_fingerprint()}\n")
-
-
-def check_order_lock():
-    """0 when the symbol order was written for this Cargo.lock, else 1 with the reason printed."""
-    recorded, now = recorded_fingerprint(), lock_fingerprint()
-    if recorded == now:
-        print(f"symbol order: written for this Cargo.lock ({now})")
-        return 0
-    print(f"!! actors/main/symbol-order.txt was written for another Cargo.lock (recorded {recorded}, "
-          f"now {now}): its mangled names no longer match the build, and a release daemon keeps "
-          "megabytes more code resident. Rewrite it from a release build of this tree: "
-          "python3 benches/callgrind.py --symbol-order actors/main/symbol-order.txt", file=sys.stderr)
-    return 1
+    code = {}
+    for p in (l.split() for l in text.splitlines()):
+        if len(p) == 3 and p[1] in "tTwW":
+            code.setdefault(p[2], int(p[0], 16))
+    return code
 
 
 def order_coverage(binp, path=ORDER):
-    """A line saying how many of the symbol order's names `binp` defines, with a warning when
-    fewer than nine in ten: a mangled name carries a hash of its crate's metadata, which a changed
-    dependency, version or vendored source changes, and the linker silently skips a name it does
-    not find (the daemon's code then lies as if unordered: 1.5-5 MiB more resident). `None` when
-    the list or `nm` is missing."""
+    """A line saying how many of the symbol order's names `binp` defines, and whether `binp` was
+    laid out by the list (the share of the list's consecutive names that lie in ascending order:
+    about 1.0 when it was, about 0.5 for a build laid out by another list), with a warning under
+    nine in ten for either. The linker silently skips a name it does not find, and a mangled name
+    carries a hash of its crate's metadata, which a changed dependency, version or vendored source
+    changes; the daemon's code then lies as if unordered (3 MiB more resident idle, 5-12 MiB
+    under load). `None` when the list or `nm` is missing."""
     try:
         names = [l.strip() for l in open(path) if l.strip()]
         code = code_symbols(binp)
     except (OSError, subprocess.CalledProcessError):
         return None
-    found = sum(1 for n in names if n in code)
-    line = f"symbol order: {found:,} of its {len(names):,} names are in {os.path.basename(binp)}"
-    if names and found * 10 < len(names) * 9:
+    at = [code[n] for n in names if n in code]
+    ordered = sum(1 for a, b in zip(at, at[1:]) if b > a) / max(len(at) - 1, 1)
+    line = (f"symbol order: {len(at):,} of its {len(names):,} names are in "
+            f"{os.path.basename(binp)}, {ordered:.0%} of them laid out in its order")
+    if names and len(at) * 10 < len(names) * 9:
         line += (" -- STALE: rewrite it (python3 benches/callgrind.py --symbol-order "
                  f"{os.path.relpath(path, ROOT)}) and rebuild before reading memory or start figures")
+    elif names and ordered < 0.9:
+        line += (" -- the binary was not linked with this list: rebuild it before reading memory "
+                 "or start figures")
     return line
 
 
