@@ -229,6 +229,50 @@ def turn_phase(binp, base, keep, n, sessions):
     return table(f"{out}.1", inclusive=False)[1]
 
 
+def lock_fingerprint():
+    """FNV-1a (64 bits) of Cargo.lock's bytes, in hex: build.rs computes the same. A mangled name
+    carries a hash of its crate's metadata (its version, source and dependencies, all in
+    Cargo.lock), so a list written for another Cargo.lock names functions the build no longer has."""
+    h = 0xCBF29CE484222325
+    for b in open(os.path.join(ROOT, "Cargo.lock"), "rb").read():
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+def recorded_fingerprint():
+    """The Cargo.lock fingerprint `symbol-order.lock` records, or None."""
+    try:
+        for line in open(ORDER_LOCK):
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == "cargo-lock-fnv1a64":
+                return parts[1]
+    except OSError:
+        pass
+    return None
+
+
+def write_order_lock():
+    """Records the current Cargo.lock's fingerprint beside the symbol order."""
+    with open(ORDER_LOCK, "w") as out:
+        out.write("# The Cargo.lock actors/main/symbol-order.txt was written for (FNV-1a 64 of its "
+                  "bytes),\n# by benches/callgrind.py --symbol-order; build.rs and .ci/run compare "
+                  "it with Cargo.lock.\n")
+        out.write(f"cargo-lock-fnv1a64 {lock_fingerprint()}\n")
+
+
+def check_order_lock():
+    """0 when the symbol order was written for this Cargo.lock, else 1 with the reason printed."""
+    recorded, now = recorded_fingerprint(), lock_fingerprint()
+    if recorded == now:
+        print(f"symbol order: written for this Cargo.lock ({now})")
+        return 0
+    print(f"!! actors/main/symbol-order.txt was written for another Cargo.lock (recorded {recorded}, "
+          f"now {now}): its mangled names no longer match the build, and a release daemon keeps "
+          "megabytes more code resident. Rewrite it from a release build of this tree: "
+          "python3 benches/callgrind.py --symbol-order actors/main/symbol-order.txt", file=sys.stderr)
+    return 1
+
+
 def code_symbols(binp):
     """The functions defined in `binp`: {mangled name: address}."""
     text = subprocess.run(["nm", "--defined-only", binp], check=True, capture_output=True,
