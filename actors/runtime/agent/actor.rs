@@ -146,6 +146,10 @@ impl AgentActor {
                 ctx.address().recipient(),
             )?;
             let session_id = actor.session_id();
+            // The history read from disk counts against the cache from now, not from the
+            // session's first run's end: sessions opened for tasks still waiting would
+            // otherwise hold histories the cache does not see.
+            let history_bytes = actor.history_bytes();
             let handle = SessionHandle::new(self.shards.start_session(actor));
             self.sessions.insert(
                 key.clone(),
@@ -154,9 +158,10 @@ impl AgentActor {
                     session_id,
                     last_used: self.rt.clock.now(),
                     pending: 0,
-                    history_bytes: 0,
+                    history_bytes,
                 },
             );
+            self.trim_histories(Some(key));
         }
         self.sessions
             .get_mut(key)
@@ -207,14 +212,14 @@ impl AgentActor {
     }
 
     /// Stops least recently used idle sessions while the histories of the live ones together
-    /// exceed the history cache.
-    fn trim_histories(&mut self) {
+    /// exceed the history cache; never `keep` (a session just opened for a task).
+    fn trim_histories(&mut self, keep: Option<&SessionKey>) {
         let mut total: usize = self.sessions.values().map(|l| l.history_bytes).sum();
         while total > self.limits.history_cache {
             let victim = self
                 .sessions
                 .iter()
-                .filter(|(_, l)| l.pending == 0 && l.history_bytes > 0)
+                .filter(|(k, l)| l.pending == 0 && l.history_bytes > 0 && Some(*k) != keep)
                 .min_by_key(|(_, l)| l.last_used)
                 .map(|(k, _)| k.clone());
             let Some(key) = victim else { return };
@@ -441,7 +446,7 @@ impl Handler<RunDone> for AgentActor {
                 live.last_used = self.rt.clock.now();
                 live.history_bytes = msg.history_bytes;
             }
-            self.trim_histories();
+            self.trim_histories(None);
         }
     }
 }

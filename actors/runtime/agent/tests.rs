@@ -213,3 +213,57 @@ async fn live_histories_past_the_cache_stop_the_least_recently_used_idle_session
     .await;
     system.shutdown(BOUND).await;
 }
+
+/// A session opened from disk counts its history against the cache at once, while its task
+/// still waits for a slot: the least recently used idle session stops then, not only after the
+/// run ends (runs waiting for slots would otherwise hold histories the cache does not see).
+#[actix_rt::test]
+async fn a_session_opened_from_disk_counts_its_history_before_its_run_ends() {
+    let clock = bus::ManualClock::new(1_000_000);
+    let (_probe_dir, probe) = system_on(clock.clone()).await;
+    let request_id = post(&probe, "probe", None).await;
+    probe.bus().wait(&request_id, BOUND).await.unwrap();
+    until("the probe's run reported its history", async || {
+        history_bytes(&probe.agents()[0])
+            .await
+            .iter()
+            .any(|b| *b > 0)
+    })
+    .await;
+    let one = history_bytes(&probe.agents()[0]).await[0];
+    probe.shutdown(BOUND).await;
+
+    let cache = format!("history_cache = {}\n", 2 * one + one / 2);
+    let (_dir, system) = system_with(clock.clone(), &cache).await;
+    let agent = &system.agents()[0];
+    for session in ["a", "b", "c"] {
+        clock.advance(Duration::from_millis(1));
+        let request_id = post(&system, session, None).await;
+        system.bus().wait(&request_id, BOUND).await.unwrap();
+    }
+    until("a, idle longest, stopped for c", async || {
+        history_bytes(agent).await == [one, one]
+    })
+    .await;
+    let held = system
+        .lanes()
+        .acquire("main", crate::lane::Ticket::new(uuid::Uuid::now_v7()))
+        .await
+        .unwrap();
+    clock.advance(Duration::from_millis(1));
+    let request_id = post(&system, "a", None).await;
+    until("a's run waits for the main slot", async || {
+        main_waiting(&system).await == 1
+    })
+    .await;
+    let live = history_bytes(agent).await;
+    assert_eq!(live.len(), 2, "b stopped when a opened: {live:?}");
+    assert!(
+        live.iter().all(|b| *b > 0),
+        "a's history read from disk is counted while its run waits: {live:?}"
+    );
+    drop(held);
+    let record = system.bus().wait(&request_id, BOUND).await.unwrap();
+    assert_eq!(record.state, bus::TaskState::Succeeded, "{record:?}");
+    system.shutdown(BOUND).await;
+}

@@ -55,7 +55,9 @@ pub struct SessionActor {
     new_row: Arc<AtomicBool>,
     rt: Arc<AgentRuntime>,
     transcript: Arc<Transcript>,
-    view: View,
+    /// The model's view of the conversation. Shared with the run in progress, which copies it
+    /// only once it holds a lane slot: runs waiting for a slot hold no copy of the history.
+    view: Arc<View>,
     queue: VecDeque<(Delivery, Origin)>,
     current: Option<Current>,
     /// A compaction asked for between runs is in progress: runs wait for it.
@@ -93,9 +95,17 @@ impl SessionActor {
             path: path.clone(),
             cause,
         };
-        let (transcript, loaded) = Transcript::open(&path).map_err(transcript_err)?;
+        // Off a shared bus the view is what the file holds: built line by line as it is read.
+        let shared = rt.leases.as_ref().map(|l| l.transcripts().clone());
+        let mut view = View::default();
+        let (transcript, read) = Transcript::open_each(&path, |e| {
+            if shared.is_none() {
+                view.apply_owned(e);
+            }
+        })
+        .map_err(transcript_err)?;
         let mut transcript = transcript.with_clock(rt.clock.clone());
-        if loaded.entries.is_empty() {
+        if read.entries == 0 {
             // On a shared bus: the first line of this node's copy.
             let first = Entry::new(EntryBody::Session {
                 version: 1,
@@ -106,24 +116,21 @@ impl SessionActor {
                 .append(std::slice::from_ref(&first))
                 .map_err(transcript_err)?;
         }
-        let view = match rt.leases.as_ref().map(|l| l.transcripts().clone()) {
-            Some(log) => {
-                // The session's transcript is its shared log: the first run reads it (under
-                // the session's lease) and writes its first line if it has none.
-                let name = super::lease::log_name(rt.id.as_str(), key.as_str());
-                transcript = transcript.with_shared(log, name);
-                View::default()
-            }
-            None => View::from_entries(&loaded.entries),
-        };
-        tracing::debug!(session = %key, entries = loaded.entries.len(), torn_bytes = loaded.torn_bytes, "Session loaded.");
+        if let Some(log) = shared {
+            // The session's transcript is its shared log: the first run reads it (under the
+            // session's lease) and writes its first line if it has none.
+            let name = super::lease::log_name(rt.id.as_str(), key.as_str());
+            transcript = transcript.with_shared(log, name);
+        }
+        view.items.shrink_to_fit();
+        tracing::debug!(session = %key, entries = read.entries, torn_bytes = read.torn_bytes, "Session loaded.");
         Ok(Self {
             key,
             session_id: meta.session_id,
             new_row: Arc::new(AtomicBool::new(made)),
             rt,
             transcript: Arc::new(transcript),
-            view,
+            view: Arc::new(view),
             queue: VecDeque::new(),
             current: None,
             compacting: false,
@@ -136,6 +143,12 @@ impl SessionActor {
     /// The transcript id the session was opened with.
     pub fn session_id(&self) -> Uuid {
         self.session_id
+    }
+
+    /// What its history takes in memory, about (see `View::bytes`): counted against the
+    /// agent's history cache from the moment the session opens.
+    pub fn history_bytes(&self) -> usize {
+        self.view.bytes()
     }
 
     fn publish_state(&self) {
@@ -243,10 +256,10 @@ impl SessionActor {
             }
             (Ok(report), None) => {
                 if let Some(base) = report.base {
-                    self.view = base;
+                    self.view = Arc::new(base);
                 }
                 for e in &report.entries {
-                    self.view.apply(e);
+                    Arc::make_mut(&mut self.view).apply(e);
                 }
                 let reason = match report.end {
                     RunEnd::Ended(TaskState::Succeeded) => "run_completed",
@@ -279,8 +292,12 @@ impl SessionActor {
             self.transcript.forget();
             return;
         }
-        match Transcript::open(self.transcript.path()) {
-            Ok((_, loaded)) => self.view = View::from_entries(&loaded.entries),
+        let mut view = View::default();
+        match Transcript::open_each(self.transcript.path(), |e| view.apply_owned(e)) {
+            Ok(_) => {
+                view.items.shrink_to_fit();
+                self.view = Arc::new(view);
+            }
             Err(e) => {
                 tracing::error!(session = %self.key, error = %e, "Transcript reload failed; keeping the old view.")
             }
@@ -386,7 +403,11 @@ impl Handler<Compact> for SessionActor {
         }
         self.compacting = true;
         self.publish_state();
-        let (rt, view, transcript) = (self.rt.clone(), self.view.clone(), self.transcript.clone());
+        let (rt, view, transcript) = (
+            self.rt.clone(),
+            View::clone(&self.view),
+            self.transcript.clone(),
+        );
         let session = self.key.clone();
         let work =
             tokio::spawn(
@@ -403,10 +424,10 @@ impl Handler<Compact> for SessionActor {
             let done = match joined {
                 Ok((base, done, entry)) => {
                     if let Some(base) = base {
-                        act.view = base;
+                        act.view = Arc::new(base);
                     }
                     if let Some(e) = &entry {
-                        act.view.apply(e);
+                        Arc::make_mut(&mut act.view).apply(e);
                     }
                     tracing::info!(session = %act.key, compacted = done.compacted, kept = done.kept, tokens_before = done.tokens_before, tokens_after = done.tokens_after, "Session compacted on request.");
                     Ok(done)

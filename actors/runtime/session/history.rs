@@ -40,16 +40,36 @@ impl View {
                 summary,
                 first_kept,
                 ..
-            } => {
-                // An empty summary: a cut asked for without one (`sessions compact --max-lines`).
-                self.summary = (!summary.is_empty()).then(|| summary.clone());
-                let keep_from = first_kept
-                    .and_then(|id| self.items.iter().position(|(i, _)| *i == id))
-                    .unwrap_or(self.items.len());
-                self.items.drain(..keep_from);
-            }
+            } => self.compacted(summary, *first_kept),
             _ => {}
         }
+    }
+
+    /// Applies one entry read from the transcript, taking its message instead of a copy.
+    pub(crate) fn apply_owned(&mut self, e: Entry) {
+        match e.body {
+            EntryBody::Message {
+                message,
+                silent: false,
+                ..
+            } => self.items.push((e.id, message)),
+            EntryBody::Compaction {
+                summary,
+                first_kept,
+                ..
+            } => self.compacted(&summary, first_kept),
+            _ => {}
+        }
+    }
+
+    /// Applies a compaction record: its summary replaces the messages before `first_kept`.
+    fn compacted(&mut self, summary: &str, first_kept: Option<Uuid>) {
+        // An empty summary: a cut asked for without one (`sessions compact --max-lines`).
+        self.summary = (!summary.is_empty()).then(|| summary.to_string());
+        let keep_from = first_kept
+            .and_then(|id| self.items.iter().position(|(i, _)| *i == id))
+            .unwrap_or(self.items.len());
+        self.items.drain(..keep_from);
     }
 
     /// The messages to send, summary first (a copy; see [`View::into_messages`]).

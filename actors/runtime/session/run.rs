@@ -40,8 +40,9 @@ pub(crate) struct RunInput {
     pub origin: Origin,
     /// The task (a clone; the session actor keeps one to cancel with).
     pub delivery: Delivery,
-    /// The model's view of the conversation so far.
-    pub view: View,
+    /// The model's view of the conversation so far, shared with the session actor: the run
+    /// copies it once it holds its lane slot (`Run::resume_or_compact`), not while it waits.
+    pub view: Arc<View>,
     /// The session's transcript.
     pub transcript: Arc<Transcript>,
     /// Set while this node's index row of the session is new and not yet entered in the
@@ -163,7 +164,7 @@ async fn execute_leased(input: RunInput, leases: &SessionLeases) -> RunReport {
         }
     };
     if let Some(view) = &base {
-        input.view = view.clone();
+        input.view = Arc::new(view.clone());
     }
     let ended = match guard.0.as_mut() {
         Some(lease) => {
@@ -496,7 +497,7 @@ impl Run {
     /// The run of one task, step by step: a slot in its lane, then the context of the run,
     /// then the history (resumed from an earlier attempt's journal, or compacted), the turn,
     /// the retry decision, and the outcome to record.
-    async fn body(&self, view: View) -> Step {
+    async fn body(&self, view: Arc<View>) -> Step {
         let (permit, wait_ms) = match self.slot().await {
             Ok(slot) => slot,
             Err(step) => return step,

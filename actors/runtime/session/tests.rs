@@ -76,6 +76,83 @@ fn a_complete_last_line_without_newline_is_kept() {
 }
 
 #[test]
+fn a_bad_line_in_the_middle_is_skipped_and_kept_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let (t, _) = Transcript::open(&path).unwrap();
+    t.append(&[msg("before")]).unwrap();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(b"not json\n\n")
+        .unwrap();
+    t.append(&[msg("after")]).unwrap();
+    let on_disk = std::fs::read(&path).unwrap();
+    let mut seen = Vec::new();
+    let (_, read) = Transcript::open_each(&path, |e| seen.push(e)).unwrap();
+    assert_eq!(read.entries, 2);
+    assert_eq!(read.torn_bytes, 0);
+    assert_eq!(seen.len(), 2, "the entries on both sides of the bad lines");
+    assert_eq!(std::fs::read(&path).unwrap(), on_disk, "nothing is cut");
+    assert!(!dir.path().join("s.jsonl.corrupt").exists());
+}
+
+#[test]
+fn an_unparsable_last_line_with_its_newline_is_set_aside_as_torn() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let (t, _) = Transcript::open(&path).unwrap();
+    t.append(&[msg("kept")]).unwrap();
+    let intact = std::fs::read(&path).unwrap();
+    let torn = b"{\"id\":\"01\",\"ty\n";
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(torn)
+        .unwrap();
+    let (_, read) = Transcript::open_each(&path, |_| {}).unwrap();
+    assert_eq!(read.entries, 1);
+    assert_eq!(read.torn_bytes, torn.len());
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        intact,
+        "cut back to the intact lines"
+    );
+    let corrupt = std::fs::read(dir.path().join("s.jsonl.corrupt")).unwrap();
+    assert!(corrupt.starts_with(torn), "the torn line is kept aside");
+}
+
+/// A transcript longer than the read buffer, read line by line into a view, gives the view
+/// the entries give.
+#[test]
+fn a_view_read_line_by_line_is_the_view_of_the_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let (t, _) = Transcript::open(&path).unwrap();
+    let long = "x".repeat(700);
+    let mut written: Vec<Entry> = (0..60).map(|i| msg(&format!("m{i} {long}"))).collect();
+    written.push(Entry::new(EntryBody::Compaction {
+        summary: "earlier".into(),
+        first_kept: Some(written[50].id),
+        tokens_before: 100,
+    }));
+    written.push(msg("last"));
+    t.append(&written).unwrap();
+    assert!(std::fs::metadata(&path).unwrap().len() > 40_000);
+    let mut view = View::default();
+    let (_, read) = Transcript::open_each(&path, |e| view.apply_owned(e)).unwrap();
+    assert_eq!(read.entries, written.len());
+    let (_, loaded) = Transcript::open(&path).unwrap();
+    assert_eq!(
+        view.messages(),
+        View::from_entries(&loaded.entries).messages()
+    );
+    assert_eq!(view.messages().len(), 1 + 10 + 1, "summary, m50..m59, last");
+}
+
+#[test]
 fn compaction_record_replaces_older_messages_in_the_view_only() {
     let entries: Vec<Entry> = (0..6).map(|i| msg(&format!("m{i}"))).collect();
     let mut view = View::from_entries(&entries);

@@ -107,7 +107,7 @@ impl Run {
     /// starting over; a fresh one writes its user message and compacts the session if it must.
     pub(super) async fn resume_or_compact(
         &self,
-        view: View,
+        view: Arc<View>,
         text: &str,
         prompt: &Arc<dyn PromptSource>,
         tool_context: &ToolContext,
@@ -122,7 +122,10 @@ impl Run {
         };
         match resumed {
             Some((resume, mine, entry)) => Ok(self.resumed(&view, resume, &mine, entry)),
-            None => self.fresh(view, text, prompt, tool_context).await,
+            None => {
+                self.fresh(Arc::unwrap_or_clone(view), text, prompt, tool_context)
+                    .await
+            }
         }
     }
 

@@ -12,13 +12,16 @@ use crate::model::ChatMessage;
 use bus::{Clock, SystemClock};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use uuid::Uuid;
 
 mod held;
 mod shared;
+
+/// The buffer a transcript is read through when a session opens.
+const READ_BUFFER: usize = 16 * 1024;
 
 use shared::SharedLog;
 
@@ -206,10 +209,20 @@ impl<'a> Stamped<'a> {
 }
 
 /// What loading a transcript found.
+#[cfg(test)]
 #[derive(Debug, Default)]
 pub(crate) struct Loaded {
     /// Every intact entry, in order.
     pub entries: Vec<Entry>,
+    /// Bytes of a torn last line that were moved to the `.corrupt` file.
+    pub torn_bytes: usize,
+}
+
+/// What reading a transcript entry by entry found ([`Transcript::open_each`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Read {
+    /// Intact entries handed on.
+    pub entries: usize,
     /// Bytes of a torn last line that were moved to the `.corrupt` file.
     pub torn_bytes: usize,
 }
@@ -245,12 +258,28 @@ impl Transcript {
     /// Opens (creating) the transcript and loads its entries, setting a torn last line aside.
     /// A new file (and any folder made for it) is synced into its folder, so a transcript whose
     /// lines were synced does not vanish with its directory entry in a power loss.
+    #[cfg(test)]
     pub(crate) fn open(path: &Path) -> io::Result<(Self, Loaded)> {
+        let mut entries = Vec::new();
+        let (transcript, read) = Self::open_each(path, |e| entries.push(e))?;
+        Ok((
+            transcript,
+            Loaded {
+                entries,
+                torn_bytes: read.torn_bytes,
+            },
+        ))
+    }
+
+    /// [`Transcript::open`], handing each intact entry to `each` as it is read instead of
+    /// keeping them all: a session that rebuilds its view from the file holds one line at a
+    /// time beside the view, not the file's bytes and every entry as well.
+    pub(crate) fn open_each(path: &Path, each: impl FnMut(Entry)) -> io::Result<(Self, Read)> {
         if let Some(dir) = path.parent() {
             create_dirs(dir)?;
         }
         let created = !path.try_exists()?;
-        let loaded = repair_and_load(path)?;
+        let read = repair_and_read(path, each)?;
         if created {
             OpenOptions::new().create(true).append(true).open(path)?;
             sync_parent(path)?;
@@ -262,7 +291,7 @@ impl Transcript {
                 clock: Arc::new(SystemClock),
                 shared: None,
             },
-            loaded,
+            read,
         ))
     }
 
@@ -389,35 +418,48 @@ impl Transcript {
     }
 }
 
-/// Reads every line; a last line that is cut short or unparsable is moved to `.corrupt` and cut.
-/// A bad line in the middle is kept in place, skipped, and reported: it was not torn by a crash.
-fn repair_and_load(path: &Path) -> io::Result<Loaded> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Loaded::default()),
+/// Reads every line, handing each intact entry to `each`; a last line that is cut short or
+/// unparsable is moved to `.corrupt` and cut. A bad line in the middle is kept in place,
+/// skipped, and reported: it was not torn by a crash. The file is read a buffer at a time:
+/// one line is held, not the whole file.
+fn repair_and_read(path: &Path, mut each: impl FnMut(Entry)) -> io::Result<Read> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Read::default()),
         Err(e) => return Err(e),
     };
-    let mut loaded = Loaded::default();
-    let mut offset = 0;
-    while offset < bytes.len() {
-        let end = bytes[offset..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map(|i| offset + i);
-        let line = &bytes[offset..end.unwrap_or(bytes.len())];
-        let parsed = serde_json::from_slice::<Entry>(line);
-        match (end, parsed) {
-            (Some(end), Ok(entry)) => {
-                loaded.entries.push(entry);
-                offset = end + 1;
+    let mut reader = io::BufReader::with_capacity(READ_BUFFER, file);
+    let mut read = Read::default();
+    // Where the line being read starts in the file.
+    let mut offset: u64 = 0;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = reader.read_until(b'\n', &mut line)?;
+        if n == 0 {
+            break;
+        }
+        let terminated = line.last() == Some(&b'\n');
+        let text = if terminated {
+            &line[..n - 1]
+        } else {
+            &line[..]
+        };
+        let parsed = serde_json::from_slice::<Entry>(text);
+        // A terminated line with more after it is in the middle; an unterminated one is last.
+        let last = !terminated || reader.fill_buf()?.is_empty();
+        match (terminated, parsed) {
+            (true, Ok(entry)) => {
+                each(entry);
+                read.entries += 1;
             }
-            (Some(end), Err(e)) if end + 1 < bytes.len() => {
+            (true, Err(e)) if !last => {
                 tracing::error!(file = %path.display(), offset, error = %e, "Transcript line unreadable; skipped.");
-                offset = end + 1;
             }
-            (None, Ok(entry)) => {
+            (false, Ok(entry)) => {
                 // Complete JSON whose newline never made it: keep it, terminate the line.
-                loaded.entries.push(entry);
+                each(entry);
+                read.entries += 1;
                 let mut f = OpenOptions::new().append(true).open(path)?;
                 f.write_all(b"\n")?;
                 f.sync_all()?;
@@ -425,22 +467,23 @@ fn repair_and_load(path: &Path) -> io::Result<Loaded> {
             }
             (_, Err(_)) => {
                 // The last line: torn by a crash mid-write (no newline, or cut JSON).
-                set_aside(path, &bytes[offset..])?;
+                set_aside(path, &line)?;
                 let file = OpenOptions::new().write(true).open(path)?;
-                file.set_len(offset as u64)?;
+                file.set_len(offset)?;
                 file.sync_all()?;
-                loaded.torn_bytes = bytes.len() - offset;
+                read.torn_bytes = n;
                 tracing::warn!(
                     file = %path.display(),
-                    torn_bytes = loaded.torn_bytes,
-                    kept_entries = loaded.entries.len(),
+                    torn_bytes = read.torn_bytes,
+                    kept_entries = read.entries,
                     "Torn last transcript line set aside in .corrupt; the session continues."
                 );
                 break;
             }
         }
+        offset += n as u64;
     }
-    Ok(loaded)
+    Ok(read)
 }
 
 fn set_aside(path: &Path, torn: &[u8]) -> io::Result<()> {
