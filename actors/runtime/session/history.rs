@@ -74,7 +74,21 @@ impl View {
 
     /// The messages to send, summary first (a copy; see [`View::into_messages`]).
     pub(crate) fn messages(&self) -> Vec<ChatMessage> {
-        self.clone().into_messages()
+        self.messages_with_room(0)
+    }
+
+    /// The messages to send, summary first, copied into one vector with room for `room` more
+    /// (the system prompt and what the turn adds): a turn's history is one allocation the size
+    /// of the conversation, not a copy of the view and then a vector of its messages.
+    pub(crate) fn messages_with_room(&self, room: usize) -> Vec<ChatMessage> {
+        let summary = self
+            .summary
+            .as_ref()
+            .map(|s| format!("{SUMMARY_PREFIX}\n{s}"));
+        let mut out = Vec::with_capacity(usize::from(summary.is_some()) + self.items.len() + room);
+        out.extend(summary.map(ChatMessage::user));
+        out.extend(self.items.iter().map(|(_, m)| m.clone()));
+        out
     }
 
     /// The messages to send, summary first, taken out of the view (no copy).

@@ -397,10 +397,12 @@ async fn tool_loop(
     let mut cut_replies = u32::from(!cut.is_empty());
     let mut truncated = false;
     // The request's messages, kept from call to call: system, history, then what this turn
-    // added. The history is moved in once; only the turn's own new messages are copied in.
-    let mut messages = Vec::with_capacity(1 + input.history.len() + added.len());
-    messages.push(ChatMessage::system(String::new()));
-    messages.extend(input.history);
+    // added. The history's vector becomes the request's (the session leaves room in it for the
+    // system prompt and the turn's first messages); only the turn's own new messages are
+    // copied in.
+    let mut messages = input.history;
+    messages.reserve(1 + added.len());
+    messages.insert(0, ChatMessage::system(String::new()));
     let mut sent = 0;
     loop {
         for call in pending_calls(&added) {

@@ -102,6 +102,10 @@ pub(super) struct Prepared {
     pub(super) usage: UsageByModel,
 }
 
+/// Room left in a turn's history vector for the system prompt, the user message and a few
+/// steps of tool calls, before it grows.
+const TURN_ROOM: usize = 8;
+
 impl Run {
     /// Step 3, the history: a redelivered task that ran before picks up its journal instead of
     /// starting over; a fresh one writes its user message and compacts the session if it must.
@@ -122,10 +126,7 @@ impl Run {
         };
         match resumed {
             Some((resume, mine, entry)) => Ok(self.resumed(&view, resume, &mine, entry)),
-            None => {
-                self.fresh(Arc::unwrap_or_clone(view), text, prompt, tool_context)
-                    .await
-            }
+            None => self.fresh(view, text, prompt, tool_context).await,
         }
     }
 
@@ -165,7 +166,7 @@ impl Run {
     /// new message would not fit. A failed compaction runs on the full history.
     async fn fresh(
         &self,
-        mut view: View,
+        view: Arc<View>,
         text: &str,
         prompt: &Arc<dyn PromptSource>,
         tool_context: &ToolContext,
@@ -186,6 +187,7 @@ impl Run {
         let mut usage = UsageByModel::default();
         // The text is kept for the turn's first model call: assembled once, not twice.
         let system_chars = prompt.system_prompt_len();
+        let mut compacted_view = None;
         if compaction::needs_compaction(&rt.def.session, system_chars, &view, text) {
             tracing::info!(agent = %rt.id, session = %key, tokens = view.estimated_tokens(), "Compacting the session.");
             let compacted = compaction::compact(
@@ -201,9 +203,11 @@ impl Run {
             .await;
             match compacted {
                 Ok(written) => {
+                    let mut after = View::clone(&view);
                     for e in &written {
-                        view.apply(e);
+                        after.apply(e);
                     }
+                    compacted_view = Some(after);
                     entries.extend(written);
                 }
                 Err(e) => {
@@ -212,8 +216,14 @@ impl Run {
             }
         }
         entries.push(user);
+        // Copied straight from the session's view (shared with its actor) into the vector the
+        // turn sends, with room for the system prompt and the turn's first messages.
+        let history = compacted_view
+            .as_ref()
+            .unwrap_or(&view)
+            .messages_with_room(TURN_ROOM);
         Ok(Prepared {
-            history: view.into_messages(),
+            history,
             resume: None,
             entries,
             usage,
