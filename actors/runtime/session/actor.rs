@@ -122,7 +122,8 @@ impl SessionActor {
             let name = super::lease::log_name(rt.id.as_str(), key.as_str());
             transcript = transcript.with_shared(log, name);
         }
-        view.items.shrink_to_fit();
+        // The view's vector keeps the room its pushes left (not fitted): the session opens for
+        // a task whose lines come next, and a fitted vector would be copied whole to grow by them.
         tracing::debug!(session = %key, entries = read.entries, torn_bytes = read.torn_bytes, "Session loaded.");
         Ok(Self {
             key,
@@ -294,10 +295,7 @@ impl SessionActor {
         }
         let mut view = View::default();
         match Transcript::open_each(self.transcript.path(), |e| view.apply_owned(e)) {
-            Ok(_) => {
-                view.items.shrink_to_fit();
-                self.view = Arc::new(view);
-            }
+            Ok(_) => self.view = Arc::new(view),
             Err(e) => {
                 tracing::error!(session = %self.key, error = %e, "Transcript reload failed; keeping the old view.")
             }
