@@ -160,10 +160,8 @@ async fn history_bytes(agent: &super::AgentHandle) -> Vec<usize> {
     agent.addr.send(super::actor::HistoryBytes).await.unwrap()
 }
 
-#[actix_rt::test]
-async fn live_histories_past_the_cache_stop_the_least_recently_used_idle_sessions() {
-    let clock = bus::ManualClock::new(1_000_000);
-    // What one echo turn takes in memory, from a system with the default cache.
+/// What one echo turn's history takes in memory, from a system with the default cache.
+async fn one_turns_history(clock: &Arc<bus::ManualClock>) -> usize {
     let (_probe_dir, probe) = system_on(clock.clone()).await;
     let request_id = post(&probe, "probe", None).await;
     probe.bus().wait(&request_id, BOUND).await.unwrap();
@@ -176,6 +174,13 @@ async fn live_histories_past_the_cache_stop_the_least_recently_used_idle_session
     .await;
     let one = history_bytes(&probe.agents()[0]).await[0];
     probe.shutdown(BOUND).await;
+    one
+}
+
+#[actix_rt::test]
+async fn live_histories_past_the_cache_stop_the_least_recently_used_idle_sessions() {
+    let clock = bus::ManualClock::new(1_000_000);
+    let one = one_turns_history(&clock).await;
 
     // Room for two and a half such turns.
     let cache = format!("history_cache = {}\n", 2 * one + one / 2);
@@ -220,18 +225,7 @@ async fn live_histories_past_the_cache_stop_the_least_recently_used_idle_session
 #[actix_rt::test]
 async fn a_session_opened_from_disk_counts_its_history_before_its_run_ends() {
     let clock = bus::ManualClock::new(1_000_000);
-    let (_probe_dir, probe) = system_on(clock.clone()).await;
-    let request_id = post(&probe, "probe", None).await;
-    probe.bus().wait(&request_id, BOUND).await.unwrap();
-    until("the probe's run reported its history", async || {
-        history_bytes(&probe.agents()[0])
-            .await
-            .iter()
-            .any(|b| *b > 0)
-    })
-    .await;
-    let one = history_bytes(&probe.agents()[0]).await[0];
-    probe.shutdown(BOUND).await;
+    let one = one_turns_history(&clock).await;
 
     let cache = format!("history_cache = {}\n", 2 * one + one / 2);
     let (_dir, system) = system_with(clock.clone(), &cache).await;

@@ -75,18 +75,23 @@ fn a_complete_last_line_without_newline_is_kept() {
     assert_eq!(loaded.entries.len(), 2);
 }
 
+/// Appends `bytes` to the file at `path` as they are.
+fn append_raw(path: &std::path::Path, bytes: &[u8]) {
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .unwrap()
+        .write_all(bytes)
+        .unwrap();
+}
+
 #[test]
 fn a_bad_line_in_the_middle_is_skipped_and_kept_in_place() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.jsonl");
     let (t, _) = Transcript::open(&path).unwrap();
     t.append(&[msg("before")]).unwrap();
-    std::fs::OpenOptions::new()
-        .append(true)
-        .open(&path)
-        .unwrap()
-        .write_all(b"not json\n\n")
-        .unwrap();
+    append_raw(&path, b"not json\n\n");
     t.append(&[msg("after")]).unwrap();
     let on_disk = std::fs::read(&path).unwrap();
     let mut seen = Vec::new();
@@ -106,12 +111,7 @@ fn an_unparsable_last_line_with_its_newline_is_set_aside_as_torn() {
     t.append(&[msg("kept")]).unwrap();
     let intact = std::fs::read(&path).unwrap();
     let torn = b"{\"id\":\"01\",\"ty\n";
-    std::fs::OpenOptions::new()
-        .append(true)
-        .open(&path)
-        .unwrap()
-        .write_all(torn)
-        .unwrap();
+    append_raw(&path, torn);
     let (_, read) = Transcript::open_each(&path, |_| {}).unwrap();
     assert_eq!(read.entries, 1);
     assert_eq!(read.torn_bytes, torn.len());
