@@ -9,7 +9,8 @@ Usage: python3 benches/memory.py [--bin target/release/clawbus] [--tasks 30000] 
 Starts the release `clawbus up --port 0` on a copy of the shipped project (the scripted agents),
 posts TASKS tasks (`POST /v1/agents/assistant/tasks`, `wait: true`) round robin over SESSIONS
 named sessions from CONCURRENCY keep-alive connections, and prints VmRSS and RssAnon after each
-step (all tasks of a step answered) and the store's size on disk. `--cache` / `--replay-log` set
+step (all tasks of a step answered) and the store's size on disk, and at the end the CPU time
+the daemon used. `--cache` / `--replay-log` set
 `[store] cache` / `[store] replay_log` in the copied clawbus.toml, `--history-cache` sets
 `[sessions] history_cache`. Memory bounded by the work in flight stays flat over the last steps;
 memory that follows the volume of work does not. `--maps` also prints, idle and after the last
@@ -31,6 +32,13 @@ def rss(pid):
     f = {k: v.strip() for k, v in (l.split(":", 1) for l in s.splitlines() if ":" in l)}
     kib = lambda k: int(f.get(k, "0 kB").split()[0])
     return kib("VmRSS") / 1024, kib("RssAnon") / 1024
+
+
+def cpu(pid):
+    """User and system CPU seconds the process has used so far."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def maps(pid):
@@ -156,6 +164,9 @@ def main():
             print(f"after {done} tasks, resident per mapping:")
             for (name, perms), kib in maps(p.pid)[:10]:
                 print(f"  {kib / 1024:7.2f} MiB  {perms}  {name}")
+        user, system = cpu(p.pid)
+        print(f"daemon CPU: {user:.2f} s user + {system:.2f} s system, "
+              f"{(user + system) / done * 1e6:.0f} µs a task")
         p.send_signal(signal.SIGTERM)
         p.wait(60)
         if errors:
