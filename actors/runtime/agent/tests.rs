@@ -177,14 +177,21 @@ async fn one_turns_history(clock: &Arc<bus::ManualClock>) -> usize {
     one
 }
 
+/// One echo turn's history in memory, and a system whose history cache holds two and a half
+/// of them.
+async fn system_with_room_for_two_and_a_half_turns(
+    clock: &Arc<bus::ManualClock>,
+) -> (usize, tempfile::TempDir, crate::system::Clawbus) {
+    let one = one_turns_history(clock).await;
+    let cache = format!("history_cache = {}\n", 2 * one + one / 2);
+    let (dir, system) = system_with(clock.clone(), &cache).await;
+    (one, dir, system)
+}
+
 #[actix_rt::test]
 async fn live_histories_past_the_cache_stop_the_least_recently_used_idle_sessions() {
     let clock = bus::ManualClock::new(1_000_000);
-    let one = one_turns_history(&clock).await;
-
-    // Room for two and a half such turns.
-    let cache = format!("history_cache = {}\n", 2 * one + one / 2);
-    let (_dir, system) = system_with(clock.clone(), &cache).await;
+    let (one, _dir, system) = system_with_room_for_two_and_a_half_turns(&clock).await;
     let agent = &system.agents()[0];
     let turn = async |session: &str| {
         clock.advance(Duration::from_millis(1));
@@ -225,10 +232,7 @@ async fn live_histories_past_the_cache_stop_the_least_recently_used_idle_session
 #[actix_rt::test]
 async fn a_session_opened_from_disk_counts_its_history_before_its_run_ends() {
     let clock = bus::ManualClock::new(1_000_000);
-    let one = one_turns_history(&clock).await;
-
-    let cache = format!("history_cache = {}\n", 2 * one + one / 2);
-    let (_dir, system) = system_with(clock.clone(), &cache).await;
+    let (one, _dir, system) = system_with_room_for_two_and_a_half_turns(&clock).await;
     let agent = &system.agents()[0];
     for session in ["a", "b", "c"] {
         clock.advance(Duration::from_millis(1));
