@@ -19,6 +19,7 @@ use crate::error::BusError;
 use crate::task::{Admission, Outcome, TaskRecord, TaskState};
 use crate::task_id;
 use async_trait::async_trait;
+use sled::IVec;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,6 +37,13 @@ const STORE_KEY_TREE: &str = "bus.task_records";
 const RECORDS_TREE: &str = "bus.task_records.2";
 /// The tree mapping task ids that do not carry their request id's bits to request ids.
 const TASK_IDS_TREE: &str = "bus.task_ids";
+
+/// A record an update wrote: the record, its bytes, and the bytes they replaced.
+struct Written {
+    record: TaskRecord,
+    new: IVec,
+    old: IVec,
+}
 
 /// Task records in sled.
 pub struct SledTaskStore {
@@ -235,12 +243,21 @@ impl SledTaskStore {
         Ok(self)
     }
 
-    /// Flushes the admission of `task_id`; when that fails, the task id goes into the refusal
-    /// journal first (its record may be on disk in part), so no later open runs it.
-    async fn commit_admission(&self, task_id: Uuid) -> Result<(), BusError> {
+    /// Flushes the admission of `task_id`, written under `key` as `written` over `before`; when
+    /// that fails, the task id goes into the refusal journal first (its record may be on disk in
+    /// part), so no later open runs it, and the write is undone, so no later admission of its
+    /// request id in this process finds it (answered as a duplicate, it would never run).
+    async fn commit_admission(
+        &self,
+        task_id: Uuid,
+        key: &[u8],
+        written: IVec,
+        before: Option<IVec>,
+    ) -> Result<(), BusError> {
         let Err(e) = self.committer.commit().await else {
             return Ok(());
         };
+        self.roll_back(key, written, before);
         match &self.refusals {
             Some(journal) => {
                 if let Err(j) = journal.record(task_id) {
@@ -252,6 +269,17 @@ impl SledTaskStore {
             }
         }
         Err(e)
+    }
+
+    /// Puts `before` back under `key` where `written` still stands: a write whose flush failed
+    /// is undone in memory (and on disk with the next flush). Where the record changed since,
+    /// that change stays.
+    fn roll_back(&self, key: &[u8], written: IVec, before: Option<IVec>) {
+        match self.tasks.compare_and_swap(key, Some(written), before) {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => tracing::warn!("A write whose flush failed changed since; not undone."),
+            Err(e) => tracing::error!(error = %e, "A write whose flush failed was not undone."),
+        }
     }
 
     /// How the flushes so far grouped their commits.
@@ -314,6 +342,17 @@ impl SledTaskStore {
         durable: bool,
         change: impl Fn(&mut TaskRecord) -> bool,
     ) -> Result<Option<TaskRecord>, BusError> {
+        let written = self.update_written(request_id, durable, change).await?;
+        Ok(written.map(|w| w.record))
+    }
+
+    /// [`SledTaskStore::update`], answering the bytes it wrote and the ones they replaced too.
+    async fn update_written(
+        &self,
+        request_id: &RequestId,
+        durable: bool,
+        change: impl Fn(&mut TaskRecord) -> bool,
+    ) -> Result<Option<Written>, BusError> {
         let key = task_id::record_key(request_id);
         let mut known = self.decoded.last(&key);
         let mut current = None;
@@ -353,14 +392,16 @@ impl SledTaskStore {
             let new = self.decoded.encode(&key, &record, envelope)?;
             let swapped = self
                 .tasks
-                .compare_and_swap(&key, Some(old), Some(new))
+                .compare_and_swap(&key, Some(old.clone()), Some(new.clone()))
                 .map_err(|e| BusError::storage("write task", e))?;
             match swapped {
                 Ok(()) => {
-                    if durable {
-                        self.committer.commit().await?;
+                    if durable && let Err(e) = self.committer.commit().await {
+                        // Answered as not done, so it is undone: a retry does it again.
+                        self.roll_back(&key, new, Some(old));
+                        return Err(e);
                     }
-                    return Ok(Some(record));
+                    return Ok(Some(Written { record, new, old }));
                 }
                 Err(lost) => match lost.current {
                     Some(bytes) => current = Some(bytes),
@@ -376,22 +417,28 @@ impl SledTaskStore {
         request_id: &RequestId,
         outcome: Outcome,
     ) -> Result<Completion, BusError> {
-        let updated = self
-            .update(request_id, true, |r| end_with(r, &outcome))
-            .await?;
-        match updated {
-            Some(task) => Ok(Completion {
-                task,
-                recorded: true,
-            }),
-            None => {
-                let task = self
-                    .read(request_id)?
-                    .ok_or_else(|| BusError::UnknownTask(request_id.to_string()))?;
-                Ok(Completion {
+        loop {
+            let updated = self
+                .update(request_id, true, |r| end_with(r, &outcome))
+                .await?;
+            if let Some(task) = updated {
+                return Ok(Completion {
+                    task,
+                    recorded: true,
+                });
+            }
+            // Ended by another write, which may still wait for its flush: answered once the end
+            // is on disk, and read after it (had that flush failed, the end was undone: this
+            // outcome is recorded instead).
+            self.committer.commit().await?;
+            let task = self
+                .read(request_id)?
+                .ok_or_else(|| BusError::UnknownTask(request_id.to_string()))?;
+            if task.state.is_terminal() {
+                return Ok(Completion {
                     task,
                     recorded: false,
-                })
+                });
             }
         }
     }
@@ -453,7 +500,7 @@ impl TaskStore for SledTaskStore {
                     if answer.task.state.is_retryable_end() {
                         // An explicit retry: the same task again, as its next attempt.
                         let retried = self
-                            .update(&env.request_id, false, |r| {
+                            .update_written(&env.request_id, false, |r| {
                                 if !r.state.is_retryable_end() {
                                     return false;
                                 }
@@ -463,17 +510,22 @@ impl TaskStore for SledTaskStore {
                                 true
                             })
                             .await?;
-                        if let Some(task) = retried {
-                            self.commit_admission(task.task_id).await?;
+                        if let Some(Written { record, new, old }) = retried {
+                            self.commit_admission(record.task_id, &key, new, Some(old))
+                                .await?;
                             return Ok(Admission {
-                                task,
+                                task: record,
                                 duplicate: false,
                             });
                         }
                         continue; // it changed meanwhile: judge it again
                     }
-                    // The record may be another admission's, not yet flushed.
+                    // The record may be another admission's, not yet flushed; answered once it
+                    // is on disk, unless that flush failed and undid it (then judged again).
                     self.committer.commit().await?;
+                    if self.stored(&key)?.as_ref() != Some(bytes) {
+                        continue;
+                    }
                     return Ok(answer);
                 }
                 replaced = Some(existing.task_id);
@@ -509,7 +561,7 @@ impl TaskStore for SledTaskStore {
             let new = self.decoded.encode(&key, &record, None)?;
             let swapped = self
                 .tasks
-                .compare_and_swap(&key, old, Some(new))
+                .compare_and_swap(&key, old.clone(), Some(new.clone()))
                 .map_err(|e| BusError::storage("write task", e))?;
             match swapped {
                 Ok(()) => {
@@ -517,7 +569,13 @@ impl TaskStore for SledTaskStore {
                     if let Some(old_id) = replaced.filter(|id| *id != task_id) {
                         self.forget_task_id(old_id, &record.request_id)?;
                     }
-                    self.commit_admission(task_id).await?;
+                    if let Err(e) = self.commit_admission(task_id, &key, new, old).await {
+                        if indexed {
+                            // Its record is gone again; an entry without one is ignored anyway.
+                            let _ = self.task_ids.remove(task_id.as_bytes());
+                        }
+                        return Err(e);
+                    }
                     return Ok(Admission {
                         task: record,
                         duplicate: false,
@@ -546,9 +604,14 @@ impl TaskStore for SledTaskStore {
         let Some(existing) = self.lookup(&env.request_id).await? else {
             return Ok(None);
         };
-        let answer = reuse(&existing, env)?;
+        reuse(&existing, env)?;
+        // Answered once the record is on disk, as read after that flush: an admission whose flush
+        // failed is undone, and then there is nothing to attach to.
         self.committer.commit().await?;
-        Ok(Some(answer))
+        let Some(now) = self.lookup(&env.request_id).await? else {
+            return Ok(None);
+        };
+        Ok(Some(reuse(&now, env)?))
     }
 
     async fn start(
