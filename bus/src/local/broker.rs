@@ -229,6 +229,15 @@ impl Broker {
         self.retry_parked_later(&mut table);
     }
 
+    /// Dispatches an explicit retry (a repost of a task that ended failed or dead-lettered): one
+    /// more attempt, even past the attempts a delivery is given, since it was asked for; its own
+    /// failure or loss ends it again.
+    pub(super) fn dispatch_retry(&self, env: Envelope) {
+        let mut table = self.lock();
+        self.place(&mut table, env);
+        self.retry_parked_later(&mut table);
+    }
+
     /// Dispatches `env` again after `delay` (at once when it is zero); spawned, so a caller may
     /// hold anything (a delivery dropped anywhere asks for one).
     pub(super) fn redeliver(&self, env: Envelope, delay: Duration) {
@@ -282,6 +291,11 @@ impl Broker {
             });
             return;
         }
+        self.place(table, env);
+    }
+
+    /// Shows `env` to the topic's subscribers and hands it to a consumer, or parks it.
+    fn place(&self, table: &mut Table, env: Envelope) {
         // Subscribers to the topic (`clawbus tail 'agent.>'`) see the task go by; they cannot
         // settle it (no acker), only one consumer runs it.
         self.broadcast(table, &env, None);

@@ -236,15 +236,14 @@ impl Bus for LocalBus {
             let fresh_id = env.id;
             let admission = store.admit(env.clone()).await?;
             if !admission.duplicate {
-                let dispatch = if admission.task.task_id == fresh_id {
-                    env
+                if admission.task.task_id == fresh_id {
+                    broker.dispatch(env);
                 } else {
                     // An explicit retry: the stored task again, as its next attempt.
                     let mut again = Envelope::clone(&admission.task.envelope);
                     again.attempt = admission.task.attempts + 1;
-                    again
-                };
-                broker.dispatch(dispatch);
+                    broker.dispatch_retry(again);
+                }
             }
             Ok(admission)
         })

@@ -165,7 +165,10 @@ async fn deliver(shared: &Arc<Shared>, msg: jetstream::Message) -> Option<Delive
         shared: shared.clone(),
         done: AtomicBool::new(false),
     });
-    if env.attempt > shared.max_attempts {
+    // A message's first delivery always runs: past the attempts a delivery is given only when it
+    // is an explicit retry (a repost of a task that ended failed or dead-lettered, published as
+    // its next attempt), which gets that one more attempt.
+    if env.attempt > shared.max_attempts && delivered > 1 {
         // Every attempt was dropped unsettled (its consumer died).
         let error = format!("gave up after {} attempts", shared.max_attempts);
         tracing::warn!(request_id = %env.request_id, attempts = shared.max_attempts, "Task dead-lettered.");

@@ -327,6 +327,26 @@ pub(crate) async fn nack_past_max_attempts_dead_letters_the_task<B: Backend>() {
             break;
         }
     }
+    // Posted again, it is retried: one more attempt, run, not dead-lettered on the spot.
+    let dead = bus.lookup(&rid).await.unwrap().unwrap();
+    let again = bus.submit(task("agent.a", "r-max", "x")).await.unwrap();
+    assert!(
+        !again.duplicate,
+        "a dead-lettered task posted again is retried"
+    );
+    let d = tokio::time::timeout(NET, sub.next())
+        .await
+        .expect("the retry is delivered")
+        .unwrap();
+    assert_eq!(d.envelope().attempt, dead.attempts + 1);
+    d.start().await.unwrap();
+    d.complete(Outcome::Succeeded {
+        result: serde_json::json!("ok"),
+    })
+    .await
+    .unwrap();
+    let done = bus.wait(&rid, NET).await.unwrap();
+    assert_eq!(done.state, TaskState::Succeeded);
 }
 
 pub(crate) async fn finished_request_id_expires_after_the_window<B: Backend>() {
