@@ -28,14 +28,16 @@ impl View {
         view
     }
 
-    /// Applies one new entry.
+    /// Applies one new entry. A message's images are left out, as the transcript leaves them
+    /// out: they went to the model with the turn that made them, and a later turn sees the same
+    /// history whether its view stayed in memory or was read again from disk.
     pub(crate) fn apply(&mut self, e: &Entry) {
         match &e.body {
             EntryBody::Message {
                 message,
                 silent: false,
                 ..
-            } => self.items.push((e.id, message.clone())),
+            } => self.items.push((e.id, without_images(message))),
             EntryBody::Compaction {
                 summary,
                 first_kept,
@@ -127,6 +129,17 @@ impl View {
     }
 }
 
+/// A copy of `m` without its images (which are never copied).
+fn without_images(m: &ChatMessage) -> ChatMessage {
+    ChatMessage {
+        role: m.role,
+        content: m.content.clone(),
+        tool_calls: m.tool_calls.clone(),
+        tool_call_id: m.tool_call_id.clone(),
+        images: Vec::new(),
+    }
+}
+
 /// The bytes one message holds outside its own struct, about: the room of its strings and
 /// vectors, not only what is in them.
 fn message_bytes(m: &ChatMessage) -> usize {
@@ -172,6 +185,24 @@ mod tests {
                 .push((Uuid::from_u128(i as u128), ChatMessage::user(text)));
         }
         view
+    }
+
+    #[test]
+    fn a_message_applied_to_a_view_keeps_no_images_as_its_transcript_line_keeps_none() {
+        let message =
+            ChatMessage::tool("c1", "saved shot.png").with_images(vec![ImagePart::png(b"png")]);
+        let entry = Entry::message(message, None, false);
+        let mut live = View::default();
+        live.apply(&entry);
+        let line = serde_json::to_string(&entry).unwrap();
+        let read: Entry = serde_json::from_str(&line).unwrap();
+        let from_disk = View::from_entries(&[read]);
+        assert_eq!(live.messages(), from_disk.messages());
+        assert!(live.messages()[0].images.is_empty());
+        assert_eq!(
+            live.messages()[0].content.as_deref(),
+            Some("saved shot.png")
+        );
     }
 
     #[test]

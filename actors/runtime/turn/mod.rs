@@ -3,7 +3,9 @@
 //! - [`run_turn`] / [`run_turn_observed`]: the loop; [`TurnInput`], [`TurnDeps`], [`TurnOutput`].
 //! - [`retry`]: which failed turns are tried again, and when; [`usage`]: tokens and cost by model.
 //! - `prose_call`: a tool call a model wrote as prose; [`build_model`]: the agent's model client.
+//! - `pairs`: the history sent with every tool call answered (a run cut short leaves one that is not).
 
+mod pairs;
 pub(crate) mod prose_call;
 mod provider;
 pub mod retry;
@@ -401,6 +403,8 @@ async fn tool_loop(
     // system prompt and the turn's first messages); only the turn's own new messages are
     // copied in.
     let mut messages = input.history;
+    // A run cut short before (cancelled while a tool ran) must not make this one fail.
+    pairs::answer_every_tool_call(&mut messages);
     messages.reserve(1 + added.len());
     messages.insert(0, ChatMessage::system(String::new()));
     let mut sent = 0;

@@ -469,3 +469,71 @@ async fn a_tool_outputs_image_goes_with_its_result_to_the_model() {
     assert_eq!(result.content.as_deref(), Some("saved shot.png"));
     assert_eq!(result.images, [crate::model::ImagePart::png(b"png")]);
 }
+
+/// A model that answers at once, keeping every request.
+#[derive(Default)]
+struct Answers {
+    seen: std::sync::Mutex<Vec<ChatRequest>>,
+}
+
+#[async_trait]
+impl ChatModel for Answers {
+    async fn complete(&self, req: &ChatRequest) -> Result<ModelReply, ModelError> {
+        self.seen.lock().unwrap().push(req.clone());
+        Ok(ModelReply {
+            text: Some("answered".into()),
+            tool_calls: Vec::new(),
+            finish_reason: Some("stop".into()),
+            usage: None,
+            model: None,
+            served_model: None,
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_history_with_a_call_a_cancelled_run_left_unanswered_is_sent_answered() {
+    use crate::model::{ChatMessage, Role};
+    let dir = tempfile::tempdir().unwrap();
+    let model = Arc::new(Answers::default());
+    let deps = TurnDeps {
+        model: model.clone(),
+        ..deps(Looping::new(1, false), &Count::default(), Limits::default())
+    };
+    let call = ToolCall {
+        id: "cut".into(),
+        name: "count".into(),
+        arguments: "{}".into(),
+    };
+    let history = vec![
+        ChatMessage::user("count slowly"),
+        ChatMessage::assistant(None, vec![call]),
+    ];
+    let out = tokio::time::timeout(
+        NET,
+        run_turn(
+            &deps,
+            TurnInput {
+                history,
+                ..input(&dir)
+            },
+        ),
+    )
+    .await
+    .expect("the turn ends")
+    .unwrap();
+    assert_eq!(out.text, "answered");
+    let seen = model.seen.lock().unwrap();
+    let roles: Vec<Role> = seen[0].messages.iter().map(|m| m.role).collect();
+    assert_eq!(
+        roles,
+        [
+            Role::System,
+            Role::User,
+            Role::Assistant,
+            Role::Tool,
+            Role::User
+        ]
+    );
+    assert_eq!(seen[0].messages[3].tool_call_id.as_deref(), Some("cut"));
+}
