@@ -1,6 +1,7 @@
 //! The agent actor: takes its tasks off the bus, routes each to a session actor, keeps the set of
 //! live sessions under its cap, and forwards cancellations.
 
+use super::in_flight::TasksInFlight;
 use crate::origin::{Origin, OriginError};
 use crate::router::{Inbound, RouteError, Router};
 use crate::session::runtime::AgentRuntime;
@@ -74,8 +75,8 @@ pub struct AgentActor {
     live: LiveSessions,
     shards: SessionShards,
     sessions: HashMap<SessionKey, Live>,
-    /// Which session each unfinished task went to, for cancellation.
-    tasks: HashMap<Uuid, SessionKey>,
+    /// Which session each unfinished task went to, per delivery queued or running.
+    tasks: TasksInFlight,
 }
 
 impl AgentActor {
@@ -94,7 +95,7 @@ impl AgentActor {
             live,
             shards,
             sessions: HashMap::new(),
-            tasks: HashMap::new(),
+            tasks: TasksInFlight::default(),
         }
     }
 
@@ -292,7 +293,7 @@ impl StreamHandler<Task> for AgentActor {
         });
         match routed {
             Ok(key) => {
-                self.tasks.insert(task_id, key);
+                self.tasks.queued(task_id, key);
             }
             Err(error) => {
                 tracing::error!(agent = %self.rt.id, task_id = %task_id, error = %error, "Task could not be routed to a session.");
@@ -320,7 +321,7 @@ impl StreamHandler<Cancelled> for AgentActor {
         else {
             return;
         };
-        let Some(key) = self.tasks.get(&task_id).cloned() else {
+        let Some(key) = self.tasks.session_of(&task_id).cloned() else {
             return;
         };
         let Some(live) = self.sessions.get(&key) else {
@@ -440,7 +441,7 @@ impl Handler<StopAgent> for AgentActor {
 impl Handler<RunDone> for AgentActor {
     type Result = ();
     fn handle(&mut self, msg: RunDone, _: &mut Context<Self>) {
-        if let Some(key) = self.tasks.remove(&msg.task_id) {
+        if let Some(key) = self.tasks.ended(&msg.task_id) {
             if let Some(live) = self.sessions.get_mut(&key) {
                 live.pending = live.pending.saturating_sub(1);
                 live.last_used = self.rt.clock.now();

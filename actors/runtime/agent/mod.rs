@@ -4,6 +4,7 @@
 //! - [`tools`]: which tools an agent is offered (the policy layers) and the session tools.
 
 mod actor;
+mod in_flight;
 #[cfg(test)]
 mod tests;
 pub mod tools;
