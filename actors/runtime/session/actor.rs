@@ -45,11 +45,22 @@ pub enum SessionOpenError {
     },
 }
 
+/// The number the next session actor of the process gets (see [`LiveInfo::actor`]).
+static NEXT_ACTOR: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// Removes the live entry of session `key` if actor `actor` published it: another actor of the
+/// same session may have opened since (and published its own).
+pub(super) fn leave_live(live: &LiveSessions, key: &str, actor: u64) {
+    live.remove_if(key, |_, l| l.actor == actor);
+}
+
 /// One live session.
 pub struct SessionActor {
     key: SessionKey,
     /// The transcript this actor writes (its index row's, as it was opened).
     session_id: Uuid,
+    /// This actor's number, for its live entry (see [`LiveInfo::actor`]).
+    actor: u64,
     /// This node's index row was made when the actor opened and its session is not yet in the
     /// cluster's rows: the first run enters it as it is (see `SessionIndex::enter`).
     new_row: Arc<AtomicBool>,
@@ -128,6 +139,7 @@ impl SessionActor {
         Ok(Self {
             key,
             session_id: meta.session_id,
+            actor: NEXT_ACTOR.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             new_row: Arc::new(AtomicBool::new(made)),
             rt,
             transcript: Arc::new(transcript),
@@ -164,6 +176,7 @@ impl SessionActor {
                 state,
                 queued: self.queue.len(),
                 session_id: self.session_id,
+                actor: self.actor,
             },
         );
     }
@@ -313,8 +326,7 @@ impl Actor for SessionActor {
     }
 
     fn stopped(&mut self, _: &mut Self::Context) {
-        self.live
-            .remove_if(self.key.as_str(), |_, l| l.session_id == self.session_id);
+        leave_live(&self.live, self.key.as_str(), self.actor);
         self.live_gauge().dec();
         tracing::debug!(session = %self.key, "Session actor stopped; its state stays on disk.");
     }

@@ -55,6 +55,11 @@ pub struct LiveInfo {
     /// and opened afresh leaves the new actor's entry alone.
     #[serde(skip)]
     pub session_id: Uuid,
+    /// The actor that publishes the entry, one number per actor in the process: an actor that
+    /// stops after another opened the same session (evicted, then opened again at once) leaves
+    /// that one's entry alone.
+    #[serde(skip)]
+    pub actor: u64,
 }
 
 /// Live sessions of every agent, by session key.

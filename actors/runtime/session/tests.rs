@@ -474,3 +474,22 @@ async fn a_compaction_on_request_summarises_older_turns_and_a_later_view_starts_
         Some("Nothing to compact (session too small)")
     );
 }
+
+#[test]
+fn an_actor_that_stops_leaves_the_live_entry_of_the_actor_that_replaced_it() {
+    use super::{LiveInfo, LiveSessions, SessionState, actor::leave_live};
+    let live: LiveSessions = Default::default();
+    let session_id = uuid::Uuid::now_v7();
+    let entry = |actor| LiveInfo {
+        state: SessionState::Processing,
+        queued: 0,
+        session_id,
+        actor,
+    };
+    // Actor 1 was evicted; actor 2 opened the same session (same transcript) and published.
+    live.insert("agent:a:s".into(), entry(2));
+    leave_live(&live, "agent:a:s", 1);
+    assert_eq!(live.get("agent:a:s").map(|l| l.actor), Some(2), "kept");
+    leave_live(&live, "agent:a:s", 2);
+    assert!(live.get("agent:a:s").is_none(), "its own entry goes");
+}
