@@ -252,3 +252,53 @@ async fn exact_and_wildcard_subscribers_both_hear_a_topic_and_unsubscribe_cleanl
         "the exact subscriber of events.task.x hears nothing of events.task.y"
     );
 }
+
+/// A reader of a task's events that lags (more events than its queue holds, the end among those
+/// dropped for it) still gets every event, the end last, and its stream ends.
+#[actix_rt::test]
+async fn a_lagging_reader_of_a_tasks_events_still_gets_the_end() {
+    use bus::{Bus as _, TaskEventKind};
+    let dir = tempfile::tempdir().unwrap();
+    let bus = LocalBus::open(dir.path(), options(ManualClock::new(conformance::T0))).unwrap();
+    let mut sub = bus
+        .consume(bus::Topic::parse("agent.a").unwrap())
+        .await
+        .unwrap();
+    let task_id = bus
+        .submit(task("agent.a", "r-lag"))
+        .await
+        .unwrap()
+        .task
+        .task_id;
+    let d = tokio::time::timeout(conformance::NET, sub.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(d.start().await.unwrap());
+    let events = bus.task_events(task_id).await.unwrap();
+    let deltas = bus::local::SUBSCRIBER_BUFFER + 100;
+    for i in 0..deltas {
+        let text = format!("{i} ");
+        bus.emit(task_id, TaskEventKind::Delta { text })
+            .await
+            .unwrap();
+    }
+    let result = serde_json::json!("done");
+    d.complete(bus::Outcome::Succeeded { result })
+        .await
+        .unwrap();
+    let read = tokio::time::timeout(conformance::NET, async {
+        let mut events = events;
+        let mut read = Vec::new();
+        while let Some(ev) = events.next().await {
+            read.push(ev);
+        }
+        read
+    })
+    .await
+    .expect("the stream ends");
+    // queued, started, the deltas, the end: each once, in order.
+    assert_eq!(read.len(), deltas + 3);
+    assert!(read.windows(2).all(|w| w[0].seq + 1 == w[1].seq));
+    assert!(read.last().unwrap().is_terminal());
+}

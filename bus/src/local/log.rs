@@ -109,13 +109,13 @@ struct State {
 /// A wait for a task's terminal event ([`EventLog::on_end`]); dropped before it, it takes
 /// itself out of the log (a task whose end was learnt from the store, or that never ends,
 /// keeps no waiter).
-pub(crate) struct EndWatch<'a> {
+pub(crate) struct EndWatch {
     rx: oneshot::Receiver<Ended>,
-    log: &'a EventLog,
+    log: Arc<EventLog>,
     task_id: Uuid,
 }
 
-impl EndWatch<'_> {
+impl EndWatch {
     /// Resolves once the terminal event is appended, with the ended record when the one who
     /// recorded the outcome handed it over ([`EventLog::append_end`]); an error when the log
     /// went first.
@@ -124,7 +124,7 @@ impl EndWatch<'_> {
     }
 }
 
-impl Drop for EndWatch<'_> {
+impl Drop for EndWatch {
     fn drop(&mut self) {
         self.rx.close();
         self.log.forget_gone_waiters(self.task_id);
@@ -381,7 +381,7 @@ impl EventLog {
     /// without a subscription: a waiter needs the end, not the events before it. It does not
     /// resolve for a task that ended before and whose log went: ask the store too
     /// (`stream::has_ended`), after this call.
-    pub(crate) fn on_end(&self, task_id: Uuid) -> EndWatch<'_> {
+    pub(crate) fn on_end(self: &Arc<Self>, task_id: Uuid) -> EndWatch {
         let (tx, rx) = oneshot::channel();
         let mut state = self.lock();
         if state.logs.get(&task_id).is_some_and(|l| l.terminal) {
@@ -391,7 +391,7 @@ impl EventLog {
         }
         EndWatch {
             rx,
-            log: self,
+            log: self.clone(),
             task_id,
         }
     }
@@ -665,14 +665,14 @@ mod tests {
         }
     }
 
-    fn log(max_bytes: usize) -> (EventLog, Arc<AtomicUsize>) {
+    fn log(max_bytes: usize) -> (Arc<EventLog>, Arc<AtomicUsize>) {
         let published = Arc::new(AtomicUsize::new(0));
         let count = published.clone();
         let sink: Sink = Box::new(move |_| {
             count.fetch_add(1, Ordering::SeqCst);
         });
         let log = EventLog::with_caps(ManualClock::new(1), sink, MAX_EVENTS_PER_TASK, max_bytes);
-        (log, published)
+        (Arc::new(log), published)
     }
 
     fn run_to_end(log: &EventLog, h: &Header, text: &str) {

@@ -1,8 +1,8 @@
 //! One task's events for a reader: the replay, then live ones, deduplicated by `seq`.
 
 use super::evented::EventedStore;
-use super::log::{EventLog, Header, synthesised};
-use crate::backend::Subscription;
+use super::log::{EndWatch, EventLog, Header, synthesised};
+use crate::backend::{Delivery, Subscription};
 use crate::error::BusError;
 use crate::events::{TaskEvent, TaskEventKind, TaskEventStream};
 use crate::store::TaskStore;
@@ -82,16 +82,30 @@ struct Reader {
     task_id: Uuid,
     next: u64,
     done: bool,
+    /// Resolves once the task's terminal event is in the log; `None` once it has.
+    end: Option<EndWatch>,
+    /// The task ended but its log no longer held the end when the reader looked (evicted):
+    /// the stream ends after what it holds.
+    end_gone: bool,
+}
+
+/// What the reader waited for.
+enum Woken {
+    Live(Option<Delivery>),
+    Ended,
 }
 
 /// The stream: `replayed` first, then what arrives on `sub`; an event already seen (by `seq`)
-/// is skipped, and a gap in the live events (a lagging reader) is filled from the log.
+/// is skipped, and a gap in the live events (a lagging reader) is filled from the log. A reader
+/// that lagged when the task ended (its terminal event dropped for it, with nothing after to show
+/// the gap) takes the rest from the log once the end is in it.
 pub(crate) fn stream(
     replayed: Vec<TaskEvent>,
     sub: Subscription,
     log: Arc<EventLog>,
     task_id: Uuid,
 ) -> TaskEventStream {
+    let end = Some(log.on_end(task_id));
     let reader = Reader {
         pending: replayed.into(),
         sub,
@@ -99,6 +113,8 @@ pub(crate) fn stream(
         task_id,
         next: 1,
         done: false,
+        end,
+        end_gone: false,
     };
     let events = futures::stream::unfold(reader, |mut r| async move {
         loop {
@@ -114,7 +130,26 @@ pub(crate) fn stream(
                 r.done |= ev.is_terminal();
                 return Some((ev, r));
             }
-            let delivery = r.sub.next().await?;
+            if r.end_gone {
+                return None;
+            }
+            let woken = match r.end.as_mut() {
+                Some(end) => tokio::select! {
+                    live = r.sub.next() => Woken::Live(live),
+                    _ = end.ended() => Woken::Ended,
+                },
+                None => Woken::Live(r.sub.next().await),
+            };
+            let delivery = match woken {
+                Woken::Live(live) => live?,
+                Woken::Ended => {
+                    // What the reader has not seen, the end included, from the log.
+                    r.end = None;
+                    r.pending.extend(r.log.range(r.task_id, r.next, u64::MAX));
+                    r.end_gone = !r.pending.iter().any(TaskEvent::is_terminal);
+                    continue;
+                }
+            };
             let ev = match TaskEvent::from_envelope(delivery.envelope()) {
                 Ok(ev) if ev.task_id == r.task_id => ev,
                 Ok(_) => continue,
