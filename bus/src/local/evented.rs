@@ -91,8 +91,14 @@ impl TaskStore for EventedStore {
         // leave an ended task whose terminal event never comes (waiters would wait on).
         let (inner, log, request_id) = (self.inner.clone(), self.log.clone(), request_id.clone());
         crate::backend::run_to_end(async move {
+            let forgotten = log.forgotten();
             let done = inner.complete_announced(&request_id, outcome).await?;
-            if done.recorded {
+            // A repost may have retried the task while this outcome waited for its flush, and
+            // started its events over: then the end goes in only if it is still the task's.
+            if done.recorded
+                && (log.forgotten() == forgotten
+                    || inner.lookup(&request_id).await?.as_ref() == Some(&done.task))
+            {
                 log.append_end(&done.task);
             }
             Ok(done)

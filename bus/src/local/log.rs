@@ -156,6 +156,8 @@ pub(crate) struct EventLog {
     listeners: Option<Arc<Listeners>>,
     max_events: usize,
     max_bytes: usize,
+    /// How many logs [`EventLog::forget`] dropped (explicit retries), ever.
+    forgotten: std::sync::atomic::AtomicU64,
 }
 
 /// What the log holds for a task.
@@ -184,6 +186,7 @@ impl EventLog {
             listeners: None,
             max_events: max_events.max(2),
             max_bytes: max_bytes.max(1),
+            forgotten: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -410,7 +413,15 @@ impl EventLog {
     /// Drops the task's log (an explicit retry starts its events over).
     pub(crate) fn forget(&self, task_id: Uuid) {
         let mut state = self.lock();
+        self.forgotten
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         drop_log(&mut state, task_id);
+    }
+
+    /// How many logs [`EventLog::forget`] has dropped so far: an outcome recorded while this
+    /// changed may belong to a run that a retry has replaced.
+    pub(crate) fn forgotten(&self) -> u64 {
+        self.forgotten.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The task's header, when its log is kept.

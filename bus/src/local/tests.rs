@@ -125,11 +125,13 @@ async fn the_log_skips_the_store_read_only_while_every_outcome_came_through_it()
 }
 
 /// A sled store whose `unfinished` waits for `gate` (or panics with `panics`): the re-queue of a
-/// restart held at will.
+/// restart held at will; with `outcomes`, an outcome recorded through the bus is written, then
+/// answered only once `outcomes` lets it (as if its flush took that long).
 struct HeldRecovery {
     inner: crate::SledTaskStore,
     gate: Arc<tokio::sync::Notify>,
     panics: bool,
+    outcomes: Option<Arc<tokio::sync::Notify>>,
 }
 
 #[async_trait::async_trait]
@@ -169,7 +171,11 @@ impl crate::TaskStore for HeldRecovery {
         id: &RequestId,
         outcome: Outcome,
     ) -> Result<crate::store::Completion, crate::BusError> {
-        self.inner.complete_announced(id, outcome).await
+        let done = self.inner.complete_announced(id, outcome).await;
+        if let Some(held) = &self.outcomes {
+            held.notified().await;
+        }
+        done
     }
     fn unannounced_outcomes(&self) -> Option<u64> {
         self.inner.unannounced_outcomes()
@@ -207,6 +213,7 @@ fn held_recovery(dir: &std::path::Path, panics: bool) -> (LocalBus, Arc<tokio::s
         inner,
         gate: gate.clone(),
         panics,
+        outcomes: None,
     };
     (
         LocalBus::with_store(Arc::new(store), LocalOptions::default()),
@@ -267,4 +274,81 @@ async fn a_re_queue_that_panics_lets_the_submits_go() {
     gate.notify_one();
     let admitted = tokio::time::timeout(Duration::from_secs(30), bus.submit(task(3))).await;
     assert!(!admitted.unwrap().unwrap().duplicate);
+}
+
+/// An outcome that waits for its flush while a repost retries the task (and starts its events
+/// over) does not end the retry's events: the retry runs, and its own outcome is what a waiter
+/// gets.
+#[actix_rt::test]
+async fn an_outcome_answered_after_a_repost_retried_its_task_does_not_end_the_retry() {
+    use crate::{SledTaskStore, SystemClock, TaskState};
+    let dir = tempfile::tempdir().unwrap();
+    let inner = SledTaskStore::open(dir.path(), Arc::new(SystemClock), Duration::from_secs(600));
+    let (gate, outcomes) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    gate.notify_one();
+    let store = HeldRecovery {
+        inner: inner.unwrap(),
+        gate,
+        panics: false,
+        outcomes: Some(outcomes.clone()),
+    };
+    let bus = LocalBus::with_store(Arc::new(store), LocalOptions::default());
+    let mut sub = bus
+        .consume(Topic::parse("agent.full").unwrap())
+        .await
+        .unwrap();
+    let admitted = bus.submit(task(1)).await.unwrap().task;
+    let first = sub.next().await.unwrap();
+    assert!(first.start().await.unwrap());
+    let failing = tokio::spawn(async move {
+        first
+            .complete(Outcome::Failed {
+                error: "model down".into(),
+            })
+            .await
+            .unwrap();
+    });
+    // The outcome is written (the repost sees a failed task) and its answer held.
+    while bus
+        .lookup(&admitted.request_id)
+        .await
+        .unwrap()
+        .map(|r| r.state)
+        != Some(TaskState::Failed)
+    {
+        tokio::task::yield_now().await;
+    }
+    let retried = bus.submit(task(1)).await.unwrap();
+    assert!(!retried.duplicate, "retried");
+    outcomes.notify_one();
+    failing.await.unwrap();
+    let ended = bus
+        .log
+        .ended(admitted.task_id)
+        .map(|(_, terminal)| terminal);
+    assert_eq!(
+        ended,
+        Some(false),
+        "the retry's events are not ended by the old outcome"
+    );
+    let second = sub.next().await.unwrap();
+    assert!(second.start().await.unwrap());
+    let answer = tokio::spawn(async move {
+        second
+            .complete(Outcome::Succeeded {
+                result: json!("ok"),
+            })
+            .await
+            .unwrap();
+    });
+    outcomes.notify_one();
+    answer.await.unwrap();
+    let done = bus
+        .wait(&admitted.request_id, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(done.state, TaskState::Succeeded);
 }
