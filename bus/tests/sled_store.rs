@@ -415,7 +415,7 @@ fn faulty_store(
         refusals: Some(dir.join("refused-admissions")),
         fault: Some(fault.clone()),
     };
-    let db = sled::open(dir.join("db")).unwrap();
+    let db = sled_when_released(&dir.join("db"));
     let store = SledTaskStore::with_extras(db, clock, store::WINDOW, extras).unwrap();
     (store, fault)
 }
@@ -480,6 +480,42 @@ async fn writes_whose_flush_failed_are_undone_and_done_again_by_their_retry() {
     let done = store.complete(&id, ok).await.unwrap();
     assert!(done.recorded, "recorded by the retry");
     assert_eq!(done.task.state, TaskState::Succeeded);
+}
+
+/// A refused retry of a task that ended before it ever started (no attempt recorded) ends again
+/// at the next open: it is not taken for a new task and removed.
+#[tokio::test]
+async fn a_refused_retry_of_a_task_that_never_started_ends_again_after_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(store::T0);
+    let (store, fault) = faulty_store(dir.path(), clock.clone());
+    let env = task("never-started", "a");
+    store.admit(env.clone()).await.unwrap();
+    let failed = bus::Outcome::Failed {
+        error: "refused before it ran".into(),
+    };
+    store.complete(&env.request_id, failed).await.unwrap();
+    fault.set(true);
+    assert!(store.admit(env.clone()).await.is_err());
+    fault.set(false);
+    drop(store);
+    // A crash before the undo reached the disk, the retry's write there: as a plain store
+    // writes it.
+    let db_dir = dir.path().join("db");
+    let plain = open_when_released(&db_dir);
+    let retried = plain.admit(env.clone()).await.unwrap();
+    assert_eq!(
+        (retried.task.state, retried.task.attempts),
+        (TaskState::Queued, 0)
+    );
+    drop(plain);
+    let (store, _) = faulty_store(dir.path(), clock);
+    let now = store.lookup(&env.request_id).await.unwrap();
+    assert_eq!(
+        now.map(|r| r.state),
+        Some(TaskState::Failed),
+        "ended again, still answered for its request id"
+    );
 }
 
 /// A lone admission under no load is flushed at once: one flush for its one commit, and nothing

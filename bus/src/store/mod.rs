@@ -11,7 +11,7 @@ mod rules;
 mod sled;
 
 pub use self::sled::{SledTaskStore, StoreExtras};
-pub use refusals::RefusalJournal;
+pub use refusals::{Refusal, RefusalJournal};
 pub(crate) use rules::end_with;
 pub use rules::{fingerprint, reuse};
 

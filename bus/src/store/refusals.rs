@@ -14,11 +14,23 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use uuid::Uuid;
 
-/// One entry: a hyphenated task id padded to a fixed width, ending in a newline.
+/// One entry: a hyphenated task id (36 bytes), then ` r` for a refused retry, padded to a fixed
+/// width, ending in a newline.
 const SLOT: usize = 40;
+/// What follows the task id of a refused retry's entry (the slot has room for two bytes more).
+const RETRY_MARK: &str = "r";
 /// How many refusals one outage can record (the admissions of the failing flushes; later ones
 /// fail before their record is written, and need no entry).
 const SLOTS: usize = 1024;
+
+/// One refused admission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refusal {
+    /// The task whose admission was answered as failed.
+    pub task_id: Uuid,
+    /// It was a retry of a task that had ended (to end again), not a new task (to remove).
+    pub retry: bool,
+}
 
 /// The journal file, allocated at open.
 pub struct RefusalJournal {
@@ -28,9 +40,9 @@ pub struct RefusalJournal {
 }
 
 impl RefusalJournal {
-    /// Opens (allocating in full, zero-filled) the journal at `path`; returns it with the task
-    /// ids it holds from an earlier run.
-    pub fn open(path: &Path) -> std::io::Result<(Self, Vec<Uuid>)> {
+    /// Opens (allocating in full, zero-filled) the journal at `path`; returns it with the
+    /// refusals it holds from an earlier run.
+    pub fn open(path: &Path) -> std::io::Result<(Self, Vec<Refusal>)> {
         let mut file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -46,10 +58,8 @@ impl RefusalJournal {
                 continue;
             }
             next = i + 1;
-            match std::str::from_utf8(slot).ok().and_then(|s| {
-                Uuid::parse_str(s.trim_matches(|c: char| c.is_whitespace() || c == '\0')).ok()
-            }) {
-                Some(id) => found.push(id),
+            match std::str::from_utf8(slot).ok().and_then(parse_slot) {
+                Some(refusal) => found.push(refusal),
                 None => {
                     tracing::warn!(path = %path.display(), slot = i, "Unreadable refusal entry skipped.")
                 }
@@ -70,8 +80,8 @@ impl RefusalJournal {
         ))
     }
 
-    /// Records `task_id` durably (written in place and synced).
-    pub fn record(&self, task_id: Uuid) -> std::io::Result<()> {
+    /// Records the refusal durably (written in place and synced).
+    pub fn record(&self, refusal: Refusal) -> std::io::Result<()> {
         let mut guard = self
             .file
             .lock()
@@ -83,7 +93,12 @@ impl RefusalJournal {
                 self.path.display()
             )));
         }
-        let mut slot = format!("{task_id:<width$}", width = SLOT - 1).into_bytes();
+        let entry = match refusal.retry {
+            true => format!("{} {RETRY_MARK}", refusal.task_id),
+            false => refusal.task_id.to_string(),
+        };
+        debug_assert!(entry.len() < SLOT, "a refusal entry overflows its slot");
+        let mut slot = format!("{entry:<width$}", width = SLOT - 1).into_bytes();
         slot.push(b'\n');
         file.write_all_at(&slot, (*next * SLOT) as u64)?;
         file.sync_data()?;
@@ -105,6 +120,21 @@ impl RefusalJournal {
     }
 }
 
+/// One slot's refusal: a task id, and the retry mark or nothing (entries written before the mark
+/// existed hold the task id alone).
+fn parse_slot(slot: &str) -> Option<Refusal> {
+    let mut words = slot
+        .trim_matches(|c: char| c.is_whitespace() || c == '\0')
+        .split_whitespace();
+    let task_id = Uuid::parse_str(words.next()?).ok()?;
+    let retry = match (words.next(), words.next()) {
+        (None, _) => false,
+        (Some(RETRY_MARK), None) => true,
+        _ => return None,
+    };
+    Some(Refusal { task_id, retry })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,13 +149,23 @@ mod tests {
             std::fs::metadata(&path).unwrap().len(),
             (SLOT * SLOTS) as u64
         );
-        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        let new = |task_id| Refusal {
+            task_id,
+            retry: false,
+        };
+        let (a, b) = (
+            new(Uuid::now_v7()),
+            Refusal {
+                task_id: Uuid::now_v7(),
+                retry: true,
+            },
+        );
         j.record(a).unwrap();
         j.record(b).unwrap();
         drop(j);
         let (j, found) = RefusalJournal::open(&path).unwrap();
         assert_eq!(found, vec![a, b]);
-        let c = Uuid::now_v7();
+        let c = new(Uuid::now_v7());
         j.record(c).unwrap();
         drop(j);
         let (j, found) = RefusalJournal::open(&path).unwrap();
@@ -133,5 +173,23 @@ mod tests {
         j.clear().unwrap();
         drop(j);
         assert!(RefusalJournal::open(&path).unwrap().1.is_empty());
+    }
+
+    #[test]
+    fn an_entry_written_before_the_retry_mark_reads_as_a_new_task() {
+        let id = Uuid::now_v7();
+        let old = format!("{id:<39}\n");
+        assert_eq!(
+            parse_slot(&old),
+            Some(Refusal {
+                task_id: id,
+                retry: false
+            })
+        );
+        assert_eq!(
+            parse_slot(&format!("{id} r \n")).map(|r| r.retry),
+            Some(true)
+        );
+        assert_eq!(parse_slot(&format!("{id} other\n")), None);
     }
 }

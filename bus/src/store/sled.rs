@@ -10,7 +10,7 @@
 
 use super::decoded::Decoded;
 use super::record_bytes::{decode, encode};
-use super::refusals::RefusalJournal;
+use super::refusals::{Refusal, RefusalJournal};
 use super::{Completion, TaskStore, end_with, fingerprint, reuse};
 use crate::clock::Clock;
 use crate::commit::{CommitStats, Committer, FlushFault};
@@ -201,10 +201,13 @@ impl SledTaskStore {
             for item in self.tasks.iter() {
                 let (k, v) = item.map_err(|e| BusError::storage("scan tasks", e))?;
                 let r = decode(&v)?;
-                if !refused.contains(&r.task_id) || r.state.is_terminal() {
+                let Some(refusal) = refused.iter().find(|x| x.task_id == r.task_id) else {
+                    continue;
+                };
+                if r.state.is_terminal() {
                     continue;
                 }
-                if r.attempts == 0 {
+                if !refusal.retry && r.attempts == 0 {
                     // A new task: rolled back, as if never posted.
                     let gone = self
                         .tasks
@@ -214,7 +217,8 @@ impl SledTaskStore {
                         self.forget_task_id(r.task_id, &r.request_id)?;
                     }
                 } else {
-                    // A refused retry of a task that ran: it ends again, retryable by a repost.
+                    // A refused retry of a task that had ended: it ends again, retryable by a
+                    // repost (an entry from before the retry mark: a task that ran).
                     let mut ended = r.clone();
                     ended.state = TaskState::Failed;
                     ended.outcome = Some(Outcome::Failed {
@@ -243,13 +247,13 @@ impl SledTaskStore {
         Ok(self)
     }
 
-    /// Flushes the admission of `task_id`, written under `key` as `written` over `before`; when
-    /// that fails, the task id goes into the refusal journal first (its record may be on disk in
-    /// part), so no later open runs it, and the write is undone, so no later admission of its
+    /// Flushes the admission `refusal` names, written under `key` as `written` over `before`;
+    /// when that fails, the refusal goes into the journal first (its record may be on disk in
+    /// part), so no later open runs it, and then the write is undone, so no later admission of its
     /// request id in this process finds it (answered as a duplicate, it would never run).
     async fn commit_admission(
         &self,
-        task_id: Uuid,
+        refusal: Refusal,
         key: &[u8],
         written: IVec,
         before: Option<IVec>,
@@ -257,10 +261,10 @@ impl SledTaskStore {
         let Err(e) = self.committer.commit().await else {
             return Ok(());
         };
-        self.roll_back(key, written, before);
+        let task_id = refusal.task_id;
         match &self.refusals {
             Some(journal) => {
-                if let Err(j) = journal.record(task_id) {
+                if let Err(j) = journal.record(refusal) {
                     tracing::error!(%task_id, error = %j, "Refused admission not journaled; it may run after a restart.");
                 }
             }
@@ -268,6 +272,7 @@ impl SledTaskStore {
                 tracing::warn!(%task_id, "Refused admission not journaled (no journal); it may run after a restart.")
             }
         }
+        self.roll_back(key, written, before);
         Err(e)
     }
 
@@ -511,8 +516,11 @@ impl TaskStore for SledTaskStore {
                             })
                             .await?;
                         if let Some(Written { record, new, old }) = retried {
-                            self.commit_admission(record.task_id, &key, new, Some(old))
-                                .await?;
+                            let refusal = Refusal {
+                                task_id: record.task_id,
+                                retry: true,
+                            };
+                            self.commit_admission(refusal, &key, new, Some(old)).await?;
                             return Ok(Admission {
                                 task: record,
                                 duplicate: false,
@@ -569,7 +577,11 @@ impl TaskStore for SledTaskStore {
                     if let Some(old_id) = replaced.filter(|id| *id != task_id) {
                         self.forget_task_id(old_id, &record.request_id)?;
                     }
-                    if let Err(e) = self.commit_admission(task_id, &key, new, old).await {
+                    let refusal = Refusal {
+                        task_id,
+                        retry: false,
+                    };
+                    if let Err(e) = self.commit_admission(refusal, &key, new, old).await {
                         if indexed {
                             // Its record is gone again; an entry without one is ignored anyway.
                             let _ = self.task_ids.remove(task_id.as_bytes());
