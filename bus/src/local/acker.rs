@@ -40,16 +40,27 @@ impl LocalAcker {
         Ok(())
     }
 
-    /// Announces the next attempt, unless there is none (the task fails instead).
+    /// Announces the next attempt (see [`announce_retry`]).
     fn retry(&self, next: &Envelope, delay: Duration, reason: &str) {
-        if next.attempt <= self.max_attempts {
-            let kind = TaskEventKind::Retry {
-                attempt: next.attempt,
-                delay_ms: delay.as_millis() as u64,
-                reason: reason.to_string(),
-            };
-            self.log.append(&Header::of_delivery(next), kind);
-        }
+        announce_retry(&self.log, self.max_attempts, next, delay, reason);
+    }
+}
+
+/// Announces the next attempt on `log`, unless there is none (the task fails instead).
+fn announce_retry(
+    log: &EventLog,
+    max_attempts: u32,
+    next: &Envelope,
+    delay: Duration,
+    reason: &str,
+) {
+    if next.attempt <= max_attempts {
+        let kind = TaskEventKind::Retry {
+            attempt: next.attempt,
+            delay_ms: delay.as_millis() as u64,
+            reason: reason.to_string(),
+        };
+        log.append(&Header::of_delivery(next), kind);
     }
 }
 
@@ -98,10 +109,19 @@ impl Acker for LocalAcker {
         tracing::warn!(request_id = %env.request_id, attempt = env.attempt, "Task dropped unsettled; redelivering.");
         let mut next = env.clone();
         next.attempt += 1;
-        self.retry(&next, Duration::ZERO, "delivery dropped unsettled");
-        // Spawned by the broker: a delivery may be dropped anywhere, even where its lock is held.
+        // Announced and redelivered by a task the broker spawns: a delivery may be dropped
+        // anywhere, even where the broker's lock is held, which the announcement takes.
+        let (log, max_attempts) = (self.log.clone(), self.max_attempts);
         if let Some(broker) = self.broker.upgrade() {
-            broker.redeliver(next, Duration::ZERO);
+            broker.redeliver_announced(next, Duration::ZERO, move |next| {
+                announce_retry(
+                    &log,
+                    max_attempts,
+                    next,
+                    Duration::ZERO,
+                    "delivery dropped unsettled",
+                );
+            });
         }
     }
 }

@@ -132,6 +132,14 @@ impl Broker {
         self.table.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Runs `f` with the routing table locked, as routing does (for tests of what may happen
+    /// under the lock).
+    #[cfg(test)]
+    pub(super) fn while_locked(&self, f: impl FnOnce()) {
+        let _held = self.lock();
+        f();
+    }
+
     /// Returns once the store's unfinished tasks are dispatched (at once after that, or when the
     /// broker recovers nothing): a submit waits for it before admitting its task.
     pub(super) async fn recovered(&self) {
@@ -241,8 +249,21 @@ impl Broker {
     /// Dispatches `env` again after `delay` (at once when it is zero); spawned, so a caller may
     /// hold anything (a delivery dropped anywhere asks for one).
     pub(super) fn redeliver(&self, env: Envelope, delay: Duration) {
+        self.redeliver_announced(env, delay, |_| {});
+    }
+
+    /// [`Broker::redeliver`], calling `announce` with the task first, in the spawned task: what
+    /// it publishes takes this broker's lock, which the caller may hold (a delivery dropped
+    /// where the lock is held).
+    pub(super) fn redeliver_announced(
+        &self,
+        env: Envelope,
+        delay: Duration,
+        announce: impl FnOnce(&Envelope) + Send + 'static,
+    ) {
         let me = self.me.clone();
         self.runtime.spawn(async move {
+            announce(&env);
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }

@@ -352,3 +352,50 @@ async fn an_outcome_answered_after_a_repost_retried_its_task_does_not_end_the_re
         .unwrap();
     assert_eq!(done.state, TaskState::Succeeded);
 }
+
+/// A task delivery dropped unsettled where the broker's lock is held (a closed queue pruned
+/// while routing drops what was stranded in it) announces its retry and comes back, without
+/// taking the lock again on that thread (which would never return).
+#[actix_rt::test]
+async fn a_delivery_dropped_where_the_brokers_lock_is_held_comes_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let bus = LocalBus::open(dir.path(), LocalOptions::default()).unwrap();
+    // Someone listens to the task's events: its retry announcement is published on the broker.
+    let mut events = bus
+        .subscribe(Topic::parse("events.>").unwrap())
+        .await
+        .unwrap();
+    let mut sub = bus
+        .consume(Topic::parse("agent.full").unwrap())
+        .await
+        .unwrap();
+    bus.submit(task(1)).await.unwrap();
+    let delivery = sub.next().await.unwrap();
+    let broker = bus.broker.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        broker.while_locked(|| drop(delivery));
+        let _ = tx.send(());
+    });
+    if rx.recv_timeout(Duration::from_secs(20)).is_err() {
+        // Whatever takes the lock would wait forever for that thread: nothing here is dropped.
+        std::mem::forget((bus, sub, events));
+        panic!("the drop never returned: it took the broker's lock again");
+    }
+    let again = tokio::time::timeout(Duration::from_secs(20), sub.next())
+        .await
+        .expect("redelivered")
+        .unwrap();
+    assert_eq!(again.envelope().attempt, 2);
+    // Announced before it was redelivered: on the events subscription already.
+    loop {
+        let ev = tokio::time::timeout(Duration::from_secs(20), events.next())
+            .await
+            .expect("the retry is announced")
+            .unwrap();
+        let kind = crate::TaskEvent::from_envelope(ev.envelope()).map(|e| e.event);
+        if matches!(kind, Ok(crate::TaskEventKind::Retry { attempt: 2, .. })) {
+            break;
+        }
+    }
+}
