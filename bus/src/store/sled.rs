@@ -514,7 +514,13 @@ impl TaskStore for SledTaskStore {
                                 r.progress = None;
                                 true
                             })
-                            .await?;
+                            .await;
+                        let retried = match retried {
+                            // Purged since it was judged unexpired (the window passed
+                            // meanwhile): judged again, a new task now.
+                            Err(BusError::UnknownTask(_)) => continue,
+                            other => other?,
+                        };
                         if let Some(Written { record, new, old }) = retried {
                             let refusal = Refusal {
                                 task_id: record.task_id,
