@@ -63,6 +63,17 @@ fn options(clock: Arc<ManualClock>) -> LocalOptions {
     }
 }
 
+/// A bus in `dir` on the manual clock, and a consumer of `topic` on it.
+async fn consuming(dir: &Path, topic: &str) -> (LocalBus, bus::Subscription) {
+    use bus::Bus as _;
+    let bus = LocalBus::open(dir, options(ManualClock::new(conformance::T0))).unwrap();
+    let sub = bus
+        .consume(bus::Topic::parse(topic).unwrap())
+        .await
+        .unwrap();
+    (bus, sub)
+}
+
 #[actix_rt::test]
 async fn waits_answer_finished_unknown_and_stuck_tasks() {
     use bus::Bus as _;
@@ -164,11 +175,7 @@ async fn waiting_on_an_admission_answers_as_waiting_on_its_request_id() {
 async fn a_new_task_does_not_overtake_parked_ones() {
     use bus::Bus as _;
     let dir = tempfile::tempdir().unwrap();
-    let bus = LocalBus::open(dir.path(), options(ManualClock::new(conformance::T0))).unwrap();
-    let mut sub = bus
-        .consume(bus::Topic::parse("agent.a").unwrap())
-        .await
-        .unwrap();
+    let (bus, mut sub) = consuming(dir.path(), "agent.a").await;
     // Fill the consumer's queue; the last one has to wait in the broker.
     let n = bus::local::SUBSCRIBER_BUFFER + 1;
     let names: Vec<String> = (0..n).map(|i| format!("r-p{i}")).collect();
@@ -259,11 +266,7 @@ async fn exact_and_wildcard_subscribers_both_hear_a_topic_and_unsubscribe_cleanl
 async fn a_lagging_reader_of_a_tasks_events_still_gets_the_end() {
     use bus::{Bus as _, TaskEventKind};
     let dir = tempfile::tempdir().unwrap();
-    let bus = LocalBus::open(dir.path(), options(ManualClock::new(conformance::T0))).unwrap();
-    let mut sub = bus
-        .consume(bus::Topic::parse("agent.a").unwrap())
-        .await
-        .unwrap();
+    let (bus, mut sub) = consuming(dir.path(), "agent.a").await;
     let task_id = bus
         .submit(task("agent.a", "r-lag"))
         .await
