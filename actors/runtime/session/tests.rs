@@ -493,3 +493,22 @@ fn an_actor_that_stops_leaves_the_live_entry_of_the_actor_that_replaced_it() {
     leave_live(&live, "agent:a:s", 2);
     assert!(live.get("agent:a:s").is_none(), "its own entry goes");
 }
+
+/// A line over the log store's append limit fails its write, with the store up: it is not held
+/// as if the store were away (held lines go as one append, which the store would refuse every
+/// time, and the session would wait for them for ever).
+#[tokio::test]
+async fn a_line_over_the_shared_logs_append_limit_fails_instead_of_being_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let log: std::sync::Arc<dyn bus::log::LogStore> =
+        std::sync::Arc::new(bus::log::FilesLog::open(dir.path().join("logs")));
+    let (t, _) = Transcript::open(&dir.path().join("s.jsonl")).unwrap();
+    let t = t.with_shared(log, "agent.a.s".to_string());
+    t.load_if_changed().await.unwrap();
+    let line = |text: &str| Entry::message(ChatMessage::user(text), Some("r"), false);
+    t.record(&[line("before")]).await.unwrap();
+    let big = "x".repeat(bus::log::MAX_APPEND_BYTES + 1);
+    assert!(t.record(&[line(&big)]).await.is_err(), "refused, not held");
+    assert_eq!(t.unsent().await, 0, "nothing held");
+    t.record(&[line("after")]).await.unwrap();
+}

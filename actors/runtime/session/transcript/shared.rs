@@ -30,11 +30,14 @@ const UNREAD: u64 = u64::MAX;
 /// No lease held: appends are not stamped.
 const NO_LEASE: u64 = 0;
 
-/// The most bytes of lines held for an unreachable log store; a write past it fails.
-pub(crate) const MAX_UNSENT_BYTES: usize = 32 * 1024 * 1024;
-
 /// The most lines held for an unreachable log store; a write past it fails.
 pub(crate) const MAX_UNSENT_LINES: usize = 10_000;
+
+/// The most bytes of lines held for an unreachable log store; a write past it fails. Held lines
+/// go as one append, so they fit one with their line breaks: more would be refused by the store
+/// every time (not unreachable: too large), and held for ever. So a line over an append's limit
+/// fails its write too, instead of being held.
+pub(crate) const MAX_UNSENT_BYTES: usize = bus::log::MAX_APPEND_BYTES - MAX_UNSENT_LINES;
 
 /// The first wait before sending held lines again, doubled up to [`UNSENT_RETRY_MAX`].
 const UNSENT_RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(100);
