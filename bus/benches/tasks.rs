@@ -43,6 +43,16 @@ fn text(i: usize) -> serde_json::Value {
     json!(t)
 }
 
+/// The daemon's task store in `dir`: records in the task journal, beside a sled database.
+fn journaled(dir: &std::path::Path) -> Arc<SledTaskStore> {
+    let db = sled::open(dir.join("db")).unwrap();
+    let extras = bus::StoreExtras {
+        journal: Some(dir.join("tasks.journal")),
+        ..Default::default()
+    };
+    Arc::new(SledTaskStore::with_extras(db, Arc::new(SystemClock), DEFAULT_WINDOW, extras).unwrap())
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -57,8 +67,7 @@ fn main() {
     actix_rt::System::with_tokio_rt(move || rt).block_on(async move {
         if wanted("number") {
             let dir = tempfile::tempdir().unwrap();
-            let store = SledTaskStore::open(dir.path(), Arc::new(SystemClock), DEFAULT_WINDOW);
-            let store = Arc::new(store.unwrap());
+            let store = journaled(dir.path());
             let local = LocalBus::with_store(store.clone(), LocalOptions::default());
             run("local (sled)", Arc::new(local), TASKS, number).await;
             let grouped = store.commit_stats();
@@ -71,8 +80,7 @@ fn main() {
         }
         if wanted("text") {
             let dir = tempfile::tempdir().unwrap();
-            let store = SledTaskStore::open(dir.path(), Arc::new(SystemClock), DEFAULT_WINDOW);
-            let local = LocalBus::with_store(Arc::new(store.unwrap()), LocalOptions::default());
+            let local = LocalBus::with_store(journaled(dir.path()), LocalOptions::default());
             let name = format!("local (sled), {TEXT_BYTES}-byte text payloads");
             run(&name, Arc::new(local), TASKS, text).await;
         }

@@ -1,4 +1,5 @@
-//! Group commit: one thread owns `sled::Db::flush`, batching every waiting writer behind one flush.
+//! Group commit: one thread owns the store's flush (`sled::Db::flush`, or the task journal's),
+//! batching every waiting writer behind one flush.
 //!
 //! Concurrent `flush_async` calls can deadlock in sled 0.34, and a blocking flush inside an actor
 //! stalls its arbiter; so writers insert on their own thread and then wait here for durability.
@@ -59,10 +60,16 @@ enum FlushFailed {
     /// The test switch ([`FlushFault`]) is on.
     #[error("injected fault (FlushFault)")]
     Injected,
-    /// sled's flush failed.
+    /// The store's flush failed.
     #[error(transparent)]
-    Store(Arc<sled::Error>),
+    Store(FlushError),
 }
+
+/// Why a store's flush failed.
+pub type FlushError = Arc<dyn std::error::Error + Send + Sync>;
+
+/// A store's flush: every write made before the call is durable when it returns `Ok`.
+pub type Flush = Box<dyn FnMut() -> Result<(), FlushError> + Send>;
 
 type Waiter = oneshot::Sender<Result<(), FlushFailed>>;
 
@@ -85,6 +92,21 @@ impl Committer {
         db: sled::Db,
         fault: Option<Arc<FlushFault>>,
     ) -> Result<Self, BusError> {
+        Self::start_flushing(
+            Box::new(move || {
+                flush(&db)
+                    .map(|_| ())
+                    .map_err(|e| Arc::new(e) as FlushError)
+            }),
+            fault,
+        )
+    }
+
+    /// Starts the flushing thread running `flush`; while `fault` is on, flushes fail.
+    pub fn start_flushing(
+        mut flush: Flush,
+        fault: Option<Arc<FlushFault>>,
+    ) -> Result<Self, BusError> {
         let (tx, rx) = mpsc::channel::<Waiter>();
         let counters = Arc::new(Counters::default());
         let counted = counters.clone();
@@ -97,9 +119,7 @@ impl Committer {
                     last_batch = batch.len();
                     let res = match &fault {
                         Some(f) if f.is_on() => Err(FlushFailed::Injected),
-                        _ => flush(&db)
-                            .map(|_| ())
-                            .map_err(|e| FlushFailed::Store(Arc::new(e))),
+                        _ => flush().map_err(FlushFailed::Store),
                     };
                     // Counted before the answers, so a waiter sees its own flush counted.
                     counted.flushes.fetch_add(1, Ordering::Relaxed);

@@ -321,6 +321,7 @@ async fn an_admission_answered_as_failed_never_runs_after_a_reopen() {
     let extras = || bus::StoreExtras {
         refusals: Some(journal.clone()),
         fault: Some(fault.clone()),
+        journal: None,
     };
     let db = sled::open(&db_dir).unwrap();
     let store =
@@ -414,6 +415,7 @@ fn faulty_store(
     let extras = bus::StoreExtras {
         refusals: Some(dir.join("refused-admissions")),
         fault: Some(fault.clone()),
+        journal: None,
     };
     let db = sled_when_released(&dir.join("db"));
     let store = SledTaskStore::with_extras(db, clock, store::WINDOW, extras).unwrap();

@@ -103,6 +103,8 @@ pub enum StateError {
 
 /// The refusal journal in the state folder (see [`bus::store::RefusalJournal`]).
 pub(crate) const REFUSALS_FILE: &str = "refused-admissions";
+/// The task journal in the state folder: the embedded bus's task records.
+pub(crate) const TASKS_JOURNAL_FILE: &str = "tasks.journal";
 
 /// How long a start waits for the database lock that a process (or a system in this process)
 /// which just stopped still holds while its last handles close.
@@ -231,6 +233,7 @@ impl Clawbus {
                 store: bus::StoreExtras {
                     refusals: Some(config.state_dir.join(REFUSALS_FILE)),
                     fault: None,
+                    journal: Some(config.state_dir.join(TASKS_JOURNAL_FILE)),
                 },
                 replay_bytes: config.store.replay_log,
                 ..BusOptions::default()

@@ -5,7 +5,9 @@
 //! live here as plain functions, so a store only decides where the bytes go.
 
 mod decoded;
+mod journal;
 mod record_bytes;
+mod records;
 mod refusals;
 mod rules;
 mod sled;

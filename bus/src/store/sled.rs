@@ -9,7 +9,9 @@
 //! request id in `bus.tasks`, or by the store key alone in `bus.task_records`.
 
 use super::decoded::Decoded;
+use super::journal::{self, Journal};
 use super::record_bytes::{decode, encode};
+use super::records::Records;
 use super::refusals::{Refusal, RefusalJournal};
 use super::{Completion, TaskStore, end_with, fingerprint, reuse};
 use crate::clock::Clock;
@@ -48,8 +50,8 @@ struct Written {
 /// Task records in sled.
 pub struct SledTaskStore {
     db: sled::Db,
-    tasks: sled::Tree,
-    task_ids: sled::Tree,
+    /// The records and the task-id index: in the task journal, or in trees of `db`.
+    records: Records,
     committer: Committer,
     clock: Arc<dyn Clock>,
     window: Duration,
@@ -73,6 +75,10 @@ pub struct StoreExtras {
     pub refusals: Option<PathBuf>,
     /// A flush fault for tests.
     pub fault: Option<Arc<FlushFault>>,
+    /// The task journal's file, where the records go instead of trees of the database (records
+    /// an earlier run left in the database are moved there when the store opens). The daemon
+    /// keeps it in the state folder.
+    pub journal: Option<PathBuf>,
 }
 
 impl SledTaskStore {
@@ -100,17 +106,28 @@ impl SledTaskStore {
         window: Duration,
         extras: StoreExtras,
     ) -> Result<Self, BusError> {
-        let tasks = db
-            .open_tree(RECORDS_TREE)
-            .map_err(|e| BusError::storage("open tree of task records", e))?;
-        let task_ids = db
-            .open_tree(TASK_IDS_TREE)
-            .map_err(|e| BusError::storage("open tree of task ids", e))?;
+        let records = match &extras.journal {
+            Some(path) => {
+                let journal = Journal::open(path, journal::DEFAULT_CACHE_BYTES).map_err(|e| {
+                    BusError::storage(format!("open task journal {}", path.display()), e)
+                })?;
+                Records::Journal(Arc::new(journal))
+            }
+            None => Records::Sled {
+                db: db.clone(),
+                tasks: db
+                    .open_tree(RECORDS_TREE)
+                    .map_err(|e| BusError::storage("open tree of task records", e))?,
+                task_ids: db
+                    .open_tree(TASK_IDS_TREE)
+                    .map_err(|e| BusError::storage("open tree of task ids", e))?,
+            },
+        };
+        let committer = Committer::start_flushing(records.flusher(), extras.fault)?;
         let store = Self {
-            db: db.clone(),
-            tasks,
-            task_ids,
-            committer: Committer::start_with_fault(db, extras.fault)?,
+            db,
+            records,
+            committer,
             clock,
             window,
             next_purge_ms: AtomicU64::new(0),
@@ -120,6 +137,10 @@ impl SledTaskStore {
         };
         store.migrate(LEGACY_TREE)?;
         store.migrate(STORE_KEY_TREE)?;
+        if matches!(store.records, Records::Journal(_)) {
+            store.migrate(RECORDS_TREE)?;
+            store.migrate_task_ids()?;
+        }
         let store = match &extras.refusals {
             Some(path) => store.with_refusals(path)?,
             None => store,
@@ -153,29 +174,56 @@ impl SledTaskStore {
             .map_err(|e| BusError::storage(format!("open earlier tree of tasks {name}"), e))?;
         let mut moved = 0usize;
         for item in old.iter() {
-            let (k, v) = item.map_err(|e| BusError::storage(format!("scan {name}"), e))?;
+            let (_, v) = item.map_err(|e| BusError::storage(format!("scan {name}"), e))?;
             let record =
                 decode(&v).map_err(|e| BusError::Corrupt(format!("task record in {name}: {e}")))?;
             let key = task_id::record_key(&record.request_id);
-            // Present already when an earlier move stopped before removing the old entry.
-            self.tasks
-                .compare_and_swap(key, None as Option<&[u8]>, Some(v))
-                .map_err(|e| BusError::storage("move task record", e))?
+            // Present already when an earlier move stopped before the old tree was dropped.
+            self.records
+                .swap(&key, None, Some(v), "move task record")?
                 .ok();
-            old.remove(k)
-                .map_err(|e| BusError::storage("remove moved task record", e))?;
             moved += 1;
         }
+        // Durable where they went before the old tree goes.
+        self.records.flush("flush moved task records")?;
         if moved > 0 {
-            crate::commit::flush(&self.db)
-                .map_err(|e| BusError::storage("flush moved task records", e))?;
             tracing::info!(moved, from = name, "Task records moved to their keys.");
         }
-        // Empty now, and flushed so: the tree goes.
         drop(old);
         self.db
             .drop_tree(name)
-            .map_err(|e| BusError::storage(format!("drop emptied tree {name}"), e))?;
+            .map_err(|e| BusError::storage(format!("drop moved tree {name}"), e))?;
+        crate::commit::flush(&self.db)
+            .map_err(|e| BusError::storage(format!("flush dropped tree {name}"), e))?;
+        Ok(())
+    }
+
+    /// Moves the task-id index of the database's tree into the journal (as [`Self::migrate`]
+    /// moves records).
+    fn migrate_task_ids(&self) -> Result<(), BusError> {
+        if !self
+            .db
+            .tree_names()
+            .iter()
+            .any(|n| n.as_ref() == TASK_IDS_TREE.as_bytes())
+        {
+            return Ok(());
+        }
+        let old = self
+            .db
+            .open_tree(TASK_IDS_TREE)
+            .map_err(|e| BusError::storage("open tree of task ids", e))?;
+        for item in old.iter() {
+            let (k, v) = item.map_err(|e| BusError::storage("scan tree of task ids", e))?;
+            self.records.index(&k, Some(&v))?;
+        }
+        self.records.flush("flush moved task ids")?;
+        drop(old);
+        self.db
+            .drop_tree(TASK_IDS_TREE)
+            .map_err(|e| BusError::storage("drop moved tree of task ids", e))?;
+        crate::commit::flush(&self.db)
+            .map_err(|e| BusError::storage("flush dropped tree of task ids", e))?;
         Ok(())
     }
 
@@ -184,10 +232,7 @@ impl SledTaskStore {
         if task_id::carries(task_id, &task_id::prefix_of(request_id)) {
             return Ok(());
         }
-        self.task_ids
-            .remove(task_id.as_bytes())
-            .map_err(|e| BusError::storage("remove task id", e))?;
-        Ok(())
+        self.records.index(task_id.as_bytes(), None)
     }
 
     /// Opens the refusal journal at `path`, removes the records it names that never ended
@@ -198,21 +243,19 @@ impl SledTaskStore {
             RefusalJournal::open(path).map_err(|e| BusError::storage(what, e))?;
         if !refused.is_empty() {
             let mut removed = 0usize;
-            for item in self.tasks.iter() {
-                let (k, v) = item.map_err(|e| BusError::storage("scan tasks", e))?;
+            self.records.for_each(|k, v| {
                 let r = decode(&v)?;
                 let Some(refusal) = refused.iter().find(|x| x.task_id == r.task_id) else {
-                    continue;
+                    return Ok(());
                 };
                 if r.state.is_terminal() {
-                    continue;
+                    return Ok(());
                 }
                 if !refusal.retry && r.attempts == 0 {
                     // A new task: rolled back, as if never posted.
                     let gone = self
-                        .tasks
-                        .compare_and_swap(&k, Some(v), None as Option<&[u8]>)
-                        .map_err(|e| BusError::storage("remove refused task", e))?;
+                        .records
+                        .swap(&k, Some(v), None, "remove refused task")?;
                     if gone.is_ok() {
                         self.forget_task_id(r.task_id, &r.request_id)?;
                     }
@@ -224,16 +267,15 @@ impl SledTaskStore {
                     ended.outcome = Some(Outcome::Failed {
                         error: "a retry was refused: the store could not write it (post again to retry)".into(),
                     });
-                    self.tasks
-                        .compare_and_swap(&k, Some(v), Some(encode(&ended)?))
-                        .map_err(|e| BusError::storage("end refused retry", e))?
+                    self.records
+                        .swap(&k, Some(v), Some(encode(&ended)?.into()), "end refused retry")?
                         .ok();
                 }
                 removed += 1;
                 tracing::warn!(request_id = %r.request_id, task_id = %r.task_id, "A task answered as not admitted reached the disk; it never runs.");
-            }
-            crate::commit::flush(&self.db)
-                .map_err(|e| BusError::storage("flush removed refused tasks", e))?;
+                Ok(())
+            })?;
+            self.records.flush("flush removed refused tasks")?;
             journal
                 .clear()
                 .map_err(|e| BusError::storage("clear refusal journal", e))?;
@@ -280,7 +322,12 @@ impl SledTaskStore {
     /// is undone in memory (and on disk with the next flush). Where the record changed since,
     /// that change stays.
     fn roll_back(&self, key: &[u8], written: IVec, before: Option<IVec>) {
-        match self.tasks.compare_and_swap(key, Some(written), before) {
+        match self.records.swap(
+            key,
+            Some(written),
+            before,
+            "undo a write whose flush failed",
+        ) {
             Ok(Ok(())) => {}
             Ok(Err(_)) => tracing::warn!("A write whose flush failed changed since; not undone."),
             Err(e) => tracing::error!(error = %e, "A write whose flush failed was not undone."),
@@ -323,9 +370,7 @@ impl SledTaskStore {
 
     /// The bytes stored under `key`.
     fn stored(&self, key: &[u8]) -> Result<Option<sled::IVec>, BusError> {
-        self.tasks
-            .get(key)
-            .map_err(|e| BusError::storage("read task", e))
+        self.records.get(key)
     }
 
     fn read(&self, request_id: &RequestId) -> Result<Option<TaskRecord>, BusError> {
@@ -395,10 +440,9 @@ impl SledTaskStore {
             }
             record.updated_ms = self.clock.now_ms();
             let new = self.decoded.encode(&key, &record, envelope)?;
-            let swapped = self
-                .tasks
-                .compare_and_swap(&key, Some(old.clone()), Some(new.clone()))
-                .map_err(|e| BusError::storage("write task", e))?;
+            let swapped =
+                self.records
+                    .swap(&key, Some(old.clone()), Some(new.clone()), "write task")?;
             match swapped {
                 Ok(()) => {
                     if durable && let Err(e) = self.committer.commit().await {
@@ -408,7 +452,7 @@ impl SledTaskStore {
                     }
                     return Ok(Some(Written { record, new, old }));
                 }
-                Err(lost) => match lost.current {
+                Err(now) => match now {
                     Some(bytes) => current = Some(bytes),
                     None => return Err(BusError::UnknownTask(request_id.to_string())),
                 },
@@ -451,21 +495,18 @@ impl SledTaskStore {
     /// Removes terminal records older than the window. Returns how many went.
     pub fn purge_expired(&self) -> Result<usize, BusError> {
         let mut purged = 0;
-        for item in self.tasks.iter() {
-            let (k, v) = item.map_err(|e| BusError::storage("scan tasks", e))?;
+        self.records.for_each(|k, v| {
             let r = decode(&v)?;
             if self.expired(&r) {
                 // Only remove the exact record we judged, in case it was re-admitted meanwhile.
-                let gone = self
-                    .tasks
-                    .compare_and_swap(&k, Some(v), None as Option<&[u8]>)
-                    .map_err(|e| BusError::storage("purge task", e))?;
+                let gone = self.records.swap(&k, Some(v), None, "purge task")?;
                 if gone.is_ok() {
                     self.forget_task_id(r.task_id, &r.request_id)?;
                     purged += 1;
                 }
             }
-        }
+            Ok(())
+        })?;
         Ok(purged)
     }
 
@@ -568,15 +609,15 @@ impl TaskStore for SledTaskStore {
             let task_id = record.task_id;
             let indexed = !task_id::carries(task_id, &prefix);
             if indexed {
-                self.task_ids
-                    .insert(task_id.as_bytes(), record.request_id.as_str().as_bytes())
-                    .map_err(|e| BusError::storage("write task id", e))?;
+                self.records.index(
+                    task_id.as_bytes(),
+                    Some(record.request_id.as_str().as_bytes()),
+                )?;
             }
             let new = self.decoded.encode(&key, &record, None)?;
             let swapped = self
-                .tasks
-                .compare_and_swap(&key, old.clone(), Some(new.clone()))
-                .map_err(|e| BusError::storage("write task", e))?;
+                .records
+                .swap(&key, old.clone(), Some(new.clone()), "write task")?;
             match swapped {
                 Ok(()) => {
                     // The expired record this one replaced no longer answers for its task id.
@@ -590,7 +631,7 @@ impl TaskStore for SledTaskStore {
                     if let Err(e) = self.commit_admission(refusal, &key, new, old).await {
                         if indexed {
                             // Its record is gone again; an entry without one is ignored anyway.
-                            let _ = self.task_ids.remove(task_id.as_bytes());
+                            let _ = self.records.index(task_id.as_bytes(), None);
                         }
                         return Err(e);
                     }
@@ -599,19 +640,14 @@ impl TaskStore for SledTaskStore {
                         duplicate: false,
                     });
                 }
-                Err(lost) => {
+                Err(now) => {
                     // The envelope goes back for the next round (moved, not copied).
                     env = Arc::unwrap_or_clone(record.envelope);
                     // Another admission of this request id won; unless it is this very task,
                     // our task id entry goes.
-                    let winner = lost
-                        .current
-                        .map(|b| self.decoded.read(&key, &b))
-                        .transpose()?;
+                    let winner = now.map(|b| self.decoded.read(&key, &b)).transpose()?;
                     if indexed && winner.is_none_or(|w| w.task_id != task_id) {
-                        self.task_ids
-                            .remove(task_id.as_bytes())
-                            .map_err(|e| BusError::storage("remove task id", e))?;
+                        self.records.index(task_id.as_bytes(), None)?;
                     }
                 }
             }
@@ -705,18 +741,14 @@ impl TaskStore for SledTaskStore {
         // The records whose request id's bits the task id carries (one, but for a collision of
         // 62 bits); then the index, for task ids that carry none.
         if let Some(prefix) = task_id::prefix_in(task_id) {
-            for item in self.tasks.scan_prefix(prefix) {
-                let (k, v) = item.map_err(|e| BusError::storage("scan task records", e))?;
+            for (k, v) in self.records.scan_prefix(&prefix)? {
                 let r = self.decoded.read(&k, &v)?;
                 if r.task_id == task_id {
                     return Ok(Some(r).filter(|r| !self.expired(r)));
                 }
             }
         }
-        let value = self
-            .task_ids
-            .get(task_id.as_bytes())
-            .map_err(|e| BusError::storage("read task id", e))?;
+        let value = self.records.indexed(task_id.as_bytes())?;
         let Some(value) = value else { return Ok(None) };
         let request_id = RequestId::parse(&String::from_utf8_lossy(&value))
             .map_err(|e| BusError::Corrupt(e.to_string()))?;
@@ -730,26 +762,26 @@ impl TaskStore for SledTaskStore {
 
     async fn unfinished(&self) -> Result<Vec<TaskRecord>, BusError> {
         let mut out = Vec::new();
-        for item in self.tasks.iter() {
-            let (_, v) = item.map_err(|e| BusError::storage("scan tasks", e))?;
+        self.records.for_each(|_, v| {
             let r = decode(&v)?;
             if !r.state.is_terminal() {
                 out.push(r);
             }
-        }
+            Ok(())
+        })?;
         out.sort_by_key(|r| (r.seq, r.created_ms));
         Ok(out)
     }
 
     async fn list(&self) -> Result<Vec<TaskRecord>, BusError> {
         let mut out = Vec::new();
-        for item in self.tasks.iter() {
-            let (_, v) = item.map_err(|e| BusError::storage("scan tasks", e))?;
+        self.records.for_each(|_, v| {
             let r = decode(&v)?;
             if !self.expired(&r) {
                 out.push(r);
             }
-        }
+            Ok(())
+        })?;
         out.sort_by_key(|r| (r.seq, r.created_ms));
         Ok(out)
     }
