@@ -69,15 +69,22 @@ pub struct LocalBus {
 }
 
 impl LocalBus {
-    /// Opens the bus over the sled database in `dir`, re-queueing every unfinished task.
-    /// Must be called inside a tokio runtime (an actix `System` has one).
+    /// Opens the bus in folder `dir` as the daemon keeps it in its state folder: the task records
+    /// in the task journal `tasks.journal`, beside the sled database `db`; re-queues every
+    /// unfinished task. Must be called inside a tokio runtime (an actix `System` has one).
     pub fn open(dir: &Path, opts: LocalOptions) -> Result<Self, BusError> {
-        let db =
-            sled::open(dir).map_err(|e| BusError::storage(format!("open {}", dir.display()), e))?;
-        Self::with_db(db, opts)
+        let db_dir = dir.join("db");
+        let db = sled::open(&db_dir)
+            .map_err(|e| BusError::storage(format!("open {}", db_dir.display()), e))?;
+        let extras = crate::store::StoreExtras {
+            journal: Some(dir.join("tasks.journal")),
+            ..Default::default()
+        };
+        let store = SledTaskStore::with_extras(db, opts.clock.clone(), opts.dedup_window, extras)?;
+        Ok(Self::with_store(Arc::new(store), opts))
     }
 
-    /// Opens the bus over an already open sled database.
+    /// Opens the bus over an already open sled database, the task records in trees of it.
     pub fn with_db(db: sled::Db, opts: LocalOptions) -> Result<Self, BusError> {
         let store = SledTaskStore::with_db(db, opts.clock.clone(), opts.dedup_window)?;
         Ok(Self::with_store(Arc::new(store), opts))

@@ -138,20 +138,22 @@ impl Records {
         }
     }
 
-    /// The flush the commit thread runs.
-    pub(super) fn flusher(&self) -> crate::commit::Flush {
+    /// The flush the commit thread runs. With the journal it flushes the database `db` first:
+    /// writers of other trees of it (the outbox's staged replies, the session rows) count on the
+    /// task store's next flush to make what they wrote before it durable.
+    pub(super) fn flusher(&self, db: &sled::Db) -> crate::commit::Flush {
+        let db = db.clone();
         match self {
-            Self::Sled { db, .. } => {
-                let db = db.clone();
-                Box::new(move || {
-                    crate::commit::flush(&db)
-                        .map(|_| ())
-                        .map_err(|e| Arc::new(e) as crate::commit::FlushError)
-                })
-            }
+            Self::Sled { .. } => Box::new(move || {
+                crate::commit::flush(&db)
+                    .map(|_| ())
+                    .map_err(|e| Arc::new(e) as crate::commit::FlushError)
+            }),
             Self::Journal(j) => {
                 let j = j.clone();
                 Box::new(move || {
+                    crate::commit::flush(&db)
+                        .map_err(|e| Arc::new(e) as crate::commit::FlushError)?;
                     j.flush()
                         .map_err(|e| Arc::new(e) as crate::commit::FlushError)
                 })

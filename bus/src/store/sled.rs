@@ -123,7 +123,7 @@ impl SledTaskStore {
                     .map_err(|e| BusError::storage("open tree of task ids", e))?,
             },
         };
-        let committer = Committer::start_flushing(records.flusher(), extras.fault)?;
+        let committer = Committer::start_flushing(records.flusher(&db), extras.fault)?;
         let store = Self {
             db,
             records,
