@@ -348,6 +348,17 @@ impl Gateway for Child {
     }
 }
 
+/// A SIGTERM sent the moment the daemon says it listens is a clean shutdown (exit 0), not death
+/// by the signal: its handlers are in place before it says so. (A race: the send comes as early
+/// as a client can, three times over.)
+#[actix_rt::test]
+async fn a_sigterm_right_after_listening_is_a_clean_shutdown() {
+    let project = Project::new();
+    for _ in 0..3 {
+        stop(up(&project).await).await;
+    }
+}
+
 /// Starts `clawbus up` in the project and reads its address and token.
 pub(super) async fn up(project: &Project) -> Child {
     let mut cmd = project.clawbus();

@@ -128,13 +128,16 @@ pub(super) fn run(global: &Global, args: UpArgs) -> ExitCode {
         // the daemon serves; what runs from now on comes back from the page cache as it is used.
         release_start_pages(&daemon);
         idle_release(&daemon);
+        // Registered before the daemon says it serves: a SIGTERM sent as soon as it says so is
+        // a shutdown, not the default action (death by the signal).
+        let mut signals = Signals::install();
         // A closed stdout is no reason not to serve.
         let mut out = std::io::stdout();
         let _ = writeln!(out, "listening on {}", daemon.url()).and_then(|()| out.flush());
         // A store that refuses writes after an error (a full disk) stays refused until the
         // database is opened again: once the state folder takes writes, restart in place.
         let recovered = tokio::select! {
-            () = wait_for_signal() => None,
+            () = signals.recv() => None,
             fault = daemon.storage_recovered() => Some(fault),
         };
         if let Some(fault) = recovered {
@@ -152,8 +155,8 @@ pub(super) fn run(global: &Global, args: UpArgs) -> ExitCode {
             "Shutting down: no new work; running turns may finish (a second signal exits at once)."
         );
         // A second signal during the drain exits at once; unfinished tasks stay in the store.
-        tokio::spawn(async {
-            wait_for_signal().await;
+        tokio::spawn(async move {
+            signals.recv().await;
             eprintln!("second signal: exiting now; unfinished tasks run on the next start");
             std::process::exit(130);
         });
@@ -271,21 +274,37 @@ fn restart_in_place(port: u16) -> std::io::Error {
     std::process::Command::new(exe).args(kept).exec()
 }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) {
-        (Ok(mut int), Ok(mut term)) => {
-            tokio::select! {
-                _ = int.recv() => {},
-                _ = term.recv() => {},
+/// SIGINT and SIGTERM, registered: from [`Signals::install`] on, either is waited for by
+/// [`Signals::recv`] instead of ending the process.
+struct Signals(Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>);
+
+impl Signals {
+    fn install() -> Self {
+        use tokio::signal::unix::{SignalKind, signal};
+        match (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) {
+            (Ok(int), Ok(term)) => Self(Some((int, term))),
+            _ => {
+                tracing::warn!("Signal handlers unavailable; waiting for Ctrl-C only.");
+                Self(None)
             }
         }
-        _ => {
-            tracing::warn!("Signal handlers unavailable; waiting for Ctrl-C only.");
-            let _ = tokio::signal::ctrl_c().await;
+    }
+
+    /// Returns at the next SIGINT or SIGTERM.
+    async fn recv(&mut self) {
+        match &mut self.0 {
+            Some((int, term)) => {
+                tokio::select! {
+                    _ = int.recv() => {},
+                    _ = term.recv() => {},
+                }
+            }
+            None => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
     }
 }
