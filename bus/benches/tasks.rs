@@ -31,6 +31,17 @@ const IN_FLIGHT: usize = 256;
 /// The size of the text payload of the second local run.
 const TEXT_BYTES: usize = 400;
 
+/// This process's CPU time so far (user + system, every thread), from `/proc/self/stat` in
+/// clock ticks of 10 ms; `None` where there is no such file.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}
+
 /// Task `i`'s payload: the number `i`.
 fn number(i: usize) -> serde_json::Value {
     json!(i)
@@ -120,6 +131,7 @@ async fn run(name: &str, bus: Arc<dyn Bus>, tasks: usize, payload: fn(usize) -> 
     let topic = Topic::parse("bench.tasks").unwrap();
     // The figure halves when the two CPUs are far apart: how far they are, before and after.
     let before = clawbus_testkit::cross_cpu_round_trip();
+    let cpu_before = cpu_seconds();
     let started = Instant::now();
     // IN_FLIGHT clients, each submitting its share one task after another (as a connection does
     // request after request): IN_FLIGHT tasks in flight, and no thread of the bench's own
@@ -143,10 +155,19 @@ async fn run(name: &str, bus: Arc<dyn Bus>, tasks: usize, payload: fn(usize) -> 
         c.await.unwrap();
     }
     let secs = started.elapsed().as_secs_f64();
+    let cpu = cpu_seconds().zip(cpu_before).map(|(a, b)| a - b);
     println!(
         "{name}: bus tasks (submit→deliver→complete, dedup+journal, {IN_FLIGHT} in flight): {tasks} in {secs:.2}s = {:.0} tasks/s",
         tasks as f64 / secs
     );
+    if let Some(cpu) = cpu {
+        // Below 2 on two cores: the run waited on something other than its CPUs (the disk).
+        println!(
+            "{name}: CPU meanwhile {cpu:.2}s (user + system, every thread) = {:.2} cores busy, {:.1} µs a task",
+            cpu / secs,
+            cpu * 1e6 / tasks as f64
+        );
+    }
     let after = clawbus_testkit::cross_cpu_round_trip();
     let ns = |p: Option<clawbus_testkit::CrossCpu>| {
         p.map_or("-".to_string(), |p| format!("{:.0} ns", p.round_trip_ns))
