@@ -19,8 +19,9 @@
 //! compares against them without a read.
 
 use crate::fast_map::FastMap;
+use index::{Keys, Loc, head};
 use sled::IVec;
-use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::io::{BufReader, BufWriter, Read, Write as _};
 use std::os::unix::fs::FileExt as _;
@@ -49,74 +50,25 @@ const COMPACT_MIN_BYTES: u64 = 8 * 1024 * 1024;
 /// the file has already (a data sync, no metadata: a growing file's `fdatasync` commits the
 /// file system's journal on every flush).
 const GROW_BY: u64 = 4 * 1024 * 1024;
+/// How many keys read lately the recovery keeps, to find the frame a later one replaces without
+/// reading it again (a task's frames lie close together).
+const SEEN_KEYS: usize = 1 << 16;
 /// Bytes of recently written values kept in memory by default.
 pub(super) const DEFAULT_CACHE_BYTES: usize = 2 * 1024 * 1024;
 
-/// Where a key's value is: its offset in the journal's bytes (the file, then the bytes not yet
-/// written to it), its length, and the value itself while it is among the recent ones.
-struct Slot {
-    at: u64,
-    len: u32,
-    value: Option<IVec>,
-}
-
-impl Slot {
-    /// The bytes of this entry's frame.
-    fn frame_len(&self, key: &[u8]) -> u64 {
-        (FRAME_HEAD + BODY_HEAD + key.len()) as u64 + u64::from(self.len)
-    }
-}
-
-/// One tree's keys: where each value is, and the keys in order (for scans by prefix).
-#[derive(Default)]
-struct Keys {
-    slots: FastMap<IVec, Slot>,
-    /// Every key of `slots`, ordered by its first 8 bytes (zero-padded, big-endian: a number
-    /// compared at once, where most keys differ), then by all of them: byte order.
-    order: BTreeSet<(u64, IVec)>,
-}
-
-/// The first 8 bytes of `key` as a big-endian number (zero-padded): comparing these, then the
-/// whole keys, orders keys as their bytes do.
-fn head(key: &[u8]) -> u64 {
-    let mut b = [0u8; 8];
-    let n = key.len().min(8);
-    b[..n].copy_from_slice(&key[..n]);
-    u64::from_be_bytes(b)
-}
-
-impl Keys {
-    fn get(&self, key: &[u8]) -> Option<&Slot> {
-        self.slots.get(key)
-    }
-
-    fn insert(&mut self, key: IVec, slot: Slot) -> Option<Slot> {
-        match self.slots.get_mut(&key) {
-            Some(old) => Some(std::mem::replace(old, slot)),
-            None => {
-                self.order.insert((head(&key), key.clone()));
-                self.slots.insert(key, slot)
-            }
-        }
-    }
-
-    fn remove(&mut self, key: &[u8]) -> Option<Slot> {
-        let slot = self.slots.remove(key)?;
-        self.order.remove(&(head(key), IVec::from(key)));
-        Some(slot)
-    }
-
-    /// The keys starting with `prefix`, in byte order.
-    fn with_prefix<'a>(&'a self, prefix: &'a [u8]) -> impl Iterator<Item = &'a IVec> + 'a {
-        self.order
-            .range((head(prefix), IVec::default())..)
-            .map(|(_, k)| k)
-            .take_while(move |k| k.starts_with(prefix))
-    }
+/// A value kept in memory: where it was written, and the value.
+struct Kept {
+    loc: Loc,
+    value: IVec,
 }
 
 struct State {
     trees: [Keys; TREES],
+    /// The values written most recently, by key, while they are the key's latest.
+    kept: [FastMap<IVec, Kept>; TREES],
+    /// The kept values, oldest first: tree, key, where the value was written, its length.
+    recent: VecDeque<(u8, IVec, u64, usize)>,
+    recent_bytes: usize,
     file: Arc<File>,
     /// Frames appended since the last write to the file.
     pending: Vec<u8>,
@@ -126,9 +78,52 @@ struct State {
     allocated: u64,
     /// Frame bytes of the live entries.
     live: u64,
-    /// Values kept in memory, oldest first: tree, key, where the value was written, its length.
-    recent: VecDeque<(u8, IVec, u64, usize)>,
-    recent_bytes: usize,
+}
+
+impl State {
+    /// The journal's bytes from `at`, `len` of them: pending, or read from the file.
+    fn read(&self, path: &Path, at: u64, len: usize) -> std::io::Result<IVec> {
+        if at >= self.pending_at {
+            let from = (at - self.pending_at) as usize;
+            return Ok(IVec::from(&self.pending[from..from + len]));
+        }
+        let mut buf = vec![0u8; len];
+        self.file
+            .read_exact_at(&mut buf, at)
+            .map_err(|e| io_err(path, "read", e))?;
+        Ok(IVec::from(buf))
+    }
+
+    /// The key a location's frame holds.
+    fn key_of(&self, path: &Path, loc: &Loc) -> std::io::Result<IVec> {
+        self.read(path, loc.key_at(), usize::from(loc.key_len))
+    }
+
+    /// Where `key`'s latest value is in `tree`, and the value when it is kept.
+    fn find(
+        &self,
+        path: &Path,
+        tree: u8,
+        key: &[u8],
+    ) -> std::io::Result<Option<(Loc, Option<IVec>)>> {
+        if let Some(k) = self.kept[tree as usize].get(key) {
+            return Ok(Some((k.loc, Some(k.value.clone()))));
+        }
+        for loc in self.trees[tree as usize].at_head(head(key)) {
+            if usize::from(loc.key_len) == key.len() && *self.key_of(path, loc)? == *key {
+                return Ok(Some((*loc, None)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The value at `loc` (`kept` when the caller has it).
+    fn value(&self, path: &Path, loc: &Loc, kept: Option<IVec>) -> std::io::Result<IVec> {
+        match kept {
+            Some(v) => Ok(v),
+            None => self.read(path, loc.at, loc.len as usize),
+        }
+    }
 }
 
 /// Journals open in this process: a second handle on one file would interleave its frames.
@@ -210,16 +205,18 @@ fn recover(path: &Path, file: &File, len: u64) -> std::io::Result<Recovered> {
         end: MAGIC.len() as u64,
     };
     let mut body = Vec::new();
+    // The keys of the frames read lately, by head (see below).
+    let mut seen: [FastMap<u64, (u64, IVec)>; TREES] = Default::default();
     loop {
         let at = out.end;
         if len - at < FRAME_HEAD as u64 {
             break;
         }
-        let mut head = [0u8; FRAME_HEAD];
-        r.read_exact(&mut head)
+        let mut frame_head = [0u8; FRAME_HEAD];
+        r.read_exact(&mut frame_head)
             .map_err(|e| io_err(path, "read frame", e))?;
-        let body_len = u32::from_le_bytes(head[..4].try_into().unwrap_or_default()) as usize;
-        let crc = u32::from_le_bytes(head[4..].try_into().unwrap_or_default());
+        let body_len = u32::from_le_bytes(frame_head[..4].try_into().unwrap_or_default()) as usize;
+        let crc = u32::from_le_bytes(frame_head[4..].try_into().unwrap_or_default());
         if !(BODY_HEAD..=MAX_BODY).contains(&body_len)
             || (len - at - FRAME_HEAD as u64) < body_len as u64
         {
@@ -241,22 +238,47 @@ fn recover(path: &Path, file: &File, len: u64) -> std::io::Result<Recovered> {
                 ),
             ));
         }
-        let key = IVec::from(&body[BODY_HEAD..BODY_HEAD + key_len]);
-        let frame_len = (FRAME_HEAD + body_len) as u64;
-        let removed = match op {
-            OP_PUT => {
-                let slot = Slot {
-                    at: at + (FRAME_HEAD + BODY_HEAD + key_len) as u64,
-                    len: (body_len - BODY_HEAD - key_len) as u32,
-                    value: None,
-                };
-                out.live += frame_len;
-                out.trees[tree].insert(key.clone(), slot)
+        let key = &body[BODY_HEAD..BODY_HEAD + key_len];
+        let h = head(key);
+        // The location this frame replaces: found under the key's head, the candidate's key
+        // read from the file unless its frame was read lately.
+        let mut old = None;
+        for loc in out.trees[tree].at_head(h) {
+            if usize::from(loc.key_len) != key_len {
+                continue;
             }
-            _ => out.trees[tree].remove(&key),
-        };
-        if let Some(old) = removed {
-            out.live -= old.frame_len(&key);
+            let same = match seen[tree].get(&h) {
+                Some((seen_at, k)) if *seen_at == loc.at => **k == *key,
+                _ => {
+                    let mut buf = vec![0u8; key_len];
+                    file.read_exact_at(&mut buf, loc.key_at())
+                        .map_err(|e| io_err(path, "read key", e))?;
+                    buf == key
+                }
+            };
+            if same {
+                old = Some(*loc);
+                break;
+            }
+        }
+        let frame_len = (FRAME_HEAD + body_len) as u64;
+        if op == OP_PUT {
+            let loc = Loc {
+                at: at + (FRAME_HEAD + BODY_HEAD + key_len) as u64,
+                len: (body_len - BODY_HEAD - key_len) as u32,
+                key_len: key_len as u16,
+            };
+            out.trees[tree].replace(h, old, Some(loc));
+            out.live += frame_len;
+            if seen[tree].len() >= SEEN_KEYS {
+                seen[tree].clear();
+            }
+            seen[tree].insert(h, (loc.at, IVec::from(key)));
+        } else if old.is_some() {
+            out.trees[tree].replace(h, old, None);
+        }
+        if let Some(old) = old {
+            out.live -= old.frame_len();
         }
         out.end = at + frame_len;
     }
@@ -320,6 +342,7 @@ impl Journal {
         }
         let state = State {
             trees: found.trees,
+            kept: Default::default(),
             file: Arc::new(file),
             pending: Vec::new(),
             pending_at: found.end,
@@ -392,34 +415,16 @@ impl Journal {
     /// How many keys `tree` holds.
     #[cfg(test)]
     pub(super) fn len(&self, tree: u8) -> usize {
-        lock(&self.state).trees[tree as usize].slots.len()
+        lock(&self.state).trees[tree as usize].len()
     }
 
     /// The value of `key` in `tree`.
     pub(super) fn get(&self, tree: u8, key: &[u8]) -> std::io::Result<Option<IVec>> {
         let state = lock(&self.state);
-        match state.trees[tree as usize].get(key) {
-            Some(slot) => self.value(&state, slot).map(Some),
+        match state.find(&self.path, tree, key)? {
+            Some((loc, kept)) => state.value(&self.path, &loc, kept).map(Some),
             None => Ok(None),
         }
-    }
-
-    /// The value `slot` points at: kept, not yet written, or read from the file.
-    fn value(&self, state: &State, slot: &Slot) -> std::io::Result<IVec> {
-        if let Some(v) = &slot.value {
-            return Ok(v.clone());
-        }
-        let len = slot.len as usize;
-        if slot.at >= state.pending_at {
-            let from = (slot.at - state.pending_at) as usize;
-            return Ok(IVec::from(&state.pending[from..from + len]));
-        }
-        let mut buf = vec![0u8; len];
-        state
-            .file
-            .read_exact_at(&mut buf, slot.at)
-            .map_err(|e| io_err(&self.path, "read", e))?;
-        Ok(IVec::from(buf))
     }
 
     /// Sets `key` in `tree` to `new` (removes it for `None`) when its value is `old` (absent for
@@ -433,8 +438,9 @@ impl Journal {
         new: Option<IVec>,
     ) -> std::io::Result<Result<(), Option<IVec>>> {
         let mut state = lock(&self.state);
-        let current = match state.trees[tree as usize].get(key) {
-            Some(slot) => Some(self.value(&state, slot)?),
+        let found = state.find(&self.path, tree, key)?;
+        let current = match &found {
+            Some((loc, kept)) => Some(state.value(&self.path, loc, kept.clone())?),
             None => None,
         };
         let same = match (current.as_deref(), old) {
@@ -445,44 +451,51 @@ impl Journal {
         if !same {
             return Ok(Err(current));
         }
-        self.write(&mut state, tree, key, new);
+        self.write(&mut state, tree, key, found.map(|f| f.0), new);
         Ok(Ok(()))
     }
 
     /// Sets `key` in `tree` to `new` (removes it for `None`) whatever it was.
-    pub(super) fn set(&self, tree: u8, key: &[u8], new: Option<IVec>) {
+    pub(super) fn set(&self, tree: u8, key: &[u8], new: Option<IVec>) -> std::io::Result<()> {
         let mut state = lock(&self.state);
-        self.write(&mut state, tree, key, new);
+        let old = state.find(&self.path, tree, key)?.map(|f| f.0);
+        self.write(&mut state, tree, key, old, new);
+        Ok(())
     }
 
-    fn write(&self, state: &mut State, tree: u8, key: &[u8], new: Option<IVec>) {
-        let old = match new {
+    /// Appends the frame setting `key` (at `old` until now) to `new`, and indexes it.
+    fn write(&self, state: &mut State, tree: u8, key: &[u8], old: Option<Loc>, new: Option<IVec>) {
+        let h = head(key);
+        let t = tree as usize;
+        match new {
             Some(value) => {
                 let value_at = push_frame(&mut state.pending, OP_PUT, tree, key, &value);
-                let at = state.pending_at + value_at as u64;
-                let slot = Slot {
-                    at,
+                let loc = Loc {
+                    at: state.pending_at + value_at as u64,
                     len: value.len() as u32,
-                    value: Some(value.clone()),
+                    key_len: key.len() as u16,
                 };
-                state.live += slot.frame_len(key);
+                state.trees[t].replace(h, old, Some(loc));
+                state.live += loc.frame_len();
                 state.recent_bytes += value.len();
                 let key = IVec::from(key);
-                state.recent.push_back((tree, key.clone(), at, value.len()));
-                let old = state.trees[tree as usize].insert(key, slot);
+                state
+                    .recent
+                    .push_back((tree, key.clone(), loc.at, value.len()));
+                state.kept[t].insert(key, Kept { loc, value });
                 self.evict(state);
-                old
             }
             None => {
-                if state.trees[tree as usize].get(key).is_none() {
+                if old.is_none() {
                     return;
                 }
                 push_frame(&mut state.pending, OP_REMOVE, tree, key, &[]);
-                state.trees[tree as usize].remove(key)
+                state.trees[t].replace(h, old, None);
+                state.kept[t].remove(key);
             }
-        };
+        }
         if let Some(old) = old {
-            state.live -= old.frame_len(key);
+            state.live -= old.frame_len();
         }
     }
 
@@ -493,38 +506,66 @@ impl Journal {
                 break;
             };
             state.recent_bytes -= len;
-            if let Some(slot) = state.trees[tree as usize].slots.get_mut(&key)
-                && slot.at == at
-            {
-                slot.value = None;
+            let kept = &mut state.kept[tree as usize];
+            if kept.get(&key).is_some_and(|k| k.loc.at == at) {
+                kept.remove(&key);
             }
         }
     }
 
-    /// The keys and values of `tree` whose key starts with `prefix`, in key order.
+    /// The keys and values of `tree` whose key starts with `prefix`, in byte order.
     pub(super) fn scan_prefix(
         &self,
         tree: u8,
         prefix: &[u8],
     ) -> std::io::Result<Vec<(IVec, IVec)>> {
         let state = lock(&self.state);
-        let mut out = Vec::new();
         let keys = &state.trees[tree as usize];
-        for k in keys.with_prefix(prefix) {
-            if let Some(slot) = keys.get(k) {
-                out.push((k.clone(), self.value(&state, slot)?));
+        // A prefix of 8 bytes or more names one head; a shorter one, any.
+        let locs: Vec<Loc> = if prefix.len() >= 8 {
+            keys.at_head(head(prefix)).to_vec()
+        } else {
+            keys.all().map(|(_, l)| *l).collect()
+        };
+        let mut out = Vec::new();
+        for loc in locs {
+            let key = state.key_of(&self.path, &loc)?;
+            if key.starts_with(prefix) {
+                let value = state.read(&self.path, loc.at, loc.len as usize)?;
+                out.push((key, value));
             }
         }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(out)
     }
 
-    /// The keys of `tree`, in key order.
-    pub(super) fn keys(&self, tree: u8) -> Vec<IVec> {
-        lock(&self.state).trees[tree as usize]
-            .order
-            .iter()
-            .map(|(_, k)| k.clone())
-            .collect()
+    /// Calls `each` with every key and value of `tree`, in no particular order, stopping at
+    /// its first error. Each head's keys are read under the lock; `each` runs without it (it
+    /// may write). A key written meanwhile may be seen as it was or as it is.
+    pub(super) fn for_each<E>(
+        &self,
+        tree: u8,
+        io: impl Fn(std::io::Error) -> E,
+        mut each: impl FnMut(IVec, IVec) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let heads = lock(&self.state).trees[tree as usize].heads();
+        let mut found = Vec::new();
+        for h in heads {
+            {
+                let state = lock(&self.state);
+                for loc in state.trees[tree as usize].at_head(h) {
+                    let key = state.key_of(&self.path, loc).map_err(&io)?;
+                    let value = state
+                        .read(&self.path, loc.at, loc.len as usize)
+                        .map_err(&io)?;
+                    found.push((key, value));
+                }
+            }
+            for (k, v) in found.drain(..) {
+                each(k, v)?;
+            }
+        }
+        Ok(())
     }
 
     /// Writes what was appended since the last flush to the file and syncs it: every write made
@@ -620,9 +661,9 @@ impl Journal {
             let cut = state.pending_at;
             let mut live = Vec::new();
             for (tree, keys) in state.trees.iter().enumerate() {
-                for (key, slot) in &keys.slots {
-                    if slot.at < cut {
-                        live.push((tree as u8, key.clone(), slot.at, slot.len));
+                for (h, loc) in keys.all() {
+                    if loc.at < cut {
+                        live.push((tree as u8, h, *loc));
                     }
                 }
             }
@@ -642,16 +683,22 @@ impl Journal {
             .map_err(|e| io_err(&temp, "write", e))?;
         let mut written = MAGIC.len() as u64;
         let mut moved = Vec::with_capacity(live.len());
-        let (mut frame, mut value) = (Vec::new(), Vec::new());
-        for (tree, key, at, len) in live {
-            value.resize(len as usize, 0);
-            file.read_exact_at(&mut value, at)
+        let (mut frame, mut bytes) = (Vec::new(), Vec::new());
+        for (tree, h, loc) in live {
+            // The key and the value, which follow each other.
+            bytes.resize(usize::from(loc.key_len) + loc.len as usize, 0);
+            file.read_exact_at(&mut bytes, loc.key_at())
                 .map_err(|e| io_err(&self.path, "read", e))?;
+            let (key, value) = bytes.split_at(usize::from(loc.key_len));
             frame.clear();
-            let value_at = push_frame(&mut frame, OP_PUT, tree, &key, &value);
+            let value_at = push_frame(&mut frame, OP_PUT, tree, key, value);
             out.write_all(&frame)
                 .map_err(|e| io_err(&temp, "write", e))?;
-            moved.push((tree, key, at, written + value_at as u64));
+            let to = Loc {
+                at: written + value_at as u64,
+                ..loc
+            };
+            moved.push((tree, h, loc.at, to));
             written += frame.len() as u64;
         }
         out.flush().map_err(|e| io_err(&temp, "write", e))?;
@@ -662,29 +709,37 @@ impl Journal {
         let mut state = lock(&self.state);
         std::fs::rename(&temp, &self.path).map_err(|e| io_err(&temp, "rename", e))?;
         sync_dir(&self.path).map_err(|e| io_err(&self.path, "sync folder", e))?;
-        for (tree, key, old_at, new_at) in moved {
-            if let Some(slot) = state.trees[tree as usize].slots.get_mut(&key)
-                && slot.at == old_at
-            {
-                slot.at = new_at;
-                slot.value = None;
-            }
-        }
-        let mut live = written - MAGIC.len() as u64;
-        let mut recent = VecDeque::new();
-        let mut recent_bytes = 0;
-        for (tree, keys) in state.trees.iter_mut().enumerate() {
-            for (key, slot) in keys.slots.iter_mut() {
-                if slot.at >= cut {
-                    slot.at = slot.at - cut + written;
-                    live += slot.frame_len(key);
-                    if slot.value.is_some() {
-                        recent.push_back((tree as u8, key.clone(), slot.at, slot.len as usize));
-                        recent_bytes += slot.len as usize;
-                    }
+        let shift = |at: u64| at - cut + written;
+        for keys in state.trees.iter_mut() {
+            for loc in keys.all_mut() {
+                if loc.at >= cut {
+                    loc.at = shift(loc.at);
                 }
             }
         }
+        for (tree, h, old_at, to) in moved {
+            // Unless the key was written again since step 1 (then its location is pending).
+            state.trees[tree as usize].moved(h, old_at, to);
+        }
+        // Values kept from before the cut are in the file; the pending ones stay kept.
+        let mut recent = VecDeque::new();
+        let mut recent_bytes = 0;
+        for (tree, kept) in state.kept.iter_mut().enumerate() {
+            kept.retain(|key, k| {
+                if k.loc.at < cut {
+                    return false;
+                }
+                k.loc.at = shift(k.loc.at);
+                recent.push_back((tree as u8, key.clone(), k.loc.at, k.loc.len as usize));
+                recent_bytes += k.loc.len as usize;
+                true
+            });
+        }
+        let live = state
+            .trees
+            .iter()
+            .flat_map(|keys| keys.all().map(|(_, l)| l.frame_len()))
+            .sum();
         state.file = Arc::new(new);
         state.pending_at = written;
         state.allocated = written;
@@ -703,5 +758,6 @@ impl Drop for Journal {
     }
 }
 
+mod index;
 #[cfg(test)]
 mod tests;

@@ -56,7 +56,8 @@ impl Records {
         }
     }
 
-    /// Calls `each` with every record's key and bytes, in key order, stopping at its first error.
+    /// Calls `each` with every record's key and bytes (in key order in sled, in no particular
+    /// order in the journal), stopping at its first error.
     pub(super) fn for_each(
         &self,
         mut each: impl FnMut(IVec, IVec) -> Result<(), BusError>,
@@ -68,17 +69,11 @@ impl Records {
                     each(k, v)?;
                 }
             }
-            Self::Journal(j) => {
-                // Keys first, then each value as it stands: a record removed meanwhile is skipped.
-                for k in j.keys(journal::RECORDS) {
-                    let v = j
-                        .get(journal::RECORDS, &k)
-                        .map_err(|e| journal_err("scan tasks", e))?;
-                    if let Some(v) = v {
-                        each(k, v)?;
-                    }
-                }
-            }
+            Self::Journal(j) => j.for_each(
+                journal::RECORDS,
+                |e| journal_err("scan tasks", e),
+                &mut each,
+            )?,
         }
         Ok(())
     }
@@ -121,10 +116,9 @@ impl Records {
                     .map(|_| ())
                     .map_err(|e| BusError::storage("remove task id", e)),
             },
-            Self::Journal(j) => {
-                j.set(journal::TASK_IDS, task_id, request_id.map(IVec::from));
-                Ok(())
-            }
+            Self::Journal(j) => j
+                .set(journal::TASK_IDS, task_id, request_id.map(IVec::from))
+                .map_err(|e| journal_err("write task id", e)),
         }
     }
 

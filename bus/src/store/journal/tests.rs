@@ -41,14 +41,14 @@ fn side_files(dir: &Path) -> Vec<String> {
 #[test]
 fn flushed_writes_come_back_after_a_reopen_and_unflushed_ones_do_not() {
     let (_dir, path, j) = fresh(BIG);
-    j.set(RECORDS, b"a", v("one"));
-    j.set(RECORDS, b"b", v("two"));
-    j.set(RECORDS, b"a", v("one again"));
-    j.set(RECORDS, b"gone", v("x"));
-    j.set(RECORDS, b"gone", None);
-    j.set(TASK_IDS, b"a", v("in the other tree"));
+    j.set(RECORDS, b"a", v("one")).unwrap();
+    j.set(RECORDS, b"b", v("two")).unwrap();
+    j.set(RECORDS, b"a", v("one again")).unwrap();
+    j.set(RECORDS, b"gone", v("x")).unwrap();
+    j.set(RECORDS, b"gone", None).unwrap();
+    j.set(TASK_IDS, b"a", v("in the other tree")).unwrap();
     j.flush().unwrap();
-    j.set(RECORDS, b"late", v("never flushed"));
+    j.set(RECORDS, b"late", v("never flushed")).unwrap();
     drop(j);
     let j = Journal::open(&path, BIG).unwrap();
     assert_eq!(get(&j, "a").as_deref(), Some("one again"));
@@ -102,7 +102,8 @@ fn values_no_longer_kept_in_memory_are_read_from_the_file_or_the_pending_frames(
             RECORDS,
             format!("k{i:02}").as_bytes(),
             v(&format!("value {i}")),
-        );
+        )
+        .unwrap();
         if i == 20 {
             j.flush().unwrap();
         }
@@ -111,17 +112,33 @@ fn values_no_longer_kept_in_memory_are_read_from_the_file_or_the_pending_frames(
         assert_eq!(get(&j, &format!("k{i:02}")), Some(format!("value {i}")));
     }
     let prefixed = j.scan_prefix(RECORDS, b"k1").unwrap();
-    let keys: Vec<_> = prefixed.iter().map(|(k, _)| k.to_vec()).collect();
+    let scanned: Vec<_> = prefixed.iter().map(|(k, _)| k.to_vec()).collect();
     let want: Vec<_> = (10..20).map(|i| format!("k{i}").into_bytes()).collect();
-    assert_eq!(keys, want, "in byte order");
+    assert_eq!(scanned, want, "in byte order");
     assert_eq!(prefixed[0].1, v("value 10").unwrap());
-    assert_eq!(j.keys(RECORDS).len(), 50);
+    assert_eq!(keys(&j, RECORDS).len(), 50);
+}
+
+/// Every key of `tree`, sorted.
+fn keys(j: &Journal, tree: u8) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    j.for_each(
+        tree,
+        |e| e,
+        |k, _| {
+            out.push(k.to_vec());
+            Ok(())
+        },
+    )
+    .unwrap();
+    out.sort();
+    out
 }
 
 #[test]
-fn keys_are_ordered_by_their_bytes_whatever_their_length() {
-    let (_dir, _path, j) = fresh(BIG);
-    let keys: [&[u8]; 7] = [
+fn keys_sharing_their_first_8_bytes_are_told_apart_here_and_after_a_reopen() {
+    let (_dir, path, j) = fresh(1);
+    let keys_: [&[u8]; 7] = [
         b"",
         b"a",
         b"a\0",
@@ -130,25 +147,43 @@ fn keys_are_ordered_by_their_bytes_whatever_their_length() {
         b"abcdefgh\0",
         b"abcdefghz",
     ];
-    for k in keys.iter().rev() {
-        j.set(RECORDS, k, v("x"));
+    for (i, k) in keys_.iter().enumerate().rev() {
+        j.set(RECORDS, k, v(&format!("v{i}"))).unwrap();
     }
-    let got: Vec<Vec<u8>> = j.keys(RECORDS).iter().map(|k| k.to_vec()).collect();
-    let want: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
-    assert_eq!(got, want);
-    let scanned: Vec<Vec<u8>> = j
-        .scan_prefix(RECORDS, b"abcdefgh")
-        .unwrap()
-        .into_iter()
-        .map(|(k, _)| k.to_vec())
-        .collect();
-    assert_eq!(scanned, want[4..].to_vec());
+    // Written again and one removed, with nothing kept in memory: told apart by the file.
+    j.set(RECORDS, b"abcdefgh\0", v("again")).unwrap();
+    j.set(RECORDS, b"abcdefgh", None).unwrap();
+    let check = |j: &Journal| {
+        assert_eq!(j.get(RECORDS, b"abcdefgh").unwrap(), None);
+        assert_eq!(j.get(RECORDS, b"abcdefgh\0").unwrap(), v("again"));
+        assert_eq!(j.get(RECORDS, b"abcdefghz").unwrap(), v("v6"));
+        assert_eq!(j.get(RECORDS, b"a\0").unwrap(), v("v2"));
+        assert_eq!(j.get(RECORDS, b"abcdefghy").unwrap(), None);
+        let scanned: Vec<Vec<u8>> = j
+            .scan_prefix(RECORDS, b"abcdefgh")
+            .unwrap()
+            .into_iter()
+            .map(|(k, _)| k.to_vec())
+            .collect();
+        assert_eq!(scanned, vec![b"abcdefgh\0".to_vec(), b"abcdefghz".to_vec()]);
+        let mut want: Vec<Vec<u8>> = keys_.iter().map(|k| k.to_vec()).collect();
+        want.retain(|k| k != b"abcdefgh");
+        assert_eq!(keys(j, RECORDS), want);
+        assert_eq!(j.len(RECORDS), 6);
+    };
+    check(&j);
+    j.flush().unwrap();
+    drop(j);
+    let j = Journal::open(&path, 1).unwrap();
+    check(&j);
+    j.compact_now().unwrap();
+    check(&j);
 }
 
 #[test]
 fn a_frame_cut_short_by_a_crash_is_cut_off_and_kept_aside() {
     let (dir, path, j) = fresh(BIG);
-    j.set(RECORDS, b"a", v("whole"));
+    j.set(RECORDS, b"a", v("whole")).unwrap();
     j.flush().unwrap();
     drop(j);
     // Half of a frame, as a crash mid-write leaves it, ahead of the zeros.
@@ -168,7 +203,7 @@ fn a_frame_cut_short_by_a_crash_is_cut_off_and_kept_aside() {
     let zeros = half.iter().rev().take_while(|b| **b == 0).count();
     assert_eq!(kept, half[..half.len() - zeros], "the cut bytes are kept");
     // Writes go on after the cut, and come back.
-    j.set(RECORDS, b"c", v("after"));
+    j.set(RECORDS, b"c", v("after")).unwrap();
     j.flush().unwrap();
     drop(j);
     let j = Journal::open(&path, BIG).unwrap();
@@ -180,7 +215,7 @@ fn a_frame_cut_short_by_a_crash_is_cut_off_and_kept_aside() {
 #[test]
 fn the_zeros_a_flush_wrote_ahead_are_room_not_damage() {
     let (dir, path, j) = fresh(BIG);
-    j.set(RECORDS, b"a", v("1"));
+    j.set(RECORDS, b"a", v("1")).unwrap();
     j.flush().unwrap();
     drop(j);
     let len = std::fs::metadata(&path).unwrap().len();
@@ -196,11 +231,11 @@ fn the_zeros_a_flush_wrote_ahead_are_room_not_damage() {
 #[test]
 fn a_frame_failing_its_checksum_ends_what_is_read_and_the_rest_is_kept_aside() {
     let (dir, path, j) = fresh(BIG);
-    j.set(RECORDS, b"a", v("first"));
+    j.set(RECORDS, b"a", v("first")).unwrap();
     j.flush().unwrap();
     let second = data_end(&path);
-    j.set(RECORDS, b"b", v("second"));
-    j.set(RECORDS, b"c", v("third"));
+    j.set(RECORDS, b"b", v("second")).unwrap();
+    j.set(RECORDS, b"c", v("third")).unwrap();
     j.flush().unwrap();
     drop(j);
     let mut bytes = std::fs::read(&path).unwrap();
@@ -250,10 +285,10 @@ fn a_second_handle_on_one_file_is_refused_until_the_first_is_dropped() {
 #[test]
 fn a_failed_sync_leaves_the_frames_pending_and_the_next_flush_writes_them_once() {
     let (_dir, path, j) = fresh(BIG);
-    j.set(RECORDS, b"a", v("before"));
+    j.set(RECORDS, b"a", v("before")).unwrap();
     j.flush().unwrap();
-    j.set(RECORDS, b"b", v("failed once"));
-    j.set(RECORDS, b"a", v("changed"));
+    j.set(RECORDS, b"b", v("failed once")).unwrap();
+    j.set(RECORDS, b"a", v("changed")).unwrap();
     j.fail_sync.store(true, std::sync::atomic::Ordering::SeqCst);
     assert!(j.flush().is_err());
     // Still readable (pending again), and on disk nothing of it is read back.
@@ -261,7 +296,7 @@ fn a_failed_sync_leaves_the_frames_pending_and_the_next_flush_writes_them_once()
     let on_disk = std::fs::read(&path).unwrap();
     let fresh_end = data_end(&path);
     assert!(on_disk[fresh_end as usize..].iter().all(|b| *b == 0));
-    j.set(RECORDS, b"c", v("after"));
+    j.set(RECORDS, b"c", v("after")).unwrap();
     j.flush().unwrap();
     drop(j);
     let j = Journal::open(&path, BIG).unwrap();
@@ -280,19 +315,20 @@ fn compaction_keeps_the_last_values_and_the_pending_ones_and_drops_the_rest() {
                 RECORDS,
                 format!("k{i}").as_bytes(),
                 v(&format!("{round}-{i}")),
-            );
+            )
+            .unwrap();
         }
         j.flush().unwrap();
     }
     for i in 0..10 {
-        j.set(RECORDS, format!("k{i}").as_bytes(), None);
+        j.set(RECORDS, format!("k{i}").as_bytes(), None).unwrap();
     }
-    j.set(TASK_IDS, b"t", v("id"));
+    j.set(TASK_IDS, b"t", v("id")).unwrap();
     j.flush().unwrap();
     let before = data_end(&path);
     // Written after the last flush: pending through the compaction.
-    j.set(RECORDS, b"k20", v("pending"));
-    j.set(RECORDS, b"k30", None);
+    j.set(RECORDS, b"k20", v("pending")).unwrap();
+    j.set(RECORDS, b"k30", None).unwrap();
     j.compact_now().unwrap();
     let after = std::fs::metadata(&path).unwrap().len();
     assert!(after < before / 3, "{after} of {before}");
@@ -301,7 +337,7 @@ fn compaction_keeps_the_last_values_and_the_pending_ones_and_drops_the_rest() {
     assert_eq!(get(&j, "k30"), None);
     assert_eq!(get(&j, "k15").as_deref(), Some("4-15"));
     // Writes go on after the compaction, at the right places.
-    j.set(RECORDS, b"k5", v("new"));
+    j.set(RECORDS, b"k5", v("new")).unwrap();
     assert_eq!(get(&j, "k5").as_deref(), Some("new"));
     j.flush().unwrap();
     drop(j);
@@ -322,7 +358,7 @@ fn compaction_keeps_the_last_values_and_the_pending_ones_and_drops_the_rest() {
 #[test]
 fn a_compaction_that_did_not_finish_leaves_the_journal_as_it_was() {
     let (_dir, path, j) = fresh(BIG);
-    j.set(RECORDS, b"a", v("1"));
+    j.set(RECORDS, b"a", v("1")).unwrap();
     j.flush().unwrap();
     drop(j);
     // What a crash mid-compaction leaves: the temporary file, half written.
