@@ -3,6 +3,7 @@
 //! acknowledged admissions surviving SIGKILL.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+mod crash;
 mod store;
 
 use bus::{
@@ -29,26 +30,8 @@ fn open(dir: &Path, clock: Arc<ManualClock>, extras: StoreExtras) -> SledTaskSto
         journal: Some(dir.join("tasks.journal")),
         ..extras
     };
-    let db = when_released(|| sled::open(dir.join("db")));
+    let db = crash::when_released(|| sled::open(dir.join("db")));
     SledTaskStore::with_extras(db, clock, store::WINDOW, extras).unwrap()
-}
-
-/// Retries `open` while the database is still locked by a handle being dropped (bounded).
-#[allow(
-    clippy::disallowed_methods,
-    reason = "sled lets go of its file lock in real time: the wait for it is bounded in real time"
-)]
-fn when_released<T, E: std::fmt::Display>(open: impl Fn() -> Result<T, E>) -> T {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        match open() {
-            Ok(opened) => return opened,
-            Err(e) if std::time::Instant::now() < deadline && e.to_string().contains("lock") => {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            Err(e) => panic!("the database must open: {e}"),
-        }
-    }
 }
 
 fn task(request_id: &str, text: &str) -> Envelope {
@@ -110,7 +93,7 @@ async fn records_kept_in_sled_by_an_earlier_version_move_into_the_journal() {
     assert!(store.admit(task("ended", "a")).await.unwrap().duplicate);
     drop(store);
 
-    let db = when_released(|| sled::open(dir.path().join("db")));
+    let db = crash::when_released(|| sled::open(dir.path().join("db")));
     let names: Vec<String> = db
         .tree_names()
         .iter()
@@ -192,46 +175,25 @@ async fn writes_whose_flush_failed_are_undone_here_and_after_a_reopen() {
     assert!(!again.duplicate, "a new admission");
 }
 
-const CRASH_CHILD_DIR: &str = "CLAWBUS_JOURNAL_CRASH_DIR";
-const ACKED: &str = "acked ";
-const WRITERS: usize = 64;
-const KILL_AFTER: usize = 400;
-
 /// Acknowledged means on disk: a child process admits, starts and ends tasks from 64 concurrent
 /// writers and prints each acknowledgement; it is killed with SIGKILL (no destructor, no last
 /// flush) right after the 400th. Opened again, the journal has every acknowledged admission and
 /// outcome, found by request id and task id, and admitting one again is a duplicate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_acknowledged_write_survives_a_sigkill() {
-    if let Ok(dir) = std::env::var(CRASH_CHILD_DIR) {
-        return write_until_killed(Path::new(&dir)).await;
+    if let Some(dir) = crash::child_dir() {
+        return write_until_killed(&dir).await;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "every_acknowledged_write_survives_a_sigkill",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CRASH_CHILD_DIR, dir.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let lines = read_lines(child.stdout.take().unwrap());
-    let mut acked = Vec::new();
-    let bound = std::time::Duration::from_secs(120);
-    while acked.len() < KILL_AFTER {
-        let line = lines
-            .recv_timeout(bound)
-            .expect("the child acknowledges writes");
-        acked.extend(acked_line(&line));
-    }
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
-    acked.extend(lines.iter().filter_map(|l| acked_line(&l)));
-
+    let acked = crash::acknowledged_until_killed(
+        "every_acknowledged_write_survives_a_sigkill",
+        dir.path(),
+        |text| {
+            let mut parts = text.split(' ');
+            let (what, id, task_id) = (parts.next()?, parts.next()?, parts.next()?);
+            Some((what.to_string(), id.to_string(), task_id.to_string()))
+        },
+    );
     let store = open(
         dir.path(),
         ManualClock::new(store::T0),
@@ -253,44 +215,16 @@ async fn every_acknowledged_write_survives_a_sigkill() {
     }
 }
 
-/// What, request id and task id of an acknowledgement line.
-fn acked_line(line: &str) -> Option<(String, String, String)> {
-    let mut parts = line.strip_prefix(ACKED)?.strip_suffix(" .")?.split(' ');
-    let (what, id, task_id) = (parts.next()?, parts.next()?, parts.next()?);
-    Some((what.to_string(), id.to_string(), task_id.to_string()))
-}
-
-/// The child's lines, read on a thread of their own, so the parent's wait for them is bounded.
-fn read_lines(out: std::process::ChildStdout) -> std::sync::mpsc::Receiver<String> {
-    use std::io::BufRead as _;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(out).lines() {
-            let Ok(line) = line else { return };
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    rx
-}
-
 /// The child: admits, starts and ends tasks from many writers at once, printing each
 /// acknowledgement as soon as its call returns, until it is killed (or, bounded, after 1,000
 /// tasks per writer).
 async fn write_until_killed(dir: &Path) {
-    use std::io::Write as _;
     let store = Arc::new(open(
         dir,
         ManualClock::new(store::T0),
         StoreExtras::default(),
     ));
-    let say = |what: &str, id: &str, task_id: uuid::Uuid| {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "{ACKED}{what} {id} {task_id} .").unwrap();
-        out.flush().unwrap();
-    };
-    let writers: Vec<_> = (0..WRITERS)
+    let writers: Vec<_> = (0..crash::WRITERS)
         .map(|w| {
             let store = store.clone();
             tokio::spawn(async move {
@@ -298,7 +232,8 @@ async fn write_until_killed(dir: &Path) {
                     let id = format!("crash-{w}-{n}");
                     let admitted = store.admit(task(&id, &id)).await.unwrap();
                     assert!(!admitted.duplicate);
-                    say("admitted", &id, admitted.task.task_id);
+                    let task_id = admitted.task.task_id;
+                    crash::say_acked(&format!("admitted {id} {task_id}"));
                     if n % 2 == 0 {
                         store.start(&admitted.task.request_id, 1).await.unwrap();
                         let done = store
@@ -306,7 +241,7 @@ async fn write_until_killed(dir: &Path) {
                             .await
                             .unwrap();
                         assert!(done.recorded);
-                        say("ended", &id, admitted.task.task_id);
+                        crash::say_acked(&format!("ended {id} {task_id}"));
                     }
                 }
             })

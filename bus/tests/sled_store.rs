@@ -2,6 +2,7 @@
 //! commit: acknowledged means on disk, and a lone commit is not held back for a batch.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+mod crash;
 mod store;
 
 use bus::{
@@ -17,7 +18,7 @@ struct Sled;
 impl store::Opener for Sled {
     async fn open(dir: &Path, clock: Arc<ManualClock>) -> Arc<dyn TaskStore> {
         // A reopen may come right after the previous store was dropped.
-        Arc::new(when_released(|| {
+        Arc::new(crash::when_released(|| {
             SledTaskStore::open(dir, clock.clone(), store::WINDOW)
         }))
     }
@@ -275,30 +276,12 @@ fn store_keys_use_only_the_restricted_alphabet_and_are_injective() {
 /// Opens the store once sled has let go of the database the legacy writer used: sled releases
 /// its file lock from a background thread shortly after the last handle is dropped.
 fn open_when_released(dir: &std::path::Path) -> SledTaskStore {
-    when_released(|| SledTaskStore::open(dir, ManualClock::new(store::T0), store::WINDOW))
+    crash::when_released(|| SledTaskStore::open(dir, ManualClock::new(store::T0), store::WINDOW))
 }
 
 /// The raw database, once its last user has let go of it.
 fn sled_when_released(dir: &std::path::Path) -> sled::Db {
-    when_released(|| sled::open(dir))
-}
-
-/// Retries `open` while the database is still locked by a handle being dropped (bounded).
-#[allow(
-    clippy::disallowed_methods,
-    reason = "sled lets go of its file lock in real time: the wait for it is bounded in real time"
-)]
-fn when_released<T, E: std::fmt::Display>(open: impl Fn() -> Result<T, E>) -> T {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        match open() {
-            Ok(opened) => return opened,
-            Err(e) if std::time::Instant::now() < deadline && e.to_string().contains("lock") => {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            Err(e) => panic!("the database must open: {e}"),
-        }
-    }
+    crash::when_released(|| sled::open(dir))
 }
 
 fn task(request_id: &str, text: &str) -> Envelope {
@@ -547,50 +530,24 @@ async fn a_lone_admission_is_flushed_at_once_not_held_for_a_batch() {
     assert_eq!(store.commit_stats().flushes, 2);
 }
 
-/// Set in the child process of the crash test: the database folder it admits into.
-const CRASH_CHILD_DIR: &str = "CLAWBUS_TEST_CRASH_CHILD_DIR";
-/// How the child reports an acknowledged admission: `acked <request id> <task id> .` (the dot
-/// tells a whole line from one cut by the kill).
-const ACKED: &str = "acked ";
-const WRITERS: usize = 64;
-const KILL_AFTER: usize = 400;
-
 /// Acknowledged means on disk under group commit: a child process admits tasks from 64
 /// concurrent writers and prints each acknowledgement; it is killed with SIGKILL (no destructor,
 /// no last flush) right after the 400th. Opened again, the store has every acknowledged task,
 /// found by its request id and by its task id, and admitting one again is a duplicate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_acknowledged_admission_survives_a_sigkill_under_group_commit() {
-    if let Ok(dir) = std::env::var(CRASH_CHILD_DIR) {
-        return admit_until_killed(Path::new(&dir)).await;
+    if let Some(dir) = crash::child_dir() {
+        return admit_until_killed(&dir).await;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "every_acknowledged_admission_survives_a_sigkill_under_group_commit",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CRASH_CHILD_DIR, dir.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let lines = read_lines(child.stdout.take().unwrap());
-    let mut acked = Vec::new();
-    let bound = std::time::Duration::from_secs(120);
-    while acked.len() < KILL_AFTER {
-        let line = lines
-            .recv_timeout(bound)
-            .expect("the child acknowledges admissions");
-        acked.extend(acked_id(&line));
-    }
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
-    // Lines written before the kill were acknowledged too.
-    acked.extend(lines.iter().filter_map(|l| acked_id(&l)));
-
+    let acked = crash::acknowledged_until_killed(
+        "every_acknowledged_admission_survives_a_sigkill_under_group_commit",
+        dir.path(),
+        |text| {
+            let (id, task_id) = text.split_once(' ')?;
+            Some((id.to_string(), task_id.to_string()))
+        },
+    );
     let store = open_when_released(dir.path());
     for (id, task_id) in &acked {
         let rid = RequestId::parse(id).unwrap();
@@ -603,37 +560,12 @@ async fn every_acknowledged_admission_survives_a_sigkill_under_group_commit() {
     }
 }
 
-/// The request id and task id of an acknowledgement line.
-fn acked_id(line: &str) -> Option<(String, String)> {
-    let (id, task_id) = line
-        .strip_prefix(ACKED)?
-        .strip_suffix(" .")?
-        .split_once(' ')?;
-    Some((id.to_string(), task_id.to_string()))
-}
-
-/// The child's lines, read on a thread of their own, so the parent's wait for them is bounded.
-fn read_lines(out: std::process::ChildStdout) -> std::sync::mpsc::Receiver<String> {
-    use std::io::BufRead as _;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(out).lines() {
-            let Ok(line) = line else { return };
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    rx
-}
-
 /// The child: admits from many writers at once and prints each acknowledgement as soon as
 /// `admit` returns, until it is killed (or, bounded, after 1,000 admissions per writer).
 async fn admit_until_killed(dir: &Path) {
-    use std::io::Write as _;
     let clock = ManualClock::new(store::T0);
     let store = Arc::new(SledTaskStore::open(dir, clock, store::WINDOW).unwrap());
-    let writers: Vec<_> = (0..WRITERS)
+    let writers: Vec<_> = (0..crash::WRITERS)
         .map(|w| {
             let store = store.clone();
             tokio::spawn(async move {
@@ -641,9 +573,7 @@ async fn admit_until_killed(dir: &Path) {
                     let id = format!("crash-{w}-{n}");
                     let admitted = store.admit(task(&id, &id)).await.unwrap();
                     assert!(!admitted.duplicate);
-                    let mut out = std::io::stdout().lock();
-                    writeln!(out, "{ACKED}{id} {} .", admitted.task.task_id).unwrap();
-                    out.flush().unwrap();
+                    crash::say_acked(&format!("{id} {}", admitted.task.task_id));
                 }
             })
         })

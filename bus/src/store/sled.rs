@@ -160,18 +160,9 @@ impl SledTaskStore {
     /// task ids keep their index entries (those ids carry no request id's bits). A crash half-way
     /// is fine: the next open finishes the move, and a record already moved is not written again.
     fn migrate(&self, name: &str) -> Result<(), BusError> {
-        if !self
-            .db
-            .tree_names()
-            .iter()
-            .any(|n| n.as_ref() == name.as_bytes())
-        {
+        let Some(old) = self.earlier_tree(name)? else {
             return Ok(());
-        }
-        let old = self
-            .db
-            .open_tree(name)
-            .map_err(|e| BusError::storage(format!("open earlier tree of tasks {name}"), e))?;
+        };
         let mut moved = 0usize;
         for item in old.iter() {
             let (_, v) = item.map_err(|e| BusError::storage(format!("scan {name}"), e))?;
@@ -189,7 +180,25 @@ impl SledTaskStore {
         if moved > 0 {
             tracing::info!(moved, from = name, "Task records moved to their keys.");
         }
-        drop(old);
+        self.drop_moved(name, old)
+    }
+
+    /// The database's tree `name`, when it has one (an earlier version's, to move).
+    fn earlier_tree(&self, name: &str) -> Result<Option<sled::Tree>, BusError> {
+        let names = self.db.tree_names();
+        if !names.iter().any(|n| n.as_ref() == name.as_bytes()) {
+            return Ok(None);
+        }
+        let tree = self
+            .db
+            .open_tree(name)
+            .map_err(|e| BusError::storage(format!("open earlier tree {name}"), e))?;
+        Ok(Some(tree))
+    }
+
+    /// Drops tree `name`, whose entries were moved and made durable where they went.
+    fn drop_moved(&self, name: &str, tree: sled::Tree) -> Result<(), BusError> {
+        drop(tree);
         self.db
             .drop_tree(name)
             .map_err(|e| BusError::storage(format!("drop moved tree {name}"), e))?;
@@ -201,30 +210,15 @@ impl SledTaskStore {
     /// Moves the task-id index of the database's tree into the journal (as [`Self::migrate`]
     /// moves records).
     fn migrate_task_ids(&self) -> Result<(), BusError> {
-        if !self
-            .db
-            .tree_names()
-            .iter()
-            .any(|n| n.as_ref() == TASK_IDS_TREE.as_bytes())
-        {
+        let Some(old) = self.earlier_tree(TASK_IDS_TREE)? else {
             return Ok(());
-        }
-        let old = self
-            .db
-            .open_tree(TASK_IDS_TREE)
-            .map_err(|e| BusError::storage("open tree of task ids", e))?;
+        };
         for item in old.iter() {
             let (k, v) = item.map_err(|e| BusError::storage("scan tree of task ids", e))?;
             self.records.index(&k, Some(&v))?;
         }
         self.records.flush("flush moved task ids")?;
-        drop(old);
-        self.db
-            .drop_tree(TASK_IDS_TREE)
-            .map_err(|e| BusError::storage("drop moved tree of task ids", e))?;
-        crate::commit::flush(&self.db)
-            .map_err(|e| BusError::storage("flush dropped tree of task ids", e))?;
-        Ok(())
+        self.drop_moved(TASK_IDS_TREE, old)
     }
 
     /// Removes `record`'s task-id index entry, when its task id needed one.
