@@ -305,3 +305,32 @@ async fn a_lagging_reader_of_a_tasks_events_still_gets_the_end() {
     assert!(read.windows(2).all(|w| w[0].seq + 1 == w[1].seq));
     assert!(read.last().unwrap().is_terminal());
 }
+
+/// A folder an earlier version opened with `LocalBus::open` (the database in the folder itself)
+/// opens again with its tasks: moved into the journal beside the database, a duplicate is still
+/// one.
+#[actix_rt::test]
+async fn a_folder_of_the_earlier_layout_opens_with_its_tasks() {
+    use bus::Bus as _;
+    use conformance::Backend as _;
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(conformance::T0);
+    {
+        let db = sled::open(dir.path()).unwrap();
+        let bus = LocalBus::with_db(db, options(clock.clone())).unwrap();
+        assert!(
+            !bus.submit(task("agent.a", "old-1"))
+                .await
+                .unwrap()
+                .duplicate
+        );
+    }
+    let bus = Local::open(dir.path(), clock, Duration::from_secs(60)).await;
+    let again = bus.submit(task("agent.a", "old-1")).await.unwrap();
+    assert!(again.duplicate, "found after the reopen");
+    assert!(dir.path().join("tasks.journal").is_file());
+    assert!(
+        !dir.path().join("db").join("conf").exists(),
+        "no second database"
+    );
+}

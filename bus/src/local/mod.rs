@@ -73,7 +73,13 @@ impl LocalBus {
     /// in the task journal `tasks.journal`, beside the sled database `db`; re-queues every
     /// unfinished task. Must be called inside a tokio runtime (an actix `System` has one).
     pub fn open(dir: &Path, opts: LocalOptions) -> Result<Self, BusError> {
-        let db_dir = dir.join("db");
+        // Earlier versions opened the database in `dir` itself (sled's `conf` is there): it
+        // stays there, and its task records move into the journal beside it.
+        let db_dir = if dir.join("conf").is_file() {
+            dir.to_path_buf()
+        } else {
+            dir.join("db")
+        };
         let db = sled::open(&db_dir)
             .map_err(|e| BusError::storage(format!("open {}", db_dir.display()), e))?;
         let extras = crate::store::StoreExtras {

@@ -78,6 +78,9 @@ struct State {
     allocated: u64,
     /// Frame bytes of the live entries.
     live: u64,
+    /// A compaction renamed the new file over the journal but the folder's sync failed: the
+    /// next flush syncs it before it answers.
+    dir_unsynced: bool,
 }
 
 impl State {
@@ -158,6 +161,23 @@ fn corrupt(path: &Path, what: String) -> std::io::Error {
         std::io::ErrorKind::InvalidData,
         format!("task journal {}: {what}", path.display()),
     )
+}
+
+/// Whether a frame of `key` and `value` is one the journal reads back: a key of at most 65,535
+/// bytes, a body of at most [`MAX_BODY`].
+fn fits(key: &[u8], value: Option<&[u8]>) -> std::io::Result<()> {
+    let body = BODY_HEAD + key.len() + value.map_or(0, <[u8]>::len);
+    if key.len() > usize::from(u16::MAX) || body > MAX_BODY {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "a task journal entry of {} bytes of key and {body} in all is over the limits ({} and {MAX_BODY})",
+                key.len(),
+                u16::MAX
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Appends one frame to `out`; answers the offset of its value inside `out`.
@@ -348,6 +368,7 @@ impl Journal {
             pending_at: found.end,
             allocated,
             live: found.live,
+            dir_unsynced: false,
             recent: VecDeque::new(),
             recent_bytes: 0,
         };
@@ -437,6 +458,7 @@ impl Journal {
         old: Option<&[u8]>,
         new: Option<IVec>,
     ) -> std::io::Result<Result<(), Option<IVec>>> {
+        fits(key, new.as_deref())?;
         let mut state = lock(&self.state);
         let found = state.find(&self.path, tree, key)?;
         let current = match &found {
@@ -457,6 +479,7 @@ impl Journal {
 
     /// Sets `key` in `tree` to `new` (removes it for `None`) whatever it was.
     pub(super) fn set(&self, tree: u8, key: &[u8], new: Option<IVec>) -> std::io::Result<()> {
+        fits(key, new.as_deref())?;
         let mut state = lock(&self.state);
         let old = state.find(&self.path, tree, key)?.map(|f| f.0);
         self.write(&mut state, tree, key, old, new);
@@ -601,7 +624,7 @@ impl Journal {
             state.pending_at = end;
             (state.file.clone(), at, pending)
         };
-        if let Err(e) = self.sync(&file) {
+        if let Err(e) = self.sync(&file).and_then(|()| self.sync_dir_if_due()) {
             // What the kernel held for the file may be gone: written again by the next flush.
             let mut state = lock(&self.state);
             let _ = Self::unwrite(&state, at);
@@ -612,6 +635,16 @@ impl Journal {
             return Err(io_err(&self.path, "sync", e));
         }
         self.compact_if_due();
+        Ok(())
+    }
+
+    /// Syncs the journal's folder when a compaction's rename is not known durable yet.
+    fn sync_dir_if_due(&self) -> std::io::Result<()> {
+        if !lock(&self.state).dir_unsynced {
+            return Ok(());
+        }
+        sync_dir(&self.path).map_err(|e| io_err(&self.path, "sync folder", e))?;
+        lock(&self.state).dir_unsynced = false;
         Ok(())
     }
 
@@ -708,7 +741,13 @@ impl Journal {
         // the same place after the new file's end as after the old one's.
         let mut state = lock(&self.state);
         std::fs::rename(&temp, &self.path).map_err(|e| io_err(&temp, "rename", e))?;
-        sync_dir(&self.path).map_err(|e| io_err(&self.path, "sync folder", e))?;
+        // From here the path names the new file: the switch goes ahead whatever the folder's
+        // sync says (a failed one is done again before the next flush answers).
+        for (tree, h, old_at, to) in moved {
+            // Unless the key was written again since step 1 (then its location is pending).
+            // Before the pending ones are shifted: shifted, one could take a moved one's offset.
+            state.trees[tree as usize].moved(h, old_at, to);
+        }
         let shift = |at: u64| at - cut + written;
         for keys in state.trees.iter_mut() {
             for loc in keys.all_mut() {
@@ -716,10 +755,6 @@ impl Journal {
                     loc.at = shift(loc.at);
                 }
             }
-        }
-        for (tree, h, old_at, to) in moved {
-            // Unless the key was written again since step 1 (then its location is pending).
-            state.trees[tree as usize].moved(h, old_at, to);
         }
         // Values kept from before the cut are in the file; the pending ones stay kept.
         let mut recent = VecDeque::new();
@@ -746,6 +781,12 @@ impl Journal {
         state.live = live;
         state.recent = recent;
         state.recent_bytes = recent_bytes;
+        if let Err(e) = sync_dir(&self.path) {
+            // Until the rename is durable nothing written to the new file is: no flush
+            // answers before the folder is synced (see `flush`).
+            tracing::error!(journal = %self.path.display(), error = %e, "Task journal's folder not synced after compaction; flushes wait for it.");
+            state.dir_unsynced = true;
+        }
         drop(state);
         tracing::info!(journal = %self.path.display(), bytes = written, "Task journal compacted.");
         Ok(())

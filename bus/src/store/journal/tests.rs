@@ -367,3 +367,36 @@ fn a_compaction_that_did_not_finish_leaves_the_journal_as_it_was() {
     assert_eq!(get(&j, "a").as_deref(), Some("1"));
     assert!(!Journal::temp_path(&path).exists());
 }
+
+/// A compaction while a key sharing its head with another was written again: the pending value,
+/// shifted to the new file's end, may take the offset the other key had; the moves are made
+/// before the shift, so each key keeps its own value.
+#[test]
+fn a_compaction_keeps_keys_sharing_a_head_apart_when_one_was_written_since() {
+    let (_dir, path, j) = fresh(0);
+    let (k1, k2) = (b"head0000-A", b"head0000-B");
+    j.set(RECORDS, k2, v("x")).unwrap();
+    j.set(RECORDS, k1, v("y")).unwrap();
+    j.flush().unwrap();
+    j.set(RECORDS, k2, v("zz")).unwrap();
+    j.compact_now().unwrap();
+    let check = |j: &Journal| {
+        assert_eq!(j.get(RECORDS, k2).unwrap(), v("zz"));
+        assert_eq!(j.get(RECORDS, k1).unwrap(), v("y"));
+        assert_eq!(keys(j, RECORDS), vec![k1.to_vec(), k2.to_vec()]);
+    };
+    check(&j);
+    j.flush().unwrap();
+    drop(j);
+    check(&Journal::open(&path, 0).unwrap());
+}
+
+#[test]
+fn an_entry_over_the_limits_is_refused_not_written() {
+    let (_dir, _path, j) = fresh(BIG);
+    let long_key = vec![b'k'; usize::from(u16::MAX) + 1];
+    let err = j.set(RECORDS, &long_key, v("x")).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(err.to_string().contains("over the limits"), "{err}");
+    assert_eq!(j.len(RECORDS), 0);
+}
