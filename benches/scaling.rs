@@ -7,7 +7,7 @@
 //! is far above 256, so no session actor is evicted. 256 client tasks each loop on
 //! `POST /v1/agents/echo/tasks {"text", "wait": true, "session": "s<i>"}` over one keep-alive
 //! HTTP/1 client (a connection per task): every answer counted is `succeeded`, so its transcript
-//! line was synced and its outcome committed to sled before it came back. A warm-up (`SCALING_WARMUP`
+//! line was synced and its outcome committed to the task journal before it came back. A warm-up (`SCALING_WARMUP`
 //! seconds, default 2) opens every session and connection first; then the measured window
 //! (`SCALING_SECS`, default 10) counts turns that finished inside it, with median and p99 latency.
 //!
