@@ -71,6 +71,15 @@ pub type FlushError = Arc<dyn std::error::Error + Send + Sync>;
 /// A store's flush: every write made before the call is durable when it returns `Ok`.
 pub type Flush = Box<dyn FnMut() -> Result<(), FlushError> + Send>;
 
+/// [`flush`] of `db`, as the commit thread runs it.
+pub fn sled_flush(db: sled::Db) -> Flush {
+    Box::new(move || {
+        flush(&db)
+            .map(|_| ())
+            .map_err(|e| Arc::new(e) as FlushError)
+    })
+}
+
 type Waiter = oneshot::Sender<Result<(), FlushFailed>>;
 
 /// Handle to the flushing thread; dropping it stops the thread and waits for it, so the database
@@ -82,26 +91,6 @@ pub struct Committer {
 }
 
 impl Committer {
-    /// Starts the flushing thread for `db`.
-    pub fn start(db: sled::Db) -> Result<Self, BusError> {
-        Self::start_with_fault(db, None)
-    }
-
-    /// Starts the flushing thread for `db`; while `fault` is on, flushes fail.
-    pub fn start_with_fault(
-        db: sled::Db,
-        fault: Option<Arc<FlushFault>>,
-    ) -> Result<Self, BusError> {
-        Self::start_flushing(
-            Box::new(move || {
-                flush(&db)
-                    .map(|_| ())
-                    .map_err(|e| Arc::new(e) as FlushError)
-            }),
-            fault,
-        )
-    }
-
     /// Starts the flushing thread running `flush`; while `fault` is on, flushes fail.
     pub fn start_flushing(
         mut flush: Flush,

@@ -136,18 +136,13 @@ impl Records {
     /// writers of other trees of it (the outbox's staged replies, the session rows) count on the
     /// task store's next flush to make what they wrote before it durable.
     pub(super) fn flusher(&self, db: &sled::Db) -> crate::commit::Flush {
-        let db = db.clone();
+        let mut sled = crate::commit::sled_flush(db.clone());
         match self {
-            Self::Sled { .. } => Box::new(move || {
-                crate::commit::flush(&db)
-                    .map(|_| ())
-                    .map_err(|e| Arc::new(e) as crate::commit::FlushError)
-            }),
+            Self::Sled { .. } => sled,
             Self::Journal(j) => {
                 let j = j.clone();
                 Box::new(move || {
-                    crate::commit::flush(&db)
-                        .map_err(|e| Arc::new(e) as crate::commit::FlushError)?;
+                    sled()?;
                     j.flush()
                         .map_err(|e| Arc::new(e) as crate::commit::FlushError)
                 })
